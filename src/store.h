@@ -1,0 +1,85 @@
+/* store.h: the event log behind a small interface: append a batch, read a
+ * range by id, learn of rows committed by other processes, prune by age and
+ * count. SQLite (WAL mode) is the embedded backend; nothing outside store.c
+ * includes sqlite3.h for the log, so another backend can sit behind this seam.
+ *
+ * Every call is bounded in time: the busy timeout is a few milliseconds, and
+ * a call that would wait longer returns -EBUSY so the caller retries from a
+ * timer instead of stalling the event loop. */
+#ifndef HERALD_STORE_H
+#define HERALD_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+/* One stored row, as read. Strings are NUL-terminated; every pointer is valid
+ * only during the callback that receives it. */
+struct store_event {
+	int64_t id;
+	const char *type;
+	size_t type_len;
+	const char *topic;
+	size_t topic_len;
+	const char *data;
+	size_t data_len;
+	bool public;
+	int64_t created_at; /* Unix seconds */
+};
+
+/* One row to append. The store copies what it needs before returning. */
+struct store_new_event {
+	const char *type;
+	const char *topic;
+	const char *data;
+	size_t data_len;
+	bool public;
+};
+
+/* Called for each row in id order; return 0 to go on, non-zero to stop early. */
+typedef int (*store_row_cb)(void *arg, const struct store_event *ev);
+
+/* Open (creating if needed) the database at path: WAL mode, the schema
+ * created or migrated to the current version, an inotify watch on the
+ * database's folder. Returns NULL and writes a one-line reason into err on
+ * failure. The caller owns the store and frees it with store_close. */
+struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_t errlen);
+
+/* Finish statements, close the database cleanly (WAL checkpointed), free. */
+void store_close(struct store *st);
+
+/* Insert n rows in one transaction; ids_out[i] receives row i's id.
+ * Returns 0, -EBUSY when another writer holds the lock (nothing written;
+ * try again later), or -EIO (logged; nothing written). */
+int store_append_batch(struct store *st, const struct store_new_event *evs, size_t n, int64_t *ids_out);
+
+/* Call cb for each row with after < id <= upto, in id order, at most limit
+ * rows. Returns the number of rows passed to cb, -EBUSY, or -EIO. */
+int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg);
+
+/* The highest id ever assigned (0 for an empty log), from sqlite_sequence so
+ * it survives pruning. Returns 0 or -EBUSY / -EIO. */
+int store_max_id(struct store *st, int64_t *max_id);
+
+/* The highest id removed by retention (0 if none): a resume point below it
+ * has lost events and gets a reset. */
+int64_t store_pruned_through(const struct store *st);
+
+/* The inotify descriptor to watch for readability, or -1 when inotify is
+ * unavailable (the caller then polls store_changed from a slow timer). */
+int store_watch_fd(const struct store *st);
+
+/* Drain the inotify descriptor (if any) and report whether another database
+ * connection has committed since the previous call (PRAGMA data_version).
+ * This connection's own commits do not count. */
+bool store_changed(struct store *st);
+
+/* Delete at most max_rows of the oldest rows that are older than max_age_s
+ * seconds (0 = no age limit) or beyond the newest max_count rows (0 = no count
+ * limit), in one short transaction. Returns rows deleted (0 when nothing is
+ * due), -EBUSY or -EIO. */
+int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t max_rows);
+
+#endif

@@ -1,0 +1,24 @@
+/* util.h: allocation that aborts on failure, and small helpers shared by
+ * every module. Fatal exits happen only here (out of memory) and at start-up. */
+#ifndef HERALD_UTIL_H
+#define HERALD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+/* Milliseconds on the monotonic clock. */
+uint64_t clock_mono_ms(void);
+/* Seconds since the Unix epoch (wall clock). */
+int64_t clock_wall_s(void);
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif
