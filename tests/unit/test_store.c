@@ -1,0 +1,646 @@
+/* test_store.c: the SQLite store against real files in a temporary folder,
+ * with a second SQLite connection (and once the sqlite3 command-line tool)
+ * playing the other processes that insert into the events table. */
+#include "check.h"
+#include "store.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[] = "/tmp/herald-test-store-XXXXXX";
+
+static const char *db_path(const char *name)
+{
+	static char buf[4][256];
+	static int next;
+	char *p = buf[next++ % 4];
+	snprintf(p, sizeof(buf[0]), "%s/%s", tmpdir, name);
+	return p;
+}
+
+static struct store *open_ok(const char *path)
+{
+	char err[512] = "";
+	struct store *st = store_open(path, 5, err, sizeof(err));
+	if (!st)
+		fprintf(stderr, "store_open(%s): %s\n", path, err);
+	CHECK(st != NULL);
+	return st;
+}
+
+/* ---- the "other process": a second, independent connection ---- */
+
+static sqlite3 *ext_open(const char *path)
+{
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	CHECK_EQ_INT(rc, SQLITE_OK);
+	sqlite3_busy_timeout(db, 2000);
+	return db;
+}
+
+static void ext_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK)
+		fprintf(stderr, "ext_exec(%s): %s\n", sql, msg ? msg : "?");
+	CHECK_EQ_INT(rc, SQLITE_OK);
+	sqlite3_free(msg);
+}
+
+static int64_t ext_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t v = -1;
+	CHECK_EQ_INT(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	if (s && sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+static void ext_text(sqlite3 *db, const char *sql, char *out, size_t outlen)
+{
+	sqlite3_stmt *s = NULL;
+	out[0] = '\0';
+	CHECK_EQ_INT(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	if (s && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+		snprintf(out, outlen, "%s", (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+}
+
+static void ext_close(sqlite3 *db)
+{
+	CHECK_EQ_INT(sqlite3_close(db), SQLITE_OK);
+}
+
+/* ---- collecting rows ---- */
+
+#define MAX_ROWS 64
+
+struct rows {
+	int n;
+	int stop_after; /* 0 = never stop early */
+	int64_t id[MAX_ROWS];
+	char type[MAX_ROWS][32];
+	char topic[MAX_ROWS][32];
+	char data[MAX_ROWS][64];
+	size_t type_len[MAX_ROWS], topic_len[MAX_ROWS], data_len[MAX_ROWS];
+	bool pub[MAX_ROWS];
+	int64_t created_at[MAX_ROWS];
+	bool terminated; /* every string had its NUL at [len] */
+};
+
+static int collect(void *arg, const struct store_event *ev)
+{
+	struct rows *r = arg;
+	if (r->n >= MAX_ROWS)
+		return 1;
+	int i = r->n++;
+	r->id[i] = ev->id;
+	r->type_len[i] = ev->type_len;
+	r->topic_len[i] = ev->topic_len;
+	r->data_len[i] = ev->data_len;
+	memcpy(r->type[i], ev->type, MIN(ev->type_len + 1, sizeof(r->type[i]) - 1));
+	memcpy(r->topic[i], ev->topic, MIN(ev->topic_len + 1, sizeof(r->topic[i]) - 1));
+	memcpy(r->data[i], ev->data, MIN(ev->data_len + 1, sizeof(r->data[i]) - 1));
+	if (ev->type[ev->type_len] || ev->topic[ev->topic_len] || ev->data[ev->data_len])
+		r->terminated = false;
+	r->pub[i] = ev->public;
+	r->created_at[i] = ev->created_at;
+	return r->stop_after && r->n >= r->stop_after;
+}
+
+static int read_all(struct store *st, int64_t after, int64_t upto, size_t limit, struct rows *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->terminated = true;
+	return store_read_range(st, after, upto, limit, collect, r);
+}
+
+static int append_one(struct store *st, const char *type, const char *topic, const char *data, bool pub,
+		      int64_t *id)
+{
+	struct store_new_event ev = { type, topic, data, data ? strlen(data) : 0, pub };
+	return store_append_batch(st, &ev, 1, id);
+}
+
+static bool readable(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat sb;
+	return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* ---- tests ---- */
+
+static void test_open_creates_schema_and_wal(void)
+{
+	const char *path = db_path("schema.db");
+	char wal[300], mode[32];
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	int64_t id = 0, max = -1;
+	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(max, 0);
+	CHECK_EQ_INT(store_pruned_through(st), 0);
+	CHECK_EQ_INT(append_one(st, "t", "news", "hello", true, &id), 0);
+	CHECK_EQ_INT(id, 1);
+	CHECK(file_size(wal) > 0);
+
+	sqlite3 *db = ext_open(path);
+	ext_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
+	CHECK(strcmp(mode, "wal") == 0);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"), 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='herald_meta'"), 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='index'"
+				 " AND name='events_created_at'"), 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='events'"
+				 " AND sql LIKE '%AUTOINCREMENT%'"), 1);
+	/* The contract's column defaults work for a bare external insert. */
+	ext_exec(db, "INSERT INTO events(data) VALUES ('x')");
+	ext_text(db, "SELECT type || '|' || topic || '|' || public FROM events WHERE id=2", mode, sizeof(mode));
+	CHECK(strcmp(mode, "message||0") == 0);
+	CHECK(llabs(ext_int(db, "SELECT created_at FROM events WHERE id=2") - clock_wall_s()) <= 5);
+	ext_close(db);
+
+	store_close(st);
+	/* The last connection checkpointed: nothing is left to recover. */
+	CHECK(file_size(wal) <= 0);
+}
+
+static void test_append_and_read_range(void)
+{
+	struct store *st = open_ok(db_path("range.db"));
+	if (!st)
+		return;
+	struct store_new_event evs[5] = {
+		{ "greet", "news", "hello", 5, true },
+		{ NULL, NULL, "line1\nline2", 11, false },
+		{ "t", "a/b", "h\xc3\xa9llo", 6, true },
+		{ "t", "", "", 0, false },
+		{ "bin", "x", "a\0b", 3, false },
+	};
+	int64_t ids[5] = { 0 };
+	CHECK_EQ_INT(store_append_batch(st, evs, 2, ids), 0);
+	CHECK_EQ_INT(store_append_batch(st, evs + 2, 3, ids + 2), 0);
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(ids[i], i + 1);
+	CHECK_EQ_INT(store_append_batch(st, evs, 0, NULL), 0);
+	int64_t max = 0;
+	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(max, 5);
+
+	struct rows r;
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 5);
+	CHECK(r.terminated);
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ_INT(r.id[i], i + 1);
+	CHECK(strcmp(r.type[0], "greet") == 0 && r.type_len[0] == 5);
+	CHECK(strcmp(r.topic[0], "news") == 0 && r.topic_len[0] == 4);
+	CHECK(strcmp(r.data[0], "hello") == 0 && r.data_len[0] == 5);
+	CHECK(r.pub[0] && !r.pub[1] && r.pub[2] && !r.pub[3]);
+	CHECK(strcmp(r.type[1], "message") == 0 && r.type_len[1] == 7);
+	CHECK(r.topic_len[1] == 0 && r.topic[1][0] == '\0');
+	CHECK(strcmp(r.data[1], "line1\nline2") == 0 && r.data_len[1] == 11);
+	CHECK(strcmp(r.data[2], "h\xc3\xa9llo") == 0 && r.data_len[2] == 6);
+	CHECK(r.data_len[3] == 0 && r.data[3][0] == '\0');
+	CHECK(r.data_len[4] == 3 && memcmp(r.data[4], "a\0b", 4) == 0);
+	for (int i = 0; i < 5; i++)
+		CHECK(llabs(r.created_at[i] - clock_wall_s()) <= 5);
+
+	/* Bounds: after is exclusive, upto inclusive. */
+	CHECK_EQ_INT(read_all(st, 1, 4, 100, &r), 3);
+	CHECK(r.id[0] == 2 && r.id[1] == 3 && r.id[2] == 4);
+	/* Limit keeps the lowest ids. */
+	CHECK_EQ_INT(read_all(st, 0, 5, 2, &r), 2);
+	CHECK(r.id[0] == 1 && r.id[1] == 2);
+	/* Empty ranges. */
+	CHECK_EQ_INT(read_all(st, 3, 3, 100, &r), 0);
+	CHECK_EQ_INT(read_all(st, 4, 2, 100, &r), 0);
+	CHECK_EQ_INT(read_all(st, 5, 1000, 100, &r), 0);
+	CHECK_EQ_INT(read_all(st, 0, 5, 0, &r), 0);
+	/* A callback that stops early: the stopping row counts. */
+	memset(&r, 0, sizeof(r));
+	r.stop_after = 2;
+	CHECK_EQ_INT(store_read_range(st, 0, 5, 100, collect, &r), 2);
+	CHECK_EQ_INT(r.n, 2);
+	/* After an early stop the statement is reset: a new read starts clean. */
+	CHECK_EQ_INT(read_all(st, 2, 5, 100, &r), 3);
+	CHECK_EQ_INT(r.id[0], 3);
+
+	store_close(st);
+}
+
+static bool run_sqlite3_cli(const char *path, const char *sql)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return false;
+	if (pid == 0) {
+		execl("/usr/bin/sqlite3", "sqlite3", "-batch", path, sql, (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void test_external_insert_is_noticed(void)
+{
+	const char *path = db_path("notify.db");
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	int fd = store_watch_fd(st);
+	CHECK(fd >= 0);
+
+	/* Opening created files in the folder; those events are ours. */
+	CHECK(!store_changed(st));
+	if (fd >= 0)
+		CHECK(!readable(fd, 0));
+
+	/* Our own commits wake the fd (the -wal file changed) but are not
+	 * reported as another writer's. */
+	int64_t id = 0;
+	CHECK_EQ_INT(append_one(st, "t", "", "own", false, &id), 0);
+	CHECK(!store_changed(st));
+	if (fd >= 0)
+		CHECK(!readable(fd, 0));
+
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "INSERT INTO events(type, topic, data, public) VALUES ('t','news','from outside',1)");
+	if (fd >= 0)
+		CHECK(readable(fd, 2000));
+	CHECK(store_changed(st));
+	CHECK(!store_changed(st)); /* reported once */
+	if (fd >= 0)
+		CHECK(!readable(fd, 0)); /* drained */
+
+	struct rows r;
+	CHECK_EQ_INT(read_all(st, id, INT64_MAX, 100, &r), 1);
+	CHECK(r.id[0] == id + 1 && strcmp(r.data[0], "from outside") == 0 && r.pub[0]);
+
+	/* A pending external commit seen before draining is not lost. */
+	ext_exec(db, "INSERT INTO events(data) VALUES ('second')");
+	CHECK(store_changed(st));
+	CHECK(!store_changed(st));
+	ext_close(db);
+
+	/* Once with the real command-line tool, a genuinely separate process. */
+	if (access("/usr/bin/sqlite3", X_OK) == 0) {
+		CHECK(run_sqlite3_cli(path, "INSERT INTO events(type, topic, data, public) VALUES ('t','news','cli',1)"));
+		if (fd >= 0)
+			CHECK(readable(fd, 2000));
+		CHECK(store_changed(st));
+		CHECK_EQ_INT(read_all(st, id + 2, INT64_MAX, 100, &r), 1);
+		CHECK(r.n == 1 && strcmp(r.data[0], "cli") == 0 && strcmp(r.type[0], "t") == 0);
+		CHECK(!store_changed(st));
+	} else {
+		printf("store: /usr/bin/sqlite3 missing, CLI insert not tested\n");
+	}
+	store_close(st);
+}
+
+static void test_busy(void)
+{
+	const char *path = db_path("busy.db");
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	int64_t id = 0, max = 0;
+	CHECK_EQ_INT(append_one(st, "t", "", "before", false, &id), 0);
+
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "BEGIN IMMEDIATE");
+	ext_exec(db, "INSERT INTO events(data) VALUES ('held')");
+
+	struct store_new_event evs[2] = { { "t", "", "a", 1, false }, { "t", "", "b", 1, false } };
+	int64_t ids[2] = { -1, -1 };
+	uint64_t t0 = clock_mono_ms();
+	CHECK_EQ_INT(store_append_batch(st, evs, 2, ids), -EBUSY);
+	uint64_t t1 = clock_mono_ms();
+	CHECK(t1 - t0 < 100);
+	CHECK_EQ_INT(store_prune(st, 0, 1, 100), -EBUSY);
+	CHECK(clock_mono_ms() - t1 < 100);
+	/* WAL: reading goes on while another process writes. */
+	struct rows r;
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 1);
+	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(max, id);
+	ext_exec(db, "ROLLBACK");
+	ext_close(db);
+
+	/* Nothing of the refused batch was written; the store still works. */
+	CHECK_EQ_INT(store_append_batch(st, evs, 2, ids), 0);
+	CHECK(ids[0] == id + 1 && ids[1] == id + 2);
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 3);
+	CHECK(strcmp(r.data[1], "a") == 0 && strcmp(r.data[2], "b") == 0);
+	store_close(st);
+}
+
+static void test_prune(void)
+{
+	const char *path = db_path("prune.db");
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	struct store_new_event ev = { "t", "", "x", 1, false };
+	struct rows r;
+	int64_t max = 0;
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
+
+	/* Nothing configured, nothing due. */
+	CHECK_EQ_INT(store_prune(st, 0, 0, 100), 0);
+	CHECK_EQ_INT(store_prune(st, 3600, 100, 100), 0);
+	CHECK_EQ_INT(store_pruned_through(st), 0);
+
+	/* By count: keep the newest 4 of ids 1..10. */
+	CHECK_EQ_INT(store_prune(st, 0, 4, 100), 6);
+	CHECK_EQ_INT(store_pruned_through(st), 6);
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 4);
+	CHECK(r.id[0] == 7 && r.id[3] == 10);
+	CHECK_EQ_INT(store_prune(st, 0, 4, 100), 0);
+
+	/* max_rows bounds one call. */
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
+	CHECK_EQ_INT(store_prune(st, 0, 4, 3), 3);
+	CHECK_EQ_INT(store_pruned_through(st), 9);
+	CHECK_EQ_INT(store_prune(st, 0, 4, 100), 7);
+	CHECK_EQ_INT(store_pruned_through(st), 16);
+
+	/* By age: rows another process inserted with old timestamps go, the
+	 * fresh ones (lower and higher ids) stay. */
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "INSERT INTO events(data, created_at) VALUES ('old1', CAST(strftime('%s','now') AS INTEGER) - 1000),"
+		     " ('old2', CAST(strftime('%s','now') AS INTEGER) - 1000),"
+		     " ('old3', CAST(strftime('%s','now') AS INTEGER) - 2000)");
+	CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
+	CHECK_EQ_INT(store_prune(st, 500, 0, 2), 2);
+	CHECK_EQ_INT(store_prune(st, 500, 0, 100), 1);
+	CHECK_EQ_INT(store_prune(st, 500, 0, 100), 0);
+	CHECK_EQ_INT(store_pruned_through(st), 23);
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 5);
+	CHECK(r.id[0] == 17 && r.id[3] == 20 && r.id[4] == 24);
+	CHECK_EQ_INT(ext_int(db, "SELECT value FROM herald_meta WHERE key='pruned_through'"), 23);
+
+	/* Prune everything: the id sequence survives. */
+	ext_exec(db, "UPDATE events SET created_at = created_at - 10000");
+	CHECK_EQ_INT(store_prune(st, 500, 0, 1000), 5);
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 0);
+	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(max, 24);
+	CHECK_EQ_INT(store_pruned_through(st), 24);
+	ext_close(db);
+	store_close(st);
+
+	/* Reopen: pruned_through and the sequence are persistent. */
+	st = open_ok(path);
+	if (!st)
+		return;
+	CHECK_EQ_INT(store_pruned_through(st), 24);
+	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(max, 24);
+	int64_t id = 0;
+	CHECK_EQ_INT(store_append_batch(st, &ev, 1, &id), 0);
+	CHECK_EQ_INT(id, 25);
+	/* A count limit larger than the log deletes nothing. */
+	CHECK_EQ_INT(store_prune(st, 0, 1000, 100), 0);
+	store_close(st);
+}
+
+static void test_reopen(void)
+{
+	const char *path = db_path("reopen.db");
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	int64_t id = 0;
+	CHECK_EQ_INT(append_one(st, "t", "a", "one", true, &id), 0);
+	CHECK_EQ_INT(append_one(st, "t", "a", "two", true, &id), 0);
+	store_close(st);
+
+	st = open_ok(path);
+	if (!st)
+		return;
+	struct rows r;
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 2);
+	CHECK(strcmp(r.data[0], "one") == 0 && strcmp(r.data[1], "two") == 0);
+	CHECK_EQ_INT(append_one(st, "t", "a", "three", true, &id), 0);
+	CHECK_EQ_INT(id, 3);
+	CHECK(!store_changed(st));
+	store_close(st);
+}
+
+static void test_newer_schema_refused(void)
+{
+	const char *path = db_path("newer.db");
+	char err[512] = "", mode[32];
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "CREATE TABLE something(a); PRAGMA user_version=7");
+	ext_close(db);
+
+	struct store *st = store_open(path, 5, err, sizeof(err));
+	CHECK(st == NULL);
+	store_close(st);
+	CHECK(strstr(err, path) != NULL);
+	CHECK(strstr(err, "version 7") != NULL);
+	CHECK(strstr(err, "newer") != NULL);
+
+	/* Refused before anything was changed. */
+	db = ext_open(path);
+	ext_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
+	CHECK(strcmp(mode, "delete") == 0);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='events'"), 0);
+	ext_close(db);
+}
+
+static void test_open_failure(void)
+{
+	char err[512] = "";
+	const char *path = db_path("no/such/folder/x.db");
+	struct store *st = store_open(path, 5, err, sizeof(err));
+	CHECK(st == NULL);
+	CHECK(strstr(err, path) != NULL);
+	CHECK(strstr(err, "unable to open") != NULL);
+}
+
+static void test_odd_external_rows(void)
+{
+	/* Non-text values in the current schema. */
+	const char *path = db_path("odd.db");
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "INSERT INTO events(type, topic, data, public) VALUES (42, x'6869', x'00ff41', 7)");
+	ext_exec(db, "INSERT INTO events(type, data, public) VALUES ('t', 2.5, 'yes')");
+	ext_close(db);
+	struct rows r;
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 2);
+	CHECK(r.terminated);
+	CHECK(strcmp(r.type[0], "42") == 0 && r.type_len[0] == 2);
+	CHECK(strcmp(r.topic[0], "hi") == 0 && r.topic_len[0] == 2);
+	CHECK(r.data_len[0] == 3 && memcmp(r.data[0], "\0\xff" "A", 3) == 0);
+	CHECK(r.pub[0]);
+	CHECK(strcmp(r.data[1], "2.5") == 0 && r.data_len[1] == 3);
+	CHECK(!r.pub[1]);
+	store_close(st);
+
+	/* NULLs, possible in a lenient table an older program made: it has
+	 * every column and AUTOINCREMENT, so it is adopted as it is. */
+	path = db_path("lenient.db");
+	db = ext_open(path);
+	ext_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT, topic TEXT,"
+		     " data TEXT, public INTEGER, created_at INTEGER)");
+	ext_exec(db, "INSERT INTO events(type, topic, data, public, created_at) VALUES (NULL, NULL, NULL, NULL, NULL)");
+	ext_close(db);
+	st = open_ok(path);
+	if (!st)
+		return;
+	db = ext_open(path);
+	ext_exec(db, "INSERT INTO events(data) VALUES (NULL)");
+	ext_close(db);
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 2);
+	CHECK(r.terminated);
+	for (int i = 0; i < 2; i++)
+		CHECK(r.type_len[i] == 0 && r.topic_len[i] == 0 && r.data_len[i] == 0 && !r.pub[i]);
+	CHECK_EQ_INT(r.created_at[0], 0);
+	store_close(st);
+}
+
+static void test_older_layouts(void)
+{
+	struct rows r;
+	int64_t id = 0;
+	char text[64];
+
+	/* The exact contract table, made by another tool before herald first
+	 * ran (user_version 0): kept untouched. */
+	const char *path = db_path("premade.db");
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL DEFAULT 'message',"
+		     " topic TEXT NOT NULL DEFAULT '', data TEXT NOT NULL DEFAULT '', public INTEGER NOT NULL DEFAULT 0,"
+		     " created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER)));"
+		     "INSERT INTO events(data) VALUES ('a'), ('b');");
+	ext_close(db);
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 2);
+	CHECK_EQ_INT(append_one(st, "t", "", "c", false, &id), 0);
+	CHECK_EQ_INT(id, 3);
+	store_close(st);
+	db = ext_open(path);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='herald_meta'"), 1);
+	ext_close(db);
+
+	/* An older, thinner layout: no topic/public, text timestamps, no
+	 * AUTOINCREMENT, and a view on it. Rebuilt with ids kept. */
+	path = db_path("thin.db");
+	db = ext_open(path);
+	ext_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY, type TEXT, data TEXT, created_at TEXT);"
+		     "INSERT INTO events VALUES (1, 'a', 'x', '2024-01-01 00:00:00'), (2, NULL, 'y', NULL),"
+		     " (7, 'c', NULL, '2024-01-02 00:00:00');"
+		     "CREATE VIEW recent AS SELECT id, data FROM events;");
+	ext_close(db);
+	st = open_ok(path);
+	if (!st)
+		return;
+	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 3);
+	CHECK(r.id[0] == 1 && r.id[1] == 2 && r.id[2] == 7);
+	CHECK(strcmp(r.type[0], "a") == 0 && strcmp(r.type[1], "message") == 0 && strcmp(r.type[2], "c") == 0);
+	CHECK(strcmp(r.data[0], "x") == 0 && strcmp(r.data[1], "y") == 0 && r.data_len[2] == 0);
+	CHECK(r.topic_len[0] == 0 && !r.pub[0]);
+	CHECK_EQ_INT(r.created_at[0], 1704067200);
+	CHECK(llabs(r.created_at[1] - clock_wall_s()) <= 5);
+	CHECK_EQ_INT(append_one(st, "t", "", "new", false, &id), 0);
+	CHECK_EQ_INT(id, 8);
+	store_close(st);
+	db = ext_open(path);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM recent"), 4);
+	CHECK_EQ_INT(ext_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'"), 8);
+	ext_text(db, "SELECT sql FROM sqlite_master WHERE name='events'", text, sizeof(text));
+	CHECK(strstr(text, "CREATE TABLE") != NULL && strstr(text, "herald_events_new") == NULL);
+	ext_close(db);
+
+	/* AUTOINCREMENT but a missing column, with its top rows deleted: the
+	 * rebuild keeps the sequence, so ids 4 and 5 are never reused. */
+	path = db_path("seq.db");
+	db = ext_open(path);
+	ext_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, data TEXT);"
+		     "INSERT INTO events(data) VALUES ('1'), ('2'), ('3'), ('4'), ('5');"
+		     "DELETE FROM events WHERE id > 3;");
+	ext_close(db);
+	st = open_ok(path);
+	if (!st)
+		return;
+	int64_t max = 0;
+	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(max, 5);
+	CHECK_EQ_INT(append_one(st, "t", "", "6", false, &id), 0);
+	CHECK_EQ_INT(id, 6);
+	store_close(st);
+}
+
+static void rm_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char p[512];
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		if (unlink(p) < 0)
+			fprintf(stderr, "cannot remove %s: %s\n", p, strerror(errno));
+	}
+	closedir(d);
+	if (rmdir(dir) < 0)
+		fprintf(stderr, "cannot remove %s: %s\n", dir, strerror(errno));
+}
+
+int main(void)
+{
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_open_creates_schema_and_wal();
+	test_append_and_read_range();
+	test_external_insert_is_noticed();
+	test_busy();
+	test_prune();
+	test_reopen();
+	test_newer_schema_refused();
+	test_open_failure();
+	test_odd_external_rows();
+	test_older_layouts();
+	rm_tree(tmpdir);
+	return check_done("store");
+}
