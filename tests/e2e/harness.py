@@ -57,11 +57,15 @@ class Herald:
         with open(self.logpath, "rb") as f:
             return f.read().decode(errors="replace")
 
-    def wait_log(self, pattern, timeout=10.0):
-        """Wait until the log matches the regex; return the match."""
+    def log_size(self):
+        """Characters logged so far (for wait_log(since=...))."""
+        return len(self.log())
+
+    def wait_log(self, pattern, timeout=10.0, since=0):
+        """Wait until the log (from character offset since) matches the regex; return the match."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = re.search(pattern, self.log())
+            m = re.search(pattern, self.log()[since:])
             if m:
                 return m
             if self.proc.poll() is not None:
@@ -75,6 +79,25 @@ class Herald:
         if m:
             self.port = int(m.group(1))
         return self
+
+    def listeners(self):
+        """[(kind, address, backlog)] from the `listening on` log lines, e.g.
+        ("tcp", "127.0.0.1:41234", 1024), ("tcp", "[::1]:40000", 1024),
+        ("unix", "/tmp/.../herald.sock", 1024)."""
+        return [(m.group(1), m.group(2), int(m.group(3)))
+                for m in re.finditer(r"listening on (tcp|unix) (\S+) \(backlog (\d+)\)", self.log())]
+
+    def port_of(self, host):
+        """The port of the TCP listener on host ("127.0.0.1" or "::1"); None if absent."""
+        want = f"[{host}]" if ":" in host else host
+        for kind, addr, _ in self.listeners():
+            if kind == "tcp" and addr.rpartition(":")[0] == want:
+                return int(addr.rpartition(":")[2])
+        return None
+
+    def rss_kb(self):
+        """herald's resident set size (VmRSS) in KiB."""
+        return rss_kb(self.pid)
 
     @property
     def url(self):
@@ -114,18 +137,29 @@ class Herald:
                 self.kill()
 
 
-def connect(port=None, path=None, timeout=5.0):
-    """A blocking socket to herald's TCP port or unix socket path."""
+def connect(port=None, path=None, timeout=5.0, host="127.0.0.1", source=None, rcvbuf=None):
+    """A blocking socket to herald's TCP port or unix socket path.
+    host may be an IPv6 literal ("::1"); source binds the client end to that
+    address first (e.g. "127.0.0.2"); rcvbuf sets SO_RCVBUF before connect,
+    which is what limits the receive window the kernel advertises."""
     if path:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(timeout)
-        s.connect(path)
     else:
-        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if rcvbuf is not None:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            s.bind((source, 0))
+        s.settimeout(timeout)
+        s.connect(path if path else (host, port))
+    except BaseException:
+        s.close()
+        raise
     return s
 
 
-def request(port, method, target, body=None, headers=None, path=None, timeout=5.0):
+def request(port, method, target, body=None, headers=None, path=None, timeout=5.0, host="127.0.0.1", source=None):
     """One HTTP/1.1 request on a new connection (Connection: close).
     Returns (status, headers dict with lower-case names, body bytes)."""
     headers = dict(headers or {})
@@ -137,7 +171,7 @@ def request(port, method, target, body=None, headers=None, path=None, timeout=5.
         headers.setdefault("Content-Type", "application/json")
         headers["Content-Length"] = str(len(body))
     head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-    s = connect(port, path, timeout)
+    s = connect(port, path, timeout, host=host, source=source)
     try:
         s.sendall(head.encode() + (body or b""))
         return read_response(s)
@@ -188,8 +222,12 @@ def publish(port, type="message", topic="news", data="hello", public=True, token
 class Stream:
     """A raw SSE reader on its own socket. events() parses frames as they come."""
 
-    def __init__(self, port=None, query="", headers=None, path=None, timeout=5.0):
-        self.sock = connect(port, path, timeout)
+    def __init__(self, port=None, query="", headers=None, path=None, timeout=5.0, host="127.0.0.1",
+                 source=None, rcvbuf=None, sock=None):
+        # sock: an already connected socket to use instead of opening one.
+        self.sock = sock if sock is not None else connect(port, path, timeout, host=host, source=source,
+                                                          rcvbuf=rcvbuf)
+        self.sock.settimeout(timeout)
         headers = dict(headers or {})
         headers.setdefault("Host", "127.0.0.1")
         target = "/api/events/stream" + (("?" + query) if query else "")
@@ -254,6 +292,79 @@ class Stream:
                 break
         return out
 
+    def read_body(self, timeout=5.0):
+        """For a refused stream: the Content-Length framed body."""
+        n = int(self.headers.get("content-length", "0"))
+        deadline = time.monotonic() + timeout
+        while len(self.buf) < n and time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            d = self.sock.recv(65536)
+            if not d:
+                break
+            self.buf += d
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return body
+
+    def read_exact(self, n, timeout=5.0):
+        """The next n raw bytes of the stream (fewer if it closes or times out)."""
+        deadline = time.monotonic() + timeout
+        while len(self.buf) < n and not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.sock.settimeout(left)
+            try:
+                d = self.sock.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                self.closed = True
+                break
+            self.buf += d
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def opening(self, timeout=5.0):
+        """Consume and return the opening frame (up to and including the first blank line)."""
+        deadline = time.monotonic() + timeout
+        while b"\n\n" not in self.buf and not self.closed and time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                d = self.sock.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                self.closed = True
+                break
+            self.buf += d
+        i = self.buf.find(b"\n\n")
+        if i < 0:
+            raise AssertionError(f"no opening frame; got {self.buf!r}")
+        out, self.buf = self.buf[:i + 2], self.buf[i + 2:]
+        return out
+
+    def wait_closed(self, timeout=5.0):
+        """Read until the server closes the stream (what arrives stays in
+        self.buf); True if it closed within timeout."""
+        deadline = time.monotonic() + timeout
+        while not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                d = self.sock.recv(65536)
+            except socket.timeout:
+                return False
+            except ConnectionResetError:
+                self.closed = True
+                break
+            if not d:
+                self.closed = True
+                break
+            self.buf += d
+        return True
+
     def close(self):
         self.sock.close()
 
@@ -278,3 +389,180 @@ def parse_frame(raw):
         return None
     ev["data"] = "\n".join(data)
     return ev
+
+
+def rss_kb(pid):
+    """VmRSS of a process in KiB, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
+    """Poll fn() until it returns a true value (returned) or timeout passes (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def sqlite(db, sql, timeout_ms=5000):
+    """Run one SQL text with the sqlite3 CLI as a separate process (as another
+    program writing the events table would); returns its stdout, stripped."""
+    r = subprocess.run(["sqlite3", "-cmd", f".timeout {timeout_ms}", db, sql],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    assert r.returncode == 0, f"sqlite3 {sql!r} failed ({r.returncode}): {r.stderr.decode(errors='replace')}"
+    return r.stdout.decode().strip()
+
+
+def parse_head(head):
+    """(status, headers with lower-case names) from a response head without the blank line."""
+    lines = head.decode(errors="replace").split("\r\n")
+    parts = lines[0].split(" ")
+    assert len(parts) >= 2 and parts[0] in ("HTTP/1.1", "HTTP/1.0"), f"bad status line {lines[0]!r}"
+    status = int(parts[1])
+    hdrs = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return status, hdrs
+
+
+class HttpConn:
+    """One keep-alive connection: send raw bytes or requests, read responses
+    one by one (Content-Length framed) without losing pipelined bytes."""
+
+    def __init__(self, port=None, path=None, timeout=5.0, host="127.0.0.1", source=None, nodelay=True):
+        self.sock = connect(port, path, timeout, host=host, source=source)
+        if nodelay and not path:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.closed = False
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    @staticmethod
+    def format(method, target, body=None, headers=None):
+        """Bytes of one HTTP/1.1 request (keep-alive; Host and Content-Length filled in)."""
+        headers = dict(headers or {})
+        headers.setdefault("Host", "127.0.0.1")
+        if body is not None:
+            if not isinstance(body, (bytes, bytearray)):
+                body = json.dumps(body).encode() if not isinstance(body, str) else body.encode()
+            headers.setdefault("Content-Type", "application/json")
+            headers["Content-Length"] = str(len(body))
+        head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        return head.encode() + (bytes(body) if body is not None else b"")
+
+    def request(self, method, target, body=None, headers=None):
+        self.send(self.format(method, target, body, headers))
+        return self.read_response()
+
+    def _fill(self):
+        d = self.sock.recv(262144)
+        if not d:
+            self.closed = True
+            return False
+        self.buf += d
+        return True
+
+    def read_response(self):
+        """(status, headers, body) of the next response; AssertionError if the
+        connection closes first."""
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill():
+                raise AssertionError(f"connection closed before a whole response head: {self.buf!r}")
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        status, hdrs = parse_head(head)
+        n = int(hdrs.get("content-length", "0"))
+        while len(self.buf) < n:
+            if not self._fill():
+                raise AssertionError(f"connection closed inside a response body ({len(self.buf)} of {n} bytes)")
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return status, hdrs, body
+
+    def wait_closed(self, timeout=5.0):
+        """True if the server closes the connection within timeout (bytes it
+        sends before closing stay in self.buf)."""
+        deadline = time.monotonic() + timeout
+        while not self.closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                self._fill()
+            except socket.timeout:
+                return False
+            except ConnectionResetError:
+                self.closed = True
+        return True
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def publish_many(port, events, window=32, token=None, path=None):
+    """POST every event (a dict, or bytes taken as the raw JSON body) on one
+    keep-alive connection, keeping up to `window` requests in flight; returns
+    the ids in order (asserts each answer is 201)."""
+    h = {"Authorization": f"Bearer {token}"} if token else {}
+    ids = []
+    with HttpConn(port, path, timeout=30.0) as c:
+        pending = 0
+        i = 0
+        n = len(events)
+        while len(ids) < n:
+            batch = b""
+            while i < n and pending < window:
+                ev = events[i]
+                batch += HttpConn.format("POST", "/api/events", ev if isinstance(ev, (bytes, bytearray)) else
+                                         json.dumps(ev, separators=(",", ":")).encode(), h)
+                i += 1
+                pending += 1
+            if batch:
+                c.send(batch)
+            st, _, body = c.read_response()
+            assert st == 201, f"publish #{len(ids)} got {st}: {body!r}"
+            ids.append(json.loads(body)["id"])
+            pending -= 1
+    return ids
+
+
+def raw_exchange(port, data, path=None, timeout=5.0, host="127.0.0.1"):
+    """Send raw bytes on a new connection and read one response:
+    (status, headers, body). AssertionError if no whole response comes."""
+    c = HttpConn(port, path, timeout, host=host)
+    try:
+        c.send(data)
+        return c.read_response()
+    finally:
+        c.close()
+
+
+def check_refusal(status, headers, body, expected):
+    """Assert a refusal: the expected status, and a body that is the one-line
+    JSON {"error":"<cause>","status":N} with the same N."""
+    assert status == expected, f"expected {expected}, got {status}: {body!r}"
+    text = body.rstrip(b"\n")
+    assert b"\n" not in text and body.count(b"\n") <= 1, f"refusal body is not one line: {body!r}"
+    try:
+        j = json.loads(text)
+    except ValueError:
+        raise AssertionError(f"refusal body is not JSON: {body!r}")
+    assert isinstance(j, dict) and set(j) == {"error", "status"}, f"refusal body keys: {body!r}"
+    assert j["status"] == expected and isinstance(j["error"], str) and j["error"], f"refusal body: {body!r}"
+    assert headers.get("content-type", "").startswith("application/json"), f"refusal Content-Type: {headers}"
