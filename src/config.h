@@ -1,0 +1,63 @@
+/* config.h: herald's settings. Sources, later ones winning: built-in
+ * defaults < config file (INI, libinih) < environment (HERALD_<KEY>, and
+ * BACKLOG) < command-line flags (--key-name VALUE). Every value is validated;
+ * an error names the key, the value and where it came from (file:line,
+ * environment variable, or flag). */
+#ifndef HERALD_CONFIG_H
+#define HERALD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_MAX_LISTEN 16
+
+struct config {
+	char *listen[CONFIG_MAX_LISTEN];
+	size_t nlisten;
+	char *db;
+	int backlog;
+	int log_level;
+	int64_t per_address_limit;
+	int64_t max_readers;
+	int64_t heartbeat_interval_ms;
+	int64_t header_timeout_ms;
+	int64_t keepalive_timeout_ms;
+	int64_t stall_timeout_ms;
+	int64_t max_request_line;
+	int64_t max_header_bytes;
+	int64_t max_headers;
+	int64_t max_body;
+	int64_t queue_limit;
+	int64_t retention_age_s;
+	int64_t retention_count;
+	char *publish_token;
+	char *read_token;
+	char *trusted_proxies;
+	int64_t retry_ms;
+	int64_t rotate_after_ms;
+	int64_t busy_timeout_ms;
+	char *tls_cert;
+	char *tls_key;
+	char *config_path; /* the file read, or NULL */
+};
+
+/* Fill cfg from defaults, the file named by --config (if any), the
+ * environment and argv. Returns 0; or 1 after printing usage/version (the
+ * caller exits 0); or -1 after printing a precise error to stderr (exit 2 for
+ * a bad flag, 1 for a bad value). *check_only is set by --check-config. */
+int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code);
+
+/* Re-read the same sources (same argv) into a fresh struct for SIGHUP.
+ * Returns 0, or -1 after logging the error (cfg untouched in that case). */
+int config_reload(struct config *cfg, int argc, char **argv);
+
+void config_free(struct config *cfg);
+
+/* Print every key with its effective value, one "key = value" per line. */
+void config_print(const struct config *cfg, FILE *out);
+
+void config_usage(FILE *out);
+
+#endif

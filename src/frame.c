@@ -1,0 +1,93 @@
+/* frame.c: SSE encoding of events, resets, heartbeats and the stream head. */
+#include "frame.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Length of the first line of s (up to CR or LF). */
+static size_t line_len(const char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n && s[i] != '\n' && s[i] != '\r')
+		i++;
+	return i;
+}
+
+struct chunk *frame_event(const struct store_event *ev)
+{
+	const char *type = ev->type ? ev->type : "";
+	size_t tlen = line_len(type, ev->type ? ev->type_len : 0);
+	if (tlen == 0) {
+		type = "message";
+		tlen = 7;
+	}
+	/* Worst case: every data byte is a line break, each costing "data: " + "\n". */
+	size_t lines = 1;
+	for (size_t i = 0; i < ev->data_len; i++)
+		if (ev->data[i] == '\n' || ev->data[i] == '\r')
+			lines++;
+	size_t cap = 32 + 8 + tlen + 1 + ev->data_len + lines * 7 + 2;
+	struct chunk *c = chunk_new(cap);
+	char *p = c->data;
+	p += sprintf(p, "id: %lld\nevent: ", (long long)ev->id);
+	memcpy(p, type, tlen);
+	p += tlen;
+	*p++ = '\n';
+	const char *d = ev->data ? ev->data : "";
+	size_t n = ev->data ? ev->data_len : 0, i = 0;
+	for (;;) {
+		size_t l = line_len(d + i, n - i);
+		memcpy(p, "data: ", 6);
+		p += 6;
+		memcpy(p, d + i, l);
+		p += l;
+		*p++ = '\n';
+		i += l;
+		if (i >= n)
+			break;
+		if (d[i] == '\r' && i + 1 < n && d[i + 1] == '\n')
+			i++;
+		i++;
+		if (i == n) {
+			/* A trailing line break means one more, empty, data line. */
+			memcpy(p, "data: \n", 7);
+			p += 7;
+			break;
+		}
+	}
+	*p++ = '\n';
+	c->len = (uint32_t)(p - c->data);
+	return c;
+}
+
+struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
+{
+	char buf[256];
+	int n = snprintf(buf, sizeof(buf),
+			 "id: %lld\nevent: reset\ndata: {\"reason\":\"%s\",\"last_event_id\":%lld,\"id\":%lld}\n\n",
+			 (long long)id, reason, (long long)resume_id, (long long)id);
+	return chunk_from(buf, (size_t)n);
+}
+
+struct chunk *frame_stream_head(int64_t retry_ms)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf),
+			 "HTTP/1.1 200 OK\r\n"
+			 "Content-Type: text/event-stream\r\n"
+			 "Cache-Control: no-store\r\n"
+			 "X-Accel-Buffering: no\r\n"
+			 "Connection: close\r\n"
+			 "\r\n"
+			 "retry: %lld\n"
+			 ": stream open\n\n",
+			 (long long)retry_ms);
+	return chunk_from(buf, (size_t)n);
+}
+
+struct chunk *frame_heartbeat(void)
+{
+	return chunk_from(": hb\n\n", 6);
+}

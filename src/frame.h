@@ -1,0 +1,27 @@
+/* frame.h: Server-Sent Events encoding. Each stored event is encoded once
+ * into a chunk that every matching reader's queue shares. */
+#ifndef HERALD_FRAME_H
+#define HERALD_FRAME_H
+
+#include <stdint.h>
+
+#include "chunk.h"
+#include "store.h"
+
+/* Encode ev as "id: N\nevent: TYPE\ndata: ...\n\n" with one data line per
+ * payload line (LF, CRLF and CR all end a line). A type with a line break or
+ * an empty type is sent as "message" up to its first break. Returns a new
+ * chunk with one reference. */
+struct chunk *frame_event(const struct store_event *ev);
+
+/* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */
+struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
+
+/* The stream's response head plus opening frame (retry and a comment),
+ * built once per retry value; one new reference. */
+struct chunk *frame_stream_head(int64_t retry_ms);
+
+/* A heartbeat comment frame; one new reference. */
+struct chunk *frame_heartbeat(void);
+
+#endif

@@ -1,0 +1,364 @@
+/* listener.c: listening sockets and the accept loop. */
+#include "listener.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+#define ACCEPT_RETRY_MS 100
+
+static int read_somaxconn(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+	int v = -1;
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* The accept-queue limit the kernel applies to a listening TCP socket:
+ * TCP_INFO reports it in tcpi_sacked for sockets in LISTEN. */
+static int kernel_backlog(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_state != TCP_LISTEN)
+		return -1;
+	return (int)ti.tcpi_sacked;
+}
+
+/* Split "host:port", "[v6]:port" into a sockaddr. */
+static int parse_tcp(const char *addr, struct sockaddr_storage *ss, socklen_t *len, char *err, size_t errlen)
+{
+	char host[128];
+	const char *colon;
+	if (addr[0] == '[') {
+		const char *close = strchr(addr, ']');
+		if (!close || close[1] != ':') {
+			snprintf(err, errlen, "expected [IPv6]:port");
+			return -1;
+		}
+		snprintf(host, sizeof(host), "%.*s", (int)(close - addr - 1), addr + 1);
+		colon = close + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon) {
+			snprintf(err, errlen, "expected host:port");
+			return -1;
+		}
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+	}
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (!colon[1] || *end || port < 0 || port > 65535) {
+		snprintf(err, errlen, "bad port \"%s\"", colon + 1);
+		return -1;
+	}
+	memset(ss, 0, sizeof(*ss));
+	struct sockaddr_in *in = (void *)ss;
+	struct sockaddr_in6 *in6 = (void *)ss;
+	if (strcmp(host, "*") == 0 || host[0] == '\0') {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = in6addr_any;
+		in6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*in6);
+	} else if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		*len = sizeof(*in);
+	} else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*in6);
+	} else {
+		snprintf(err, errlen, "\"%s\" is not an IP address (names are not resolved)", host);
+		return -1;
+	}
+	return 0;
+}
+
+static void name_tcp(int fd, char *out, size_t outlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *in = (void *)&ss;
+			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+			port = ntohs(in->sin_port);
+			snprintf(out, outlen, "tcp %s:%d", host, port);
+			return;
+		}
+		struct sockaddr_in6 *in6 = (void *)&ss;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(out, outlen, "tcp [%s]:%d", host, port);
+}
+
+/* A unix socket path left by a previous run: remove it only when it is a
+ * socket nobody accepts on. */
+static void remove_stale_socket(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 && errno == ECONNREFUSED) {
+		unlink(path);
+		log_info("removed stale unix socket %s", path);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static int open_one(struct server *srv, const char *addr, struct listener *ls)
+{
+	char err[256] = "";
+	int fd = -1;
+	memset(ls, 0, sizeof(*ls));
+	ls->srv = srv;
+	ls->backlog = srv->cfg.backlog;
+	if (strncmp(addr, "unix:", 5) == 0) {
+		const char *path = addr + 5;
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+		if (!path[0] || strlen(path) >= sizeof(sun.sun_path)) {
+			log_err("listen %s: the unix socket path is empty or longer than %zu bytes", addr,
+				sizeof(sun.sun_path) - 1);
+			return -1;
+		}
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+		remove_stale_socket(path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
+			goto fail;
+		/* Group access for a proxy (e.g. Caddy) in the socket's group;
+		 * the folder's permissions decide who reaches it at all. */
+		chmod(path, 0660);
+		ls->is_unix = true;
+		ls->unix_path = xstrdup(path);
+		snprintf(ls->name, sizeof(ls->name), "unix %s", path);
+	} else {
+		struct sockaddr_storage ss;
+		socklen_t len;
+		if (parse_tcp(addr, &ss, &len, err, sizeof(err)) < 0) {
+			log_err("listen %s: %s", addr, err);
+			return -1;
+		}
+		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			goto fail;
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ss.ss_family == AF_INET6) {
+			/* "[::]:port" serves IPv6 only; list 0.0.0.0:port too for IPv4. */
+			struct sockaddr_in6 *in6 = (void *)&ss;
+			int v6only = !IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) || strncmp(addr, "[::]", 4) == 0;
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+		}
+		if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+			goto fail;
+	}
+	if (listen(fd, srv->cfg.backlog) < 0)
+		goto fail;
+	if (!ls->is_unix)
+		name_tcp(fd, ls->name, sizeof(ls->name));
+	ls->fd = fd;
+	return 0;
+fail:
+	log_err("listen %s: %s", addr, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	free(ls->unix_path);
+	ls->unix_path = NULL;
+	return -1;
+}
+
+static int adopt_systemd(struct server *srv, int n)
+{
+	srv->listeners = xcalloc((size_t)n, sizeof(*srv->listeners));
+	for (int i = 0; i < n; i++) {
+		int fd = SD_LISTEN_FDS_START + i;
+		struct listener *ls = &srv->listeners[srv->nlisteners];
+		memset(ls, 0, sizeof(*ls));
+		ls->srv = srv;
+		ls->from_systemd = true;
+		if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) > 0) {
+			struct sockaddr_un sun;
+			socklen_t len = sizeof(sun);
+			ls->is_unix = true;
+			if (getsockname(fd, (struct sockaddr *)&sun, &len) == 0 && len > sizeof(sa_family_t))
+				snprintf(ls->name, sizeof(ls->name), "unix %s", sun.sun_path);
+			else
+				snprintf(ls->name, sizeof(ls->name), "unix (unnamed)");
+		} else if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
+			name_tcp(fd, ls->name, sizeof(ls->name));
+		} else {
+			log_err("systemd passed fd %d, which is not a listening stream socket", fd);
+			return -1;
+		}
+		/* systemd hands sockets over blocking; accept4 until EAGAIN
+		 * needs them non-blocking, and children must not inherit them. */
+		int flags = fcntl(fd, F_GETFL);
+		if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+			log_err("systemd socket fd %d: %s", fd, strerror(errno));
+			return -1;
+		}
+		ls->fd = fd;
+		ls->backlog = ls->is_unix ? -1 : kernel_backlog(fd);
+		srv->nlisteners++;
+	}
+	return 0;
+}
+
+static void log_listener(const struct listener *ls, int requested, int somaxconn)
+{
+	if (ls->from_systemd) {
+		if (ls->backlog >= 0)
+			log_info("listening on %s (backlog %d, from systemd)", ls->name, ls->backlog);
+		else
+			log_info("listening on %s (from systemd)", ls->name);
+		return;
+	}
+	int eff = ls->is_unix ? requested : kernel_backlog(ls->fd);
+	if (eff < 0)
+		eff = requested;
+	log_info("listening on %s (backlog %d)", ls->name, eff);
+	if (somaxconn > 0 && requested > somaxconn)
+		log_warn("%s: backlog %d is capped to %d by net.core.somaxconn; raise it (sysctl "
+			 "net.core.somaxconn=%d) or connections will wait out SYN retransmits under bursts",
+			 ls->name, requested, somaxconn, requested);
+}
+
+int listeners_open(struct server *srv)
+{
+	int somaxconn = read_somaxconn();
+	int n = sd_listen_fds(1);
+	if (n < 0) {
+		log_err("reading systemd's LISTEN_FDS: %s", strerror(-n));
+		return -1;
+	}
+	if (n > 0) {
+		if (adopt_systemd(srv, n) < 0)
+			return -1;
+		log_info("using %d socket(s) from systemd; the listen setting is ignored", n);
+	} else {
+		srv->listeners = xcalloc(srv->cfg.nlisten, sizeof(*srv->listeners));
+		for (size_t i = 0; i < srv->cfg.nlisten; i++) {
+			if (open_one(srv, srv->cfg.listen[i], &srv->listeners[i]) < 0)
+				return -1;
+			srv->nlisteners++;
+		}
+	}
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		log_listener(&srv->listeners[i], srv->cfg.backlog, somaxconn);
+	return 0;
+}
+
+static void on_accept(void *arg, uint32_t events);
+
+static void resume_accept(void *arg)
+{
+	struct listener *ls = arg;
+	ls->paused = false;
+	loop_modify(ls->srv->lp, ls->fd, EPOLLIN);
+	on_accept(ls, EPOLLIN);
+}
+
+static void on_accept(void *arg, uint32_t events)
+{
+	struct listener *ls = arg;
+	struct server *srv = ls->srv;
+	static uint64_t last_log;
+	(void)events;
+	while (!srv->draining) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		int fd = accept4(ls->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			srv->m.connections_accepted++;
+			conn_new(srv, ls, fd, (struct sockaddr *)&ss, len);
+			continue;
+		}
+		switch (errno) {
+		case EINTR:
+		case ECONNABORTED:
+		case EPROTO:
+			continue;
+		case EAGAIN:
+			return;
+		case EMFILE:
+		case ENFILE:
+		case ENOBUFS:
+		case ENOMEM:
+			/* Out of descriptors or memory: stop taking connections
+			 * (they wait in the accept queue) and try again shortly,
+			 * instead of spinning on a readable listener. */
+			srv->m.accept_fd_exhausted++;
+			if (loop_now(srv->lp) - last_log >= 1000 || last_log == 0) {
+				log_warn("%s: accept: %s; pausing accepts for %d ms (%llu times so far)", ls->name,
+					 strerror(errno), ACCEPT_RETRY_MS,
+					 (unsigned long long)srv->m.accept_fd_exhausted);
+				last_log = loop_now(srv->lp);
+			}
+			ls->paused = true;
+			loop_modify(srv->lp, ls->fd, 0);
+			loop_timer_start(srv->lp, &ls->resume_timer, ACCEPT_RETRY_MS, resume_accept, ls);
+			return;
+		default:
+			log_err("%s: accept: %s", ls->name, strerror(errno));
+			return;
+		}
+	}
+}
+
+int listeners_start(struct server *srv)
+{
+	for (size_t i = 0; i < srv->nlisteners; i++) {
+		int r = loop_watch(srv->lp, srv->listeners[i].fd, EPOLLIN, on_accept, &srv->listeners[i]);
+		if (r < 0) {
+			log_err("%s: epoll: %s", srv->listeners[i].name, strerror(-r));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void listeners_close(struct server *srv)
+{
+	for (size_t i = 0; i < srv->nlisteners; i++) {
+		struct listener *ls = &srv->listeners[i];
+		if (ls->fd < 0)
+			continue;
+		loop_timer_stop(srv->lp, &ls->resume_timer);
+		loop_unwatch(srv->lp, ls->fd);
+		close(ls->fd);
+		ls->fd = -1;
+		if (ls->unix_path)
+			unlink(ls->unix_path);
+		free(ls->unix_path);
+		ls->unix_path = NULL;
+	}
+}

@@ -1,0 +1,47 @@
+/* main.c: the command line, start-up, and the exit code:
+ * 0 after a clean stop (or --help, --version, a good --check-config),
+ * 1 when settings are invalid or start-up fails, 2 for a bad command line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "addr.h"
+#include "config.h"
+#include "log.h"
+#include "server.h"
+
+int main(int argc, char **argv)
+{
+	static struct server srv;
+	bool check_only;
+	int code;
+
+	log_init();
+	int r = config_load(&srv.cfg, argc, argv, &check_only, &code);
+	if (r != 0)
+		return r > 0 ? 0 : code;
+	log_set_level((enum log_level)srv.cfg.log_level);
+
+	struct trust t;
+	char err[256];
+	if (trust_parse(&t, srv.cfg.trusted_proxies, err, sizeof(err)) < 0) {
+		fprintf(stderr, "herald: trusted_proxies = \"%s\": %s\n", srv.cfg.trusted_proxies, err);
+		config_free(&srv.cfg);
+		return 1;
+	}
+	if (check_only) {
+		printf("configuration OK%s%s\n", srv.cfg.config_path ? ": " : "",
+		       srv.cfg.config_path ? srv.cfg.config_path : " (built-in defaults)");
+		config_print(&srv.cfg, stdout);
+		config_free(&srv.cfg);
+		return 0;
+	}
+
+	if (server_start(&srv, argc, argv) < 0) {
+		server_free(&srv);
+		return 1;
+	}
+	code = server_run(&srv);
+	server_free(&srv);
+	log_info("herald stopped");
+	return code;
+}

@@ -1,0 +1,102 @@
+/* metrics.c: the Prometheus text page, with the process's own CPU time,
+ * memory and descriptor count read from /proc/self. */
+#include "metrics.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hub.h"
+#include "http.h"
+#include "publish.h"
+#include "server.h"
+#include "util.h"
+
+struct self_sample {
+	double cpu_seconds;
+	long rss_bytes;
+	long open_fds;
+};
+
+static void sample_self(struct self_sample *s)
+{
+	memset(s, 0, sizeof(*s));
+	FILE *f = fopen("/proc/self/stat", "r");
+	if (f) {
+		char buf[1024];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[n] = '\0';
+		fclose(f);
+		/* Fields after the command name, which may hold spaces. */
+		char *p = strrchr(buf, ')');
+		unsigned long ut = 0, st = 0;
+		long rss = 0;
+		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
+				&ut, &st, &rss) == 3) {
+			s->cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+			s->rss_bytes = rss * sysconf(_SC_PAGESIZE);
+		}
+	}
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		while (readdir(d))
+			s->open_fds++;
+		closedir(d);
+		s->open_fds -= 3; /* ".", ".." and the directory's own fd */
+	}
+}
+
+struct out {
+	char *buf;
+	size_t len, cap;
+};
+
+static void put(struct out *o, const char *name, const char *type, const char *help, double v)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+	if (o->len + (size_t)n > o->cap) {
+		o->cap = (o->len + (size_t)n) * 2;
+		o->buf = xrealloc(o->buf, o->cap);
+	}
+	memcpy(o->buf + o->len, line, (size_t)n);
+	o->len += (size_t)n;
+}
+
+struct chunk *metrics_render(struct server *srv, int keep_alive)
+{
+	const struct metrics *m = &srv->m;
+	struct self_sample s;
+	struct out o = { 0 };
+	sample_self(&s);
+	put(&o, "herald_readers", "gauge", "Open event streams.", (double)hub_readers(&srv->hub));
+	put(&o, "herald_readers_catching_up", "gauge", "Streams being fed from the store.", (double)srv->hub.ncatchup);
+	put(&o, "herald_connections", "gauge", "Open client connections.", (double)srv->nconns);
+	put(&o, "herald_last_event_id", "gauge", "Newest event id fanned out.", (double)srv->hub.high_water);
+	put(&o, "herald_publish_pending", "gauge", "Publishes waiting for commit.", (double)publish_pending(srv));
+	put(&o, "herald_connections_accepted_total", "counter", "Connections accepted.", (double)m->connections_accepted);
+	put(&o, "herald_accept_fd_exhausted_total", "counter", "Accepts that met EMFILE/ENFILE.", (double)m->accept_fd_exhausted);
+	put(&o, "herald_requests_total", "counter", "Requests parsed.", (double)m->requests);
+	put(&o, "herald_responses_2xx_total", "counter", "Responses with a 2xx status.", (double)m->responses_by_class[2]);
+	put(&o, "herald_responses_4xx_total", "counter", "Refusals with a 4xx status.", (double)m->responses_by_class[4]);
+	put(&o, "herald_responses_5xx_total", "counter", "Refusals with a 5xx status.", (double)m->responses_by_class[5]);
+	put(&o, "herald_events_published_total", "counter", "Events committed through POST.", (double)m->events_published);
+	put(&o, "herald_group_commits_total", "counter", "Transactions that committed publishes.", (double)m->group_commits);
+	put(&o, "herald_events_read_total", "counter", "Events read from the store for fan-out.", (double)m->events_read);
+	put(&o, "herald_frames_queued_total", "counter", "Event frames queued to readers.", (double)m->frames_queued);
+	put(&o, "herald_bytes_written_total", "counter", "Bytes written to clients.", (double)m->bytes_written);
+	put(&o, "herald_readers_to_catchup_total", "counter", "Readers moved from live to catch-up.", (double)m->readers_to_catchup);
+	put(&o, "herald_readers_stalled_closed_total", "counter", "Readers closed for not reading.", (double)m->readers_stalled_closed);
+	put(&o, "herald_readers_rotated_total", "counter", "Streams ended by rotate_after.", (double)m->readers_rotated);
+	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);
+	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.", (double)m->store_busy);
+	put(&o, "process_cpu_seconds_total", "counter", "User and system CPU time.", s.cpu_seconds);
+	put(&o, "process_resident_memory_bytes", "gauge", "Resident set size.", (double)s.rss_bytes);
+	put(&o, "process_open_fds", "gauge", "Open file descriptors.", (double)s.open_fds);
+	struct chunk *c = http_format_response(200, "text/plain; version=0.0.4", "Cache-Control: no-store\r\n", o.buf,
+					       o.len, keep_alive);
+	free(o.buf);
+	return c;
+}

@@ -1,0 +1,32 @@
+/* metrics.h: counters kept by every module, and the Prometheus text served
+ * at /metrics, with the process's own CPU and memory read from /proc. */
+#ifndef HERALD_METRICS_H
+#define HERALD_METRICS_H
+
+#include <stdint.h>
+
+#include "chunk.h"
+
+struct metrics {
+	uint64_t connections_accepted;
+	uint64_t accept_fd_exhausted;     /* EMFILE/ENFILE at accept */
+	uint64_t requests;
+	uint64_t responses_by_class[6];   /* [2] = 2xx ... [5] = 5xx */
+	uint64_t events_published;        /* committed through POST */
+	uint64_t events_read;             /* rows read from the store by the hub */
+	uint64_t frames_queued;           /* event frames queued to readers */
+	uint64_t bytes_written;
+	uint64_t readers_to_catchup;      /* moves from live to catch-up */
+	uint64_t readers_stalled_closed;
+	uint64_t readers_rotated;
+	uint64_t resets_sent;
+	uint64_t store_busy;              /* calls that met another writer's lock */
+	uint64_t group_commits;
+};
+
+struct server;
+
+/* Render the metrics page as a complete 200 response chunk. */
+struct chunk *metrics_render(struct server *srv, int keep_alive);
+
+#endif

@@ -1,0 +1,375 @@
+/* publish.c: the publish endpoint and group commit. */
+#include "publish.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "hub.h"
+#include "log.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#define MAX_PENDING 10000
+#define BUSY_RETRY_MS 5
+#define BUSY_GIVE_UP_MS 2000
+
+struct publish_item {
+	struct conn *c; /* NULL once the client has gone */
+	bool keep_alive;
+	char *type, *topic, *data;
+	size_t data_len;
+	bool public;
+};
+
+struct publish_queue {
+	struct server *srv;
+	sqlite3 *json;              /* in-memory database used only for its JSON functions */
+	sqlite3_stmt *check;        /* json_valid and json_type of the body */
+	sqlite3_stmt *fields;       /* json_each of the body */
+	struct publish_item *items;
+	size_t n, cap;
+	bool scheduled;
+	uint64_t busy_since;
+	struct loop_timer retry;
+};
+
+int publish_init(struct server *srv)
+{
+	struct publish_queue *q = xcalloc(1, sizeof(*q));
+	q->srv = srv;
+	if (sqlite3_open_v2(":memory:", &q->json, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(q->json, "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN json_type(?1) END", -1,
+			       &q->check, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(q->json,
+			       "SELECT key, type, CASE type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
+			       "WHEN 'null' THEN 'null' WHEN 'integer' THEN json_quote(value) "
+			       "WHEN 'real' THEN json_quote(value) ELSE value END FROM json_each(?1)",
+			       -1, &q->fields, NULL) != SQLITE_OK) {
+		log_err("preparing the JSON parser: %s", q->json ? sqlite3_errmsg(q->json) : "out of memory");
+		sqlite3_finalize(q->check);
+		sqlite3_close(q->json);
+		free(q);
+		return -1;
+	}
+	srv->pubq = q;
+	return 0;
+}
+
+static void item_free(struct publish_item *it)
+{
+	free(it->type);
+	free(it->topic);
+	free(it->data);
+}
+
+size_t publish_pending(const struct server *srv)
+{
+	return srv->pubq ? srv->pubq->n : 0;
+}
+
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		unsigned char b = s[i];
+		size_t len;
+		uint32_t cp;
+		if (b < 0x80) {
+			i++;
+			continue;
+		} else if ((b & 0xe0) == 0xc0) {
+			len = 2;
+			cp = b & 0x1f;
+		} else if ((b & 0xf0) == 0xe0) {
+			len = 3;
+			cp = b & 0x0f;
+		} else if ((b & 0xf8) == 0xf0) {
+			len = 4;
+			cp = b & 0x07;
+		} else {
+			return false;
+		}
+		if (i + len > n)
+			return false;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+static bool name_ok(const char *s, bool slash)
+{
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '.' || *s == ':' || *s == '-' ||
+		      (slash && *s == '/')))
+			return false;
+	return true;
+}
+
+/* Take the body apart into it. Returns NULL, or a static reason for a 400. */
+static const char *parse_body(struct publish_queue *q, const char *body, size_t len, struct publish_item *it)
+{
+	const char *why = NULL;
+	bool have_data = false, seen_type = false, seen_topic = false, seen_public = false;
+	if (len == 0)
+		return "the request body is empty; send a JSON object";
+	if (!utf8_valid((const unsigned char *)body, len))
+		return "the request body is not valid UTF-8";
+	if (memchr(body, '\0', len))
+		return "the request body contains a NUL byte";
+	sqlite3_bind_text(q->check, 1, body, (int)len, SQLITE_STATIC);
+	if (sqlite3_step(q->check) != SQLITE_ROW || sqlite3_column_int(q->check, 0) == 0) {
+		why = "the request body is not valid JSON";
+	} else {
+		const unsigned char *t = sqlite3_column_text(q->check, 1);
+		if (!t || strcmp((const char *)t, "object") != 0)
+			why = "the request body must be a JSON object";
+	}
+	sqlite3_reset(q->check);
+	sqlite3_clear_bindings(q->check);
+	if (why)
+		return why;
+
+	sqlite3_bind_text(q->fields, 1, body, (int)len, SQLITE_STATIC);
+	while (!why && sqlite3_step(q->fields) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(q->fields, 0);
+		const char *type = (const char *)sqlite3_column_text(q->fields, 1);
+		const char *val = (const char *)sqlite3_column_text(q->fields, 2);
+		int vlen = sqlite3_column_bytes(q->fields, 2);
+		if (!key || !type)
+			continue;
+		bool is_text = strcmp(type, "text") == 0;
+		if (strcmp(key, "type") == 0) {
+			if (seen_type)
+				why = "\"type\" appears twice";
+			else if (!is_text)
+				why = "\"type\" must be a string";
+			else if (vlen < 1 || vlen > 64 || !name_ok(val, false))
+				why = "\"type\" must be 1 to 64 characters of letters, digits and _ . : -";
+			else
+				it->type = xstrndup(val, (size_t)vlen);
+			seen_type = true;
+		} else if (strcmp(key, "topic") == 0) {
+			if (seen_topic)
+				why = "\"topic\" appears twice";
+			else if (!is_text)
+				why = "\"topic\" must be a string";
+			else if (vlen > 128 || !name_ok(val, true))
+				why = "\"topic\" must be up to 128 characters of letters, digits and _ . : / -";
+			else
+				it->topic = xstrndup(val, (size_t)vlen);
+			seen_topic = true;
+		} else if (strcmp(key, "data") == 0) {
+			if (have_data) {
+				why = "\"data\" appears twice";
+			} else {
+				it->data = xstrndup(val ? val : "", val ? (size_t)vlen : 0);
+				it->data_len = val ? (size_t)vlen : 0;
+			}
+			have_data = true;
+		} else if (strcmp(key, "public") == 0) {
+			if (seen_public)
+				why = "\"public\" appears twice";
+			else if (strcmp(type, "true") == 0)
+				it->public = true;
+			else if (strcmp(type, "false") == 0)
+				it->public = false;
+			else
+				why = "\"public\" must be true or false";
+			seen_public = true;
+		} else {
+			why = "unknown field; the fields are type, topic, data and public";
+		}
+	}
+	sqlite3_reset(q->fields);
+	sqlite3_clear_bindings(q->fields);
+	if (!why && !have_data)
+		why = "\"data\" is required";
+	if (!why) {
+		if (!it->type)
+			it->type = xstrdup("message");
+		if (!it->topic)
+			it->topic = xstrdup("");
+	}
+	return why;
+}
+
+/* The right to publish: the token where one is configured; otherwise only a
+ * peer on this host that did not come through a proxy. Returns 0 or the
+ * refusal status with *why set. */
+static int check_right(struct conn *c, const struct http_request *req, const char **why)
+{
+	const char *token = c->srv->cfg.publish_token;
+	if (token[0]) {
+		const struct http_header *h = http_header_get(req, "Authorization");
+		if (!h) {
+			*why = "publishing needs Authorization: Bearer <publish_token>";
+			return 401;
+		}
+		size_t tn = strlen(token);
+		if (h->value.n != tn + 7 || strncasecmp(h->value.p, "Bearer ", 7) != 0 ||
+		    CRYPTO_memcmp(h->value.p + 7, token, tn) != 0) {
+			*why = "the publish token is not valid";
+			return 403;
+		}
+		return 0;
+	}
+	if (!c->peer_loopback || http_header_get(req, "X-Forwarded-For") || http_header_get(req, "Forwarded") ||
+	    http_header_get(req, "X-Real-IP")) {
+		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
+		return 403;
+	}
+	return 0;
+}
+
+static void commit(void *arg);
+
+static void schedule(struct publish_queue *q)
+{
+	if (!q->scheduled) {
+		q->scheduled = true;
+		loop_defer(q->srv->lp, commit, q);
+	}
+}
+
+void publish_handle(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+{
+	struct server *srv = c->srv;
+	struct publish_queue *q = srv->pubq;
+	const char *why = NULL;
+	int status = check_right(c, req, &why);
+	if (status) {
+		conn_refuse(c, status, why, status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL);
+		return;
+	}
+	if (req->content_length < 0) {
+		conn_refuse(c, 411, "POST needs a Content-Length header", NULL);
+		return;
+	}
+	if (q->n >= MAX_PENDING) {
+		conn_refuse(c, 503, "too many publishes waiting for the database", "Retry-After: 1\r\n");
+		return;
+	}
+	struct publish_item it = { .c = c, .keep_alive = c->keep_alive };
+	why = parse_body(q, body, body_len, &it);
+	if (why) {
+		item_free(&it);
+		conn_refuse(c, 400, why, NULL);
+		return;
+	}
+	if (q->n == q->cap) {
+		q->cap = q->cap ? q->cap * 2 : 64;
+		q->items = xrealloc(q->items, q->cap * sizeof(*q->items));
+	}
+	q->items[q->n++] = it;
+	c->pending = q;
+	c->state = CONN_WAITING;
+	conn_update_events(c);
+	schedule(q);
+}
+
+void publish_cancel(struct conn *c)
+{
+	struct publish_queue *q = c->srv->pubq;
+	for (size_t i = 0; i < q->n; i++)
+		if (q->items[i].c == c)
+			q->items[i].c = NULL;
+	c->pending = NULL;
+}
+
+static void answer_all(struct publish_queue *q, int status, const char *message, const int64_t *ids)
+{
+	struct server *srv = q->srv;
+	for (size_t i = 0; i < q->n; i++) {
+		struct publish_item *it = &q->items[i];
+		if (it->c) {
+			if (ids) {
+				char body[64];
+				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
+				srv->m.responses_by_class[2]++;
+				conn_respond(it->c, http_format_response(201, "application/json", NULL, body, (size_t)n,
+									 it->keep_alive),
+					     it->keep_alive);
+			} else {
+				conn_refuse(it->c, status, message, status == 503 ? "Retry-After: 1\r\n" : NULL);
+			}
+		}
+		item_free(it);
+	}
+	q->n = 0;
+}
+
+static void commit(void *arg)
+{
+	struct publish_queue *q = arg;
+	struct server *srv = q->srv;
+	q->scheduled = false;
+	if (q->n == 0)
+		return;
+	struct store_new_event *evs = xmalloc(q->n * sizeof(*evs));
+	int64_t *ids = xmalloc(q->n * sizeof(*ids));
+	for (size_t i = 0; i < q->n; i++)
+		evs[i] = (struct store_new_event){ q->items[i].type, q->items[i].topic, q->items[i].data,
+						   q->items[i].data_len, q->items[i].public };
+	int r = store_append_batch(srv->st, evs, q->n, ids);
+	free(evs);
+	if (r == -EBUSY) {
+		/* Another process holds the write lock: try again shortly,
+		 * without blocking the loop, for a bounded time. */
+		srv->m.store_busy++;
+		uint64_t now = loop_now(srv->lp);
+		if (!q->busy_since)
+			q->busy_since = now;
+		if (now - q->busy_since < BUSY_GIVE_UP_MS) {
+			free(ids);
+			loop_timer_start(srv->lp, &q->retry, BUSY_RETRY_MS, commit, q);
+			return;
+		}
+		log_warn("the database stayed locked by another writer for %d ms; %zu publishes refused",
+			 BUSY_GIVE_UP_MS, q->n);
+		answer_all(q, 503, "the database is locked by another writer", NULL);
+	} else if (r < 0) {
+		answer_all(q, 500, "the event could not be stored", NULL);
+	} else {
+		srv->m.events_published += q->n;
+		srv->m.group_commits++;
+		answer_all(q, 201, NULL, ids);
+		hub_poll(&srv->hub);
+	}
+	q->busy_since = 0;
+	free(ids);
+}
+
+void publish_shutdown(struct server *srv)
+{
+	struct publish_queue *q = srv->pubq;
+	if (!q)
+		return;
+	loop_timer_stop(srv->lp, &q->retry);
+	if (q->n) {
+		q->busy_since = 1; /* one attempt, no retries */
+		commit(q);
+		if (q->n)
+			answer_all(q, 503, "the server is shutting down", NULL);
+	}
+	free(q->items);
+	sqlite3_finalize(q->check);
+	sqlite3_finalize(q->fields);
+	sqlite3_close(q->json);
+	free(q);
+	srv->pubq = NULL;
+}

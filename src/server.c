@@ -1,0 +1,274 @@
+/* server.c: start-up in order, signals through signalfd, reload, graceful
+ * drain, and teardown in reverse order. */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "listener.h"
+#include "log.h"
+#include "publish.h"
+#include "service.h"
+#include "stream.h"
+#include "tls.h"
+#include "util.h"
+
+#define FD_RESERVE 64      /* descriptors kept for the database, listeners and plain requests */
+#define DRAIN_MS 3000
+
+static void pass_end(void *arg)
+{
+	struct server *srv = arg;
+	srv->pass_end_scheduled = false;
+	conn_pass_end(srv);
+}
+
+void server_schedule_pass_end(struct server *srv)
+{
+	if (!srv->pass_end_scheduled) {
+		srv->pass_end_scheduled = true;
+		loop_defer(srv->lp, pass_end, srv);
+	}
+}
+
+/* Create the database's folder (one level, as for var/) if it is missing. */
+static int ensure_db_dir(const char *db)
+{
+	const char *slash = strrchr(db, '/');
+	if (!slash || slash == db)
+		return 0;
+	char *dir = xstrndup(db, (size_t)(slash - db));
+	int r = 0;
+	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+		log_err("creating the database folder %s: %s", dir, strerror(errno));
+		r = -1;
+	}
+	free(dir);
+	return r;
+}
+
+static void compute_limits(struct server *srv)
+{
+	struct rlimit rl;
+	int64_t fds = 1024;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		fds = rl.rlim_cur == RLIM_INFINITY ? INT64_C(1) << 20 : (int64_t)rl.rlim_cur;
+	int64_t derived = fds > FD_RESERVE * 2 ? fds - FD_RESERVE : fds / 2;
+	srv->max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, derived) : derived;
+	if (srv->cfg.max_readers > derived)
+		log_warn("max_readers %lld is above what the open-file limit allows; using %lld (raise LimitNOFILE)",
+			 (long long)srv->cfg.max_readers, (long long)derived);
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("raising the open-file limit to %llu: %s", (unsigned long long)rl.rlim_max,
+				 strerror(errno));
+	}
+}
+
+static void drain_tick(void *arg)
+{
+	struct server *srv = arg;
+	if (srv->nconns == 0 || loop_now(srv->lp) >= srv->drain_deadline) {
+		loop_stop(srv->lp);
+		return;
+	}
+	loop_timer_start(srv->lp, &srv->drain_timer, 20, drain_tick, srv);
+}
+
+static void begin_drain(struct server *srv, const char *signame)
+{
+	if (srv->draining)
+		return;
+	log_info("%s: stopping: no new connections, ending %zu streams", signame, hub_readers(&srv->hub));
+	srv->draining = true;
+	service_stopping(srv);
+	listeners_close(srv);
+	/* End every stream once what is queued is written; idle keep-alive
+	 * connections close now; requests in progress finish. */
+	while (srv->hub.live)
+		hub_end(&srv->hub, srv->hub.live);
+	while (srv->hub.catchup)
+		hub_end(&srv->hub, srv->hub.catchup);
+	for (struct conn *c = srv->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_READING && c->rlen == 0 && c->qlen == 0)
+			conn_close(c, NULL);
+	}
+	srv->drain_deadline = loop_now(srv->lp) + DRAIN_MS;
+	loop_timer_start(srv->lp, &srv->drain_timer, 0, drain_tick, srv);
+}
+
+static void reload(struct server *srv)
+{
+	struct config fresh;
+	bool check;
+	int code;
+	log_info("SIGHUP: reloading configuration%s%s", srv->cfg.config_path ? " from " : "",
+		 srv->cfg.config_path ? srv->cfg.config_path : "");
+	service_reloading(srv);
+	if (config_load(&fresh, srv->argc, srv->argv, &check, &code) != 0) {
+		log_err("reload failed; the running configuration stays in force");
+		service_ready(srv);
+		return;
+	}
+	struct trust t;
+	char err[256];
+	if (trust_parse(&t, fresh.trusted_proxies, err, sizeof(err)) < 0) {
+		log_err("reload failed: trusted_proxies: %s; the running configuration stays in force", err);
+		config_free(&fresh);
+		service_ready(srv);
+		return;
+	}
+	/* Sockets and the database stay as they are until a restart. */
+	bool same_listen = fresh.nlisten == srv->cfg.nlisten;
+	for (size_t i = 0; same_listen && i < fresh.nlisten; i++)
+		same_listen = strcmp(fresh.listen[i], srv->cfg.listen[i]) == 0;
+	if (!same_listen || fresh.backlog != srv->cfg.backlog)
+		log_warn("listen and backlog changes take effect at the next restart");
+	if (strcmp(fresh.db, srv->cfg.db) != 0)
+		log_warn("db changes take effect at the next restart");
+	for (size_t i = 0; i < fresh.nlisten; i++)
+		free(fresh.listen[i]);
+	memcpy(fresh.listen, srv->cfg.listen, sizeof(fresh.listen));
+	fresh.nlisten = srv->cfg.nlisten;
+	srv->cfg.nlisten = 0;
+	free(fresh.db);
+	fresh.db = srv->cfg.db;
+	srv->cfg.db = NULL;
+	fresh.backlog = srv->cfg.backlog;
+	config_free(&srv->cfg);
+	srv->cfg = fresh;
+	srv->trust = t;
+	log_set_level((enum log_level)srv->cfg.log_level);
+	compute_limits(srv);
+	hub_reconfigure(&srv->hub);
+	tls_reload(srv);
+	log_info("configuration reloaded; %zu readers kept", hub_readers(&srv->hub));
+	service_ready(srv);
+}
+
+static void on_signal(void *arg, uint32_t events)
+{
+	struct server *srv = arg;
+	struct signalfd_siginfo si;
+	(void)events;
+	while (read(srv->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP)
+			reload(srv);
+		else
+			begin_drain(srv, si.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+	}
+}
+
+static int setup_signals(struct server *srv)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	srv->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (srv->sigfd < 0)
+		return -1;
+	return loop_watch(srv->lp, srv->sigfd, EPOLLIN, on_signal, srv);
+}
+
+int server_start(struct server *srv, int argc, char **argv)
+{
+	char err[512];
+	srv->argc = argc;
+	srv->argv = argv;
+	srv->sigfd = -1;
+	raise_nofile();
+	compute_limits(srv);
+	if (trust_parse(&srv->trust, srv->cfg.trusted_proxies, err, sizeof(err)) < 0) {
+		log_err("trusted_proxies: %s", err);
+		return -1;
+	}
+	srv->lp = loop_new();
+	if (!srv->lp) {
+		log_err("epoll_create1: %s", strerror(errno));
+		return -1;
+	}
+	srv->started_ms = loop_now(srv->lp);
+	if (setup_signals(srv) < 0) {
+		log_err("signal setup: %s", strerror(errno));
+		return -1;
+	}
+	if (ensure_db_dir(srv->cfg.db) < 0)
+		return -1;
+	srv->st = store_open(srv->cfg.db, (int)srv->cfg.busy_timeout_ms, err, sizeof(err));
+	if (!srv->st) {
+		log_err("database %s: %s", srv->cfg.db, err);
+		return -1;
+	}
+	if (tls_setup(srv) < 0 || listeners_open(srv) < 0)
+		return -1;
+	if (hub_init(&srv->hub, srv) < 0 || hub_watch_store(&srv->hub) < 0 || publish_init(srv) < 0)
+		return -1;
+	if (listeners_start(srv) < 0)
+		return -1;
+	service_start(srv);
+	log_info("herald ready: %zu listener(s), database %s, last event id %lld, up to %lld readers", srv->nlisteners,
+		 srv->cfg.db, (long long)srv->hub.high_water, (long long)srv->max_readers);
+	service_ready(srv);
+	return 0;
+}
+
+int server_run(struct server *srv)
+{
+	int r = loop_run(srv->lp);
+	if (r < 0) {
+		log_err("event loop: %s", strerror(-r));
+		return 1;
+	}
+	return 0;
+}
+
+void server_free(struct server *srv)
+{
+	if (srv->lp) {
+		listeners_close(srv);
+		publish_shutdown(srv);
+		for (struct conn *c = srv->conns, *next; c; c = next) {
+			next = c->next;
+			conn_close(c, NULL);
+		}
+		conn_pass_end(srv);
+		if (srv->hub.srv)
+			hub_shutdown(&srv->hub);
+		conn_pass_end(srv);
+		service_stop(srv);
+		loop_timer_stop(srv->lp, &srv->drain_timer);
+	}
+	stream_shutdown(srv);
+	tls_teardown(srv);
+	if (srv->st) {
+		store_close(srv->st);
+		srv->st = NULL;
+	}
+	free(srv->listeners);
+	srv->listeners = NULL;
+	if (srv->sigfd >= 0)
+		close(srv->sigfd);
+	loop_free(srv->lp);
+	srv->lp = NULL;
+	config_free(&srv->cfg);
+}
