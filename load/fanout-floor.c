@@ -1,0 +1,341 @@
+/* fanout-floor.c: the kernel's floor for fan-out, to compare a server with.
+ * N connected loopback TCP socket pairs; this process holds one end of each
+ * and writes one ~100-byte message to every socket from one thread, a second
+ * process holds the other ends and reads them through epoll. Reported per
+ * round: the writer's loop time and CPU, and the time until the last reader
+ * has the message; the median of several rounds is the floor. No server can
+ * deliver one event to N readers faster than this on the same machine. */
+#include "proc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MSG_LEN 100
+
+static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--json]\n";
+
+static void help(void)
+{
+	printf("%s", USAGE);
+	printf("\n"
+	       "The kernel's floor for fanning one message out to N readers: N connected\n"
+	       "loopback TCP socket pairs, one %d-byte write to each from one thread while\n"
+	       "a second process reads the other ends. Prints the writer's loop time, its\n"
+	       "CPU, and the time until the last reader has the message (median, min and\n"
+	       "max of R rounds) as a markdown table and one JSON line.\n"
+	       "\n"
+	       "  N             socket pairs (1 to 500000; each process holds N descriptors)\n"
+	       "  --rounds R    rounds to take the median of (default 7)\n"
+	       "  --json        only the JSON line\n"
+	       "  --help        this text\n"
+	       "Exit status: 0; 1 when the pairs cannot be set up; 2 usage.\n",
+	       MSG_LEN);
+}
+
+static int usage_error(const char *why)
+{
+	fprintf(stderr, "fanout-floor: %s\n%s", why, USAGE);
+	return 2;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Read exactly len bytes within timeout seconds; 0 or -1. */
+static int read_all(int fd, void *buf, size_t len, double timeout)
+{
+	char *p = buf;
+	double deadline = tool_now_s() + timeout;
+	while (len > 0) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		double left = deadline - tool_now_s();
+		if (left <= 0)
+			return -1;
+		int r = poll(&pf, 1, (int)ceil(left * 1000));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		ssize_t got = read(fd, p, len);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		p += got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
+
+/* The reading side: connect n sockets, say so, then per round wait until
+ * every socket has delivered one message and send back the monotonic time the
+ * last one arrived. Exits when the writer closes the control pipe. */
+static int reader_main(int port, long n, int rounds, int ctl_out, int go_in)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int *fds = xmalloc((size_t)n * sizeof(*fds));
+	for (long i = 0; i < n; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+			fprintf(stderr, "fanout-floor: reader connect %ld: %s\n", i, strerror(errno));
+			return 1;
+		}
+	}
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	for (long i = 0; i < n; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+			fprintf(stderr, "fanout-floor: epoll_ctl: %s\n", strerror(errno));
+			return 1;
+		}
+	}
+	uint32_t *got = xcalloc((size_t)n, sizeof(*got));
+	char ready = 'R';
+	if (write_all(ctl_out, &ready, 1) != 0)
+		return 1;
+	struct epoll_event *evs = xmalloc(1024 * sizeof(*evs));
+	char buf[4096];
+	for (int round = 1; round <= rounds; round++) {
+		/* Wait for the writer's go, so the round's clock starts after we sit
+		 * in epoll_wait like a real client would. */
+		char go;
+		if (read_all(go_in, &go, 1, 120) != 0)
+			return 1;
+		long complete = 0;
+		int64_t last = 0;
+		uint32_t want = (uint32_t)round * MSG_LEN;
+		while (complete < n) {
+			int k = epoll_wait(ep, evs, 1024, 30000);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				fprintf(stderr, "fanout-floor: reader waited 30 s; %ld of %ld had round %d\n", complete,
+					n, round);
+				return 1;
+			}
+			for (int j = 0; j < k; j++) {
+				long i = (long)evs[j].data.u64;
+				ssize_t r = read(fds[i], buf, sizeof(buf));
+				if (r <= 0)
+					continue;
+				uint32_t before = got[i];
+				got[i] += (uint32_t)r;
+				if (before < want && got[i] >= want)
+					complete++;
+			}
+			last = tool_now_ns();
+		}
+		if (write_all(ctl_out, &last, sizeof(last)) != 0)
+			return 1;
+	}
+	free(evs);
+	free(got);
+	for (long i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+	close(ep);
+	return 0;
+}
+
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	long n = -1, rounds = 7;
+	int json_only = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			help();
+			return 0;
+		} else if (strcmp(a, "--rounds") == 0) {
+			if (!v || tool_parse_long(v, 1, 1000, &rounds) != 0)
+				return usage_error("--rounds needs a number 1-1000");
+			i++;
+		} else if (strcmp(a, "--json") == 0) {
+			json_only = 1;
+		} else if (a[0] != '-' && n < 0) {
+			if (tool_parse_long(a, 1, 500000, &n) != 0)
+				return usage_error("N must be a number from 1 to 500000");
+		} else {
+			char why[300];
+			snprintf(why, sizeof(why), "unknown argument '%s'", a);
+			return usage_error(why);
+		}
+	}
+	if (n < 0)
+		return usage_error("say how many socket pairs (N)");
+	char what[64];
+	snprintf(what, sizeof(what), "%ld socket pairs (in each of two processes)", n);
+	if (tool_check_fds(n + 32, what) != 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t sl = sizeof(sa);
+	long somax = 4096;
+	proc_sys_long("net.core.somaxconn", &somax);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(lfd, (int)(n < somax ? n : somax)) != 0 || getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+		fprintf(stderr, "fanout-floor: listener: %s\n", strerror(errno));
+		return 1;
+	}
+	int ctl[2], go[2];
+	if (pipe2(ctl, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) {
+		fprintf(stderr, "fanout-floor: pipe: %s\n", strerror(errno));
+		return 1;
+	}
+	fflush(stdout);
+	pid_t child = fork();
+	if (child < 0) {
+		fprintf(stderr, "fanout-floor: fork: %s\n", strerror(errno));
+		return 1;
+	}
+	if (child == 0) {
+		close(lfd);
+		close(ctl[0]);
+		close(go[1]);
+		_exit(reader_main(ntohs(sa.sin_port), n, (int)rounds, ctl[1], go[0]));
+	}
+	close(ctl[1]);
+	close(go[0]);
+
+	int *fds = xmalloc((size_t)n * sizeof(*fds));
+	int rc = 1;
+	long accepted = 0;
+	for (; accepted < n; accepted++) {
+		fds[accepted] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fds[accepted] < 0) {
+			fprintf(stderr, "fanout-floor: accept: %s\n", strerror(errno));
+			goto out;
+		}
+		/* A round's write must not wait behind an unacknowledged one. */
+		int one = 1;
+		setsockopt(fds[accepted], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	close(lfd);
+	lfd = -1;
+	char ready;
+	if (read_all(ctl[0], &ready, 1, 120) != 0) {
+		fprintf(stderr, "fanout-floor: the reading process did not get ready\n");
+		goto out;
+	}
+
+	char msg[MSG_LEN];
+	memset(msg, 'x', sizeof(msg));
+	memcpy(msg, "data: fanout-floor\n", 19);
+	msg[MSG_LEN - 2] = '\n';
+	msg[MSG_LEN - 1] = '\n';
+	double *loop = xmalloc((size_t)rounds * sizeof(double));
+	double *cpu = xmalloc((size_t)rounds * sizeof(double));
+	double *last = xmalloc((size_t)rounds * sizeof(double));
+	for (long r = 0; r < rounds; r++) {
+		char g = 'g';
+		if (write_all(go[1], &g, 1) != 0)
+			goto out_free;
+		tool_sleep(0.05, NULL); /* let the reader settle into epoll_wait */
+		double c0 = cpu_now();
+		int64_t t0 = tool_now_ns();
+		for (long i = 0; i < n; i++)
+			if (write(fds[i], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
+				fprintf(stderr, "fanout-floor: write: %s\n", strerror(errno));
+				goto out_free;
+			}
+		int64_t t1 = tool_now_ns();
+		double c1 = cpu_now();
+		int64_t tl;
+		if (read_all(ctl[0], &tl, sizeof(tl), 60) != 0) {
+			fprintf(stderr, "fanout-floor: no answer from the reading process in round %ld\n", r + 1);
+			goto out_free;
+		}
+		loop[r] = (double)(t1 - t0) / 1e9;
+		cpu[r] = c1 - c0;
+		last[r] = (double)(tl - t0) / 1e9;
+	}
+	rc = 0;
+	double last_min, last_max;
+	{
+		tool_sort_doubles(loop, (size_t)rounds);
+		tool_sort_doubles(cpu, (size_t)rounds);
+		tool_sort_doubles(last, (size_t)rounds);
+		double mloop = tool_percentile(loop, (size_t)rounds, 50);
+		double mcpu = tool_percentile(cpu, (size_t)rounds, 50);
+		double mlast = tool_percentile(last, (size_t)rounds, 50);
+		last_min = last[0];
+		last_max = last[rounds - 1];
+		char b1[32], b2[32], b3[32], b4[32], b5[32], c1[32];
+		if (!json_only) {
+			printf("| floor: pairs (N) | rounds | writer loop | per write | writer CPU | last reader has it "
+			       "(median) | min – max |\n|---|---|---|---|---|---|---|\n");
+			printf("| %s | %ld | %s | %.1f us | %s | **%s** | %s – %s |\n",
+			       tool_fmt_count(n, c1, sizeof(c1)), rounds, tool_fmt_dur(mloop, b1, sizeof(b1)),
+			       mloop / (double)n * 1e6, tool_fmt_dur(mcpu, b2, sizeof(b2)),
+			       tool_fmt_dur(mlast, b3, sizeof(b3)), tool_fmt_dur(last_min, b4, sizeof(b4)),
+			       tool_fmt_dur(last_max, b5, sizeof(b5)));
+		}
+		tool_json_open(NULL, '{');
+		tool_json_text("tool", "fanout-floor");
+		tool_json_int("n", n);
+		tool_json_int("rounds", rounds);
+		tool_json_int("msg_bytes", MSG_LEN);
+		tool_json_num("loop_ms", mloop * 1e3);
+		tool_json_num("per_write_us", mloop / (double)n * 1e6);
+		tool_json_num("cpu_ms", mcpu * 1e3);
+		tool_json_num("last_reader_ms", mlast * 1e3);
+		tool_json_num("last_reader_min_ms", last_min * 1e3);
+		tool_json_num("last_reader_max_ms", last_max * 1e3);
+		tool_json_close();
+	}
+out_free:
+	free(loop);
+	free(cpu);
+	free(last);
+out:
+	close(go[1]);
+	for (long i = 0; i < accepted; i++)
+		close(fds[i]);
+	free(fds);
+	if (lfd >= 0)
+		close(lfd);
+	close(ctl[0]);
+	int st;
+	waitpid(child, &st, 0);
+	if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		rc = 1;
+	return rc;
+}

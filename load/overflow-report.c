@@ -1,0 +1,402 @@
+/* overflow-report.c: the listen-overflow report. Reads the kernel's own
+ * counters (TcpExt in /proc/net/netstat), the sysctls that size the listen
+ * queues, and every listening TCP socket's accept queue through sock_diag
+ * netlink, once or as deltas per interval, and ends with sentences saying
+ * what the numbers mean. */
+#include "proc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const COUNTERS[] = {"ListenOverflows",	   "ListenDrops",     "TCPBacklogDrop",
+				       "TCPReqQFullDrop",	   "TCPReqQFullDoCookies", "SyncookiesSent"};
+#define NCOUNTERS (sizeof(COUNTERS) / sizeof(COUNTERS[0]))
+static const char *const SYSCTLS[] = {"net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog",
+				      "net.ipv4.tcp_syncookies"};
+#define NSYSCTLS (sizeof(SYSCTLS) / sizeof(SYSCTLS[0]))
+#define MAX_PORTS 16
+
+static const char USAGE[] =
+	"usage: load/overflow-report [--port P]... [--backlog N] [--watch SECONDS [--count K]] [--json]\n";
+
+static void help(void)
+{
+	printf("%s", USAGE);
+	printf("\n"
+	       "The listen-overflow report: the kernel's TcpExt counters (ListenOverflows,\n"
+	       "ListenDrops, TCPBacklogDrop, TCPReqQFullDrop, TCPReqQFullDoCookies,\n"
+	       "SyncookiesSent), net.core.somaxconn, net.ipv4.tcp_max_syn_backlog and\n"
+	       "tcp_syncookies, and each listening TCP socket's accept queue now and its\n"
+	       "maximum (read through sock_diag netlink), then sentences on what they mean.\n"
+	       "Counters are since boot for this network namespace; --watch shows deltas.\n"
+	       "\n"
+	       "  --port P          only listeners on port P (may be repeated)\n"
+	       "  --backlog N       the backlog the server asked for, to say if it was capped\n"
+	       "  --watch SECONDS   print deltas every SECONDS until interrupted\n"
+	       "  --count K         with --watch: stop after K intervals\n"
+	       "  --json            one JSON object (per interval with --watch)\n"
+	       "  --help            this text\n"
+	       "Exit status: 0; 1 when a --port has no listener or the kernel cannot be read; 2 usage.\n");
+}
+
+static int usage_error(const char *why)
+{
+	fprintf(stderr, "overflow-report: %s\n%s", why, USAGE);
+	return 2;
+}
+
+struct snapshot {
+	long long ctr[NCOUNTERS];
+	long sys[NSYSCTLS];
+	int sys_ok[NSYSCTLS];
+	struct proc_listener *ls;
+	int nls;
+};
+
+static int ports[MAX_PORTS];
+static int nports;
+static long asked_backlog;
+
+static int port_wanted(int port)
+{
+	if (nports == 0)
+		return 1;
+	for (int i = 0; i < nports; i++)
+		if (ports[i] == port)
+			return 1;
+	return 0;
+}
+
+static int take(struct snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	struct proc_tcpext t;
+	int rc = proc_tcpext_read(&t);
+	for (size_t i = 0; i < NCOUNTERS; i++)
+		s->ctr[i] = rc == 0 ? proc_tcpext_get(&t, COUNTERS[i]) : -1;
+	if (rc == 0)
+		proc_tcpext_free(&t);
+	for (size_t i = 0; i < NSYSCTLS; i++)
+		s->sys_ok[i] = proc_sys_long(SYSCTLS[i], &s->sys[i]) == 0;
+	struct proc_listener *all = NULL;
+	int n = proc_listeners(&all);
+	if (n < 0) {
+		fprintf(stderr, "overflow-report: sock_diag: %s\n", strerror(-n));
+		n = 0;
+	}
+	s->ls = xcalloc((size_t)n + 1, sizeof(*s->ls));
+	for (int i = 0; i < n; i++)
+		if (port_wanted(all[i].port))
+			s->ls[s->nls++] = all[i];
+	free(all);
+	return rc;
+}
+
+/* Plain sentences about a window of counters (totals or deltas). Each goes to
+ * out[] (at most max) so text and JSON say the same. */
+static int explain(const struct snapshot *now, const long long *d, const char *window, char out[][400], int max)
+{
+	int n = 0;
+	long somax = now->sys_ok[0] ? now->sys[0] : -1;
+	long synq = now->sys_ok[1] ? now->sys[1] : -1;
+	long cookies = now->sys_ok[2] ? now->sys[2] : -1;
+	long long ovf = d[0], drops = d[1], bdrop = d[2], reqdrop = d[3], reqcook = d[4], cook = d[5];
+
+	for (int i = 0; i < now->nls && n < max; i++) {
+		const struct proc_listener *l = &now->ls[i];
+		if (asked_backlog > 0 && (long)l->max < asked_backlog && somax >= 0 && (long)l->max == somax)
+			snprintf(out[n++], 400, "%s:%d: backlog %ld is capped to %u by net.core.somaxconn.", l->addr,
+				 l->port, asked_backlog, l->max);
+		else if (asked_backlog > 0 && (long)l->max != asked_backlog && n < max)
+			snprintf(out[n++], 400, "%s:%d: its accept queue holds %u, not the %ld asked for.", l->addr,
+				 l->port, l->max, asked_backlog);
+		else if (asked_backlog <= 0 && somax > 0 && (long)l->max == somax && n < max)
+			snprintf(out[n++], 400,
+				 "%s:%d: its accept queue maximum equals net.core.somaxconn (%ld), so a larger "
+				 "backlog may have been asked for and capped.",
+				 l->addr, l->port, somax);
+		if (l->max > 0 && l->queued >= l->max && n < max)
+			snprintf(out[n++], 400,
+				 "%s:%d: the accept queue is full now (%u of %u): new connections are being dropped "
+				 "and wait out SYN retransmits (1 s, 3 s, 7 s ...) until the server accepts.",
+				 l->addr, l->port, l->queued, l->max);
+		else if (l->max > 0 && l->queued * 2 > l->max && n < max)
+			snprintf(out[n++], 400,
+				 "%s:%d: the accept queue is more than half full (%u of %u): the server is not "
+				 "accepting as fast as connections arrive.",
+				 l->addr, l->port, l->queued, l->max);
+	}
+	if (nports > 0 && now->nls == 0 && n < max)
+		snprintf(out[n++], 400, "No TCP socket is listening on the port%s asked for.", nports > 1 ? "s" : "");
+	if (somax >= 0 && somax < 1024 && n < max)
+		snprintf(out[n++], 400,
+			 "net.core.somaxconn is %ld: herald's default backlog 1024 is capped to %ld; "
+			 "raise it with `sysctl -w net.core.somaxconn=4096`.",
+			 somax, somax);
+	else if (somax >= 0 && n < max)
+		snprintf(out[n++], 400, "net.core.somaxconn is %ld: a listen backlog up to %ld takes effect as asked.",
+			 somax, somax);
+
+	if (ovf > 0 && n < max)
+		snprintf(out[n++], 400,
+			 "%lld overflow%s %s: the accept loop fell behind or the backlog is too small; each is "
+			 "a handshake the kernel dropped, which the client retries after about 1 s.",
+			 ovf, ovf == 1 ? "" : "s", window);
+	else if (ovf == 0 && n < max)
+		snprintf(out[n++], 400, "No listen overflows %s: no accept queue was full when a connection arrived.",
+			 window);
+	if (drops > ovf && ovf >= 0 && n < max)
+		snprintf(out[n++], 400,
+			 "%lld listen drop%s %s beyond the overflows: handshakes dropped for other reasons "
+			 "(a full SYN queue, memory, or a listener closing).",
+			 drops - ovf, drops - ovf == 1 ? "" : "s", window);
+	if (reqcook > 0 && n < max)
+		snprintf(out[n++], 400,
+			 "%lld time%s %s the SYN queue (net.ipv4.tcp_max_syn_backlog %ld) was full and syncookies "
+			 "answered instead: those connections still completed, without TCP options like window "
+			 "scaling unless timestamps carried them.",
+			 reqcook, reqcook == 1 ? "" : "s", window, synq);
+	if (reqdrop > 0 && n < max)
+		snprintf(out[n++], 400,
+			 "%lld SYN%s dropped %s because the SYN queue was full and syncookies could not help "
+			 "(tcp_syncookies %ld).",
+			 reqdrop, reqdrop == 1 ? "" : "s", window, cookies);
+	if (cook > reqcook && reqcook >= 0 && n < max)
+		snprintf(out[n++], 400, "%lld syncookie%s sent %s in all.", cook, cook == 1 ? "" : "s", window);
+	if (cookies == 0 && n < max)
+		snprintf(out[n++], 400,
+			 "net.ipv4.tcp_syncookies is 0: when a SYN queue fills, new connections are dropped.");
+	if (bdrop > 0 && n < max)
+		snprintf(out[n++], 400,
+			 "%lld TCPBacklogDrop%s %s: packets dropped from a connected socket's own backlog while "
+			 "its owner held the lock and the receive buffer was full (a busy reader, not the listen "
+			 "queue).",
+			 bdrop, bdrop == 1 ? "" : "s", window);
+	return n;
+}
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void print_listeners_json(const struct snapshot *s)
+{
+	printf("\"listeners\":[");
+	for (int i = 0; i < s->nls; i++) {
+		const struct proc_listener *l = &s->ls[i];
+		char comm[64] = "";
+		pid_t pid = proc_socket_owner(l->inode, comm, sizeof(comm));
+		printf("%s{\"addr\":\"%s\",\"port\":%d,\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", i ? "," : "",
+		       l->addr, l->port, l->queued, l->max, (int)pid);
+		json_str(comm);
+		printf("}");
+	}
+	printf("]");
+}
+
+static void print_notes(char notes[][400], int n, int json)
+{
+	if (json) {
+		printf("\"notes\":[");
+		for (int i = 0; i < n; i++) {
+			if (i)
+				putchar(',');
+			json_str(notes[i]);
+		}
+		printf("]");
+		return;
+	}
+	printf("\nWhat this means:\n");
+	for (int i = 0; i < n; i++)
+		printf("- %s\n", notes[i]);
+}
+
+static void print_once(const struct snapshot *s, int json)
+{
+	char notes[64][400];
+	int nn = explain(s, s->ctr, "since boot", notes, 64);
+	if (json) {
+		printf("{\"tool\":\"overflow-report\",\"counters\":{");
+		for (size_t i = 0; i < NCOUNTERS; i++)
+			printf("%s\"%s\":%lld", i ? "," : "", COUNTERS[i], s->ctr[i]);
+		printf("},\"sysctl\":{");
+		for (size_t i = 0; i < NSYSCTLS; i++)
+			printf("%s\"%s\":%ld", i ? "," : "", SYSCTLS[i], s->sys_ok[i] ? s->sys[i] : -1L);
+		printf("},");
+		print_listeners_json(s);
+		putchar(',');
+		print_notes(notes, nn, 1);
+		printf("}\n");
+		return;
+	}
+	time_t t = time(NULL);
+	char when[64];
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
+	printf("# Listen-overflow report, %s\n\nCounters are since boot, for this network namespace.\n\n", when);
+	printf("| TcpExt counter | value |\n|---|---|\n");
+	for (size_t i = 0; i < NCOUNTERS; i++)
+		if (s->ctr[i] >= 0)
+			printf("| %s | %lld |\n", COUNTERS[i], s->ctr[i]);
+		else
+			printf("| %s | n/a |\n", COUNTERS[i]);
+	printf("\n| setting | value |\n|---|---|\n");
+	for (size_t i = 0; i < NSYSCTLS; i++)
+		if (s->sys_ok[i])
+			printf("| %s | %ld |\n", SYSCTLS[i], s->sys[i]);
+		else
+			printf("| %s | n/a |\n", SYSCTLS[i]);
+	printf("\n| listening socket | process | accept queue now | accept queue max (backlog) |\n|---|---|---|---|\n");
+	for (int i = 0; i < s->nls; i++) {
+		const struct proc_listener *l = &s->ls[i];
+		char comm[64] = "", who[96] = "?";
+		pid_t pid = proc_socket_owner(l->inode, comm, sizeof(comm));
+		if (pid > 0)
+			snprintf(who, sizeof(who), "%s (pid %d)", comm, (int)pid);
+		printf("| %s:%d | %s | %u | %u |\n", l->addr, l->port, who, l->queued, l->max);
+	}
+	if (s->nls == 0)
+		printf("| (none%s) | | | |\n", nports ? " on the ports asked for" : "");
+	print_notes(notes, nn, 0);
+}
+
+static volatile int stop_flag;
+
+static int watch(double interval, long count, int json)
+{
+	struct snapshot prev, cur;
+	take(&prev);
+	long long total[NCOUNTERS] = {0};
+	long done = 0;
+	double t_start = tool_now_s();
+	if (!json) {
+		printf("Deltas every %g s (^C to stop).\n\n", interval);
+		printf("| time | ListenOverflows | ListenDrops | TCPBacklogDrop | TCPReqQFullDrop | "
+		       "TCPReqQFullDoCookies | SyncookiesSent | accept queues (now/max) |\n"
+		       "|---|---|---|---|---|---|---|---|\n");
+		fflush(stdout);
+	}
+	while (!stop_flag && (count <= 0 || done < count)) {
+		tool_sleep(interval, &stop_flag);
+		if (stop_flag)
+			break;
+		take(&cur);
+		long long d[NCOUNTERS];
+		for (size_t i = 0; i < NCOUNTERS; i++) {
+			d[i] = (cur.ctr[i] >= 0 && prev.ctr[i] >= 0) ? cur.ctr[i] - prev.ctr[i] : -1;
+			if (d[i] > 0)
+				total[i] += d[i];
+		}
+		char window[64];
+		snprintf(window, sizeof(window), "in the last %g s", interval);
+		char notes[64][400];
+		int nn = explain(&cur, d, window, notes, 64);
+		time_t t = time(NULL);
+		char when[32];
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&t));
+		if (json) {
+			printf("{\"tool\":\"overflow-report\",\"time\":\"%s\",\"interval_s\":%g,\"deltas\":{", when,
+			       interval);
+			for (size_t i = 0; i < NCOUNTERS; i++)
+				printf("%s\"%s\":%lld", i ? "," : "", COUNTERS[i], d[i]);
+			printf("},\"sysctl\":{");
+			for (size_t i = 0; i < NSYSCTLS; i++)
+				printf("%s\"%s\":%ld", i ? "," : "", SYSCTLS[i], cur.sys_ok[i] ? cur.sys[i] : -1L);
+			printf("},");
+			print_listeners_json(&cur);
+			putchar(',');
+			print_notes(notes, nn, 1);
+			printf("}\n");
+		} else {
+			printf("| %s |", when);
+			for (size_t i = 0; i < NCOUNTERS; i++)
+				printf(" %lld |", d[i]);
+			putchar(' ');
+			for (int i = 0; i < cur.nls && i < 8; i++)
+				printf("%s%d: %u/%u", i ? ", " : "", cur.ls[i].port, cur.ls[i].queued, cur.ls[i].max);
+			if (cur.nls > 8)
+				printf(", ...");
+			printf(" |\n");
+		}
+		fflush(stdout);
+		free(prev.ls);
+		prev = cur;
+		done++;
+	}
+	if (!json) {
+		char window[64];
+		snprintf(window, sizeof(window), "in the last %.0f s", tool_now_s() - t_start);
+		char notes[64][400];
+		int nn = explain(&prev, total, window, notes, 64);
+		print_notes(notes, nn, 0);
+	}
+	free(prev.ls);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	double interval = 0;
+	long count = 0;
+	int json = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			help();
+			return 0;
+		} else if (strcmp(a, "--json") == 0) {
+			json = 1;
+		} else if (strcmp(a, "--port") == 0) {
+			long p;
+			if (!v || tool_parse_long(v, 1, 65535, &p) != 0)
+				return usage_error("--port needs a port number 1-65535");
+			if (nports == MAX_PORTS)
+				return usage_error("at most 16 --port");
+			ports[nports++] = (int)p;
+			i++;
+		} else if (strcmp(a, "--backlog") == 0) {
+			if (!v || tool_parse_long(v, 1, 1L << 30, &asked_backlog) != 0)
+				return usage_error("--backlog needs a positive number");
+			i++;
+		} else if (strcmp(a, "--watch") == 0) {
+			if (!v || tool_parse_seconds(v, 0.05, 86400, &interval) != 0)
+				return usage_error("--watch needs seconds (0.05 to 86400)");
+			i++;
+		} else if (strcmp(a, "--count") == 0) {
+			if (!v || tool_parse_long(v, 1, 1L << 30, &count) != 0)
+				return usage_error("--count needs a positive number");
+			i++;
+		} else {
+			char why[300];
+			snprintf(why, sizeof(why), "unknown argument '%s'", a);
+			return usage_error(why);
+		}
+	}
+	if (count > 0 && interval <= 0)
+		return usage_error("--count goes with --watch");
+	if (interval > 0) {
+		tool_catch_signals(&stop_flag);
+		return watch(interval, count, json);
+	}
+	struct snapshot s;
+	int rc = take(&s);
+	if (rc != 0)
+		fprintf(stderr, "overflow-report: cannot read /proc/net/netstat: %s\n", strerror(-rc));
+	print_once(&s, json);
+	int missing = nports > 0 && s.nls == 0;
+	free(s.ls);
+	return (rc != 0 || missing) ? 1 : 0;
+}

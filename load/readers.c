@@ -1,0 +1,1463 @@
+/* readers.c: N stream readers on one epoll thread, so the client is never
+ * the bottleneck, and the server measured from outside while they listen.
+ *
+ * Phases, in order:
+ *   open    connect N sockets (optionally at most --ramp in flight), send the
+ *           stream request, wait for every status line, header block and
+ *           opening frame; time until the last had it, errors by kind.
+ *   events  publish one public event --events times, --interval apart (an
+ *           INSERT into the SQLite file as another process would, or a POST),
+ *           and time from just before each insert until every reader has it.
+ *   idle    stay connected --idle seconds.
+ * Around the phases the server is sampled from /proc (CPU from utime+stime,
+ * threads, RSS) and TcpExt ListenOverflows/ListenDrops are read; then the
+ * kernel's floor (load/fanout-floor N) is measured for the ratio.
+ *
+ * Reader state machine: CONNECTING (EPOLLOUT armed) -> HEAD (request sent,
+ * collecting the header block) -> OPENING (status 200, waiting for the end of
+ * the first frame) -> OPEN; any failure -> DEAD with its kind counted. The
+ * byte stream is scanned line by line for "id: N" at line starts and blank
+ * lines (frame ends); nothing else is parsed.
+ *
+ * TLS (--tls, --insecure) is a later issue: reader I/O goes through
+ * conn_read()/conn_write() so that a handshake state and SSL_read/SSL_write
+ * can slot in there without touching the scanner. */
+#include "proc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char USAGE[] =
+	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--backlog B] [--unix] [--post]\n"
+	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
+	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--run LABEL] [--no-floor] [--keep]\n";
+
+static void help(void)
+{
+	printf("%s", USAGE);
+	printf("\n"
+	       "Open N Server-Sent Events streams from one epoll thread, wait for every\n"
+	       "opening frame, publish one public event K times, time until every reader has\n"
+	       "each, stay idle, and sample the server from /proc. Prints a markdown table,\n"
+	       "a per-event table, and one JSON line with every figure. With no --server it\n"
+	       "starts its own herald (build/herald or $HERALD_BIN) on a temporary database\n"
+	       "and port, with the per-address cap lifted: `load/readers 1000` is the whole\n"
+	       "experiment.\n"
+	       "\n"
+	       "  N                  readers (1 to 1000000; the fd limit is raised to the hard one)\n"
+	       "  --server ADDR      an already running server: 127.0.0.1:PORT, [::1]:PORT,\n"
+	       "                     unix:/path, or http://127.0.0.1:PORT/stream/path\n"
+	       "  --pid PID          sample this server process (and its children) from /proc\n"
+	       "  --db PATH          publish by INSERT into this herald database\n"
+	       "  --publish URL      publish by POST to URL (http://127.0.0.1:PORT/api/events\n"
+	       "                     or unix:/path for /api/events on a unix socket)\n"
+	       "  --backlog B        listen backlog of the herald started here (default $BACKLOG\n"
+	       "                     or 1024)\n"
+	       "  --unix             the herald started here also listens on a unix socket, and\n"
+	       "                     the readers connect through it\n"
+	       "  --post             publish to the herald started here by POST, not INSERT\n"
+	       "  --events K         events to publish (default 10)\n"
+	       "  --interval S       seconds between them (default 0.5)\n"
+	       "  --idle S           idle seconds after the events (default 20)\n"
+	       "  --ramp M           at most M connects in flight (default 0: no cap)\n"
+	       "  --sources K        spread source addresses over 127.0.0.1 .. 127.0.0.K\n"
+	       "  --path TARGET      request target (default /api/events/stream)\n"
+	       "  --token T          send Authorization: Bearer T (stream and publish)\n"
+	       "  --open-timeout S   give up on opens after S seconds (default 300)\n"
+	       "  --event-timeout S  wait S seconds after the last event for stragglers (default 10)\n"
+	       "  --csv FILE         write reader,event,id,latency_ms for every reader and event\n"
+	       "  --run LABEL        the label in the table's run column (default 1)\n"
+	       "  --no-floor         skip measuring the kernel's floor (load/fanout-floor N)\n"
+	       "  --keep             keep the started herald's temporary folder\n"
+	       "  --help             this text\n"
+	       "Exit status: 0 when every reader opened and had every event; 1 otherwise; 2 usage.\n");
+}
+
+static int usage_error(const char *why)
+{
+	fprintf(stderr, "readers: %s\n%s", why, USAGE);
+	return 2;
+}
+
+enum rstate { R_NEW, R_RETRY, R_CONNECTING, R_HEAD, R_OPENING, R_OPEN, R_DEAD };
+enum chunk_state { CH_SIZE, CH_SIZE_LINE, CH_DATA, CH_DATA_END, CH_DONE };
+enum err_kind { E_REFUSED, E_RESET, E_TIMEOUT, E_NON200, E_CLOSED, E_OTHER, E_KINDS };
+static const char *const ERR_NAMES[E_KINDS] = {"refused", "reset", "timeout", "non200", "closed", "other"};
+
+#define PART_MAX 28
+#define PEND_MAX 4
+#define HEAD_MAX 16384
+
+struct reader {
+	int fd;
+	uint8_t state;
+	uint8_t chunked;
+	uint8_t cstate;
+	uint8_t midline; /* inside a line whose start is in part[] */
+	uint8_t partlen;
+	uint8_t npend;
+	char part[PART_MAX];
+	uint32_t chunk_left;
+	uint32_t headlen;
+	char *head; /* header bytes so far, when they came in pieces */
+	int64_t t_start, t_open;
+	/* ids seen before the publisher knew them (POST answers can come after
+	 * the event itself); resolved when the id becomes known. */
+	int64_t pend_id[PEND_MAX];
+	int64_t pend_t[PEND_MAX];
+};
+
+struct options {
+	long n;
+	const char *server;
+	long pid;
+	const char *db;
+	const char *publish;
+	long backlog;
+	int unix_listener, post, no_floor, keep;
+	long events;
+	double interval, idle, open_timeout, event_timeout;
+	long ramp, sources;
+	const char *path, *token, *csv, *run;
+};
+
+static struct options opt = {
+	.n = -1, .events = 10, .interval = 0.5, .idle = 20, .open_timeout = 300, .event_timeout = 10, .run = "1",
+};
+
+static volatile int stop_flag;
+static int ep = -1;
+static struct reader *R;
+static long N;
+static struct tool_addr target;
+static char request[2048];
+static size_t request_len;
+static char rbuf[65536];
+
+/* Counters. */
+static long n_settled, n_open, n_opened, n_inflight;
+static long errs[E_KINDS], closed_after_open[E_KINDS];
+static int first_other_errno;
+static long non200[600]; /* by status; [0] for an unparsable status line */
+static long next_connect, n_retry;
+static int64_t t_open_begin, t_last_open;
+
+/* Events. */
+static long K;
+static int64_t *recv_ns;  /* N*K: when reader i had event k, 0 = not (yet) */
+static int64_t *ev_id;    /* K: the id the publisher got, 0 = not known yet */
+static int64_t *ev_t0;    /* K: just before the insert or the POST */
+static long *ev_got;      /* K: readers that had it */
+static int *ev_failed;    /* K: the publish itself failed */
+static long n_published;  /* publishes started */
+static int64_t max_known_id;
+
+/* ---- reader I/O (plain sockets; TLS would slot in here) -------------------- */
+
+static ssize_t conn_read(struct reader *r, void *buf, size_t len)
+{
+	return read(r->fd, buf, len);
+}
+
+static ssize_t conn_write(struct reader *r, const void *buf, size_t len)
+{
+	return write(r->fd, buf, len);
+}
+
+/* ---- opening and failing readers ----------------------------------------- */
+
+static enum err_kind kind_of(int err)
+{
+	switch (err) {
+	case ECONNREFUSED:
+		return E_REFUSED;
+	case ECONNRESET:
+	case EPIPE:
+	case ECONNABORTED:
+		return E_RESET;
+	case ETIMEDOUT:
+		return E_TIMEOUT;
+	case 0:
+		return E_CLOSED;
+	default:
+		if (!first_other_errno)
+			first_other_errno = err;
+		return E_OTHER;
+	}
+}
+
+static void reader_close(struct reader *r)
+{
+	if (r->fd >= 0) {
+		close(r->fd); /* closing removes it from epoll */
+		r->fd = -1;
+	}
+	free(r->head);
+	r->head = NULL;
+}
+
+/* Fail reader r with kind k; an open reader counts as closed after open. */
+static void reader_fail(struct reader *r, enum err_kind k)
+{
+	if (r->state == R_DEAD)
+		return;
+	if (r->state == R_OPEN) {
+		closed_after_open[k]++;
+		n_open--;
+	} else {
+		errs[k]++;
+		n_settled++;
+		if (r->state >= R_CONNECTING)
+			n_inflight--;
+	}
+	r->state = R_DEAD;
+	reader_close(r);
+}
+
+static void reader_connect(long i)
+{
+	struct reader *r = &R[i];
+	if (r->state == R_NEW) {
+		r->t_start = tool_now_ns();
+		n_inflight++;
+	}
+	r->state = R_CONNECTING;
+	r->fd = socket(target.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (r->fd < 0) {
+		reader_fail(r, kind_of(errno));
+		return;
+	}
+	if (opt.sources > 1 && target.family == AF_INET) {
+		/* Spread over 127.0.0.x; the port is picked at connect time so that
+		 * each source address has its own ephemeral range. */
+		int one = 1;
+		setsockopt(r->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+		struct sockaddr_in src = {.sin_family = AF_INET};
+		src.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(i % opt.sources));
+		if (bind(r->fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
+			reader_fail(r, kind_of(errno));
+			return;
+		}
+	}
+	int rc = connect(r->fd, (struct sockaddr *)&target.sa, target.len);
+	if (rc != 0 && errno == EAGAIN && target.family == AF_UNIX) {
+		/* A full unix listener queue refuses instead of queueing us:
+		 * back off and try again, as a blocking client would wait. */
+		close(r->fd);
+		r->fd = -1;
+		r->state = R_RETRY;
+		n_retry++;
+		return;
+	}
+	if (rc != 0 && errno != EINPROGRESS) {
+		reader_fail(r, kind_of(errno));
+		return;
+	}
+	struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = (uint64_t)i};
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &ev) != 0)
+		reader_fail(r, kind_of(errno));
+}
+
+static void on_writable(long i)
+{
+	struct reader *r = &R[i];
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
+		soerr = errno;
+	if (soerr) {
+		reader_fail(r, kind_of(soerr));
+		return;
+	}
+	ssize_t w = conn_write(r, request, request_len);
+	if (w != (ssize_t)request_len) {
+		reader_fail(r, w < 0 ? kind_of(errno) : E_OTHER);
+		return;
+	}
+	r->state = R_HEAD;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
+		reader_fail(r, kind_of(errno));
+}
+
+/* ---- events: matching ids to publishes ------------------------------------ */
+
+static long event_of(int64_t id)
+{
+	for (long k = 0; k < n_published; k++)
+		if (ev_id[k] == id)
+			return k;
+	return -1;
+}
+
+static void got_event(long i, long k, int64_t t)
+{
+	int64_t *slot = &recv_ns[(size_t)i * (size_t)K + (size_t)k];
+	if (*slot)
+		return;
+	*slot = t;
+	ev_got[k]++;
+}
+
+static void saw_id(long i, int64_t id, int64_t t)
+{
+	long k = event_of(id);
+	if (k >= 0) {
+		got_event(i, k, t);
+		return;
+	}
+	if (id <= max_known_id || n_published == 0)
+		return; /* someone else's event */
+	struct reader *r = &R[i];
+	if (r->npend == PEND_MAX) {
+		memmove(r->pend_id, r->pend_id + 1, (PEND_MAX - 1) * sizeof(r->pend_id[0]));
+		memmove(r->pend_t, r->pend_t + 1, (PEND_MAX - 1) * sizeof(r->pend_t[0]));
+		r->npend--;
+	}
+	r->pend_id[r->npend] = id;
+	r->pend_t[r->npend] = t;
+	r->npend++;
+}
+
+/* The publisher learned event k's id: credit readers that were faster. */
+static void id_known(long k, int64_t id)
+{
+	ev_id[k] = id;
+	if (id > max_known_id)
+		max_known_id = id;
+	for (long i = 0; i < N; i++) {
+		struct reader *r = &R[i];
+		for (int j = 0; j < r->npend; j++) {
+			if (r->pend_id[j] != id)
+				continue;
+			got_event(i, k, r->pend_t[j]);
+			r->npend--;
+			memmove(r->pend_id + j, r->pend_id + j + 1, (size_t)(r->npend - j) * sizeof(r->pend_id[0]));
+			memmove(r->pend_t + j, r->pend_t + j + 1, (size_t)(r->npend - j) * sizeof(r->pend_t[0]));
+			break;
+		}
+	}
+}
+
+/* ---- the stream scanner -------------------------------------------------- */
+
+static void line_done(long i, const char *line, size_t len, int64_t now)
+{
+	struct reader *r = &R[i];
+	if (len && line[len - 1] == '\r')
+		len--;
+	if (len == 0) {
+		if (r->state == R_OPENING) {
+			r->state = R_OPEN;
+			r->t_open = now;
+			t_last_open = now;
+			n_open++;
+			n_opened++;
+			n_settled++;
+			n_inflight--;
+		}
+		return;
+	}
+	if (line[0] != 'i' || len < 4 || line[1] != 'd' || line[2] != ':')
+		return;
+	size_t p = 3;
+	if (p < len && line[p] == ' ')
+		p++;
+	int64_t id = 0;
+	size_t digits = 0;
+	for (; p < len && isdigit((unsigned char)line[p]) && digits < 19; p++, digits++)
+		id = id * 10 + (line[p] - '0');
+	if (digits)
+		saw_id(i, id, now);
+}
+
+/* Split stream bytes into lines; a line's start that is cut by the end of a
+ * read is kept in part[] (only its first bytes matter). */
+static void scan(long i, const char *p, size_t len, int64_t now)
+{
+	struct reader *r = &R[i];
+	const char *end = p + len;
+	while (p < end && r->state != R_DEAD) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (r->midline || !nl) {
+			size_t room = PART_MAX - r->partlen;
+			size_t c = take < room ? take : room;
+			memcpy(r->part + r->partlen, p, c);
+			r->partlen = (uint8_t)(r->partlen + c);
+			if (!nl) {
+				r->midline = 1;
+				return;
+			}
+			line_done(i, r->part, r->partlen, now);
+			r->midline = 0;
+			r->partlen = 0;
+		} else {
+			line_done(i, p, take, now);
+		}
+		p = nl + 1;
+	}
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Feed the body bytes after the header block, undoing chunked encoding when
+ * the server used it. */
+static void feed(long i, const char *p, size_t len, int64_t now)
+{
+	struct reader *r = &R[i];
+	if (!r->chunked) {
+		scan(i, p, len, now);
+		return;
+	}
+	while (len > 0 && r->state != R_DEAD) {
+		switch (r->cstate) {
+		case CH_SIZE: {
+			int v = hexval(*p);
+			if (v >= 0) {
+				r->chunk_left = r->chunk_left * 16 + (uint32_t)v;
+			} else if (*p == '\n') {
+				r->cstate = r->chunk_left ? CH_DATA : CH_DONE;
+			} else {
+				r->cstate = CH_SIZE_LINE;
+			}
+			p++;
+			len--;
+			break;
+		}
+		case CH_SIZE_LINE:
+			if (*p == '\n')
+				r->cstate = r->chunk_left ? CH_DATA : CH_DONE;
+			p++;
+			len--;
+			break;
+		case CH_DATA: {
+			size_t take = len < r->chunk_left ? len : r->chunk_left;
+			scan(i, p, take, now);
+			p += take;
+			len -= take;
+			r->chunk_left -= (uint32_t)take;
+			if (r->chunk_left == 0)
+				r->cstate = CH_DATA_END;
+			break;
+		}
+		case CH_DATA_END:
+			if (*p == '\n') {
+				r->cstate = CH_SIZE;
+				r->chunk_left = 0;
+			}
+			p++;
+			len--;
+			break;
+		default:
+			return;
+		}
+	}
+}
+
+/* Parse a complete header block; returns 0 when the stream may go on. */
+static int head_done(long i, const char *h, size_t len)
+{
+	struct reader *r = &R[i];
+	int status = 0;
+	if (len > 12 && memcmp(h, "HTTP/1.", 7) == 0 && h[8] == ' ' && isdigit((unsigned char)h[9]) &&
+	    isdigit((unsigned char)h[10]) && isdigit((unsigned char)h[11]))
+		status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
+	if (status != 200) {
+		non200[status > 0 && status < 600 ? status : 0]++;
+		reader_fail(r, E_NON200);
+		return -1;
+	}
+	/* Transfer-Encoding: chunked, case-insensitively. */
+	for (const char *p = h; p && p < h + len;) {
+		const char *nl = memchr(p, '\n', (size_t)(h + len - p));
+		size_t ll = nl ? (size_t)(nl - p) : (size_t)(h + len - p);
+		if (ll > 18 && strncasecmp(p, "transfer-encoding:", 18) == 0) {
+			for (size_t j = 18; j + 7 <= ll; j++)
+				if (strncasecmp(p + j, "chunked", 7) == 0)
+					r->chunked = 1;
+		}
+		p = nl ? nl + 1 : NULL;
+	}
+	r->state = R_OPENING;
+	return 0;
+}
+
+static const char *find_head_end(const char *p, size_t len)
+{
+	for (size_t j = 0; j + 3 < len; j++) {
+		const char *c = memchr(p + j, '\r', len - j);
+		if (!c)
+			return NULL;
+		j = (size_t)(c - p);
+		if (j + 3 < len && c[1] == '\n' && c[2] == '\r' && c[3] == '\n')
+			return c + 4;
+	}
+	return NULL;
+}
+
+static void on_readable(long i)
+{
+	struct reader *r = &R[i];
+	ssize_t got = conn_read(r, rbuf, sizeof(rbuf));
+	if (got <= 0) {
+		if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		reader_fail(r, got == 0 ? E_CLOSED : kind_of(errno));
+		return;
+	}
+	int64_t now = tool_now_ns();
+	const char *p = rbuf;
+	size_t len = (size_t)got;
+	if (r->state == R_HEAD) {
+		if (!r->head) {
+			const char *e = find_head_end(p, len);
+			if (e) {
+				/* The usual case: the whole head in one read, no copy. */
+				if (head_done(i, p, (size_t)(e - p)) != 0)
+					return;
+				len -= (size_t)(e - p);
+				p = e;
+			} else {
+				r->head = xmalloc(HEAD_MAX);
+				r->headlen = 0;
+			}
+		}
+		if (r->head) {
+			size_t room = HEAD_MAX - r->headlen;
+			if (len > room) {
+				reader_fail(r, E_OTHER);
+				return;
+			}
+			memcpy(r->head + r->headlen, p, len);
+			size_t old = r->headlen;
+			r->headlen += (uint32_t)len;
+			size_t from = old > 3 ? old - 3 : 0;
+			const char *e = find_head_end(r->head + from, r->headlen - from);
+			if (!e)
+				return;
+			size_t hl = (size_t)(e - r->head);
+			if (head_done(i, r->head, hl) != 0)
+				return;
+			/* Body bytes that followed the head in this read. */
+			size_t body_from_here = r->headlen - hl;
+			p = rbuf + (size_t)got - body_from_here;
+			len = body_from_here;
+			free(r->head);
+			r->head = NULL;
+		}
+	}
+	if (len)
+		feed(i, p, len, now);
+}
+
+/* ---- publishing ---------------------------------------------------------- */
+
+static sqlite3 *db;
+static sqlite3_stmt *ins;
+static char run_tag[32];
+
+/* HTTP publisher: one keep-alive connection, answers read in the loop. */
+static struct tool_addr pub_addr;
+static int pub_fd = -1;
+static char pub_in[8192];
+static size_t pub_in_len;
+static long pub_waiting[64]; /* event indexes awaiting an answer, in order */
+static int pub_nwait;
+
+static int db_open(const char *path)
+{
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		fprintf(stderr, "readers: cannot open %s: %s\n", path, db ? sqlite3_errmsg(db) : "?");
+		return -1;
+	}
+	sqlite3_busy_timeout(db, 5000);
+	if (sqlite3_prepare_v2(db, "INSERT INTO events(type, topic, data, public) VALUES ('load', 'load', ?1, 1)",
+			       -1, &ins, NULL) != SQLITE_OK) {
+		fprintf(stderr, "readers: %s has no usable events table: %s\n", path, sqlite3_errmsg(db));
+		return -1;
+	}
+	return 0;
+}
+
+static void db_close(void)
+{
+	sqlite3_finalize(ins);
+	sqlite3_close(db);
+	ins = NULL;
+	db = NULL;
+}
+
+static int pub_connect(void)
+{
+	pub_fd = socket(pub_addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (pub_fd < 0)
+		return -1;
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(pub_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(pub_fd, (struct sockaddr *)&pub_addr.sa, pub_addr.len) != 0) {
+		fprintf(stderr, "readers: cannot connect to %s to publish: %s\n", pub_addr.text, strerror(errno));
+		close(pub_fd);
+		pub_fd = -1;
+		return -1;
+	}
+	pub_in_len = 0;
+	pub_nwait = 0;
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+	epoll_ctl(ep, EPOLL_CTL_ADD, pub_fd, &ev);
+	return 0;
+}
+
+static void pub_drop(void)
+{
+	if (pub_fd >= 0)
+		close(pub_fd);
+	pub_fd = -1;
+	for (int j = 0; j < pub_nwait; j++) {
+		ev_failed[pub_waiting[j]] = 1;
+		fprintf(stderr, "readers: publish of event %ld got no answer (connection closed)\n", pub_waiting[j] + 1);
+	}
+	pub_nwait = 0;
+}
+
+/* Publish event k; ev_t0[k] is taken just before the insert or the send. */
+static void publish(long k)
+{
+	char data[128];
+	snprintf(data, sizeof(data), "readers seq=%ld run=%s", k + 1, run_tag);
+	n_published = k + 1;
+	if (db) {
+		sqlite3_bind_text(ins, 1, data, -1, SQLITE_TRANSIENT);
+		ev_t0[k] = tool_now_ns();
+		int rc = sqlite3_step(ins);
+		sqlite3_reset(ins);
+		if (rc != SQLITE_DONE) {
+			fprintf(stderr, "readers: insert of event %ld failed: %s\n", k + 1, sqlite3_errmsg(db));
+			ev_failed[k] = 1;
+			return;
+		}
+		id_known(k, sqlite3_last_insert_rowid(db));
+		return;
+	}
+	char body[256], req[1024];
+	int bl = snprintf(body, sizeof(body), "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"%s\",\"public\":true}",
+			  data);
+	char auth[300] = "";
+	if (opt.token)
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", opt.token);
+	int rl = snprintf(req, sizeof(req),
+			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+			  "Content-Length: %d\r\n%s\r\n%s",
+			  pub_addr.path[0] ? pub_addr.path : "/api/events",
+			  pub_addr.family == AF_UNIX ? "localhost" : pub_addr.text, bl, auth, body);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (pub_fd < 0 && pub_connect() != 0)
+			break;
+		ev_t0[k] = tool_now_ns();
+		if (write(pub_fd, req, (size_t)rl) == rl) {
+			if (pub_nwait < (int)(sizeof(pub_waiting) / sizeof(pub_waiting[0])))
+				pub_waiting[pub_nwait++] = k;
+			return;
+		}
+		pub_drop(); /* the server closed the idle keep-alive: reconnect once */
+	}
+	fprintf(stderr, "readers: POST of event %ld failed\n", k + 1);
+	ev_failed[k] = 1;
+}
+
+/* Read POST answers: "HTTP/1.1 201 ...", Content-Length, {"id":N}. */
+static void pub_readable(void)
+{
+	ssize_t got = read(pub_fd, pub_in + pub_in_len, sizeof(pub_in) - 1 - pub_in_len);
+	if (got <= 0) {
+		if (got < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		pub_drop();
+		return;
+	}
+	pub_in_len += (size_t)got;
+	pub_in[pub_in_len] = '\0';
+	for (;;) {
+		char *e = strstr(pub_in, "\r\n\r\n");
+		if (!e)
+			break;
+		size_t hl = (size_t)(e + 4 - pub_in);
+		long clen = 0;
+		for (char *p = pub_in; p && p < e; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+			if (strncasecmp(p, "content-length:", 15) == 0)
+				clen = strtol(p + 15, NULL, 10);
+		if (clen < 0 || hl + (size_t)clen > sizeof(pub_in) - 1) {
+			pub_drop();
+			return;
+		}
+		if (pub_in_len < hl + (size_t)clen)
+			break;
+		int status = atoi(pub_in + 9);
+		char saved = pub_in[hl + (size_t)clen];
+		pub_in[hl + (size_t)clen] = '\0';
+		double idv = 0;
+		long k = pub_nwait > 0 ? pub_waiting[0] : -1;
+		if (pub_nwait > 0)
+			memmove(pub_waiting, pub_waiting + 1, (size_t)--pub_nwait * sizeof(pub_waiting[0]));
+		if (k >= 0) {
+			if (status == 201 && tool_json_number(pub_in + hl, "id", &idv) == 0 && idv > 0) {
+				id_known(k, (int64_t)idv);
+			} else {
+				ev_failed[k] = 1;
+				fprintf(stderr, "readers: POST of event %ld answered %d: %.200s\n", k + 1, status,
+					pub_in + hl);
+			}
+		}
+		pub_in[hl + (size_t)clen] = saved;
+		size_t used = hl + (size_t)clen;
+		memmove(pub_in, pub_in + used, pub_in_len - used + 1);
+		pub_in_len -= used;
+	}
+	if (pub_in_len >= sizeof(pub_in) - 1)
+		pub_drop();
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static struct epoll_event evbuf[4096];
+
+/* One pass: wait up to timeout_ms and handle what is ready. */
+static void loop_once(int timeout_ms)
+{
+	int k = epoll_wait(ep, evbuf, (int)(sizeof(evbuf) / sizeof(evbuf[0])), timeout_ms);
+	for (int j = 0; j < k; j++) {
+		uint64_t tag = evbuf[j].data.u64;
+		if (tag == UINT64_MAX) {
+			if (pub_fd >= 0)
+				pub_readable();
+			continue;
+		}
+		long i = (long)tag;
+		struct reader *r = &R[i];
+		if (r->state == R_DEAD)
+			continue;
+		if (r->state == R_CONNECTING)
+			on_writable(i);
+		else
+			on_readable(i);
+	}
+}
+
+/* ---- sampling the server -------------------------------------------------- */
+
+static pid_t server_pid;
+
+struct cpu_mark {
+	uint64_t ticks;
+	double t;
+	int ok;
+};
+
+static struct cpu_mark cpu_mark(void)
+{
+	struct cpu_mark m = {.t = tool_now_s()};
+	if (server_pid > 0)
+		m.ok = proc_cpu_ticks(server_pid, 1, &m.ticks) == 0;
+	return m;
+}
+
+/* Percent of one core between two marks; NAN when unknown. */
+static double cpu_pct(struct cpu_mark a, struct cpu_mark b)
+{
+	if (!a.ok || !b.ok || b.t <= a.t)
+		return NAN;
+	return (double)(b.ticks - a.ticks) / (double)proc_clk_tck() / (b.t - a.t) * 100.0;
+}
+
+/* ---- the floor ------------------------------------------------------------- */
+
+/* Run load/fanout-floor N --json and return its median time to the last
+ * reader in seconds, NAN when it could not run. */
+static double run_floor(long n)
+{
+	char path[4096], arg[32];
+	tool_sibling("fanout-floor", path, sizeof(path));
+	snprintf(arg, sizeof(arg), "%ld", n);
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		return NAN;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return NAN;
+	}
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		execl(path, path, arg, "--json", (char *)NULL);
+		fprintf(stderr, "readers: cannot run %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	char out[4096];
+	size_t len = 0;
+	double deadline = tool_now_s() + 120;
+	while (len < sizeof(out) - 1 && tool_now_s() < deadline) {
+		struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+		if (poll(&pf, 1, 1000) <= 0)
+			continue;
+		ssize_t r = read(pfd[0], out + len, sizeof(out) - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	out[len] = '\0';
+	close(pfd[0]);
+	int st;
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, &st, 0);
+	}
+	double ms;
+	if (tool_json_number(out, "last_reader_ms", &ms) != 0)
+		return NAN;
+	return ms / 1e3;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static int parse_args(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED(what)                                                                                                     \
+	do {                                                                                                           \
+		if (!v)                                                                                                \
+			return usage_error(what);                                                        \
+		i++;                                                                                                   \
+	} while (0)
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			help();
+			exit(0);
+		} else if (strcmp(a, "--server") == 0) {
+			NEED("--server needs an address");
+			opt.server = v;
+		} else if (strcmp(a, "--pid") == 0) {
+			NEED("--pid needs a process id");
+			if (tool_parse_long(v, 1, 1L << 30, &opt.pid) != 0)
+				return usage_error("--pid needs a process id");
+		} else if (strcmp(a, "--db") == 0) {
+			NEED("--db needs a path");
+			opt.db = v;
+		} else if (strcmp(a, "--publish") == 0) {
+			NEED("--publish needs a URL");
+			opt.publish = v;
+		} else if (strcmp(a, "--backlog") == 0) {
+			NEED("--backlog needs a number");
+			if (tool_parse_long(v, 1, 1L << 20, &opt.backlog) != 0)
+				return usage_error("--backlog needs a number 1-1048576");
+		} else if (strcmp(a, "--events") == 0) {
+			NEED("--events needs a number");
+			if (tool_parse_long(v, 1, 10000, &opt.events) != 0)
+				return usage_error("--events needs a number 1-10000");
+		} else if (strcmp(a, "--interval") == 0) {
+			NEED("--interval needs seconds");
+			if (tool_parse_seconds(v, 0, 3600, &opt.interval) != 0)
+				return usage_error("--interval needs seconds (0 to 3600)");
+		} else if (strcmp(a, "--idle") == 0) {
+			NEED("--idle needs seconds");
+			if (tool_parse_seconds(v, 0, 86400, &opt.idle) != 0)
+				return usage_error("--idle needs seconds (0 to 86400)");
+		} else if (strcmp(a, "--open-timeout") == 0) {
+			NEED("--open-timeout needs seconds");
+			if (tool_parse_seconds(v, 0.01, 86400, &opt.open_timeout) != 0)
+				return usage_error("--open-timeout needs seconds");
+		} else if (strcmp(a, "--event-timeout") == 0) {
+			NEED("--event-timeout needs seconds");
+			if (tool_parse_seconds(v, 0.01, 3600, &opt.event_timeout) != 0)
+				return usage_error("--event-timeout needs seconds");
+		} else if (strcmp(a, "--ramp") == 0) {
+			NEED("--ramp needs a number");
+			if (tool_parse_long(v, 0, 1000000, &opt.ramp) != 0)
+				return usage_error("--ramp needs a number (0 = no cap)");
+		} else if (strcmp(a, "--sources") == 0) {
+			NEED("--sources needs a number");
+			if (tool_parse_long(v, 1, 254, &opt.sources) != 0)
+				return usage_error("--sources needs a number 1-254");
+		} else if (strcmp(a, "--path") == 0) {
+			NEED("--path needs a request target");
+			if (v[0] != '/' || strpbrk(v, " \r\n"))
+				return usage_error("--path needs a target starting with /");
+			opt.path = v;
+		} else if (strcmp(a, "--token") == 0) {
+			NEED("--token needs a value");
+			if (strpbrk(v, "\r\n"))
+				return usage_error("--token may not hold line breaks");
+			opt.token = v;
+		} else if (strcmp(a, "--csv") == 0) {
+			NEED("--csv needs a file");
+			opt.csv = v;
+		} else if (strcmp(a, "--run") == 0) {
+			NEED("--run needs a label");
+			opt.run = v;
+		} else if (strcmp(a, "--unix") == 0) {
+			opt.unix_listener = 1;
+		} else if (strcmp(a, "--post") == 0) {
+			opt.post = 1;
+		} else if (strcmp(a, "--no-floor") == 0) {
+			opt.no_floor = 1;
+		} else if (strcmp(a, "--keep") == 0) {
+			opt.keep = 1;
+		} else if (a[0] != '-' && opt.n < 0) {
+			if (tool_parse_long(a, 1, 1000000, &opt.n) != 0)
+				return usage_error("N must be a number from 1 to 1000000");
+		} else {
+			char why[300];
+			snprintf(why, sizeof(why), "unknown argument '%s'", a);
+			return usage_error(why);
+		}
+#undef NEED
+	}
+	if (opt.n < 0)
+		return usage_error("say how many readers (N)");
+	if (opt.server) {
+		if (tool_parse_addr(opt.server, &target) != 0)
+			return usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
+		if (!opt.db && !opt.publish)
+			return usage_error("with --server, say how to publish: --db PATH or --publish URL");
+		if (opt.unix_listener || opt.post)
+			return usage_error("--unix and --post are for the herald started here (no --server)");
+	} else if (opt.pid || opt.db || opt.publish) {
+		return usage_error("--pid, --db and --publish go with --server");
+	}
+	if (opt.db && opt.publish)
+		return usage_error("--db and --publish exclude each other");
+	if (opt.publish && tool_parse_addr(opt.publish, &pub_addr) != 0)
+		return usage_error("--publish wants http://127.0.0.1:PORT/api/events or unix:/path");
+	return -1;
+}
+
+static double ms(int64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = parse_args(argc, argv);
+	if (rc >= 0)
+		return rc;
+	N = opt.n;
+	K = opt.events;
+
+	long soft = 0, hard = 0;
+	tool_raise_nofile(&soft, &hard);
+	char what[64];
+	snprintf(what, sizeof(what), "%ld readers", N);
+	if (tool_check_fds(N + 64, what) != 0)
+		return 2;
+	tool_catch_signals(&stop_flag);
+	snprintf(run_tag, sizeof(run_tag), "%lx", (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16));
+
+	struct tool_herald h;
+	memset(&h, 0, sizeof(h));
+	int backlog = -1;
+	if (!opt.server) {
+		backlog = tool_default_backlog(opt.backlog);
+		if (tool_herald_start(&h, backlog, opt.unix_listener, NULL) != 0)
+			return 1;
+		backlog = h.backlog;
+		server_pid = h.pid;
+		char s[400];
+		if (opt.unix_listener)
+			snprintf(s, sizeof(s), "unix:%s", h.unix_path);
+		else
+			snprintf(s, sizeof(s), "127.0.0.1:%d", h.port);
+		tool_parse_addr(s, &target);
+		if (opt.post) {
+			snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h.port);
+			tool_parse_addr(s, &pub_addr);
+			opt.publish = "own";
+		} else {
+			opt.db = h.db;
+		}
+		fprintf(stderr, "readers: started herald %s (pid %d) on 127.0.0.1:%d, backlog %d, db %s\n", h.bin,
+			(int)h.pid, h.port, h.backlog, h.db);
+	} else {
+		server_pid = (pid_t)opt.pid;
+		if (opt.backlog > 0)
+			backlog = (int)opt.backlog;
+	}
+	int backlog_effective = -1;
+	if (target.family != AF_UNIX) {
+		struct proc_listener *ls = NULL;
+		int nl = proc_listeners(&ls);
+		for (int i = 0; i < nl; i++)
+			if (ls[i].port == target.port)
+				backlog_effective = (int)ls[i].max;
+		free(ls);
+		long lo = 32768, hi = 60999;
+		char buf[64];
+		FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+		if (f) {
+			if (fgets(buf, sizeof(buf), f))
+				sscanf(buf, "%ld %ld", &lo, &hi);
+			fclose(f);
+		}
+		long ports = (hi - lo + 1) * (opt.sources > 1 ? opt.sources : 1);
+		if (N > ports)
+			fprintf(stderr,
+				"readers: warning: %ld readers from %ld source address(es) need more ephemeral ports "
+				"than the %ld of net.ipv4.ip_local_port_range; use --sources\n",
+				N, opt.sources > 1 ? opt.sources : 1, ports);
+	}
+	if (backlog < 0)
+		backlog = backlog_effective;
+
+	if (opt.db && db_open(opt.db) != 0) {
+		if (!opt.server)
+			tool_herald_stop(&h, 1);
+		return 1;
+	}
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	R = xcalloc((size_t)N, sizeof(*R));
+	for (long i = 0; i < N; i++)
+		R[i].fd = -1;
+	recv_ns = xcalloc((size_t)N * (size_t)K, sizeof(*recv_ns));
+	ev_id = xcalloc((size_t)K, sizeof(*ev_id));
+	ev_t0 = xcalloc((size_t)K, sizeof(*ev_t0));
+	ev_got = xcalloc((size_t)K, sizeof(*ev_got));
+	ev_failed = xcalloc((size_t)K, sizeof(*ev_failed));
+	char auth[300] = "";
+	if (opt.token)
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", opt.token);
+	request_len = (size_t)snprintf(request, sizeof(request),
+				       "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s\r\n",
+				       opt.path ? opt.path : (target.path[0] ? target.path : "/api/events/stream"),
+				       target.family == AF_UNIX ? "localhost" : target.text, auth);
+
+	/* ---- open ---- */
+	int threads_before = server_pid ? proc_threads(server_pid, 1) : -1;
+	long rss_before = server_pid ? proc_rss_kb(server_pid, 1) : -1;
+	long long ovf0 = proc_tcpext_now("ListenOverflows"), drop0 = proc_tcpext_now("ListenDrops");
+	fprintf(stderr, "readers: opening %ld readers to %s%s (fd limit %ld)\n", N, target.text,
+		opt.ramp ? "" : ", no cap on connects in flight", soft);
+	t_open_begin = tool_now_ns();
+	int64_t open_deadline = t_open_begin + (int64_t)(opt.open_timeout * 1e9);
+	double last_note = tool_now_s();
+	while (n_settled < N && !stop_flag && tool_now_ns() < open_deadline) {
+		/* Start connects in batches so answers are read in between. */
+		int started = 0;
+		while (next_connect < N && started < 256 && (opt.ramp == 0 || n_inflight < opt.ramp)) {
+			reader_connect(next_connect++);
+			started++;
+		}
+		/* Unix listeners that were full: try those again. */
+		if (n_retry > 0) {
+			n_retry = 0;
+			for (long i = 0; i < next_connect; i++)
+				if (R[i].state == R_RETRY)
+					reader_connect(i);
+		}
+		int more = next_connect < N && (opt.ramp == 0 || n_inflight < opt.ramp);
+		loop_once(more ? 0 : 10);
+		if (tool_now_s() - last_note > 5) {
+			last_note = tool_now_s();
+			fprintf(stderr, "readers: %ld of %ld open after %.0f s\n", n_opened, N,
+				(double)(tool_now_ns() - t_open_begin) / 1e9);
+		}
+	}
+	for (long i = 0; i < N; i++) {
+		struct reader *r = &R[i];
+		if (r->state == R_NEW || r->state == R_RETRY || (r->state >= R_CONNECTING && r->state < R_OPEN)) {
+			if (r->state == R_NEW || r->state == R_RETRY) {
+				errs[E_TIMEOUT]++;
+				n_settled++;
+				if (r->state == R_RETRY)
+					n_inflight--;
+				r->state = R_DEAD;
+			} else {
+				reader_fail(r, E_TIMEOUT);
+			}
+		}
+	}
+	double open_s = n_opened ? (double)(t_last_open - t_open_begin) / 1e9 : NAN;
+	long long ovf1 = proc_tcpext_now("ListenOverflows"), drop1 = proc_tcpext_now("ListenDrops");
+	int threads_open = server_pid ? proc_threads(server_pid, 1) : -1;
+	long rss_open = server_pid ? proc_rss_kb(server_pid, 1) : -1;
+	long open_errors = 0;
+	for (int k = 0; k < E_KINDS; k++)
+		open_errors += errs[k];
+	fprintf(stderr, "readers: %ld of %ld open in %.3f s; %ld failed\n", n_opened, N, open_s, open_errors);
+
+	/* ---- events ---- */
+	struct cpu_mark ev_a = cpu_mark(), ev_b = ev_a;
+	int threads_max = threads_open;
+	if (n_open > 0 && !stop_flag) {
+		if (opt.publish && pub_fd < 0)
+			pub_connect();
+		int64_t t_ev = tool_now_ns();
+		ev_a = cpu_mark();
+		int64_t step = (int64_t)(opt.interval * 1e9);
+		int64_t stragglers_until = 0;
+		long next = 0, reported = 0;
+		while (!stop_flag) {
+			int64_t now = tool_now_ns();
+			if (next < K && now >= t_ev + next * step) {
+				publish(next);
+				next++;
+				if (next == K)
+					stragglers_until = tool_now_ns() + (int64_t)(opt.event_timeout * 1e9);
+				continue;
+			}
+			/* Report events as they complete, in order. */
+			while (reported < next && (ev_failed[reported] || (ev_id[reported] && ev_got[reported] >= n_open))) {
+				if (!ev_failed[reported]) {
+					int64_t last = 0;
+					for (long i = 0; i < N; i++) {
+						int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)reported];
+						if (t > last)
+							last = t;
+					}
+					fprintf(stderr, "readers: event %ld/%ld (id %lld): all %ld readers in %.1f ms\n",
+						reported + 1, K, (long long)ev_id[reported], ev_got[reported],
+						ms(last - ev_t0[reported]));
+				}
+				reported++;
+			}
+			if (next == K && reported == K)
+				break;
+			if (next == K && now > stragglers_until)
+				break;
+			int64_t wait_ns = next < K ? t_ev + next * step - now : stragglers_until - now;
+			int wait_ms = (int)(wait_ns / 1000000);
+			if (wait_ms > 50)
+				wait_ms = 50;
+			if (wait_ms < 0)
+				wait_ms = 0;
+			loop_once(wait_ms);
+		}
+		ev_b = cpu_mark();
+		if (server_pid) {
+			int t = proc_threads(server_pid, 1);
+			if (t > threads_max)
+				threads_max = t;
+		}
+	}
+
+	/* ---- idle ---- */
+	struct cpu_mark idle_a = cpu_mark(), idle_b = idle_a;
+	if (n_open > 0 && !stop_flag && opt.idle > 0) {
+		fprintf(stderr, "readers: idle for %g s\n", opt.idle);
+		int64_t until = tool_now_ns() + (int64_t)(opt.idle * 1e9);
+		while (!stop_flag) {
+			int64_t left = until - tool_now_ns();
+			if (left <= 0)
+				break;
+			loop_once((int)(left / 1000000 > 200 ? 200 : left / 1000000));
+		}
+		idle_b = cpu_mark();
+		if (server_pid) {
+			int t = proc_threads(server_pid, 1);
+			if (t > threads_max)
+				threads_max = t;
+		}
+	}
+	long still_open = n_open;
+
+	/* ---- close, stop, floor ---- */
+	for (long i = 0; i < N; i++)
+		reader_close(&R[i]);
+	if (pub_fd >= 0)
+		close(pub_fd);
+	if (db)
+		db_close();
+	close(ep);
+	int herald_exit = 0;
+	if (!opt.server) {
+		herald_exit = tool_herald_stop(&h, opt.keep);
+	}
+	double floor_s = NAN;
+	if (!opt.no_floor && !stop_flag && n_opened > 0) {
+		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n", n_opened);
+		floor_s = run_floor(n_opened);
+	}
+
+	/* ---- figures ---- */
+	long missing_total = 0, failed_events = 0;
+	double *lat = xmalloc((size_t)(N ? N : 1) * sizeof(double));
+	double *to_all = xmalloc((size_t)K * sizeof(double));
+	double *ev_min = xmalloc((size_t)K * sizeof(double)), *ev_p50 = xmalloc((size_t)K * sizeof(double));
+	double *ev_p99 = xmalloc((size_t)K * sizeof(double));
+	long *ev_missing = xcalloc((size_t)K, sizeof(long));
+	long n_to_all = 0;
+	for (long k = 0; k < K; k++) {
+		size_t m = 0;
+		for (long i = 0; i < N; i++) {
+			int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
+			if (t)
+				lat[m++] = (double)(t - ev_t0[k]) / 1e9;
+		}
+		tool_sort_doubles(lat, m);
+		ev_missing[k] = n_opened - (long)m;
+		if (k >= n_published || ev_failed[k])
+			failed_events++;
+		missing_total += ev_missing[k];
+		ev_min[k] = m ? lat[0] : NAN;
+		ev_p50[k] = tool_percentile(lat, m, 50);
+		ev_p99[k] = tool_percentile(lat, m, 99);
+		to_all[k] = m ? lat[m - 1] : NAN;
+		if (m)
+			n_to_all++;
+	}
+	double *sorted_all = xmalloc((size_t)K * sizeof(double));
+	size_t ns = 0;
+	for (long k = 0; k < K; k++)
+		if (!isnan(to_all[k]))
+			sorted_all[ns++] = to_all[k];
+	tool_sort_doubles(sorted_all, ns);
+	double all_min = ns ? sorted_all[0] : NAN, all_max = ns ? sorted_all[ns - 1] : NAN;
+	double all_p50 = tool_percentile(sorted_all, ns, 50);
+	double ratio = (!isnan(floor_s) && floor_s > 0 && !isnan(all_p50)) ? all_p50 / floor_s : NAN;
+
+	double *open_lat = xmalloc((size_t)(N ? N : 1) * sizeof(double));
+	size_t no = 0;
+	for (long i = 0; i < N; i++)
+		if (R[i].t_open)
+			open_lat[no++] = (double)(R[i].t_open - R[i].t_start) / 1e9;
+	tool_sort_doubles(open_lat, no);
+	double open_p50 = tool_percentile(open_lat, no, 50), open_p99 = tool_percentile(open_lat, no, 99);
+
+	double cpu_ev = cpu_pct(ev_a, ev_b), cpu_idle = cpu_pct(idle_a, idle_b);
+	double cpu_ms_per_event = NAN;
+	if (ev_a.ok && ev_b.ok && K > 0)
+		cpu_ms_per_event = (double)(ev_b.ticks - ev_a.ticks) / (double)proc_clk_tck() * 1e3 / (double)K;
+	double rss_per_reader = (rss_open >= 0 && rss_before >= 0 && n_opened > 0)
+					? (double)(rss_open - rss_before) / (double)n_opened
+					: NAN;
+	long long dovf = (ovf0 >= 0 && ovf1 >= 0) ? ovf1 - ovf0 : -1;
+	long long ddrop = (drop0 >= 0 && drop1 >= 0) ? drop1 - drop0 : -1;
+	long closed_total = 0;
+	for (int k = 0; k < E_KINDS; k++)
+		closed_total += closed_after_open[k];
+
+	/* ---- table ---- */
+	char cN[32], b1[32], b2[32], b3[32], b4[32], b5[32];
+	tool_fmt_count(N, cN, sizeof(cN));
+	printf("| run | listen backlog | opens (%s) | threads, all open | event to all %s | CPU while events flow | "
+	       "CPU idle | RSS per reader | kernel floor | vs floor |\n",
+	       cN, cN);
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
+	char c_backlog[48], c_open[64], c_thr[32], c_ev[96], c_cpu1[32], c_cpu2[32], c_rss[32], c_floor[32],
+		c_ratio[32];
+	if (backlog > 0 && backlog_effective > 0 && backlog_effective != backlog)
+		snprintf(c_backlog, sizeof(c_backlog), "%d (capped to %d)", backlog, backlog_effective);
+	else if (backlog > 0)
+		snprintf(c_backlog, sizeof(c_backlog), "%d", backlog);
+	else
+		snprintf(c_backlog, sizeof(c_backlog), "?");
+	if (n_opened == N)
+		snprintf(c_open, sizeof(c_open), "**%s**", tool_fmt_dur(open_s, b1, sizeof(b1)));
+	else
+		snprintf(c_open, sizeof(c_open), "**%s** (%ld of %ld)", tool_fmt_dur(open_s, b1, sizeof(b1)), n_opened,
+			 N);
+	if (threads_open < 0)
+		snprintf(c_thr, sizeof(c_thr), "n/a");
+	else if (threads_max != threads_open)
+		snprintf(c_thr, sizeof(c_thr), "%d (max %d)", threads_open, threads_max);
+	else
+		snprintf(c_thr, sizeof(c_thr), "%d", threads_open);
+	if (ns == 0)
+		snprintf(c_ev, sizeof(c_ev), "none arrived");
+	else if (missing_total || failed_events)
+		snprintf(c_ev, sizeof(c_ev), "%s – %s (%ld missing)", tool_fmt_dur(all_min, b2, sizeof(b2)),
+			 tool_fmt_dur(all_max, b3, sizeof(b3)), missing_total);
+	else
+		snprintf(c_ev, sizeof(c_ev), "%s – %s", tool_fmt_dur(all_min, b2, sizeof(b2)),
+			 tool_fmt_dur(all_max, b3, sizeof(b3)));
+	if (isnan(cpu_ev))
+		snprintf(c_cpu1, sizeof(c_cpu1), "n/a");
+	else
+		snprintf(c_cpu1, sizeof(c_cpu1), "%.1f %% of a core", cpu_ev);
+	if (isnan(cpu_idle))
+		snprintf(c_cpu2, sizeof(c_cpu2), "n/a");
+	else
+		snprintf(c_cpu2, sizeof(c_cpu2), "%.2f %%", cpu_idle);
+	if (isnan(rss_per_reader))
+		snprintf(c_rss, sizeof(c_rss), "n/a");
+	else
+		snprintf(c_rss, sizeof(c_rss), "%.1f KiB", rss_per_reader);
+	snprintf(c_floor, sizeof(c_floor), "%s", isnan(floor_s) ? "n/a" : tool_fmt_dur(floor_s, b4, sizeof(b4)));
+	if (isnan(ratio))
+		snprintf(c_ratio, sizeof(c_ratio), "n/a");
+	else
+		snprintf(c_ratio, sizeof(c_ratio), "%.1fx", ratio);
+	printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", opt.run, c_backlog, c_open, c_thr, c_ev, c_cpu1,
+	       c_cpu2, c_rss, c_floor, c_ratio);
+
+	printf("\nPer event, from just before the %s until each reader had it:\n\n", opt.publish ? "POST" : "insert");
+	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) |\n|---|---|---|---|---|---|---|---|\n",
+	       cN);
+	for (long k = 0; k < K; k++) {
+		char m1[32], m2[32], m3[32], m4[32];
+		printf("| %ld | %lld | %ld | %ld%s | %s | %s | %s | %s |\n", k + 1, (long long)ev_id[k], ev_got[k],
+		       ev_missing[k], (k >= n_published || ev_failed[k]) ? " (publish failed)" : "",
+		       tool_fmt_dur(ev_min[k], m1, sizeof(m1)), tool_fmt_dur(ev_p50[k], m2, sizeof(m2)),
+		       tool_fmt_dur(ev_p99[k], m3, sizeof(m3)), tool_fmt_dur(to_all[k], m4, sizeof(m4)));
+	}
+	printf("\nOpens: %ld of %ld in %s (each: p50 %s, p99 %s). Errors: %ld refused, %ld reset, %ld timeout, "
+	       "%ld non-200",
+	       n_opened, N, tool_fmt_dur(open_s, b1, sizeof(b1)), tool_fmt_dur(open_p50, b2, sizeof(b2)),
+	       tool_fmt_dur(open_p99, b3, sizeof(b3)), errs[E_REFUSED], errs[E_RESET], errs[E_TIMEOUT], errs[E_NON200]);
+	if (errs[E_NON200]) {
+		printf(" (");
+		int first = 1;
+		for (int s = 0; s < 600; s++)
+			if (non200[s]) {
+				printf("%s%s%d: %ld", first ? "" : ", ", s ? "" : "unparsable ", s, non200[s]);
+				first = 0;
+			}
+		printf(")");
+	}
+	printf(", %ld closed before the opening frame, %ld other%s%s.\n", errs[E_CLOSED], errs[E_OTHER],
+	       first_other_errno ? ": " : "", first_other_errno ? strerror(first_other_errno) : "");
+	if (errs[E_NON200] && non200[429])
+		printf("429 is the per-address cap: start herald with --per-address-limit 0 or spread --sources.\n");
+	printf("Listen queue over the opens: ListenOverflows +%lld, ListenDrops +%lld (whole namespace).\n", dovf,
+	       ddrop);
+	if (closed_total)
+		printf("%ld readers were closed by the server after opening (%ld reset, %ld closed, %ld other).\n",
+		       closed_total, closed_after_open[E_RESET], closed_after_open[E_CLOSED], closed_after_open[E_OTHER]);
+	if (!isnan(cpu_ms_per_event))
+		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all open.\n",
+		       cpu_ms_per_event, rss_before, rss_open);
+	if (!isnan(ratio))
+		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cN,
+		       tool_fmt_dur(all_p50, b5, sizeof(b5)), ratio, tool_fmt_dur(floor_s, b4, sizeof(b4)), n_opened);
+
+	/* ---- JSON ---- */
+	tool_json_open(NULL, '{');
+	tool_json_text("tool", "readers");
+	tool_json_text("run", opt.run);
+	tool_json_text("server", opt.server ? target.text : "own herald");
+	tool_json_int("n", N);
+	tool_json_int("backlog", backlog);
+	tool_json_int("backlog_effective", backlog_effective);
+	tool_json_int("ramp", opt.ramp);
+	tool_json_int("sources", opt.sources ? opt.sources : 1);
+	tool_json_text("publish", opt.publish ? "post" : "insert");
+	tool_json_int("opened", n_opened);
+	tool_json_num("open_ms", open_s * 1e3);
+	tool_json_num("open_p50_ms", open_p50 * 1e3);
+	tool_json_num("open_p99_ms", open_p99 * 1e3);
+	tool_json_int("open_errors", open_errors);
+	tool_json_open("errors", '{');
+	for (int k = 0; k < E_KINDS; k++)
+		tool_json_int(ERR_NAMES[k], errs[k]);
+	tool_json_close();
+	tool_json_open("non200_status", '{');
+	for (int s = 0; s < 600; s++)
+		if (non200[s]) {
+			char key[16];
+			snprintf(key, sizeof(key), "%d", s);
+			tool_json_int(key, non200[s]);
+		}
+	tool_json_close();
+	tool_json_int("closed_after_open", closed_total);
+	tool_json_int("still_open", still_open);
+	tool_json_int("listen_overflows", dovf);
+	tool_json_int("listen_drops", ddrop);
+	tool_json_int("pid", server_pid);
+	tool_json_int("threads_before", threads_before);
+	tool_json_int("threads_open", threads_open);
+	tool_json_int("threads_max", threads_max);
+	tool_json_int("rss_before_kb", rss_before);
+	tool_json_int("rss_open_kb", rss_open);
+	tool_json_num("rss_per_reader_kb", rss_per_reader);
+	tool_json_num("cpu_events_pct", cpu_ev);
+	tool_json_num("cpu_idle_pct", cpu_idle);
+	tool_json_num("cpu_ms_per_event", cpu_ms_per_event);
+	tool_json_int("events_published", n_published);
+	tool_json_int("events_failed", failed_events);
+	tool_json_int("missing_total", missing_total);
+	tool_json_open("events", '[');
+	for (long k = 0; k < K; k++) {
+		tool_json_open(NULL, '{');
+		tool_json_int("seq", k + 1);
+		tool_json_int("id", ev_id[k]);
+		tool_json_int("received", ev_got[k]);
+		tool_json_int("missing", ev_missing[k]);
+		tool_json_num("min_ms", ev_min[k] * 1e3);
+		tool_json_num("p50_ms", ev_p50[k] * 1e3);
+		tool_json_num("p99_ms", ev_p99[k] * 1e3);
+		tool_json_num("max_ms", to_all[k] * 1e3);
+		tool_json_close();
+	}
+	tool_json_close();
+	tool_json_num("event_to_all_min_ms", all_min * 1e3);
+	tool_json_num("event_to_all_p50_ms", all_p50 * 1e3);
+	tool_json_num("event_to_all_max_ms", all_max * 1e3);
+	tool_json_num("floor_ms", floor_s * 1e3);
+	tool_json_num("floor_ratio", ratio);
+	tool_json_int("herald_exit", herald_exit);
+	tool_json_bool("interrupted", stop_flag);
+	tool_json_close();
+
+	if (opt.csv) {
+		FILE *f = fopen(opt.csv, "w");
+		if (!f) {
+			fprintf(stderr, "readers: cannot write %s: %s\n", opt.csv, strerror(errno));
+		} else {
+			fprintf(f, "reader,event,id,latency_ms\n");
+			for (long i = 0; i < N; i++) {
+				if (!R[i].t_open)
+					continue;
+				for (long k = 0; k < K; k++) {
+					int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
+					if (t)
+						fprintf(f, "%ld,%ld,%lld,%.3f\n", i, k + 1, (long long)ev_id[k],
+							ms(t - ev_t0[k]));
+					else
+						fprintf(f, "%ld,%ld,%lld,\n", i, k + 1, (long long)ev_id[k]);
+				}
+			}
+			fclose(f);
+		}
+	}
+
+	int bad = n_opened < N || missing_total > 0 || failed_events > 0 || stop_flag;
+	free(lat);
+	free(to_all);
+	free(ev_min);
+	free(ev_p50);
+	free(ev_p99);
+	free(ev_missing);
+	free(sorted_all);
+	free(open_lat);
+	free(R);
+	free(recv_ns);
+	free(ev_id);
+	free(ev_t0);
+	free(ev_got);
+	free(ev_failed);
+	return bad ? 1 : 0;
+}
