@@ -135,12 +135,34 @@ void hub_poll(struct hub *h)
 	}
 }
 
+/* A writer's commit shows in the -wal file (inotify) a moment before it
+ * becomes visible: the wal-index in the -shm file is updated through mmap,
+ * which inotify does not see. So a wake-up without a data_version change is
+ * checked again a few times, 1 ms to a quarter second later. */
+static const unsigned confirm_delays_ms[] = { 1, 4, 16, 64, 250 };
+
+static void confirm_change(void *arg)
+{
+	struct hub *h = arg;
+	if (store_changed(h->srv->st)) {
+		h->confirm_step = 0;
+		hub_poll(h);
+		return;
+	}
+	if (h->confirm_step < ARRAY_LEN(confirm_delays_ms))
+		loop_timer_start(h->srv->lp, &h->confirm_timer, confirm_delays_ms[h->confirm_step++], confirm_change,
+				 h);
+	else
+		h->confirm_step = 0;
+}
+
 static void on_store_change(void *arg, uint32_t events)
 {
 	struct hub *h = arg;
 	(void)events;
-	if (store_changed(h->srv->st))
-		hub_poll(h);
+	h->confirm_step = 0;
+	loop_timer_stop(h->srv->lp, &h->confirm_timer);
+	confirm_change(h);
 }
 
 static void slow_poll(void *arg)
@@ -232,6 +254,7 @@ void hub_shutdown(struct hub *h)
 	loop_timer_stop(srv->lp, &h->retry_timer);
 	loop_timer_stop(srv->lp, &h->watch_timer);
 	loop_timer_stop(srv->lp, &h->catchup_timer);
+	loop_timer_stop(srv->lp, &h->confirm_timer);
 	chunk_unref(h->heartbeat);
 	chunk_unref(h->stream_head);
 	h->heartbeat = h->stream_head = NULL;

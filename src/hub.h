@@ -53,6 +53,8 @@ struct hub {
 	struct loop_timer retry_timer;   /* store busy: poll again soon */
 	struct loop_timer catchup_timer; /* feed catch-up readers with empty queues */
 	struct loop_timer watch_timer;   /* only without inotify: slow poll */
+	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
+	size_t confirm_step;
 	bool poll_pending;
 };
 

@@ -23,6 +23,9 @@
 
 #define FD_RESERVE 64      /* descriptors kept for the database, listeners and plain requests */
 #define DRAIN_MS 3000
+#define PRUNE_EVERY_MS 5000
+#define PRUNE_STEP_ROWS 1000   /* rows per transaction: the loop never waits long */
+#define PRUNE_AGAIN_MS 10      /* between steps while a backlog of old rows remains */
 
 static void pass_end(void *arg)
 {
@@ -77,6 +80,23 @@ static void raise_nofile(void)
 			log_warn("raising the open-file limit to %llu: %s", (unsigned long long)rl.rlim_max,
 				 strerror(errno));
 	}
+}
+
+/* Retention in small steps: one short transaction per tick, soon again
+ * while old rows remain. */
+static void prune_tick(void *arg)
+{
+	struct server *srv = arg;
+	uint64_t next = PRUNE_EVERY_MS;
+	if (srv->cfg.retention_age_s || srv->cfg.retention_count) {
+		int n = store_prune(srv->st, srv->cfg.retention_age_s, srv->cfg.retention_count, PRUNE_STEP_ROWS);
+		if (n == PRUNE_STEP_ROWS || n == -EBUSY)
+			next = PRUNE_AGAIN_MS;
+		if (n > 0)
+			log_debug("retention removed %d events; oldest kept id is above %lld", n,
+				  (long long)store_pruned_through(srv->st));
+	}
+	loop_timer_start(srv->lp, &srv->prune_timer, next, prune_tick, srv);
 }
 
 static void drain_tick(void *arg)
@@ -225,6 +245,7 @@ int server_start(struct server *srv, int argc, char **argv)
 		return -1;
 	if (listeners_start(srv) < 0)
 		return -1;
+	loop_timer_start(srv->lp, &srv->prune_timer, 0, prune_tick, srv);
 	service_start(srv);
 	log_info("herald ready: %zu listener(s), database %s, last event id %lld, up to %lld readers", srv->nlisteners,
 		 srv->cfg.db, (long long)srv->hub.high_water, (long long)srv->max_readers);
@@ -257,6 +278,7 @@ void server_free(struct server *srv)
 		conn_pass_end(srv);
 		service_stop(srv);
 		loop_timer_stop(srv->lp, &srv->drain_timer);
+		loop_timer_stop(srv->lp, &srv->prune_timer);
 	}
 	stream_shutdown(srv);
 	tls_teardown(srv);

@@ -44,6 +44,7 @@ struct server {
 	int sigfd;
 	uint64_t drain_deadline;
 	struct loop_timer drain_timer;
+	struct loop_timer prune_timer;
 	bool pass_end_scheduled;
 
 	int64_t max_readers;       /* effective global cap on streams */
