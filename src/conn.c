@@ -269,7 +269,12 @@ void conn_flush(struct conn *c)
 		return;
 	if (c->qlen == 0) {
 		if (c->close_after_flush && c->state != CONN_LINGERING) {
-			start_linger(c);
+			/* A stream's input was read and dropped all along, so
+			 * there is nothing that could turn the close into a reset. */
+			if (c->reader)
+				conn_close(c, NULL);
+			else
+				start_linger(c);
 			return;
 		}
 		if (c->reader)
