@@ -16,6 +16,7 @@
 #include "util.h"
 
 #define POLL_PAGE 256        /* rows read per store call by the live path */
+#define POLL_PAGES 16        /* store calls per hub_poll before yielding to the loop */
 #define CATCHUP_PAGE 128     /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8      /* store calls per drain before yielding to the loop */
 #define BUSY_RETRY_MS 5
@@ -118,7 +119,13 @@ static void retry_poll(void *arg)
 void hub_poll(struct hub *h)
 {
 	struct server *srv = h->srv;
-	for (;;) {
+	/* A large batch from another writer is fanned out a few thousand rows
+	 * per pass, so sockets and timers keep being served meanwhile. */
+	for (int page = 0;; page++) {
+		if (page == POLL_PAGES) {
+			loop_timer_start(srv->lp, &h->retry_timer, 0, retry_poll, h);
+			return;
+		}
 		struct fanout f = { h, h->high_water };
 		int n = store_read_range(srv->st, h->high_water, INT64_MAX, POLL_PAGE, fanout_row, &f);
 		if (n == -EBUSY) {
