@@ -58,7 +58,8 @@ static uint32_t wanted_events(const struct conn *c)
 	uint32_t ev = 0;
 	switch (c->state) {
 	case CONN_READING:
-		if (c->qbytes < OUTPUT_PAUSE && !c->close_after_flush)
+		/* After the client's EOF, input would only report EOF again. */
+		if (c->qbytes < OUTPUT_PAUSE && !c->close_after_flush && !c->peer_eof)
 			ev |= EPOLLIN | EPOLLRDHUP;
 		break;
 	case CONN_STREAMING:
