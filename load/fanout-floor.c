@@ -19,13 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MSG_LEN 100
 
-static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--json]\n";
+static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--unix] [--json]\n";
 
 static void help(void)
 {
@@ -39,6 +40,7 @@ static void help(void)
 	       "\n"
 	       "  N             socket pairs (1 to 500000; each process holds N descriptors)\n"
 	       "  --rounds R    rounds to take the median of (default 7)\n"
+	       "  --unix        unix stream socket pairs instead of loopback TCP\n"
 	       "  --json        only the JSON line\n"
 	       "  --help        this text\n"
 	       "Exit status: 0; 1 when the pairs cannot be set up; 2 usage.\n",
@@ -96,14 +98,12 @@ static int read_all(int fd, void *buf, size_t len, double timeout)
 /* The reading side: connect n sockets, say so, then per round wait until
  * every socket has delivered one message and send back the monotonic time the
  * last one arrived. Exits when the writer closes the control pipe. */
-static int reader_main(int port, long n, int rounds, int ctl_out, int go_in)
+static int reader_main(const struct sockaddr_storage *sa, socklen_t sl, long n, int rounds, int ctl_out, int go_in)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	int *fds = xmalloc((size_t)n * sizeof(*fds));
 	for (long i = 0; i < n; i++) {
-		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		fds[i] = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] < 0 || connect(fds[i], (const struct sockaddr *)sa, sl) != 0) {
 			fprintf(stderr, "fanout-floor: reader connect %ld: %s\n", i, strerror(errno));
 			return 1;
 		}
@@ -174,7 +174,7 @@ static double cpu_now(void)
 int main(int argc, char **argv)
 {
 	long n = -1, rounds = 7;
-	int json_only = 0;
+	int json_only = 0, use_unix = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -187,6 +187,8 @@ int main(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--json") == 0) {
 			json_only = 1;
+		} else if (strcmp(a, "--unix") == 0) {
+			use_unix = 1;
 		} else if (a[0] != '-' && n < 0) {
 			if (tool_parse_long(a, 1, 500000, &n) != 0)
 				return usage_error("N must be a number from 1 to 500000");
@@ -204,15 +206,40 @@ int main(int argc, char **argv)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t sl = sizeof(sa);
+	/* The listener: loopback TCP on a kernel-chosen port, or a unix socket
+	 * in a temporary folder (removed as soon as both ends are connected). */
+	struct sockaddr_storage sa;
+	memset(&sa, 0, sizeof(sa));
+	socklen_t sl;
+	char tmpdir[256] = "", upath[300] = "";
+	if (use_unix) {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(tmpdir, sizeof(tmpdir), "%s/fanout-floor-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(tmpdir)) {
+			fprintf(stderr, "fanout-floor: mkdtemp: %s\n", strerror(errno));
+			return 1;
+		}
+		struct sockaddr_un *un = (struct sockaddr_un *)&sa;
+		snprintf(upath, sizeof(upath), "%s/s", tmpdir);
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s", upath);
+		sl = sizeof(*un);
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+		in->sin_family = AF_INET;
+		in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*in);
+	}
+	int lfd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	long somax = 4096;
 	proc_sys_long("net.core.somaxconn", &somax);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(lfd, (int)(n < somax ? n : somax)) != 0 || getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) != 0 || listen(lfd, (int)(n < somax ? n : somax)) != 0 ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		fprintf(stderr, "fanout-floor: listener: %s\n", strerror(errno));
+		if (tmpdir[0]) {
+			unlink(upath);
+			rmdir(tmpdir);
+		}
 		return 1;
 	}
 	int ctl[2], go[2];
@@ -230,7 +257,7 @@ int main(int argc, char **argv)
 		close(lfd);
 		close(ctl[0]);
 		close(go[1]);
-		_exit(reader_main(ntohs(sa.sin_port), n, (int)rounds, ctl[1], go[0]));
+		_exit(reader_main(&sa, sl, n, (int)rounds, ctl[1], go[0]));
 	}
 	close(ctl[1]);
 	close(go[0]);
@@ -246,10 +273,16 @@ int main(int argc, char **argv)
 		}
 		/* A round's write must not wait behind an unacknowledged one. */
 		int one = 1;
-		setsockopt(fds[accepted], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (!use_unix)
+			setsockopt(fds[accepted], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	close(lfd);
 	lfd = -1;
+	if (tmpdir[0]) {
+		unlink(upath);
+		rmdir(tmpdir);
+		tmpdir[0] = '\0';
+	}
 	char ready;
 	if (read_all(ctl[0], &ready, 1, 120) != 0) {
 		fprintf(stderr, "fanout-floor: the reading process did not get ready\n");
@@ -300,8 +333,9 @@ int main(int argc, char **argv)
 		last_max = last[rounds - 1];
 		char b1[32], b2[32], b3[32], b4[32], b5[32], c1[32];
 		if (!json_only) {
-			printf("| floor: pairs (N) | rounds | writer loop | per write | writer CPU | last reader has it "
-			       "(median) | min – max |\n|---|---|---|---|---|---|---|\n");
+			printf("| floor: %s pairs (N) | rounds | writer loop | per write | writer CPU | last reader has it "
+			       "(median) | min – max |\n|---|---|---|---|---|---|---|\n",
+			       use_unix ? "unix" : "TCP");
 			printf("| %s | %ld | %s | %.1f us | %s | **%s** | %s – %s |\n",
 			       tool_fmt_count(n, c1, sizeof(c1)), rounds, tool_fmt_dur(mloop, b1, sizeof(b1)),
 			       mloop / (double)n * 1e6, tool_fmt_dur(mcpu, b2, sizeof(b2)),
@@ -310,6 +344,7 @@ int main(int argc, char **argv)
 		}
 		tool_json_open(NULL, '{');
 		tool_json_text("tool", "fanout-floor");
+		tool_json_text("transport", use_unix ? "unix" : "tcp");
 		tool_json_int("n", n);
 		tool_json_int("rounds", rounds);
 		tool_json_int("msg_bytes", MSG_LEN);
@@ -332,6 +367,10 @@ out:
 	free(fds);
 	if (lfd >= 0)
 		close(lfd);
+	if (tmpdir[0]) {
+		unlink(upath);
+		rmdir(tmpdir);
+	}
 	close(ctl[0]);
 	int st;
 	waitpid(child, &st, 0);

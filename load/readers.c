@@ -792,8 +792,9 @@ static double cpu_pct(struct cpu_mark a, struct cpu_mark b)
 
 /* ---- the floor ------------------------------------------------------------- */
 
-/* Run load/fanout-floor N --json and return its median time to the last
- * reader in seconds, NAN when it could not run. */
+/* Run load/fanout-floor N --json (over unix sockets when the readers used
+ * one) and return its median time to the last reader in seconds, NAN when it
+ * could not run. */
 static double run_floor(long n)
 {
 	char path[4096], arg[32];
@@ -811,7 +812,10 @@ static double run_floor(long n)
 	}
 	if (pid == 0) {
 		dup2(pfd[1], 1);
-		execl(path, path, arg, "--json", (char *)NULL);
+		if (target.family == AF_UNIX)
+			execl(path, path, arg, "--json", "--unix", (char *)NULL);
+		else
+			execl(path, path, arg, "--json", (char *)NULL);
 		fprintf(stderr, "readers: cannot run %s: %s\n", path, strerror(errno));
 		_exit(127);
 	}

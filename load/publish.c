@@ -1,0 +1,568 @@
+/* publish.c: load on the publish path. N POSTs to /api/events, at most C in
+ * flight, spread over K keep-alive connections (pipelined when C > K), from
+ * one epoll thread. Throughput counts every request, so it is always printed
+ * beside the split: ok, HTTP error (by status), network error (by kind).
+ *
+ * Each connection: CONNECTING (EPOLLOUT) -> OPEN, with a FIFO of requests
+ * sent and not yet answered (responses come in order); a closed or failed
+ * connection fails its FIFO as network errors and is reopened while work is
+ * left. A connect that fails uses up one request, so a dead server ends the
+ * run instead of spinning. */
+#include "proc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+static const char USAGE[] = "usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
+			    "       [--public] [--timeout S] [--backlog B] [--run LABEL] [--keep]\n";
+
+static void help(void)
+{
+	printf("%s", USAGE);
+	printf("\n"
+	       "N POSTs to /api/events, C in flight, over K keep-alive connections (requests\n"
+	       "are pipelined when C > K). Prints throughput, p50 and p99 latency, and the\n"
+	       "split ok / HTTP error (by status) / network error side by side, as a markdown\n"
+	       "table and one JSON line. Throughput counts every request, failed ones too,\n"
+	       "so read it beside the split. Without --server a herald is started on a\n"
+	       "temporary database and stopped after; its rows are counted at the end.\n"
+	       "\n"
+	       "  N              requests (1 to 10000000)\n"
+	       "  -c, --concurrency C   requests in flight at most (default 64)\n"
+	       "  -k, --connections K   keep-alive connections (default 16, at most C)\n"
+	       "  --server ADDR  127.0.0.1:PORT, [::1]:PORT, unix:/path, or\n"
+	       "                 http://127.0.0.1:PORT/api/events\n"
+	       "  --db PATH      with --server: count the rows in this database afterwards\n"
+	       "  --token T      send Authorization: Bearer T\n"
+	       "  --size BYTES   data length of each event (default 32)\n"
+	       "  --public       publish public events (default: not public)\n"
+	       "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"
+	       "  --backlog B    listen backlog of the herald started here (default $BACKLOG or 1024)\n"
+	       "  --run LABEL    the label of this run in the JSON line\n"
+	       "  --keep         keep the started herald's temporary folder\n"
+	       "  --help         this text\n"
+	       "Exit status: 0 when every request got a 2xx; 1 otherwise; 2 usage.\n");
+}
+
+static int usage_error(const char *why)
+{
+	fprintf(stderr, "publish: %s\n%s", why, USAGE);
+	return 2;
+}
+
+enum { C_CLOSED, C_CONNECTING, C_OPEN };
+enum net_kind { N_REFUSED, N_RESET, N_TIMEOUT, N_CLOSED, N_OTHER, N_KINDS };
+static const char *const NET_NAMES[N_KINDS] = {"refused", "reset", "timeout", "closed", "other"};
+
+struct pconn {
+	int fd;
+	int state;
+	long *fifo; /* request numbers sent, oldest first */
+	int64_t *sent;
+	int head, count, depth;
+	char *out;
+	size_t outlen, outoff, outcap;
+	char in[16384];
+	size_t inlen;
+};
+
+static long N, C, K;
+static double timeout_s = 10;
+static const char *token;
+static long size = 32;
+static int public_events;
+static struct tool_addr addr;
+static int ep;
+static struct pconn *conns;
+static long issued, answered, inflight, ok, http_err, net_err;
+static long net_kinds[N_KINDS];
+static long status_count[600];
+static int first_other;
+static double *lat;
+static size_t nlat;
+static int64_t t_first, t_last;
+static volatile int stop_flag;
+
+static enum net_kind kind_of(int err)
+{
+	switch (err) {
+	case ECONNREFUSED:
+		return N_REFUSED;
+	case ECONNRESET:
+	case EPIPE:
+	case ECONNABORTED:
+		return N_RESET;
+	case ETIMEDOUT:
+		return N_TIMEOUT;
+	case 0:
+		return N_CLOSED;
+	default:
+		if (!first_other)
+			first_other = err;
+		return N_OTHER;
+	}
+}
+
+static void net_error(enum net_kind k, long count)
+{
+	t_last = tool_now_ns();
+	net_err += count;
+	net_kinds[k] += count;
+	answered += count;
+}
+
+/* Close c and fail what it had in flight as kind k. */
+static void conn_fail(struct pconn *c, enum net_kind k)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->state = C_CLOSED;
+	net_error(k, c->count);
+	inflight -= c->count;
+	c->count = 0;
+	c->head = 0;
+	c->outlen = c->outoff = 0;
+	c->inlen = 0;
+	t_last = tool_now_ns();
+}
+
+static void conn_open(struct pconn *c, long idx)
+{
+	c->fd = socket(addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		issued++;
+		net_error(kind_of(errno), 1);
+		return;
+	}
+	c->state = C_CONNECTING;
+	int rc = connect(c->fd, (struct sockaddr *)&addr.sa, addr.len);
+	if (rc != 0 && errno != EINPROGRESS && !(errno == EAGAIN && addr.family == AF_UNIX)) {
+		/* The request this connection would have carried fails instead. */
+		int e = errno;
+		close(c->fd);
+		c->fd = -1;
+		c->state = C_CLOSED;
+		issued++;
+		net_error(kind_of(e), 1);
+		return;
+	}
+	struct epoll_event ev = {.events = EPOLLOUT | EPOLLIN, .data.u64 = (uint64_t)idx};
+	epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+static void want_out(struct pconn *c, long idx, int on)
+{
+	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.u64 = (uint64_t)idx};
+	epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void flush_out(struct pconn *c, long idx)
+{
+	while (c->outoff < c->outlen) {
+		ssize_t w = write(c->fd, c->out + c->outoff, c->outlen - c->outoff);
+		if (w < 0) {
+			if (errno == EAGAIN) {
+				want_out(c, idx, 1);
+				return;
+			}
+			if (errno == EINTR)
+				continue;
+			conn_fail(c, kind_of(errno));
+			return;
+		}
+		c->outoff += (size_t)w;
+	}
+	c->outoff = c->outlen = 0;
+	want_out(c, idx, 0);
+}
+
+static char *body_tmpl;
+
+/* Queue request number seq on c. */
+static void send_one(struct pconn *c, long seq)
+{
+	char head[512];
+	char *pad = body_tmpl;
+	char body[128 + 4096];
+	int bl = snprintf(body, sizeof(body), "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"publish %ld %s\",\"public\":%s}",
+			  seq, pad, public_events ? "true" : "false");
+	char auth[300] = "";
+	if (token)
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
+	int hl = snprintf(head, sizeof(head),
+			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+			  addr.path[0] ? addr.path : "/api/events", addr.family == AF_UNIX ? "localhost" : addr.text, bl,
+			  auth);
+	size_t need = c->outlen + (size_t)hl + (size_t)bl;
+	if (need > c->outcap) {
+		c->outcap = need * 2;
+		c->out = xrealloc(c->out, c->outcap);
+	}
+	memcpy(c->out + c->outlen, head, (size_t)hl);
+	memcpy(c->out + c->outlen + (size_t)hl, body, (size_t)bl);
+	c->outlen += (size_t)hl + (size_t)bl;
+	int slot = (c->head + c->count) % c->depth;
+	c->fifo[slot] = seq;
+	c->sent[slot] = tool_now_ns();
+	c->count++;
+	inflight++;
+	issued++;
+}
+
+/* Give every open connection work while requests and room are left. */
+static void fill(void)
+{
+	for (long i = 0; i < K && issued < N && inflight < C; i++) {
+		struct pconn *c = &conns[i];
+		if (c->state == C_CLOSED) {
+			conn_open(c, i);
+			continue;
+		}
+		if (c->state != C_OPEN)
+			continue;
+		int before = c->count;
+		while (c->count < c->depth && issued < N && inflight < C)
+			send_one(c, issued + 1);
+		if (c->count > before)
+			flush_out(c, i);
+	}
+}
+
+/* Parse whole responses out of c->in; returns -1 when c must be closed. */
+static int parse_responses(struct pconn *c)
+{
+	for (;;) {
+		char *e = memmem(c->in, c->inlen, "\r\n\r\n", 4);
+		if (!e)
+			return c->inlen >= sizeof(c->in) ? -1 : 0;
+		size_t hl = (size_t)(e + 4 - c->in);
+		long clen = 0;
+		int closing = 0;
+		for (char *p = c->in; p && p < e;) {
+			char *nl = memchr(p, '\n', (size_t)(e - p));
+			if (strncasecmp(p, "content-length:", 15) == 0)
+				clen = strtol(p + 15, NULL, 10);
+			else if (strncasecmp(p, "connection:", 11) == 0 && strstr(p, "close") && (!nl || strstr(p, "close") < nl))
+				closing = 1;
+			p = nl ? nl + 1 : NULL;
+		}
+		if (clen < 0 || hl + (size_t)clen > sizeof(c->in))
+			return -1;
+		if (c->inlen < hl + (size_t)clen)
+			return 0;
+		int status = (c->inlen > 12 && memcmp(c->in, "HTTP/1.", 7) == 0) ? atoi(c->in + 9) : 0;
+		if (c->count == 0)
+			return -1; /* an answer to nothing */
+		int64_t now = tool_now_ns();
+		lat[nlat++] = (double)(now - c->sent[c->head]) / 1e9;
+		c->head = (c->head + 1) % c->depth;
+		c->count--;
+		inflight--;
+		answered++;
+		t_last = now;
+		if (status >= 200 && status < 300)
+			ok++;
+		else {
+			http_err++;
+			status_count[status > 0 && status < 600 ? status : 0]++;
+		}
+		size_t used = hl + (size_t)clen;
+		memmove(c->in, c->in + used, c->inlen - used);
+		c->inlen -= used;
+		if (closing)
+			return -1;
+	}
+}
+
+static void on_event(long i, uint32_t events)
+{
+	struct pconn *c = &conns[i];
+	if (c->state == C_CONNECTING) {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		if (soerr) {
+			close(c->fd);
+			c->fd = -1;
+			c->state = C_CLOSED;
+			/* Uses up a request, so that a dead server ends the run. */
+			if (issued < N) {
+				issued++;
+				net_error(kind_of(soerr), 1);
+			}
+			return;
+		}
+		c->state = C_OPEN;
+		want_out(c, i, 0);
+		return;
+	}
+	if (events & EPOLLOUT)
+		flush_out(c, i);
+	if (c->state != C_OPEN || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		return;
+	ssize_t r = read(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) {
+		conn_fail(c, r == 0 ? N_CLOSED : kind_of(errno));
+		return;
+	}
+	c->inlen += (size_t)r;
+	if (parse_responses(c) != 0)
+		conn_fail(c, N_CLOSED);
+}
+
+static void check_timeouts(void)
+{
+	int64_t now = tool_now_ns(), lim = (int64_t)(timeout_s * 1e9);
+	for (long i = 0; i < K; i++) {
+		struct pconn *c = &conns[i];
+		if (c->state == C_OPEN && c->count > 0 && now - c->sent[c->head] > lim)
+			conn_fail(c, N_TIMEOUT);
+	}
+}
+
+static long count_rows(const char *path)
+{
+	sqlite3 *db = NULL;
+	long n = -1;
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+		sqlite3_busy_timeout(db, 2000);
+		sqlite3_stmt *st = NULL;
+		if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE type = 'load' AND topic = 'load'", -1, &st,
+				       NULL) == SQLITE_OK &&
+		    sqlite3_step(st) == SQLITE_ROW)
+			n = (long)sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	const char *server = NULL, *dbpath = NULL, *label = "1";
+	long backlog_arg = 0;
+	int keep = 0;
+	N = -1;
+	C = 64;
+	K = 16;
+	int k_given = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			help();
+			return 0;
+		} else if (strcmp(a, "-c") == 0 || strcmp(a, "--concurrency") == 0) {
+			if (!v || tool_parse_long(v, 1, 100000, &C) != 0)
+				return usage_error("-c needs a number 1-100000");
+			i++;
+		} else if (strcmp(a, "-k") == 0 || strcmp(a, "--connections") == 0) {
+			if (!v || tool_parse_long(v, 1, 100000, &K) != 0)
+				return usage_error("-k needs a number 1-100000");
+			k_given = 1;
+			i++;
+		} else if (strcmp(a, "--server") == 0) {
+			if (!v)
+				return usage_error("--server needs an address");
+			server = v;
+			i++;
+		} else if (strcmp(a, "--db") == 0) {
+			if (!v)
+				return usage_error("--db needs a path");
+			dbpath = v;
+			i++;
+		} else if (strcmp(a, "--token") == 0) {
+			if (!v || strpbrk(v, "\r\n"))
+				return usage_error("--token needs a value without line breaks");
+			token = v;
+			i++;
+		} else if (strcmp(a, "--size") == 0) {
+			if (!v || tool_parse_long(v, 1, 4000, &size) != 0)
+				return usage_error("--size needs a number 1-4000");
+			i++;
+		} else if (strcmp(a, "--timeout") == 0) {
+			if (!v || tool_parse_seconds(v, 0.01, 3600, &timeout_s) != 0)
+				return usage_error("--timeout needs seconds");
+			i++;
+		} else if (strcmp(a, "--backlog") == 0) {
+			if (!v || tool_parse_long(v, 1, 1L << 20, &backlog_arg) != 0)
+				return usage_error("--backlog needs a number 1-1048576");
+			i++;
+		} else if (strcmp(a, "--run") == 0) {
+			if (!v)
+				return usage_error("--run needs a label");
+			label = v;
+			i++;
+		} else if (strcmp(a, "--public") == 0) {
+			public_events = 1;
+		} else if (strcmp(a, "--keep") == 0) {
+			keep = 1;
+		} else if (a[0] != '-' && N < 0) {
+			if (tool_parse_long(a, 1, 10000000, &N) != 0)
+				return usage_error("N must be a number from 1 to 10000000");
+		} else {
+			char why[300];
+			snprintf(why, sizeof(why), "unknown argument '%s'", a);
+			return usage_error(why);
+		}
+	}
+	if (N < 0)
+		return usage_error("say how many requests (N)");
+	if (K > C) {
+		if (k_given)
+			return usage_error("-k (connections) may not exceed -c (requests in flight)");
+		K = C;
+	}
+	if (server && tool_parse_addr(server, &addr) != 0)
+		return usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
+	if (dbpath && !server)
+		return usage_error("--db goes with --server");
+	char what[64];
+	snprintf(what, sizeof(what), "%ld connections", K);
+	if (tool_check_fds(K + 32, what) != 0)
+		return 2;
+	tool_catch_signals(&stop_flag);
+
+	struct tool_herald h;
+	memset(&h, 0, sizeof(h));
+	if (!server) {
+		if (tool_herald_start(&h, tool_default_backlog(backlog_arg), 0, NULL) != 0)
+			return 1;
+		char s[128];
+		snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h.port);
+		tool_parse_addr(s, &addr);
+		dbpath = h.db;
+		fprintf(stderr, "publish: started herald %s (pid %d) on 127.0.0.1:%d\n", h.bin, (int)h.pid, h.port);
+	}
+	body_tmpl = xmalloc((size_t)size + 1);
+	memset(body_tmpl, 'x', (size_t)size);
+	body_tmpl[size] = '\0';
+	long rows_before = dbpath ? count_rows(dbpath) : -1;
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	conns = xcalloc((size_t)K, sizeof(*conns));
+	long depth = (C + K - 1) / K;
+	for (long i = 0; i < K; i++) {
+		conns[i].fd = -1;
+		conns[i].depth = (int)depth;
+		conns[i].fifo = xcalloc((size_t)depth, sizeof(long));
+		conns[i].sent = xcalloc((size_t)depth, sizeof(int64_t));
+	}
+	lat = xmalloc((size_t)N * sizeof(double));
+	fprintf(stderr, "publish: %ld POSTs to %s, %ld in flight over %ld connections\n", N, addr.text, C, K);
+
+	struct epoll_event evs[1024];
+	double last_check = tool_now_s();
+	t_first = tool_now_ns();
+	while (answered < N && !stop_flag) {
+		fill();
+		if (answered >= N)
+			break;
+		int n = epoll_wait(ep, evs, 1024, 100);
+		for (int j = 0; j < n; j++)
+			on_event((long)evs[j].data.u64, evs[j].events);
+		if (tool_now_s() - last_check > 0.1) {
+			last_check = tool_now_s();
+			check_timeouts();
+		}
+	}
+	for (long i = 0; i < K; i++) {
+		if (conns[i].fd >= 0)
+			close(conns[i].fd);
+		free(conns[i].fifo);
+		free(conns[i].sent);
+		free(conns[i].out);
+	}
+	free(conns);
+	close(ep);
+	long rows = dbpath ? count_rows(dbpath) : -1;
+	if (rows >= 0 && rows_before >= 0)
+		rows -= rows_before;
+	if (!server)
+		tool_herald_stop(&h, keep);
+
+	double elapsed = t_last > t_first ? (double)(t_last - t_first) / 1e9 : NAN;
+	double tput = elapsed > 0 ? (double)answered / elapsed : NAN;
+	tool_sort_doubles(lat, nlat);
+	double p50 = tool_percentile(lat, nlat, 50), p99 = tool_percentile(lat, nlat, 99);
+
+	char c1[32], c2[32], c3[32], b1[32], b2[32], b3[32], t1[32];
+	char herr[256] = "", nerr[256] = "";
+	int hl = snprintf(herr, sizeof(herr), "%s", tool_fmt_count(http_err, c3, sizeof(c3)));
+	if (http_err) {
+		hl += snprintf(herr + hl, sizeof(herr) - (size_t)hl, " (");
+		for (int s = 0, first = 1; s < 600 && hl < (int)sizeof(herr) - 24; s++)
+			if (status_count[s]) {
+				hl += snprintf(herr + hl, sizeof(herr) - (size_t)hl, "%s%d: %ld", first ? "" : ", ", s,
+					       status_count[s]);
+				first = 0;
+			}
+		snprintf(herr + hl, sizeof(herr) - (size_t)hl, ")");
+	}
+	int nl = snprintf(nerr, sizeof(nerr), "%s", tool_fmt_count(net_err, c3, sizeof(c3)));
+	if (net_err) {
+		nl += snprintf(nerr + nl, sizeof(nerr) - (size_t)nl, " (");
+		for (int k = 0, first = 1; k < N_KINDS; k++)
+			if (net_kinds[k]) {
+				nl += snprintf(nerr + nl, sizeof(nerr) - (size_t)nl, "%s%s %ld", first ? "" : ", ",
+					       NET_NAMES[k], net_kinds[k]);
+				first = 0;
+			}
+		snprintf(nerr + nl, sizeof(nerr) - (size_t)nl, ")");
+	}
+	printf("| requests | in flight | connections | time | throughput | p50 | p99 | ok | HTTP error | network error |\n"
+	       "|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| %s | %ld | %ld | %s | %s req/s | %s | %s | %s | %s | %s |\n", tool_fmt_count(N, c1, sizeof(c1)), C, K,
+	       tool_fmt_dur(elapsed, b1, sizeof(b1)), isnan(tput) ? "n/a" : tool_fmt_count((long long)tput, t1, sizeof(t1)),
+	       tool_fmt_dur(p50, b2, sizeof(b2)), tool_fmt_dur(p99, b3, sizeof(b3)), tool_fmt_count(ok, c2, sizeof(c2)),
+	       herr, nerr);
+	printf("\nThroughput counts every request, failed ones too: read it beside ok / HTTP error / network error.\n");
+	printf("p50 and p99 are over the %zu requests that got an answer (HTTP errors included).\n", nlat);
+	if (first_other)
+		printf("The first other network error was: %s.\n", strerror(first_other));
+	if (rows >= 0)
+		printf("The database holds %ld new rows from this run (%ld answered ok).\n", rows, ok);
+
+	tool_json_open(NULL, '{');
+	tool_json_text("tool", "publish");
+	tool_json_text("run", label);
+	tool_json_text("server", server ? addr.text : "own herald");
+	tool_json_int("n", N);
+	tool_json_int("in_flight", C);
+	tool_json_int("connections", K);
+	tool_json_num("time_ms", elapsed * 1e3);
+	tool_json_num("throughput_rps", tput);
+	tool_json_num("p50_ms", p50 * 1e3);
+	tool_json_num("p99_ms", p99 * 1e3);
+	tool_json_int("ok", ok);
+	tool_json_int("http_errors", http_err);
+	tool_json_open("http_status", '{');
+	for (int s = 0; s < 600; s++)
+		if (status_count[s]) {
+			char key[16];
+			snprintf(key, sizeof(key), "%d", s);
+			tool_json_int(key, status_count[s]);
+		}
+	tool_json_close();
+	tool_json_int("network_errors", net_err);
+	tool_json_open("network", '{');
+	for (int k = 0; k < N_KINDS; k++)
+		tool_json_int(NET_NAMES[k], net_kinds[k]);
+	tool_json_close();
+	tool_json_int("rows", rows);
+	tool_json_bool("interrupted", stop_flag);
+	tool_json_close();
+	free(lat);
+	free(body_tmpl);
+	return (ok == N && !stop_flag) ? 0 : 1;
+}
