@@ -50,6 +50,7 @@ class Herald:
                                      pass_fds=pass_fds)
         self.pid = self.proc.pid
         self.port = None
+        self.tls_port = None  # a tls:127.0.0.1:0 listener's port
         if wait:
             self.wait_ready()
 
@@ -78,14 +79,17 @@ class Herald:
         m = re.search(r"listening on tcp 127\.0\.0\.1:(\d+)", self.log())
         if m:
             self.port = int(m.group(1))
+        m = re.search(r"listening on tls 127\.0\.0\.1:(\d+)", self.log())
+        if m:
+            self.tls_port = int(m.group(1))
         return self
 
     def listeners(self):
         """[(kind, address, backlog)] from the `listening on` log lines, e.g.
         ("tcp", "127.0.0.1:41234", 1024), ("tcp", "[::1]:40000", 1024),
-        ("unix", "/tmp/.../herald.sock", 1024)."""
+        ("unix", "/tmp/.../herald.sock", 1024), ("tls", "127.0.0.1:40001", 1024)."""
         return [(m.group(1), m.group(2), int(m.group(3)))
-                for m in re.finditer(r"listening on (tcp|unix) (\S+) \(backlog (\d+)\)", self.log())]
+                for m in re.finditer(r"listening on (tcp|tls|unix) (\S+) \(backlog (\d+)\)", self.log())]
 
     def port_of(self, host):
         """The port of the TCP listener on host ("127.0.0.1" or "::1"); None if absent."""

@@ -203,3 +203,27 @@ def test_body_split_across_packets():
             assert st == 200, (st, resp)
         assert s.events(1, timeout=5) == [{"id": i, "event": "split", "data": "in three pieces"}]
         s.close()
+
+
+def test_idle_keepalive_connection_closed_after_keepalive_timeout():
+    with Herald(args=ARGS + ["--keepalive-timeout", "1s"]) as h:
+        with HttpConn(h.port) as c:
+            st, _, _ = c.request("GET", "/api/health")
+            assert st == 200
+            t0 = time.monotonic()
+            # Still usable shortly after.
+            time.sleep(0.2)
+            st, _, _ = c.request("GET", "/api/health")
+            assert st == 200
+            t0 = time.monotonic()
+            assert c.wait_closed(4), "idle keep-alive connection not closed within 4 s (keepalive_timeout 1s)"
+            dt = time.monotonic() - t0
+            assert dt >= 0.7, f"idle keep-alive connection closed after {dt:.2f} s (keepalive_timeout 1s)"
+            assert c.buf == b"", f"unexpected bytes on an idle close: {c.buf!r}"
+
+
+def test_publish_with_lowercase_bearer_scheme():
+    # The auth scheme is case-insensitive (RFC 9110 11.1).
+    with Herald(args=ARGS + ["--publish-token", "tok"]) as h:
+        st, _, body = request(h.port, "POST", "/api/events", b'{"data":"x"}', headers={"Authorization": "bearer tok"})
+        assert st == 201, (st, body)

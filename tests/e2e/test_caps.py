@@ -1,0 +1,134 @@
+"""End-to-end: the per-address stream cap (429 + Retry-After), counted per
+client address (peer, or the X-Forwarded-For hop from a trusted proxy), and
+the global reader cap (503 + Retry-After); non-stream requests still work."""
+import time
+
+from harness import Herald, Stream, check_refusal, publish, request
+
+
+def _refusal(s, status):
+    assert s.status == status, f"expected {status}, got {s.status} {s.headers}"
+    ra = s.headers.get("retry-after")
+    assert ra is not None and ra.isdigit() and int(ra) >= 1, f"Retry-After {ra!r}"
+    check_refusal(s.status, s.headers, s.read_body(), status)
+
+
+def _open_retry(port, timeout=5.0, **kw):
+    """A stream that must become 200 once the server has noticed a close."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = Stream(port, **kw)
+        if s.status == 200 or time.monotonic() > deadline:
+            return s
+        s.read_body()
+        s.close()
+        time.sleep(0.05)
+
+
+def test_per_address_limit():
+    with Herald(args=["--per-address-limit", "3"]) as h:
+        mine = [Stream(h.port) for _ in range(3)]
+        for s in mine:
+            assert s.status == 200, s.status
+            s.opening()
+        fourth = Stream(h.port)
+        _refusal(fourth, 429)
+        fourth.close()
+        # Another client address is not affected.
+        other = Stream(h.port, source="127.0.0.2")
+        assert other.status == 200, f"stream from 127.0.0.2 got {other.status}"
+        other.opening()
+        # Non-stream requests are not capped.
+        st, _, _ = request(h.port, "GET", "/api/health")
+        assert st == 200
+        # The readers at the cap still work.
+        n = publish(h.port, data="x")
+        for s in mine + [other]:
+            assert [e["id"] for e in s.events(1, timeout=5)] == [n]
+        # Closing one frees its slot.
+        mine.pop().close()
+        again = _open_retry(h.port)
+        assert again.status == 200, f"after closing one, a new stream got {again.status}"
+        mine.append(again)
+        fifth = Stream(h.port)
+        _refusal(fifth, 429)
+        fifth.close()
+        for s in mine + [other]:
+            s.close()
+
+
+def test_per_address_limit_counts_forwarded_client():
+    # Loopback is a trusted proxy by default, so the X-Forwarded-For client
+    # is the address that is counted.
+    with Herald(args=["--per-address-limit", "2"]) as h:
+        xff = {"X-Forwarded-For": "203.0.113.7"}
+        a = [Stream(h.port, headers=xff) for _ in range(2)]
+        assert [s.status for s in a] == [200, 200]
+        third = Stream(h.port, headers=xff)
+        _refusal(third, 429)
+        third.close()
+        # The proxy's own address (127.0.0.1) and another forwarded client are separate.
+        b = Stream(h.port)
+        assert b.status == 200, b.status
+        c = Stream(h.port, headers={"X-Forwarded-For": "203.0.113.8"})
+        assert c.status == 200, c.status
+        for s in a + [b, c]:
+            s.close()
+
+
+def test_per_address_limit_zero_is_off():
+    with Herald(args=["--per-address-limit", "0"]) as h:
+        ss = [Stream(h.port) for _ in range(40)]  # more than the default 32
+        assert all(s.status == 200 for s in ss), [s.status for s in ss]
+        for s in ss:
+            s.close()
+
+
+def test_global_max_readers():
+    with Herald(args=["--max-readers", "5"]) as h:
+        ss = [Stream(h.port, source=f"127.0.0.{k + 1}") for k in range(5)]
+        assert [s.status for s in ss] == [200] * 5
+        sixth = Stream(h.port, source="127.0.0.9")
+        _refusal(sixth, 503)
+        sixth.close()
+        st, _, body = request(h.port, "GET", "/api/health")
+        assert st == 200, (st, body)
+        n = publish(h.port, data="cap")
+        for s in ss:
+            assert [e["id"] for e in s.events(1, timeout=5)] == [n]
+        ss.pop().close()
+        again = _open_retry(h.port, source="127.0.0.9")
+        assert again.status == 200, f"after closing one, a new stream got {again.status}"
+        ss.append(again)
+        for s in ss:
+            s.close()
+
+
+def test_forwarded_client_is_the_hop_the_proxy_added():
+    # X-Forwarded-For "spoofed, real": the trusted proxy (loopback) appended
+    # the real client last; whatever came before is the client's own claim.
+    with Herald(args=["--per-address-limit", "1"]) as h:
+        a = Stream(h.port, headers={"X-Forwarded-For": "198.51.100.1, 203.0.113.7"})
+        assert a.status == 200, a.status
+        b = Stream(h.port, headers={"X-Forwarded-For": "198.51.100.99, 203.0.113.7"})
+        _refusal(b, 429)
+        b.close()
+        c = Stream(h.port, headers={"X-Forwarded-For": "203.0.113.7"})
+        _refusal(c, 429)
+        c.close()
+        d = Stream(h.port, headers={"X-Forwarded-For": "203.0.113.7, 203.0.113.8"})
+        assert d.status == 200, d.status
+        a.close()
+        d.close()
+
+
+def test_forwarded_header_ignored_from_untrusted_peer():
+    # Loopback not trusted: X-Forwarded-For from it is not believed, so every
+    # stream counts against 127.0.0.1 whatever the header says.
+    with Herald(args=["--per-address-limit", "1", "--trusted-proxies", "10.0.0.0/8"]) as h:
+        a = Stream(h.port, headers={"X-Forwarded-For": "203.0.113.1"})
+        assert a.status == 200, a.status
+        b = Stream(h.port, headers={"X-Forwarded-For": "203.0.113.2"})
+        _refusal(b, 429)
+        b.close()
+        a.close()
