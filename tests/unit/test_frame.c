@@ -1,6 +1,6 @@
 /* test_frame.c: SSE encoding. Every frame_event output is read back by a
- * small parser written here after the WHATWG EventSource rules, and what a
- * browser would deliver (id, type, data) must equal the event with CRLF and
+ * small parser written after the WHATWG EventSource rules (sse_parse.h),
+ * and what a browser would deliver (id, type, data) must equal the event with CRLF and
  * CR in the data turned into LF. Exact bytes are checked for the simple
  * shapes; reset, heartbeat and stream head frames too. */
 #include <fcntl.h>
@@ -12,240 +12,17 @@
 
 #include "check.h"
 #include "frame.h"
+#include "sse_parse.h"
 
-/* ---- An EventSource-style parser over a whole buffer. ---- */
-
-struct buf {
-	char *p;
-	size_t n, cap;
-};
-
-static void buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		b->cap = (b->n + n + 1) * 2;
-		b->p = realloc(b->p, b->cap);
-		if (!b->p)
-			abort();
-	}
-	if (n)
-		memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-}
-
-static void buf_set(struct buf *b, const char *s, size_t n)
-{
-	b->n = 0;
-	buf_add(b, s, n);
-}
-
-struct sse_event {
-	struct buf id, type, data;
-};
-
-struct sse {
-	/* What the stream delivered. */
-	struct sse_event ev[8];
-	size_t nev;
-	size_t ncomments;
-	long long retry; /* -1 = never set */
-	size_t nunknown; /* lines naming a field EventSource ignores */
-	bool pending;    /* a field line after the last blank line */
-	/* Parser state. */
-	struct buf data, type, last_id_buf, last_id;
-};
-
-static void sse_dispatch(struct sse *s)
-{
-	s->pending = false;
-	buf_set(&s->last_id, s->last_id_buf.p ? s->last_id_buf.p : "", s->last_id_buf.n);
-	if (s->data.n == 0) {
-		/* No data lines: nothing is dispatched. */
-		buf_set(&s->type, "", 0);
-		return;
-	}
-	if (s->data.p[s->data.n - 1] == '\n')
-		s->data.n--;
-	if (s->nev < sizeof(s->ev) / sizeof(s->ev[0])) {
-		struct sse_event *e = &s->ev[s->nev];
-		buf_set(&e->id, s->last_id.p, s->last_id.n);
-		if (s->type.n)
-			buf_set(&e->type, s->type.p, s->type.n);
-		else
-			buf_set(&e->type, "message", 7);
-		buf_set(&e->data, s->data.p, s->data.n);
-	}
-	s->nev++;
-	buf_set(&s->data, "", 0);
-	buf_set(&s->type, "", 0);
-}
-
-static void sse_line(struct sse *s, const char *l, size_t n)
-{
-	if (n == 0) {
-		sse_dispatch(s);
-		return;
-	}
-	if (l[0] == ':') {
-		s->ncomments++;
-		return;
-	}
-	const char *colon = memchr(l, ':', n);
-	size_t fn = colon ? (size_t)(colon - l) : n;
-	const char *v = colon ? colon + 1 : l + n;
-	size_t vn = colon ? n - fn - 1 : 0;
-	if (vn && v[0] == ' ') {
-		v++;
-		vn--;
-	}
-	s->pending = true;
-	if (fn == 5 && memcmp(l, "event", 5) == 0) {
-		buf_set(&s->type, v, vn);
-	} else if (fn == 4 && memcmp(l, "data", 4) == 0) {
-		buf_add(&s->data, v, vn);
-		buf_add(&s->data, "\n", 1);
-	} else if (fn == 2 && memcmp(l, "id", 2) == 0) {
-		if (!memchr(v, '\0', vn))
-			buf_set(&s->last_id_buf, v, vn);
-	} else if (fn == 5 && memcmp(l, "retry", 5) == 0) {
-		bool digits = vn > 0;
-		long long r = 0;
-		for (size_t i = 0; i < vn; i++) {
-			if (v[i] < '0' || v[i] > '9')
-				digits = false;
-			else if (r < 1000000000000LL)
-				r = r * 10 + (v[i] - '0');
-		}
-		if (digits)
-			s->retry = r;
-	} else {
-		s->nunknown++;
-	}
-}
-
-/* Parse a whole stream; lines end at CRLF, LF or CR. */
-static void sse_parse(struct sse *s, const char *p, size_t n)
-{
-	memset(s, 0, sizeof(*s));
-	s->retry = -1;
-	size_t i = 0;
-	while (i < n) {
-		size_t j = i;
-		while (j < n && p[j] != '\r' && p[j] != '\n')
-			j++;
-		if (j == n) {
-			/* An unterminated last line is never processed. */
-			s->pending = true;
-			break;
-		}
-		sse_line(s, p + i, j - i);
-		if (p[j] == '\r' && j + 1 < n && p[j + 1] == '\n')
-			j++;
-		i = j + 1;
-	}
-}
-
-static void sse_free(struct sse *s)
-{
-	free(s->data.p);
-	free(s->type.p);
-	free(s->last_id_buf.p);
-	free(s->last_id.p);
-	for (size_t i = 0; i < sizeof(s->ev) / sizeof(s->ev[0]); i++) {
-		free(s->ev[i].id.p);
-		free(s->ev[i].type.p);
-		free(s->ev[i].data.p);
-	}
-}
-
-static bool buf_is(const struct buf *b, const char *s, size_t n)
-{
-	return b->n == n && (n == 0 || memcmp(b->p, s, n) == 0);
-}
-
-/* ---- Helpers for frame_event. ---- */
-
-/* CRLF and lone CR become LF; the result is malloc'd, its length in *out_n. */
-static char *normalise(const char *d, size_t n, size_t *out_n)
-{
-	char *o = malloc(n + 1);
-	if (!o)
-		abort();
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (d[i] == '\r') {
-			o[k++] = '\n';
-			if (i + 1 < n && d[i + 1] == '\n')
-				i++;
-		} else {
-			o[k++] = d[i];
-		}
-	}
-	*out_n = k;
-	return o;
-}
-
-/* The type a reader must see: up to the first line break, "message" if that
- * leaves nothing. */
-static void expected_type(const char *t, size_t tn, const char **out, size_t *out_n)
-{
-	size_t k = 0;
-	while (t && k < tn && t[k] != '\r' && t[k] != '\n')
-		k++;
-	if (k == 0) {
-		*out = "message";
-		*out_n = 7;
-	} else {
-		*out = t;
-		*out_n = k;
-	}
-}
-
-/* Encode, parse back, and compare with what a browser should deliver.
- * Returns true when everything matched (failures are also CHECKed). */
+/* Encode, parse back, and compare with what a browser should deliver. */
 static bool roundtrip(int64_t id, const char *type, size_t type_len, const char *data, size_t data_len)
 {
 	struct store_event ev = {
 		.id = id, .type = type, .type_len = type_len, .data = data, .data_len = data_len, .topic = "", .public = true
 	};
 	struct chunk *c = frame_event(&ev);
-	bool ok = true;
-	ok &= c != NULL && c->refs == 1;
-	struct sse s;
-	sse_parse(&s, c->data, c->len);
-	ok &= s.nev == 1 && !s.pending && s.nunknown == 0 && s.ncomments == 0 && s.retry == -1;
-	/* A frame ends with exactly one blank line. */
-	ok &= c->len >= 2 && c->data[c->len - 1] == '\n' && c->data[c->len - 2] == '\n';
-	ok &= c->len < 3 || c->data[c->len - 3] != '\n';
-	if (s.nev == 1) {
-		char idtext[32];
-		int idn = snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
-		ok &= buf_is(&s.ev[0].id, idtext, (size_t)idn);
-		ok &= buf_is(&s.last_id, idtext, (size_t)idn);
-		const char *et;
-		size_t etn;
-		expected_type(type, type_len, &et, &etn);
-		ok &= buf_is(&s.ev[0].type, et, etn);
-		ok &= memchr(s.ev[0].type.p, '\n', s.ev[0].type.n) == NULL;
-		ok &= memchr(s.ev[0].type.p, '\r', s.ev[0].type.n) == NULL;
-		size_t nn;
-		char *norm = normalise(data ? data : "", data ? data_len : 0, &nn);
-		ok &= buf_is(&s.ev[0].data, norm, nn);
-		free(norm);
-	}
-	if (!ok) {
-		fprintf(stderr, "  roundtrip failed for id %lld, frame (%u bytes): ", (long long)id, c->len);
-		for (uint32_t i = 0; i < c->len && i < 300; i++) {
-			unsigned char ch = (unsigned char)c->data[i];
-			if (ch >= 0x20 && ch < 0x7f)
-				fputc(ch, stderr);
-			else
-				fprintf(stderr, "\\x%02x", ch);
-		}
-		fputc('\n', stderr);
-	}
-	sse_free(&s);
+	bool ok = c != NULL && c->refs == 1 &&
+		  sse_frame_matches(c->data, c->len, id, type, type_len, data, data_len, stderr);
 	chunk_unref(c);
 	return ok;
 }
@@ -401,8 +178,8 @@ static void test_reset(void)
 	sse_parse(&s, c->data, c->len);
 	CHECK_EQ_INT(s.nev, 1);
 	CHECK(!s.pending);
-	CHECK(buf_is(&s.ev[0].id, "42", 2));
-	CHECK(buf_is(&s.ev[0].type, "reset", 5));
+	CHECK(sse_buf_is(&s.ev[0].id, "42", 2));
+	CHECK(sse_buf_is(&s.ev[0].type, "reset", 5));
 	const char *want = "{\"reason\":\"retention\",\"last_event_id\":7";
 	CHECK(s.ev[0].data.n > strlen(want) && memcmp(s.ev[0].data.p, want, strlen(want)) == 0);
 	CHECK(s.ev[0].data.n > 0 && s.ev[0].data.p[s.ev[0].data.n - 1] == '}');
@@ -415,7 +192,7 @@ static void test_reset(void)
 	c = frame_reset(INT64_MAX, "unknown_id", INT64_MAX);
 	sse_parse(&s, c->data, c->len);
 	CHECK_EQ_INT(s.nev, 1);
-	CHECK(buf_is(&s.ev[0].id, "9223372036854775807", 19));
+	CHECK(sse_buf_is(&s.ev[0].id, "9223372036854775807", 19));
 	want = "{\"reason\":\"unknown_id\",\"last_event_id\":9223372036854775807";
 	CHECK(s.ev[0].data.n > strlen(want) && memcmp(s.ev[0].data.p, want, strlen(want)) == 0);
 	sse_free(&s);
@@ -442,7 +219,7 @@ static bool reset_long_reason_ok(void)
 		struct chunk *c = frame_reset(5, reason, 4);
 		struct sse s;
 		sse_parse(&s, c->data, c->len);
-		bool ok = s.nev == 1 && !s.pending && buf_is(&s.ev[0].id, "5", 1) &&
+		bool ok = s.nev == 1 && !s.pending && sse_buf_is(&s.ev[0].id, "5", 1) &&
 			  s.ev[0].data.n > sizeof(reason) && memmem(s.ev[0].data.p, s.ev[0].data.n, reason, strlen(reason));
 		_exit(ok ? 0 : 1);
 	}
@@ -539,11 +316,32 @@ static void test_parser_self(void)
 	struct sse s;
 	sse_parse(&s, st, strlen(st));
 	CHECK_EQ_INT(s.nev, 2);
-	CHECK(buf_is(&s.ev[0].id, "1", 1) && buf_is(&s.ev[0].type, "a", 1) && buf_is(&s.ev[0].data, "x\n", 2));
-	CHECK(buf_is(&s.ev[1].id, "", 0) && buf_is(&s.ev[1].type, "message", 7) && buf_is(&s.ev[1].data, "y", 1));
+	CHECK(sse_buf_is(&s.ev[0].id, "1", 1) && sse_buf_is(&s.ev[0].type, "a", 1) && sse_buf_is(&s.ev[0].data, "x\n", 2));
+	CHECK(sse_buf_is(&s.ev[1].id, "", 0) && sse_buf_is(&s.ev[1].type, "message", 7) && sse_buf_is(&s.ev[1].data, "y", 1));
 	CHECK(s.pending);
 	CHECK_EQ_INT(s.ncomments, 1);
 	sse_free(&s);
+
+	/* The frame check accepts the right frame and refuses near misses. */
+	const char *f = "id: 1\nevent: t\ndata: a\ndata: \n\n";
+	size_t fn = strlen(f);
+	CHECK(sse_frame_matches(f, fn, 1, "t", 1, "a\n", 2, NULL));
+	CHECK(sse_frame_matches(f, fn, 1, "t", 1, "a\r\n", 3, NULL));
+	CHECK(sse_frame_matches(f, fn, 1, "t\rx", 3, "a\r", 2, NULL));
+	CHECK(!sse_frame_matches(f, fn, 1, "t", 1, "a", 1, NULL));
+	CHECK(!sse_frame_matches(f, fn, 2, "t", 1, "a\n", 2, NULL));
+	CHECK(!sse_frame_matches(f, fn, 1, "u", 1, "a\n", 2, NULL));
+	CHECK(!sse_frame_matches(f, fn - 1, 1, "t", 1, "a\n", 2, NULL));
+#define FM(frame, id, type, data) \
+	sse_frame_matches(frame, strlen(frame), id, type, strlen(type), data, strlen(data), NULL)
+	CHECK(!FM("id: 1\nevent: t\ndata: a\n\n\n", 1, "t", "a"));
+	CHECK(FM("id: 1\nevent: message\ndata: a\n\n", 1, "", "a"));
+	CHECK(FM("id: 1\ndata: a\n\n", 1, "", "a"));
+	CHECK(!FM("id: 1\ndata: a\n\nid: 1\ndata: a\n\n", 1, "", "a"));
+	CHECK(!FM("id: 1\nxx: y\ndata: a\n\n", 1, "", "a"));
+	CHECK(!FM(": c\nid: 1\ndata: a\n\n", 1, "", "a"));
+	CHECK(!FM("id: 1\ndata: a\n", 1, "", "a"));
+#undef FM
 }
 
 int main(void)

@@ -1,0 +1,78 @@
+/* fuzz_frame.c: fuzz target for frame_event in src/frame.c. The input is
+ *   byte 0-7   the event id (little-endian, any int64)
+ *   byte 8     the type's length (up to the bytes left)
+ *   then       the type, then the data (all the rest)
+ * and inputs shorter than 9 bytes are taken as data alone with id 1 and no
+ * type. The data is the tail of the input, so it ends at the driver's
+ * PROT_NONE page. Invariant: the frame read back by an EventSource-style
+ * parser (tests/unit/sse_parse.h) is exactly one event with that id, the
+ * type cut at its first line break ("message" if that leaves nothing), and
+ * the data with CRLF and CR turned into LF; and the frame is no larger than
+ * the worst case of the encoding.
+ *
+ * Standalone (the default): linked with tests/fuzz/driver.c by the Makefile.
+ * With libFuzzer instead, from the repo root:
+ *   clang -g -O1 -D_GNU_SOURCE -DHERALD_LIBFUZZER -fsanitize=fuzzer,address,undefined \
+ *         -Isrc tests/fuzz/fuzz_frame.c src/frame.c src/chunk.c src/util.c -o /tmp/fuzz_frame_lf
+ *   mkdir -p /tmp/lf && /tmp/fuzz_frame_lf /tmp/lf tests/fuzz/corpus/frame
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../unit/sse_parse.h"
+#include "frame.h"
+#include "fuzz.h"
+
+const char *fuzz_corpus_dirs[] = {"tests/fuzz/corpus/frame", "tests/fuzz/regressions/frame", NULL};
+
+const char *const fuzz_dictionary[] = {
+	"\r\n", "\r", "\n", "\n\n", "\r\r", "\n\r", "data: ", "event: ", "id: ", "retry: ", ": ", ":",
+	"\xef\xbb\xbf", "message", "reset", NULL,
+};
+
+#define FUZZ_ASSERT(cond)                                                                                \
+	do {                                                                                             \
+		if (!(cond)) {                                                                           \
+			fprintf(stderr, "fuzz_frame: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			abort();                                                                         \
+		}                                                                                        \
+	} while (0)
+
+int fuzz_one(const uint8_t *data, size_t size)
+{
+	int64_t id = 1;
+	const char *type = NULL, *d = (const char *)data;
+	size_t tn = 0, dn = size;
+	if (size >= 9) {
+		uint64_t u = 0;
+		for (int i = 7; i >= 0; i--)
+			u = u << 8 | data[i];
+		id = (int64_t)u;
+		tn = data[8];
+		if (tn > size - 9)
+			tn = size - 9;
+		type = (const char *)data + 9;
+		d = type + tn;
+		dn = size - 9 - tn;
+	}
+	struct store_event ev = {.id = id, .type = type, .type_len = tn, .data = d, .data_len = dn, .topic = ""};
+	struct chunk *c = frame_event(&ev);
+	FUZZ_ASSERT(c && c->refs == 1);
+	/* Each data byte at most once, each line "data: " + LF, plus id and type. */
+	size_t breaks = 0;
+	for (size_t i = 0; i < dn; i++)
+		breaks += d[i] == '\r' || d[i] == '\n';
+	FUZZ_ASSERT(c->len <= 4 + 20 + 8 + (tn > 7 ? tn : 7) + 1 + dn + 7 * (breaks + 2) + 1);
+	FUZZ_ASSERT(sse_frame_matches(c->data, c->len, id, type, tn, d, dn, stderr));
+	chunk_unref(c);
+	return 0;
+}
+
+#ifdef HERALD_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	return fuzz_one(data, size);
+}
+#endif
