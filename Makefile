@@ -9,6 +9,12 @@ SANITIZE  ?=
 BUILD     ?= build
 PREFIX    ?= /usr/local
 DESTDIR   ?=
+SYSCONFDIR  ?= /etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+MANDIR      ?= $(PREFIX)/share/man
+SHAREDIR    ?= $(PREFIX)/share/herald
+TOOLDIR     ?= $(PREFIX)/lib/herald/load
 VERSION   := 0.1.0
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -82,13 +88,60 @@ fuzz: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined OPT='-O1 -g' unit
 	@for f in $(FUZZ_SRC:tests/fuzz/%.c=build/asan/fuzz/%); do $$f --seconds 60 || exit 1; done
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/herald/load
-	install -m 755 $(HERALD) $(DESTDIR)$(PREFIX)/bin/herald
+# install: the binary, the load tools, /etc/herald/herald.conf (never over
+# an existing one), the units with PREFIX filled in, the sysusers.d entry for
+# user herald, herald(8), and examples in SHAREDIR. Installing to the real
+# root (no DESTDIR) also creates the user and reloads systemd.
+CONF_FOR_SERVICE := sed -e 's|^db = .*|db = /var/lib/herald/herald.db|' conf/herald.conf
 
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(TOOLDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(SYSCONFDIR)/herald
+	install -m 755 $(HERALD) $(DESTDIR)$(PREFIX)/bin/herald
+	$(if $(LOAD_BIN),install -m 755 $(LOAD_BIN) $(DESTDIR)$(TOOLDIR)/)
+	sed -e 's|/usr/local/bin/herald|$(PREFIX)/bin/herald|g' -e 's|/etc/herald/|$(SYSCONFDIR)/herald/|g' \
+		systemd/herald.service > $(DESTDIR)$(UNITDIR)/herald.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/herald.service
+	install -m 644 systemd/herald.socket $(DESTDIR)$(UNITDIR)/herald.socket
+	install -m 644 systemd/herald.sysusers $(DESTDIR)$(SYSUSERSDIR)/herald.conf
+	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/herald/|$(SYSCONFDIR)/herald/|g' docs/herald.8 \
+		> $(DESTDIR)$(MANDIR)/man8/herald.8
+	chmod 644 $(DESTDIR)$(MANDIR)/man8/herald.8
+	install -m 644 systemd/herald-unix.conf conf/Caddyfile conf/sysctl.d/60-herald.conf $(DESTDIR)$(SHAREDIR)/
+	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
+		systemd-sysusers $(SYSUSERSDIR)/herald.conf; \
+	fi; true
+	@conf=$(DESTDIR)$(SYSCONFDIR)/herald/herald.conf; \
+	if [ -e $$conf ]; then \
+		echo "keeping the existing $$conf"; \
+	else \
+		echo "installing $$conf"; \
+		$(CONF_FOR_SERVICE) > $$conf.new && chmod 644 $$conf.new && mv $$conf.new $$conf; \
+		if [ -z "$(DESTDIR)" ] && getent group herald >/dev/null; then \
+			chgrp herald $$conf && chmod 640 $$conf; \
+		fi; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
+
+# uninstall: everything install put down, except a herald.conf that was
+# edited since (the database in /var/lib/herald and user herald stay too).
 uninstall:
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl disable --now herald.service herald.socket 2>/dev/null; true; \
+	fi
 	rm -f $(DESTDIR)$(PREFIX)/bin/herald
-	rm -rf $(DESTDIR)$(PREFIX)/lib/herald
+	rm -rf $(DESTDIR)$(TOOLDIR)
+	rmdir $(DESTDIR)$(PREFIX)/lib/herald 2>/dev/null || true
+	rm -f $(DESTDIR)$(UNITDIR)/herald.service $(DESTDIR)$(UNITDIR)/herald.socket
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/herald.conf $(DESTDIR)$(MANDIR)/man8/herald.8
+	rm -rf $(DESTDIR)$(SHAREDIR)
+	@conf=$(DESTDIR)$(SYSCONFDIR)/herald/herald.conf; \
+	if [ -e $$conf ] && ! $(CONF_FOR_SERVICE) | cmp -s - $$conf; then \
+		echo "keeping $$conf: it was edited after installation"; \
+	else \
+		rm -f $$conf; rmdir $(DESTDIR)$(SYSCONFDIR)/herald 2>/dev/null; true; \
+	fi
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
 
 clean:
 	rm -rf build $(LOAD_BIN)

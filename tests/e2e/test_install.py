@@ -1,0 +1,165 @@
+"""End-to-end: `make install` and `make uninstall`.
+
+`make install DESTDIR=<temporary folder>` lays out the binary, the load
+tools, /etc/herald/herald.conf (pointing at the service's database, and
+accepted by herald --check-config), the units with PREFIX filled in, the
+sysusers.d entry, herald(8) and the examples; an existing herald.conf is
+never overwritten; `make uninstall` removes everything again except a
+herald.conf edited since. Installed with DESTDIR=/ and PREFIX inside a
+temporary folder, the units name an existing binary and man page, so
+`systemd-analyze verify` checks them as installed.
+
+The suite has already built herald (ASan, build/asan), so the tests install
+that binary (HERALD=...) with `make -o all`: they exercise the install
+recipe without rebuilding the shared tree with other flags."""
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+
+import harness
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LOAD_TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor"]
+
+
+def _make(target, **vars):
+    binary = os.path.abspath(harness.HERALD_BIN)
+    cmd = ["make", "--no-print-directory", "-o", "all", target, f"HERALD={binary}"]
+    cmd += [f"{k}={v}" for k, v in vars.items()]
+    r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, f"{' '.join(cmd)} failed ({r.returncode}):\n{out}"
+    return out
+
+
+def _files(root):
+    out = set()
+    for d, _, names in os.walk(root):
+        for n in names:
+            out.add(os.path.relpath(os.path.join(d, n), root))
+    return out
+
+
+def _built_tools():
+    return [t for t in LOAD_TOOLS if os.path.exists(os.path.join(ROOT, "load", t + ".c"))]
+
+
+def _expected(prefix="usr/local", etc="etc"):
+    files = {
+        f"{prefix}/bin/herald",
+        f"{prefix}/lib/systemd/system/herald.service",
+        f"{prefix}/lib/systemd/system/herald.socket",
+        f"{prefix}/lib/sysusers.d/herald.conf",
+        f"{prefix}/share/man/man8/herald.8",
+        f"{prefix}/share/herald/Caddyfile",
+        f"{prefix}/share/herald/herald-unix.conf",
+        f"{prefix}/share/herald/60-herald.conf",
+        f"{etc}/herald/herald.conf",
+    }
+    files |= {f"{prefix}/lib/herald/load/{t}" for t in _built_tools()}
+    return files
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def test_install_layout_and_uninstall():
+    dest = tempfile.mkdtemp(prefix="herald-destdir-")
+    try:
+        _make("install", DESTDIR=dest)
+        got = _files(dest)
+        assert got == _expected(), f"missing {sorted(_expected() - got)}, unexpected {sorted(got - _expected())}"
+        for rel in ["usr/local/bin/herald"] + [f"usr/local/lib/herald/load/{t}" for t in _built_tools()]:
+            mode = os.stat(os.path.join(dest, rel)).st_mode
+            assert mode & stat.S_IXUSR and mode & stat.S_IXOTH, f"{rel} is not executable ({oct(mode)})"
+        with open(os.path.join(dest, "usr/local/bin/herald"), "rb") as a, open(harness.HERALD_BIN, "rb") as b:
+            assert a.read() == b.read(), "the installed herald differs from the built one"
+        unit = _read(os.path.join(dest, "usr/local/lib/systemd/system/herald.service"))
+        assert "ExecStart=/usr/local/bin/herald --config /etc/herald/herald.conf" in unit, unit
+        assert _read(os.path.join(dest, "usr/local/lib/systemd/system/herald.socket")) == \
+            _read(os.path.join(ROOT, "systemd/herald.socket"))
+        assert _read(os.path.join(dest, "usr/local/lib/sysusers.d/herald.conf")).count("\nu herald ") == 1
+        man = _read(os.path.join(dest, "usr/local/share/man/man8/herald.8"))
+        for section in ("OPTIONS", "CONFIGURATION", "SIGNALS", "FILES", "EXIT STATUS"):
+            assert f".SH {section}\n" in man, f"herald(8) has no {section} section"
+        r = subprocess.run(["groff", "-man", "-ww", "-z", os.path.join(dest, "usr/local/share/man/man8/herald.8")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30) \
+            if shutil.which("groff") else None
+        assert r is None or (r.returncode == 0 and not r.stdout), r.stdout if r else None
+
+        conf = os.path.join(dest, "etc/herald/herald.conf")
+        text = _read(conf)
+        assert "\ndb = /var/lib/herald/herald.db\n" in text, text
+        assert os.stat(conf).st_mode & 0o777 == 0o644, oct(os.stat(conf).st_mode)
+        r = subprocess.run([harness.HERALD_BIN, "--config", conf, "--check-config"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+        assert r.returncode == 0, r.stdout.decode(errors="replace")
+
+        # A second install keeps the operator's configuration.
+        with open(conf, "a") as f:
+            f.write("per_address_limit = 7\n")
+        edited = _read(conf)
+        out = _make("install", DESTDIR=dest)
+        assert "keeping the existing" in out, out
+        assert _read(conf) == edited
+
+        # Uninstall removes every file but the edited configuration.
+        out = _make("uninstall", DESTDIR=dest)
+        assert _files(dest) == {"etc/herald/herald.conf"}, sorted(_files(dest))
+        assert "edited" in out, out
+        # An unedited configuration goes too, with its folder.
+        _make("install", DESTDIR=dest)
+        os.unlink(conf)
+        _make("install", DESTDIR=dest)
+        _make("uninstall", DESTDIR=dest)
+        assert _files(dest) == set(), sorted(_files(dest))
+        assert not os.path.exists(os.path.join(dest, "etc/herald"))
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+test_install_layout_and_uninstall.timeout = 180
+
+
+def test_install_prefix_and_installed_units_verify():
+    # DESTDIR=/ with every folder inside a temporary one: the units then
+    # name a binary that exists, so systemd-analyze can check them as
+    # installed (and no user is created: DESTDIR is set).
+    top = tempfile.mkdtemp(prefix="herald-prefix-")
+    try:
+        prefix = os.path.join(top, "usr")
+        etc = os.path.join(top, "etc")
+        _make("install", DESTDIR="/", PREFIX=prefix, SYSCONFDIR=etc)
+        got = _files(top)
+        want = _expected(prefix="usr", etc="etc")
+        assert got == want, f"missing {sorted(want - got)}, unexpected {sorted(got - want)}"
+        unitdir = os.path.join(prefix, "lib/systemd/system")
+        unit = _read(os.path.join(unitdir, "herald.service"))
+        assert f"ExecStart={prefix}/bin/herald --config {etc}/herald/herald.conf " in unit, unit
+        man = _read(os.path.join(prefix, "share/man/man8/herald.8"))
+        assert f"{prefix}/share/herald/" in man and "/usr/local/" not in man
+
+        env = dict(os.environ)
+        env["SYSTEMD_UNIT_PATH"] = unitdir + ":"
+        env["MANPATH"] = os.path.join(prefix, "share/man") + ":"
+        env["SYSTEMD_LOG_COLOR"] = "0"
+        r = subprocess.run(["systemd-analyze", "verify", "herald.service", "herald.socket"], env=env, cwd=top,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        out = r.stdout.decode(errors="replace")
+        assert r.returncode == 0 and not out.strip(), f"verify of the installed units ({r.returncode}):\n{out}"
+        r = subprocess.run(["systemd-analyze", "security", "--offline=true", "--threshold=20",
+                            os.path.join(unitdir, "herald.service")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        assert r.returncode == 0, r.stdout.decode(errors="replace")
+
+        _make("uninstall", DESTDIR="/", PREFIX=prefix, SYSCONFDIR=etc)
+        assert _files(top) == set(), sorted(_files(top))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+test_install_prefix_and_installed_units_verify.timeout = 180
