@@ -4,6 +4,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -11,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -43,6 +49,51 @@ static int kernel_backlog(int fd)
 	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_state != TCP_LISTEN)
 		return -1;
 	return (int)ti.tcpi_sacked;
+}
+
+/* The same for a unix listening socket, which has no TCP_INFO: ask
+ * sock_diag (what ss(8) reads) for the socket with this inode; for a
+ * listener, UNIX_DIAG_RQLEN carries the limit in udiag_wqueue. -1 when
+ * netlink is unavailable (e.g. RestrictAddressFamilies without AF_NETLINK). */
+static int unix_backlog(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -1;
+	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return -1;
+	struct timeval tv = { .tv_sec = 1 };
+	setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	struct {
+		struct nlmsghdr nlh;
+		struct unix_diag_req req;
+	} q = {
+		.nlh = { .nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
+		.req = { .sdiag_family = AF_UNIX, .udiag_states = 1u << TCP_LISTEN, .udiag_ino = (__u32)st.st_ino,
+			 .udiag_show = UDIAG_SHOW_RQLEN, .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+	};
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	long buf[1024];
+	int backlog = -1;
+	int n = -1;
+	if (sendto(nl, &q, sizeof(q), 0, (struct sockaddr *)&kernel, sizeof(kernel)) == (ssize_t)sizeof(q))
+		n = (int)recv(nl, buf, sizeof(buf), 0);
+	for (struct nlmsghdr *h = (void *)buf; n > 0 && NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+			break;
+		struct unix_diag_msg *m = NLMSG_DATA(h);
+		if (m->udiag_ino != (__u32)st.st_ino)
+			continue;
+		int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
+		struct rtattr *a = (void *)((char *)m + NLMSG_ALIGN(sizeof(*m)));
+		for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+			if (a->rta_type == UNIX_DIAG_RQLEN && RTA_PAYLOAD(a) >= sizeof(struct unix_diag_rqlen))
+				backlog = (int)((struct unix_diag_rqlen *)RTA_DATA(a))->udiag_wqueue;
+		break;
+	}
+	close(nl);
+	return backlog;
 }
 
 /* Split "host:port", "[v6]:port" into a sockaddr. */
@@ -227,7 +278,7 @@ static int adopt_systemd(struct server *srv, int n)
 			return -1;
 		}
 		ls->fd = fd;
-		ls->backlog = ls->is_unix ? -1 : kernel_backlog(fd);
+		ls->backlog = ls->is_unix ? unix_backlog(fd) : kernel_backlog(fd);
 		srv->nlisteners++;
 	}
 	return 0;
@@ -236,13 +287,19 @@ static int adopt_systemd(struct server *srv, int n)
 static void log_listener(const struct listener *ls, int requested, int somaxconn)
 {
 	if (ls->from_systemd) {
+		/* The socket unit's Backlog= decides, capped by somaxconn;
+		 * say so when that is below what herald is configured for. */
 		if (ls->backlog >= 0)
 			log_info("listening on %s (backlog %d, from systemd)", ls->name, ls->backlog);
 		else
 			log_info("listening on %s (from systemd)", ls->name);
+		if (ls->backlog >= 0 && ls->backlog < requested)
+			log_warn("%s: the kernel's backlog %d is below the configured %d; raise Backlog= in the "
+				 "socket unit%s", ls->name, ls->backlog, requested,
+				 somaxconn > 0 && somaxconn < requested ? " and net.core.somaxconn" : "");
 		return;
 	}
-	int eff = ls->is_unix ? requested : kernel_backlog(ls->fd);
+	int eff = ls->is_unix ? unix_backlog(ls->fd) : kernel_backlog(ls->fd);
 	if (eff < 0)
 		eff = requested;
 	log_info("listening on %s (backlog %d)", ls->name, eff);
