@@ -418,11 +418,13 @@ def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
 
 def sqlite(db, sql, timeout_ms=5000):
     """Run one SQL text with the sqlite3 CLI as a separate process (as another
-    program writing the events table would); returns its stdout, stripped."""
+    program writing the events table would); returns its stdout without the
+    final newline."""
     r = subprocess.run(["sqlite3", "-cmd", f".timeout {timeout_ms}", db, sql],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     assert r.returncode == 0, f"sqlite3 {sql!r} failed ({r.returncode}): {r.stderr.decode(errors='replace')}"
-    return r.stdout.decode().strip()
+    out = r.stdout.decode()
+    return out[:-1] if out.endswith("\n") else out
 
 
 def parse_head(head):

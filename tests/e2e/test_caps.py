@@ -132,3 +132,17 @@ def test_forwarded_header_ignored_from_untrusted_peer():
         _refusal(b, 429)
         b.close()
         a.close()
+
+
+def test_unix_socket_clients_counted_by_forwarded_address():
+    # A proxy on the unix socket (trusted by default) forwards many clients:
+    # each is counted on its own X-Forwarded-For address.
+    with Herald(unix=True, args=["--per-address-limit", "1"]) as h:
+        a = Stream(path=h.sock_path, headers={"X-Forwarded-For": "203.0.113.1"})
+        b = Stream(path=h.sock_path, headers={"X-Forwarded-For": "203.0.113.2"})
+        assert (a.status, b.status) == (200, 200)
+        c = Stream(path=h.sock_path, headers={"X-Forwarded-For": "203.0.113.1"})
+        _refusal(c, 429)
+        c.close()
+        a.close()
+        b.close()

@@ -190,3 +190,12 @@ def test_startup_failures_exit_nonzero():
     # A database that cannot be created.
     code, out = _run(["--db", "/nonexistent-dir/sub/h.db", "--listen", "127.0.0.1:0"])
     assert code != 0 and "/nonexistent-dir/sub" in out, (code, out)
+
+
+def test_listen_flag_overrides_file_list():
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    sock = os.path.join(d, "from-file.sock")
+    with Herald(dir=d, listen=False, config=f"listen = unix:{sock}\n", args=["--listen", "127.0.0.1:0"]) as h:
+        ls = h.listeners()
+        assert [k for k, _, _ in ls] == ["tcp"], f"--listen did not replace the file's list: {ls}"
+        assert not os.path.exists(sock)

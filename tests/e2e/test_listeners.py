@@ -142,3 +142,15 @@ def test_backlog_over_somaxconn_warns():
         assert kb is None or kb == cap, f"kernel accept queue limit {kb}, expected somaxconn {cap}"
     with Herald(args=["--backlog", str(min(cap, 1024))]) as h:
         assert "somaxconn" not in h.log(), f"somaxconn warning without cause:\n{h.log()}"
+
+
+def test_listen_list_from_config_file():
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    sock = os.path.join(d, "from-file.sock")
+    with Herald(dir=d, listen=False, config=f"listen = 127.0.0.1:0, unix:{sock}\nbacklog = 64\n") as h:
+        ls = h.listeners()
+        assert sorted(k for k, _, _ in ls) == ["tcp", "unix"], ls
+        assert ("unix", sock, 64) in ls, ls
+        port = h.port_of("127.0.0.1")
+        assert request(port, "GET", "/api/health")[0] == 200
+        assert request(None, "GET", "/api/health", path=sock)[0] == 200

@@ -71,6 +71,8 @@ def test_data_stored_as_string_or_json_text():
         (b'true', "true"),
         (b'{"k":[1,2,{"z":null}]}', '{"k":[1,2,{"z":null}]}'),
         (b'[1,"a"]', '[1,"a"]'),
+        (b'"\\ud83d\\ude00 \\/ \\t"', "\U0001F600 / \t"),
+        (b'""', ""),
     ]
     with Herald() as h:
         s = Stream(h.port)

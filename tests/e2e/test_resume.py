@@ -230,3 +230,21 @@ def test_stream_rotation_and_resume():
         s = Stream(h.port, headers={"Last-Event-ID": str(a)})
         assert s.events(1, timeout=2) == [_ev(b, "between")]
         s.close()
+
+
+def test_resume_from_newest_id_is_not_a_reset():
+    with Herald() as h:
+        ids = [publish(h.port, data=f"e{k}") for k in range(3)]
+        s = Stream(h.port, headers={"Last-Event-ID": str(ids[-1])})
+        assert s.status == 200
+        s.opening()
+        n = publish(h.port, data="live")
+        assert s.events(1, timeout=5) == [_ev(n, "live")]
+        s.close()
+        # An empty database: resuming from 0 is whole, not a reset.
+    with Herald() as h:
+        s = Stream(h.port, headers={"Last-Event-ID": "0"})
+        s.opening()
+        n = publish(h.port, data="first")
+        assert s.events(1, timeout=5) == [_ev(n, "first")]
+        s.close()

@@ -219,3 +219,37 @@ def test_sighup_log_level_takes_effect():
         h.wait_log(r"\bdebug\b", timeout=5, since=mark)
         a.close()
         b.close()
+
+
+def test_sigterm_exits_quickly_despite_stalled_reader_and_idle_connections():
+    # Drain is bounded: a reader that does not read, an idle keep-alive
+    # connection and a half-sent request must not hold up the exit.
+    import socket as socketmod
+    from harness import HttpConn
+    h = Herald(args=["--queue-limit", "65536"])
+    try:
+        stalled = Stream(h.port, rcvbuf=4096)
+        stalled.opening()
+        publish_many(h.port, [{"data": "y" * 10240, "public": True} for _ in range(300)])
+        idle = HttpConn(h.port)
+        assert idle.request("GET", "/api/health")[0] == 200
+        half = HttpConn(h.port)
+        half.send(b"GET /api/health HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        h.signal(signal.SIGTERM)
+        code = h.proc.wait(15)
+        dt = time.monotonic() - t0
+        assert code == 0, f"exit code {code}:\n{h.log()}"
+        assert dt < 5.0, f"took {dt:.2f} s to exit with a stalled reader connected"
+        for c in (idle, half):
+            c.sock.settimeout(2)
+            assert c.wait_closed(2), "connection still open after herald exited"
+            c.close()
+        stalled.sock.setsockopt(socketmod.SOL_SOCKET, socketmod.SO_RCVBUF, 1 << 20)
+        assert stalled.wait_closed(5)
+        stalled.close()
+    finally:
+        if h.proc.poll() is None:
+            h.kill()
+        else:
+            h.logf.close()

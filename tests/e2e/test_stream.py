@@ -312,3 +312,33 @@ def test_topic_filter_percent_encoded():
         j = publish(h.port, topic="c:d", data="yes2")
         assert [(e["id"], e["data"]) for e in s.events(2, timeout=5)] == [(i, "yes1"), (j, "yes2")]
         s.close()
+
+
+def _switches(pid):
+    n = 0
+    with open(f"/proc/{pid}/task/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                n += int(line.split()[1])
+    return n
+
+
+def test_idle_server_does_not_poll():
+    # Other writers are noticed through inotify, not a polling timer: an idle
+    # herald (a reader connected, nothing happening) sleeps. Over 4 s it may
+    # wake for its own periodic chores (retention every few seconds), but a
+    # poll of the database even once a second would show as 4+ wake-ups.
+    with Herald() as h:
+        s = Stream(h.port)
+        s.opening()
+        publish(h.port, data="settle")
+        assert len(s.events(1, timeout=5)) == 1
+        time.sleep(0.3)  # let the publish's own follow-up work finish
+        before = _switches(h.pid)
+        time.sleep(4)
+        woke = _switches(h.pid) - before
+        assert woke <= 2, f"idle herald woke {woke} times in 4 s"
+        # And it still notices another process's insert at once.
+        sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('t','news','after-idle',1)")
+        assert [e["data"] for e in s.events(1, timeout=2)] == ["after-idle"]
+        s.close()
