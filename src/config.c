@@ -343,6 +343,19 @@ static int validate(const struct config *cfg)
 		fprintf(stderr, "herald: tls_cert and tls_key must be set together\n");
 		return -1;
 	}
+	bool tls_listen = false;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		if (strncmp(cfg->listen[i], "tls:", 4) == 0)
+			tls_listen = true;
+	if (tls_listen && cfg->tls_cert[0] == '\0') {
+		fprintf(stderr, "herald: listen has a tls: address, but tls_cert and tls_key are not set\n");
+		return -1;
+	}
+	if (!tls_listen && cfg->tls_cert[0] != '\0') {
+		fprintf(stderr, "herald: tls_cert is set, but no listen address is a tls: one "
+				"(e.g. listen = 127.0.0.1:8199, tls:127.0.0.1:8443)\n");
+		return -1;
+	}
 	return 0;
 }
 

@@ -36,6 +36,7 @@
 
 static void on_io(void *arg, uint32_t events);
 static void conn_process(struct conn *c);
+static void schedule_flush(struct conn *c);
 
 static ssize_t io_read(struct conn *c, void *buf, size_t len)
 {
@@ -85,12 +86,18 @@ void conn_update_events(struct conn *c)
 		c->want = ev;
 		loop_modify(c->srv->lp, c->fd, ev);
 	}
+	/* Input OpenSSL already decrypted will not wake epoll: read it at the
+	 * end of the pass (conn_pass_end). */
+	if (c->tls && (ev & EPOLLIN) && tls_conn_pending(c))
+		schedule_flush(c);
 }
 
 static void on_timeout(void *arg)
 {
 	struct conn *c = arg;
-	if (c->state == CONN_LINGERING) {
+	if (c->tls && tls_conn_handshaking(c)) {
+		conn_close(c, "TLS handshake not complete within header_timeout");
+	} else if (c->state == CONN_LINGERING) {
 		conn_close(c, NULL);
 	} else if (c->state == CONN_READING && c->rlen == 0 && c->served) {
 		conn_close(c, NULL); /* idle keep-alive connection */
@@ -185,8 +192,9 @@ int64_t conn_drop_queue(struct conn *c)
 {
 	int64_t resume = c->written_id;
 	size_t keep = 0;
-	if (c->qlen && c->q[c->qhead].off > 0) {
-		/* A frame half on the wire must be finished, or the stream breaks. */
+	if (c->qlen && (c->q[c->qhead].off > 0 || (c->tls && tls_conn_write_pending(c)))) {
+		/* A frame half on the wire (or, with TLS, encrypted and waiting
+		 * for the socket) must be finished, or the stream breaks. */
 		keep = 1;
 		if (c->q[c->qhead].id > 0)
 			resume = c->q[c->qhead].id;
@@ -423,9 +431,10 @@ static void conn_process(struct conn *c)
 static void on_io(void *arg, uint32_t events)
 {
 	struct conn *c = arg;
-	if (c->tls && tls_conn_handshaking(c)) {
-		tls_conn_on_io(c, events);
-		return;
+	if (c->tls) {
+		events = tls_conn_on_io(c, events);
+		if (!events || c->state == CONN_CLOSED)
+			return;
 	}
 	if (events & EPOLLERR) {
 		conn_close(c, NULL);
@@ -504,6 +513,8 @@ void conn_pass_end(struct server *srv)
 			conn_process(c);
 			conn_update_events(c);
 		}
+		if (c->tls && c->state != CONN_CLOSED && (c->want & EPOLLIN) && tls_conn_pending(c))
+			on_io(c, EPOLLIN);
 	}
 	/* Free what was closed, unless it went back on a flush list. */
 	struct conn **pp = &srv->graveyard;

@@ -146,7 +146,8 @@ static int parse_tcp(const char *addr, struct sockaddr_storage *ss, socklen_t *l
 	return 0;
 }
 
-static void name_tcp(int fd, char *out, size_t outlen)
+/* Name a TCP listener "KIND host:port" (KIND is tcp, or tls for TLS). */
+static void name_tcp(int fd, const char *kind, char *out, size_t outlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
@@ -157,14 +158,14 @@ static void name_tcp(int fd, char *out, size_t outlen)
 			struct sockaddr_in *in = (void *)&ss;
 			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
 			port = ntohs(in->sin_port);
-			snprintf(out, outlen, "tcp %s:%d", host, port);
+			snprintf(out, outlen, "%s %s:%d", kind, host, port);
 			return;
 		}
 		struct sockaddr_in6 *in6 = (void *)&ss;
 		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
 		port = ntohs(in6->sin6_port);
 	}
-	snprintf(out, outlen, "tcp [%s]:%d", host, port);
+	snprintf(out, outlen, "%s [%s]:%d", kind, host, port);
 }
 
 /* A unix socket path left by a previous run: remove it only when it is a
@@ -192,6 +193,19 @@ static int open_one(struct server *srv, const char *addr, struct listener *ls)
 	memset(ls, 0, sizeof(*ls));
 	ls->srv = srv;
 	ls->backlog = srv->cfg.backlog;
+	if (strncmp(addr, "tls:", 4) == 0) {
+		/* "tls:ADDRESS": TLS with tls_cert/tls_key on a TCP address. */
+		if (!srv->tls) {
+			log_err("listen %s: a tls: listener needs tls_cert and tls_key", addr);
+			return -1;
+		}
+		if (strncmp(addr + 4, "unix:", 5) == 0) {
+			log_err("listen %s: TLS is served on TCP addresses only", addr);
+			return -1;
+		}
+		ls->tls = srv->tls;
+		addr += 4;
+	}
 	if (strncmp(addr, "unix:", 5) == 0) {
 		const char *path = addr + 5;
 		struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -235,7 +249,7 @@ static int open_one(struct server *srv, const char *addr, struct listener *ls)
 	if (listen(fd, srv->cfg.backlog) < 0)
 		goto fail;
 	if (!ls->is_unix)
-		name_tcp(fd, ls->name, sizeof(ls->name));
+		name_tcp(fd, ls->tls ? "tls" : "tcp", ls->name, sizeof(ls->name));
 	ls->fd = fd;
 	return 0;
 fail:
@@ -265,7 +279,7 @@ static int adopt_systemd(struct server *srv, int n)
 			else
 				snprintf(ls->name, sizeof(ls->name), "unix (unnamed)");
 		} else if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
-			name_tcp(fd, ls->name, sizeof(ls->name));
+			name_tcp(fd, "tcp", ls->name, sizeof(ls->name));
 		} else {
 			log_err("systemd passed fd %d, which is not a listening stream socket", fd);
 			return -1;

@@ -1,80 +1,468 @@
-/* tls.c: TLS listeners. Not configured in this build yet: the functions keep
- * the seam in conn.c so plain connections never reach them. */
+/* tls.c: TLS listeners with OpenSSL 3: the server context (certificate chain,
+ * key, protocol settings, ALPN, session tickets), its reload on SIGHUP, and
+ * each connection's non-blocking handshake, reads and writes.
+ *
+ * A connection's TLS states:
+ *
+ *   HANDSHAKING --SSL_do_handshake ok--> OPEN --SSL_shutdown--> (closed by conn)
+ *        |  want read  -> EPOLLIN          |  reads and writes map
+ *        |  want write -> EPOLLOUT         |  WANT_READ/WANT_WRITE to -EAGAIN
+ *        +-- error or header_timeout -> closed without close_notify
+ *
+ * Invariants:
+ * - conn's own interest (EPOLLIN while it reads, EPOLLOUT while output is
+ *   queued) is kept; tls_conn_events only swaps the direction when OpenSSL
+ *   said a read must first write or a write must first read, so a socket
+ *   ready in the unneeded direction cannot spin the loop.
+ * - Writes encrypt directly from the shared event chunks (one SSL_write per
+ *   iovec); no plaintext is copied per reader. With partial writes on,
+ *   SSL_write returns after each record, and a record that met a full socket
+ *   stays encrypted in OpenSSL until the same bytes are offered again
+ *   (write_pending), which conn honours by never dropping that frame.
+ * - Decrypted bytes can wait inside OpenSSL while the socket is empty
+ *   (tls_conn_pending); conn polls them at the end of the pass.
+ * - The server context is swapped on reload; every SSL holds a reference to
+ *   the context it was made from, so open connections are untouched and the
+ *   old context is freed with its last connection. */
 #include "tls.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "conn.h"
+#include "listener.h"
 #include "log.h"
 #include "server.h"
+#include "util.h"
+
+/* TLS 1.2 suites: forward secret AEAD only. TLS 1.3 keeps OpenSSL's list. */
+#define TLS12_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
+/* OpenSSL 3.0's ticket key block: 16-byte name, 32-byte HMAC and AES keys. */
+#define TICKET_KEYS_LEN 80
+
+struct tls_ctx {
+	SSL_CTX *ssl_ctx; /* for new handshakes */
+};
+
+struct tls_conn {
+	SSL *ssl;
+	bool handshaking;
+	bool hs_wants_write;   /* the handshake waits for EPOLLOUT (else EPOLLIN) */
+	bool read_wants_write; /* the last SSL_read needs the socket writable */
+	bool write_wants_read; /* the last SSL_write needs input first */
+	bool write_pending;    /* a record is encrypted but not yet sent */
+	bool failed;           /* a fatal error: no close_notify */
+	bool shut_sent;
+};
+
+/* The newest OpenSSL error as text ("unknown" when the queue is empty),
+ * emptying the queue so it cannot be blamed on another connection. */
+static const char *ssl_error_text(char *buf, size_t len)
+{
+	unsigned long e = ERR_peek_last_error();
+	if (!e)
+		snprintf(buf, len, "unknown error");
+	else
+		ERR_error_string_n(e, buf, len);
+	ERR_clear_error();
+	return buf;
+}
+
+/* Never prompt for a passphrase (a reload must not block on a terminal). */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)u;
+	return 0;
+}
+
+/* Choose http/1.1 (or http/1.0) from the client's ALPN list; a client that
+ * offers only other protocols (say h2) gets no_application_protocol. */
+static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+		       unsigned int inlen, void *arg)
+{
+	static const unsigned char ours[] = "\x08http/1.1\x08http/1.0";
+	(void)ssl;
+	(void)arg;
+	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, sizeof(ours) - 1, in, inlen) ==
+	    OPENSSL_NPN_NEGOTIATED)
+		return SSL_TLSEXT_ERR_OK;
+	return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+/* Describe the leaf certificate of ctx: subject, expiry, SHA-256
+ * fingerprint in the AB:CD:... form `openssl x509 -fingerprint` prints. */
+static void describe_cert(SSL_CTX *ctx, char *out, size_t outlen, bool *expired)
+{
+	X509 *x = SSL_CTX_get0_certificate(ctx);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char subject[256] = "?", fp[EVP_MAX_MD_SIZE * 3 + 1] = "?", until[64] = "?";
+	*expired = false;
+	if (!x) {
+		snprintf(out, outlen, "no certificate");
+		return;
+	}
+	X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof(subject));
+	if (X509_digest(x, EVP_sha256(), md, &mdlen) == 1) {
+		for (unsigned int i = 0; i < mdlen; i++)
+			snprintf(fp + 3 * i, 4, "%02X%s", md[i], i + 1 < mdlen ? ":" : "");
+	}
+	const ASN1_TIME *na = X509_get0_notAfter(x);
+	BIO *b = BIO_new(BIO_s_mem());
+	if (b && ASN1_TIME_print(b, na) == 1) {
+		int n = BIO_read(b, until, sizeof(until) - 1);
+		until[n > 0 ? n : 0] = '\0';
+	}
+	BIO_free(b);
+	*expired = X509_cmp_current_time(na) < 0;
+	snprintf(out, outlen, "subject %s, valid until %s, sha256 %s", subject, until, fp);
+}
+
+/* Build a server context from the PEM files. Returns it, or NULL after
+ * writing the reason into err. */
+static SSL_CTX *ctx_new(const char *cert, const char *key, char *err, size_t errlen)
+{
+	char buf[256];
+	ERR_clear_error();
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx) {
+		snprintf(err, errlen, "SSL_CTX_new: %s", ssl_error_text(buf, sizeof(buf)));
+		return NULL;
+	}
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	/* The highest version both sides have wins, so TLS 1.3 is preferred. */
+	SSL_CTX_set_max_proto_version(ctx, 0);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION |
+					 SSL_OP_IGNORE_UNEXPECTED_EOF);
+	/* Tickets for TLS 1.2 and 1.3; they are stateless, so the server-side
+	 * session cache (unbounded work per handshake, memory) stays off. */
+	SSL_CTX_clear_options(ctx, SSL_OP_NO_TICKET);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	/* Partial writes let one SSL_write end after a record; the moving
+	 * buffer lets a retry come from a rebuilt iovec. Idle readers give
+	 * their 16 KiB read and write buffers back. */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+				      SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
+	SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+	if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
+		snprintf(err, errlen, "cipher list: %s", ssl_error_text(buf, sizeof(buf)));
+		goto fail;
+	}
+	/* Say "No such file" or "Permission denied" rather than OpenSSL's
+	 * "system lib". */
+	const char *paths[2] = { cert, key }, *names[2] = { "tls_cert", "tls_key" };
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(paths[i], "r");
+		if (!f) {
+			snprintf(err, errlen, "%s %s: %s", names[i], paths[i], strerror(errno));
+			goto fail;
+		}
+		fclose(f);
+	}
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		snprintf(err, errlen, "tls_cert %s: %s", cert, ssl_error_text(buf, sizeof(buf)));
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
+			snprintf(err, errlen, "tls_key %s does not match the certificate in %s", key, cert);
+		else
+			snprintf(err, errlen, "tls_key %s: %s", key, ssl_error_text(buf, sizeof(buf)));
+		ERR_clear_error();
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		snprintf(err, errlen, "tls_key %s does not match the certificate in %s: %s", key, cert,
+			 ssl_error_text(buf, sizeof(buf)));
+		goto fail;
+	}
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+static void log_loaded(SSL_CTX *ctx, const char *what, const char *cert)
+{
+	char desc[512];
+	bool expired;
+	describe_cert(ctx, desc, sizeof(desc), &expired);
+	log_info("tls: %s %s (%s)", what, cert, desc);
+	if (expired)
+		log_warn("tls: the certificate in %s has expired; clients will refuse it", cert);
+}
 
 int tls_setup(struct server *srv)
 {
-	if (srv->cfg.tls_cert && srv->cfg.tls_cert[0]) {
-		log_err("tls_cert is set, but this build does not serve TLS yet");
+	const struct config *cfg = &srv->cfg;
+	char err[600];
+	srv->tls = NULL;
+	if (!cfg->tls_cert || !cfg->tls_cert[0])
+		return 0;
+	SSL_CTX *ctx = ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	if (!ctx) {
+		log_err("tls: %s", err);
 		return -1;
 	}
+	srv->tls = xcalloc(1, sizeof(*srv->tls));
+	srv->tls->ssl_ctx = ctx;
+	log_loaded(ctx, "serving", cfg->tls_cert);
 	return 0;
 }
 
 int tls_reload(struct server *srv)
 {
-	(void)srv;
+	const struct config *cfg = &srv->cfg;
+	char err[600];
+	bool want = cfg->tls_cert && cfg->tls_cert[0];
+	if (!srv->tls) {
+		if (want)
+			log_warn("tls: tls_cert is new; TLS listeners start at the next restart");
+		return 0;
+	}
+	if (!want) {
+		log_warn("tls: tls_cert is no longer set; TLS listeners keep the loaded certificate until a restart");
+		return 0;
+	}
+	SSL_CTX *ctx = ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	if (!ctx) {
+		log_err("tls: reload refused: %s; the previous certificate stays in service", err);
+		return -1;
+	}
+	/* Keep the ticket keys, so sessions issued before the reload resume. */
+	unsigned char keys[TICKET_KEYS_LEN];
+	if (SSL_CTX_get_tlsext_ticket_keys(srv->tls->ssl_ctx, keys, sizeof(keys)) == 1)
+		SSL_CTX_set_tlsext_ticket_keys(ctx, keys, sizeof(keys));
+	OPENSSL_cleanse(keys, sizeof(keys));
+	ERR_clear_error();
+	SSL_CTX_free(srv->tls->ssl_ctx); /* open connections hold their own reference */
+	srv->tls->ssl_ctx = ctx;
+	log_loaded(ctx, "reloaded", cfg->tls_cert);
 	return 0;
 }
 
 void tls_teardown(struct server *srv)
 {
-	(void)srv;
+	if (!srv->tls)
+		return;
+	SSL_CTX_free(srv->tls->ssl_ctx);
+	free(srv->tls);
+	srv->tls = NULL;
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		srv->listeners[i].tls = NULL;
 }
 
 int tls_conn_start(struct conn *c, struct listener *ls)
 {
-	(void)c;
-	(void)ls;
-	return -1;
+	struct tls_ctx *tc = ls->tls;
+	ERR_clear_error();
+	SSL *ssl = SSL_new(tc->ssl_ctx);
+	if (!ssl || SSL_set_fd(ssl, c->fd) != 1) {
+		char buf[256];
+		log_warn("tls: a session for a connection from %s: %s", c->peer, ssl_error_text(buf, sizeof(buf)));
+		SSL_free(ssl);
+		return -1;
+	}
+	SSL_set_accept_state(ssl);
+	struct tls_conn *t = xcalloc(1, sizeof(*t));
+	t->ssl = ssl;
+	t->handshaking = true;
+	c->tls = t;
+	return 0;
 }
 
 void tls_conn_free(struct conn *c)
 {
+	struct tls_conn *t = c->tls;
+	if (!t)
+		return;
+	tls_conn_shutdown(c);
+	SSL_free(t->ssl);
+	free(t);
 	c->tls = NULL;
 }
 
 bool tls_conn_handshaking(const struct conn *c)
 {
-	(void)c;
-	return false;
+	return c->tls->handshaking;
 }
 
-void tls_conn_on_io(struct conn *c, uint32_t events)
+static void handshake(struct conn *c)
 {
-	(void)c;
-	(void)events;
+	struct tls_conn *t = c->tls;
+	char buf[256], why[320];
+	ERR_clear_error();
+	int r = SSL_do_handshake(t->ssl);
+	if (r == 1) {
+		t->handshaking = false;
+		log_debug("tls: %s from %s%s", SSL_get_version(t->ssl), c->peer,
+			  SSL_session_reused(t->ssl) ? " (resumed)" : "");
+		return;
+	}
+	int saved = errno;
+	switch (SSL_get_error(t->ssl, r)) {
+	case SSL_ERROR_WANT_READ:
+		t->hs_wants_write = false;
+		return;
+	case SSL_ERROR_WANT_WRITE:
+		t->hs_wants_write = true;
+		return;
+	case SSL_ERROR_SYSCALL:
+		snprintf(why, sizeof(why), "TLS handshake: %s",
+			 ERR_peek_last_error() ? ssl_error_text(buf, sizeof(buf))
+			 : saved ? strerror(saved) : "connection closed");
+		break;
+	default:
+		snprintf(why, sizeof(why), "TLS handshake: %s", ssl_error_text(buf, sizeof(buf)));
+		break;
+	}
+	t->failed = true;
+	ERR_clear_error();
+	conn_close(c, why);
+}
+
+uint32_t tls_conn_on_io(struct conn *c, uint32_t events)
+{
+	struct tls_conn *t = c->tls;
+	if (t->handshaking) {
+		handshake(c);
+		if (c->state == CONN_CLOSED)
+			return 0;
+		if (t->handshaking) {
+			conn_update_events(c);
+			return 0;
+		}
+		/* The request may have come with the client's last flight. */
+		return EPOLLIN;
+	}
+	uint32_t ev = events;
+	if (t->read_wants_write && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		t->read_wants_write = false;
+		ev |= EPOLLIN;
+	}
+	if (t->write_wants_read && (events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))) {
+		t->write_wants_read = false;
+		ev |= EPOLLOUT;
+	}
+	return ev;
 }
 
 ssize_t tls_conn_read(struct conn *c, void *buf, size_t len)
 {
-	(void)c;
-	(void)buf;
-	(void)len;
-	return -EIO;
+	struct tls_conn *t = c->tls;
+	if (t->handshaking)
+		return -EAGAIN;
+	if (t->failed)
+		return -EPROTO;
+	ERR_clear_error();
+	int n = SSL_read(t->ssl, buf, len > INT_MAX ? INT_MAX : (int)len);
+	if (n > 0) {
+		t->read_wants_write = false;
+		return n;
+	}
+	int saved = errno;
+	switch (SSL_get_error(t->ssl, n)) {
+	case SSL_ERROR_WANT_READ:
+		t->read_wants_write = false;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		t->read_wants_write = true;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0; /* close_notify, or EOF (SSL_OP_IGNORE_UNEXPECTED_EOF) */
+	case SSL_ERROR_SYSCALL:
+		t->failed = true;
+		ERR_clear_error();
+		return saved ? -saved : -ECONNRESET;
+	default:
+		t->failed = true;
+		ERR_clear_error();
+		return -EPROTO;
+	}
 }
 
 ssize_t tls_conn_writev(struct conn *c, const struct iovec *iov, int n)
 {
-	(void)c;
-	(void)iov;
-	(void)n;
-	return -EIO;
+	struct tls_conn *t = c->tls;
+	size_t done = 0;
+	if (t->handshaking)
+		return -EAGAIN;
+	if (t->failed)
+		return -EPIPE;
+	for (int i = 0; i < n; i++) {
+		const char *p = iov[i].iov_base;
+		size_t left = iov[i].iov_len;
+		while (left) {
+			ERR_clear_error();
+			int w = SSL_write(t->ssl, p, left > INT_MAX ? INT_MAX : (int)left);
+			if (w > 0) {
+				t->write_pending = false;
+				t->write_wants_read = false;
+				done += (size_t)w;
+				p += w;
+				left -= (size_t)w;
+				continue;
+			}
+			int saved = errno;
+			int e = SSL_get_error(t->ssl, w);
+			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+				t->write_pending = true;
+				t->write_wants_read = e == SSL_ERROR_WANT_READ;
+				return done ? (ssize_t)done : -EAGAIN;
+			}
+			t->failed = true;
+			ERR_clear_error();
+			if (done)
+				return (ssize_t)done; /* the error comes back on the next call */
+			return e == SSL_ERROR_SYSCALL && saved ? -saved : -EPIPE;
+		}
+	}
+	return (ssize_t)done;
 }
 
 uint32_t tls_conn_events(const struct conn *c, uint32_t wanted)
 {
-	(void)c;
-	return wanted;
+	const struct tls_conn *t = c->tls;
+	if (t->handshaking)
+		return t->hs_wants_write ? EPOLLOUT : EPOLLIN | EPOLLRDHUP;
+	uint32_t ev = wanted;
+	if (t->read_wants_write && (wanted & EPOLLIN))
+		ev = (ev & ~(uint32_t)(EPOLLIN | EPOLLRDHUP)) | EPOLLOUT;
+	if (t->write_wants_read && (wanted & EPOLLOUT))
+		ev = (ev & ~(uint32_t)EPOLLOUT) | EPOLLIN;
+	return ev;
+}
+
+bool tls_conn_pending(const struct conn *c)
+{
+	const struct tls_conn *t = c->tls;
+	return !t->handshaking && !t->failed && SSL_pending(t->ssl) > 0;
+}
+
+bool tls_conn_write_pending(const struct conn *c)
+{
+	return c->tls->write_pending;
 }
 
 void tls_conn_shutdown(struct conn *c)
 {
-	(void)c;
+	struct tls_conn *t = c->tls;
+	if (t->handshaking || t->failed || t->shut_sent)
+		return;
+	t->shut_sent = true;
+	ERR_clear_error();
+	SSL_shutdown(t->ssl); /* one try; the socket is not waited on for it */
+	ERR_clear_error();
 }

@@ -1,6 +1,6 @@
 /* tls.h: TLS on a listener with OpenSSL: the context (certificate chain and
  * key, reloadable), and a connection's non-blocking handshake and I/O behind
- * conn's read and write. */
+ * conn's read and write. Plain connections (c->tls == NULL) never get here. */
 #ifndef HERALD_TLS_H
 #define HERALD_TLS_H
 
@@ -14,23 +14,43 @@ struct conn;
 struct listener;
 struct server;
 
-/* Load the certificate and key named in the config into srv->tls (NULL when
- * none are configured). Returns 0 or -1 after logging why. */
+/* Load the certificate chain and key named by tls_cert/tls_key into
+ * srv->tls (left NULL when none are configured). Returns 0, or -1 after
+ * logging why. */
 int tls_setup(struct server *srv);
-/* Reload certificate and key; on failure keep the old pair and log why. */
+/* Load the pair named in the (already reloaded) config into a new context
+ * for new handshakes; open connections keep the context they started with.
+ * Returns 0, or -1 after logging why, with the old pair still in service. */
 int tls_reload(struct server *srv);
+/* Free the context; call after every connection is closed. */
 void tls_teardown(struct server *srv);
 
+/* Attach a server-side TLS session on ls's context to the new connection c
+ * (c->tls). Returns 0, or -1 (nothing attached) when OpenSSL cannot. */
 int tls_conn_start(struct conn *c, struct listener *ls);
+/* Send close_notify when the session is healthy, and free it. */
 void tls_conn_free(struct conn *c);
 bool tls_conn_handshaking(const struct conn *c);
-void tls_conn_on_io(struct conn *c, uint32_t events);
+/* Handle an epoll wake-up for a TLS connection. While handshaking, drive
+ * the handshake (closing the connection when it fails) and return 0; once
+ * done, return the events conn should act on: EPOLLIN right after the
+ * handshake, and an event the TLS layer waited for turned into the one its
+ * read or write needs (a write waiting on input, a read waiting on output). */
+uint32_t tls_conn_on_io(struct conn *c, uint32_t events);
 /* Same contracts as read(2)/writev(2) but returning -errno (-EAGAIN when the
- * TLS layer must wait for the socket). */
+ * TLS layer must wait for the socket). writev encrypts straight from the
+ * caller's buffers and returns the plaintext bytes taken; after -EAGAIN (or
+ * a short count) the next call must start with the same bytes. */
 ssize_t tls_conn_read(struct conn *c, void *buf, size_t len);
 ssize_t tls_conn_writev(struct conn *c, const struct iovec *iov, int n);
 /* Adjust the epoll interest for what the TLS layer waits on. */
 uint32_t tls_conn_events(const struct conn *c, uint32_t wanted);
+/* True when decrypted input waits inside OpenSSL, where epoll cannot see it. */
+bool tls_conn_pending(const struct conn *c);
+/* True when a record of the first queued bytes is encrypted but not yet
+ * sent: those bytes are committed and must be offered again as they are. */
+bool tls_conn_write_pending(const struct conn *c);
+/* Send close_notify (best effort) before conn shuts the write side down. */
 void tls_conn_shutdown(struct conn *c);
 
 #endif

@@ -1,0 +1,449 @@
+"""End-to-end: TLS listeners (tls:ADDRESS with tls_cert/tls_key) beside a
+plain one. Certificates are made here with `openssl req` (P-256, with
+subjectAltName IP:127.0.0.1). curl and openssl s_client talk to herald;
+Python's ssl module reads streams. Covered: configuration errors, TLS 1.3
+preferred and 1.2 accepted (older refused), ALPN http/1.1, session tickets,
+streams and publishes over TLS, a slow TLS reader moved to catch-up without
+a broken record, stalled handshakes and garbage closed without delaying
+other readers, and SIGHUP swapping the certificate (a bad one refused)."""
+import json
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+from harness import HERALD_BIN, Herald, HttpConn, Stream, connect, publish, publish_many, request, wait_until
+
+
+def _run(cmd, timeout=20, input=None):
+    return subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+
+
+def _make_cert(dir, name, cn="herald-test"):
+    """A self-signed P-256 certificate for 127.0.0.1: (cert path, key path)."""
+    cert, key = os.path.join(dir, name + ".crt"), os.path.join(dir, name + ".key")
+    r = _run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+              "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=" + cn,
+              "-addext", "subjectAltName=IP:127.0.0.1"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return cert, key
+
+
+def _fingerprint(pem_text):
+    r = _run(["openssl", "x509", "-noout", "-fingerprint", "-sha256"], input=pem_text)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return r.stdout.decode().strip().partition("=")[2]
+
+
+def _file_fingerprint(cert):
+    with open(cert, "rb") as f:
+        return _fingerprint(f.read())
+
+
+def _s_client(port, *extra):
+    """openssl s_client's output for one connection to the TLS port."""
+    r = _run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", *extra], input=b"", timeout=15)
+    return r.returncode, r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+
+
+def _served_fingerprint(port):
+    """The SHA-256 fingerprint of the certificate herald serves now."""
+    code, out = _s_client(port)
+    m = re.search(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", out, re.S)
+    assert m, f"s_client got no certificate ({code}):\n{out}"
+    return _fingerprint(m.group(0).encode())
+
+
+def _tls_herald(dir, cert, key, args=()):
+    return Herald(args=["--listen", "tls:127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, *args], dir=dir)
+
+
+def _client_ctx(cafile, max_version=None):
+    ctx = ssl.create_default_context(cafile=cafile)
+    ctx.set_alpn_protocols(["http/1.1"])
+    if max_version is not None:
+        ctx.maximum_version = max_version
+    return ctx
+
+
+def _tls_connect(port, cafile, session=None, ctx=None, timeout=5.0, rcvbuf=None):
+    """A blocking TLS socket to herald (handshake done)."""
+    ctx = ctx or _client_ctx(cafile)
+    raw = connect(port, timeout=timeout, rcvbuf=rcvbuf)
+    try:
+        return ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=session)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _tls_http(sock):
+    """A harness HttpConn (keep-alive request/response) over a TLS socket."""
+    c = HttpConn.__new__(HttpConn)
+    c.sock, c.buf, c.closed = sock, b"", False
+    return c
+
+
+def _client_hello():
+    """The bytes of a real ClientHello, from a client that never continues."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, out, server_side=False)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def _closed_within(sock, timeout):
+    """True if the peer closes (EOF or reset) within timeout; data is read and dropped."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        sock.settimeout(left)
+        try:
+            if not sock.recv(65536):
+                return True
+        except socket.timeout:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+
+def test_tls_configuration_errors():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    _, other_key = _make_cert(d, "b")
+    base = [HERALD_BIN, "--db", os.path.join(d, "x.db")]
+    # tls_cert without a tls: listener, and a tls: listener without tls_cert.
+    r = _run(base + ["--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--check-config"])
+    assert r.returncode == 1 and b"no listen address is a tls: one" in r.stderr, r
+    r = _run(base + ["--listen", "tls:127.0.0.1:0", "--check-config"])
+    assert r.returncode == 1 and b"tls_cert and tls_key are not set" in r.stderr, r
+    r = _run(base + ["--listen", "tls:127.0.0.1:0", "--tls-cert", cert, "--check-config"])
+    assert r.returncode == 1 and b"must be set together" in r.stderr, r
+    r = _run(base + ["--listen", "tls:127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--check-config"])
+    assert r.returncode == 0, r
+    # Unreadable or mismatched files stop the start-up with the reason.
+    for c, k, why in ((os.path.join(d, "missing.crt"), key, "tls_cert"),
+                      (cert, other_key, "does not match")):
+        h = Herald(args=["--listen", "tls:127.0.0.1:0", "--tls-cert", c, "--tls-key", k], dir=d, wait=False)
+        try:
+            code = h.proc.wait(15)
+        finally:
+            h.kill()
+        assert code == 1, (code, h.log())
+        assert why in h.log(), h.log()
+    h = Herald(args=["--listen", "tls:unix:" + os.path.join(d, "s.sock"), "--tls-cert", cert, "--tls-key", key],
+               dir=d, wait=False)
+    try:
+        assert h.proc.wait(15) == 1, h.log()
+    finally:
+        h.kill()
+    assert "TLS is served on TCP addresses only" in h.log(), h.log()
+
+
+def test_curl_and_s_client_against_tls_and_plain_side_by_side():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key) as h:
+        kinds = sorted(k for k, _, _ in h.listeners())
+        assert kinds == ["tcp", "tls"], h.listeners()
+        assert h.tls_port and h.port and h.tls_port != h.port
+        r = _run(["curl", "-sS", "--max-time", "10", "--cacert", cert, "-w", "\n%{http_code} %{http_version}",
+                  f"https://127.0.0.1:{h.tls_port}/api/health"])
+        assert r.returncode == 0, r.stderr
+        body, _, tail = r.stdout.decode().rpartition("\n")
+        assert tail == "200 1.1" and '"status":"ok"' in body, r.stdout
+        r = _run(["curl", "-sS", "--max-time", "10", "--cacert", cert, "-H", "Content-Type: application/json",
+                  "--data", '{"type":"t","topic":"news","data":"over tls","public":true}',
+                  f"https://127.0.0.1:{h.tls_port}/api/events"])
+        assert r.returncode == 0 and r.stdout.strip() == b'{"id":1}', r
+        # The plain listener still speaks plain HTTP.
+        st, _, body = request(h.port, "GET", "/api/health")
+        assert st == 200, body
+        # TLS 1.3 by default, ALPN http/1.1, the certificate we made.
+        code, out = _s_client(h.tls_port, "-alpn", "http/1.1", "-CAfile", cert)
+        assert "New, TLSv1.3, Cipher is" in out and "ALPN protocol: http/1.1" in out, out
+        assert "Verify return code: 0 (ok)" in out, out
+        assert _served_fingerprint(h.tls_port) == _file_fingerprint(cert)
+        # TLS 1.2 accepted; a client offering only h2 is refused.
+        code, out = _s_client(h.tls_port, "-tls1_2")
+        assert "New, TLSv1.2, Cipher is ECDHE-" in out, out
+        code, out = _s_client(h.tls_port, "-alpn", "h2")
+        assert code != 0 and "no application protocol" in out.lower(), out
+        # Nothing older than TLS 1.2, even from a client willing to.
+        ctx = _client_ctx(cert, max_version=ssl.TLSVersion.TLSv1_1)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+        try:
+            s = _tls_connect(h.tls_port, cert, ctx=ctx)
+        except (ssl.SSLError, ConnectionError):
+            pass
+        else:
+            s.close()
+            raise AssertionError("a TLS 1.1 handshake succeeded")
+        # Plain HTTP sent to the TLS port is not a handshake: closed.
+        s = connect(h.tls_port)
+        s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _closed_within(s, 3.0)
+        s.close()
+
+
+def test_tls_stream_receives_published_events():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key) as h:
+        ts = Stream(sock=_tls_connect(h.tls_port, cert))
+        assert ts.status == 200 and ts.headers["content-type"].startswith("text/event-stream"), ts.headers
+        assert ts.sock.version() == "TLSv1.3" and ts.sock.selected_alpn_protocol() == "http/1.1"
+        assert ts.opening() == b"retry: 3000\n: stream open\n\n"
+        ps = Stream(h.port)
+        ps.opening()
+        big = "x" * 40000
+        ids = [publish(h.port, data="one"), publish(h.port, data="two\nlines"), publish(h.port, data=big)]
+        # A publish over TLS too (a body larger than one TLS record).
+        hc = _tls_http(_tls_connect(h.tls_port, cert))
+        st, _, body = hc.request("POST", "/api/events", {"type": "t", "topic": "news", "data": "y" * 60000,
+                                                         "public": True})
+        assert st == 201, body
+        ids.append(int(re.search(rb"\d+", body).group(0)))
+        # Pipelined requests over one TLS connection, answered in order.
+        hc.send(HttpConn.format("GET", "/api/health") * 40)
+        for _ in range(40):
+            st, _, _ = hc.read_response()
+            assert st == 200
+        hc.close()
+        for s in (ts, ps):
+            evs = s.events(n=4, timeout=10)
+            assert [e["id"] for e in evs] == ids, evs
+            assert [e["data"] for e in evs] == ["one", "two\nlines", big, "y" * 60000]
+        # Resume over TLS from a Last-Event-ID: exactly what came after it.
+        rs = Stream(sock=_tls_connect(h.tls_port, cert), headers={"Last-Event-ID": str(ids[1])})
+        assert [e["id"] for e in rs.events(n=2, timeout=10)] == ids[2:]
+        for s in (ts, ps, rs):
+            s.close()
+
+
+class _BioTLS:
+    """A TLS client over a blocking socket through memory BIOs, so that many
+    records can be built first and handed to the kernel in one send."""
+
+    def __init__(self, port, cafile):
+        self.sock = connect(port, timeout=10)
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = _client_ctx(cafile).wrap_bio(self.inc, self.out, server_hostname="127.0.0.1")
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._pump()
+        self.sock.sendall(self.out.read())
+
+    def _pump(self):
+        if self.out.pending:
+            self.sock.sendall(self.out.read())
+        d = self.sock.recv(65536)
+        if not d:
+            raise AssertionError("closed during the handshake")
+        self.inc.write(d)
+
+    def send_records(self, data, record):
+        """Send data as TLS records of `record` plaintext bytes, all in one send."""
+        for i in range(0, len(data), record):
+            self.obj.write(data[i:i + record])
+        self.sock.sendall(self.out.read())
+
+    def read_response(self):
+        buf = b""
+        while True:
+            m = re.search(rb"\r\nContent-Length: (\d+)\r\n.*?\r\n\r\n", buf, re.S | re.I)
+            if m and len(buf) >= m.end() + int(m.group(1)):
+                return int(buf[9:12]), buf[m.end():m.end() + int(m.group(1))]
+            try:
+                buf += self.obj.read(65536)
+                continue
+            except ssl.SSLWantReadError:
+                pass
+            d = self.sock.recv(65536)
+            if not d:
+                raise AssertionError(f"closed before a whole response: {buf!r}")
+            self.inc.write(d)
+
+
+def test_tls_input_decrypted_but_not_yet_read_is_not_stranded():
+    """A request just past the per-wakeup read budget (64 KiB), arriving at
+    once in records that do not line up with it: the tail OpenSSL has
+    decrypted must be read without waiting for the socket (no 408)."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--header-timeout", "4s"]) as h:
+        c = _BioTLS(h.tls_port, cert)
+        for i, record in enumerate((10000, 7001, 16384, 3333)):
+            body = json.dumps({"topic": "big", "data": str(i) * 65450, "public": True}).encode()
+            req = HttpConn.format("POST", "/api/events", body, {"Content-Type": "application/json"})
+            assert 65536 < len(req)
+            t0 = time.monotonic()
+            c.send_records(req, record)
+            st, body = c.read_response()
+            assert st == 201, (record, st, body)
+            assert time.monotonic() - t0 < 2.0, f"records of {record} bytes: the tail waited on a timer"
+        c.sock.close()
+
+
+def test_tls_session_resumption():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key) as h:
+        for version in (None, ssl.TLSVersion.TLSv1_2):
+            ctx = _client_ctx(cert, max_version=version)
+            s = _tls_connect(h.tls_port, cert, ctx=ctx)
+            c = _tls_http(s)
+            assert c.request("GET", "/api/health")[0] == 200  # TLS 1.3 tickets come after the handshake
+            sess = s.session
+            assert not s.session_reused
+            c.close()
+            assert sess is not None and sess.has_ticket, f"no session ticket ({version})"
+            s2 = _tls_connect(h.tls_port, cert, ctx=ctx, session=sess)
+            try:
+                assert s2.session_reused, f"session not resumed ({version})"
+                assert _tls_http(s2).request("GET", "/api/health")[0] == 200
+            finally:
+                s2.close()
+
+
+def test_stalled_and_garbage_handshakes_do_not_delay_readers():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--header-timeout", "2s"]) as h:
+        readers = [Stream(sock=_tls_connect(h.tls_port, cert)) for _ in range(3)]
+        for r in readers:
+            r.opening()
+        hello = _client_hello()
+        silent = connect(h.tls_port)                 # connects, says nothing
+        half = connect(h.tls_port)                   # half a ClientHello
+        half.sendall(hello[:len(hello) // 2])
+        whole = connect(h.tls_port)                  # a ClientHello, then never its Finished
+        whole.sendall(hello)
+        whole.settimeout(5)
+        assert whole.recv(5)[:1] == b"\x16", "no ServerHello for a whole ClientHello"
+        garbage = connect(h.tls_port)                # not TLS at all
+        garbage.sendall(os.urandom(64) + b"\r\n\r\n")
+        started = time.monotonic()
+        for i in range(3):
+            t0 = time.monotonic()
+            eid = publish(h.port, data=f"e{i}")
+            for r in readers:
+                evs = r.events(n=1, timeout=5)
+                assert [e["id"] for e in evs] == [eid], evs
+            assert time.monotonic() - t0 < 1.0, "readers were delayed by stalled handshakes"
+        assert _closed_within(garbage, 2.0), "garbage on the TLS port was not closed at once"
+        # The stalled ones are closed at header_timeout (2 s), not before, not much after.
+        for s in (silent, half, whole):
+            assert _closed_within(s, 6.0), "a stalled handshake was not closed"
+        elapsed = time.monotonic() - started
+        assert 1.0 <= elapsed < 6.0, elapsed
+        for s in (silent, half, whole, garbage):
+            s.close()
+        # The readers are still there.
+        eid = publish(h.port, data="after")
+        for r in readers:
+            assert [e["id"] for e in r.events(n=1, timeout=5)] == [eid]
+            r.close()
+
+
+def test_slow_tls_reader_catches_up_without_a_broken_record():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--queue-limit", "16k"]) as h:
+        s = Stream(sock=_tls_connect(h.tls_port, cert, rcvbuf=4096, timeout=20))
+        s.opening()
+        # Enough to fill the socket buffers on both sides and pass the queue limit.
+        n = 3000
+        ids = publish_many(h.port, [{"type": "t", "topic": "news", "data": f"{i}:" + "z" * 3000, "public": True}
+                                    for i in range(n)])
+        time.sleep(0.3)
+        evs = s.events(n=n, timeout=30)
+        got = [e["id"] for e in evs]
+        assert got == ids, f"got {len(got)} events; first gap near {next((a for a, b in zip(got, ids) if a != b), None)}"
+        assert all(e["data"] == f"{i}:" + "z" * 3000 for i, e in enumerate(evs))
+        _, _, m = request(h.port, "GET", "/metrics")
+        moved = re.search(rb"^herald_readers_to_catchup_total (\d+)", m, re.M)
+        assert moved and int(moved.group(1)) >= 1, "the reader never overflowed into catch-up"
+        s.close()
+
+
+def test_reload_swaps_certificate_and_keeps_readers():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "live")
+    new_cert, new_key = _make_cert(d, "next", cn="herald-next")
+    fp_old, fp_new = _file_fingerprint(cert), _file_fingerprint(new_cert)
+    assert fp_old != fp_new
+    ctx = _client_ctx(cert)  # one context (sessions belong to it) trusting both
+    ctx.load_verify_locations(new_cert)
+    with _tls_herald(d, cert, key) as h:
+        assert _served_fingerprint(h.tls_port) == fp_old
+        r = Stream(sock=_tls_connect(h.tls_port, cert))
+        r.opening()
+        # A session from before the reload resumes after it (ticket keys kept).
+        s = _tls_connect(h.tls_port, cert, ctx=ctx)
+        assert _tls_http(s).request("GET", "/api/health")[0] == 200
+        sess = s.session
+        s.close()
+        os.replace(new_cert, cert)
+        os.replace(new_key, key)
+        since = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"tls: reloaded .*sha256 " + re.escape(fp_new), since=since)
+        h.wait_log(r"configuration reloaded; 1 readers kept", since=since)
+        assert _served_fingerprint(h.tls_port) == fp_new
+        eid = publish(h.port, data="after reload")
+        assert [e["id"] for e in r.events(n=1, timeout=5)] == [eid]
+        r2 = Stream(sock=_tls_connect(h.tls_port, cert))  # cert now holds the new certificate
+        assert r2.status == 200
+        s = _tls_connect(h.tls_port, cert, ctx=ctx, session=sess)
+        assert s.session_reused
+        s.close()
+        r.close()
+        r2.close()
+
+
+def test_bad_certificate_at_reload_keeps_the_old_one():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "live")
+    other_cert, _ = _make_cert(d, "other")
+    fp = _file_fingerprint(cert)
+    with open(cert, "rb") as f:
+        good_cert = f.read()
+    with _tls_herald(d, cert, key) as h:
+        r = Stream(sock=_tls_connect(h.tls_port, cert))
+        r.opening()
+        # Garbage where the certificate was; then a certificate whose key is not the one in tls_key.
+        for bad in (b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
+                    open(other_cert, "rb").read()):
+            with open(cert, "wb") as f:
+                f.write(bad)
+            since = h.log_size()
+            h.signal(signal.SIGHUP)
+            h.wait_log(r"tls: reload refused: .*; the previous certificate stays in service", since=since)
+            h.wait_log(r"configuration reloaded", since=since)
+            assert _served_fingerprint(h.tls_port) == fp
+            with open(cert, "wb") as f:
+                f.write(good_cert)
+            s = _tls_connect(h.tls_port, cert)  # verifies against the old certificate
+            assert _tls_http(s).request("GET", "/api/health")[0] == 200
+            s.close()
+        eid = publish(h.port, data="still here")
+        assert [e["id"] for e in r.events(n=1, timeout=5)] == [eid]
+        assert h.proc.poll() is None
+        r.close()
