@@ -300,16 +300,26 @@ int main(int argc, char **argv)
 		       "overflows during the opens; %ld sequential connects took %.3f s, %.0f of them slower than "
 		       "0.5 s, %.0f overflows.\n",
 		       backlogs[b], opened, readers, open_ms / 1e3, rovf, opens, total / 1e3, slow, oovf);
+		double reset = jnum(rj, "reset"), timeouts = jnum(rj, "timeout"), failed_opens = jnum(rj, "open_errors");
+		if (failed_opens > 0)
+			printf("  %.0f readers never opened (%.0f reset, %.0f timed out). A reset here is a connection the "
+			       "client saw complete while the server dropped its final ACK on the full queue; once the "
+			       "server gave up resending its SYN-ACK, the client's request met a RST.\n",
+			       failed_opens, reset, timeouts);
 		if (rovf > 0 || oovf > 0)
 			printf("  Each overflow is a handshake the kernel dropped because the accept queue of %ld was "
 			       "full; the client's SYN comes back only after the 1 s retransmission timeout (then 3 s, "
-			       "7 s ...), which is where whole seconds of open time come from.\n",
+			       "7 s ...), and readers that started together retry together, which is where whole "
+			       "seconds of open time come from.\n",
 			       backlogs[b]);
 		else
 			printf("  No handshake overflowed the accept queue of %ld: herald's accept loop emptied it "
 			       "faster than connections arrived.\n",
 			       backlogs[b]);
 	}
+	printf("- load/readers starts every connect at once, as clients reconnecting after a restart do; with "
+	       "--ramp M (at most M connects in flight) a small queue overflows less, but a reconnect storm does "
+	       "not ramp itself.\n");
 	printf("- The counters are the whole network namespace's (other traffic adds to them); "
 	       "load/overflow-report explains each.\n");
 	for (int b = 0; b < nb; b++) {

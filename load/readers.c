@@ -160,6 +160,7 @@ static long K;
 static int64_t *recv_ns;  /* N*K: when reader i had event k, 0 = not (yet) */
 static int64_t *ev_id;    /* K: the id the publisher got, 0 = not known yet */
 static int64_t *ev_t0;    /* K: just before the insert or the POST */
+static int64_t *ev_t1;    /* K: the insert returned, or the POST's answer came */
 static long *ev_got;      /* K: readers that had it */
 static int *ev_failed;    /* K: the publish itself failed */
 static long n_published;  /* publishes started */
@@ -651,6 +652,7 @@ static void publish(long k)
 		sqlite3_bind_text(ins, 1, data, -1, SQLITE_TRANSIENT);
 		ev_t0[k] = tool_now_ns();
 		int rc = sqlite3_step(ins);
+		ev_t1[k] = tool_now_ns();
 		sqlite3_reset(ins);
 		if (rc != SQLITE_DONE) {
 			fprintf(stderr, "readers: insert of event %ld failed: %s\n", k + 1, sqlite3_errmsg(db));
@@ -721,6 +723,7 @@ static void pub_readable(void)
 		if (pub_nwait > 0)
 			memmove(pub_waiting, pub_waiting + 1, (size_t)--pub_nwait * sizeof(pub_waiting[0]));
 		if (k >= 0) {
+			ev_t1[k] = tool_now_ns();
 			if (status == 201 && tool_json_number(pub_in + hl, "id", &idv) == 0 && idv > 0) {
 				id_known(k, (int64_t)idv);
 			} else {
@@ -771,12 +774,16 @@ static pid_t server_pid;
 struct cpu_mark {
 	uint64_t ticks;
 	double t;
+	double self; /* this client's own CPU seconds, to show it kept up */
 	int ok;
 };
 
 static struct cpu_mark cpu_mark(void)
 {
 	struct cpu_mark m = {.t = tool_now_s()};
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	m.self = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 	if (server_pid > 0)
 		m.ok = proc_cpu_ticks(server_pid, 1, &m.ticks) == 0;
 	return m;
@@ -1049,6 +1056,7 @@ int main(int argc, char **argv)
 	recv_ns = xcalloc((size_t)N * (size_t)K, sizeof(*recv_ns));
 	ev_id = xcalloc((size_t)K, sizeof(*ev_id));
 	ev_t0 = xcalloc((size_t)K, sizeof(*ev_t0));
+	ev_t1 = xcalloc((size_t)K, sizeof(*ev_t1));
 	ev_got = xcalloc((size_t)K, sizeof(*ev_got));
 	ev_failed = xcalloc((size_t)K, sizeof(*ev_failed));
 	char auth[300] = "";
@@ -1252,6 +1260,7 @@ int main(int argc, char **argv)
 	double open_p50 = tool_percentile(open_lat, no, 50), open_p99 = tool_percentile(open_lat, no, 99);
 
 	double cpu_ev = cpu_pct(ev_a, ev_b), cpu_idle = cpu_pct(idle_a, idle_b);
+	double client_cpu_ev = ev_b.t > ev_a.t ? (ev_b.self - ev_a.self) / (ev_b.t - ev_a.t) * 100.0 : NAN;
 	double cpu_ms_per_event = NAN;
 	if (ev_a.ok && ev_b.ok && K > 0)
 		cpu_ms_per_event = (double)(ev_b.ticks - ev_a.ticks) / (double)proc_clk_tck() * 1e3 / (double)K;
@@ -1354,6 +1363,8 @@ int main(int argc, char **argv)
 	if (!isnan(cpu_ms_per_event))
 		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all open.\n",
 		       cpu_ms_per_event, rss_before, rss_open);
+	if (!isnan(client_cpu_ev))
+		printf("This client used %.1f %% of a core while events flowed.\n", client_cpu_ev);
 	if (!isnan(ratio))
 		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cN,
 		       tool_fmt_dur(all_p50, b5, sizeof(b5)), ratio, tool_fmt_dur(floor_s, b4, sizeof(b4)), n_opened);
@@ -1400,6 +1411,7 @@ int main(int argc, char **argv)
 	tool_json_num("cpu_events_pct", cpu_ev);
 	tool_json_num("cpu_idle_pct", cpu_idle);
 	tool_json_num("cpu_ms_per_event", cpu_ms_per_event);
+	tool_json_num("client_cpu_events_pct", client_cpu_ev);
 	tool_json_int("events_published", n_published);
 	tool_json_int("events_failed", failed_events);
 	tool_json_int("missing_total", missing_total);
@@ -1414,6 +1426,7 @@ int main(int argc, char **argv)
 		tool_json_num("p50_ms", ev_p50[k] * 1e3);
 		tool_json_num("p99_ms", ev_p99[k] * 1e3);
 		tool_json_num("max_ms", to_all[k] * 1e3);
+		tool_json_num("publish_ms", ev_t1[k] ? ms(ev_t1[k] - ev_t0[k]) : NAN);
 		tool_json_close();
 	}
 	tool_json_close();
@@ -1461,6 +1474,7 @@ int main(int argc, char **argv)
 	free(recv_ns);
 	free(ev_id);
 	free(ev_t0);
+	free(ev_t1);
 	free(ev_got);
 	free(ev_failed);
 	return bad ? 1 : 0;
