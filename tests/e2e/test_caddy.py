@@ -373,6 +373,9 @@ def test_spoofed_forwarded_for_from_untrusted_peer_ignored():
 
 def test_caddy_stream_uncompressed_when_gzip_asked():
     with Herald(unix=True) as h:
+        stored = 40
+        for i in range(stored):
+            _insert(h.db, f"stored event {i} " + "x" * 80)
         for upstream in (f"127.0.0.1:{h.port}", f"unix/{h.sock_path}"):
             with Caddy(upstream) as c:
                 # The site itself is compressed: encode is active in this Caddyfile.
@@ -390,21 +393,26 @@ def test_caddy_stream_uncompressed_when_gzip_asked():
                 finally:
                     s.close()
                 # The stream is not, and it arrives at once, frame by frame.
+                # Resuming from 0 makes herald's first write (the opening frame
+                # and the stored events) far longer than the 512 bytes from
+                # which Caddy's encode would compress a response.
                 t0 = time.monotonic()
-                r = ProxiedStream(c.port, headers={"Accept-Encoding": "gzip"})
+                r = ProxiedStream(c.port, headers={"Accept-Encoding": "gzip", "Last-Event-ID": "0"})
                 try:
                     assert r.status == 200, (r.status, r.body)
                     assert "content-encoding" not in r.headers, (upstream, r.headers)
                     assert r.headers.get("content-type", "").startswith("text/event-stream"), r.headers
                     assert r.headers.get("cache-control") == "no-store", r.headers
-                    opening = r.wait_frames(1)
-                    assert opening and opening[0] == b"retry: 3000\n: stream open", (upstream, opening)
-                    assert time.monotonic() - t0 < 2.0, "the opening frame was held back"
+                    frames = r.wait_frames(1 + stored)
+                    assert frames and frames[0] == b"retry: 3000\n: stream open", (upstream, frames[:1])
+                    assert len([f for f in frames if parse_frame(f)]) == stored, (upstream, len(frames))
+                    assert time.monotonic() - t0 < 2.0, "the stream was held back"
                     sqlite3_t0 = _insert(h.db, "plain text")
                     frames = r.wait_frames(1, timeout=5)
                     evs = [parse_frame(f) for f in frames]
                     evs = [e for e in evs if e]
                     assert evs and evs[0]["data"] == "plain text", (upstream, frames)
+                    stored += 1
                     assert time.monotonic() - sqlite3_t0 < 1.0, "the event was held back"
                 finally:
                     r.close()
