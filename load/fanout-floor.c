@@ -221,8 +221,13 @@ int main(int argc, char **argv)
 		}
 		struct sockaddr_un *un = (struct sockaddr_un *)&sa;
 		snprintf(upath, sizeof(upath), "%s/s", tmpdir);
+		if (strlen(upath) >= sizeof(un->sun_path)) {
+			fprintf(stderr, "fanout-floor: %s is too long a socket path; set TMPDIR shorter\n", upath);
+			rmdir(tmpdir);
+			return 1;
+		}
 		un->sun_family = AF_UNIX;
-		snprintf(un->sun_path, sizeof(un->sun_path), "%s", upath);
+		memcpy(un->sun_path, upath, strlen(upath) + 1);
 		sl = sizeof(*un);
 	} else {
 		struct sockaddr_in *in = (struct sockaddr_in *)&sa;

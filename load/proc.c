@@ -695,8 +695,8 @@ const char *tool_sibling(const char *name, char *buf, size_t len)
 		char *slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			snprintf(buf, len, "%s/%s", self, name);
-			if (access(buf, X_OK) == 0)
+			int n = snprintf(buf, len, "%s/%s", self, name);
+			if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
 				return buf;
 		}
 	}
@@ -722,8 +722,8 @@ const char *tool_herald_bin(char *buf, size_t len)
 		char *slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			snprintf(buf, len, "%s/../build/herald", self);
-			if (access(buf, X_OK) == 0)
+			int n = snprintf(buf, len, "%s/../build/herald", self);
+			if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
 				return buf;
 		}
 	}
