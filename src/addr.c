@@ -101,6 +101,9 @@ bool trust_has(const struct trust *t, const char *ip)
 void addr_peer_text(const struct sockaddr *sa, socklen_t len, char *out, size_t outlen, bool *loopback)
 {
 	*loopback = false;
+	if (outlen == 0)
+		return;
+	out[0] = '\0'; /* stays a string when inet_ntop finds out too small */
 	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
 		const struct sockaddr_in *in = (const void *)sa;
 		inet_ntop(AF_INET, &in->sin_addr, out, (socklen_t)outlen);

@@ -205,29 +205,73 @@ static int set_from(struct config *cfg, const struct key *k, const char *v, cons
 	return -1;
 }
 
-/* INI file: libinih does not report line numbers to the handler in Debian's
- * build, so the reader callback counts the lines it hands over. */
+/* INI file. Two things libinih (as Debian builds it) does not do are done
+ * in the reader callback: counting lines, since the handler gets no line
+ * numbers, and long lines, since inih reads into a 200-byte buffer and would
+ * split a longer line in two. A long "key = value" line reaches inih as
+ * "key = \x01N", and the handler takes value N from the side list. */
 struct file_ctx {
 	FILE *f;
 	const char *path;
 	int line;
 	int errors;
 	struct config *cfg;
+	char *buf;
+	size_t cap;
+	char **longvals;
+	size_t nlong;
 };
 
 static char *file_reader(char *str, int num, void *stream)
 {
 	struct file_ctx *fc = stream;
-	char *r = fgets(str, num, fc->f);
-	if (r)
-		fc->line++;
-	return r;
+	ssize_t n = getline(&fc->buf, &fc->cap, fc->f);
+	if (n < 0)
+		return NULL;
+	fc->line++;
+	if (n < num) {
+		memcpy(str, fc->buf, (size_t)n + 1);
+		return str;
+	}
+	char *p = fc->buf;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	char *eq = strpbrk(p, "=:");
+	if (*p == ';' || *p == '#' || *p == '[' || !eq || eq - p > num - 24) {
+		if (*p != ';' && *p != '#') {
+			fprintf(stderr, "herald: %s:%d: line too long to read (%zd bytes)\n", fc->path, fc->line, n);
+			fc->errors++;
+		}
+		snprintf(str, (size_t)num, ";\n");
+		return str;
+	}
+	/* The value as inih would see it: trimmed, inline " ;" comment cut. */
+	char *v = eq + 1, *end = fc->buf + n;
+	for (char *c = v; c < end; c++)
+		if (*c == ';' && c > v && (c[-1] == ' ' || c[-1] == '\t')) {
+			end = c;
+			break;
+		}
+	while (v < end && isspace((unsigned char)*v))
+		v++;
+	while (end > v && isspace((unsigned char)end[-1]))
+		end--;
+	fc->longvals = xrealloc(fc->longvals, (fc->nlong + 1) * sizeof(*fc->longvals));
+	fc->longvals[fc->nlong] = xstrndup(v, (size_t)(end - v));
+	snprintf(str, (size_t)num, "%.*s= \x01%zu\n", (int)(eq - p), p, fc->nlong);
+	fc->nlong++;
+	return str;
 }
 
 static int file_handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct file_ctx *fc = user;
 	char origin[4200];
+	if (value[0] == '\x01') {
+		size_t i = (size_t)strtoul(value + 1, NULL, 10);
+		if (i < fc->nlong)
+			value = fc->longvals[i];
+	}
 	snprintf(origin, sizeof(origin), "%s:%d", fc->path, fc->line);
 	if (section[0] && strcmp(section, "herald") != 0) {
 		fprintf(stderr, "herald: %s: unknown section [%s] (keys go at the top or under [herald])\n", origin,
@@ -256,6 +300,10 @@ static int load_file(struct config *cfg, const char *path)
 	}
 	int r = ini_parse_stream(file_reader, &fc, file_handler, &fc);
 	fclose(fc.f);
+	free(fc.buf);
+	for (size_t i = 0; i < fc.nlong; i++)
+		free(fc.longvals[i]);
+	free(fc.longvals);
 	if (r > 0) {
 		fprintf(stderr, "herald: %s:%d: not a \"key = value\" line\n", path, r);
 		return -1;

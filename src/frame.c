@@ -64,11 +64,12 @@ struct chunk *frame_event(const struct store_event *ev)
 
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 {
-	char buf[256];
-	int n = snprintf(buf, sizeof(buf),
-			 "id: %lld\nevent: reset\ndata: {\"reason\":\"%s\",\"last_event_id\":%lld,\"id\":%lld}\n\n",
-			 (long long)id, reason, (long long)resume_id, (long long)id);
-	return chunk_from(buf, (size_t)n);
+	static const char fmt[] = "id: %lld\nevent: reset\ndata: {\"reason\":\"%s\",\"last_event_id\":%lld,\"id\":%lld}\n\n";
+	int n = snprintf(NULL, 0, fmt, (long long)id, reason, (long long)resume_id, (long long)id);
+	struct chunk *c = chunk_new((size_t)n + 1);
+	snprintf(c->data, (size_t)n + 1, fmt, (long long)id, reason, (long long)resume_id, (long long)id);
+	c->len = (uint32_t)n; /* without snprintf's NUL */
+	return c;
 }
 
 struct chunk *frame_stream_head(int64_t retry_ms)

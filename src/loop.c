@@ -41,6 +41,7 @@ struct loop {
 	size_t nw;
 	struct loop_timer **heap;
 	size_t nheap, capheap;
+	uint64_t timer_seq;     /* start order, so a timer re-armed while timers run waits a pass */
 	struct deferred *dq;
 	size_t ndq, capdq;
 };
@@ -192,6 +193,7 @@ void loop_timer_start(struct loop *lp, struct loop_timer *t, uint64_t delay_ms, 
 {
 	loop_timer_stop(lp, t);
 	t->due_ms = lp->now + delay_ms;
+	t->seq = ++lp->timer_seq;
 	t->cb = cb;
 	t->arg = arg;
 	if (lp->nheap == lp->capheap) {
@@ -229,7 +231,11 @@ void loop_stop(struct loop *lp)
 
 static void run_timers(struct loop *lp)
 {
-	while (lp->nheap && lp->heap[0]->due_ms <= lp->now) {
+	/* Only timers armed before this run: one re-armed from its own callback
+	 * with no delay fires in the next pass, after the sockets are polled,
+	 * instead of spinning here. */
+	uint64_t limit = lp->timer_seq;
+	while (lp->nheap && lp->heap[0]->due_ms <= lp->now && lp->heap[0]->seq <= limit) {
 		struct loop_timer *t = lp->heap[0];
 		loop_timer_stop(lp, t);
 		t->cb(t->arg);

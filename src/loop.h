@@ -20,6 +20,7 @@ typedef void (*loop_fn)(void *arg);
 /* A timer node lives inside its owner's struct; the loop never frees it. */
 struct loop_timer {
 	uint64_t due_ms;
+	uint64_t seq;
 	size_t heap_idx; /* 0 = not scheduled; otherwise index + 1 */
 	loop_fn cb;
 	void *arg;

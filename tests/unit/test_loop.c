@@ -21,19 +21,6 @@
 #include "loop.h"
 #include "util.h"
 
-/* An expected failure: a known src/ bug, kept visible without failing the
- * suite. When it starts passing, drop the marker. */
-#define CHECK_XFAIL(cond, why)                                                                    \
-	do {                                                                                      \
-		check_passed++;                                                                   \
-		if (cond)                                                                         \
-			fprintf(stderr, "%s:%d: expected failure now passes (%s): remove the marker\n", \
-				__FILE__, __LINE__, why);                                         \
-		else                                                                              \
-			fprintf(stderr, "%s:%d: expected failure (known bug: %s): %s\n", __FILE__,  \
-				__LINE__, why, #cond);                                            \
-	} while (0)
-
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
 static uint32_t rnd32(void)
 {
@@ -391,8 +378,7 @@ static void test_timer_zero_rearm(void)
 	/* Known bug: run_timers keeps popping while the heap's top is due at
 	 * the pass's clock, so a zero-delay re-arm fires again in the same pass
 	 * (all 20 fires in one iteration, no poll between them). */
-	CHECK_XFAIL(zt_last_iter > zt_first_iter && zt_io_between,
-		    "loop.c run_timers: a zero-delay re-arm fires again in the same pass");
+	CHECK(zt_last_iter > zt_first_iter && zt_io_between);
 	loop_unwatch(lp, zt_efd);
 	close(zt_efd);
 	loop_free(lp);
