@@ -12,7 +12,7 @@
 #include "log.h"
 #include "util.h"
 
-enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL };
+enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE };
 
 struct key {
 	const char *name;
@@ -26,6 +26,7 @@ struct key {
 static const struct key keys[] = {
 	{ "listen", K_LIST, OFF(listen), 0, 0, "127.0.0.1:8199" },
 	{ "db", K_STR, OFF(db), 1, 4096, "var/herald.db" },
+	{ "unix_mode", K_MODE, OFF(unix_mode), 0, 0777, "0660" },
 	{ "backlog", K_INT, OFF(backlog), 1, 65535, "1024" },
 	{ "log_level", K_LEVEL, OFF(log_level), 0, 0, "info" },
 	{ "per_address_limit", K_INT, OFF(per_address_limit), 0, 1000000, "32" },
@@ -164,6 +165,15 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 	case K_INT:
 		why = parse_scaled(v, units_int, &n);
 		break;
+	case K_MODE: {
+		char *end;
+		errno = 0;
+		long m = strtol(v, &end, 8);
+		if (!*v || *end || errno || m < 0)
+			return "not an octal file mode such as 0660";
+		n = m;
+		break;
+	}
 	case K_DUR_MS:
 		why = parse_scaled(v, units_ms, &n);
 		break;
@@ -556,6 +566,9 @@ void config_print(const struct config *cfg, FILE *out)
 		}
 		case K_DUR_MS:
 			fprintf(out, "%lldms", (long long)*(const int64_t *)(const void *)base);
+			break;
+		case K_MODE:
+			fprintf(out, "%04llo", (long long)*(const int64_t *)(const void *)base);
 			break;
 		case K_DUR_S:
 			fprintf(out, "%llds", (long long)*(const int64_t *)(const void *)base);

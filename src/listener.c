@@ -219,9 +219,11 @@ static int open_one(struct server *srv, const char *addr, struct listener *ls)
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 			goto fail;
-		/* Group access for a proxy (e.g. Caddy) in the socket's group;
-		 * the folder's permissions decide who reaches it at all. */
-		chmod(path, 0660);
+		/* unix_mode (0660 by default: owner and group, e.g. a proxy
+		 * added to the service's group); the folder's permissions decide
+		 * who reaches the socket at all. */
+		if (chmod(path, (mode_t)srv->cfg.unix_mode) < 0)
+			goto fail;
 		ls->is_unix = true;
 		ls->unix_path = xstrdup(path);
 		snprintf(ls->name, sizeof(ls->name), "unix %s", path);

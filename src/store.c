@@ -16,6 +16,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -308,6 +309,12 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 
 	st->watch_fd = -1;
 	st->path = xstrdup(path);
+	/* Create a new database group-writable (the umask still applies), so
+	 * other programs in the service's group can insert events; SQLite gives
+	 * its -wal and -shm files the same mode. */
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+	if (fd >= 0)
+		close(fd);
 	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 			     NULL);
 	if (rc != SQLITE_OK) {
