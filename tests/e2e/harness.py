@@ -19,7 +19,7 @@ HERALD_BIN = os.environ.get("HERALD_BIN", "build/herald")
 
 class Herald:
     def __init__(self, args=(), unix=False, db=None, dir=None, env=None, config=None, wait=True,
-                 listen=True, stdin=None, pass_fds=()):
+                 listen=True, stdin=None, pass_fds=(), preexec_fn=None):
         self.dir = dir or tempfile.mkdtemp(prefix="herald-test-")
         self.db = db or os.path.join(self.dir, "herald.db")
         self.sock_path = os.path.join(self.dir, "herald.sock") if unix else None
@@ -47,7 +47,7 @@ class Herald:
         self.logf = open(self.logpath, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=self.logf, env=full_env,
                                      stdin=stdin if stdin is not None else subprocess.DEVNULL,
-                                     pass_fds=pass_fds)
+                                     pass_fds=pass_fds, preexec_fn=preexec_fn)
         self.pid = self.proc.pid
         self.port = None
         self.tls_port = None  # a tls:127.0.0.1:0 listener's port

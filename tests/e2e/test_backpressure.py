@@ -3,11 +3,12 @@
 near its queue limit), and when it reads again it gets every event in
 order, no gap, no duplicate; a reader that reads all along gets every event
 live."""
+import re
 import socket
 import threading
 import time
 
-from harness import Herald, Stream, publish_many
+from harness import Herald, Stream, parse_frame, publish_many, request, wait_until
 
 N_EVENTS = 2000
 SIZE = 10 * 1024          # bytes of data per event: 2000 x 10 KiB = 20 MiB flowing
@@ -170,3 +171,81 @@ def test_stalled_reader_closed_after_stall_timeout_then_resumes():
 
 
 test_stalled_reader_closed_after_stall_timeout_then_resumes.timeout = 60
+
+
+def test_reader_crossing_between_live_and_catchup_loses_nothing():
+    # Rounds of: the reader stops reading while a burst larger than what the
+    # kernel buffers (herald's send buffer grows to ~4 MiB) plus the queue
+    # limit can hold is published, so it moves to catch-up; then it reads
+    # again while a second burst is being published, so it catches up and
+    # rejoins the live readers with events still arriving. Every event must
+    # arrive exactly once, in order.
+    rounds, stall_burst, live_burst = 4, 450, 150
+    with Herald(args=["--queue-limit", str(QUEUE_LIMIT), "--stall-timeout", "300s"]) as h:
+        s = Stream(h.port, rcvbuf=16384, timeout=30)
+        assert s.status == 200
+        s.opening()
+        got = []
+        allowed = threading.Event()
+        stop = threading.Event()
+
+        def read():
+            s.sock.settimeout(0.05)
+            while not stop.is_set():
+                if not allowed.wait(0.05):
+                    continue
+                try:
+                    d = s.sock.recv(262144)
+                except socket.timeout:
+                    continue
+                if not d:
+                    break
+                s.buf += d
+                for f in iter(s._frame, None):
+                    ev = parse_frame(f)
+                    if ev is not None:
+                        got.append(ev)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        ids = []
+        n = 0
+        try:
+            for _ in range(rounds):
+                allowed.set()
+                try:
+                    wait_until(lambda: len(got) >= len(ids), timeout=15, what="the reader to reach the live edge")
+                except AssertionError:
+                    break  # reported below with what is missing
+                allowed.clear()
+                time.sleep(0.06)  # let the reader thread see the flag and stop reading
+                ids += publish_many(h.port, [{"type": "bulk", "topic": "news", "data": _data(n + k), "public": True}
+                                             for k in range(stall_burst)])
+                n += stall_burst
+                allowed.set()
+                ids += publish_many(h.port, [{"type": "bulk", "topic": "news", "data": _data(n + k), "public": True}
+                                             for k in range(live_burst)])
+                n += live_burst
+            try:
+                wait_until(lambda: len(got) >= len(ids), timeout=15, interval=0.1, what="every event")
+            except AssertionError:
+                pass  # reported below with what is missing
+        finally:
+            stop.set()
+            reader.join(10)
+        got_ids = [e["id"] for e in got]
+        if got_ids != ids:
+            missing = sorted(set(ids) - set(got_ids))
+            dups = len(got_ids) - len(set(got_ids))
+            raise AssertionError(f"{len(got_ids)} of {len(ids)} events; missing {missing[:10]}; "
+                                 f"{dups} duplicates; increasing {all(a < b for a, b in zip(got_ids, got_ids[1:]))}")
+        assert all(e["data"] == _data(k) for k, e in enumerate(got))
+        # If herald counts moves to catch-up, every round must have caused one.
+        st, _, body = request(h.port, "GET", "/metrics")
+        m = re.search(rb"^herald_readers_to_catchup_total (\d+)", body, re.M)
+        if m:
+            assert int(m.group(1)) >= rounds, f"the reader moved to catch-up {int(m.group(1))} times in {rounds} rounds"
+        s.close()
+
+
+test_reader_crossing_between_live_and_catchup_loses_nothing.timeout = 120

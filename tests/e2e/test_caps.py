@@ -3,7 +3,7 @@ client address (peer, or the X-Forwarded-For hop from a trusted proxy), and
 the global reader cap (503 + Retry-After); non-stream requests still work."""
 import time
 
-from harness import Herald, Stream, check_refusal, publish, request
+from harness import Herald, Stream, check_refusal, connect, publish, request, wait_until
 
 
 def _refusal(s, status):
@@ -146,3 +146,97 @@ def test_unix_socket_clients_counted_by_forwarded_address():
         c.close()
         a.close()
         b.close()
+
+
+def _herald_with_nofile(n, args):
+    """A Herald whose RLIMIT_NOFILE is n, soft and hard (herald may raise
+    its soft limit to the hard one, so both are lowered, in the child only)."""
+    import resource
+    return Herald(args=args, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)))
+
+
+def _try_stream(port):
+    """(status or None, stream): None when the connection closed or hung
+    without any answer."""
+    try:
+        s = Stream(port, timeout=3)
+    except (AssertionError, OSError):
+        return None, None
+    return s.status, s
+
+
+def test_max_readers_derived_from_fd_limit():
+    # max_readers 0: derived from RLIMIT_NOFILE, so a reader beyond it gets
+    # 503 instead of herald running out of descriptors.
+    with _herald_with_nofile(64, ["--per-address-limit", "0"]) as h:
+        got = []
+        try:
+            for _ in range(80):
+                st, s = _try_stream(h.port)
+                got.append((st, s))
+                if st == 503:
+                    break
+            statuses = [st for st, _ in got]
+            assert statuses[-1] == 503, f"no 503 within 80 streams under a 64-fd limit: {statuses}"
+            assert all(st == 200 for st in statuses[:-1]), statuses
+            assert 10 <= len(statuses) - 1 < 64, f"{len(statuses) - 1} readers admitted under a 64-fd limit"
+            n = publish(h.port, data="fd")
+            for st, s in got[:-1]:
+                assert [e["id"] for e in s.events(1, timeout=5)] == [n]
+        finally:
+            for _, s in got:
+                if s:
+                    s.close()
+        st, _, _ = request(h.port, "GET", "/api/health")
+        assert st == 200
+
+
+test_max_readers_derived_from_fd_limit.timeout = 60
+
+
+def test_survives_running_out_of_descriptors():
+    # Plain connections are not capped by max_readers: 90 of them holding
+    # half-sent heads under a 64-fd limit make accept() hit EMFILE. herald
+    # must neither die nor spin; once they close it serves again.
+    with _herald_with_nofile(64, ["--per-address-limit", "0"]) as h:
+        socks = []
+        try:
+            for _ in range(90):
+                try:
+                    socks.append(connect(h.port, timeout=2))
+                except OSError:
+                    break
+            for s in socks:
+                try:
+                    s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n")
+                except OSError:
+                    pass
+            time.sleep(0.5)  # let herald hit the limit with everything pending
+            assert h.proc.poll() is None, f"herald died at the fd limit:\n{h.log()}"
+            cpu0 = _cpu_ticks(h.pid)
+            time.sleep(1.0)
+            spin = _cpu_ticks(h.pid) - cpu0
+            assert spin < 50, f"herald used {spin} CPU ticks in 1 s while out of descriptors (spinning?)"
+        finally:
+            for s in socks:
+                s.close()
+        wait_until(lambda: _health_ok(h.port), timeout=10, what="health after the descriptors were freed")
+        s = Stream(h.port)
+        assert s.status == 200
+        s.close()
+
+
+test_survives_running_out_of_descriptors.timeout = 60
+
+
+def _health_ok(port):
+    try:
+        return request(port, "GET", "/api/health", timeout=1)[0] == 200
+    except (AssertionError, OSError):
+        return False
+
+
+def _cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
