@@ -378,9 +378,8 @@ static void test_peer_text(void)
 	CHECK(!lb);
 	CHECK(memchr(out, '\0', sizeof(out)) != NULL);
 
-	/* A buffer too small for the text should still end up terminated.
-	 * Known bug: addr_peer_text leaves out untouched when inet_ntop fails
-	 * with ENOSPC (callers pass 64 bytes today, so it is latent). */
+	/* A buffer too small for the text still ends up terminated (inet_ntop
+	 * leaves it untouched on ENOSPC, so addr_peer_text must not rely on it). */
 	char tiny[8];
 	memset(tiny, 'X', sizeof(tiny));
 	peer6("2001:db8:1:2:3:4:5:6", tiny, sizeof(tiny), &lb);

@@ -199,10 +199,10 @@ static void test_reset(void)
 	chunk_unref(c);
 }
 
-/* Known bug (see the report in the commit): frame_reset formats into a
- * 256-byte stack buffer and then copies snprintf's would-be length, so a
- * reason longer than about 180 bytes reads past the buffer. The callers
- * today pass short constants. Run in a child, since ASan ends it. */
+/* A long reason is framed whole. frame_reset once formatted into a 256-byte
+ * stack buffer and copied snprintf's would-be length, reading past the
+ * buffer for a reason over about 180 bytes; this guards that. It runs in a
+ * child, so an ASan report there fails this check instead of the binary. */
 static bool reset_long_reason_ok(void)
 {
 	fflush(NULL);

@@ -68,6 +68,7 @@ struct tt {
 	bool stopped;
 	int fired;
 	uint64_t fired_iter;
+	uint64_t fired_at;
 	bool late_ok; /* fired at or after its due time */
 };
 
@@ -375,12 +376,68 @@ static void test_timer_zero_rearm(void)
 	loop_timer_start(lp, &zt, 0, on_zero, lp);
 	CHECK(run_bounded(lp, 3000));
 	CHECK_EQ_INT(zt_fires, 20);
-	/* Known bug: run_timers keeps popping while the heap's top is due at
-	 * the pass's clock, so a zero-delay re-arm fires again in the same pass
-	 * (all 20 fires in one iteration, no poll between them). */
+	/* One fire per pass, with the eventfd served in between (run_timers
+	 * once kept popping a zero-delay re-arm within the same pass). */
 	CHECK(zt_last_iter > zt_first_iter && zt_io_between);
 	loop_unwatch(lp, zt_efd);
 	close(zt_efd);
+	loop_free(lp);
+}
+
+/* Timers armed before a pass are not held back by a timer that keeps
+ * re-arming itself with no delay: the spinner runs until every older timer
+ * has fired, and each of those fires once, close to its due time. */
+static struct loop_timer spin_t;
+static int spin_runs;
+static struct tt older[100];
+static size_t older_fired;
+
+static void on_spin(void *arg)
+{
+	struct loop *lp = arg;
+	/* The cap turns a same-pass spin (the clock frozen, so the older
+	 * timers never come due) into a failure instead of a hang. */
+	if (++spin_runs > 1000000)
+		return;
+	if (older_fired == sizeof(older) / sizeof(older[0]))
+		loop_stop(lp);
+	else
+		loop_timer_start(lp, &spin_t, 0, on_spin, lp);
+}
+
+static void on_older(void *arg)
+{
+	struct tt *x = arg;
+	x->fired++;
+	x->fired_at = loop_now(x->lp);
+	older_fired++;
+}
+
+static void test_timer_zero_rearm_fairness(void)
+{
+	struct loop *lp = loop_new();
+	memset(older, 0, sizeof(older));
+	older_fired = 0;
+	spin_runs = 0;
+	memset(&spin_t, 0, sizeof(spin_t));
+	loop_timer_start(lp, &spin_t, 0, on_spin, lp);
+	for (size_t i = 0; i < sizeof(older) / sizeof(older[0]); i++) {
+		older[i].lp = lp;
+		loop_timer_start(lp, &older[i].t, i % 5, on_older, &older[i]);
+		older[i].due = older[i].t.due_ms;
+	}
+	CHECK(run_bounded(lp, 3000));
+	loop_timer_stop(lp, &spin_t);
+	CHECK_EQ_INT(older_fired, sizeof(older) / sizeof(older[0]));
+	size_t multi = 0, late = 0;
+	for (size_t i = 0; i < sizeof(older) / sizeof(older[0]); i++) {
+		multi += older[i].fired != 1;
+		if (older[i].fired && older[i].fired_at > older[i].due + 200)
+			late++;
+	}
+	CHECK_EQ_INT(multi, 0);
+	CHECK_EQ_INT(late, 0);
+	CHECK(spin_runs > 1);
 	loop_free(lp);
 }
 
@@ -1060,6 +1117,7 @@ int main(void)
 	test_timer_stop_in_callback();
 	test_timer_restart();
 	test_timer_zero_rearm();
+	test_timer_zero_rearm_fairness();
 	test_defer_order();
 	test_defer_nonblocking();
 	test_defer_many();
