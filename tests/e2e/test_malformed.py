@@ -237,3 +237,38 @@ def test_publish_with_lowercase_bearer_scheme():
     with Herald(args=ARGS + ["--publish-token", "tok"]) as h:
         st, _, body = request(h.port, "POST", "/api/events", b'{"data":"x"}', headers={"Authorization": "bearer tok"})
         assert st == 201, (st, body)
+
+
+def test_trickled_head_gets_408_at_header_timeout():
+    # header_timeout bounds the whole head, not the gap between bytes: a
+    # client sending a byte every 0.2 s (slowloris) is cut off after ~1 s.
+    with Herald(args=ARGS) as h:
+        with HttpConn(h.port) as c:
+            raw = b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"s" * 100 + b"\r\n\r\n"
+            t0 = time.monotonic()
+            answered = None
+            for k in range(len(raw)):
+                try:
+                    c.send(raw[k:k + 1])
+                except OSError:
+                    break
+                c.sock.settimeout(0.2)
+                try:
+                    if not c._fill():
+                        break
+                except socket.timeout:
+                    continue
+                except ConnectionResetError:
+                    break
+                if b"\r\n\r\n" in c.buf:
+                    answered = time.monotonic() - t0
+                    break
+                if time.monotonic() - t0 > 6:
+                    break
+            assert answered is not None, f"no answer within {time.monotonic() - t0:.1f} s of trickling; got {c.buf!r}"
+            c.sock.settimeout(3)
+            st, hd, body = c.read_response()
+            check_refusal(st, hd, body, 408)
+            assert answered <= 3.0, f"408 after {answered:.2f} s with header_timeout 1 s"
+        st, _, _ = request(h.port, "GET", "/api/health")
+        assert st == 200
