@@ -8,7 +8,9 @@
  * parser (tests/unit/sse_parse.h) is exactly one event with that id, the
  * type cut at its first line break ("message" if that leaves nothing), and
  * the data with CRLF and CR turned into LF; and the frame is no larger than
- * the worst case of the encoding.
+ * the worst case of the encoding. The data also serves as frame_reset's
+ * reason (when it is a plain word-like string): the reset reads back with
+ * the id, type "reset" and the reason and resume id in its JSON.
  *
  * Standalone (the default): linked with tests/fuzz/driver.c by the Makefile.
  * With libFuzzer instead, from the repo root:
@@ -66,6 +68,35 @@ int fuzz_one(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(c->len <= 4 + 20 + 8 + (tn > 7 ? tn : 7) + 1 + dn + 7 * (breaks + 2) + 1);
 	FUZZ_ASSERT(sse_frame_matches(c->data, c->len, id, type, tn, d, dn, stderr));
 	chunk_unref(c);
+
+	/* frame_reset with the data as the reason (its callers pass internal
+	 * words: no line breaks, quotes or NULs, so those inputs are skipped). */
+	if (dn < 4096 && !memchr(d, '\n', dn) && !memchr(d, '\r', dn) && !memchr(d, '"', dn) &&
+	    !memchr(d, '\0', dn) && !memchr(d, '\\', dn)) {
+		char *reason = malloc(dn + 1);
+		FUZZ_ASSERT(reason);
+		memcpy(reason, d, dn);
+		reason[dn] = '\0';
+		int64_t resume = (int64_t)(tn * 7919) - 3;
+		c = frame_reset(id, reason, resume);
+		FUZZ_ASSERT(c && c->refs == 1);
+		char *want = malloc(dn + 128);
+		FUZZ_ASSERT(want);
+		int wn = snprintf(want, dn + 128, "{\"reason\":\"%s\",\"last_event_id\":%lld", reason, (long long)resume);
+		struct sse s;
+		sse_parse(&s, c->data, c->len);
+		char idtext[32];
+		int idn = snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
+		FUZZ_ASSERT(s.nev == 1 && !s.pending && s.nunknown == 0);
+		FUZZ_ASSERT(sse_buf_is(&s.ev[0].id, idtext, (size_t)idn));
+		FUZZ_ASSERT(sse_buf_is(&s.ev[0].type, "reset", 5));
+		FUZZ_ASSERT(s.ev[0].data.n > (size_t)wn && memcmp(s.ev[0].data.p, want, (size_t)wn) == 0);
+		FUZZ_ASSERT(s.ev[0].data.p[s.ev[0].data.n - 1] == '}');
+		sse_free(&s);
+		free(want);
+		free(reason);
+		chunk_unref(c);
+	}
 	return 0;
 }
 
