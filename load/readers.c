@@ -971,59 +971,66 @@ static double ms(int64_t ns)
 	return (double)ns / 1e6;
 }
 
-int main(int argc, char **argv)
+/* What a run measured, gathered by the phases and printed by report(). */
+struct run {
+	int backlog, backlog_effective;
+	int threads_before, threads_open, threads_max;
+	long rss_before, rss_open;
+	long long ovf0, ovf1, drop0, drop1;
+	double open_s;
+	long open_errors, still_open;
+	struct cpu_mark ev_a, ev_b, idle_a, idle_b;
+	int herald_exit;
+	double floor_s;
+};
+
+static void sample_threads(struct run *m)
 {
-	int rc = parse_args(argc, argv);
-	if (rc >= 0)
-		return rc;
-	N = opt.n;
-	K = opt.events;
+	if (!server_pid)
+		return;
+	int t = proc_threads(server_pid, 1);
+	if (t > m->threads_max)
+		m->threads_max = t;
+}
 
-	long soft = 0, hard = 0;
-	tool_raise_nofile(&soft, &hard);
-	char what[64];
-	snprintf(what, sizeof(what), "%ld readers", N);
-	if (tool_check_fds(N + 64, what) != 0)
-		return 2;
-	tool_catch_signals(&stop_flag);
-	snprintf(run_tag, sizeof(run_tag), "%lx", (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16));
-
-	struct tool_herald h;
-	memset(&h, 0, sizeof(h));
-	int backlog = -1;
+/* Name the target and publisher: start a herald, or use --server. Returns 0,
+ * or the exit status after saying why. */
+static int setup(struct tool_herald *h, struct run *m)
+{
+	m->backlog = -1;
+	m->backlog_effective = -1;
 	if (!opt.server) {
-		backlog = tool_default_backlog(opt.backlog);
-		if (tool_herald_start(&h, backlog, opt.unix_listener, NULL) != 0)
+		if (tool_herald_start(h, tool_default_backlog(opt.backlog), opt.unix_listener, NULL) != 0)
 			return 1;
-		backlog = h.backlog;
-		server_pid = h.pid;
+		m->backlog = h->backlog;
+		server_pid = h->pid;
 		char s[400];
 		if (opt.unix_listener)
-			snprintf(s, sizeof(s), "unix:%s", h.unix_path);
+			snprintf(s, sizeof(s), "unix:%s", h->unix_path);
 		else
-			snprintf(s, sizeof(s), "127.0.0.1:%d", h.port);
+			snprintf(s, sizeof(s), "127.0.0.1:%d", h->port);
 		tool_parse_addr(s, &target);
 		if (opt.post) {
-			snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h.port);
+			snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h->port);
 			tool_parse_addr(s, &pub_addr);
 			opt.publish = "own";
 		} else {
-			opt.db = h.db;
+			opt.db = h->db;
 		}
-		fprintf(stderr, "readers: started herald %s (pid %d) on 127.0.0.1:%d, backlog %d, db %s\n", h.bin,
-			(int)h.pid, h.port, h.backlog, h.db);
+		fprintf(stderr, "readers: started herald %s (pid %d) on 127.0.0.1:%d, backlog %d, db %s\n", h->bin,
+			(int)h->pid, h->port, h->backlog, h->db);
 	} else {
 		server_pid = (pid_t)opt.pid;
 		if (opt.backlog > 0)
-			backlog = (int)opt.backlog;
+			m->backlog = (int)opt.backlog;
 	}
-	int backlog_effective = -1;
 	if (target.family != AF_UNIX) {
+		/* The accept queue's maximum is the backlog that took effect. */
 		struct proc_listener *ls = NULL;
 		int nl = proc_listeners(&ls);
 		for (int i = 0; i < nl; i++)
 			if (ls[i].port == target.port)
-				backlog_effective = (int)ls[i].max;
+				m->backlog_effective = (int)ls[i].max;
 		free(ls);
 		long lo = 32768, hi = 60999;
 		char buf[64];
@@ -1033,32 +1040,17 @@ int main(int argc, char **argv)
 				sscanf(buf, "%ld %ld", &lo, &hi);
 			fclose(f);
 		}
-		long ports = (hi - lo + 1) * (opt.sources > 1 ? opt.sources : 1);
-		if (N > ports)
+		long srcs = opt.sources > 1 ? opt.sources : 1;
+		if (N > (hi - lo + 1) * srcs)
 			fprintf(stderr,
 				"readers: warning: %ld readers from %ld source address(es) need more ephemeral ports "
 				"than the %ld of net.ipv4.ip_local_port_range; use --sources\n",
-				N, opt.sources > 1 ? opt.sources : 1, ports);
+				N, srcs, (hi - lo + 1) * srcs);
 	}
-	if (backlog < 0)
-		backlog = backlog_effective;
-
-	if (opt.db && db_open(opt.db) != 0) {
-		if (!opt.server)
-			tool_herald_stop(&h, 1);
+	if (m->backlog < 0)
+		m->backlog = m->backlog_effective;
+	if (opt.db && db_open(opt.db) != 0)
 		return 1;
-	}
-
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	R = xcalloc((size_t)N, sizeof(*R));
-	for (long i = 0; i < N; i++)
-		R[i].fd = -1;
-	recv_ns = xcalloc((size_t)N * (size_t)K, sizeof(*recv_ns));
-	ev_id = xcalloc((size_t)K, sizeof(*ev_id));
-	ev_t0 = xcalloc((size_t)K, sizeof(*ev_t0));
-	ev_t1 = xcalloc((size_t)K, sizeof(*ev_t1));
-	ev_got = xcalloc((size_t)K, sizeof(*ev_got));
-	ev_failed = xcalloc((size_t)K, sizeof(*ev_failed));
 	char auth[300] = "";
 	if (opt.token)
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", opt.token);
@@ -1066,17 +1058,22 @@ int main(int argc, char **argv)
 				       "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n%s\r\n",
 				       opt.path ? opt.path : (target.path[0] ? target.path : "/api/events/stream"),
 				       target.family == AF_UNIX ? "localhost" : target.text, auth);
+	return 0;
+}
 
-	/* ---- open ---- */
-	int threads_before = server_pid ? proc_threads(server_pid, 1) : -1;
-	long rss_before = server_pid ? proc_rss_kb(server_pid, 1) : -1;
-	long long ovf0 = proc_tcpext_now("ListenOverflows"), drop0 = proc_tcpext_now("ListenDrops");
+/* Open every reader, or give up at --open-timeout; samples around it. */
+static void phase_open(struct run *m, long fd_limit)
+{
+	m->threads_before = server_pid ? proc_threads(server_pid, 1) : -1;
+	m->rss_before = server_pid ? proc_rss_kb(server_pid, 1) : -1;
+	m->ovf0 = proc_tcpext_now("ListenOverflows");
+	m->drop0 = proc_tcpext_now("ListenDrops");
 	fprintf(stderr, "readers: opening %ld readers to %s%s (fd limit %ld)\n", N, target.text,
-		opt.ramp ? "" : ", no cap on connects in flight", soft);
+		opt.ramp ? "" : ", no cap on connects in flight", fd_limit);
 	t_open_begin = tool_now_ns();
-	int64_t open_deadline = t_open_begin + (int64_t)(opt.open_timeout * 1e9);
+	int64_t deadline = t_open_begin + (int64_t)(opt.open_timeout * 1e9);
 	double last_note = tool_now_s();
-	while (n_settled < N && !stop_flag && tool_now_ns() < open_deadline) {
+	while (n_settled < N && !stop_flag && tool_now_ns() < deadline) {
 		/* Start connects in batches so answers are read in between. */
 		int started = 0;
 		while (next_connect < N && started < 256 && (opt.ramp == 0 || n_inflight < opt.ramp)) {
@@ -1098,208 +1095,205 @@ int main(int argc, char **argv)
 				(double)(tool_now_ns() - t_open_begin) / 1e9);
 		}
 	}
+	/* Whatever has not opened by now timed out. */
 	for (long i = 0; i < N; i++) {
 		struct reader *r = &R[i];
-		if (r->state == R_NEW || r->state == R_RETRY || (r->state >= R_CONNECTING && r->state < R_OPEN)) {
-			if (r->state == R_NEW || r->state == R_RETRY) {
-				errs[E_TIMEOUT]++;
-				n_settled++;
-				if (r->state == R_RETRY)
-					n_inflight--;
-				r->state = R_DEAD;
-			} else {
-				reader_fail(r, E_TIMEOUT);
-			}
+		if (r->state == R_NEW || r->state == R_RETRY) {
+			errs[E_TIMEOUT]++;
+			n_settled++;
+			if (r->state == R_RETRY)
+				n_inflight--;
+			r->state = R_DEAD;
+		} else if (r->state >= R_CONNECTING && r->state < R_OPEN) {
+			reader_fail(r, E_TIMEOUT);
 		}
 	}
-	double open_s = n_opened ? (double)(t_last_open - t_open_begin) / 1e9 : NAN;
-	long long ovf1 = proc_tcpext_now("ListenOverflows"), drop1 = proc_tcpext_now("ListenDrops");
-	int threads_open = server_pid ? proc_threads(server_pid, 1) : -1;
-	long rss_open = server_pid ? proc_rss_kb(server_pid, 1) : -1;
-	long open_errors = 0;
+	m->open_s = n_opened ? (double)(t_last_open - t_open_begin) / 1e9 : NAN;
+	m->ovf1 = proc_tcpext_now("ListenOverflows");
+	m->drop1 = proc_tcpext_now("ListenDrops");
+	m->threads_open = server_pid ? proc_threads(server_pid, 1) : -1;
+	m->threads_max = m->threads_open;
+	m->rss_open = server_pid ? proc_rss_kb(server_pid, 1) : -1;
 	for (int k = 0; k < E_KINDS; k++)
-		open_errors += errs[k];
-	fprintf(stderr, "readers: %ld of %ld open in %.3f s; %ld failed\n", n_opened, N, open_s, open_errors);
+		m->open_errors += errs[k];
+	fprintf(stderr, "readers: %ld of %ld open in %.3f s; %ld failed\n", n_opened, N, m->open_s, m->open_errors);
+}
 
-	/* ---- events ---- */
-	struct cpu_mark ev_a = cpu_mark(), ev_b = ev_a;
-	int threads_max = threads_open;
-	if (n_open > 0 && !stop_flag) {
-		if (opt.publish && pub_fd < 0)
-			pub_connect();
-		int64_t t_ev = tool_now_ns();
-		ev_a = cpu_mark();
-		int64_t step = (int64_t)(opt.interval * 1e9);
-		int64_t stragglers_until = 0;
-		long next = 0, reported = 0;
-		while (!stop_flag) {
-			int64_t now = tool_now_ns();
-			if (next < K && now >= t_ev + next * step) {
-				publish(next);
-				next++;
-				if (next == K)
-					stragglers_until = tool_now_ns() + (int64_t)(opt.event_timeout * 1e9);
-				continue;
-			}
-			/* Report events as they complete, in order. */
-			while (reported < next && (ev_failed[reported] || (ev_id[reported] && ev_got[reported] >= n_open))) {
-				if (!ev_failed[reported]) {
-					int64_t last = 0;
-					for (long i = 0; i < N; i++) {
-						int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)reported];
-						if (t > last)
-							last = t;
-					}
-					fprintf(stderr, "readers: event %ld/%ld (id %lld): all %ld readers in %.1f ms\n",
-						reported + 1, K, (long long)ev_id[reported], ev_got[reported],
-						ms(last - ev_t0[reported]));
-				}
-				reported++;
-			}
-			if (next == K && reported == K)
-				break;
-			if (next == K && now > stragglers_until)
-				break;
-			int64_t wait_ns = next < K ? t_ev + next * step - now : stragglers_until - now;
-			int wait_ms = (int)(wait_ns / 1000000);
-			if (wait_ms > 50)
-				wait_ms = 50;
-			if (wait_ms < 0)
-				wait_ms = 0;
-			loop_once(wait_ms);
+/* The time until the last reader had event k so far. */
+static int64_t last_arrival(long k)
+{
+	int64_t last = 0;
+	for (long i = 0; i < N; i++) {
+		int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
+		if (t > last)
+			last = t;
+	}
+	return last;
+}
+
+/* Publish K events on schedule, --interval apart, whether or not the last
+ * one has reached everybody, then wait --event-timeout for stragglers. */
+static void phase_events(struct run *m)
+{
+	m->ev_a = m->ev_b = cpu_mark();
+	if (n_open == 0 || stop_flag)
+		return;
+	if (opt.publish && pub_fd < 0)
+		pub_connect();
+	int64_t t_ev = tool_now_ns();
+	m->ev_a = cpu_mark();
+	int64_t step = (int64_t)(opt.interval * 1e9);
+	int64_t stragglers_until = 0;
+	long next = 0, reported = 0;
+	while (!stop_flag) {
+		int64_t now = tool_now_ns();
+		if (next < K && now >= t_ev + next * step) {
+			publish(next);
+			next++;
+			if (next == K)
+				stragglers_until = tool_now_ns() + (int64_t)(opt.event_timeout * 1e9);
+			continue;
 		}
-		ev_b = cpu_mark();
-		if (server_pid) {
-			int t = proc_threads(server_pid, 1);
-			if (t > threads_max)
-				threads_max = t;
+		/* Say so as events complete, in order. */
+		while (reported < next && (ev_failed[reported] || (ev_id[reported] && ev_got[reported] >= n_open))) {
+			if (!ev_failed[reported])
+				fprintf(stderr, "readers: event %ld/%ld (id %lld): all %ld readers in %.1f ms\n",
+					reported + 1, K, (long long)ev_id[reported], ev_got[reported],
+					ms(last_arrival(reported) - ev_t0[reported]));
+			reported++;
+		}
+		if (next == K && (reported == K || now > stragglers_until))
+			break;
+		int64_t wait_ns = next < K ? t_ev + next * step - now : stragglers_until - now;
+		int64_t wait_ms = wait_ns / 1000000;
+		loop_once((int)(wait_ms > 50 ? 50 : wait_ms < 0 ? 0 : wait_ms));
+	}
+	m->ev_b = cpu_mark();
+	sample_threads(m);
+}
+
+static void phase_idle(struct run *m)
+{
+	m->idle_a = m->idle_b = cpu_mark();
+	if (n_open == 0 || stop_flag || opt.idle <= 0)
+		return;
+	fprintf(stderr, "readers: idle for %g s\n", opt.idle);
+	int64_t until = tool_now_ns() + (int64_t)(opt.idle * 1e9);
+	while (!stop_flag) {
+		int64_t left_ms = (until - tool_now_ns()) / 1000000;
+		if (left_ms <= 0)
+			break;
+		loop_once((int)(left_ms > 200 ? 200 : left_ms));
+	}
+	m->idle_b = cpu_mark();
+	sample_threads(m);
+}
+
+/* Figures of one event over the readers that had it. */
+struct ev_fig {
+	double min, p50, p99, max;
+	long missing;
+	int failed;
+};
+
+static void write_csv(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "readers: cannot write %s: %s\n", path, strerror(errno));
+		return;
+	}
+	fprintf(f, "reader,event,id,latency_ms\n");
+	for (long i = 0; i < N; i++) {
+		if (!R[i].t_open)
+			continue;
+		for (long k = 0; k < K; k++) {
+			int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
+			if (t)
+				fprintf(f, "%ld,%ld,%lld,%.3f\n", i, k + 1, (long long)ev_id[k], ms(t - ev_t0[k]));
+			else
+				fprintf(f, "%ld,%ld,%lld,\n", i, k + 1, (long long)ev_id[k]);
 		}
 	}
+	fclose(f);
+}
 
-	/* ---- idle ---- */
-	struct cpu_mark idle_a = cpu_mark(), idle_b = idle_a;
-	if (n_open > 0 && !stop_flag && opt.idle > 0) {
-		fprintf(stderr, "readers: idle for %g s\n", opt.idle);
-		int64_t until = tool_now_ns() + (int64_t)(opt.idle * 1e9);
-		while (!stop_flag) {
-			int64_t left = until - tool_now_ns();
-			if (left <= 0)
-				break;
-			loop_once((int)(left / 1000000 > 200 ? 200 : left / 1000000));
-		}
-		idle_b = cpu_mark();
-		if (server_pid) {
-			int t = proc_threads(server_pid, 1);
-			if (t > threads_max)
-				threads_max = t;
-		}
-	}
-	long still_open = n_open;
-
-	/* ---- close, stop, floor ---- */
-	for (long i = 0; i < N; i++)
-		reader_close(&R[i]);
-	if (pub_fd >= 0)
-		close(pub_fd);
-	if (db)
-		db_close();
-	close(ep);
-	int herald_exit = 0;
-	if (!opt.server) {
-		herald_exit = tool_herald_stop(&h, opt.keep);
-	}
-	double floor_s = NAN;
-	if (!opt.no_floor && !stop_flag && n_opened > 0) {
-		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n", n_opened);
-		floor_s = run_floor(n_opened);
-	}
-
-	/* ---- figures ---- */
-	long missing_total = 0, failed_events = 0;
-	double *lat = xmalloc((size_t)(N ? N : 1) * sizeof(double));
+/* Print the table, the per-event table, the notes and the JSON line (and the
+ * CSV); returns the exit status. */
+static int report(const struct run *m)
+{
+	struct ev_fig *ev = xcalloc((size_t)K, sizeof(*ev));
+	double *lat = xmalloc((size_t)N * sizeof(double));
 	double *to_all = xmalloc((size_t)K * sizeof(double));
-	double *ev_min = xmalloc((size_t)K * sizeof(double)), *ev_p50 = xmalloc((size_t)K * sizeof(double));
-	double *ev_p99 = xmalloc((size_t)K * sizeof(double));
-	long *ev_missing = xcalloc((size_t)K, sizeof(long));
-	long n_to_all = 0;
+	long missing_total = 0, failed_events = 0;
+	size_t n_all = 0;
 	for (long k = 0; k < K; k++) {
-		size_t m = 0;
+		size_t got = 0;
 		for (long i = 0; i < N; i++) {
 			int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
 			if (t)
-				lat[m++] = (double)(t - ev_t0[k]) / 1e9;
+				lat[got++] = (double)(t - ev_t0[k]) / 1e9;
 		}
-		tool_sort_doubles(lat, m);
-		ev_missing[k] = n_opened - (long)m;
-		if (k >= n_published || ev_failed[k])
-			failed_events++;
-		missing_total += ev_missing[k];
-		ev_min[k] = m ? lat[0] : NAN;
-		ev_p50[k] = tool_percentile(lat, m, 50);
-		ev_p99[k] = tool_percentile(lat, m, 99);
-		to_all[k] = m ? lat[m - 1] : NAN;
-		if (m)
-			n_to_all++;
+		tool_sort_doubles(lat, got);
+		ev[k].missing = n_opened - (long)got;
+		ev[k].failed = k >= n_published || ev_failed[k];
+		failed_events += ev[k].failed;
+		missing_total += ev[k].missing;
+		ev[k].min = got ? lat[0] : NAN;
+		ev[k].p50 = tool_percentile(lat, got, 50);
+		ev[k].p99 = tool_percentile(lat, got, 99);
+		ev[k].max = got ? lat[got - 1] : NAN;
+		if (got)
+			to_all[n_all++] = ev[k].max;
 	}
-	double *sorted_all = xmalloc((size_t)K * sizeof(double));
-	size_t ns = 0;
-	for (long k = 0; k < K; k++)
-		if (!isnan(to_all[k]))
-			sorted_all[ns++] = to_all[k];
-	tool_sort_doubles(sorted_all, ns);
-	double all_min = ns ? sorted_all[0] : NAN, all_max = ns ? sorted_all[ns - 1] : NAN;
-	double all_p50 = tool_percentile(sorted_all, ns, 50);
-	double ratio = (!isnan(floor_s) && floor_s > 0 && !isnan(all_p50)) ? all_p50 / floor_s : NAN;
+	tool_sort_doubles(to_all, n_all);
+	double all_min = n_all ? to_all[0] : NAN, all_max = n_all ? to_all[n_all - 1] : NAN;
+	double all_p50 = tool_percentile(to_all, n_all, 50);
+	double ratio = (!isnan(m->floor_s) && m->floor_s > 0) ? all_p50 / m->floor_s : NAN;
 
-	double *open_lat = xmalloc((size_t)(N ? N : 1) * sizeof(double));
 	size_t no = 0;
 	for (long i = 0; i < N; i++)
 		if (R[i].t_open)
-			open_lat[no++] = (double)(R[i].t_open - R[i].t_start) / 1e9;
-	tool_sort_doubles(open_lat, no);
-	double open_p50 = tool_percentile(open_lat, no, 50), open_p99 = tool_percentile(open_lat, no, 99);
+			lat[no++] = (double)(R[i].t_open - R[i].t_start) / 1e9;
+	tool_sort_doubles(lat, no);
+	double open_p50 = tool_percentile(lat, no, 50), open_p99 = tool_percentile(lat, no, 99);
 
-	double cpu_ev = cpu_pct(ev_a, ev_b), cpu_idle = cpu_pct(idle_a, idle_b);
-	double client_cpu_ev = ev_b.t > ev_a.t ? (ev_b.self - ev_a.self) / (ev_b.t - ev_a.t) * 100.0 : NAN;
-	double cpu_ms_per_event = NAN;
-	if (ev_a.ok && ev_b.ok && K > 0)
-		cpu_ms_per_event = (double)(ev_b.ticks - ev_a.ticks) / (double)proc_clk_tck() * 1e3 / (double)K;
-	double rss_per_reader = (rss_open >= 0 && rss_before >= 0 && n_opened > 0)
-					? (double)(rss_open - rss_before) / (double)n_opened
+	double cpu_ev = cpu_pct(m->ev_a, m->ev_b), cpu_idle = cpu_pct(m->idle_a, m->idle_b);
+	double client_cpu = m->ev_b.t > m->ev_a.t ? (m->ev_b.self - m->ev_a.self) / (m->ev_b.t - m->ev_a.t) * 100.0 : NAN;
+	double cpu_per_event = NAN;
+	if (m->ev_a.ok && m->ev_b.ok && m->ev_b.t > m->ev_a.t)
+		cpu_per_event = (double)(m->ev_b.ticks - m->ev_a.ticks) / (double)proc_clk_tck() * 1e3 / (double)K;
+	double rss_per_reader = (m->rss_open >= 0 && m->rss_before >= 0 && n_opened > 0)
+					? (double)(m->rss_open - m->rss_before) / (double)n_opened
 					: NAN;
-	long long dovf = (ovf0 >= 0 && ovf1 >= 0) ? ovf1 - ovf0 : -1;
-	long long ddrop = (drop0 >= 0 && drop1 >= 0) ? drop1 - drop0 : -1;
+	long long dovf = (m->ovf0 >= 0 && m->ovf1 >= 0) ? m->ovf1 - m->ovf0 : -1;
+	long long ddrop = (m->drop0 >= 0 && m->drop1 >= 0) ? m->drop1 - m->drop0 : -1;
 	long closed_total = 0;
 	for (int k = 0; k < E_KINDS; k++)
 		closed_total += closed_after_open[k];
 
-	/* ---- table ---- */
-	char cN[32], b1[32], b2[32], b3[32], b4[32], b5[32];
+	/* The table. */
+	char cN[32], b1[32], b2[32], b3[32], b4[32];
+	char c_backlog[48], c_open[64], c_thr[32], c_ev[96], c_cpu1[32], c_cpu2[32], c_rss[32], c_ratio[32];
 	tool_fmt_count(N, cN, sizeof(cN));
-	printf("| run | listen backlog | opens (%s) | threads, all open | event to all %s | CPU while events flow | "
-	       "CPU idle | RSS per reader | kernel floor | vs floor |\n",
-	       cN, cN);
-	printf("|---|---|---|---|---|---|---|---|---|---|\n");
-	char c_backlog[48], c_open[64], c_thr[32], c_ev[96], c_cpu1[32], c_cpu2[32], c_rss[32], c_floor[32],
-		c_ratio[32];
-	if (backlog > 0 && backlog_effective > 0 && backlog_effective != backlog)
-		snprintf(c_backlog, sizeof(c_backlog), "%d (capped to %d)", backlog, backlog_effective);
-	else if (backlog > 0)
-		snprintf(c_backlog, sizeof(c_backlog), "%d", backlog);
+	if (m->backlog > 0 && m->backlog_effective > 0 && m->backlog_effective != m->backlog)
+		snprintf(c_backlog, sizeof(c_backlog), "%d (capped to %d)", m->backlog, m->backlog_effective);
+	else if (m->backlog > 0)
+		snprintf(c_backlog, sizeof(c_backlog), "%d", m->backlog);
 	else
 		snprintf(c_backlog, sizeof(c_backlog), "?");
 	if (n_opened == N)
-		snprintf(c_open, sizeof(c_open), "**%s**", tool_fmt_dur(open_s, b1, sizeof(b1)));
+		snprintf(c_open, sizeof(c_open), "**%s**", tool_fmt_dur(m->open_s, b1, sizeof(b1)));
 	else
-		snprintf(c_open, sizeof(c_open), "**%s** (%ld of %ld)", tool_fmt_dur(open_s, b1, sizeof(b1)), n_opened,
-			 N);
-	if (threads_open < 0)
+		snprintf(c_open, sizeof(c_open), "**%s** (%ld of %ld)", tool_fmt_dur(m->open_s, b1, sizeof(b1)),
+			 n_opened, N);
+	if (m->threads_open < 0)
 		snprintf(c_thr, sizeof(c_thr), "n/a");
-	else if (threads_max != threads_open)
-		snprintf(c_thr, sizeof(c_thr), "%d (max %d)", threads_open, threads_max);
+	else if (m->threads_max != m->threads_open)
+		snprintf(c_thr, sizeof(c_thr), "%d (max %d)", m->threads_open, m->threads_max);
 	else
-		snprintf(c_thr, sizeof(c_thr), "%d", threads_open);
-	if (ns == 0)
+		snprintf(c_thr, sizeof(c_thr), "%d", m->threads_open);
+	if (n_all == 0)
 		snprintf(c_ev, sizeof(c_ev), "none arrived");
 	else if (missing_total || failed_events)
 		snprintf(c_ev, sizeof(c_ev), "%s – %s (%ld missing)", tool_fmt_dur(all_min, b2, sizeof(b2)),
@@ -1307,25 +1301,24 @@ int main(int argc, char **argv)
 	else
 		snprintf(c_ev, sizeof(c_ev), "%s – %s", tool_fmt_dur(all_min, b2, sizeof(b2)),
 			 tool_fmt_dur(all_max, b3, sizeof(b3)));
-	if (isnan(cpu_ev))
-		snprintf(c_cpu1, sizeof(c_cpu1), "n/a");
-	else
+	strcpy(c_cpu1, "n/a");
+	strcpy(c_cpu2, "n/a");
+	strcpy(c_rss, "n/a");
+	strcpy(c_ratio, "n/a");
+	if (!isnan(cpu_ev))
 		snprintf(c_cpu1, sizeof(c_cpu1), "%.1f %% of a core", cpu_ev);
-	if (isnan(cpu_idle))
-		snprintf(c_cpu2, sizeof(c_cpu2), "n/a");
-	else
+	if (!isnan(cpu_idle))
 		snprintf(c_cpu2, sizeof(c_cpu2), "%.2f %%", cpu_idle);
-	if (isnan(rss_per_reader))
-		snprintf(c_rss, sizeof(c_rss), "n/a");
-	else
+	if (!isnan(rss_per_reader))
 		snprintf(c_rss, sizeof(c_rss), "%.1f KiB", rss_per_reader);
-	snprintf(c_floor, sizeof(c_floor), "%s", isnan(floor_s) ? "n/a" : tool_fmt_dur(floor_s, b4, sizeof(b4)));
-	if (isnan(ratio))
-		snprintf(c_ratio, sizeof(c_ratio), "n/a");
-	else
+	if (!isnan(ratio))
 		snprintf(c_ratio, sizeof(c_ratio), "%.1fx", ratio);
+	printf("| run | listen backlog | opens (%s) | threads, all open | event to all %s | CPU while events flow | "
+	       "CPU idle | RSS per reader | kernel floor | vs floor |\n",
+	       cN, cN);
+	printf("|---|---|---|---|---|---|---|---|---|---|\n");
 	printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", opt.run, c_backlog, c_open, c_thr, c_ev, c_cpu1,
-	       c_cpu2, c_rss, c_floor, c_ratio);
+	       c_cpu2, c_rss, tool_fmt_dur(m->floor_s, b4, sizeof(b4)), c_ratio);
 
 	printf("\nPer event, from just before the %s until each reader had it:\n\n", opt.publish ? "POST" : "insert");
 	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) |\n|---|---|---|---|---|---|---|---|\n",
@@ -1333,18 +1326,19 @@ int main(int argc, char **argv)
 	for (long k = 0; k < K; k++) {
 		char m1[32], m2[32], m3[32], m4[32];
 		printf("| %ld | %lld | %ld | %ld%s | %s | %s | %s | %s |\n", k + 1, (long long)ev_id[k], ev_got[k],
-		       ev_missing[k], (k >= n_published || ev_failed[k]) ? " (publish failed)" : "",
-		       tool_fmt_dur(ev_min[k], m1, sizeof(m1)), tool_fmt_dur(ev_p50[k], m2, sizeof(m2)),
-		       tool_fmt_dur(ev_p99[k], m3, sizeof(m3)), tool_fmt_dur(to_all[k], m4, sizeof(m4)));
+		       ev[k].missing, ev[k].failed ? " (publish failed)" : "", tool_fmt_dur(ev[k].min, m1, sizeof(m1)),
+		       tool_fmt_dur(ev[k].p50, m2, sizeof(m2)), tool_fmt_dur(ev[k].p99, m3, sizeof(m3)),
+		       tool_fmt_dur(ev[k].max, m4, sizeof(m4)));
 	}
+
+	/* Notes: the error split beside the figures, always. */
 	printf("\nOpens: %ld of %ld in %s (each: p50 %s, p99 %s). Errors: %ld refused, %ld reset, %ld timeout, "
 	       "%ld non-200",
-	       n_opened, N, tool_fmt_dur(open_s, b1, sizeof(b1)), tool_fmt_dur(open_p50, b2, sizeof(b2)),
+	       n_opened, N, tool_fmt_dur(m->open_s, b1, sizeof(b1)), tool_fmt_dur(open_p50, b2, sizeof(b2)),
 	       tool_fmt_dur(open_p99, b3, sizeof(b3)), errs[E_REFUSED], errs[E_RESET], errs[E_TIMEOUT], errs[E_NON200]);
 	if (errs[E_NON200]) {
 		printf(" (");
-		int first = 1;
-		for (int s = 0; s < 600; s++)
+		for (int s = 0, first = 1; s < 600; s++)
 			if (non200[s]) {
 				printf("%s%s%d: %ld", first ? "" : ", ", s ? "" : "unparsable ", s, non200[s]);
 				first = 0;
@@ -1353,38 +1347,41 @@ int main(int argc, char **argv)
 	}
 	printf(", %ld closed before the opening frame, %ld other%s%s.\n", errs[E_CLOSED], errs[E_OTHER],
 	       first_other_errno ? ": " : "", first_other_errno ? strerror(first_other_errno) : "");
-	if (errs[E_NON200] && non200[429])
+	if (non200[429])
 		printf("429 is the per-address cap: start herald with --per-address-limit 0 or spread --sources.\n");
 	printf("Listen queue over the opens: ListenOverflows +%lld, ListenDrops +%lld (whole namespace).\n", dovf,
 	       ddrop);
+	if (missing_total || failed_events)
+		printf("MISSING: %ld reader-events never arrived; %ld publishes failed.\n", missing_total, failed_events);
 	if (closed_total)
 		printf("%ld readers were closed by the server after opening (%ld reset, %ld closed, %ld other).\n",
 		       closed_total, closed_after_open[E_RESET], closed_after_open[E_CLOSED], closed_after_open[E_OTHER]);
-	if (!isnan(cpu_ms_per_event))
+	if (!isnan(cpu_per_event))
 		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all open.\n",
-		       cpu_ms_per_event, rss_before, rss_open);
-	if (!isnan(client_cpu_ev))
-		printf("This client used %.1f %% of a core while events flowed.\n", client_cpu_ev);
+		       cpu_per_event, m->rss_before, m->rss_open);
+	if (!isnan(client_cpu))
+		printf("This client used %.1f %% of a core while events flowed.\n", client_cpu);
 	if (!isnan(ratio))
 		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cN,
-		       tool_fmt_dur(all_p50, b5, sizeof(b5)), ratio, tool_fmt_dur(floor_s, b4, sizeof(b4)), n_opened);
+		       tool_fmt_dur(all_p50, b1, sizeof(b1)), ratio, tool_fmt_dur(m->floor_s, b2, sizeof(b2)),
+		       n_opened);
 
-	/* ---- JSON ---- */
+	/* The JSON line: every figure. */
 	tool_json_open(NULL, '{');
 	tool_json_text("tool", "readers");
 	tool_json_text("run", opt.run);
 	tool_json_text("server", opt.server ? target.text : "own herald");
 	tool_json_int("n", N);
-	tool_json_int("backlog", backlog);
-	tool_json_int("backlog_effective", backlog_effective);
+	tool_json_int("backlog", m->backlog);
+	tool_json_int("backlog_effective", m->backlog_effective);
 	tool_json_int("ramp", opt.ramp);
 	tool_json_int("sources", opt.sources ? opt.sources : 1);
 	tool_json_text("publish", opt.publish ? "post" : "insert");
 	tool_json_int("opened", n_opened);
-	tool_json_num("open_ms", open_s * 1e3);
+	tool_json_num("open_ms", m->open_s * 1e3);
 	tool_json_num("open_p50_ms", open_p50 * 1e3);
 	tool_json_num("open_p99_ms", open_p99 * 1e3);
-	tool_json_int("open_errors", open_errors);
+	tool_json_int("open_errors", m->open_errors);
 	tool_json_open("errors", '{');
 	for (int k = 0; k < E_KINDS; k++)
 		tool_json_int(ERR_NAMES[k], errs[k]);
@@ -1398,20 +1395,20 @@ int main(int argc, char **argv)
 		}
 	tool_json_close();
 	tool_json_int("closed_after_open", closed_total);
-	tool_json_int("still_open", still_open);
+	tool_json_int("still_open", m->still_open);
 	tool_json_int("listen_overflows", dovf);
 	tool_json_int("listen_drops", ddrop);
 	tool_json_int("pid", server_pid);
-	tool_json_int("threads_before", threads_before);
-	tool_json_int("threads_open", threads_open);
-	tool_json_int("threads_max", threads_max);
-	tool_json_int("rss_before_kb", rss_before);
-	tool_json_int("rss_open_kb", rss_open);
+	tool_json_int("threads_before", m->threads_before);
+	tool_json_int("threads_open", m->threads_open);
+	tool_json_int("threads_max", m->threads_max);
+	tool_json_int("rss_before_kb", m->rss_before);
+	tool_json_int("rss_open_kb", m->rss_open);
 	tool_json_num("rss_per_reader_kb", rss_per_reader);
 	tool_json_num("cpu_events_pct", cpu_ev);
 	tool_json_num("cpu_idle_pct", cpu_idle);
-	tool_json_num("cpu_ms_per_event", cpu_ms_per_event);
-	tool_json_num("client_cpu_events_pct", client_cpu_ev);
+	tool_json_num("cpu_ms_per_event", cpu_per_event);
+	tool_json_num("client_cpu_events_pct", client_cpu);
 	tool_json_int("events_published", n_published);
 	tool_json_int("events_failed", failed_events);
 	tool_json_int("missing_total", missing_total);
@@ -1421,11 +1418,11 @@ int main(int argc, char **argv)
 		tool_json_int("seq", k + 1);
 		tool_json_int("id", ev_id[k]);
 		tool_json_int("received", ev_got[k]);
-		tool_json_int("missing", ev_missing[k]);
-		tool_json_num("min_ms", ev_min[k] * 1e3);
-		tool_json_num("p50_ms", ev_p50[k] * 1e3);
-		tool_json_num("p99_ms", ev_p99[k] * 1e3);
-		tool_json_num("max_ms", to_all[k] * 1e3);
+		tool_json_int("missing", ev[k].missing);
+		tool_json_num("min_ms", ev[k].min * 1e3);
+		tool_json_num("p50_ms", ev[k].p50 * 1e3);
+		tool_json_num("p99_ms", ev[k].p99 * 1e3);
+		tool_json_num("max_ms", ev[k].max * 1e3);
 		tool_json_num("publish_ms", ev_t1[k] ? ms(ev_t1[k] - ev_t0[k]) : NAN);
 		tool_json_close();
 	}
@@ -1433,43 +1430,79 @@ int main(int argc, char **argv)
 	tool_json_num("event_to_all_min_ms", all_min * 1e3);
 	tool_json_num("event_to_all_p50_ms", all_p50 * 1e3);
 	tool_json_num("event_to_all_max_ms", all_max * 1e3);
-	tool_json_num("floor_ms", floor_s * 1e3);
+	tool_json_num("floor_ms", m->floor_s * 1e3);
 	tool_json_num("floor_ratio", ratio);
-	tool_json_int("herald_exit", herald_exit);
+	tool_json_int("herald_exit", m->herald_exit);
 	tool_json_bool("interrupted", stop_flag);
 	tool_json_close();
 
-	if (opt.csv) {
-		FILE *f = fopen(opt.csv, "w");
-		if (!f) {
-			fprintf(stderr, "readers: cannot write %s: %s\n", opt.csv, strerror(errno));
-		} else {
-			fprintf(f, "reader,event,id,latency_ms\n");
-			for (long i = 0; i < N; i++) {
-				if (!R[i].t_open)
-					continue;
-				for (long k = 0; k < K; k++) {
-					int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
-					if (t)
-						fprintf(f, "%ld,%ld,%lld,%.3f\n", i, k + 1, (long long)ev_id[k],
-							ms(t - ev_t0[k]));
-					else
-						fprintf(f, "%ld,%ld,%lld,\n", i, k + 1, (long long)ev_id[k]);
-				}
-			}
-			fclose(f);
-		}
-	}
-
-	int bad = n_opened < N || missing_total > 0 || failed_events > 0 || stop_flag;
+	if (opt.csv)
+		write_csv(opt.csv);
+	free(ev);
 	free(lat);
 	free(to_all);
-	free(ev_min);
-	free(ev_p50);
-	free(ev_p99);
-	free(ev_missing);
-	free(sorted_all);
-	free(open_lat);
+	return (n_opened < N || missing_total > 0 || failed_events > 0 || stop_flag) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = parse_args(argc, argv);
+	if (rc >= 0)
+		return rc;
+	N = opt.n;
+	K = opt.events;
+
+	long soft = 0, hard = 0;
+	tool_raise_nofile(&soft, &hard);
+	char what[64];
+	snprintf(what, sizeof(what), "%ld readers", N);
+	if (tool_check_fds(N + 64, what) != 0)
+		return 2;
+	tool_catch_signals(&stop_flag);
+	snprintf(run_tag, sizeof(run_tag), "%lx", (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16));
+
+	struct tool_herald h;
+	memset(&h, 0, sizeof(h));
+	struct run m;
+	memset(&m, 0, sizeof(m));
+	m.floor_s = NAN;
+	rc = setup(&h, &m);
+	if (rc != 0) {
+		if (!opt.server)
+			tool_herald_stop(&h, 1);
+		return rc;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	R = xcalloc((size_t)N, sizeof(*R));
+	for (long i = 0; i < N; i++)
+		R[i].fd = -1;
+	recv_ns = xcalloc((size_t)N * (size_t)K, sizeof(*recv_ns));
+	ev_id = xcalloc((size_t)K, sizeof(*ev_id));
+	ev_t0 = xcalloc((size_t)K, sizeof(*ev_t0));
+	ev_t1 = xcalloc((size_t)K, sizeof(*ev_t1));
+	ev_got = xcalloc((size_t)K, sizeof(*ev_got));
+	ev_failed = xcalloc((size_t)K, sizeof(*ev_failed));
+
+	phase_open(&m, soft);
+	phase_events(&m);
+	phase_idle(&m);
+	m.still_open = n_open;
+
+	for (long i = 0; i < N; i++)
+		reader_close(&R[i]);
+	if (pub_fd >= 0)
+		close(pub_fd);
+	if (db)
+		db_close();
+	close(ep);
+	if (!opt.server)
+		m.herald_exit = tool_herald_stop(&h, opt.keep);
+	if (!opt.no_floor && !stop_flag && n_opened > 0) {
+		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n", n_opened);
+		m.floor_s = run_floor(n_opened);
+	}
+	rc = report(&m);
+
 	free(R);
 	free(recv_ns);
 	free(ev_id);
@@ -1477,5 +1510,5 @@ int main(int argc, char **argv)
 	free(ev_t1);
 	free(ev_got);
 	free(ev_failed);
-	return bad ? 1 : 0;
+	return rc;
 }
