@@ -215,10 +215,11 @@ static int set_from(struct config *cfg, const struct key *k, const char *v, cons
 	return -1;
 }
 
-/* INI file. Two things libinih (as Debian builds it) does not do are done
- * in the reader callback: counting lines, since the handler gets no line
- * numbers, and long lines, since inih reads into a 200-byte buffer and would
- * split a longer line in two. A long "key = value" line reaches inih as
+/* INI file. What libinih (as Debian builds it) does not do is done in the
+ * reader callback: counting lines, since the handler gets no line numbers;
+ * long lines, since inih reads into a 200-byte buffer and would split a
+ * longer line in two; and indented lines, which inih would fold into the
+ * previous value. A long "key = value" line reaches inih as
  * "key = \x01N", and the handler takes value N from the side list. */
 struct file_ctx {
 	FILE *f;
@@ -239,13 +240,16 @@ static char *file_reader(char *str, int num, void *stream)
 	if (n < 0)
 		return NULL;
 	fc->line++;
-	if (n < num) {
-		memcpy(str, fc->buf, (size_t)n + 1);
-		return str;
-	}
+	/* Leading blanks are dropped: inih would read an indented line as the
+	 * continuation of the previous value and silently fold it in. */
 	char *p = fc->buf;
 	while (*p == ' ' || *p == '\t')
 		p++;
+	n -= p - fc->buf;
+	if (n < num) {
+		memcpy(str, p, (size_t)n + 1);
+		return str;
+	}
 	char *eq = strpbrk(p, "=:");
 	if (*p == ';' || *p == '#' || *p == '[' || !eq || eq - p > num - 24) {
 		if (*p != ';' && *p != '#') {
@@ -492,7 +496,8 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int
 		const struct key *k = flag_key(a, &iv);
 		const char *v = iv ? iv : argv[++i];
 		char origin[128];
-		snprintf(origin, sizeof(origin), "option --%s", k->name);
+		const char *eq = strchr(a, '=');
+		snprintf(origin, sizeof(origin), "option %.*s", (int)(eq ? eq - a : (ptrdiff_t)strlen(a)), a);
 		if (k->type == K_LIST) {
 			if (!listen_from_flags)
 				list_clear(cfg);
