@@ -211,7 +211,25 @@ static int set_from(struct config *cfg, const struct key *k, const char *v, cons
 		return 0;
 	char hint[96];
 	key_range_hint(k, hint, sizeof(hint));
-	fprintf(stderr, "herald: %s: %s = \"%s\": %s%s\n", origin, k->name, v, why, hint);
+	/* A token is a secret: name it, never echo it into a log. Other values
+	 * are quoted with control bytes escaped, so one line stays one line. */
+	bool secret = k->off == OFF(publish_token) || k->off == OFF(read_token);
+	char shown[600];
+	size_t n = 0;
+	if (secret) {
+		snprintf(shown, sizeof(shown), "(value not shown)");
+	} else {
+		shown[n++] = '"';
+		for (const char *p = v; *p && n < sizeof(shown) - 8; p++) {
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				n += (size_t)snprintf(shown + n, sizeof(shown) - n, "\\x%02x", (unsigned char)*p);
+			else
+				shown[n++] = *p;
+		}
+		shown[n++] = '"';
+		shown[n] = '\0';
+	}
+	fprintf(stderr, "herald: %s: %s = %s: %s%s\n", origin, k->name, shown, why, hint);
 	return -1;
 }
 
