@@ -32,7 +32,9 @@ static void help(void)
 	       "  --events K, --interval S, --idle S, --ramp M, --post, --no-floor\n"
 	       "                  passed to load/readers (see load/readers --help)\n"
 	       "  --help          this text\n"
-	       "Exit status: 0 when every run succeeded; 1 otherwise; 2 usage.\n");
+	       "Exit status: 0 when every run reported its figures and the runs at the\n"
+	       "largest backlog succeeded (readers failing to open behind a small backlog\n"
+	       "are the result being shown); 1 otherwise; 2 usage.\n");
 }
 
 static int usage_error(const char *why)
@@ -223,6 +225,11 @@ int main(int argc, char **argv)
 	snprintf(nbuf, sizeof(nbuf), "%ld", readers);
 	snprintf(obuf, sizeof(obuf), "%ld", opens);
 
+	long largest = 0;
+	for (int b = 0; b < nb; b++)
+		if (backlogs[b] > largest)
+			largest = backlogs[b];
+
 	printf("# Listen backlog experiment: %ld readers and %ld sequential connects per backlog\n", readers, opens);
 	for (int b = 0; b < nb && !stop_flag; b++) {
 		char bl[32], label[48];
@@ -239,7 +246,11 @@ int main(int argc, char **argv)
 		for (int j = 0; j < npass; j++)
 			ra[n++] = pass[j];
 		ra[n] = NULL;
-		if (run_tool((char *const *)ra, &rr[b]) != 0 || rr[b].status != 0)
+		/* Opens failing behind a small backlog are the finding, not a
+		 * failure; a run that says nothing, or the largest backlog failing,
+		 * is. */
+		if (run_tool((char *const *)ra, &rr[b]) != 0 || !*json_line(rr[b].out) ||
+		    (rr[b].status != 0 && backlogs[b] == largest))
 			failed = 1;
 		printf("\n## %s\n\n$ %s\n\n%s", label, rr[b].cmd, rr[b].out);
 		if (rr[b].status != 0)
@@ -248,7 +259,8 @@ int main(int argc, char **argv)
 		if (stop_flag)
 			break;
 		const char *oa[] = {opath, obuf, "--backlog", bl, "--run", label, NULL};
-		if (run_tool((char *const *)oa, &orr[b]) != 0 || orr[b].status != 0)
+		if (run_tool((char *const *)oa, &orr[b]) != 0 || !*json_line(orr[b].out) ||
+		    (orr[b].status != 0 && backlogs[b] == largest))
 			failed = 1;
 		printf("\n$ %s\n\n%s", orr[b].cmd, orr[b].out);
 		if (orr[b].status != 0)
