@@ -949,6 +949,8 @@ static int parse_args(int argc, char **argv)
 	}
 	if (opt.n < 0)
 		return usage_error("say how many readers (N)");
+	if (opt.n * opt.events > 50000000)
+		return usage_error("N times --events may be at most 50,000,000 (a latency is kept for each)");
 	if (opt.server) {
 		if (tool_parse_addr(opt.server, &target) != 0)
 			return usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
