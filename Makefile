@@ -34,7 +34,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-LOAD_TOOLS := readers open-only overflow-report publish fanout-floor
+LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment
 LOAD_SRC   := $(filter-out load/proc.c,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
@@ -65,7 +65,12 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< tests/fuzz/driver.c $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
 
-load/%: load/%.c load/proc.c load/proc.h $(BUILD)/.flags
+# The tools sit in load/ whichever build made them; a stamp of the flags
+# they were built with rebuilds them when another build's flags differ.
+load/.flags: FORCE
+	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
+
+load/%: load/%.c load/proc.c load/proc.h load/.flags
 	$(CC) $(ALL_CFLAGS) -o $@ $< load/proc.c $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
@@ -144,6 +149,6 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
 
 clean:
-	rm -rf build $(LOAD_BIN)
+	rm -rf build $(LOAD_BIN) load/.flags load/*.d
 
 -include $(OBJ:.o=.d)

@@ -145,9 +145,9 @@ void hub_poll(struct hub *h)
 /* A writer's commit shows in the -wal file (inotify) a moment before it
  * becomes visible: the wal-index in the -shm file is updated through mmap,
  * which inotify does not see. So a wake-up without a data_version change is
- * checked again a few times, from 1 ms to a quarter second later (the
- * writer may still be syncing the -wal file in between). */
-static const unsigned confirm_delays_ms[] = { 1, 1, 2, 4, 8, 16, 64, 250 };
+ * checked again a few times: on the next pass, then from 1 ms to a quarter
+ * second later (the writer may still be syncing the -wal file in between). */
+static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250 };
 
 static void confirm_change(void *arg)
 {

@@ -319,6 +319,10 @@ static void log_listener(const struct listener *ls, int requested, int somaxconn
 	if (eff < 0)
 		eff = requested;
 	log_info("listening on %s (backlog %d)", ls->name, eff);
+	if (requested < 128)
+		log_warn("%s: backlog %d is small: a burst of connects (clients reconnecting after a restart) "
+			 "overflows it, and each dropped handshake waits out a 1 s SYN retransmit",
+			 ls->name, requested);
 	if (somaxconn > 0 && requested > somaxconn)
 		log_warn("%s: backlog %d is capped to %d by net.core.somaxconn; raise it (sysctl "
 			 "net.core.somaxconn=%d) or connections will wait out SYN retransmits under bursts",
