@@ -21,7 +21,7 @@ import tempfile
 import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LOAD_TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor"]
+LOAD_TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment"]
 
 
 def _make(target, **vars):
