@@ -19,9 +19,13 @@
  * byte stream is scanned line by line for "id: N" at line starts and blank
  * lines (frame ends); nothing else is parsed.
  *
- * TLS (--tls, --insecure) is a later issue: reader I/O goes through
- * conn_read()/conn_write() so that a handshake state and SSL_read/SSL_write
- * can slot in there without touching the scanner. */
+ * TLS (--tls): after the connect, a HANDSHAKE state drives SSL_do_handshake
+ * with epoll interest following WANT_READ/WANT_WRITE, in the same loop; then
+ * reader I/O goes through conn_read()/conn_write() (SSL_read/SSL_write), so
+ * the scanner never knows. The herald started here gets a tls: listener and
+ * a fresh P-256 certificate (or --tls-cert/--tls-key); the publisher stays
+ * plain. The CPU the server spends over the opens is reported, which with
+ * TLS is mostly the handshakes. */
 #include "proc.h"
 
 #include <ctype.h>
@@ -40,10 +44,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 static const char USAGE[] =
 	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--backlog B] [--unix] [--post]\n"
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
-	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--run LABEL] [--no-floor] [--keep]\n";
+	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--run LABEL] [--no-floor] [--keep]\n"
+	"       [--tls [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE]]\n";
 
 static void help(void)
 {
@@ -82,6 +93,14 @@ static void help(void)
 	       "  --run LABEL        the label in the table's run column (default 1)\n"
 	       "  --no-floor         skip measuring the kernel's floor (load/fanout-floor N)\n"
 	       "  --keep             keep the started herald's temporary folder\n"
+	       "  --tls              readers speak TLS (full handshakes, ALPN http/1.1); the herald\n"
+	       "                     started here gets a tls:127.0.0.1:0 listener and a fresh P-256\n"
+	       "                     certificate; publishing stays plain\n"
+	       "  --insecure         with --tls, do not verify the server's certificate (for a\n"
+	       "                     self-signed one on --server)\n"
+	       "  --cacert FILE      with --tls, trust this PEM instead of the system's CAs\n"
+	       "  --tls-cert FILE, --tls-key FILE\n"
+	       "                     with --tls, the pair for the herald started here (e.g. RSA)\n"
 	       "  --help             this text\n"
 	       "Exit status: 0 when every reader opened and had every event; 1 otherwise; 2 usage.\n");
 }
@@ -92,7 +111,7 @@ static int usage_error(const char *why)
 	return 2;
 }
 
-enum rstate { R_NEW, R_RETRY, R_CONNECTING, R_HEAD, R_OPENING, R_OPEN, R_DEAD };
+enum rstate { R_NEW, R_RETRY, R_CONNECTING, R_HANDSHAKE, R_HEAD, R_OPENING, R_OPEN, R_DEAD };
 enum chunk_state { CH_SIZE, CH_SIZE_LINE, CH_DATA, CH_DATA_END, CH_DONE };
 enum err_kind { E_REFUSED, E_RESET, E_TIMEOUT, E_NON200, E_CLOSED, E_OTHER, E_KINDS };
 static const char *const ERR_NAMES[E_KINDS] = {"refused", "reset", "timeout", "non200", "closed", "other"};
@@ -113,6 +132,7 @@ struct reader {
 	uint32_t chunk_left;
 	uint32_t headlen;
 	char *head; /* header bytes so far, when they came in pieces */
+	SSL *ssl;   /* with --tls */
 	int64_t t_start, t_open;
 	/* ids seen before the publisher knew them (POST answers can come after
 	 * the event itself); resolved when the id becomes known. */
@@ -132,6 +152,8 @@ struct options {
 	double interval, idle, open_timeout, event_timeout;
 	long ramp, sources;
 	const char *path, *token, *csv, *run;
+	int tls, insecure;
+	const char *cacert, *tls_cert, *tls_key;
 };
 
 static struct options opt = {
@@ -146,6 +168,8 @@ static struct tool_addr target;
 static char request[2048];
 static size_t request_len;
 static char rbuf[65536];
+static SSL_CTX *tls_ctx;
+static char tls_first_error[200]; /* the first handshake or record error */
 
 /* Counters. */
 static long n_settled, n_open, n_opened, n_inflight;
@@ -166,16 +190,62 @@ static int *ev_failed;    /* K: the publish itself failed */
 static long n_published;  /* publishes started */
 static int64_t max_known_id;
 
-/* ---- reader I/O (plain sockets; TLS would slot in here) -------------------- */
+/* ---- reader I/O (plain sockets, or TLS) ------------------------------------ */
+
+static void tls_note_error(const char *what)
+{
+	unsigned long e = ERR_peek_last_error();
+	if (!tls_first_error[0]) {
+		char buf[160];
+		if (e)
+			ERR_error_string_n(e, buf, sizeof(buf));
+		else
+			snprintf(buf, sizeof(buf), "%s", errno ? strerror(errno) : "connection closed");
+		snprintf(tls_first_error, sizeof(tls_first_error), "%s: %s", what, buf);
+	}
+	ERR_clear_error();
+}
+
+/* SSL_read/SSL_write results as read(2)/write(2) would give them: -1 with
+ * errno EAGAIN when OpenSSL waits for the socket, 0 at the end. */
+static ssize_t tls_result(struct reader *r, int n, const char *what)
+{
+	if (n > 0)
+		return n;
+	int saved = errno;
+	switch (SSL_get_error(r->ssl, n)) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_SYSCALL:
+		errno = saved;
+		tls_note_error(what);
+		errno = saved ? saved : ECONNRESET;
+		return -1;
+	default:
+		tls_note_error(what);
+		errno = EPROTO;
+		return -1;
+	}
+}
 
 static ssize_t conn_read(struct reader *r, void *buf, size_t len)
 {
-	return read(r->fd, buf, len);
+	if (!r->ssl)
+		return read(r->fd, buf, len);
+	ERR_clear_error();
+	return tls_result(r, SSL_read(r->ssl, buf, (int)len), "read");
 }
 
 static ssize_t conn_write(struct reader *r, const void *buf, size_t len)
 {
-	return write(r->fd, buf, len);
+	if (!r->ssl)
+		return write(r->fd, buf, len);
+	ERR_clear_error();
+	return tls_result(r, SSL_write(r->ssl, buf, (int)len), "write");
 }
 
 /* ---- opening and failing readers ----------------------------------------- */
@@ -208,6 +278,8 @@ static void reader_close(struct reader *r)
 	}
 	free(r->head);
 	r->head = NULL;
+	SSL_free(r->ssl);
+	r->ssl = NULL;
 }
 
 /* Fail reader r with kind k; an open reader counts as closed after open. */
@@ -272,6 +344,31 @@ static void reader_connect(long i)
 		reader_fail(r, kind_of(errno));
 }
 
+static void send_request(long i);
+
+/* Drive the TLS handshake; epoll interest follows what it waits for. */
+static void on_handshake(long i)
+{
+	struct reader *r = &R[i];
+	ERR_clear_error();
+	int rc = SSL_do_handshake(r->ssl);
+	if (rc == 1) {
+		send_request(i);
+		return;
+	}
+	int saved = errno;
+	int e = SSL_get_error(r->ssl, rc);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		struct epoll_event ev = {.events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT, .data.u64 = (uint64_t)i};
+		if (epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
+			reader_fail(r, kind_of(errno));
+		return;
+	}
+	errno = saved;
+	tls_note_error("handshake");
+	reader_fail(r, e == SSL_ERROR_SYSCALL ? kind_of(saved ? saved : ECONNRESET) : E_OTHER);
+}
+
 static void on_writable(long i)
 {
 	struct reader *r = &R[i];
@@ -283,6 +380,25 @@ static void on_writable(long i)
 		reader_fail(r, kind_of(soerr));
 		return;
 	}
+	if (tls_ctx && !r->ssl) {
+		r->ssl = SSL_new(tls_ctx);
+		if (!r->ssl || SSL_set_fd(r->ssl, r->fd) != 1) {
+			tls_note_error("SSL_new");
+			reader_fail(r, E_OTHER);
+			return;
+		}
+		SSL_set_connect_state(r->ssl);
+		r->state = R_HANDSHAKE;
+		on_handshake(i);
+		return;
+	}
+	send_request(i);
+}
+
+/* Send the stream request and wait for the head. */
+static void send_request(long i)
+{
+	struct reader *r = &R[i];
 	ssize_t w = conn_write(r, request, request_len);
 	if (w != (ssize_t)request_len) {
 		reader_fail(r, w < 0 ? kind_of(errno) : E_OTHER);
@@ -518,7 +634,19 @@ static const char *find_head_end(const char *p, size_t len)
 	return NULL;
 }
 
+static void read_once(long i);
+
+/* Read what is there; with TLS, also what OpenSSL has decrypted already,
+ * which epoll cannot report. */
 static void on_readable(long i)
+{
+	struct reader *r = &R[i];
+	do
+		read_once(i);
+	while (r->state != R_DEAD && r->ssl && SSL_pending(r->ssl) > 0);
+}
+
+static void read_once(long i)
 {
 	struct reader *r = &R[i];
 	ssize_t got = conn_read(r, rbuf, sizeof(rbuf));
@@ -762,6 +890,8 @@ static void loop_once(int timeout_ms)
 			continue;
 		if (r->state == R_CONNECTING)
 			on_writable(i);
+		else if (r->state == R_HANDSHAKE)
+			on_handshake(i);
 		else
 			on_readable(i);
 	}
@@ -937,6 +1067,19 @@ static int parse_args(int argc, char **argv)
 			opt.no_floor = 1;
 		} else if (strcmp(a, "--keep") == 0) {
 			opt.keep = 1;
+		} else if (strcmp(a, "--tls") == 0) {
+			opt.tls = 1;
+		} else if (strcmp(a, "--insecure") == 0) {
+			opt.insecure = 1;
+		} else if (strcmp(a, "--cacert") == 0) {
+			NEED("--cacert needs a file");
+			opt.cacert = v;
+		} else if (strcmp(a, "--tls-cert") == 0) {
+			NEED("--tls-cert needs a file");
+			opt.tls_cert = v;
+		} else if (strcmp(a, "--tls-key") == 0) {
+			NEED("--tls-key needs a file");
+			opt.tls_key = v;
 		} else if (a[0] != '-' && opt.n < 0) {
 			if (tool_parse_long(a, 1, 1000000, &opt.n) != 0)
 				return usage_error("N must be a number from 1 to 1000000");
@@ -963,6 +1106,16 @@ static int parse_args(int argc, char **argv)
 	}
 	if (opt.db && opt.publish)
 		return usage_error("--db and --publish exclude each other");
+	if (!opt.tls && (opt.insecure || opt.cacert || opt.tls_cert || opt.tls_key))
+		return usage_error("--insecure, --cacert, --tls-cert and --tls-key go with --tls");
+	if (opt.tls && opt.unix_listener)
+		return usage_error("--tls is over TCP; leave out --unix");
+	if (opt.insecure && opt.cacert)
+		return usage_error("--insecure and --cacert exclude each other");
+	if (!opt.tls_cert != !opt.tls_key)
+		return usage_error("--tls-cert and --tls-key go together");
+	if (opt.server && opt.tls_cert)
+		return usage_error("--tls-cert and --tls-key are for the herald started here (no --server)");
 	if (opt.publish && tool_parse_addr(opt.publish, &pub_addr) != 0)
 		return usage_error("--publish wants http://127.0.0.1:PORT/api/events or unix:/path");
 	return -1;
@@ -981,7 +1134,7 @@ struct run {
 	long long ovf0, ovf1, drop0, drop1;
 	double open_s;
 	long open_errors, still_open;
-	struct cpu_mark ev_a, ev_b, idle_a, idle_b;
+	struct cpu_mark open_a, open_b, ev_a, ev_b, idle_a, idle_b;
 	int herald_exit;
 	double floor_s;
 };
@@ -995,6 +1148,129 @@ static void sample_threads(struct run *m)
 		m->threads_max = t;
 }
 
+/* ---- TLS set-up ------------------------------------------------------------ */
+
+static char tls_dir[300];              /* our certificate's folder, "" when none */
+static char tls_cert_path[400], tls_key_path[400];
+
+/* Write a fresh self-signed P-256 certificate for 127.0.0.1 (valid a day)
+ * and its key into a temporary folder. Returns 0, or -1 after saying why. */
+static int make_cert(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(tls_dir, sizeof(tls_dir), "%s/readers-tls-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(tls_dir)) {
+		fprintf(stderr, "readers: mkdtemp %s: %s\n", tls_dir, strerror(errno));
+		tls_dir[0] = '\0';
+		return -1;
+	}
+	snprintf(tls_cert_path, sizeof(tls_cert_path), "%s/cert.pem", tls_dir);
+	snprintf(tls_key_path, sizeof(tls_key_path), "%s/key.pem", tls_dir);
+	int ok = 0;
+	EVP_PKEY *pk = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	X509_EXTENSION *san = NULL;
+	FILE *fc = NULL, *fk = NULL;
+	if (!pk || !x)
+		goto done;
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(time(NULL) & 0x7fffffff));
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+	X509_set_pubkey(x, pk);
+	X509_NAME *name = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"herald-load", -1, -1, 0);
+	X509_set_issuer_name(x, name);
+	X509V3_CTX v3;
+	X509V3_set_ctx_nodb(&v3);
+	X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+	san = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
+	if (!san || X509_add_ext(x, san, -1) != 1 || X509_sign(x, pk, EVP_sha256()) <= 0)
+		goto done;
+	fc = fopen(tls_cert_path, "w");
+	fk = fopen(tls_key_path, "w");
+	ok = fc && fk && PEM_write_X509(fc, x) == 1 && PEM_write_PrivateKey(fk, pk, NULL, NULL, 0, NULL, NULL) == 1;
+done:
+	if (fc && fclose(fc) != 0)
+		ok = 0;
+	if (fk && fclose(fk) != 0)
+		ok = 0;
+	X509_EXTENSION_free(san);
+	X509_free(x);
+	EVP_PKEY_free(pk);
+	if (!ok) {
+		tls_note_error("making a certificate");
+		fprintf(stderr, "readers: cannot make a certificate in %s: %s\n", tls_dir, tls_first_error);
+		return -1;
+	}
+	return 0;
+}
+
+static void remove_cert(void)
+{
+	if (!tls_dir[0] || opt.keep)
+		return;
+	unlink(tls_cert_path);
+	unlink(tls_key_path);
+	rmdir(tls_dir);
+}
+
+/* The port of the started herald's tls: listener, from its log; 0 if none. */
+static int tls_port_from_log(const char *log)
+{
+	FILE *f = fopen(log, "r");
+	char line[512];
+	int port = 0;
+	while (f && !port && fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "listening on tls 127.0.0.1:");
+		if (p)
+			port = atoi(p + strlen("listening on tls 127.0.0.1:"));
+	}
+	if (f)
+		fclose(f);
+	return port;
+}
+
+/* The client context: TLS 1.2 or later, ALPN http/1.1, and unless
+ * --insecure the server's certificate checked against trust (a PEM file, or
+ * the system's CAs when NULL) and the target's address. */
+static int tls_client_setup(const char *trust)
+{
+	tls_ctx = SSL_CTX_new(TLS_client_method());
+	if (!tls_ctx) {
+		tls_note_error("SSL_CTX_new");
+		fprintf(stderr, "readers: %s\n", tls_first_error);
+		return -1;
+	}
+	SSL_CTX_set_min_proto_version(tls_ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(tls_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	SSL_CTX_set_mode(tls_ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_session_cache_mode(tls_ctx, SSL_SESS_CACHE_OFF); /* every reader a full handshake */
+	static const unsigned char alpn[] = "\x08http/1.1";
+	SSL_CTX_set_alpn_protos(tls_ctx, alpn, sizeof(alpn) - 1);
+	if (opt.insecure) {
+		SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_NONE, NULL);
+		return 0;
+	}
+	SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, NULL);
+	int ok = trust ? SSL_CTX_load_verify_locations(tls_ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(tls_ctx);
+	if (ok != 1) {
+		tls_note_error(trust ? trust : "the system's CAs");
+		fprintf(stderr, "readers: cannot load %s\n", tls_first_error);
+		return -1;
+	}
+	char host[INET6_ADDRSTRLEN] = "";
+	if (target.family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&target.sa)->sin_addr, host, sizeof(host));
+	else if (target.family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&target.sa)->sin6_addr, host, sizeof(host));
+	if (host[0] && X509_VERIFY_PARAM_set1_ip_asc(SSL_CTX_get0_param(tls_ctx), host) != 1) {
+		fprintf(stderr, "readers: cannot check the certificate against %s\n", host);
+		return -1;
+	}
+	return 0;
+}
+
 /* Name the target and publisher: start a herald, or use --server. Returns 0,
  * or the exit status after saying why. */
 static int setup(struct tool_herald *h, struct run *m)
@@ -1002,15 +1278,32 @@ static int setup(struct tool_herald *h, struct run *m)
 	m->backlog = -1;
 	m->backlog_effective = -1;
 	if (!opt.server) {
-		if (tool_herald_start(h, tool_default_backlog(opt.backlog), opt.unix_listener, NULL) != 0)
+		const char *extra[8] = {NULL};
+		if (opt.tls) {
+			if (opt.tls_cert) {
+				snprintf(tls_cert_path, sizeof(tls_cert_path), "%s", opt.tls_cert);
+				snprintf(tls_key_path, sizeof(tls_key_path), "%s", opt.tls_key);
+			} else if (make_cert() != 0) {
+				return 1;
+			}
+			const char *tls_args[] = {"--listen", "tls:127.0.0.1:0", "--tls-cert", tls_cert_path, "--tls-key",
+						  tls_key_path, NULL};
+			memcpy(extra, tls_args, sizeof(tls_args));
+		}
+		if (tool_herald_start(h, tool_default_backlog(opt.backlog), opt.unix_listener, extra) != 0)
 			return 1;
 		m->backlog = h->backlog;
 		server_pid = h->pid;
 		char s[400];
+		int tls_port = opt.tls ? tls_port_from_log(h->log) : 0;
+		if (opt.tls && !tls_port) {
+			fprintf(stderr, "readers: the herald started here logged no tls listener (see %s)\n", h->log);
+			return 1;
+		}
 		if (opt.unix_listener)
 			snprintf(s, sizeof(s), "unix:%s", h->unix_path);
 		else
-			snprintf(s, sizeof(s), "127.0.0.1:%d", h->port);
+			snprintf(s, sizeof(s), "127.0.0.1:%d", opt.tls ? tls_port : h->port);
 		tool_parse_addr(s, &target);
 		if (opt.post) {
 			snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h->port);
@@ -1019,8 +1312,8 @@ static int setup(struct tool_herald *h, struct run *m)
 		} else {
 			opt.db = h->db;
 		}
-		fprintf(stderr, "readers: started herald %s (pid %d) on 127.0.0.1:%d, backlog %d, db %s\n", h->bin,
-			(int)h->pid, h->port, h->backlog, h->db);
+		fprintf(stderr, "readers: started herald %s (pid %d) on 127.0.0.1:%d%s%s, backlog %d, db %s\n", h->bin,
+			(int)h->pid, h->port, opt.tls ? ", tls on " : "", opt.tls ? target.text : "", h->backlog, h->db);
 	} else {
 		server_pid = (pid_t)opt.pid;
 		if (opt.backlog > 0)
@@ -1051,6 +1344,8 @@ static int setup(struct tool_herald *h, struct run *m)
 	}
 	if (m->backlog < 0)
 		m->backlog = m->backlog_effective;
+	if (opt.tls && tls_client_setup(opt.cacert ? opt.cacert : !opt.server ? tls_cert_path : NULL) != 0)
+		return 1;
 	if (opt.db && db_open(opt.db) != 0)
 		return 1;
 	char auth[300] = "";
@@ -1072,6 +1367,7 @@ static void phase_open(struct run *m, long fd_limit)
 	m->drop0 = proc_tcpext_now("ListenDrops");
 	fprintf(stderr, "readers: opening %ld readers to %s%s (fd limit %ld)\n", N, target.text,
 		opt.ramp ? "" : ", no cap on connects in flight", fd_limit);
+	m->open_a = cpu_mark();
 	t_open_begin = tool_now_ns();
 	int64_t deadline = t_open_begin + (int64_t)(opt.open_timeout * 1e9);
 	double last_note = tool_now_s();
@@ -1110,6 +1406,7 @@ static void phase_open(struct run *m, long fd_limit)
 			reader_fail(r, E_TIMEOUT);
 		}
 	}
+	m->open_b = cpu_mark();
 	m->open_s = n_opened ? (double)(t_last_open - t_open_begin) / 1e9 : NAN;
 	m->ovf1 = proc_tcpext_now("ListenOverflows");
 	m->drop1 = proc_tcpext_now("ListenDrops");
@@ -1262,6 +1559,9 @@ static int report(const struct run *m)
 
 	double cpu_ev = cpu_pct(m->ev_a, m->ev_b), cpu_idle = cpu_pct(m->idle_a, m->idle_b);
 	double client_cpu = m->ev_b.t > m->ev_a.t ? (m->ev_b.self - m->ev_a.self) / (m->ev_b.t - m->ev_a.t) * 100.0 : NAN;
+	double cpu_open_ms = NAN, client_open_ms = m->open_b.t > m->open_a.t ? (m->open_b.self - m->open_a.self) * 1e3 : NAN;
+	if (m->open_a.ok && m->open_b.ok)
+		cpu_open_ms = (double)(m->open_b.ticks - m->open_a.ticks) / (double)proc_clk_tck() * 1e3;
 	double cpu_per_event = NAN;
 	if (m->ev_a.ok && m->ev_b.ok && m->ev_b.t > m->ev_a.t)
 		cpu_per_event = (double)(m->ev_b.ticks - m->ev_a.ticks) / (double)proc_clk_tck() * 1e3 / (double)K;
@@ -1363,6 +1663,12 @@ static int report(const struct run *m)
 		       cpu_per_event, m->rss_before, m->rss_open);
 	if (!isnan(client_cpu))
 		printf("This client used %.1f %% of a core while events flowed.\n", client_cpu);
+	if (!isnan(cpu_open_ms) && n_opened > 0)
+		printf("Over the opens%s: server CPU %.0f ms (%.0f us per reader), this client %.0f ms.\n",
+		       opt.tls ? " (TLS handshakes included)" : "", cpu_open_ms, cpu_open_ms * 1e3 / (double)n_opened,
+		       client_open_ms);
+	if (tls_first_error[0])
+		printf("First TLS error: %s.\n", tls_first_error);
 	if (!isnan(ratio))
 		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cN,
 		       tool_fmt_dur(all_p50, b1, sizeof(b1)), ratio, tool_fmt_dur(m->floor_s, b2, sizeof(b2)),
@@ -1379,11 +1685,14 @@ static int report(const struct run *m)
 	tool_json_int("ramp", opt.ramp);
 	tool_json_int("sources", opt.sources ? opt.sources : 1);
 	tool_json_text("publish", opt.publish ? "post" : "insert");
+	tool_json_bool("tls", opt.tls);
 	tool_json_int("opened", n_opened);
 	tool_json_num("open_ms", m->open_s * 1e3);
 	tool_json_num("open_p50_ms", open_p50 * 1e3);
 	tool_json_num("open_p99_ms", open_p99 * 1e3);
 	tool_json_int("open_errors", m->open_errors);
+	tool_json_num("cpu_open_ms", cpu_open_ms);
+	tool_json_num("client_cpu_open_ms", client_open_ms);
 	tool_json_open("errors", '{');
 	for (int k = 0; k < E_KINDS; k++)
 		tool_json_int(ERR_NAMES[k], errs[k]);
@@ -1472,6 +1781,8 @@ int main(int argc, char **argv)
 	if (rc != 0) {
 		if (!opt.server)
 			tool_herald_stop(&h, 1);
+		SSL_CTX_free(tls_ctx);
+		remove_cert();
 		return rc;
 	}
 	ep = epoll_create1(EPOLL_CLOEXEC);
@@ -1499,6 +1810,9 @@ int main(int argc, char **argv)
 	close(ep);
 	if (!opt.server)
 		m.herald_exit = tool_herald_stop(&h, opt.keep);
+	SSL_CTX_free(tls_ctx);
+	tls_ctx = NULL;
+	remove_cert();
 	if (!opt.no_floor && !stop_flag && n_opened > 0) {
 		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n", n_opened);
 		m.floor_s = run_floor(n_opened);
