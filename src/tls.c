@@ -196,7 +196,7 @@ fail:
 
 static void log_loaded(SSL_CTX *ctx, const char *what, const char *cert)
 {
-	char desc[512];
+	char desc[1024];
 	bool expired;
 	describe_cert(ctx, desc, sizeof(desc), &expired);
 	log_info("tls: %s %s (%s)", what, cert, desc);
