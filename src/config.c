@@ -380,7 +380,7 @@ void config_usage(FILE *out)
 		"\n"
 		"  --config FILE     read settings from an INI file (keys as below)\n"
 		"  --check-config    validate the settings, print them, and exit\n"
-		"  --listen ADDR     127.0.0.1:8199, [::1]:8199 or unix:/path; repeatable\n"
+		"  --listen ADDR     127.0.0.1:8199, [::1]:8199, unix:/path or tls:ADDR; repeatable\n"
 		"  --KEY VALUE       set any configuration key (dashes or underscores)\n"
 		"  --help, --version\n"
 		"\n"
