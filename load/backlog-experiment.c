@@ -37,12 +37,6 @@ static void help(void)
 	       "are the result being shown); 1 otherwise; 2 usage.\n");
 }
 
-static int usage_error(const char *why)
-{
-	fprintf(stderr, "backlog-experiment: %s\n%s", why, USAGE);
-	return 2;
-}
-
 #define MAX_BACKLOGS 8
 #define OUT_MAX (1 << 20)
 
@@ -150,6 +144,7 @@ static double jnum(const char *json, const char *key)
 
 int main(int argc, char **argv)
 {
+	tool_usage("backlog-experiment", USAGE);
 	long readers = 1000, opens = 1000;
 	long backlogs[MAX_BACKLOGS] = {5, 1024};
 	int nb = 2;
@@ -163,46 +158,44 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "--readers") == 0) {
 			if (!v || tool_parse_long(v, 1, 1000000, &readers) != 0)
-				return usage_error("--readers needs a number 1-1000000");
+				return tool_usage_error("--readers needs a number 1-1000000");
 			i++;
 		} else if (strcmp(a, "--opens") == 0) {
 			if (!v || tool_parse_long(v, 1, 1000000, &opens) != 0)
-				return usage_error("--opens needs a number 1-1000000");
+				return tool_usage_error("--opens needs a number 1-1000000");
 			i++;
 		} else if (strcmp(a, "--backlogs") == 0) {
 			if (!v)
-				return usage_error("--backlogs needs a list like 5,1024");
+				return tool_usage_error("--backlogs needs a list like 5,1024");
 			nb = 0;
 			char *copy = xstrdup(v), *save = NULL;
 			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 				if (nb == MAX_BACKLOGS || tool_parse_long(t, 1, 1L << 20, &backlogs[nb]) != 0) {
 					free(copy);
-					return usage_error("--backlogs needs up to 8 numbers 1-1048576, comma-separated");
+					return tool_usage_error("--backlogs needs up to 8 numbers 1-1048576, comma-separated");
 				}
 				nb++;
 			}
 			free(copy);
 			if (nb == 0)
-				return usage_error("--backlogs needs a list like 5,1024");
+				return tool_usage_error("--backlogs needs a list like 5,1024");
 			i++;
 		} else if (strcmp(a, "--events") == 0 || strcmp(a, "--interval") == 0 || strcmp(a, "--idle") == 0 ||
 			   strcmp(a, "--ramp") == 0) {
 			double d;
 			if (!v || tool_parse_seconds(v, 0, 86400, &d) != 0)
-				return usage_error("--events, --interval, --idle and --ramp need a number");
+				return tool_usage_error("--events, --interval, --idle and --ramp need a number");
 			if (npass + 2 > 14)
-				return usage_error("too many options");
+				return tool_usage_error("too many options");
 			pass[npass++] = a;
 			pass[npass++] = v;
 			i++;
 		} else if (strcmp(a, "--post") == 0 || strcmp(a, "--no-floor") == 0) {
 			if (npass + 1 > 14)
-				return usage_error("too many options");
+				return tool_usage_error("too many options");
 			pass[npass++] = a;
 		} else {
-			char why[300];
-			snprintf(why, sizeof(why), "unknown argument '%s'", a);
-			return usage_error(why);
+			return tool_usage_error("unknown argument '%s'", a);
 		}
 	}
 	long need = readers > opens ? readers : opens;

@@ -47,12 +47,6 @@ static void help(void)
 	       MSG_LEN);
 }
 
-static int usage_error(const char *why)
-{
-	fprintf(stderr, "fanout-floor: %s\n%s", why, USAGE);
-	return 2;
-}
-
 static int write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -173,6 +167,7 @@ static double cpu_now(void)
 
 int main(int argc, char **argv)
 {
+	tool_usage("fanout-floor", USAGE);
 	long n = -1, rounds = 7;
 	int json_only = 0, use_unix = 0;
 	for (int i = 1; i < argc; i++) {
@@ -183,7 +178,7 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "--rounds") == 0) {
 			if (!v || tool_parse_long(v, 1, 1000, &rounds) != 0)
-				return usage_error("--rounds needs a number 1-1000");
+				return tool_usage_error("--rounds needs a number 1-1000");
 			i++;
 		} else if (strcmp(a, "--json") == 0) {
 			json_only = 1;
@@ -191,15 +186,13 @@ int main(int argc, char **argv)
 			use_unix = 1;
 		} else if (a[0] != '-' && n < 0) {
 			if (tool_parse_long(a, 1, 500000, &n) != 0)
-				return usage_error("N must be a number from 1 to 500000");
+				return tool_usage_error("N must be a number from 1 to 500000");
 		} else {
-			char why[300];
-			snprintf(why, sizeof(why), "unknown argument '%s'", a);
-			return usage_error(why);
+			return tool_usage_error("unknown argument '%s'", a);
 		}
 	}
 	if (n < 0)
-		return usage_error("say how many socket pairs (N)");
+		return tool_usage_error("say how many socket pairs (N)");
 	char what[64];
 	snprintf(what, sizeof(what), "%ld socket pairs (in each of two processes)", n);
 	if (tool_check_fds(n + 32, what) != 0)

@@ -40,12 +40,6 @@ static void help(void)
 	       "Exit status: 0; 1 when a connect failed; 2 usage.\n");
 }
 
-static int usage_error(const char *why)
-{
-	fprintf(stderr, "open-only: %s\n%s", why, USAGE);
-	return 2;
-}
-
 static volatile int stop_flag;
 
 /* Connect once; returns 0 or an errno value, and the fd in *fdp when open. */
@@ -107,6 +101,7 @@ static int connect_one(const struct tool_addr *a, double timeout, int *fdp)
 
 int main(int argc, char **argv)
 {
+	tool_usage("open-only", USAGE);
 	long n = -1, backlog_arg = 0;
 	double timeout = 30;
 	int close_each = 0, keep = 0;
@@ -119,20 +114,20 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "--server") == 0) {
 			if (!v)
-				return usage_error("--server needs an address");
+				return tool_usage_error("--server needs an address");
 			server = v;
 			i++;
 		} else if (strcmp(a, "--backlog") == 0) {
 			if (!v || tool_parse_long(v, 1, 1L << 20, &backlog_arg) != 0)
-				return usage_error("--backlog needs a number 1-1048576");
+				return tool_usage_error("--backlog needs a number 1-1048576");
 			i++;
 		} else if (strcmp(a, "--timeout") == 0) {
 			if (!v || tool_parse_seconds(v, 0.01, 3600, &timeout) != 0)
-				return usage_error("--timeout needs seconds (0.01 to 3600)");
+				return tool_usage_error("--timeout needs seconds (0.01 to 3600)");
 			i++;
 		} else if (strcmp(a, "--run") == 0) {
 			if (!v)
-				return usage_error("--run needs a label");
+				return tool_usage_error("--run needs a label");
 			label = v;
 			i++;
 		} else if (strcmp(a, "--close") == 0) {
@@ -141,18 +136,16 @@ int main(int argc, char **argv)
 			keep = 1;
 		} else if (a[0] != '-' && n < 0) {
 			if (tool_parse_long(a, 1, 1000000, &n) != 0)
-				return usage_error("N must be a number from 1 to 1000000");
+				return tool_usage_error("N must be a number from 1 to 1000000");
 		} else {
-			char why[300];
-			snprintf(why, sizeof(why), "unknown argument '%s'", a);
-			return usage_error(why);
+			return tool_usage_error("unknown argument '%s'", a);
 		}
 	}
 	if (n < 0)
-		return usage_error("say how many connects (N)");
+		return tool_usage_error("say how many connects (N)");
 	struct tool_addr addr;
 	if (server && tool_parse_addr(server, &addr) != 0)
-		return usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT or unix:/path");
+		return tool_usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT or unix:/path");
 	if (!close_each) {
 		char what[64];
 		snprintf(what, sizeof(what), "%ld open connections", n);

@@ -42,12 +42,6 @@ static void help(void)
 	       "Exit status: 0; 1 when a --port has no listener or the kernel cannot be read; 2 usage.\n");
 }
 
-static int usage_error(const char *why)
-{
-	fprintf(stderr, "overflow-report: %s\n%s", why, USAGE);
-	return 2;
-}
-
 struct snapshot {
 	long long ctr[NCOUNTERS];
 	long sys[NSYSCTLS];
@@ -348,6 +342,7 @@ static int watch(double interval, long count, int json)
 
 int main(int argc, char **argv)
 {
+	tool_usage("overflow-report", USAGE);
 	double interval = 0;
 	long count = 0;
 	int json = 0;
@@ -362,31 +357,29 @@ int main(int argc, char **argv)
 		} else if (strcmp(a, "--port") == 0) {
 			long p;
 			if (!v || tool_parse_long(v, 1, 65535, &p) != 0)
-				return usage_error("--port needs a port number 1-65535");
+				return tool_usage_error("--port needs a port number 1-65535");
 			if (nports == MAX_PORTS)
-				return usage_error("at most 16 --port");
+				return tool_usage_error("at most 16 --port");
 			ports[nports++] = (int)p;
 			i++;
 		} else if (strcmp(a, "--backlog") == 0) {
 			if (!v || tool_parse_long(v, 1, 1L << 30, &asked_backlog) != 0)
-				return usage_error("--backlog needs a positive number");
+				return tool_usage_error("--backlog needs a positive number");
 			i++;
 		} else if (strcmp(a, "--watch") == 0) {
 			if (!v || tool_parse_seconds(v, 0.05, 86400, &interval) != 0)
-				return usage_error("--watch needs seconds (0.05 to 86400)");
+				return tool_usage_error("--watch needs seconds (0.05 to 86400)");
 			i++;
 		} else if (strcmp(a, "--count") == 0) {
 			if (!v || tool_parse_long(v, 1, 1L << 30, &count) != 0)
-				return usage_error("--count needs a positive number");
+				return tool_usage_error("--count needs a positive number");
 			i++;
 		} else {
-			char why[300];
-			snprintf(why, sizeof(why), "unknown argument '%s'", a);
-			return usage_error(why);
+			return tool_usage_error("unknown argument '%s'", a);
 		}
 	}
 	if (count > 0 && interval <= 0)
-		return usage_error("--count goes with --watch");
+		return tool_usage_error("--count goes with --watch");
 	if (interval > 0) {
 		tool_catch_signals(&stop_flag);
 		return watch(interval, count, json);

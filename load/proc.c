@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +506,25 @@ void tool_sleep(double s, volatile int *stop)
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		if (stop && *stop)
 			return;
+}
+
+static const char *usage_name = "load", *usage_text = "";
+
+void tool_usage(const char *name, const char *usage)
+{
+	usage_name = name;
+	usage_text = usage;
+}
+
+int tool_usage_error(const char *fmt, ...)
+{
+	char why[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: %s\n%s", usage_name, why, usage_text);
+	return 2;
 }
 
 int tool_parse_long(const char *s, long min, long max, long *out)

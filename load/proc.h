@@ -88,6 +88,13 @@ double tool_now_s(void);
 /* Sleep s seconds (restarting after signals unless *stop becomes set). */
 void tool_sleep(double s, volatile int *stop);
 
+/* Name the tool and its usage text for tool_usage_error(); both are kept,
+ * not copied. Call it first thing in main. */
+void tool_usage(const char *name, const char *usage);
+/* Say "NAME: " and the reason (printf-style, cut at 300 bytes), then the
+ * usage text, on stderr. Returns 2, the exit status of a usage error. */
+int tool_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Parse a whole decimal integer in [min, max]; 0 or -1. */
 int tool_parse_long(const char *s, long min, long max, long *out);
 /* Parse seconds: "0.5", "20", "250ms", "2s", "1m"; must be in [min, max]. */

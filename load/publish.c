@@ -51,12 +51,6 @@ static void help(void)
 	       "Exit status: 0 when every request got a 2xx; 1 otherwise; 2 usage.\n");
 }
 
-static int usage_error(const char *why)
-{
-	fprintf(stderr, "publish: %s\n%s", why, USAGE);
-	return 2;
-}
-
 enum { C_CLOSED, C_CONNECTING, C_OPEN };
 enum net_kind { N_REFUSED, N_RESET, N_TIMEOUT, N_CLOSED, N_OTHER, N_KINDS };
 static const char *const NET_NAMES[N_KINDS] = {"refused", "reset", "timeout", "closed", "other"};
@@ -349,6 +343,7 @@ static long count_rows(const char *path)
 
 int main(int argc, char **argv)
 {
+	tool_usage("publish", USAGE);
 	const char *server = NULL, *dbpath = NULL, *label = "1";
 	long backlog_arg = 0;
 	int keep = 0;
@@ -364,43 +359,43 @@ int main(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "-c") == 0 || strcmp(a, "--concurrency") == 0) {
 			if (!v || tool_parse_long(v, 1, 100000, &C) != 0)
-				return usage_error("-c needs a number 1-100000");
+				return tool_usage_error("-c needs a number 1-100000");
 			i++;
 		} else if (strcmp(a, "-k") == 0 || strcmp(a, "--connections") == 0) {
 			if (!v || tool_parse_long(v, 1, 100000, &K) != 0)
-				return usage_error("-k needs a number 1-100000");
+				return tool_usage_error("-k needs a number 1-100000");
 			k_given = 1;
 			i++;
 		} else if (strcmp(a, "--server") == 0) {
 			if (!v)
-				return usage_error("--server needs an address");
+				return tool_usage_error("--server needs an address");
 			server = v;
 			i++;
 		} else if (strcmp(a, "--db") == 0) {
 			if (!v)
-				return usage_error("--db needs a path");
+				return tool_usage_error("--db needs a path");
 			dbpath = v;
 			i++;
 		} else if (strcmp(a, "--token") == 0) {
 			if (!v || strpbrk(v, "\r\n"))
-				return usage_error("--token needs a value without line breaks");
+				return tool_usage_error("--token needs a value without line breaks");
 			token = v;
 			i++;
 		} else if (strcmp(a, "--size") == 0) {
 			if (!v || tool_parse_long(v, 1, 4000, &size) != 0)
-				return usage_error("--size needs a number 1-4000");
+				return tool_usage_error("--size needs a number 1-4000");
 			i++;
 		} else if (strcmp(a, "--timeout") == 0) {
 			if (!v || tool_parse_seconds(v, 0.01, 3600, &timeout_s) != 0)
-				return usage_error("--timeout needs seconds");
+				return tool_usage_error("--timeout needs seconds");
 			i++;
 		} else if (strcmp(a, "--backlog") == 0) {
 			if (!v || tool_parse_long(v, 1, 1L << 20, &backlog_arg) != 0)
-				return usage_error("--backlog needs a number 1-1048576");
+				return tool_usage_error("--backlog needs a number 1-1048576");
 			i++;
 		} else if (strcmp(a, "--run") == 0) {
 			if (!v)
-				return usage_error("--run needs a label");
+				return tool_usage_error("--run needs a label");
 			label = v;
 			i++;
 		} else if (strcmp(a, "--public") == 0) {
@@ -409,24 +404,22 @@ int main(int argc, char **argv)
 			keep = 1;
 		} else if (a[0] != '-' && N < 0) {
 			if (tool_parse_long(a, 1, 10000000, &N) != 0)
-				return usage_error("N must be a number from 1 to 10000000");
+				return tool_usage_error("N must be a number from 1 to 10000000");
 		} else {
-			char why[300];
-			snprintf(why, sizeof(why), "unknown argument '%s'", a);
-			return usage_error(why);
+			return tool_usage_error("unknown argument '%s'", a);
 		}
 	}
 	if (N < 0)
-		return usage_error("say how many requests (N)");
+		return tool_usage_error("say how many requests (N)");
 	if (K > C) {
 		if (k_given)
-			return usage_error("-k (connections) may not exceed -c (requests in flight)");
+			return tool_usage_error("-k (connections) may not exceed -c (requests in flight)");
 		K = C;
 	}
 	if (server && tool_parse_addr(server, &addr) != 0)
-		return usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
+		return tool_usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
 	if (dbpath && !server)
-		return usage_error("--db goes with --server");
+		return tool_usage_error("--db goes with --server");
 	char what[64];
 	snprintf(what, sizeof(what), "%ld connections", K);
 	if (tool_check_fds(K + 32, what) != 0)
