@@ -70,8 +70,12 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB_OBJ)
 load/.flags: FORCE
 	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
 
-load/%: load/%.c load/proc.c load/proc.h load/.flags
-	$(CC) $(ALL_CFLAGS) -o $@ $< load/proc.c $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+# load/NAME is load/NAME.c plus its parts load/NAME-*.c plus load/proc.c, in
+# one compile; its headers (load/NAME.h, load/NAME-*.h, load/proc.h) are
+# listed here, as one -MMD file cannot follow several sources.
+.SECONDEXPANSION:
+load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) load/proc.c load/proc.h load/.flags
+	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
