@@ -81,8 +81,13 @@ unit: $(UNIT_BIN) $(FUZZ_BIN)
 
 run: deps
 	@$(MAKE) --no-print-directory all
-	@mkdir -p var
-	$(HERALD) --config conf/herald.conf --db var/herald.db --listen 127.0.0.1:8199
+	@printf '%s\n' \
+	  'herald: serving http://127.0.0.1:8199 with the database var/herald.db (Ctrl-C stops it)' \
+	  '  read:     curl -N http://127.0.0.1:8199/api/events/stream' \
+	  '  publish:  curl -d '"'"'{"type":"greeting","topic":"news","data":"hello","public":true}'"'"' http://127.0.0.1:8199/api/events' \
+	  '  or:       sqlite3 var/herald.db "INSERT INTO events(type,topic,data,public) VALUES('"'"'greeting'"'"','"'"'news'"'"','"'"'hi'"'"',1)"' \
+	  '  health:   curl http://127.0.0.1:8199/api/health'
+	@$(HERALD)
 
 # The suite runs against an ASan+UBSan build in its own folder.
 test: deps
