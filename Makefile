@@ -74,8 +74,8 @@ load/.flags: FORCE
 # one compile; its headers (load/NAME.h, load/NAME-*.h, load/proc.h) are
 # listed here, as one -MMD file cannot follow several sources.
 .SECONDEXPANSION:
-load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) load/proc.c load/proc.h load/.flags
-	$(CC) $(ALL_CFLAGS) -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) load/proc.c load/proc.h src/util.c src/util.h load/.flags
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 

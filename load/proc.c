@@ -27,44 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static void oom(size_t n)
-{
-	fprintf(stderr, "load: out of memory allocating %zu bytes\n", n);
-	abort();
-}
-
-void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		oom(n);
-	return p;
-}
-
-void *xcalloc(size_t nmemb, size_t size)
-{
-	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
-	if (!p)
-		oom(nmemb * size);
-	return p;
-}
-
-void *xrealloc(void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (!q)
-		oom(n);
-	return q;
-}
-
-char *xstrdup(const char *s)
-{
-	size_t n = strlen(s);
-	char *p = xmalloc(n + 1);
-	memcpy(p, s, n + 1);
-	return p;
-}
-
 /* Read a small file whole into buf (NUL-terminated); bytes read or -errno. */
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {

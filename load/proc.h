@@ -14,10 +14,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-void *xmalloc(size_t n);
-void *xcalloc(size_t nmemb, size_t size);
-void *xrealloc(void *p, size_t n);
-char *xstrdup(const char *s);
+/* xmalloc and friends come from herald's own src/util.c, linked in. */
+#include "util.h"
 
 /* ---- /proc/PID ---------------------------------------------------------- */
 
