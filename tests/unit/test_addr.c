@@ -13,32 +13,7 @@
 
 #include "addr.h"
 #include "check.h"
-
-#define ARENA_PAGES 64
-static char *arena_end;
-static size_t arena_size;
-
-static void arena_init(void)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	arena_size = ARENA_PAGES * page;
-	char *base = mmap(NULL, arena_size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (base == MAP_FAILED || mprotect(base + arena_size, page, PROT_NONE) != 0) {
-		perror("mmap guard page");
-		exit(2);
-	}
-	arena_end = base + arena_size;
-}
-
-static const char *guarded(const char *s, size_t n)
-{
-	if (n > arena_size) {
-		fprintf(stderr, "input of %zu bytes too big for the arena\n", n);
-		exit(2);
-	}
-	memcpy(arena_end - n, s, n);
-	return arena_end - n;
-}
+#include "guard.h"
 
 static struct trust deftrust;
 

@@ -7,36 +7,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "guard.h"
 #include "http.h"
 
 /* Every parse reads its input from the end of this arena, right before an
  * inaccessible page, so reading one byte past len faults. */
-#define ARENA_PAGES 40
-static char *arena_end;
-static size_t arena_size;
-
-static void arena_init(void)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	arena_size = ARENA_PAGES * page;
-	char *base = mmap(NULL, arena_size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (base == MAP_FAILED || mprotect(base + arena_size, page, PROT_NONE) != 0) {
-		perror("mmap guard page");
-		exit(2);
-	}
-	arena_end = base + arena_size;
-}
-
-static const char *guarded(const char *s, size_t n)
-{
-	if (n > arena_size) {
-		fprintf(stderr, "input of %zu bytes too big for the arena\n", n);
-		exit(2);
-	}
-	memcpy(arena_end - n, s, n);
-	return arena_end - n;
-}
-
 static const struct http_limits deflim = {8192, 16384, 64};
 static struct http_request req;
 static struct http_error err;
