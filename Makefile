@@ -160,4 +160,4 @@ uninstall:
 clean:
 	rm -rf build $(LOAD_BIN) load/.flags load/*.d
 
--include $(OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(FUZZ_BIN:=.d)
