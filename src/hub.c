@@ -93,7 +93,7 @@ static int fanout_row(void *arg, const struct store_event *ev)
 	struct reader *r = h->live, *next;
 	for (; r; r = next) {
 		next = r->next;
-		if (!reader_wants(r, ev))
+		if (ev->id <= r->skip_through || !reader_wants(r, ev))
 			continue;
 		if (!ch)
 			ch = frame_event(ev);
@@ -281,20 +281,27 @@ void hub_add(struct hub *h, struct reader *r, int64_t resume_id)
 	struct server *srv = h->srv;
 	if (resume_id >= 0) {
 		/* Learn of rows other writers committed, so the id checks below
-		 * compare against the real newest id. */
+		 * compare against the real newest id. If the store was busy the
+		 * hub may still lag it; the store's own newest id decides then. */
 		hub_poll(h);
-		int64_t pruned = store_pruned_through(srv->st);
-		if (resume_id > h->high_water) {
+		int64_t newest = h->high_water;
+		if (store_max_id(srv->st, &newest) < 0 || newest < h->high_water)
+			newest = h->high_water;
+		if (resume_id > newest) {
 			send_reset(h, r, "unknown_id", resume_id);
 			resume_id = -1;
-		} else if (resume_id < pruned) {
+		} else if (resume_id < store_pruned_through(srv->st)) {
 			send_reset(h, r, "retention", resume_id);
 			resume_id = -1;
 		}
 	}
 	if (resume_id < 0 || resume_id >= h->high_water) {
+		/* Live from here; a resume point past what the hub has read yet
+		 * (the store was busy) means those ids were already seen. */
+		int64_t from = resume_id > h->high_water ? resume_id : h->high_water;
 		r->mode = READER_LIVE;
-		r->c->written_id = h->high_water;
+		r->skip_through = from;
+		r->c->written_id = from;
 		list_push(&h->live, r);
 		h->nlive++;
 		return;

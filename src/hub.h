@@ -32,6 +32,7 @@ struct reader {
 	struct conn *c;
 	enum reader_mode mode;
 	int64_t cursor;             /* CATCHUP: the last id read from the store */
+	int64_t skip_through;       /* LIVE: ids up to this were seen already */
 	bool see_private;           /* presented the read token */
 	size_t ntopics;             /* 0 = every topic */
 	char *topics[READER_MAX_TOPICS];
