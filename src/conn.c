@@ -502,6 +502,7 @@ void conn_pass_end(struct server *srv)
 {
 	struct conn *list = srv->flush_list;
 	srv->flush_list = NULL;
+	uint64_t t0 = list ? clock_mono_ns() : 0;
 	while (list) {
 		struct conn *c = list;
 		list = c->flush_next;
@@ -516,6 +517,8 @@ void conn_pass_end(struct server *srv)
 		if (c->tls && c->state != CONN_CLOSED && (c->want & EPOLLIN) && tls_conn_pending(c))
 			on_io(c, EPOLLIN);
 	}
+	if (t0)
+		metrics_observe(&srv->m.flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it went back on a flush list. */
 	struct conn **pp = &srv->graveyard;
 	while (*pp) {

@@ -111,12 +111,25 @@ static int fanout_row(void *arg, const struct store_event *ev)
 	return 0;
 }
 
+static void poll_pages(struct hub *h);
+
 static void retry_poll(void *arg)
 {
 	hub_poll(arg);
 }
 
 void hub_poll(struct hub *h)
+{
+	struct server *srv = h->srv;
+	uint64_t t0 = clock_mono_ns();
+	int64_t before = h->high_water;
+	poll_pages(h);
+	if (h->high_water != before)
+		metrics_observe(&srv->m.fanout_seconds, clock_mono_ns() - t0);
+}
+
+/* Fan out up to POLL_PAGES pages of new rows; continue from a timer. */
+static void poll_pages(struct hub *h)
 {
 	struct server *srv = h->srv;
 	/* A large batch from another writer is fanned out a few thousand rows

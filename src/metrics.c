@@ -14,6 +14,20 @@
 #include "server.h"
 #include "util.h"
 
+static const double bucket_bounds[HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+						     0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
+
+void metrics_observe(struct histogram *h, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	size_t i = 0;
+	while (i < HIST_BUCKETS && s > bucket_bounds[i])
+		i++;
+	h->counts[i]++;
+	h->n++;
+	h->sum += s;
+}
+
 struct self_sample {
 	double cpu_seconds;
 	long rss_bytes;
@@ -53,16 +67,40 @@ struct out {
 	size_t len, cap;
 };
 
+static void append(struct out *o, const char *text, size_t n)
+{
+	if (o->len + n > o->cap) {
+		o->cap = (o->len + n) * 2;
+		o->buf = xrealloc(o->buf, o->cap);
+	}
+	memcpy(o->buf + o->len, text, n);
+	o->len += n;
+}
+
 static void put(struct out *o, const char *name, const char *type, const char *help, double v)
 {
 	char line[512];
 	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
-	if (o->len + (size_t)n > o->cap) {
-		o->cap = (o->len + (size_t)n) * 2;
-		o->buf = xrealloc(o->buf, o->cap);
+	append(o, line, (size_t)n);
+}
+
+static void put_histogram(struct out *o, const char *name, const char *help, const struct histogram *h)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	append(o, line, (size_t)n);
+	uint64_t cum = 0;
+	for (size_t i = 0; i <= HIST_BUCKETS; i++) {
+		cum += h->counts[i];
+		if (i < HIST_BUCKETS)
+			n = snprintf(line, sizeof(line), "%s_bucket{le=\"%g\"} %llu\n", name, bucket_bounds[i],
+				     (unsigned long long)cum);
+		else
+			n = snprintf(line, sizeof(line), "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+		append(o, line, (size_t)n);
 	}
-	memcpy(o->buf + o->len, line, (size_t)n);
-	o->len += (size_t)n;
+	n = snprintf(line, sizeof(line), "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->n);
+	append(o, line, (size_t)n);
 }
 
 struct chunk *metrics_render(struct server *srv, int keep_alive)
@@ -92,6 +130,13 @@ struct chunk *metrics_render(struct server *srv, int keep_alive)
 	put(&o, "herald_readers_rotated_total", "counter", "Streams ended by rotate_after.", (double)m->readers_rotated);
 	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.", (double)m->store_busy);
+	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
+		      &m->publish_seconds);
+	put_histogram(&o, "herald_store_commit_seconds", "One group commit's transaction.", &m->commit_seconds);
+	put_histogram(&o, "herald_fanout_seconds", "Reading new rows and queueing them to every matching reader.",
+		      &m->fanout_seconds);
+	put_histogram(&o, "herald_flush_seconds", "One loop pass's writes to every connection with output.",
+		      &m->flush_seconds);
 	put(&o, "process_cpu_seconds_total", "counter", "User and system CPU time.", s.cpu_seconds);
 	put(&o, "process_resident_memory_bytes", "gauge", "Resident set size.", (double)s.rss_bytes);
 	put(&o, "process_open_fds", "gauge", "Open file descriptors.", (double)s.open_fds);

@@ -7,6 +7,15 @@
 
 #include "chunk.h"
 
+/* Upper bounds of the histogram buckets, in seconds (a last one is +Inf). */
+#define HIST_BUCKETS 12
+
+struct histogram {
+	uint64_t counts[HIST_BUCKETS + 1];
+	uint64_t n;
+	double sum;
+};
+
 struct metrics {
 	uint64_t connections_accepted;
 	uint64_t accept_fd_exhausted;     /* EMFILE/ENFILE at accept */
@@ -22,7 +31,14 @@ struct metrics {
 	uint64_t resets_sent;
 	uint64_t store_busy;              /* calls that met another writer's lock */
 	uint64_t group_commits;
+	struct histogram publish_seconds;  /* POST parsed until its 201 is queued */
+	struct histogram commit_seconds;   /* one group commit's transaction */
+	struct histogram fanout_seconds;   /* reading new rows and queueing them to readers */
+	struct histogram flush_seconds;    /* one pass's writes to every connection with output */
 };
+
+/* Add one observation of ns nanoseconds to h. */
+void metrics_observe(struct histogram *h, uint64_t ns);
 
 struct server;
 

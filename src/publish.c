@@ -23,6 +23,7 @@
 struct publish_item {
 	struct conn *c; /* NULL once the client has gone */
 	bool keep_alive;
+	uint64_t started_ns;
 	char *type, *topic, *data;
 	size_t data_len;
 	bool public;
@@ -264,7 +265,7 @@ void publish_handle(struct conn *c, const struct http_request *req, const char *
 		conn_refuse(c, 503, "too many publishes waiting for the database", "Retry-After: 1\r\n");
 		return;
 	}
-	struct publish_item it = { .c = c, .keep_alive = c->keep_alive };
+	struct publish_item it = { .c = c, .keep_alive = c->keep_alive, .started_ns = clock_mono_ns() };
 	why = parse_body(q, body, body_len, &it);
 	if (why) {
 		item_free(&it);
@@ -301,6 +302,7 @@ static void answer_all(struct publish_queue *q, int status, const char *message,
 				char body[64];
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
 				srv->m.responses_by_class[2]++;
+				metrics_observe(&srv->m.publish_seconds, clock_mono_ns() - it->started_ns);
 				conn_respond(it->c, http_format_response(201, "application/json", NULL, body, (size_t)n,
 									 it->keep_alive),
 					     it->keep_alive);
@@ -325,7 +327,9 @@ static void commit(void *arg)
 	for (size_t i = 0; i < q->n; i++)
 		evs[i] = (struct store_new_event){ q->items[i].type, q->items[i].topic, q->items[i].data,
 						   q->items[i].data_len, q->items[i].public };
+	uint64_t t0 = clock_mono_ns();
 	int r = store_append_batch(srv->st, evs, q->n, ids);
+	metrics_observe(&srv->m.commit_seconds, clock_mono_ns() - t0);
 	free(evs);
 	if (r == -EBUSY) {
 		/* Another process holds the write lock: try again shortly,

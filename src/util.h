@@ -14,6 +14,8 @@ char *xstrndup(const char *s, size_t n);
 
 /* Milliseconds on the monotonic clock. */
 uint64_t clock_mono_ms(void);
+/* Nanoseconds on the monotonic clock (for measuring short spans). */
+uint64_t clock_mono_ns(void);
 /* Seconds since the Unix epoch (wall clock). */
 int64_t clock_wall_s(void);
 
