@@ -13,6 +13,8 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +132,12 @@ struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const str
 	}
 	snprintf(c->client, sizeof(c->client), "%s", c->peer);
 	c->last_progress = loop_now(srv->lp);
+	if (!c->peer_unix) {
+		/* Output is already gathered into one writev per pass; Nagle would
+		 * only hold back a response behind the client's delayed ACK. */
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
 	c->want = EPOLLIN | EPOLLRDHUP;
 	if (ls && ls->tls && tls_conn_start(c, ls) < 0) {
 		close(fd);

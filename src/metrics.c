@@ -137,6 +137,8 @@ struct chunk *metrics_render(struct server *srv, int keep_alive)
 		      &m->fanout_seconds);
 	put_histogram(&o, "herald_flush_seconds", "One loop pass's writes to every connection with output.",
 		      &m->flush_seconds);
+	put_histogram(&o, "herald_checkpoint_seconds", "Copying the WAL into the database (at pauses in publishing).",
+		      &m->checkpoint_seconds);
 	put(&o, "process_cpu_seconds_total", "counter", "User and system CPU time.", s.cpu_seconds);
 	put(&o, "process_resident_memory_bytes", "gauge", "Resident set size.", (double)s.rss_bytes);
 	put(&o, "process_open_fds", "gauge", "Open file descriptors.", (double)s.open_fds);

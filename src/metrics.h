@@ -35,6 +35,7 @@ struct metrics {
 	struct histogram commit_seconds;   /* one group commit's transaction */
 	struct histogram fanout_seconds;   /* reading new rows and queueing them to readers */
 	struct histogram flush_seconds;    /* one pass's writes to every connection with output */
+	struct histogram checkpoint_seconds; /* copying the WAL into the database */
 };
 
 /* Add one observation of ns nanoseconds to h. */

@@ -351,8 +351,11 @@ static void commit(void *arg)
 	} else {
 		srv->m.events_published += q->n;
 		srv->m.group_commits++;
+		server_note_commit(srv);
 		answer_all(q, 201, NULL, ids);
 		hub_poll(&srv->hub);
+		if (store_wal_pages(srv->st) >= STORE_WAL_FORCE_PAGES)
+			server_checkpoint(srv);
 	}
 	q->busy_since = 0;
 	free(ids);

@@ -26,6 +26,7 @@
 #define PRUNE_EVERY_MS 5000
 #define PRUNE_STEP_ROWS 1000   /* rows per transaction: the loop never waits long */
 #define PRUNE_AGAIN_MS 10      /* between steps while a backlog of old rows remains */
+#define CHECKPOINT_QUIET_MS 100    /* copy the WAL once publishes pause this long */
 
 static void pass_end(void *arg)
 {
@@ -93,10 +94,47 @@ static void prune_tick(void *arg)
 		if (n == PRUNE_STEP_ROWS || n == -EBUSY)
 			next = PRUNE_AGAIN_MS;
 		if (n > 0)
+			server_note_commit(srv);
+		if (n > 0)
 			log_debug("retention removed %d events; oldest kept id is above %lld", n,
 				  (long long)store_pruned_through(srv->st));
 	}
 	loop_timer_start(srv->lp, &srv->prune_timer, next, prune_tick, srv);
+}
+
+/* The WAL is copied into the database at a pause in publishing rather than
+ * inside a commit, so a burst of publishes never waits for the file syncs
+ * (publish.c also checkpoints when the WAL outgrows STORE_WAL_FORCE_PAGES
+ * during a long, busy stretch). Armed only after our own writes: an idle
+ * server keeps no timer for it. */
+static void checkpoint_tick(void *arg)
+{
+	struct server *srv = arg;
+	uint64_t quiet = loop_now(srv->lp) - srv->last_commit_ms;
+	if (quiet < CHECKPOINT_QUIET_MS) {
+		loop_timer_start(srv->lp, &srv->checkpoint_timer, CHECKPOINT_QUIET_MS - quiet, checkpoint_tick, srv);
+		return;
+	}
+	if (store_wal_pages(srv->st) > 0)
+		server_checkpoint(srv);
+}
+
+void server_note_commit(struct server *srv)
+{
+	srv->last_commit_ms = loop_now(srv->lp);
+	if (!loop_timer_active(&srv->checkpoint_timer))
+		loop_timer_start(srv->lp, &srv->checkpoint_timer, CHECKPOINT_QUIET_MS, checkpoint_tick, srv);
+}
+
+void server_checkpoint(struct server *srv)
+{
+	int pages = store_wal_pages(srv->st);
+	uint64_t t0 = clock_mono_ns();
+	int n = store_checkpoint(srv->st);
+	uint64_t ns = clock_mono_ns() - t0;
+	metrics_observe(&srv->m.checkpoint_seconds, ns);
+	if (n >= 0)
+		log_debug("checkpoint: %d of %d WAL pages copied in %.1f ms", n, pages, (double)ns / 1e6);
 }
 
 static void drain_tick(void *arg)
@@ -279,6 +317,7 @@ void server_free(struct server *srv)
 		service_stop(srv);
 		loop_timer_stop(srv->lp, &srv->drain_timer);
 		loop_timer_stop(srv->lp, &srv->prune_timer);
+		loop_timer_stop(srv->lp, &srv->checkpoint_timer);
 	}
 	stream_shutdown(srv);
 	tls_teardown(srv);

@@ -45,6 +45,8 @@ struct server {
 	uint64_t drain_deadline;
 	struct loop_timer drain_timer;
 	struct loop_timer prune_timer;
+	struct loop_timer checkpoint_timer;
+	uint64_t last_commit_ms;   /* loop time of the last group commit */
 	bool pass_end_scheduled;
 
 	int64_t max_readers;       /* effective global cap on streams */
@@ -61,6 +63,12 @@ int server_run(struct server *srv);
 
 /* Close everything in reverse order and free it. */
 void server_free(struct server *srv);
+
+/* Record one of our own commits: the WAL is checkpointed at the next pause. */
+void server_note_commit(struct server *srv);
+
+/* Copy the WAL into the database now (a passive checkpoint). */
+void server_checkpoint(struct server *srv);
 
 /* Schedule the end-of-pass work (flushes, frees) once for this pass. */
 void server_schedule_pass_end(struct server *srv);

@@ -39,6 +39,7 @@ struct store {
 	int watch_fd;
 	int64_t pruned_through;
 	int64_t data_version;
+	int wal_pages;            /* frames in the WAL after our last commit */
 
 	sqlite3_stmt *begin;
 	sqlite3_stmt *commit;
@@ -301,6 +302,15 @@ static int watch_folder(const char *path)
 	return fd;
 }
 
+static int wal_counted(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct store *st = arg;
+	(void)db;
+	(void)name;
+	st->wal_pages = pages;
+	return SQLITE_OK;
+}
+
 struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_t errlen)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
@@ -402,12 +412,37 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 	}
 	/* From here on, never wait longer than the loop can afford. */
 	sqlite3_busy_timeout(st->db, busy_timeout_ms);
+	/* No automatic checkpoint inside our commits: it syncs the files in
+	 * the middle of a publish. The caller checkpoints from a timer
+	 * (store_checkpoint); the hook only counts the WAL's pages. */
+	sqlite3_wal_hook(st->db, wal_counted, st);
 	st->watch_fd = watch_folder(path);
 	return st;
 
 fail:
 	store_close(st);
 	return NULL;
+}
+
+int store_wal_pages(const struct store *st)
+{
+	return st->wal_pages;
+}
+
+int store_checkpoint(struct store *st)
+{
+	int log = 0, done = 0;
+	int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+		return -EBUSY;
+	if (rc != SQLITE_OK) {
+		log_err("store: checkpoint of %s: %s", st->path, sqlite3_errmsg(st->db));
+		return -EIO;
+	}
+	/* Frames readers still need stay; the WAL restarts from the top once
+	 * every frame is in the database. */
+	st->wal_pages = log > done ? log - done : 0;
+	return done;
 }
 
 void store_close(struct store *st)

@@ -82,4 +82,19 @@ bool store_changed(struct store *st);
  * due), -EBUSY or -EIO. */
 int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t max_rows);
 
+/* Pages in the write-ahead log after this connection's last commit (other
+ * writers' commits are not counted). */
+int store_wal_pages(const struct store *st);
+
+/* WAL size at which a busy writer checkpoints without waiting for a pause
+ * (SQLite's own automatic checkpoint size). */
+#define STORE_WAL_FORCE_PAGES 1000
+
+/* Copy what the WAL holds into the database, without waiting for readers or
+ * writers (a passive checkpoint, with its file syncs). Automatic checkpoints
+ * are off for herald's connection, so the caller runs this from a timer at a
+ * quiet moment instead of inside a publish. Returns pages copied, -EBUSY or
+ * -EIO. */
+int store_checkpoint(struct store *st);
+
 #endif

@@ -234,10 +234,6 @@ void stream_open(struct conn *c, const struct http_request *req)
 	c->rbuf = NULL;
 	c->rlen = c->rcap = 0;
 	loop_timer_stop(srv->lp, &c->timer);
-	if (!c->peer_unix && !c->tls) {
-		int one = 1;
-		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
 	srv->m.responses_by_class[2]++;
 	conn_enqueue(c, srv->hub.stream_head, 0);
 	hub_add(&srv->hub, r, resume);

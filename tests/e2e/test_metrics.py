@@ -1,6 +1,7 @@
 """/metrics: Prometheus text with counters that follow what happened and
 well-formed latency histograms."""
 import re
+import time
 
 from harness import Herald, Stream, publish, request
 
@@ -46,3 +47,19 @@ def test_counters_and_histograms_follow_the_work():
         assert _histogram(after, "herald_flush_seconds") >= 3
         assert _value(after, "process_resident_memory_bytes") > 0
         s.close()
+
+
+def test_wal_is_checkpointed_at_a_pause_not_per_commit():
+    # herald's connection never checkpoints inside a commit; once publishes
+    # pause, the WAL is copied into the database from a timer.
+    with Herald() as h:
+        for i in range(5):
+            publish(h.port, data=f"c{i}")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if _histogram(_metrics(h.port), "herald_checkpoint_seconds") >= 1:
+                break
+            time.sleep(0.05)
+        text = _metrics(h.port)
+        assert _histogram(text, "herald_checkpoint_seconds") == 1, "one checkpoint after the pause"
+        assert _histogram(text, "herald_store_commit_seconds") == 5
