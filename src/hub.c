@@ -21,6 +21,13 @@
 #define CATCHUP_PAGES 8      /* store calls per drain before yielding to the loop */
 #define BUSY_RETRY_MS 5
 #define NO_INOTIFY_POLL_MS 1000
+#define HEARTBEAT_SLOTS 4     /* turns per heartbeat_interval in which readers are visited */
+
+static uint64_t heartbeat_tick_ms(const struct hub *h)
+{
+	uint64_t t = (uint64_t)h->srv->cfg.heartbeat_interval_ms / HEARTBEAT_SLOTS;
+	return t ? t : 1;
+}
 
 static void list_push(struct reader **head, struct reader *r)
 {
@@ -206,15 +213,23 @@ int hub_watch_store(struct hub *h)
 	return loop_watch(h->srv->lp, fd, EPOLLIN, on_store_change, h);
 }
 
-/* Heartbeats to idle readers; close readers that accepted no bytes for
- * stall_timeout; end streams due for rotation. */
-static void sweep_list(struct hub *h, struct reader *r)
+/* Every reader is visited once per heartbeat_interval, in one of
+ * HEARTBEAT_SLOTS turns spread over the interval (readers are dealt into
+ * slots as they arrive), so 10,000 readers never get their heartbeats in
+ * one burst. With no readers the timer stops (hub_add starts it again). A visit sends a heartbeat to a reader whose queue is empty and
+ * that has had nothing for half an interval (so at most 1.5 intervals of
+ * silence), closes one that accepted no bytes for stall_timeout, and ends a
+ * stream due for rotation. */
+static void sweep_list(struct hub *h, struct reader *r, unsigned slot)
 {
 	struct server *srv = h->srv;
 	uint64_t now = loop_now(srv->lp);
+	uint64_t quiet = (uint64_t)srv->cfg.heartbeat_interval_ms / 2;
 	struct reader *next;
 	for (; r; r = next) {
 		next = r->next;
+		if (r->slot != slot)
+			continue;
 		struct conn *c = r->c;
 		if (r->rotate_at && now >= r->rotate_at) {
 			srv->m.readers_rotated++;
@@ -222,7 +237,8 @@ static void sweep_list(struct hub *h, struct reader *r)
 			continue;
 		}
 		if (c->qlen == 0) {
-			conn_enqueue(c, h->heartbeat, 0);
+			if (now - c->last_progress >= quiet)
+				conn_enqueue(c, h->heartbeat, 0);
 		} else if (now - c->last_progress >= (uint64_t)srv->cfg.stall_timeout_ms) {
 			srv->m.readers_stalled_closed++;
 			log_info("closing stream of %s: no bytes accepted for %lld ms", r->client,
@@ -235,10 +251,12 @@ static void sweep_list(struct hub *h, struct reader *r)
 static void heartbeat_tick(void *arg)
 {
 	struct hub *h = arg;
-	sweep_list(h, h->live);
-	sweep_list(h, h->catchup);
-	loop_timer_start(h->srv->lp, &h->heartbeat_timer, (uint64_t)h->srv->cfg.heartbeat_interval_ms,
-			 heartbeat_tick, h);
+	unsigned slot = h->sweep_slot;
+	h->sweep_slot = (h->sweep_slot + 1) % HEARTBEAT_SLOTS;
+	sweep_list(h, h->live, slot);
+	sweep_list(h, h->catchup, slot);
+	if (hub_readers(h))
+		loop_timer_start(h->srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
 int hub_init(struct hub *h, struct server *srv)
@@ -252,7 +270,6 @@ int hub_init(struct hub *h, struct server *srv)
 	}
 	h->heartbeat = frame_heartbeat();
 	h->stream_head = frame_stream_head(srv->cfg.retry_ms);
-	loop_timer_start(srv->lp, &h->heartbeat_timer, (uint64_t)srv->cfg.heartbeat_interval_ms, heartbeat_tick, h);
 	return 0;
 }
 
@@ -261,7 +278,7 @@ void hub_reconfigure(struct hub *h)
 	struct server *srv = h->srv;
 	chunk_unref(h->stream_head);
 	h->stream_head = frame_stream_head(srv->cfg.retry_ms);
-	loop_timer_start(srv->lp, &h->heartbeat_timer, (uint64_t)srv->cfg.heartbeat_interval_ms, heartbeat_tick, h);
+	loop_timer_start(srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
 void hub_shutdown(struct hub *h)
@@ -292,6 +309,10 @@ static void send_reset(struct hub *h, struct reader *r, const char *reason, int6
 void hub_add(struct hub *h, struct reader *r, int64_t resume_id)
 {
 	struct server *srv = h->srv;
+	r->slot = h->next_slot;
+	h->next_slot = (h->next_slot + 1) % HEARTBEAT_SLOTS;
+	if (!loop_timer_active(&h->heartbeat_timer))
+		loop_timer_start(srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 	if (resume_id >= 0) {
 		/* Learn of rows other writers committed, so the id checks below
 		 * compare against the real newest id. If the store was busy the

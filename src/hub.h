@@ -39,6 +39,7 @@ struct reader {
 	char client[64];            /* address counted against the per-address cap */
 	uint64_t opened_ms;
 	uint64_t rotate_at;         /* 0 = never */
+	unsigned slot;              /* which heartbeat turn visits this reader */
 	struct reader *next, *prev; /* the hub's list for its mode */
 };
 
@@ -57,6 +58,8 @@ struct hub {
 	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
 	size_t confirm_step;
 	bool poll_pending;
+	unsigned sweep_slot;             /* the heartbeat turn due next */
+	unsigned next_slot;              /* the turn the next new reader joins */
 };
 
 /* Set up the hub: high_water = the store's newest id, timers armed. */
