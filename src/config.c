@@ -431,7 +431,9 @@ static int validate(const struct config *cfg)
 		fprintf(stderr, "herald: listen has a tls: address, but tls_cert and tls_key are not set\n");
 		return -1;
 	}
-	if (!tls_listen && cfg->tls_cert[0] != '\0') {
+	/* Under socket activation the sockets, and which is TLS (a socket named
+	 * "tls"), come from systemd; listen is not used. */
+	if (!tls_listen && cfg->tls_cert[0] != '\0' && !getenv("LISTEN_FDS")) {
 		fprintf(stderr, "herald: tls_cert is set, but no listen address is a tls: one "
 				"(e.g. listen = 127.0.0.1:8199, tls:127.0.0.1:8443)\n");
 		return -1;

@@ -263,7 +263,9 @@ fail:
 	return -1;
 }
 
-static int adopt_systemd(struct server *srv, int n)
+/* Take the sockets systemd passed. One whose name (FileDescriptorName= in
+ * the socket unit) is "tls" serves TLS with tls_cert/tls_key. */
+static int adopt_systemd(struct server *srv, int n, char **names)
 {
 	srv->listeners = xcalloc((size_t)n, sizeof(*srv->listeners));
 	for (int i = 0; i < n; i++) {
@@ -281,7 +283,14 @@ static int adopt_systemd(struct server *srv, int n)
 			else
 				snprintf(ls->name, sizeof(ls->name), "unix (unnamed)");
 		} else if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
-			name_tcp(fd, "tcp", ls->name, sizeof(ls->name));
+			bool tls = names && names[i] && strcmp(names[i], "tls") == 0;
+			if (tls && !srv->tls) {
+				log_err("systemd passed a socket named tls (fd %d), but tls_cert and tls_key are not set",
+					fd);
+				return -1;
+			}
+			ls->tls = tls ? srv->tls : NULL;
+			name_tcp(fd, tls ? "tls" : "tcp", ls->name, sizeof(ls->name));
 		} else {
 			log_err("systemd passed fd %d, which is not a listening stream socket", fd);
 			return -1;
@@ -332,13 +341,18 @@ static void log_listener(const struct listener *ls, int requested, int somaxconn
 int listeners_open(struct server *srv)
 {
 	int somaxconn = read_somaxconn();
-	int n = sd_listen_fds(1);
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names);
 	if (n < 0) {
 		log_err("reading systemd's LISTEN_FDS: %s", strerror(-n));
 		return -1;
 	}
 	if (n > 0) {
-		if (adopt_systemd(srv, n) < 0)
+		int r = adopt_systemd(srv, n, names);
+		for (int i = 0; names && i < n; i++)
+			free(names[i]);
+		free(names);
+		if (r < 0)
 			return -1;
 		log_info("using %d socket(s) from systemd; the listen setting is ignored", n);
 	} else {

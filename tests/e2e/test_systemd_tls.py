@@ -1,0 +1,97 @@
+"""A socket passed by systemd whose name is "tls" (FileDescriptorName=tls in
+the socket unit; systemd-socket-activate --fdname=tls here) serves TLS with
+tls_cert/tls_key, beside a plain one in the same hand-over."""
+import os
+import re
+import shlex
+import socket
+import tempfile
+
+import harness
+from harness import Herald, sqlite, wait_until
+from test_systemd import _free_port
+from test_tls import _make_cert, _tls_connect
+
+
+def _read_until(sock, marker, limit=65536):
+    buf = b""
+    while marker not in buf and len(buf) < limit:
+        d = sock.recv(4096)
+        if not d:
+            break
+        buf += d
+    return buf
+
+
+def test_socket_named_tls_serves_tls_beside_a_plain_one():
+    d = tempfile.mkdtemp(prefix="herald-activate-tls-")
+    cert, key = _make_cert(d, "svc")
+    tls_port, plain_port = _free_port(), _free_port()
+    wrapper = os.path.join(d, "activate")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec systemd-socket-activate -l 127.0.0.1:%d -l 127.0.0.1:%d --fdname=tls:plain "
+                "-E ASAN_OPTIONS -E UBSAN_OPTIONS %s \"$@\"\n"
+                % (tls_port, plain_port, shlex.quote(os.path.abspath(harness.HERALD_BIN))))
+    os.chmod(wrapper, 0o755)
+    saved = harness.HERALD_BIN
+    harness.HERALD_BIN = wrapper
+    try:
+        h = Herald(args=["--tls-cert", cert, "--tls-key", key], dir=d, listen=False, wait=False)
+    finally:
+        harness.HERALD_BIN = saved
+    try:
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", plain_port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_until(listening, timeout=10, what="systemd-socket-activate to listen")
+        # The first connection makes systemd-socket-activate start herald.
+        s = _tls_connect(tls_port, cert, timeout=15)
+        s.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = _read_until(s, b": stream open\n\n")
+        assert head.startswith(b"HTTP/1.1 200 "), head[:200]
+        h.wait_log(r"herald ready")
+        log = h.log()
+        assert re.search(rf"listening on tls 127\.0\.0\.1:{tls_port} \(backlog \d+, from systemd\)", log), log
+        assert re.search(rf"listening on tcp 127\.0\.0\.1:{plain_port} \(backlog \d+, from systemd\)", log), log
+        sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('t','n','over tls',1)")
+        assert b"data: over tls\n" in _read_until(s, b"data: over tls\n"), "event not received over TLS"
+        s.close()
+        # The plain socket stays plain.
+        p = socket.create_connection(("127.0.0.1", plain_port), timeout=5)
+        p.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert _read_until(p, b"\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+        p.close()
+        h.stop()
+    finally:
+        h.kill()
+
+
+def test_socket_named_tls_without_a_certificate_is_refused():
+    d = tempfile.mkdtemp(prefix="herald-activate-tls-")
+    port = _free_port()
+    wrapper = os.path.join(d, "activate")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec systemd-socket-activate -l 127.0.0.1:%d --fdname=tls "
+                "-E ASAN_OPTIONS -E UBSAN_OPTIONS %s \"$@\"\n"
+                % (port, shlex.quote(os.path.abspath(harness.HERALD_BIN))))
+    os.chmod(wrapper, 0o755)
+    saved = harness.HERALD_BIN
+    harness.HERALD_BIN = wrapper
+    try:
+        h = Herald(dir=d, listen=False, wait=False)
+    finally:
+        harness.HERALD_BIN = saved
+    try:
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_until(listening, timeout=10, what="systemd-socket-activate to listen")
+        h.wait_log(r"socket named tls .* tls_cert and tls_key are not set", timeout=15)
+    finally:
+        h.kill()
