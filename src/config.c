@@ -542,18 +542,6 @@ fail:
 	return -1;
 }
 
-int config_reload(struct config *cfg, int argc, char **argv)
-{
-	struct config fresh;
-	bool check;
-	int code;
-	if (config_load(&fresh, argc, argv, &check, &code) != 0)
-		return -1;
-	config_free(cfg);
-	*cfg = fresh;
-	return 0;
-}
-
 void config_free(struct config *cfg)
 {
 	list_clear(cfg);

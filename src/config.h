@@ -50,10 +50,6 @@ struct config {
  * a bad flag, 1 for a bad value). *check_only is set by --check-config. */
 int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code);
 
-/* Re-read the same sources (same argv) into a fresh struct for SIGHUP.
- * Returns 0, or -1 after logging the error (cfg untouched in that case). */
-int config_reload(struct config *cfg, int argc, char **argv);
-
 void config_free(struct config *cfg);
 
 /* Print every key with its effective value, one "key = value" per line. */

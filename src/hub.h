@@ -57,7 +57,6 @@ struct hub {
 	struct loop_timer watch_timer;   /* only without inotify: slow poll */
 	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
 	size_t confirm_step;
-	bool poll_pending;
 	unsigned sweep_slot;             /* the heartbeat turn due next */
 	unsigned next_slot;              /* the turn the next new reader joins */
 };
