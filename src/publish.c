@@ -112,6 +112,25 @@ static bool utf8_valid(const unsigned char *s, size_t n)
 	return true;
 }
 
+/* Whether a JSON string in the body escapes a NUL (\u0000). SQLite's JSON
+ * functions would end the string there and silently drop the rest. */
+static bool has_escaped_nul(const char *b, size_t n)
+{
+	bool in_string = false;
+	for (size_t i = 0; i < n; i++) {
+		if (!in_string) {
+			in_string = b[i] == '"';
+		} else if (b[i] == '"') {
+			in_string = false;
+		} else if (b[i] == '\\' && i + 1 < n) {
+			if (b[i + 1] == 'u' && i + 5 < n && memcmp(b + i + 2, "0000", 4) == 0)
+				return true;
+			i++; /* the escaped character */
+		}
+	}
+	return false;
+}
+
 static bool name_ok(const char *s, bool slash)
 {
 	for (; *s; s++)
@@ -132,6 +151,8 @@ static const char *parse_body(struct publish_queue *q, const char *body, size_t 
 		return "the request body is not valid UTF-8";
 	if (memchr(body, '\0', len))
 		return "the request body contains a NUL byte";
+	if (has_escaped_nul(body, len))
+		return "a string in the body contains \\u0000, which cannot be stored";
 	sqlite3_bind_text(q->check, 1, body, (int)len, SQLITE_STATIC);
 	if (sqlite3_step(q->check) != SQLITE_ROW || sqlite3_column_int(q->check, 0) == 0) {
 		why = "the request body is not valid JSON";

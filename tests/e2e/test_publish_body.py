@@ -1,0 +1,57 @@
+"""Publish bodies at the edges of JSON and UTF-8: what is stored is exactly
+what was sent, or the body is refused with the reason; never a silent cut."""
+import json
+
+from harness import Herald, Stream, request, sqlite
+
+
+def _post(port, raw):
+    return request(port, "POST", "/api/events", body=raw)
+
+
+def test_refused_bodies_name_the_cause():
+    cases = [
+        (b'{"data":"a\\u0000b","public":true}', "u0000"),
+        (b'{"type":"t\\u0000x","data":"d"}', "u0000"),
+        (b'{"data":"\xff"}', "UTF-8"),
+        (b'{"data":"\xed\xa0\x80"}', "UTF-8"),          # an encoded surrogate
+        (b'{"data":"\xc0\xaf"}', "UTF-8"),              # an overlong encoding
+        (b'{"data":"a\x00b"}', "NUL"),
+        (b'{"data":"x","data":"y"}', "twice"),
+        (b'{"data":"x","public":1}', "true or false"),
+        (b'{"data":"x"} trailing', "not valid JSON"),
+        (b'[{"data":"x"}]', "JSON object"),
+    ]
+    with Herald() as h:
+        for raw, cause in cases:
+            st, _, body = _post(h.port, raw)
+            assert st == 400, (raw, st, body)
+            err = json.loads(body)
+            assert err["status"] == 400 and cause in err["error"], (raw, err)
+        rows = sqlite(h.db, "SELECT count(*) FROM events").strip()
+        assert rows == "0", f"refused bodies stored {rows} rows"
+
+
+def test_stored_and_streamed_exactly():
+    sent = [
+        ('{"data":"caf\\u00e9 \\ud83d\\ude00","public":true}', "café 😀"),
+        ('{"data":"caf\u00e9 \U0001F600","public":true}', "café 😀"),
+        ('{"data":"a\\\\u0000b","public":true}', "a\\u0000b"),   # an escaped backslash, not a NUL
+        ('{"data":{"k":[1,2.5,true,null]},"public":true}', '{"k":[1,2.5,true,null]}'),
+        ('{"data":42,"public":true}', "42"),
+        ('{"data":false,"public":true}', "false"),
+        ('{"data":"","public":true}', ""),
+    ]
+    with Herald() as h:
+        s = Stream(h.port)
+        s.opening()
+        ids = []
+        for raw, _ in sent:
+            st, _, body = _post(h.port, raw.encode())
+            assert st == 201, (raw, st, body)
+            ids.append(json.loads(body)["id"])
+        got = s.events(len(sent))
+        assert [e["id"] for e in got] == ids, got
+        for (raw, want), e in zip(sent, got):
+            assert e["data"] == want, (raw, e["data"], want)
+        s.close()
