@@ -14,6 +14,7 @@
 #include "log.h"
 #include "server.h"
 #include "store.h"
+#include "text.h"
 #include "util.h"
 
 #define MAX_PENDING 10000
@@ -75,62 +76,6 @@ size_t publish_pending(const struct server *srv)
 	return srv->pubq ? srv->pubq->n : 0;
 }
 
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-	while (i < n) {
-		unsigned char b = s[i];
-		size_t len;
-		uint32_t cp;
-		if (b < 0x80) {
-			i++;
-			continue;
-		} else if ((b & 0xe0) == 0xc0) {
-			len = 2;
-			cp = b & 0x1f;
-		} else if ((b & 0xf0) == 0xe0) {
-			len = 3;
-			cp = b & 0x0f;
-		} else if ((b & 0xf8) == 0xf0) {
-			len = 4;
-			cp = b & 0x07;
-		} else {
-			return false;
-		}
-		if (i + len > n)
-			return false;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += len;
-	}
-	return true;
-}
-
-/* Whether a JSON string in the body escapes a NUL (\u0000). SQLite's JSON
- * functions would end the string there and silently drop the rest. */
-static bool has_escaped_nul(const char *b, size_t n)
-{
-	bool in_string = false;
-	for (size_t i = 0; i < n; i++) {
-		if (!in_string) {
-			in_string = b[i] == '"';
-		} else if (b[i] == '"') {
-			in_string = false;
-		} else if (b[i] == '\\' && i + 1 < n) {
-			if (b[i + 1] == 'u' && i + 5 < n && memcmp(b + i + 2, "0000", 4) == 0)
-				return true;
-			i++; /* the escaped character */
-		}
-	}
-	return false;
-}
-
 static bool name_ok(const char *s, bool slash)
 {
 	for (; *s; s++)
@@ -147,11 +92,11 @@ static const char *parse_body(struct publish_queue *q, const char *body, size_t 
 	bool have_data = false, seen_type = false, seen_topic = false, seen_public = false;
 	if (len == 0)
 		return "the request body is empty; send a JSON object";
-	if (!utf8_valid((const unsigned char *)body, len))
+	if (!text_utf8_valid((const unsigned char *)body, len))
 		return "the request body is not valid UTF-8";
 	if (memchr(body, '\0', len))
 		return "the request body contains a NUL byte";
-	if (has_escaped_nul(body, len))
+	if (text_json_escapes_nul(body, len))
 		return "a string in the body contains \\u0000, which cannot be stored";
 	sqlite3_bind_text(q->check, 1, body, (int)len, SQLITE_STATIC);
 	if (sqlite3_step(q->check) != SQLITE_ROW || sqlite3_column_int(q->check, 0) == 0) {

@@ -1,0 +1,19 @@
+/* text.h: byte-level checks of request text that SQLite's JSON functions
+ * would otherwise accept and alter: UTF-8 validity, and NUL escapes inside
+ * JSON strings. Pure functions, fuzzed (tests/fuzz/fuzz_text.c). */
+#ifndef HERALD_TEXT_H
+#define HERALD_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Whether s[0..n) is well-formed UTF-8: no overlong forms, no surrogates,
+ * nothing above U+10FFFF, no truncated sequence. */
+bool text_utf8_valid(const unsigned char *s, size_t n);
+
+/* Whether a JSON string in b[0..n) holds the escape \u0000. Bytes outside
+ * strings and other escapes are stepped over; the input need not be valid
+ * JSON. */
+bool text_json_escapes_nul(const char *b, size_t n);
+
+#endif
