@@ -420,10 +420,25 @@ static void conn_process(struct conn *c)
 		}
 		size_t body = req.content_length > 0 ? (size_t)req.content_length : 0;
 		if (c->rlen - (size_t)r < body) {
-			if (c->peer_eof)
+			if (c->peer_eof) {
 				conn_close(c, NULL);
+				return;
+			}
+			/* A client that asked to be told before sending the body
+			 * (Expect: 100-continue) is told once, now that the head
+			 * and its Content-Length have passed. */
+			const struct http_header *ex = http_header_get(&req, "Expect");
+			if (ex && !c->continued && c->rlen == (size_t)r && ex->value.n == 12 &&
+			    strncasecmp(ex->value.p, "100-continue", 12) == 0 && req.minor_version == 1) {
+				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+				struct chunk *ch = chunk_from(cont, sizeof(cont) - 1);
+				conn_enqueue(c, ch, 0);
+				chunk_unref(ch);
+				c->continued = true;
+			}
 			return;
 		}
+		c->continued = false;
 		loop_timer_stop(srv->lp, &c->timer);
 		srv->m.requests++;
 		c->keep_alive = req.keep_alive && !srv->draining && !c->peer_eof;

@@ -59,6 +59,7 @@ struct conn {
 	bool served;              /* answered at least one request */
 	bool reparse;             /* buffered input to parse after the current response */
 	bool peer_eof;            /* the client shut down its side */
+	bool continued;           /* sent 100 Continue for the request being read */
 
 	uint32_t want;            /* epoll events currently requested */
 	struct loop_timer timer;  /* header / keep-alive timeout */

@@ -2,7 +2,7 @@
 what was sent, or the body is refused with the reason; never a silent cut."""
 import json
 
-from harness import Herald, Stream, request, sqlite
+from harness import Herald, Stream, connect, read_response, request, sqlite
 
 
 def _post(port, raw):
@@ -54,4 +54,30 @@ def test_stored_and_streamed_exactly():
         assert [e["id"] for e in got] == ids, got
         for (raw, want), e in zip(sent, got):
             assert e["data"] == want, (raw, e["data"], want)
+        s.close()
+
+
+def test_expect_100_continue():
+    # A client that waits for 100 Continue before its body is told at once,
+    # then answered as usual; one that sends the body anyway gets no 100.
+    body = json.dumps({"data": "after continue", "public": True}).encode()
+    head = (b"POST /api/events HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    with Herald() as h:
+        s = connect(h.port)
+        s.sendall(head)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            d = s.recv(4096)
+            assert d, got
+            got += d
+        assert got == b"HTTP/1.1 100 Continue\r\n\r\n", got
+        s.sendall(body)
+        st, _, answer = read_response(s)
+        assert st == 201, (st, answer)
+        s.close()
+        s = connect(h.port)
+        s.sendall(head + body)
+        st, _, answer = read_response(s)
+        assert st == 201, (st, answer)
         s.close()
