@@ -14,8 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char USAGE[] = "usage: load/backlog-experiment [--readers N] [--opens N] [--backlogs B1,B2,...] [--events K]\n"
-			    "       [--interval S] [--idle S] [--ramp M] [--post] [--no-floor]\n";
+static const char USAGE[] =
+	"usage: load/backlog-experiment [--readers N] [--opens N] [--backlogs B1,B2,...] [--events K]\n"
+	"       [--interval S] [--idle S] [--ramp M] [--post] [--no-floor]\n";
 
 static void help(void)
 {
@@ -146,7 +147,7 @@ int main(int argc, char **argv)
 {
 	tool_usage("backlog-experiment", USAGE);
 	long readers = 1000, opens = 1000;
-	long backlogs[MAX_BACKLOGS] = {5, 1024};
+	long backlogs[MAX_BACKLOGS] = { 5, 1024 };
 	int nb = 2;
 	const char *pass[16];
 	int npass = 0;
@@ -172,7 +173,8 @@ int main(int argc, char **argv)
 			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 				if (nb == MAX_BACKLOGS || tool_parse_long(t, 1, 1L << 20, &backlogs[nb]) != 0) {
 					free(copy);
-					return tool_usage_error("--backlogs needs up to 8 numbers 1-1048576, comma-separated");
+					return tool_usage_error(
+						"--backlogs needs up to 8 numbers 1-1048576, comma-separated");
 				}
 				nb++;
 			}
@@ -251,7 +253,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (stop_flag)
 			break;
-		const char *oa[] = {opath, obuf, "--backlog", bl, "--run", label, NULL};
+		const char *oa[] = { opath, obuf, "--backlog", bl, "--run", label, NULL };
 		if (run_tool((char *const *)oa, &orr[b]) != 0 || !*json_line(orr[b].out) ||
 		    (orr[b].status != 0 && backlogs[b] == largest))
 			failed = 1;
@@ -305,9 +307,11 @@ int main(int argc, char **argv)
 		       "overflows during the opens; %ld sequential connects took %.3f s, %.0f of them slower than "
 		       "0.5 s, %.0f overflows.\n",
 		       backlogs[b], opened, readers, open_ms / 1e3, rovf, opens, total / 1e3, slow, oovf);
-		double reset = jnum(rj, "reset"), timeouts = jnum(rj, "timeout"), failed_opens = jnum(rj, "open_errors");
+		double reset = jnum(rj, "reset"), timeouts = jnum(rj, "timeout"),
+		       failed_opens = jnum(rj, "open_errors");
 		if (failed_opens > 0)
-			printf("  %.0f readers never opened (%.0f reset, %.0f timed out). A reset here is a connection the "
+			printf("  %.0f readers never opened (%.0f reset, %.0f timed out). A reset here is a connection "
+			       "the "
 			       "client saw complete while the server dropped its final ACK on the full queue; once the "
 			       "server gave up resending its SYN-ACK, the client's request met a RST.\n",
 			       failed_opens, reset, timeouts);

@@ -69,7 +69,7 @@ static int read_all(int fd, void *buf, size_t len, double timeout)
 	char *p = buf;
 	double deadline = tool_now_s() + timeout;
 	while (len > 0) {
-		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		double left = deadline - tool_now_s();
 		if (left <= 0)
 			return -1;
@@ -104,7 +104,7 @@ static int reader_main(const struct sockaddr_storage *sa, socklen_t sl, long n, 
 	}
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	for (long i = 0; i < n; i++) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)i };
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
 			fprintf(stderr, "fanout-floor: epoll_ctl: %s\n", strerror(errno));
 			return 1;
@@ -331,7 +331,8 @@ int main(int argc, char **argv)
 		last_max = last[rounds - 1];
 		char b1[32], b2[32], b3[32], b4[32], b5[32], c1[32];
 		if (!json_only) {
-			printf("| floor: %s pairs (N) | rounds | writer loop | per write | writer CPU | last reader has it "
+			printf("| floor: %s pairs (N) | rounds | writer loop | per write | writer CPU | last reader "
+			       "has it "
 			       "(median) | min – max |\n|---|---|---|---|---|---|---|\n",
 			       use_unix ? "unix" : "TCP");
 			printf("| %s | %ld | %s | %.1f us | %s | **%s** | %s – %s |\n",

@@ -70,7 +70,7 @@ static int connect_one(const struct tool_addr *a, double timeout, int *fdp)
 			close(fd);
 			return e;
 		}
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		for (;;) {
 			double left = deadline - tool_now_s();
 			if (left <= 0 || stop_flag) {

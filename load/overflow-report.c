@@ -11,11 +11,11 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const COUNTERS[] = {"ListenOverflows",	   "ListenDrops",     "TCPBacklogDrop",
-				       "TCPReqQFullDrop",	   "TCPReqQFullDoCookies", "SyncookiesSent"};
+static const char *const COUNTERS[] = { "ListenOverflows", "ListenDrops",          "TCPBacklogDrop",
+					"TCPReqQFullDrop", "TCPReqQFullDoCookies", "SyncookiesSent" };
 #define NCOUNTERS (sizeof(COUNTERS) / sizeof(COUNTERS[0]))
-static const char *const SYSCTLS[] = {"net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog",
-				      "net.ipv4.tcp_syncookies"};
+static const char *const SYSCTLS[] = { "net.core.somaxconn", "net.ipv4.tcp_max_syn_backlog",
+				       "net.ipv4.tcp_syncookies" };
 #define NSYSCTLS (sizeof(SYSCTLS) / sizeof(SYSCTLS[0]))
 #define MAX_PORTS 16
 
@@ -272,7 +272,7 @@ static int watch(double interval, long count, int json)
 {
 	struct snapshot prev, cur;
 	take(&prev);
-	long long total[NCOUNTERS] = {0};
+	long long total[NCOUNTERS] = { 0 };
 	long done = 0;
 	double t_start = tool_now_s();
 	if (!json) {

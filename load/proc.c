@@ -326,7 +326,7 @@ static int diag_dump(int family, struct proc_listener **out, int *n, int *cap)
 	msg.req.sdiag_family = (uint8_t)family;
 	msg.req.sdiag_protocol = IPPROTO_TCP;
 	msg.req.idiag_states = 1u << TCP_LISTEN;
-	struct sockaddr_nl nladdr = {.nl_family = AF_NETLINK};
+	struct sockaddr_nl nladdr = { .nl_family = AF_NETLINK };
 	if (sendto(fd, &msg, sizeof(msg), 0, (struct sockaddr *)&nladdr, sizeof(nladdr)) < 0) {
 		int e = errno;
 		close(fd);
@@ -464,7 +464,7 @@ void tool_sleep(double s, volatile int *stop)
 {
 	if (s <= 0)
 		return;
-	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+	struct timespec ts = { .tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9) };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		if (stop && *stop)
 			return;
@@ -529,7 +529,7 @@ int tool_raise_nofile(long *soft, long *hard)
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return -errno;
 	if (rl.rlim_cur < rl.rlim_max) {
-		struct rlimit want = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+		struct rlimit want = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
 		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
 			rl.rlim_cur = rl.rlim_max;
 	}
@@ -748,8 +748,8 @@ int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, con
 	memset(h, 0, sizeof(*h));
 	tool_herald_bin(h->bin, sizeof(h->bin));
 	if (access(h->bin, X_OK) != 0) {
-		fprintf(stderr, "cannot run herald at %s (%s): build it with `make`, or set HERALD_BIN\n",
-			h->bin, strerror(errno));
+		fprintf(stderr, "cannot run herald at %s (%s): build it with `make`, or set HERALD_BIN\n", h->bin,
+			strerror(errno));
 		return -1;
 	}
 	const char *tmp = getenv("TMPDIR");
@@ -898,8 +898,8 @@ int tool_herald_stop(struct tool_herald *h, int keep)
 	if (keep) {
 		fprintf(stderr, "herald's files are kept in %s\n", h->dir);
 	} else {
-		const char *suffix[] = {"herald.db", "herald.db-wal", "herald.db-shm", "herald.db-journal",
-					"herald.log", "herald.sock"};
+		const char *suffix[] = { "herald.db",         "herald.db-wal", "herald.db-shm",
+					 "herald.db-journal", "herald.log",    "herald.sock" };
 		for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
 			char p[400];
 			snprintf(p, sizeof(p), "%s/%s", h->dir, suffix[i]);

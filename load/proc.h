@@ -129,8 +129,8 @@ void tool_catch_signals(volatile int *flag);
 struct tool_herald {
 	pid_t pid;
 	int port;
-	int backlog;         /* as herald logged it */
-	char dir[256];       /* temporary folder */
+	int backlog;   /* as herald logged it */
+	char dir[256]; /* temporary folder */
 	char db[300];
 	char log[300];
 	char unix_path[300]; /* "" without a unix listener */

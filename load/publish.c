@@ -20,8 +20,9 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-static const char USAGE[] = "usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
-			    "       [--public] [--timeout S] [--backlog B] [--run LABEL] [--keep]\n";
+static const char USAGE[] =
+	"usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
+	"       [--public] [--timeout S] [--backlog B] [--run LABEL] [--keep]\n";
 
 static void help(void)
 {
@@ -53,7 +54,7 @@ static void help(void)
 
 enum { C_CLOSED, C_CONNECTING, C_OPEN };
 enum net_kind { N_REFUSED, N_RESET, N_TIMEOUT, N_CLOSED, N_OTHER, N_KINDS };
-static const char *const NET_NAMES[N_KINDS] = {"refused", "reset", "timeout", "closed", "other"};
+static const char *const NET_NAMES[N_KINDS] = { "refused", "reset", "timeout", "closed", "other" };
 
 struct pconn {
 	int fd;
@@ -148,13 +149,13 @@ static void conn_open(struct pconn *c, long idx)
 		net_error(kind_of(e), 1);
 		return;
 	}
-	struct epoll_event ev = {.events = EPOLLOUT | EPOLLIN, .data.u64 = (uint64_t)idx};
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLIN, .data.u64 = (uint64_t)idx };
 	epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
 }
 
 static void want_out(struct pconn *c, long idx, int on)
 {
-	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.u64 = (uint64_t)idx};
+	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0), .data.u64 = (uint64_t)idx };
 	epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
@@ -186,15 +187,16 @@ static void send_one(struct pconn *c, long seq)
 	char head[512];
 	char *pad = body_tmpl;
 	char body[128 + 4096];
-	int bl = snprintf(body, sizeof(body), "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"publish %ld %s\",\"public\":%s}",
-			  seq, pad, public_events ? "true" : "false");
+	int bl = snprintf(body, sizeof(body),
+			  "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"publish %ld %s\",\"public\":%s}", seq, pad,
+			  public_events ? "true" : "false");
 	char auth[300] = "";
 	if (token)
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
-	int hl = snprintf(head, sizeof(head),
-			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-			  addr.path[0] ? addr.path : "/api/events", addr.family == AF_UNIX ? "localhost" : addr.text, bl,
-			  auth);
+	int hl = snprintf(
+		head, sizeof(head),
+		"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+		addr.path[0] ? addr.path : "/api/events", addr.family == AF_UNIX ? "localhost" : addr.text, bl, auth);
 	size_t need = c->outlen + (size_t)hl + (size_t)bl;
 	if (need > c->outcap) {
 		c->outcap = need * 2;
@@ -244,7 +246,8 @@ static int parse_responses(struct pconn *c)
 			char *nl = memchr(p, '\n', (size_t)(e - p));
 			if (strncasecmp(p, "content-length:", 15) == 0)
 				clen = strtol(p + 15, NULL, 10);
-			else if (strncasecmp(p, "connection:", 11) == 0 && strstr(p, "close") && (!nl || strstr(p, "close") < nl))
+			else if (strncasecmp(p, "connection:", 11) == 0 && strstr(p, "close") &&
+				 (!nl || strstr(p, "close") < nl))
 				closing = 1;
 			p = nl ? nl + 1 : NULL;
 		}
@@ -331,8 +334,8 @@ static long count_rows(const char *path)
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
 		sqlite3_busy_timeout(db, 2000);
 		sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE type = 'load' AND topic = 'load'", -1, &st,
-				       NULL) == SQLITE_OK &&
+		if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE type = 'load' AND topic = 'load'", -1,
+				       &st, NULL) == SQLITE_OK &&
 		    sqlite3_step(st) == SQLITE_ROW)
 			n = (long)sqlite3_column_int64(st, 0);
 		sqlite3_finalize(st);
@@ -417,7 +420,8 @@ int main(int argc, char **argv)
 		K = C;
 	}
 	if (server && tool_parse_addr(server, &addr) != 0)
-		return tool_usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
+		return tool_usage_error(
+			"--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
 	if (dbpath && !server)
 		return tool_usage_error("--db goes with --server");
 	char what[64];
@@ -513,12 +517,13 @@ int main(int argc, char **argv)
 			}
 		snprintf(nerr + nl, sizeof(nerr) - (size_t)nl, ")");
 	}
-	printf("| requests | in flight | connections | time | throughput | p50 | p99 | ok | HTTP error | network error |\n"
+	printf("| requests | in flight | connections | time | throughput | p50 | p99 | ok | HTTP error | network error "
+	       "|\n"
 	       "|---|---|---|---|---|---|---|---|---|---|\n");
 	printf("| %s | %ld | %ld | %s | %s req/s | %s | %s | %s | %s | %s |\n", tool_fmt_count(N, c1, sizeof(c1)), C, K,
-	       tool_fmt_dur(elapsed, b1, sizeof(b1)), isnan(tput) ? "n/a" : tool_fmt_count((long long)tput, t1, sizeof(t1)),
-	       tool_fmt_dur(p50, b2, sizeof(b2)), tool_fmt_dur(p99, b3, sizeof(b3)), tool_fmt_count(ok, c2, sizeof(c2)),
-	       herr, nerr);
+	       tool_fmt_dur(elapsed, b1, sizeof(b1)),
+	       isnan(tput) ? "n/a" : tool_fmt_count((long long)tput, t1, sizeof(t1)), tool_fmt_dur(p50, b2, sizeof(b2)),
+	       tool_fmt_dur(p99, b3, sizeof(b3)), tool_fmt_count(ok, c2, sizeof(c2)), herr, nerr);
 	printf("\nThroughput counts every request, failed ones too: read it beside ok / HTTP error / network error.\n");
 	printf("p50 and p99 are over the %zu requests that got an answer (HTTP errors included).\n", nlat);
 	if (first_other)

@@ -114,7 +114,7 @@ void reader_connect(long i)
 		 * each source address has its own ephemeral range. */
 		int one = 1;
 		setsockopt(r->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
-		struct sockaddr_in src = {.sin_family = AF_INET};
+		struct sockaddr_in src = { .sin_family = AF_INET };
 		src.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(i % opt.sources));
 		if (bind(r->fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
 			reader_fail(r, kind_of(errno));
@@ -135,7 +135,7 @@ void reader_connect(long i)
 		reader_fail(r, kind_of(errno));
 		return;
 	}
-	struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = (uint64_t)i};
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = (uint64_t)i };
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &ev) != 0)
 		reader_fail(r, kind_of(errno));
 }
@@ -155,7 +155,8 @@ static void on_handshake(long i)
 	int saved = errno;
 	int e = SSL_get_error(r->ssl, rc);
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-		struct epoll_event ev = {.events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT, .data.u64 = (uint64_t)i};
+		struct epoll_event ev = { .events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT,
+					  .data.u64 = (uint64_t)i };
 		if (epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
 			reader_fail(r, kind_of(errno));
 		return;
@@ -201,7 +202,7 @@ static void send_request(long i)
 		return;
 	}
 	r->state = R_HEAD;
-	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)i};
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)i };
 	if (epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
 		reader_fail(r, kind_of(errno));
 }

@@ -32,8 +32,8 @@ int db_open(const char *path)
 		return -1;
 	}
 	sqlite3_busy_timeout(db, 5000);
-	if (sqlite3_prepare_v2(db, "INSERT INTO events(type, topic, data, public) VALUES ('load', 'load', ?1, 1)",
-			       -1, &ins, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(db, "INSERT INTO events(type, topic, data, public) VALUES ('load', 'load', ?1, 1)", -1,
+			       &ins, NULL) != SQLITE_OK) {
 		fprintf(stderr, "readers: %s has no usable events table: %s\n", path, sqlite3_errmsg(db));
 		return -1;
 	}
@@ -53,7 +53,7 @@ int pub_connect(void)
 	pub_fd = socket(pub_addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (pub_fd < 0)
 		return -1;
-	struct timeval tv = {.tv_sec = 5};
+	struct timeval tv = { .tv_sec = 5 };
 	setsockopt(pub_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(pub_fd, (struct sockaddr *)&pub_addr.sa, pub_addr.len) != 0) {
 		fprintf(stderr, "readers: cannot connect to %s to publish: %s\n", pub_addr.text, strerror(errno));
@@ -63,7 +63,7 @@ int pub_connect(void)
 	}
 	pub_in_len = 0;
 	pub_nwait = 0;
-	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = UINT64_MAX };
 	epoll_ctl(ep, EPOLL_CTL_ADD, pub_fd, &ev);
 	return 0;
 }
@@ -75,7 +75,8 @@ static void pub_drop(void)
 	pub_fd = -1;
 	for (int j = 0; j < pub_nwait; j++) {
 		ev_failed[pub_waiting[j]] = 1;
-		fprintf(stderr, "readers: publish of event %ld got no answer (connection closed)\n", pub_waiting[j] + 1);
+		fprintf(stderr, "readers: publish of event %ld got no answer (connection closed)\n",
+			pub_waiting[j] + 1);
 	}
 	pub_nwait = 0;
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const ERR_NAMES[E_KINDS] = {"refused", "reset", "timeout", "non200", "closed", "other"};
+static const char *const ERR_NAMES[E_KINDS] = { "refused", "reset", "timeout", "non200", "closed", "other" };
 
 /* Percent of one core between two marks; NAN when unknown. */
 static double cpu_pct(struct cpu_mark a, struct cpu_mark b)
@@ -90,8 +90,10 @@ int report(const struct run *m)
 	double open_p50 = tool_percentile(lat, no, 50), open_p99 = tool_percentile(lat, no, 99);
 
 	double cpu_ev = cpu_pct(m->ev_a, m->ev_b), cpu_idle = cpu_pct(m->idle_a, m->idle_b);
-	double client_cpu = m->ev_b.t > m->ev_a.t ? (m->ev_b.self - m->ev_a.self) / (m->ev_b.t - m->ev_a.t) * 100.0 : NAN;
-	double cpu_open_ms = NAN, client_open_ms = m->open_b.t > m->open_a.t ? (m->open_b.self - m->open_a.self) * 1e3 : NAN;
+	double client_cpu =
+		m->ev_b.t > m->ev_a.t ? (m->ev_b.self - m->ev_a.self) / (m->ev_b.t - m->ev_a.t) * 100.0 : NAN;
+	double cpu_open_ms = NAN,
+	       client_open_ms = m->open_b.t > m->open_a.t ? (m->open_b.self - m->open_a.self) * 1e3 : NAN;
 	if (m->open_a.ok && m->open_b.ok)
 		cpu_open_ms = (double)(m->open_b.ticks - m->open_a.ticks) / (double)proc_clk_tck() * 1e3;
 	double cpu_per_event = NAN;
@@ -155,7 +157,8 @@ int report(const struct run *m)
 	       c_cpu2, c_rss, tool_fmt_dur(m->floor_s, b4, sizeof(b4)), c_ratio);
 
 	printf("\nPer event, from just before the %s until each reader had it:\n\n", opt.publish ? "POST" : "insert");
-	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) |\n|---|---|---|---|---|---|---|---|\n",
+	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) "
+	       "|\n|---|---|---|---|---|---|---|---|\n",
 	       cN);
 	for (long k = 0; k < K; k++) {
 		char m1[32], m2[32], m3[32], m4[32];
@@ -186,12 +189,15 @@ int report(const struct run *m)
 	printf("Listen queue over the opens: ListenOverflows +%lld, ListenDrops +%lld (whole namespace).\n", dovf,
 	       ddrop);
 	if (missing_total || failed_events)
-		printf("MISSING: %ld reader-events never arrived; %ld publishes failed.\n", missing_total, failed_events);
+		printf("MISSING: %ld reader-events never arrived; %ld publishes failed.\n", missing_total,
+		       failed_events);
 	if (closed_total)
 		printf("%ld readers were closed by the server after opening (%ld reset, %ld closed, %ld other).\n",
-		       closed_total, closed_after_open[E_RESET], closed_after_open[E_CLOSED], closed_after_open[E_OTHER]);
+		       closed_total, closed_after_open[E_RESET], closed_after_open[E_CLOSED],
+		       closed_after_open[E_OTHER]);
 	if (!isnan(cpu_per_event))
-		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all open.\n",
+		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all "
+		       "open.\n",
 		       cpu_per_event, m->rss_before, m->rss_open);
 	if (!isnan(client_cpu))
 		printf("This client used %.1f %% of a core while events flowed.\n", client_cpu);

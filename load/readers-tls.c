@@ -184,7 +184,8 @@ int tls_client_setup(const char *trust)
 		return 0;
 	}
 	SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, NULL);
-	int ok = trust ? SSL_CTX_load_verify_locations(tls_ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(tls_ctx);
+	int ok =
+		trust ? SSL_CTX_load_verify_locations(tls_ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(tls_ctx);
 	if (ok != 1) {
 		tls_note_error(trust ? trust : "the system's CAs");
 		fprintf(stderr, "readers: cannot load %s\n", tls_first_error);

@@ -35,7 +35,8 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--backlog B] [--unix] [--post]\n"
+	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--backlog B] [--unix] "
+	"[--post]\n"
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
 	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--run LABEL] [--no-floor] [--keep]\n"
 	"       [--tls [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE]]\n";
@@ -90,7 +91,13 @@ static void help(void)
 }
 
 struct options opt = {
-	.n = -1, .events = 10, .interval = 0.5, .idle = 20, .open_timeout = 300, .event_timeout = 10, .run = "1",
+	.n = -1,
+	.events = 10,
+	.interval = 0.5,
+	.idle = 20,
+	.open_timeout = 300,
+	.event_timeout = 10,
+	.run = "1",
 };
 
 volatile int stop_flag;
@@ -114,7 +121,7 @@ long n_published;
 
 static struct cpu_mark cpu_mark(void)
 {
-	struct cpu_mark m = {.t = tool_now_s()};
+	struct cpu_mark m = { .t = tool_now_s() };
 	struct timespec ts;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	m.self = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -157,7 +164,7 @@ static double run_floor(long n)
 	size_t len = 0;
 	double deadline = tool_now_s() + 120;
 	while (len < sizeof(out) - 1 && tool_now_s() < deadline) {
-		struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+		struct pollfd pf = { .fd = pfd[0], .events = POLLIN };
 		if (poll(&pf, 1, 1000) <= 0)
 			continue;
 		ssize_t r = read(pfd[0], out + len, sizeof(out) - 1 - len);
@@ -185,11 +192,11 @@ static int parse_args(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED(what)                                                                                                     \
-	do {                                                                                                           \
-		if (!v)                                                                                                \
-			return tool_usage_error(what);                                                   \
-		i++;                                                                                                   \
+#define NEED(what)                                     \
+	do {                                           \
+		if (!v)                                \
+			return tool_usage_error(what); \
+		i++;                                   \
 	} while (0)
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			help();
@@ -290,7 +297,8 @@ static int parse_args(int argc, char **argv)
 		return tool_usage_error("N times --events may be at most 50,000,000 (a latency is kept for each)");
 	if (opt.server) {
 		if (tool_parse_addr(opt.server, &target) != 0)
-			return tool_usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
+			return tool_usage_error(
+				"--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
 		if (!opt.db && !opt.publish)
 			return tool_usage_error("with --server, say how to publish: --db PATH or --publish URL");
 		if (opt.unix_listener || opt.post)
@@ -333,7 +341,7 @@ static int setup(struct tool_herald *h, struct run *m)
 	m->backlog = -1;
 	m->backlog_effective = -1;
 	if (!opt.server) {
-		const char *extra[8] = {NULL};
+		const char *extra[8] = { NULL };
 		if (opt.tls) {
 			if (opt.tls_cert) {
 				snprintf(tls_cert_path, sizeof(tls_cert_path), "%s", opt.tls_cert);
@@ -341,8 +349,8 @@ static int setup(struct tool_herald *h, struct run *m)
 			} else if (make_cert() != 0) {
 				return 1;
 			}
-			const char *tls_args[] = {"--listen", "tls:127.0.0.1:0", "--tls-cert", tls_cert_path, "--tls-key",
-						  tls_key_path, NULL};
+			const char *tls_args[] = { "--listen",  "tls:127.0.0.1:0", "--tls-cert", tls_cert_path,
+						   "--tls-key", tls_key_path,      NULL };
 			memcpy(extra, tls_args, sizeof(tls_args));
 		}
 		if (tool_herald_start(h, tool_default_backlog(opt.backlog), opt.unix_listener, extra) != 0)
@@ -368,7 +376,8 @@ static int setup(struct tool_herald *h, struct run *m)
 			opt.db = h->db;
 		}
 		fprintf(stderr, "readers: started herald %s (pid %d) on 127.0.0.1:%d%s%s, backlog %d, db %s\n", h->bin,
-			(int)h->pid, h->port, opt.tls ? ", tls on " : "", opt.tls ? target.text : "", h->backlog, h->db);
+			(int)h->pid, h->port, opt.tls ? ", tls on " : "", opt.tls ? target.text : "", h->backlog,
+			h->db);
 	} else {
 		server_pid = (pid_t)opt.pid;
 		if (opt.backlog > 0)
@@ -605,7 +614,8 @@ int main(int argc, char **argv)
 	tls_ctx = NULL;
 	remove_cert();
 	if (!opt.no_floor && !stop_flag && n_opened > 0) {
-		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n", n_opened);
+		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n",
+			n_opened);
 		m.floor_s = run_floor(n_opened);
 	}
 	rc = report(&m);

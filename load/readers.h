@@ -98,19 +98,19 @@ static inline double ms(int64_t ns)
 
 extern struct options opt;
 extern volatile int stop_flag;
-extern long N;                 /* readers */
+extern long N;                  /* readers */
 extern struct tool_addr target; /* where the readers connect */
-extern pid_t server_pid;       /* sampled from /proc; 0 when unknown */
+extern pid_t server_pid;        /* sampled from /proc; 0 when unknown */
 
 /* Events. */
 extern long K;
-extern int64_t *recv_ns;  /* N*K: when reader i had event k, 0 = not (yet) */
-extern int64_t *ev_id;    /* K: the id the publisher got, 0 = not known yet */
-extern int64_t *ev_t0;    /* K: just before the insert or the POST */
-extern int64_t *ev_t1;    /* K: the insert returned, or the POST's answer came */
-extern long *ev_got;      /* K: readers that had it */
-extern int *ev_failed;    /* K: the publish itself failed */
-extern long n_published;  /* publishes started */
+extern int64_t *recv_ns; /* N*K: when reader i had event k, 0 = not (yet) */
+extern int64_t *ev_id;   /* K: the id the publisher got, 0 = not known yet */
+extern int64_t *ev_t0;   /* K: just before the insert or the POST */
+extern int64_t *ev_t1;   /* K: the insert returned, or the POST's answer came */
+extern long *ev_got;     /* K: readers that had it */
+extern int *ev_failed;   /* K: the publish itself failed */
+extern long n_published; /* publishes started */
 
 /* ---- readers-net.c: the epoll client ------------------------------------- */
 
@@ -140,7 +140,7 @@ void loop_once(int timeout_ms);
 
 /* ---- readers-tls.c: OpenSSL ------------------------------------------------ */
 
-extern SSL_CTX *tls_ctx;           /* NULL without --tls */
+extern SSL_CTX *tls_ctx;          /* NULL without --tls */
 extern char tls_first_error[200]; /* the first handshake or record error */
 extern char tls_cert_path[400], tls_key_path[400];
 
@@ -164,10 +164,10 @@ int tls_client_setup(const char *trust);
 
 /* ---- readers-publish.c: the publisher ------------------------------------ */
 
-extern sqlite3 *db;           /* publishing by INSERT when open */
-extern char run_tag[32];      /* in each event's data, to tell runs apart */
+extern sqlite3 *db;               /* publishing by INSERT when open */
+extern char run_tag[32];          /* in each event's data, to tell runs apart */
 extern struct tool_addr pub_addr; /* publishing by POST to here */
-extern int pub_fd;            /* the POST connection, -1 when none */
+extern int pub_fd;                /* the POST connection, -1 when none */
 
 /* Open the herald database at path for inserts; 0, or -1 after saying why. */
 int db_open(const char *path);

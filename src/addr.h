@@ -12,7 +12,7 @@
 #define TRUST_MAX 32
 
 struct cidr {
-	int family;          /* AF_INET or AF_INET6 */
+	int family; /* AF_INET or AF_INET6 */
 	unsigned char addr[16];
 	int bits;
 };
@@ -20,7 +20,7 @@ struct cidr {
 struct trust {
 	struct cidr nets[TRUST_MAX];
 	size_t n;
-	bool unix_socket;    /* peers on the unix socket are trusted proxies */
+	bool unix_socket; /* peers on the unix socket are trusted proxies */
 };
 
 /* Parse "127.0.0.0/8,::1,unix" into t. Returns 0, or -1 with a reason in err. */

@@ -54,8 +54,9 @@ static void health(struct conn *c)
 			 (long long)srv->hub.high_water,
 			 (unsigned long long)((loop_now(srv->lp) - srv->started_ms) / 1000));
 	srv->m.responses_by_class[2]++;
-	conn_respond(c, http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, (size_t)n,
-					     c->keep_alive),
+	conn_respond(c,
+		     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, (size_t)n,
+					  c->keep_alive),
 		     c->keep_alive);
 }
 

@@ -95,11 +95,12 @@ static const char *parse_scaled(const char *s, const struct unit *units, int64_t
 }
 
 static const struct unit units_int[] = { { "", 1 }, { NULL, 0 } };
-static const struct unit units_ms[] = { { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 },
+static const struct unit units_ms[] = { { "", 1000 },     { "ms", 1 },       { "s", 1000 }, { "m", 60000 },
 					{ "h", 3600000 }, { "d", 86400000 }, { NULL, 0 } };
 static const struct unit units_s[] = { { "", 1 }, { "s", 1 }, { "m", 60 }, { "h", 3600 }, { "d", 86400 }, { NULL, 0 } };
-static const struct unit units_size[] = { { "", 1 }, { "b", 1 }, { "k", 1024 }, { "kb", 1024 }, { "m", 1048576 },
-					  { "mb", 1048576 }, { "g", 1073741824 }, { "gb", 1073741824 }, { NULL, 0 } };
+static const struct unit units_size[] = { { "", 1 },           { "b", 1 },           { "k", 1024 },
+					  { "kb", 1024 },      { "m", 1048576 },     { "mb", 1048576 },
+					  { "g", 1073741824 }, { "gb", 1073741824 }, { NULL, 0 } };
 
 static void list_clear(struct config *cfg)
 {
@@ -199,7 +200,10 @@ static void key_range_hint(const struct key *k, char *buf, size_t len)
 {
 	buf[0] = '\0';
 	if (k->type == K_INT || k->type == K_SIZE || k->type == K_DUR_MS || k->type == K_DUR_S) {
-		const char *unit = k->type == K_DUR_MS ? " ms" : k->type == K_DUR_S ? " s" : k->type == K_SIZE ? " bytes" : "";
+		const char *unit = k->type == K_DUR_MS  ? " ms"
+				   : k->type == K_DUR_S ? " s"
+				   : k->type == K_SIZE  ? " bytes"
+							: "";
 		snprintf(buf, len, " (allowed: %lld to %lld%s)", (long long)k->min, (long long)k->max, unit);
 	}
 }
@@ -372,19 +376,18 @@ static int load_env(struct config *cfg)
 
 void config_usage(FILE *out)
 {
-	fprintf(out,
-		"usage: herald [--config FILE] [--listen ADDR]... [--db PATH] [--backlog N]\n"
-		"              [--KEY VALUE]... [--check-config] [--help] [--version]\n"
-		"\n"
-		"Server-Sent Events from a SQLite table to many readers.\n"
-		"\n"
-		"  --config FILE     read settings from an INI file (keys as below)\n"
-		"  --check-config    validate the settings, print them, and exit\n"
-		"  --listen ADDR     127.0.0.1:8199, [::1]:8199, unix:/path or tls:ADDR; repeatable\n"
-		"  --KEY VALUE       set any configuration key (dashes or underscores)\n"
-		"  --help, --version\n"
-		"\n"
-		"Keys and defaults (environment: HERALD_<KEY>; BACKLOG also sets backlog):\n");
+	fprintf(out, "usage: herald [--config FILE] [--listen ADDR]... [--db PATH] [--backlog N]\n"
+		     "              [--KEY VALUE]... [--check-config] [--help] [--version]\n"
+		     "\n"
+		     "Server-Sent Events from a SQLite table to many readers.\n"
+		     "\n"
+		     "  --config FILE     read settings from an INI file (keys as below)\n"
+		     "  --check-config    validate the settings, print them, and exit\n"
+		     "  --listen ADDR     127.0.0.1:8199, [::1]:8199, unix:/path or tls:ADDR; repeatable\n"
+		     "  --KEY VALUE       set any configuration key (dashes or underscores)\n"
+		     "  --help, --version\n"
+		     "\n"
+		     "Keys and defaults (environment: HERALD_<KEY>; BACKLOG also sets backlog):\n");
 	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
 		fprintf(out, "  %-20s %s\n", keys[i].name, keys[i].def[0] ? keys[i].def : "(empty)");
 }
@@ -573,7 +576,9 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		}
 		case K_LEVEL: {
-			static const char *const names[] = { "", "", "", "error", "warning", "notice", "info", "debug" };
+			static const char *const names[] = {
+				"", "", "", "error", "warning", "notice", "info", "debug"
+			};
 			fprintf(out, "%s", names[*(const int *)(const void *)base]);
 			break;
 		}

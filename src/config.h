@@ -17,7 +17,7 @@ struct config {
 	char *listen[CONFIG_MAX_LISTEN];
 	size_t nlisten;
 	char *db;
-	int64_t unix_mode;      /* permissions of our own unix sockets */
+	int64_t unix_mode; /* permissions of our own unix sockets */
 	int backlog;
 	int log_level;
 	int64_t per_address_limit;

@@ -32,8 +32,8 @@
 #include "util.h"
 
 #define IOV_BATCH 128
-#define READ_BUDGET (64 * 1024)      /* bytes read per wakeup per connection */
-#define OUTPUT_PAUSE (1024 * 1024)   /* stop reading requests past this much queued output */
+#define READ_BUDGET (64 * 1024)    /* bytes read per wakeup per connection */
+#define OUTPUT_PAUSE (1024 * 1024) /* stop reading requests past this much queued output */
 #define LINGER_MS 2000
 
 static void on_io(void *arg, uint32_t events);
@@ -104,8 +104,8 @@ static void on_timeout(void *arg)
 	} else if (c->state == CONN_READING && c->rlen == 0 && c->served) {
 		conn_close(c, NULL); /* idle keep-alive connection */
 	} else if (c->state == CONN_READING) {
-		conn_refuse(c, 408, c->rlen ? "request not complete within header_timeout"
-					    : "no request within header_timeout",
+		conn_refuse(c, 408,
+			    c->rlen ? "request not complete within header_timeout" : "no request within header_timeout",
 			    NULL);
 	}
 }

@@ -30,8 +30,8 @@ enum conn_state { CONN_READING, CONN_WAITING, CONN_STREAMING, CONN_LINGERING, CO
 
 struct outq_entry {
 	struct chunk *c;
-	uint32_t off;  /* bytes of c already written */
-	int64_t id;    /* event id carried, 0 for other frames */
+	uint32_t off; /* bytes of c already written */
+	int64_t id;   /* event id carried, 0 for other frames */
 };
 
 struct conn {
@@ -39,32 +39,32 @@ struct conn {
 	enum conn_state state;
 	struct server *srv;
 	struct listener *ls;
-	struct tls_conn *tls;     /* NULL for plain sockets */
+	struct tls_conn *tls; /* NULL for plain sockets */
 	bool peer_unix;
 	bool peer_loopback;
-	char peer[64];            /* peer address as text ("unix" for the unix socket) */
-	char client[64];          /* client address after trusted-proxy rules */
+	char peer[64];   /* peer address as text ("unix" for the unix socket) */
+	char client[64]; /* client address after trusted-proxy rules */
 
 	char *rbuf;
 	size_t rlen, rcap;
 
-	struct outq_entry *q;     /* ring buffer */
+	struct outq_entry *q; /* ring buffer */
 	size_t qhead, qlen, qcap;
-	size_t qbytes;            /* unwritten bytes in the queue */
-	uint64_t last_progress;   /* loop time of the last byte written, or enqueue into an empty queue */
-	int64_t written_id;       /* id of the last event fully written */
+	size_t qbytes;          /* unwritten bytes in the queue */
+	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */
+	int64_t written_id;     /* id of the last event fully written */
 	bool flush_scheduled;
 	bool close_after_flush;
 	bool keep_alive;
-	bool served;              /* answered at least one request */
-	bool reparse;             /* buffered input to parse after the current response */
-	bool peer_eof;            /* the client shut down its side */
-	bool continued;           /* sent 100 Continue for the request being read */
+	bool served;    /* answered at least one request */
+	bool reparse;   /* buffered input to parse after the current response */
+	bool peer_eof;  /* the client shut down its side */
+	bool continued; /* sent 100 Continue for the request being read */
 
-	uint32_t want;            /* epoll events currently requested */
-	struct loop_timer timer;  /* header / keep-alive timeout */
-	struct reader *reader;    /* stream state, owned by the hub */
-	void *pending;            /* a handler's in-flight request (publish), or NULL */
+	uint32_t want;           /* epoll events currently requested */
+	struct loop_timer timer; /* header / keep-alive timeout */
+	struct reader *reader;   /* stream state, owned by the hub */
+	void *pending;           /* a handler's in-flight request (publish), or NULL */
 
 	struct conn *next, *prev; /* server's list of all connections */
 	struct conn *flush_next;  /* server's flush list */

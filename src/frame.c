@@ -64,7 +64,8 @@ struct chunk *frame_event(const struct store_event *ev)
 
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 {
-	static const char fmt[] = "id: %lld\nevent: reset\ndata: {\"reason\":\"%s\",\"last_event_id\":%lld,\"id\":%lld}\n\n";
+	static const char fmt[] =
+		"id: %lld\nevent: reset\ndata: {\"reason\":\"%s\",\"last_event_id\":%lld,\"id\":%lld}\n\n";
 	int n = snprintf(NULL, 0, fmt, (long long)id, reason, (long long)resume_id, (long long)id);
 	struct chunk *c = chunk_new((size_t)n + 1);
 	snprintf(c->data, (size_t)n + 1, fmt, (long long)id, reason, (long long)resume_id, (long long)id);

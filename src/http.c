@@ -30,14 +30,16 @@
 
 /* RFC 9110 tchar: the characters of a method or a header name. */
 static const unsigned char tchar[256] = {
-	['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
-	['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-	['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+	['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
+	['%'] = 1,         ['&'] = 1,         ['\''] = 1,        ['*'] = 1, ['+'] = 1, ['-'] = 1,
+	['.'] = 1,         ['^'] = 1,         ['_'] = 1,         ['`'] = 1, ['|'] = 1, ['~'] = 1,
 };
 
 /* Bytes allowed inside a header value: HT, SP, VCHAR and obs-text. */
 static const unsigned char vchar[256] = {
-	['\t'] = 1, [' ' ... '~'] = 1, [0x80 ... 0xff] = 1,
+	['\t'] = 1,
+	[' ' ... '~'] = 1,
+	[0x80 ... 0xff] = 1,
 };
 
 static bool slice_eq(const char *p, size_t n, const char *lit)
@@ -63,8 +65,8 @@ static enum http_method method_of(const char *p, size_t n)
 		const char *name;
 		enum http_method m;
 	} known[] = {
-		{"GET", HTTP_GET},       {"HEAD", HTTP_HEAD},       {"POST", HTTP_POST},   {"PUT", HTTP_PUT},
-		{"DELETE", HTTP_DELETE}, {"OPTIONS", HTTP_OPTIONS}, {"PATCH", HTTP_PATCH},
+		{ "GET", HTTP_GET },       { "HEAD", HTTP_HEAD },       { "POST", HTTP_POST },   { "PUT", HTTP_PUT },
+		{ "DELETE", HTTP_DELETE }, { "OPTIONS", HTTP_OPTIONS }, { "PATCH", HTTP_PATCH },
 	};
 	for (size_t i = 0; i < ARRAY_LEN(known); i++)
 		if (slice_eq(p, n, known[i].name))
@@ -147,11 +149,11 @@ static void scan_connection(const char *p, size_t n, bool *close, bool *keep)
 
 /* Out of bytes before the head ended: 431 once the head can no longer fit,
  * else ask for more. */
-#define NEED_MORE()                                                   \
-	do {                                                          \
-		if (len >= max_hb)                                    \
-			FAIL(431, "request header block too large");  \
-		return 0;                                             \
+#define NEED_MORE()                                                  \
+	do {                                                         \
+		if (len >= max_hb)                                   \
+			FAIL(431, "request header block too large"); \
+		return 0;                                            \
 	} while (0)
 
 enum rl_state { RL_METHOD, RL_TARGET0, RL_TARGET, RL_STAR, RL_VERSION };
@@ -159,7 +161,7 @@ enum rl_state { RL_METHOD, RL_TARGET0, RL_TARGET, RL_STAR, RL_VERSION };
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim, struct http_request *req,
 		       struct http_error *err)
 {
-	static const struct http_limits defaults = {8192, 16384, 64};
+	static const struct http_limits defaults = { 8192, 16384, 64 };
 	const unsigned char *b = (const unsigned char *)buf;
 	if (!lim)
 		lim = &defaults;
@@ -461,26 +463,46 @@ long http_percent_decode(struct http_slice src, char *dst)
 const char *http_reason(int status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 411: return "Length Required";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	case 200:
+		return "OK";
+	case 201:
+		return "Created";
+	case 204:
+		return "No Content";
+	case 304:
+		return "Not Modified";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 411:
+		return "Length Required";
+	case 413:
+		return "Content Too Large";
+	case 414:
+		return "URI Too Long";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 503:
+		return "Service Unavailable";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Unknown";
 	}
 }
 
@@ -491,8 +513,8 @@ static char *put(char *w, const char *s, size_t n)
 	return w + n;
 }
 
-struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers,
-				   const char *body, size_t body_len, bool keep_alive)
+struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers, const char *body,
+				   size_t body_len, bool keep_alive)
 {
 	/* 1xx, 204 and 304 responses carry no body, so they must not announce
 	 * one (RFC 9110 8.6); a NULL content_type leaves the header out. */
@@ -564,8 +586,8 @@ struct chunk *http_format_error(int status, const char *message, const char *ext
 	w = put(w, "{\"error\":\"", 10);
 	w += json_escape(message, w);
 	w += sprintf(w, "\",\"status\":%d}\n", status);
-	struct chunk *c = http_format_response(status, "application/json", extra_headers, body,
-					       (size_t)(w - body), keep_alive);
+	struct chunk *c =
+		http_format_response(status, "application/json", extra_headers, body, (size_t)(w - body), keep_alive);
 	free(body);
 	return c;
 }

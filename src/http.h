@@ -35,10 +35,10 @@ struct http_request {
 	int minor_version;        /* 0 or 1 (HTTP/1.0 or HTTP/1.1) */
 	struct http_header headers[HTTP_MAX_HEADERS_HARD];
 	size_t nheaders;
-	int64_t content_length;   /* -1 when absent */
-	bool chunked;             /* Transfer-Encoding present (any value) */
-	bool keep_alive;          /* from version and Connection header */
-	size_t head_len;          /* bytes of request line + headers + blank line */
+	int64_t content_length; /* -1 when absent */
+	bool chunked;           /* Transfer-Encoding present (any value) */
+	bool keep_alive;        /* from version and Connection header */
+	size_t head_len;        /* bytes of request line + headers + blank line */
 };
 
 struct http_limits {
@@ -83,8 +83,8 @@ const char *http_reason(int status);
  * caller): status line, Content-Type, Content-Length, Connection: keep-alive
  * or close, any extra_headers (zero or more complete "Name: value\r\n" lines,
  * may be NULL), a blank line and the body. */
-struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers,
-				   const char *body, size_t body_len, bool keep_alive);
+struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers, const char *body,
+				   size_t body_len, bool keep_alive);
 
 /* Format the standard refusal: a JSON body {"error":"<message>","status":N}
  * followed by a newline, Content-Type application/json. The message is

@@ -15,13 +15,13 @@
 #include "store.h"
 #include "util.h"
 
-#define POLL_PAGE 256        /* rows read per store call by the live path */
-#define POLL_PAGES 16        /* store calls per hub_poll before yielding to the loop */
-#define CATCHUP_PAGE 128     /* rows read per store call for one catch-up reader */
-#define CATCHUP_PAGES 8      /* store calls per drain before yielding to the loop */
+#define POLL_PAGE 256    /* rows read per store call by the live path */
+#define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
+#define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
+#define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
 #define BUSY_RETRY_MS 5
 #define NO_INOTIFY_POLL_MS 1000
-#define HEARTBEAT_SLOTS 4     /* turns per heartbeat_interval in which readers are visited */
+#define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
 static uint64_t heartbeat_tick_ms(const struct hub *h)
 {
@@ -391,7 +391,6 @@ static int feed_row(void *arg, const struct store_event *ev)
 	}
 	return 0;
 }
-
 
 void hub_on_drained(struct hub *h, struct reader *r)
 {

@@ -31,12 +31,12 @@ enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
 struct reader {
 	struct conn *c;
 	enum reader_mode mode;
-	int64_t cursor;             /* CATCHUP: the last id read from the store */
-	int64_t skip_through;       /* LIVE: ids up to this were seen already */
-	bool see_private;           /* presented the read token */
-	size_t ntopics;             /* 0 = every topic */
+	int64_t cursor;       /* CATCHUP: the last id read from the store */
+	int64_t skip_through; /* LIVE: ids up to this were seen already */
+	bool see_private;     /* presented the read token */
+	size_t ntopics;       /* 0 = every topic */
 	char *topics[READER_MAX_TOPICS];
-	char client[64];            /* address counted against the per-address cap */
+	char client[64]; /* address counted against the per-address cap */
 	uint64_t opened_ms;
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
@@ -57,8 +57,8 @@ struct hub {
 	struct loop_timer watch_timer;   /* only without inotify: slow poll */
 	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
 	size_t confirm_step;
-	unsigned sweep_slot;             /* the heartbeat turn due next */
-	unsigned next_slot;              /* the turn the next new reader joins */
+	unsigned sweep_slot; /* the heartbeat turn due next */
+	unsigned next_slot;  /* the turn the next new reader joins */
 };
 
 /* Set up the hub: high_water = the store's newest id, timers armed. */

@@ -70,8 +70,11 @@ static int unix_backlog(int fd)
 		struct unix_diag_req req;
 	} q = {
 		.nlh = { .nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
-		.req = { .sdiag_family = AF_UNIX, .udiag_states = 1u << TCP_LISTEN, .udiag_ino = (__u32)st.st_ino,
-			 .udiag_show = UDIAG_SHOW_RQLEN, .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+		.req = { .sdiag_family = AF_UNIX,
+			 .udiag_states = 1u << TCP_LISTEN,
+			 .udiag_ino = (__u32)st.st_ino,
+			 .udiag_show = UDIAG_SHOW_RQLEN,
+			 .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	long buf[1024];
@@ -285,7 +288,8 @@ static int adopt_systemd(struct server *srv, int n, char **names)
 		} else if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
 			bool tls = names && names[i] && strcmp(names[i], "tls") == 0;
 			if (tls && !srv->tls) {
-				log_err("systemd passed a socket named tls (fd %d), but tls_cert and tls_key are not set",
+				log_err("systemd passed a socket named tls (fd %d), but tls_cert and tls_key are not "
+					"set",
 					fd);
 				return -1;
 			}
@@ -320,7 +324,8 @@ static void log_listener(const struct listener *ls, int requested, int somaxconn
 			log_info("listening on %s (from systemd)", ls->name);
 		if (ls->backlog >= 0 && ls->backlog < requested)
 			log_warn("%s: the kernel's backlog %d is below the configured %d; raise Backlog= in the "
-				 "socket unit%s", ls->name, ls->backlog, requested,
+				 "socket unit%s",
+				 ls->name, ls->backlog, requested,
 				 somaxconn > 0 && somaxconn < requested ? " and net.core.somaxconn" : "");
 		return;
 	}

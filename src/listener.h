@@ -17,12 +17,12 @@ struct listener {
 	bool is_unix;
 	bool from_systemd;
 	bool paused;
-	char name[160];        /* "tcp 127.0.0.1:8199" or "unix /path" */
-	char *unix_path;       /* to unlink at exit (our own sockets only) */
-	int backlog;           /* as requested, or as the kernel reports */
+	char name[160];  /* "tcp 127.0.0.1:8199" or "unix /path" */
+	char *unix_path; /* to unlink at exit (our own sockets only) */
+	int backlog;     /* as requested, or as the kernel reports */
 	struct server *srv;
 	struct loop_timer resume_timer;
-	void *tls;             /* TLS context for this listener, or NULL */
+	void *tls; /* TLS context for this listener, or NULL */
 };
 
 /* Open every configured address (or take systemd's sockets when LISTEN_FDS

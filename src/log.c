@@ -40,8 +40,8 @@ int log_level_parse(const char *s)
 		const char *name;
 		enum log_level lvl;
 	} names[] = {
-		{ "error", LOG_LVL_ERR }, { "warning", LOG_LVL_WARN }, { "warn", LOG_LVL_WARN },
-		{ "notice", LOG_LVL_NOTICE }, { "info", LOG_LVL_INFO }, { "debug", LOG_LVL_DEBUG },
+		{ "error", LOG_LVL_ERR },     { "warning", LOG_LVL_WARN }, { "warn", LOG_LVL_WARN },
+		{ "notice", LOG_LVL_NOTICE }, { "info", LOG_LVL_INFO },    { "debug", LOG_LVL_DEBUG },
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(s, names[i].name) == 0)
@@ -66,8 +66,7 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);
 		n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-		n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s: ", ts.tv_nsec / 1000000L,
-				      names[lvl]);
+		n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s: ", ts.tv_nsec / 1000000L, names[lvl]);
 	}
 	va_start(ap, fmt);
 	int w = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);

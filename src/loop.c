@@ -41,7 +41,7 @@ struct loop {
 	size_t nw;
 	struct loop_timer **heap;
 	size_t nheap, capheap;
-	uint64_t timer_seq;     /* start order, so a timer re-armed while timers run waits a pass */
+	uint64_t timer_seq; /* start order, so a timer re-armed while timers run waits a pass */
 	struct deferred *dq;
 	size_t ndq, capdq;
 };

@@ -15,7 +15,7 @@
 #include "util.h"
 
 static const double bucket_bounds[HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-						     0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
+						    0.01,   0.025,   0.05,   0.1,   0.25,   1.0 };
 
 void metrics_observe(struct histogram *h, uint64_t ns)
 {
@@ -47,8 +47,10 @@ static void sample_self(struct self_sample *s)
 		char *p = strrchr(buf, ')');
 		unsigned long ut = 0, st = 0;
 		long rss = 0;
-		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
-				&ut, &st, &rss) == 3) {
+		if (p &&
+		    sscanf(p + 2,
+			   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
+			   &ut, &st, &rss) == 3) {
 			s->cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 			s->rss_bytes = rss * sysconf(_SC_PAGESIZE);
 		}
@@ -96,7 +98,8 @@ static void put_histogram(struct out *o, const char *name, const char *help, con
 			n = snprintf(line, sizeof(line), "%s_bucket{le=\"%g\"} %llu\n", name, bucket_bounds[i],
 				     (unsigned long long)cum);
 		else
-			n = snprintf(line, sizeof(line), "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+			n = snprintf(line, sizeof(line), "%s_bucket{le=\"+Inf\"} %llu\n", name,
+				     (unsigned long long)cum);
 		append(o, line, (size_t)n);
 	}
 	n = snprintf(line, sizeof(line), "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->n);
@@ -114,22 +117,34 @@ struct chunk *metrics_render(struct server *srv, int keep_alive)
 	put(&o, "herald_connections", "gauge", "Open client connections.", (double)srv->nconns);
 	put(&o, "herald_last_event_id", "gauge", "Newest event id fanned out.", (double)srv->hub.high_water);
 	put(&o, "herald_publish_pending", "gauge", "Publishes waiting for commit.", (double)publish_pending(srv));
-	put(&o, "herald_connections_accepted_total", "counter", "Connections accepted.", (double)m->connections_accepted);
-	put(&o, "herald_accept_fd_exhausted_total", "counter", "Accepts that met EMFILE/ENFILE.", (double)m->accept_fd_exhausted);
+	put(&o, "herald_connections_accepted_total", "counter", "Connections accepted.",
+	    (double)m->connections_accepted);
+	put(&o, "herald_accept_fd_exhausted_total", "counter", "Accepts that met EMFILE/ENFILE.",
+	    (double)m->accept_fd_exhausted);
 	put(&o, "herald_requests_total", "counter", "Requests parsed.", (double)m->requests);
-	put(&o, "herald_responses_2xx_total", "counter", "Responses with a 2xx status.", (double)m->responses_by_class[2]);
-	put(&o, "herald_responses_4xx_total", "counter", "Refusals with a 4xx status.", (double)m->responses_by_class[4]);
-	put(&o, "herald_responses_5xx_total", "counter", "Refusals with a 5xx status.", (double)m->responses_by_class[5]);
-	put(&o, "herald_events_published_total", "counter", "Events committed through POST.", (double)m->events_published);
-	put(&o, "herald_group_commits_total", "counter", "Transactions that committed publishes.", (double)m->group_commits);
-	put(&o, "herald_events_read_total", "counter", "Events read from the store for fan-out.", (double)m->events_read);
+	put(&o, "herald_responses_2xx_total", "counter", "Responses with a 2xx status.",
+	    (double)m->responses_by_class[2]);
+	put(&o, "herald_responses_4xx_total", "counter", "Refusals with a 4xx status.",
+	    (double)m->responses_by_class[4]);
+	put(&o, "herald_responses_5xx_total", "counter", "Refusals with a 5xx status.",
+	    (double)m->responses_by_class[5]);
+	put(&o, "herald_events_published_total", "counter", "Events committed through POST.",
+	    (double)m->events_published);
+	put(&o, "herald_group_commits_total", "counter", "Transactions that committed publishes.",
+	    (double)m->group_commits);
+	put(&o, "herald_events_read_total", "counter", "Events read from the store for fan-out.",
+	    (double)m->events_read);
 	put(&o, "herald_frames_queued_total", "counter", "Event frames queued to readers.", (double)m->frames_queued);
 	put(&o, "herald_bytes_written_total", "counter", "Bytes written to clients.", (double)m->bytes_written);
-	put(&o, "herald_readers_to_catchup_total", "counter", "Readers moved from live to catch-up.", (double)m->readers_to_catchup);
-	put(&o, "herald_readers_stalled_closed_total", "counter", "Readers closed for not reading.", (double)m->readers_stalled_closed);
-	put(&o, "herald_readers_rotated_total", "counter", "Streams ended by rotate_after.", (double)m->readers_rotated);
+	put(&o, "herald_readers_to_catchup_total", "counter", "Readers moved from live to catch-up.",
+	    (double)m->readers_to_catchup);
+	put(&o, "herald_readers_stalled_closed_total", "counter", "Readers closed for not reading.",
+	    (double)m->readers_stalled_closed);
+	put(&o, "herald_readers_rotated_total", "counter", "Streams ended by rotate_after.",
+	    (double)m->readers_rotated);
 	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);
-	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.", (double)m->store_busy);
+	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
+	    (double)m->store_busy);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
 		      &m->publish_seconds);
 	put_histogram(&o, "herald_store_commit_seconds", "One group commit's transaction.", &m->commit_seconds);

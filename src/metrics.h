@@ -18,23 +18,23 @@ struct histogram {
 
 struct metrics {
 	uint64_t connections_accepted;
-	uint64_t accept_fd_exhausted;     /* EMFILE/ENFILE at accept */
+	uint64_t accept_fd_exhausted; /* EMFILE/ENFILE at accept */
 	uint64_t requests;
-	uint64_t responses_by_class[6];   /* [2] = 2xx ... [5] = 5xx */
-	uint64_t events_published;        /* committed through POST */
-	uint64_t events_read;             /* rows read from the store by the hub */
-	uint64_t frames_queued;           /* event frames queued to readers */
+	uint64_t responses_by_class[6]; /* [2] = 2xx ... [5] = 5xx */
+	uint64_t events_published;      /* committed through POST */
+	uint64_t events_read;           /* rows read from the store by the hub */
+	uint64_t frames_queued;         /* event frames queued to readers */
 	uint64_t bytes_written;
-	uint64_t readers_to_catchup;      /* moves from live to catch-up */
+	uint64_t readers_to_catchup; /* moves from live to catch-up */
 	uint64_t readers_stalled_closed;
 	uint64_t readers_rotated;
 	uint64_t resets_sent;
-	uint64_t store_busy;              /* calls that met another writer's lock */
+	uint64_t store_busy; /* calls that met another writer's lock */
 	uint64_t group_commits;
-	struct histogram publish_seconds;  /* POST parsed until its 201 is queued */
-	struct histogram commit_seconds;   /* one group commit's transaction */
-	struct histogram fanout_seconds;   /* reading new rows and queueing them to readers */
-	struct histogram flush_seconds;    /* one pass's writes to every connection with output */
+	struct histogram publish_seconds;    /* POST parsed until its 201 is queued */
+	struct histogram commit_seconds;     /* one group commit's transaction */
+	struct histogram fanout_seconds;     /* reading new rows and queueing them to readers */
+	struct histogram flush_seconds;      /* one pass's writes to every connection with output */
 	struct histogram checkpoint_seconds; /* copying the WAL into the database */
 };
 

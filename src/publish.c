@@ -32,9 +32,9 @@ struct publish_item {
 
 struct publish_queue {
 	struct server *srv;
-	sqlite3 *json;              /* in-memory database used only for its JSON functions */
-	sqlite3_stmt *check;        /* json_valid and json_type of the body */
-	sqlite3_stmt *fields;       /* json_each of the body */
+	sqlite3 *json;        /* in-memory database used only for its JSON functions */
+	sqlite3_stmt *check;  /* json_valid and json_type of the body */
+	sqlite3_stmt *fields; /* json_each of the body */
 	struct publish_item *items;
 	size_t n, cap;
 	bool scheduled;
@@ -269,8 +269,9 @@ static void answer_all(struct publish_queue *q, int status, const char *message,
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
 				srv->m.responses_by_class[2]++;
 				metrics_observe(&srv->m.publish_seconds, clock_mono_ns() - it->started_ns);
-				conn_respond(it->c, http_format_response(201, "application/json", NULL, body, (size_t)n,
-									 it->keep_alive),
+				conn_respond(it->c,
+					     http_format_response(201, "application/json", NULL, body, (size_t)n,
+								  it->keep_alive),
 					     it->keep_alive);
 			} else {
 				conn_refuse(it->c, status, message, status == 503 ? "Retry-After: 1\r\n" : NULL);

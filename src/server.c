@@ -21,12 +21,12 @@
 #include "tls.h"
 #include "util.h"
 
-#define FD_RESERVE 64      /* descriptors kept for the database, listeners and plain requests */
+#define FD_RESERVE 64 /* descriptors kept for the database, listeners and plain requests */
 #define DRAIN_MS 3000
 #define PRUNE_EVERY_MS 5000
-#define PRUNE_STEP_ROWS 1000   /* rows per transaction: the loop never waits long */
-#define PRUNE_AGAIN_MS 10      /* between steps while a backlog of old rows remains */
-#define CHECKPOINT_QUIET_MS 100    /* copy the WAL once publishes pause this long */
+#define PRUNE_STEP_ROWS 1000    /* rows per transaction: the loop never waits long */
+#define PRUNE_AGAIN_MS 10       /* between steps while a backlog of old rows remains */
+#define CHECKPOINT_QUIET_MS 100 /* copy the WAL once publishes pause this long */
 
 static void pass_end(void *arg)
 {

@@ -34,23 +34,23 @@ struct server {
 	struct listener *listeners;
 	size_t nlisteners;
 
-	struct conn *conns;        /* every open connection */
+	struct conn *conns; /* every open connection */
 	size_t nconns;
-	struct conn *flush_list;   /* connections with output to write this pass */
-	struct conn *graveyard;    /* closed connections freed at the end of the pass */
+	struct conn *flush_list;             /* connections with output to write this pass */
+	struct conn *graveyard;              /* closed connections freed at the end of the pass */
 	struct stream_counts *stream_counts; /* open streams per client address */
-	int argc;                  /* the command line, read again on SIGHUP */
+	int argc;                            /* the command line, read again on SIGHUP */
 	char **argv;
 	int sigfd;
 	uint64_t drain_deadline;
 	struct loop_timer drain_timer;
 	struct loop_timer prune_timer;
 	struct loop_timer checkpoint_timer;
-	uint64_t last_commit_ms;   /* loop time of the last group commit */
+	uint64_t last_commit_ms; /* loop time of the last group commit */
 	bool pass_end_scheduled;
 
-	int64_t max_readers;       /* effective global cap on streams */
-	bool draining;             /* SIGTERM seen: no new work */
+	int64_t max_readers; /* effective global cap on streams */
+	bool draining;       /* SIGTERM seen: no new work */
 	uint64_t started_ms;
 };
 

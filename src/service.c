@@ -19,8 +19,9 @@ static void send_status(struct server *srv)
 {
 	/* Events read counts every writer's rows (POSTs and other programs'
 	 * INSERTs); frames sent is events times the readers they reached. */
-	sd_notifyf(0, "STATUS=%zu readers, %zu connections, last event id %lld, %llu events read "
-		      "(%llu posted), %llu frames sent",
+	sd_notifyf(0,
+		   "STATUS=%zu readers, %zu connections, last event id %lld, %llu events read "
+		   "(%llu posted), %llu frames sent",
 		   hub_readers(&srv->hub), srv->nconns, (long long)srv->hub.high_water,
 		   (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
 		   (unsigned long long)srv->m.frames_queued);

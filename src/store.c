@@ -39,7 +39,7 @@ struct store {
 	int watch_fd;
 	int64_t pruned_through;
 	int64_t data_version;
-	int wal_pages;            /* frames in the WAL after our last commit */
+	int wal_pages; /* frames in the WAL after our last commit */
 
 	sqlite3_stmt *begin;
 	sqlite3_stmt *commit;
@@ -54,12 +54,12 @@ struct store {
 
 /* ---- schema and migrations ---- */
 
-#define EVENTS_COLUMNS                                                                   \
-	"id INTEGER PRIMARY KEY AUTOINCREMENT,"                                          \
-	"type TEXT NOT NULL DEFAULT 'message',"                                          \
-	"topic TEXT NOT NULL DEFAULT '',"                                                \
-	"data TEXT NOT NULL DEFAULT '',"                                                 \
-	"public INTEGER NOT NULL DEFAULT 0,"                                             \
+#define EVENTS_COLUMNS                          \
+	"id INTEGER PRIMARY KEY AUTOINCREMENT," \
+	"type TEXT NOT NULL DEFAULT 'message'," \
+	"topic TEXT NOT NULL DEFAULT '',"       \
+	"data TEXT NOT NULL DEFAULT '',"        \
+	"public INTEGER NOT NULL DEFAULT 0,"    \
 	"created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER))"
 
 /* One schema step: run fn (if any), then sql (if any), inside the migration
@@ -131,8 +131,10 @@ static int migrate_adopt_events(sqlite3 *db, char *err, size_t errlen)
 		goto sql_fail;
 	if (!exists)
 		return 0;
-	rc = query_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"
-			   " AND sql LIKE '%autoincrement%'", &autoinc);
+	rc = query_int(db,
+		       "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"
+		       " AND sql LIKE '%autoincrement%'",
+		       &autoinc);
 	if (rc != SQLITE_OK)
 		goto sql_fail;
 
@@ -290,11 +292,10 @@ static int watch_folder(const char *path)
 
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0) {
-		log_warn("store: inotify unavailable (%s); falling back to polling for other writers",
-			 strerror(errno));
+		log_warn("store: inotify unavailable (%s); falling back to polling for other writers", strerror(errno));
 	} else if (inotify_add_watch(fd, folder, IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
-		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers",
-			 folder, strerror(errno));
+		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers", folder,
+			 strerror(errno));
 		close(fd);
 		fd = -1;
 	}
@@ -325,8 +326,7 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
 	if (fd >= 0)
 		close(fd);
-	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-			     NULL);
+	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		int sys = st->db ? sqlite3_system_errno(st->db) : 0;
 		snprintf(err, errlen, "cannot open database %s: %s%s%s%s", path,
@@ -449,8 +449,8 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
-	sqlite3_stmt **stmts[] = { &st->begin, &st->commit, &st->rollback, &st->insert, &st->range,
-				   &st->max_id, &st->prune, &st->set_pruned, &st->data_ver };
+	sqlite3_stmt **stmts[] = { &st->begin,  &st->commit, &st->rollback,   &st->insert,  &st->range,
+				   &st->max_id, &st->prune,  &st->set_pruned, &st->data_ver };
 	for (size_t i = 0; i < ARRAY_LEN(stmts); i++) {
 		sqlite3_finalize(*stmts[i]);
 		*stmts[i] = NULL;
@@ -529,8 +529,8 @@ int store_append_batch(struct store *st, const struct store_new_event *evs, size
 		const struct store_new_event *ev = &evs[i];
 		sqlite3_bind_text(st->insert, 1, ev->type ? ev->type : "message", -1, SQLITE_STATIC);
 		sqlite3_bind_text(st->insert, 2, ev->topic ? ev->topic : "", -1, SQLITE_STATIC);
-		sqlite3_bind_text64(st->insert, 3, ev->data ? ev->data : "", ev->data ? ev->data_len : 0,
-				    SQLITE_STATIC, SQLITE_UTF8);
+		sqlite3_bind_text64(st->insert, 3, ev->data ? ev->data : "", ev->data ? ev->data_len : 0, SQLITE_STATIC,
+				    SQLITE_UTF8);
 		sqlite3_bind_int(st->insert, 4, ev->public ? 1 : 0);
 		rc = sqlite3_step(st->insert);
 		if (rc != SQLITE_DONE) {

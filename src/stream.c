@@ -213,7 +213,8 @@ void stream_open(struct conn *c, const struct http_request *req)
 	}
 	if (cfg->per_address_limit > 0 && (int64_t)stream_count_for(srv, c->client) >= cfg->per_address_limit) {
 		reader_free(r);
-		conn_refuse(c, 429, "too many open streams from this address (per_address_limit)", "Retry-After: 5\r\n");
+		conn_refuse(c, 429, "too many open streams from this address (per_address_limit)",
+			    "Retry-After: 5\r\n");
 		return;
 	}
 

@@ -322,7 +322,8 @@ static void handshake(struct conn *c)
 	case SSL_ERROR_SYSCALL:
 		snprintf(why, sizeof(why), "TLS handshake: %s",
 			 ERR_peek_last_error() ? ssl_error_text(buf, sizeof(buf))
-			 : saved ? strerror(saved) : "connection closed");
+			 : saved               ? strerror(saved)
+					       : "connection closed");
 		break;
 	default:
 		snprintf(why, sizeof(why), "TLS handshake: %s", ssl_error_text(buf, sizeof(buf)));

@@ -108,7 +108,7 @@ static void on_fatal_signal(int sig)
 
 static void install_crash_writer(void)
 {
-	static const int sanitizer_handled[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+	static const int sanitizer_handled[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
 	if (__sanitizer_set_death_callback) {
 		/* Leave faults to the sanitizer (it prints the report, then calls
 		 * back); abort() from a failed invariant is ours. */
@@ -234,8 +234,8 @@ static void free_inputs(void)
 	ninputs = cap_inputs = 0;
 }
 
-static const uint8_t interesting[] = {'\r', '\n', ':', ' ', '\t', 0, 0xff, 0x7f, 0x80, '%', '+', '&',
-				      '=',  '?',  '/', ',', '"',  '\\', '0', '9',  '-',  '*', 0x01};
+static const uint8_t interesting[] = { '\r', '\n', ':', ' ', '\t', 0,    0xff, 0x7f, 0x80, '%', '+', '&',
+				       '=',  '?',  '/', ',', '"',  '\\', '0',  '9',  '-',  '*', 0x01 };
 
 static size_t ndict;
 

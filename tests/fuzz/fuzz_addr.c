@@ -27,26 +27,50 @@
 #include "addr.h"
 #include "fuzz.h"
 
-const char *fuzz_corpus_dirs[] = {"tests/fuzz/corpus/addr", "tests/fuzz/regressions/addr", NULL};
+const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/addr", "tests/fuzz/regressions/addr", NULL };
 
 const char *const fuzz_dictionary[] = {
-	"127.0.0.1", "127.0.0.0/8", "::1", "::ffff:", "::ffff:127.0.0.1", "2001:db8::", "fe80::1%lo", "10.0.0.0/8",
-	"0.0.0.0/0", "::/0", "/32", "/128", "/31", "/127", "/0", "unix", ", ", ",", " ", "\t", "[", "]", ":8080",
-	"255.255.255.255", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "\n", NULL,
+	"127.0.0.1",
+	"127.0.0.0/8",
+	"::1",
+	"::ffff:",
+	"::ffff:127.0.0.1",
+	"2001:db8::",
+	"fe80::1%lo",
+	"10.0.0.0/8",
+	"0.0.0.0/0",
+	"::/0",
+	"/32",
+	"/128",
+	"/31",
+	"/127",
+	"/0",
+	"unix",
+	", ",
+	",",
+	" ",
+	"\t",
+	"[",
+	"]",
+	":8080",
+	"255.255.255.255",
+	"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+	"\n",
+	NULL,
 };
 
-#define FUZZ_ASSERT(cond)                                                                               \
-	do {                                                                                            \
-		if (!(cond)) {                                                                          \
+#define FUZZ_ASSERT(cond)                                                                                         \
+	do {                                                                                                      \
+		if (!(cond)) {                                                                                    \
 			fprintf(stderr, "fuzz_addr: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                        \
-		}                                                                                       \
+			abort();                                                                                  \
+		}                                                                                                 \
 	} while (0)
 
 static const char *const peers[] = {
 	"127.0.0.1", "::1", "10.1.2.3", "203.0.113.5", "unix", "::ffff:127.0.0.1", "192.168.1.1", "2001:db8::1",
 };
-static const size_t outlens[] = {64, 16, 8, 1};
+static const size_t outlens[] = { 64, 16, 8, 1 };
 
 static bool is_ip(const char *s)
 {
@@ -56,8 +80,8 @@ static bool is_ip(const char *s)
 
 /* The rule written out plainly: from the right, each hop (blanks trimmed)
  * must be an address; take it, and stop at the first one not trusted. */
-static void ref_client(const struct trust *t, const char *peer, bool peer_unix, const char *xff, size_t n,
-		       char *out, size_t outlen)
+static void ref_client(const struct trust *t, const char *peer, bool peer_unix, const char *xff, size_t n, char *out,
+		       size_t outlen)
 {
 	snprintf(out, outlen, "%s", peer);
 	if (!(peer_unix ? t->unix_socket : trust_has(t, peer)) || !xff || !n)
@@ -113,9 +137,9 @@ static void check_peer_text(const uint8_t *data, size_t size)
 	memset(&ss, 0, sizeof(ss));
 	size_t n = size < sizeof(ss) ? size : sizeof(ss);
 	memcpy(&ss, data, n);
-	static const sa_family_t fams[] = {AF_INET, AF_INET6, AF_UNIX, AF_UNSPEC};
+	static const sa_family_t fams[] = { AF_INET, AF_INET6, AF_UNIX, AF_UNSPEC };
 	ss.ss_family = fams[size % 4];
-	socklen_t lens[] = {(socklen_t)n, (socklen_t)sizeof(ss)};
+	socklen_t lens[] = { (socklen_t)n, (socklen_t)sizeof(ss) };
 	for (int k = 0; k < 2; k++) {
 		char out[64];
 		memset(out, 'X', sizeof(out));

@@ -26,19 +26,19 @@
 #include "frame.h"
 #include "fuzz.h"
 
-const char *fuzz_corpus_dirs[] = {"tests/fuzz/corpus/frame", "tests/fuzz/regressions/frame", NULL};
+const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/frame", "tests/fuzz/regressions/frame", NULL };
 
 const char *const fuzz_dictionary[] = {
-	"\r\n", "\r", "\n", "\n\n", "\r\r", "\n\r", "data: ", "event: ", "id: ", "retry: ", ": ", ":",
-	"\xef\xbb\xbf", "message", "reset", NULL,
+	"\r\n", "\r",      "\n", "\n\n", "\r\r",         "\n\r",    "data: ", "event: ",
+	"id: ", "retry: ", ": ", ":",    "\xef\xbb\xbf", "message", "reset",  NULL,
 };
 
-#define FUZZ_ASSERT(cond)                                                                                \
-	do {                                                                                             \
-		if (!(cond)) {                                                                           \
+#define FUZZ_ASSERT(cond)                                                                                          \
+	do {                                                                                                       \
+		if (!(cond)) {                                                                                     \
 			fprintf(stderr, "fuzz_frame: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                         \
-		}                                                                                        \
+			abort();                                                                                   \
+		}                                                                                                  \
 	} while (0)
 
 int fuzz_one(const uint8_t *data, size_t size)
@@ -58,7 +58,7 @@ int fuzz_one(const uint8_t *data, size_t size)
 		d = type + tn;
 		dn = size - 9 - tn;
 	}
-	struct store_event ev = {.id = id, .type = type, .type_len = tn, .data = d, .data_len = dn, .topic = ""};
+	struct store_event ev = { .id = id, .type = type, .type_len = tn, .data = d, .data_len = dn, .topic = "" };
 	struct chunk *c = frame_event(&ev);
 	FUZZ_ASSERT(c && c->refs == 1);
 	/* Each data byte at most once, each line "data: " + LF, plus id and type. */
@@ -71,8 +71,8 @@ int fuzz_one(const uint8_t *data, size_t size)
 
 	/* frame_reset with the data as the reason (its callers pass internal
 	 * words: no line breaks, quotes or NULs, so those inputs are skipped). */
-	if (dn < 4096 && !memchr(d, '\n', dn) && !memchr(d, '\r', dn) && !memchr(d, '"', dn) &&
-	    !memchr(d, '\0', dn) && !memchr(d, '\\', dn)) {
+	if (dn < 4096 && !memchr(d, '\n', dn) && !memchr(d, '\r', dn) && !memchr(d, '"', dn) && !memchr(d, '\0', dn) &&
+	    !memchr(d, '\\', dn)) {
 		char *reason = malloc(dn + 1);
 		FUZZ_ASSERT(reason);
 		memcpy(reason, d, dn);
@@ -82,7 +82,8 @@ int fuzz_one(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(c && c->refs == 1);
 		char *want = malloc(dn + 128);
 		FUZZ_ASSERT(want);
-		int wn = snprintf(want, dn + 128, "{\"reason\":\"%s\",\"last_event_id\":%lld", reason, (long long)resume);
+		int wn = snprintf(want, dn + 128, "{\"reason\":\"%s\",\"last_event_id\":%lld", reason,
+				  (long long)resume);
 		struct sse s;
 		sse_parse(&s, c->data, c->len);
 		char idtext[32];

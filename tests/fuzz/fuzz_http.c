@@ -23,7 +23,7 @@
 #include "fuzz.h"
 #include "http.h"
 
-const char *fuzz_corpus_dirs[] = {"tests/fuzz/corpus/http", "tests/fuzz/regressions/http", NULL};
+const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/http", "tests/fuzz/regressions/http", NULL };
 
 const char *const fuzz_dictionary[] = {
 	"GET ",
@@ -64,18 +64,18 @@ const char *const fuzz_dictionary[] = {
 	NULL,
 };
 
-#define FUZZ_ASSERT(cond)                                                                        \
-	do {                                                                                     \
-		if (!(cond)) {                                                                   \
+#define FUZZ_ASSERT(cond)                                                                                         \
+	do {                                                                                                      \
+		if (!(cond)) {                                                                                    \
 			fprintf(stderr, "fuzz_http: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                 \
-		}                                                                                \
+			abort();                                                                                  \
+		}                                                                                                 \
 	} while (0)
 
 static const struct http_limits limit_sets[] = {
-	{8192, 16384, 64}, /* the server's defaults */
-	{64, 256, 4},
-	{16, 48, 1},
+	{ 8192, 16384, 64 }, /* the server's defaults */
+	{ 64, 256, 4 },
+	{ 16, 48, 1 },
 };
 
 /* Prefixes are copied here to end at a PROT_NONE page, like the input. */
@@ -162,7 +162,8 @@ static void check_success(const char *buf, size_t size, int r, const struct http
 			memcpy(name, h->name.p, h->name.n);
 			name[h->name.n] = '\0';
 			const struct http_header *g = http_header_get(req, name);
-			FUZZ_ASSERT(g && g <= h && g->name.n == h->name.n && strncasecmp(g->name.p, name, g->name.n) == 0);
+			FUZZ_ASSERT(g && g <= h && g->name.n == h->name.n &&
+				    strncasecmp(g->name.p, name, g->name.n) == 0);
 		}
 	}
 	FUZZ_ASSERT(hosts <= 1);
@@ -196,7 +197,7 @@ static void check_success(const char *buf, size_t size, int r, const struct http
 static void check_limits(const uint8_t *data, size_t size, const struct http_limits *lim)
 {
 	static struct http_request req;
-	struct http_error err = {0, NULL};
+	struct http_error err = { 0, NULL };
 	const char *buf = (const char *)data;
 
 	int r = http_parse_request(buf, size, lim, &req, &err);
@@ -224,7 +225,7 @@ static void check_limits(const uint8_t *data, size_t size, const struct http_lim
 		size_t k = size <= 200 ? i : (i < 8 ? size - i : i < 16 ? (size * (i - 7)) / 9 : (i - 16) * 7);
 		if (k > size)
 			continue;
-		struct http_error e = {0, NULL};
+		struct http_error e = { 0, NULL };
 		int rk = http_parse_request(place_prefix(data, k), k, lim, &req, &e);
 		if (rk != 0) {
 			FUZZ_ASSERT(rk == r);

@@ -20,19 +20,33 @@
 #include "fuzz.h"
 #include "text.h"
 
-const char *fuzz_corpus_dirs[] = {"tests/fuzz/corpus/text", "tests/fuzz/regressions/text", NULL};
+const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/text", "tests/fuzz/regressions/text", NULL };
 
 const char *const fuzz_dictionary[] = {
-	"\\u0000", "\\\\u0000", "\\\"", "\"", "\\u00", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\xc0\xaf",
-	"\xf4\x90\x80\x80", "\xef\xbf\xbf", "\x80", "\xff", "{\"data\":\"", "\"}", NULL,
+	"\\u0000",
+	"\\\\u0000",
+	"\\\"",
+	"\"",
+	"\\u00",
+	"\xc3\xa9",
+	"\xf0\x9f\x98\x80",
+	"\xed\xa0\x80",
+	"\xc0\xaf",
+	"\xf4\x90\x80\x80",
+	"\xef\xbf\xbf",
+	"\x80",
+	"\xff",
+	"{\"data\":\"",
+	"\"}",
+	NULL,
 };
 
-#define FUZZ_ASSERT(cond)                                                                \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "fuzz_text: invariant failed: %s\n", #cond);     \
-			abort();                                                         \
-		}                                                                        \
+#define FUZZ_ASSERT(cond)                                                            \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			fprintf(stderr, "fuzz_text: invariant failed: %s\n", #cond); \
+			abort();                                                     \
+		}                                                                    \
 	} while (0)
 
 /* Encode cp as UTF-8 into out; returns the length. */

@@ -7,25 +7,25 @@
 
 static int check_passed, check_failed;
 
-#define CHECK(cond)                                                                  \
-	do {                                                                         \
-		if (cond) {                                                          \
-			check_passed++;                                              \
-		} else {                                                             \
-			check_failed++;                                              \
+#define CHECK(cond)                                                                              \
+	do {                                                                                     \
+		if (cond) {                                                                      \
+			check_passed++;                                                          \
+		} else {                                                                         \
+			check_failed++;                                                          \
 			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                    \
+		}                                                                                \
 	} while (0)
 
-#define CHECK_EQ_INT(a, b)                                                           \
-	do {                                                                         \
-		long long a_ = (long long)(a), b_ = (long long)(b);                  \
-		if (a_ == b_) {                                                      \
-			check_passed++;                                              \
-		} else {                                                             \
-			check_failed++;                                              \
+#define CHECK_EQ_INT(a, b)                                                                                             \
+	do {                                                                                                           \
+		long long a_ = (long long)(a), b_ = (long long)(b);                                                    \
+		if (a_ == b_) {                                                                                        \
+			check_passed++;                                                                                \
+		} else {                                                                                               \
+			check_failed++;                                                                                \
 			fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b, a_, b_); \
-		}                                                                    \
+		}                                                                                                      \
 	} while (0)
 
 static inline int check_done(const char *name)

@@ -162,7 +162,6 @@ static inline bool sse_buf_is(const struct sse_buf *b, const char *s, size_t n)
 	return b->n == n && (n == 0 || memcmp(b->p, s, n) == 0);
 }
 
-
 /* CRLF and lone CR become LF; the result is malloc'd, its length in *out_n. */
 static inline char *sse_normalise(const char *d, size_t n, size_t *out_n)
 {

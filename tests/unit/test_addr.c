@@ -388,13 +388,13 @@ static const char *client(const char *peer, const char *xff)
 	return client_n(&deftrust, peer, false, xff, xff ? strlen(xff) : 0);
 }
 
-#define CLIENT_IS(peer, xff, want)                                                                       \
-	do {                                                                                             \
-		const char *got_ = client((peer), (xff));                                                \
-		CHECK(strcmp(got_, (want)) == 0);                                                         \
-		if (strcmp(got_, (want)) != 0)                                                           \
-			fprintf(stderr, "  peer %s, xff \"%s\": got \"%s\", want \"%s\"\n", (peer),        \
-				(xff) ? (const char *)(xff) : "(null)", got_, (want));                    \
+#define CLIENT_IS(peer, xff, want)                                                                  \
+	do {                                                                                        \
+		const char *got_ = client((peer), (xff));                                           \
+		CHECK(strcmp(got_, (want)) == 0);                                                   \
+		if (strcmp(got_, (want)) != 0)                                                      \
+			fprintf(stderr, "  peer %s, xff \"%s\": got \"%s\", want \"%s\"\n", (peer), \
+				(xff) ? (const char *)(xff) : "(null)", got_, (want));              \
 	} while (0)
 
 static void test_client(void)
@@ -553,8 +553,9 @@ static void ref_client(const struct trust *t, const char *peer, bool peer_unix, 
 static void test_client_random(void)
 {
 	static const char *const pool[] = {
-		"1.2.3.4", "127.0.0.1", "127.8.9.10", "::1", "2001:db8::7", "::ffff:127.0.0.5", "::ffff:9.8.7.6",
-		"10.0.0.1", "garbage", "", " ", "1.2.3", "fe80::1%lo", "192.168.7.7", "10.255.0.1", "0.0.0.0",
+		"1.2.3.4",        "127.0.0.1",   "127.8.9.10", "::1",     "2001:db8::7", "::ffff:127.0.0.5",
+		"::ffff:9.8.7.6", "10.0.0.1",    "garbage",    "",        " ",           "1.2.3",
+		"fe80::1%lo",     "192.168.7.7", "10.255.0.1", "0.0.0.0",
 	};
 	struct trust t2;
 	CHECK(parses(&t2, "10.0.0.0/8,192.168.0.0/16,unix"));
@@ -579,7 +580,8 @@ static void test_client_random(void)
 		ref_client(t, peer, pu, xff, n, want, sizeof(want));
 		const char *got = client_n(t, peer, pu, hops ? xff : NULL, n);
 		if (strcmp(got, want) != 0) {
-			fprintf(stderr, "  peer %s, xff \"%.*s\": got \"%s\", want \"%s\"\n", peer, (int)n, xff, got, want);
+			fprintf(stderr, "  peer %s, xff \"%.*s\": got \"%s\", want \"%s\"\n", peer, (int)n, xff, got,
+				want);
 			bad++;
 		}
 	}

@@ -143,10 +143,31 @@ static bool refused_with(const char *origin, const char *key, const char *value)
 static void clear_env(void)
 {
 	static const char *const names[] = {
-		"LISTEN", "DB", "BACKLOG", "LOG_LEVEL", "PER_ADDRESS_LIMIT", "MAX_READERS", "HEARTBEAT_INTERVAL",
-		"HEADER_TIMEOUT", "KEEPALIVE_TIMEOUT", "STALL_TIMEOUT", "MAX_REQUEST_LINE", "MAX_HEADER_BYTES",
-		"MAX_HEADERS", "MAX_BODY", "QUEUE_LIMIT", "RETENTION_AGE", "RETENTION_COUNT", "PUBLISH_TOKEN",
-		"READ_TOKEN", "TRUSTED_PROXIES", "RETRY_MS", "ROTATE_AFTER", "BUSY_TIMEOUT_MS", "TLS_CERT", "TLS_KEY",
+		"LISTEN",
+		"DB",
+		"BACKLOG",
+		"LOG_LEVEL",
+		"PER_ADDRESS_LIMIT",
+		"MAX_READERS",
+		"HEARTBEAT_INTERVAL",
+		"HEADER_TIMEOUT",
+		"KEEPALIVE_TIMEOUT",
+		"STALL_TIMEOUT",
+		"MAX_REQUEST_LINE",
+		"MAX_HEADER_BYTES",
+		"MAX_HEADERS",
+		"MAX_BODY",
+		"QUEUE_LIMIT",
+		"RETENTION_AGE",
+		"RETENTION_COUNT",
+		"PUBLISH_TOKEN",
+		"READ_TOKEN",
+		"TRUSTED_PROXIES",
+		"RETRY_MS",
+		"ROTATE_AFTER",
+		"BUSY_TIMEOUT_MS",
+		"TLS_CERT",
+		"TLS_KEY",
 	};
 	char n[64];
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -395,26 +416,26 @@ static int64_t flag_value(const char *key, const char *value, int *rc)
 	return -2;
 }
 
-#define VALUE_IS(key, value, want)                                                                          \
-	do {                                                                                                \
-		int rc_;                                                                                    \
-		int64_t v_ = flag_value((key), (value), &rc_);                                              \
-		CHECK(rc_ == 0 && v_ == (int64_t)(want));                                                   \
-		if (rc_ != 0 || v_ != (int64_t)(want))                                                      \
+#define VALUE_IS(key, value, want)                                                                            \
+	do {                                                                                                  \
+		int rc_;                                                                                      \
+		int64_t v_ = flag_value((key), (value), &rc_);                                                \
+		CHECK(rc_ == 0 && v_ == (int64_t)(want));                                                     \
+		if (rc_ != 0 || v_ != (int64_t)(want))                                                        \
 			fprintf(stderr, "  --%s %s: rc %d, value %lld, want %lld; %s\n", (key), (value), rc_, \
-				(long long)v_, (long long)(want), last.err);                                \
+				(long long)v_, (long long)(want), last.err);                                  \
 	} while (0)
 
-#define VALUE_REFUSED(key, value, reason)                                                                   \
-	do {                                                                                                \
-		int rc_;                                                                                    \
-		flag_value((key), (value), &rc_);                                                           \
-		CHECK_EQ_INT(rc_, -1);                                                                      \
-		CHECK_EQ_INT(last.code, 1);                                                                 \
-		char o_[96];                                                                                \
-		snprintf(o_, sizeof(o_), "option --%s", (key)); /* the flag as typed */                    \
-		CHECK(err_has(o_));                                                                         \
-		CHECK(err_has(reason));                                                                     \
+#define VALUE_REFUSED(key, value, reason)                                               \
+	do {                                                                            \
+		int rc_;                                                                \
+		flag_value((key), (value), &rc_);                                       \
+		CHECK_EQ_INT(rc_, -1);                                                  \
+		CHECK_EQ_INT(last.code, 1);                                             \
+		char o_[96];                                                            \
+		snprintf(o_, sizeof(o_), "option --%s", (key)); /* the flag as typed */ \
+		CHECK(err_has(o_));                                                     \
+		CHECK(err_has(reason));                                                 \
 	} while (0)
 
 static void test_units(void)
@@ -809,10 +830,29 @@ static void test_reload_and_print(void)
 	CHECK(strstr(out, "queue_limit = 262144\n") != NULL);
 	/* Each key exactly once, at the start of a line. */
 	static const char *const keys[] = {
-		"listen", "db", "backlog", "log_level", "per_address_limit", "max_readers", "heartbeat_interval",
-		"header_timeout", "keepalive_timeout", "stall_timeout", "max_request_line", "max_header_bytes",
-		"max_headers", "max_body", "queue_limit", "retention_age", "retention_count", "publish_token",
-		"read_token", "trusted_proxies", "retry_ms", "rotate_after", "busy_timeout_ms",
+		"listen",
+		"db",
+		"backlog",
+		"log_level",
+		"per_address_limit",
+		"max_readers",
+		"heartbeat_interval",
+		"header_timeout",
+		"keepalive_timeout",
+		"stall_timeout",
+		"max_request_line",
+		"max_header_bytes",
+		"max_headers",
+		"max_body",
+		"queue_limit",
+		"retention_age",
+		"retention_count",
+		"publish_token",
+		"read_token",
+		"trusted_proxies",
+		"retry_ms",
+		"rotate_after",
+		"busy_timeout_ms",
 	};
 	int missing = 0;
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {

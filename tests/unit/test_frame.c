@@ -17,9 +17,13 @@
 /* Encode, parse back, and compare with what a browser should deliver. */
 static bool roundtrip(int64_t id, const char *type, size_t type_len, const char *data, size_t data_len)
 {
-	struct store_event ev = {
-		.id = id, .type = type, .type_len = type_len, .data = data, .data_len = data_len, .topic = "", .public = true
-	};
+	struct store_event ev = { .id = id,
+				  .type = type,
+				  .type_len = type_len,
+				  .data = data,
+				  .data_len = data_len,
+				  .topic = "",
+				  .public = true };
 	struct chunk *c = frame_event(&ev);
 	bool ok = c != NULL && c->refs == 1 &&
 		  sse_frame_matches(c->data, c->len, id, type, type_len, data, data_len, stderr);
@@ -71,7 +75,8 @@ static void test_exact_shapes(void)
 	/* type_len, not strlen, bounds the type. */
 	struct store_event ev = { .id = 1, .type = "abcdef", .type_len = 3, .data = "z", .data_len = 1 };
 	struct chunk *c = frame_event(&ev);
-	CHECK(c->len == strlen("id: 1\nevent: abc\ndata: z\n\n") && memcmp(c->data, "id: 1\nevent: abc\ndata: z\n\n", c->len) == 0);
+	CHECK(c->len == strlen("id: 1\nevent: abc\ndata: z\n\n") &&
+	      memcmp(c->data, "id: 1\nevent: abc\ndata: z\n\n", c->len) == 0);
 	chunk_unref(c);
 	/* data_len bounds the data (bytes after it are not read). */
 	ev = (struct store_event){ .id = 1, .type = "t", .type_len = 1, .data = "abc\ndef", .data_len = 4 };
@@ -220,7 +225,8 @@ static bool reset_long_reason_ok(void)
 		struct sse s;
 		sse_parse(&s, c->data, c->len);
 		bool ok = s.nev == 1 && !s.pending && sse_buf_is(&s.ev[0].id, "5", 1) &&
-			  s.ev[0].data.n > sizeof(reason) && memmem(s.ev[0].data.p, s.ev[0].data.n, reason, strlen(reason));
+			  s.ev[0].data.n > sizeof(reason) &&
+			  memmem(s.ev[0].data.p, s.ev[0].data.n, reason, strlen(reason));
 		_exit(ok ? 0 : 1);
 	}
 	int st;
@@ -277,7 +283,8 @@ static void test_stream_head(void)
 	/* The body opening frame, exactly as the contract spells it. */
 	const char *body = p + head;
 	size_t bn = n - head;
-	CHECK(bn == strlen("retry: 3000\n: stream open\n\n") && memcmp(body, "retry: 3000\n: stream open\n\n", bn) == 0);
+	CHECK(bn == strlen("retry: 3000\n: stream open\n\n") &&
+	      memcmp(body, "retry: 3000\n: stream open\n\n", bn) == 0);
 	struct sse s;
 	sse_parse(&s, body, bn);
 	CHECK_EQ_INT(s.retry, 3000);
@@ -301,8 +308,10 @@ static void test_parser_self(void)
 	struct sse s;
 	sse_parse(&s, st, strlen(st));
 	CHECK_EQ_INT(s.nev, 2);
-	CHECK(sse_buf_is(&s.ev[0].id, "1", 1) && sse_buf_is(&s.ev[0].type, "a", 1) && sse_buf_is(&s.ev[0].data, "x\n", 2));
-	CHECK(sse_buf_is(&s.ev[1].id, "", 0) && sse_buf_is(&s.ev[1].type, "message", 7) && sse_buf_is(&s.ev[1].data, "y", 1));
+	CHECK(sse_buf_is(&s.ev[0].id, "1", 1) && sse_buf_is(&s.ev[0].type, "a", 1) &&
+	      sse_buf_is(&s.ev[0].data, "x\n", 2));
+	CHECK(sse_buf_is(&s.ev[1].id, "", 0) && sse_buf_is(&s.ev[1].type, "message", 7) &&
+	      sse_buf_is(&s.ev[1].data, "y", 1));
 	CHECK(s.pending);
 	CHECK_EQ_INT(s.ncomments, 1);
 	sse_free(&s);

@@ -12,7 +12,7 @@
 
 /* Every parse reads its input from the end of this arena, right before an
  * inaccessible page, so reading one byte past len faults. */
-static const struct http_limits deflim = {8192, 16384, 64};
+static const struct http_limits deflim = { 8192, 16384, 64 };
 static struct http_request req;
 static struct http_error err;
 
@@ -35,25 +35,25 @@ static bool slice_is(struct http_slice sl, const char *s)
 
 /* A refusal with the given status and a message; fed in pieces, every
  * prefix is 0 until the first refusal, and from there on the same refusal. */
-#define EXPECT_ERR(s, st)                                         \
-	do {                                                      \
-		int r_ = parse(s);                                \
-		CHECK_EQ_INT(r_, -1);                             \
-		CHECK_EQ_INT(err.status, (st));                   \
-		CHECK(err.message != NULL && *err.message);       \
-		if (r_ != -1 || err.status != (st))               \
-			fprintf(stderr, "  input: %s\n", (s));    \
+#define EXPECT_ERR(s, st)                                          \
+	do {                                                       \
+		int r_ = parse(s);                                 \
+		CHECK_EQ_INT(r_, -1);                              \
+		CHECK_EQ_INT(err.status, (st));                    \
+		CHECK(err.message != NULL && *err.message);        \
+		if (r_ != -1 || err.status != (st))                \
+			fprintf(stderr, "  input: %s\n", (s));     \
 		CHECK(prefixes_consistent(s, strlen(s), &deflim)); \
 	} while (0)
 
 /* A whole head, consistent when fed in pieces. */
-#define EXPECT_OK(s)                                                 \
-	do {                                                         \
-		int r_ = parse(s);                                   \
-		CHECK_EQ_INT(r_, (int)strlen(s));                    \
-		if (r_ != (int)strlen(s))                            \
+#define EXPECT_OK(s)                                                                                                \
+	do {                                                                                                        \
+		int r_ = parse(s);                                                                                  \
+		CHECK_EQ_INT(r_, (int)strlen(s));                                                                   \
+		if (r_ != (int)strlen(s))                                                                           \
 			fprintf(stderr, "  input: %s (%d: %s)\n", (s), err.status, err.message ? err.message : ""); \
-		CHECK(prefixes_consistent(s, strlen(s), &deflim));  \
+		CHECK(prefixes_consistent(s, strlen(s), &deflim));                                                  \
 	} while (0)
 
 /* Feed every prefix of s (each placed before the guard page) and check the
@@ -228,12 +228,12 @@ static void test_methods(void)
 		const char *line;
 		enum http_method m;
 	} cases[] = {
-		{"GET / HTTP/1.0\r\n\r\n", HTTP_GET},         {"HEAD / HTTP/1.0\r\n\r\n", HTTP_HEAD},
-		{"POST / HTTP/1.0\r\n\r\n", HTTP_POST},       {"PUT / HTTP/1.0\r\n\r\n", HTTP_PUT},
-		{"DELETE / HTTP/1.0\r\n\r\n", HTTP_DELETE},   {"OPTIONS / HTTP/1.0\r\n\r\n", HTTP_OPTIONS},
-		{"PATCH / HTTP/1.0\r\n\r\n", HTTP_PATCH},     {"PURGE / HTTP/1.0\r\n\r\n", HTTP_OTHER},
-		{"get / HTTP/1.0\r\n\r\n", HTTP_OTHER},       {"GETS / HTTP/1.0\r\n\r\n", HTTP_OTHER},
-		{"M-SEARCH / HTTP/1.0\r\n\r\n", HTTP_OTHER},  {"OPTIONS * HTTP/1.0\r\n\r\n", HTTP_OPTIONS},
+		{ "GET / HTTP/1.0\r\n\r\n", HTTP_GET },        { "HEAD / HTTP/1.0\r\n\r\n", HTTP_HEAD },
+		{ "POST / HTTP/1.0\r\n\r\n", HTTP_POST },      { "PUT / HTTP/1.0\r\n\r\n", HTTP_PUT },
+		{ "DELETE / HTTP/1.0\r\n\r\n", HTTP_DELETE },  { "OPTIONS / HTTP/1.0\r\n\r\n", HTTP_OPTIONS },
+		{ "PATCH / HTTP/1.0\r\n\r\n", HTTP_PATCH },    { "PURGE / HTTP/1.0\r\n\r\n", HTTP_OTHER },
+		{ "get / HTTP/1.0\r\n\r\n", HTTP_OTHER },      { "GETS / HTTP/1.0\r\n\r\n", HTTP_OTHER },
+		{ "M-SEARCH / HTTP/1.0\r\n\r\n", HTTP_OTHER }, { "OPTIONS * HTTP/1.0\r\n\r\n", HTTP_OPTIONS },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		CHECK_EQ_INT(parse(cases[i].line), (int)strlen(cases[i].line));
@@ -346,8 +346,23 @@ static void test_bad_headers(void)
 static void test_content_length(void)
 {
 	const char *bad[] = {
-		"-1", "+1", "1a", "a", "", " ", "1 2", "1.0", "0x10", "1,2", "1,", ",1", "1,,1",
-		"5, 6", "99999999999999999999", "9223372036854775808", "18446744073709551616",
+		"-1",
+		"+1",
+		"1a",
+		"a",
+		"",
+		" ",
+		"1 2",
+		"1.0",
+		"0x10",
+		"1,2",
+		"1,",
+		",1",
+		"1,,1",
+		"5, 6",
+		"99999999999999999999",
+		"9223372036854775808",
+		"18446744073709551616",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char s[256];
@@ -367,7 +382,7 @@ static void test_content_length(void)
 static void test_limits(void)
 {
 	static char big[40000];
-	struct http_limits small = {32, 128, 3};
+	struct http_limits small = { 32, 128, 3 };
 	int r;
 
 	/* Request line exactly at the limit: fine; one byte more: 414, whether
@@ -499,7 +514,7 @@ static void test_limits(void)
 	CHECK_EQ_INT(err.status, 431);
 
 	/* A configured count over the array size is capped to it. */
-	struct http_limits huge = {8192, 65536, 100000};
+	struct http_limits huge = { 8192, 65536, 100000 };
 	memset(big, 0, sizeof(big));
 	strcpy(big, "GET / HTTP/1.1\r\nHost: x\r\n");
 	for (int i = 0; i < HTTP_MAX_HEADERS_HARD; i++)
@@ -560,7 +575,7 @@ static void test_incremental_and_guard(void)
 		const char *s = corpus[i];
 		size_t n = strlen(s);
 		CHECK(prefixes_consistent(s, n, &deflim));
-		struct http_limits tiny = {16, 40, 2};
+		struct http_limits tiny = { 16, 40, 2 };
 		CHECK(prefixes_consistent(s, n, &tiny));
 	}
 	/* Valid requests: every strict prefix of the head is 0. */
@@ -586,7 +601,7 @@ static void test_incremental_and_guard(void)
 
 static void test_query(void)
 {
-	struct http_slice q = {"topic=a,b&last_event_id=7&flag&empty=&x=1=2&topic=second", 0};
+	struct http_slice q = { "topic=a,b&last_event_id=7&flag&empty=&x=1=2&topic=second", 0 };
 	struct http_slice v;
 	q.n = strlen(q.p);
 	CHECK(http_query_get(q, "topic", &v) && slice_is(v, "a,b"));
@@ -598,16 +613,16 @@ static void test_query(void)
 	CHECK(!http_query_get(q, "topics", &v));
 	CHECK(!http_query_get(q, "a", &v));
 	CHECK(!http_query_get(q, "", &v));
-	struct http_slice none = {NULL, 0};
+	struct http_slice none = { NULL, 0 };
 	CHECK(!http_query_get(none, "topic", &v));
-	struct http_slice amp = {"&&a=1&", 6};
+	struct http_slice amp = { "&&a=1&", 6 };
 	CHECK(http_query_get(amp, "a", &v) && slice_is(v, "1"));
 	CHECK(http_query_get(amp, "", &v) && v.n == 0);
 	/* Names are raw: no decoding before the comparison. */
-	struct http_slice enc = {"t%6Fpic=x", 9};
+	struct http_slice enc = { "t%6Fpic=x", 9 };
 	CHECK(!http_query_get(enc, "topic", &v));
 	/* The slice bounds the search even if more bytes follow. */
-	struct http_slice cut = {"a=1&b=2", 3};
+	struct http_slice cut = { "a=1&b=2", 3 };
 	CHECK(http_query_get(cut, "a", &v) && slice_is(v, "1"));
 	CHECK(!http_query_get(cut, "b", &v));
 
@@ -624,7 +639,7 @@ static void test_query(void)
 
 static long decode(const char *s, char *out)
 {
-	struct http_slice sl = {s, strlen(s)};
+	struct http_slice sl = { s, strlen(s) };
 	return http_percent_decode(sl, out);
 }
 
@@ -652,15 +667,15 @@ static void test_percent_decode(void)
 	CHECK_EQ_INT(decode("%%41", out), -1);
 	CHECK_EQ_INT(decode("%00", out), -1);
 	CHECK_EQ_INT(decode("a%00b", out), -1);
-	struct http_slice nul = {"a\0b", 3};
+	struct http_slice nul = { "a\0b", 3 };
 	CHECK_EQ_INT(http_percent_decode(nul, out), -1);
 	/* A '%' whose hex digits lie beyond the slice is malformed. */
-	struct http_slice cut = {"ab%41", 4};
+	struct http_slice cut = { "ab%41", 4 };
 	CHECK_EQ_INT(http_percent_decode(cut, out), -1);
 
 	/* The escape check never reads past the slice: place it at the guard. */
 	const char *g = guarded("x%4", 3);
-	struct http_slice gs = {g, 3};
+	struct http_slice gs = { g, 3 };
 	CHECK_EQ_INT(http_percent_decode(gs, out), -1);
 	g = guarded("x%41", 4);
 	gs.p = g;
@@ -675,24 +690,24 @@ static void test_reasons(void)
 		int status;
 		const char *reason;
 	} r[] = {
-		{200, "OK"},
-		{201, "Created"},
-		{204, "No Content"},
-		{400, "Bad Request"},
-		{401, "Unauthorized"},
-		{403, "Forbidden"},
-		{404, "Not Found"},
-		{405, "Method Not Allowed"},
-		{408, "Request Timeout"},
-		{411, "Length Required"},
-		{413, "Content Too Large"},
-		{414, "URI Too Long"},
-		{429, "Too Many Requests"},
-		{431, "Request Header Fields Too Large"},
-		{500, "Internal Server Error"},
-		{501, "Not Implemented"},
-		{503, "Service Unavailable"},
-		{505, "HTTP Version Not Supported"},
+		{ 200, "OK" },
+		{ 201, "Created" },
+		{ 204, "No Content" },
+		{ 400, "Bad Request" },
+		{ 401, "Unauthorized" },
+		{ 403, "Forbidden" },
+		{ 404, "Not Found" },
+		{ 405, "Method Not Allowed" },
+		{ 408, "Request Timeout" },
+		{ 411, "Length Required" },
+		{ 413, "Content Too Large" },
+		{ 414, "URI Too Long" },
+		{ 429, "Too Many Requests" },
+		{ 431, "Request Header Fields Too Large" },
+		{ 500, "Internal Server Error" },
+		{ 501, "Not Implemented" },
+		{ 503, "Service Unavailable" },
+		{ 505, "HTTP Version Not Supported" },
 	};
 	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
 		CHECK(strcmp(http_reason(r[i].status), r[i].reason) == 0);
@@ -726,7 +741,8 @@ static void test_format(void)
 	/* The body's bytes are copied as given, NULs included. */
 	c = http_format_response(200, "application/octet-stream", "", "a\0b", 3, true);
 	CHECK_EQ_INT(c->len, strlen("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 3\r\n"
-				    "Connection: keep-alive\r\n\r\n") + 3);
+				    "Connection: keep-alive\r\n\r\n") +
+				     3);
 	CHECK(memcmp(c->data + c->len - 3, "a\0b", 3) == 0);
 	chunk_unref(c);
 
@@ -744,8 +760,9 @@ static void test_format(void)
 	chunk_unref(c);
 
 	c = http_format_error(429, "too many streams", "Retry-After: 5\r\n", false);
-	CHECK(chunk_is(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 42\r\n"
-			  "Connection: close\r\nRetry-After: 5\r\n\r\n{\"error\":\"too many streams\",\"status\":429}\n"));
+	CHECK(chunk_is(c,
+		       "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 42\r\n"
+		       "Connection: close\r\nRetry-After: 5\r\n\r\n{\"error\":\"too many streams\",\"status\":429}\n"));
 	chunk_unref(c);
 
 	c = http_format_error(400, "bad \"x\" \\ y\n\x01", NULL, false);
@@ -757,7 +774,7 @@ static void test_format(void)
 	chunk_unref(c);
 
 	/* Every refusal the parser can give formats to a parseable response. */
-	int statuses[] = {400, 401, 403, 404, 405, 408, 411, 413, 414, 429, 431, 500, 501, 503, 505};
+	int statuses[] = { 400, 401, 403, 404, 405, 408, 411, 413, 414, 429, 431, 500, 501, 503, 505 };
 	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
 		c = http_format_error(statuses[i], "cause", NULL, false);
 		char want[128];

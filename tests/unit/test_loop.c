@@ -172,13 +172,13 @@ static void test_timer_order(void)
 {
 	timer_round(1, 0, 0, 0);
 	timer_round(2, 1, 0, 0);
-	timer_round(300, 0, 0, 0);      /* all equal */
-	timer_round(2000, 3, 0, 0);     /* a few distinct due times, many equal */
-	timer_round(3000, 40, 0, 0);    /* random */
-	timer_round(3000, 30, 40, 0);   /* random with stops anywhere in the heap */
-	timer_round(3000, 30, 20, 30);  /* stops and restarts */
-	timer_round(500, 20, 100, 0);   /* almost everything stopped */
-	timer_round(64, 5, 30, 30);     /* right at the heap's first growth */
+	timer_round(300, 0, 0, 0);     /* all equal */
+	timer_round(2000, 3, 0, 0);    /* a few distinct due times, many equal */
+	timer_round(3000, 40, 0, 0);   /* random */
+	timer_round(3000, 30, 40, 0);  /* random with stops anywhere in the heap */
+	timer_round(3000, 30, 20, 30); /* stops and restarts */
+	timer_round(500, 20, 100, 0);  /* almost everything stopped */
+	timer_round(64, 5, 30, 30);    /* right at the heap's first growth */
 	timer_round(65, 5, 30, 30);
 }
 

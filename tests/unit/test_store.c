@@ -127,8 +127,7 @@ static int read_all(struct store *st, int64_t after, int64_t upto, size_t limit,
 	return store_read_range(st, after, upto, limit, collect, r);
 }
 
-static int append_one(struct store *st, const char *type, const char *topic, const char *data, bool pub,
-		      int64_t *id)
+static int append_one(struct store *st, const char *type, const char *topic, const char *data, bool pub, int64_t *id)
 {
 	struct store_new_event ev = { type, topic, data, data ? strlen(data) : 0, pub };
 	return store_append_batch(st, &ev, 1, id);
@@ -172,9 +171,11 @@ static void test_open_creates_schema_and_wal(void)
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='herald_meta'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='index'"
-				 " AND name='events_created_at'"), 1);
+				 " AND name='events_created_at'"),
+		     1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='events'"
-				 " AND sql LIKE '%AUTOINCREMENT%'"), 1);
+				 " AND sql LIKE '%AUTOINCREMENT%'"),
+		     1);
 	/* The contract's column defaults work for a bare external insert. */
 	ext_exec(db, "INSERT INTO events(data) VALUES ('x')");
 	ext_text(db, "SELECT type || '|' || topic || '|' || public FROM events WHERE id=2", mode, sizeof(mode));
@@ -193,10 +194,8 @@ static void test_append_and_read_range(void)
 	if (!st)
 		return;
 	struct store_new_event evs[5] = {
-		{ "greet", "news", "hello", 5, true },
-		{ NULL, NULL, "line1\nline2", 11, false },
-		{ "t", "a/b", "h\xc3\xa9llo", 6, true },
-		{ "t", "", "", 0, false },
+		{ "greet", "news", "hello", 5, true },   { NULL, NULL, "line1\nline2", 11, false },
+		{ "t", "a/b", "h\xc3\xa9llo", 6, true }, { "t", "", "", 0, false },
 		{ "bin", "x", "a\0b", 3, false },
 	};
 	int64_t ids[5] = { 0 };
@@ -308,7 +307,8 @@ static void test_external_insert_is_noticed(void)
 
 	/* Once with the real command-line tool, a genuinely separate process. */
 	if (access("/usr/bin/sqlite3", X_OK) == 0) {
-		CHECK(run_sqlite3_cli(path, "INSERT INTO events(type, topic, data, public) VALUES ('t','news','cli',1)"));
+		CHECK(run_sqlite3_cli(path,
+				      "INSERT INTO events(type, topic, data, public) VALUES ('t','news','cli',1)"));
 		if (fd >= 0)
 			CHECK(readable(fd, 2000));
 		CHECK(store_changed(st));
@@ -393,9 +393,10 @@ static void test_prune(void)
 	/* By age: rows another process inserted with old timestamps go, the
 	 * fresh ones (lower and higher ids) stay. */
 	sqlite3 *db = ext_open(path);
-	ext_exec(db, "INSERT INTO events(data, created_at) VALUES ('old1', CAST(strftime('%s','now') AS INTEGER) - 1000),"
-		     " ('old2', CAST(strftime('%s','now') AS INTEGER) - 1000),"
-		     " ('old3', CAST(strftime('%s','now') AS INTEGER) - 2000)");
+	ext_exec(db,
+		 "INSERT INTO events(data, created_at) VALUES ('old1', CAST(strftime('%s','now') AS INTEGER) - 1000),"
+		 " ('old2', CAST(strftime('%s','now') AS INTEGER) - 1000),"
+		 " ('old3', CAST(strftime('%s','now') AS INTEGER) - 2000)");
 	CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
 	CHECK_EQ_INT(store_prune(st, 500, 0, 2), 2);
 	CHECK_EQ_INT(store_prune(st, 500, 0, 100), 1);
@@ -502,7 +503,10 @@ static void test_odd_external_rows(void)
 	CHECK(r.terminated);
 	CHECK(strcmp(r.type[0], "42") == 0 && r.type_len[0] == 2);
 	CHECK(strcmp(r.topic[0], "hi") == 0 && r.topic_len[0] == 2);
-	CHECK(r.data_len[0] == 3 && memcmp(r.data[0], "\0\xff" "A", 3) == 0);
+	CHECK(r.data_len[0] == 3 && memcmp(r.data[0],
+					   "\0\xff"
+					   "A",
+					   3) == 0);
 	CHECK(r.pub[0]);
 	CHECK(strcmp(r.data[1], "2.5") == 0 && r.data_len[1] == 3);
 	CHECK(!r.pub[1]);
@@ -540,10 +544,11 @@ static void test_older_layouts(void)
 	 * ran (user_version 0): kept untouched. */
 	const char *path = db_path("premade.db");
 	sqlite3 *db = ext_open(path);
-	ext_exec(db, "CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL DEFAULT 'message',"
-		     " topic TEXT NOT NULL DEFAULT '', data TEXT NOT NULL DEFAULT '', public INTEGER NOT NULL DEFAULT 0,"
-		     " created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER)));"
-		     "INSERT INTO events(data) VALUES ('a'), ('b');");
+	ext_exec(db,
+		 "CREATE TABLE events(id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL DEFAULT 'message',"
+		 " topic TEXT NOT NULL DEFAULT '', data TEXT NOT NULL DEFAULT '', public INTEGER NOT NULL DEFAULT 0,"
+		 " created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER)));"
+		 "INSERT INTO events(data) VALUES ('a'), ('b');");
 	ext_close(db);
 	struct store *st = open_ok(path);
 	if (!st)
