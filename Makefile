@@ -38,7 +38,7 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
 LOAD_SRC   := $(filter-out load/proc.c,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
-.PHONY: all deps run test unit bench fuzz install uninstall clean
+.PHONY: all deps run test unit bench fuzz format install uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -107,6 +107,10 @@ fuzz: deps
 # user herald, herald(8), and examples in SHAREDIR. Installing to the real
 # root (no DESTDIR) also creates the user and reloads systemd.
 CONF_FOR_SERVICE := sed -e 's|^db = .*|db = /var/lib/herald/herald.db|' conf/herald.conf
+
+# Format every C file with the repository's .clang-format.
+format:
+	clang-format -i src/*.[ch] load/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch]
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(TOOLDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
