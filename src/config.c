@@ -44,6 +44,7 @@ static const struct key keys[] = {
 	{ "retention_count", K_INT, OFF(retention_count), 0, INT64_C(1000000000000), "1000000" },
 	{ "publish_token", K_STR, OFF(publish_token), 0, 1024, "" },
 	{ "read_token", K_STR, OFF(read_token), 0, 1024, "" },
+	{ "allow_origin", K_STR, OFF(allow_origin), 0, 4096, "" },
 	{ "trusted_proxies", K_STR, OFF(trusted_proxies), 0, 4096, "127.0.0.0/8,::1,unix" },
 	{ "retry_ms", K_INT, OFF(retry_ms), 0, 3600000, "3000" },
 	{ "rotate_after", K_DUR_MS, OFF(rotate_after_ms), 0, INT64_C(31536000000), "0" },
@@ -422,6 +423,36 @@ static const struct key *flag_key(const char *arg, const char **inline_value)
 
 static int validate(const struct config *cfg)
 {
+	/* allow_origin: "*" alone, or origins written scheme://host[:port]. */
+	const char *o = cfg->allow_origin;
+	if (o[0] && strcmp(o, "*") != 0) {
+		for (const char *p = o; *p;) {
+			while (*p == ' ')
+				p++;
+			size_t n = strcspn(p, ",");
+			while (n && p[n - 1] == ' ')
+				n--;
+			if (!(n > 7 && strncmp(p, "http://", 7) == 0) && !(n > 8 && strncmp(p, "https://", 8) == 0)) {
+				fprintf(stderr,
+					"herald: allow_origin = \"%s\": each entry must be * alone or an origin "
+					"such as https://example.com\n",
+					o);
+				return -1;
+			}
+			size_t host = p[4] == 's' ? 8 : 7; /* past "https://" or "http://" */
+			for (size_t i = 0; i < n; i++)
+				if (p[i] == ' ' || (p[i] == '/' && i >= host)) {
+					fprintf(stderr,
+						"herald: allow_origin = \"%s\": an origin has no spaces and no "
+						"path\n",
+						o);
+					return -1;
+				}
+			p += strcspn(p, ",");
+			if (*p == ',')
+				p++;
+		}
+	}
 	if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
 		fprintf(stderr, "herald: tls_cert and tls_key must be set together\n");
 		return -1;

@@ -35,6 +35,7 @@ struct config {
 	int64_t retention_count;
 	char *publish_token;
 	char *read_token;
+	char *allow_origin; /* CORS for streams: empty, "*" or a comma-separated list of origins */
 	char *trusted_proxies;
 	int64_t retry_ms;
 	int64_t rotate_after_ms;

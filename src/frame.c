@@ -73,20 +73,23 @@ struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 	return c;
 }
 
-struct chunk *frame_stream_head(int64_t retry_ms)
+struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers)
 {
-	char buf[512];
-	int n = snprintf(buf, sizeof(buf),
-			 "HTTP/1.1 200 OK\r\n"
-			 "Content-Type: text/event-stream\r\n"
-			 "Cache-Control: no-store\r\n"
-			 "X-Accel-Buffering: no\r\n"
-			 "Connection: close\r\n"
-			 "\r\n"
-			 "retry: %lld\n"
-			 ": stream open\n\n",
-			 (long long)retry_ms);
-	return chunk_from(buf, (size_t)n);
+	static const char fmt[] = "HTTP/1.1 200 OK\r\n"
+				  "Content-Type: text/event-stream\r\n"
+				  "Cache-Control: no-store\r\n"
+				  "X-Accel-Buffering: no\r\n"
+				  "Connection: close\r\n"
+				  "%s"
+				  "\r\n"
+				  "retry: %lld\n"
+				  ": stream open\n\n";
+	const char *extra = extra_headers ? extra_headers : "";
+	int n = snprintf(NULL, 0, fmt, extra, (long long)retry_ms);
+	struct chunk *c = chunk_new((size_t)n + 1);
+	snprintf(c->data, (size_t)n + 1, fmt, extra, (long long)retry_ms);
+	c->len = (uint32_t)n;
+	return c;
 }
 
 struct chunk *frame_heartbeat(void)

@@ -18,8 +18,9 @@ struct chunk *frame_event(const struct store_event *ev);
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
 
 /* The stream's response head plus opening frame (retry and a comment),
- * built once per retry value; one new reference. */
-struct chunk *frame_stream_head(int64_t retry_ms);
+ * with extra_headers (complete "Name: value\r\n" lines, or NULL) in the
+ * head; one new reference. */
+struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers);
 
 /* A heartbeat comment frame; one new reference. */
 struct chunk *frame_heartbeat(void);

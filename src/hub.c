@@ -23,6 +23,14 @@
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
+/* The head every stream shares; with allow_origin = * it carries the CORS
+ * header too (a list of origins needs a head per request: stream.c). */
+static struct chunk *stream_head_for_all(const struct server *srv)
+{
+	bool any = strcmp(srv->cfg.allow_origin, "*") == 0;
+	return frame_stream_head(srv->cfg.retry_ms, any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+}
+
 static uint64_t heartbeat_tick_ms(const struct hub *h)
 {
 	uint64_t t = (uint64_t)h->srv->cfg.heartbeat_interval_ms / HEARTBEAT_SLOTS;
@@ -269,7 +277,7 @@ int hub_init(struct hub *h, struct server *srv)
 		return -1;
 	}
 	h->heartbeat = frame_heartbeat();
-	h->stream_head = frame_stream_head(srv->cfg.retry_ms);
+	h->stream_head = stream_head_for_all(srv);
 	return 0;
 }
 
@@ -277,7 +285,7 @@ void hub_reconfigure(struct hub *h)
 {
 	struct server *srv = h->srv;
 	chunk_unref(h->stream_head);
-	h->stream_head = frame_stream_head(srv->cfg.retry_ms);
+	h->stream_head = stream_head_for_all(srv);
 	loop_timer_start(srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 

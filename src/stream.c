@@ -154,6 +154,34 @@ static bool find_token(const struct http_request *req, struct http_slice *tok)
 	return http_query_get(req->query, "token", tok);
 }
 
+/* With allow_origin a list of origins, a request whose Origin is on it gets
+ * a head of its own naming that origin; otherwise NULL (the shared head). */
+static struct chunk *cors_head(struct server *srv, const struct http_request *req)
+{
+	const char *list = srv->cfg.allow_origin;
+	const struct http_header *o = http_header_get(req, "Origin");
+	if (!o || !list[0] || strcmp(list, "*") == 0 || o->value.n == 0 || o->value.n > 256)
+		return NULL;
+	for (const char *p = list; *p;) {
+		while (*p == ' ')
+			p++;
+		size_t n = strcspn(p, ",");
+		size_t len = n;
+		while (len && p[len - 1] == ' ')
+			len--;
+		if (len == o->value.n && memcmp(p, o->value.p, len) == 0) {
+			char extra[320];
+			snprintf(extra, sizeof(extra), "Access-Control-Allow-Origin: %.*s\r\nVary: Origin\r\n",
+				 (int)len, p);
+			return frame_stream_head(srv->cfg.retry_ms, extra);
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return NULL;
+}
+
 void stream_open(struct conn *c, const struct http_request *req)
 {
 	struct server *srv = c->srv;
@@ -229,6 +257,7 @@ void stream_open(struct conn *c, const struct http_request *req)
 		int64_t span = jitter * 2 + 1;
 		r->rotate_at = r->opened_ms + (uint64_t)(cfg->rotate_after_ms - jitter + (int64_t)(random() % span));
 	}
+	struct chunk *head = cors_head(srv, req); /* before req's buffer goes */
 	c->reader = r;
 	c->state = CONN_STREAMING;
 	free(c->rbuf);
@@ -236,7 +265,8 @@ void stream_open(struct conn *c, const struct http_request *req)
 	c->rlen = c->rcap = 0;
 	loop_timer_stop(srv->lp, &c->timer);
 	srv->m.responses_by_class[2]++;
-	conn_enqueue(c, srv->hub.stream_head, 0);
+	conn_enqueue(c, head ? head : srv->hub.stream_head, 0);
+	chunk_unref(head);
 	hub_add(&srv->hub, r, resume);
 	conn_update_events(c);
 	return;

@@ -256,7 +256,7 @@ static void test_heartbeat(void)
 
 static void test_stream_head(void)
 {
-	struct chunk *c = frame_stream_head(3000);
+	struct chunk *c = frame_stream_head(3000, NULL);
 	CHECK_EQ_INT(c->refs, 1);
 	const char *p = c->data;
 	size_t n = c->len;
@@ -293,11 +293,16 @@ static void test_stream_head(void)
 	sse_free(&s);
 	chunk_unref(c);
 
-	c = frame_stream_head(0);
+	c = frame_stream_head(0, NULL);
 	CHECK(memmem(c->data, c->len, "\r\n\r\nretry: 0\n: stream open\n\n", 28) != NULL);
 	chunk_unref(c);
-	c = frame_stream_head(3600000);
+	c = frame_stream_head(3600000, NULL);
 	CHECK(memmem(c->data, c->len, "\r\n\r\nretry: 3600000\n: stream open\n\n", 34) != NULL);
+	chunk_unref(c);
+	/* Extra header lines go in the head, before the blank line. */
+	c = frame_stream_head(5, "Access-Control-Allow-Origin: *\r\n");
+	CHECK(memmem(c->data, c->len, "Connection: close\r\nAccess-Control-Allow-Origin: *\r\n\r\nretry: 5\n", 62) !=
+	      NULL);
 	chunk_unref(c);
 }
 
