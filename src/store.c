@@ -217,6 +217,23 @@ sql_fail:
 /* Bring the schema from the stored user_version up to the current one in a
  * single transaction, so a crash or a concurrent herald never sees half of
  * it. Returns 0 or -1 with err set. */
+
+/* Read PRAGMA user_version into *version; refuse a schema newer than this
+ * build knows. Returns 0, or -1 with a reason in err. */
+static int read_schema_version(sqlite3 *db, const char *path, int64_t *version, char *err, size_t errlen)
+{
+	if (query_int(db, "PRAGMA user_version", version) != SQLITE_OK) {
+		snprintf(err, errlen, "reading the schema version of %s: %s", path, sqlite3_errmsg(db));
+		return -1;
+	}
+	if (*version > STORE_SCHEMA_VERSION) {
+		snprintf(err, errlen,
+			 "database %s has schema version %lld, newer than this herald knows (%d); refusing to open it",
+			 path, (long long)*version, STORE_SCHEMA_VERSION);
+		return -1;
+	}
+	return 0;
+}
 static int migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
 	int64_t version = 0;
@@ -226,17 +243,8 @@ static int migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
 		return -1;
 	/* Read again under the write lock: another process may have migrated
 	 * since we looked. */
-	int rc = query_int(db, "PRAGMA user_version", &version);
-	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "reading schema version of %s: %s", path, sqlite3_errmsg(db));
+	if (read_schema_version(db, path, &version, err, errlen) < 0)
 		goto fail;
-	}
-	if (version > STORE_SCHEMA_VERSION) {
-		snprintf(err, errlen,
-			 "database %s has schema version %lld, newer than this herald knows (%d); refusing to open it",
-			 path, (long long)version, STORE_SCHEMA_VERSION);
-		goto fail;
-	}
 	for (size_t i = 0; i < ARRAY_LEN(migrations); i++) {
 		const struct migration *m = &migrations[i];
 		if (m->version <= version)
@@ -337,17 +345,8 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 	sqlite3_busy_timeout(st->db, MAX(busy_timeout_ms, STORE_OPEN_BUSY_MS));
 
 	/* Refuse a newer schema before touching the file at all. */
-	rc = query_int(st->db, "PRAGMA user_version", &version);
-	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "cannot read database %s: %s", path, sqlite3_errmsg(st->db));
+	if (read_schema_version(st->db, path, &version, err, errlen) < 0)
 		goto fail;
-	}
-	if (version > STORE_SCHEMA_VERSION) {
-		snprintf(err, errlen,
-			 "database %s has schema version %lld, newer than this herald knows (%d); refusing to open it",
-			 path, (long long)version, STORE_SCHEMA_VERSION);
-		goto fail;
-	}
 
 	/* WAL lets other processes insert while herald reads, and makes every
 	 * commit touch the -wal file that inotify watches. */
