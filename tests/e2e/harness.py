@@ -7,6 +7,7 @@ logged that it is ready. stop() sends SIGTERM and checks the exit code.
 """
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -414,6 +415,68 @@ def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+class PortTaken(Exception):
+    """Raised by a start function given to on_spare_ports() when the process it
+    started exited because another socket already held one of its ports."""
+
+
+def _ephemeral_range():
+    """(low, high) of the ports the kernel hands out to connect() and bind(port 0)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo, hi = (int(x) for x in f.read().split())
+    return lo, hi
+
+
+def _port_is_bound(port):
+    """True if some TCP socket on this host (any IPv4 address, any state, TIME_WAIT
+    included) holds `port`: a wildcard bind without SO_REUSEADDR then fails."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("0.0.0.0", port))
+        return False
+    except OSError:
+        return True
+    finally:
+        s.close()
+
+
+def spare_ports(count=1):
+    """`count` distinct TCP ports, for a process under test that cannot listen on
+    port 0 and say which port it got (Caddy, systemd-socket-activate). A number
+    read from a closed port-0 socket lies in the ephemeral range, where any
+    connect() on the host may take it before the process binds it; these are
+    drawn at random from outside that range (10000 up to it, or above it) and
+    skip ports bound right now. Another process can still bind one first: start
+    the process under test through on_spare_ports(), which retries."""
+    lo, hi = _ephemeral_range()
+    below = range(10000 if lo > 11000 else 1024, lo)
+    above = range(hi + 1, 65536)
+    n = len(below) + len(above)
+    assert n > 0, f"no ports outside the ephemeral range {lo}-{hi}"
+    rng = random.SystemRandom()
+    ports = []
+    for _ in range(1000):
+        i = rng.randrange(n)
+        port = below[i] if i < len(below) else above[i - len(below)]
+        if port not in ports and not _port_is_bound(port):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise AssertionError(f"found only {len(ports)} of {count} unbound ports outside {lo}-{hi}")
+
+
+def on_spare_ports(start, count=1, attempts=8):
+    """Return start(*ports) for `count` fresh spare_ports(). When start raises
+    PortTaken (it must have ended what it started), call it again with new
+    ports, at most `attempts` times in all."""
+    for _ in range(attempts):
+        try:
+            return start(*spare_ports(count))
+        except PortTaken as e:
+            last = e
+    raise AssertionError(f"a port was already taken on each of {attempts} tries; the last: {last}")
 
 
 def sqlite(db, sql, timeout_ms=5000):

@@ -1,12 +1,12 @@
 """End-to-end: herald behind a real Caddy (the Debian package), over TCP and
 over the unix socket. The Caddyfile is conf/Caddyfile itself with only the
-site address, the upstream and the site root replaced, so the directives
-operators install are the ones tested: an event reaches 100 readers through
-Caddy within 100 ms of its INSERT; the per-address cap counts the client
-address Caddy forwards; a spoofed X-Forwarded-For is ignored, whether sent
-through Caddy or straight to herald from a peer that is not a trusted proxy;
-the stream arrives uncompressed when the client asks for gzip, while the
-site's own files are compressed."""
+site address, the upstream and the site root replaced (and the site bound to
+127.0.0.1 alone), so the directives operators install are the ones tested:
+an event reaches 100 readers through Caddy within 100 ms of its INSERT; the
+per-address cap counts the client address Caddy forwards; a spoofed
+X-Forwarded-For is ignored, whether sent through Caddy or straight to herald
+from a peer that is not a trusted proxy; the stream arrives uncompressed when
+the client asks for gzip, while the site's own files are compressed."""
 import os
 import selectors
 import shutil
@@ -17,19 +17,12 @@ import subprocess
 import tempfile
 import time
 
-from harness import Herald, Stream, connect, parse_frame, parse_head, request, wait_until
+from harness import (Herald, PortTaken, Stream, connect, on_spare_ports, parse_frame, parse_head, request,
+                     wait_until)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CADDYFILE = os.path.join(ROOT, "conf", "Caddyfile")
 CADDY = shutil.which("caddy") or "/usr/bin/caddy"
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _replace_once(text, old, new):
@@ -39,39 +32,60 @@ def _replace_once(text, old, new):
 
 class Caddy:
     """caddy run on 127.0.0.1:PORT with conf/Caddyfile's site, proxying
-    /api/* to upstream ("127.0.0.1:PORT" or "unix//path")."""
+    /api/* to upstream ("127.0.0.1:PORT" or "unix//path"). Caddy cannot
+    listen on port 0 and report its port, so PORT is a spare port, and a
+    start that finds it taken is tried again on another."""
 
     def __init__(self, upstream):
         self.dir = tempfile.mkdtemp(prefix="herald-caddy-")
-        self.port = _free_port()
-        site = os.path.join(self.dir, "site")
-        os.mkdir(site)
+        self.upstream = upstream
+        self.site = os.path.join(self.dir, "site")
+        os.mkdir(self.site)
         # Big enough for encode's minimum length, so the site is compressed.
-        with open(os.path.join(site, "index.html"), "w") as f:
+        with open(os.path.join(self.site, "index.html"), "w") as f:
             f.write("<!doctype html><title>site</title>\n" + "<p>herald site page</p>\n" * 200)
-        with open(CADDYFILE) as f:
-            text = f.read()
-        text = _replace_once(text, "example.com {", f"http://127.0.0.1:{self.port} {{")
-        text = _replace_once(text, "reverse_proxy 127.0.0.1:8199 {", f"reverse_proxy {upstream} {{")
-        text = _replace_once(text, "root * /var/www/html", f"root * {site}")
-        # Test-only global options: no admin endpoint (parallel instances
-        # would fight over :2019) and a short shutdown.
-        text = "{\n\tadmin off\n\tgrace_period 1s\n}\n\n" + text
-        self.config = os.path.join(self.dir, "Caddyfile")
-        with open(self.config, "w") as f:
-            f.write(text)
-        env = dict(os.environ)
-        for k in ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
-            env[k] = self.dir
         self.logpath = os.path.join(self.dir, "caddy.log")
-        self.logf = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([CADDY, "run", "--config", self.config, "--adapter", "caddyfile"],
-                                     stdout=self.logf, stderr=self.logf, stdin=subprocess.DEVNULL, env=env)
+        self.logf = self.proc = None
         try:
+            self.port = on_spare_ports(self._start)
             wait_until(self._accepting, timeout=15, what="caddy to accept connections")
         except BaseException:
             self.stop()
             raise
+
+    def _caddyfile(self, port):
+        with open(CADDYFILE) as f:
+            text = f.read()
+        # `bind`: only the loopback address, not the wildcard Caddy binds by
+        # default, which would clash with any local socket on the port.
+        text = _replace_once(text, "example.com {", f"http://127.0.0.1:{port} {{\n\tbind 127.0.0.1")
+        text = _replace_once(text, "reverse_proxy 127.0.0.1:8199 {", f"reverse_proxy {self.upstream} {{")
+        text = _replace_once(text, "root * /var/www/html", f"root * {self.site}")
+        # Test-only global options: no admin endpoint (parallel instances
+        # would fight over :2019) and a short shutdown.
+        return "{\n\tadmin off\n\tgrace_period 1s\n}\n\n" + text
+
+    def _start(self, port):
+        """Start caddy on port and wait until it serves; PortTaken if the port was taken."""
+        self.config = os.path.join(self.dir, "Caddyfile")
+        with open(self.config, "w") as f:
+            f.write(self._caddyfile(port))
+        env = dict(os.environ)
+        for k in ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+            env[k] = self.dir
+        self.logf = open(self.logpath, "wb")  # each try logs afresh
+        self.proc = subprocess.Popen([CADDY, "run", "--config", self.config, "--adapter", "caddyfile"],
+                                     stdout=self.logf, stderr=self.logf, stdin=subprocess.DEVNULL, env=env)
+        # Caddy logs this once its listeners are bound, and exits if one cannot be.
+        wait_until(lambda: self.proc.poll() is not None or "serving initial configuration" in self.log(),
+                   timeout=15, what="caddy to start")
+        if self.proc.poll() is not None:
+            self.logf.close()
+            if "address already in use" in self.log():
+                raise PortTaken(f"caddy on 127.0.0.1:{port}: {self.log()[-300:]}")
+            raise AssertionError(f"caddy exited with {self.proc.returncode}:\n{self.log()}")
+        self.port = port
+        return port
 
     def _accepting(self):
         if self.proc.poll() is not None:
@@ -87,14 +101,16 @@ class Caddy:
             return f.read().decode(errors="replace")[-4000:]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                proc.wait(10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.logf.close()
+                proc.kill()
+                proc.wait()
+        if self.logf is not None:
+            self.logf.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 import harness
-from harness import Herald, Stream, publish, request, wait_until
+from harness import Herald, PortTaken, Stream, on_spare_ports, publish, request, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UNITS = os.path.join(ROOT, "systemd")
@@ -115,32 +115,58 @@ def test_units_say_what_the_issue_asks():
     assert unix["ListenStream"] == ["", "/run/herald/herald.sock"], unix
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def _activated(listen, args=(), env=None):
-    """herald under systemd-socket-activate listening on `listen` (host:port
-    or a unix path). systemd-socket-activate starts herald at the first
-    connection and passes it only the environment named with -E."""
+def _activated(listen, args=(), env=None, fdnames=None):
+    """herald under systemd-socket-activate listening on `listen` (host:port or
+    a unix path, or a list of them), the sockets named `fdnames` (e.g.
+    "tls:plain") when given. systemd-socket-activate starts herald at the
+    first connection and passes it only the environment named with -E."""
+    listens = [listen] if isinstance(listen, str) else list(listen)
     d = tempfile.mkdtemp(prefix="herald-activate-")
     real = os.path.abspath(harness.HERALD_BIN)
     passed = ["ASAN_OPTIONS", "UBSAN_OPTIONS"] + sorted((env or {}).keys())
+    opts = ["-l " + shlex.quote(a) for a in listens] + ["-E " + shlex.quote(k) for k in passed]
+    if fdnames:
+        opts.append("--fdname=" + shlex.quote(fdnames))
     wrapper = os.path.join(d, "activate")
     with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\nexec systemd-socket-activate -l " + shlex.quote(listen) + " " +
-                " ".join("-E " + shlex.quote(k) for k in passed) + " " + shlex.quote(real) + ' "$@"\n')
+        f.write("#!/bin/sh\nexec systemd-socket-activate " + " ".join(opts) + " " + shlex.quote(real) + ' "$@"\n')
     os.chmod(wrapper, 0o755)
     saved = harness.HERALD_BIN
     harness.HERALD_BIN = wrapper
     try:
-        return Herald(args=args, dir=d, listen=False, wait=False, env=env)
+        h = Herald(args=args, dir=d, listen=False, wait=False, env=env)
     finally:
         harness.HERALD_BIN = saved
+    _wait_bound(h, listens)
+    return h
+
+
+def _wait_bound(h, listens):
+    """Wait until the systemd-socket-activate in h has bound every address in
+    listens (it says so on stderr, before any connection starts herald). If it
+    exited instead, end h and raise PortTaken when an address was in use."""
+    def bound_or_exited():
+        log = h.log()
+        return h.proc.poll() is not None or all(f"Listening on {a} as " in log for a in listens)
+    try:
+        wait_until(bound_or_exited, timeout=10, what="systemd-socket-activate to listen")
+    except BaseException:
+        h.kill()
+        raise
+    if h.proc.poll() is not None:
+        h.kill()
+        if "Address already in use" in h.log():
+            raise PortTaken(f"systemd-socket-activate on {listens}: {h.log()[-300:]}")
+        raise AssertionError(f"systemd-socket-activate exited with {h.proc.returncode}:\n{h.log()}")
+
+
+def _activated_tcp(count, args=(), env=None, fdnames=None):
+    """(herald under systemd-socket-activate, [ports]): listening on 127.0.0.1
+    at `count` spare ports (systemd-socket-activate cannot be asked for port 0
+    and say which it got), tried again on others if one was taken first."""
+    def start(*ports):
+        return _activated([f"127.0.0.1:{p}" for p in ports], args, env, fdnames), list(ports)
+    return on_spare_ports(start, count)
 
 
 def _ss_backlog(args, local):
@@ -168,13 +194,11 @@ def _serves_a_stream(h, port=None, path=None):
 
 
 def test_socket_activation_tcp():
-    port = _free_port()
+    h, (port,) = _activated_tcp(1)
     addr = f"127.0.0.1:{port}"
-    h = _activated(addr)
     try:
         # The first connection is what makes systemd-socket-activate start
         # herald; it waits in the accept queue meanwhile.
-        wait_until(lambda: _listening_tcp(port), timeout=10, what="systemd-socket-activate to listen")
         first = Stream(port, timeout=15)
         assert first.status == 200, first.status
         first.close()
@@ -190,20 +214,11 @@ def test_socket_activation_tcp():
         h.kill()
 
 
-def _listening_tcp(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 def test_socket_activation_unix():
     d = tempfile.mkdtemp(prefix="herald-sock-")
     path = os.path.join(d, "herald.sock")
     h = _activated(path)
     try:
-        wait_until(lambda: os.path.exists(path), timeout=10, what="the unix socket")
         first = Stream(path=path, timeout=15)
         assert first.status == 200, first.status
         first.close()

@@ -1,15 +1,12 @@
 """A socket passed by systemd whose name is "tls" (FileDescriptorName=tls in
 the socket unit; systemd-socket-activate --fdname=tls here) serves TLS with
 tls_cert/tls_key, beside a plain one in the same hand-over."""
-import os
 import re
-import shlex
 import socket
 import tempfile
 
-import harness
-from harness import Herald, sqlite, wait_until
-from test_systemd import _free_port
+from harness import sqlite
+from test_systemd import _activated_tcp
 from test_tls import _make_cert, _tls_connect
 
 
@@ -26,27 +23,8 @@ def _read_until(sock, marker, limit=65536):
 def test_socket_named_tls_serves_tls_beside_a_plain_one():
     d = tempfile.mkdtemp(prefix="herald-activate-tls-")
     cert, key = _make_cert(d, "svc")
-    tls_port, plain_port = _free_port(), _free_port()
-    wrapper = os.path.join(d, "activate")
-    with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\nexec systemd-socket-activate -l 127.0.0.1:%d -l 127.0.0.1:%d --fdname=tls:plain "
-                "-E ASAN_OPTIONS -E UBSAN_OPTIONS %s \"$@\"\n"
-                % (tls_port, plain_port, shlex.quote(os.path.abspath(harness.HERALD_BIN))))
-    os.chmod(wrapper, 0o755)
-    saved = harness.HERALD_BIN
-    harness.HERALD_BIN = wrapper
+    h, (tls_port, plain_port) = _activated_tcp(2, args=["--tls-cert", cert, "--tls-key", key], fdnames="tls:plain")
     try:
-        h = Herald(args=["--tls-cert", cert, "--tls-key", key], dir=d, listen=False, wait=False)
-    finally:
-        harness.HERALD_BIN = saved
-    try:
-        def listening():
-            try:
-                socket.create_connection(("127.0.0.1", plain_port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-        wait_until(listening, timeout=10, what="systemd-socket-activate to listen")
         # The first connection makes systemd-socket-activate start herald.
         s = _tls_connect(tls_port, cert, timeout=15)
         s.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -70,28 +48,10 @@ def test_socket_named_tls_serves_tls_beside_a_plain_one():
 
 
 def test_socket_named_tls_without_a_certificate_is_refused():
-    d = tempfile.mkdtemp(prefix="herald-activate-tls-")
-    port = _free_port()
-    wrapper = os.path.join(d, "activate")
-    with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\nexec systemd-socket-activate -l 127.0.0.1:%d --fdname=tls "
-                "-E ASAN_OPTIONS -E UBSAN_OPTIONS %s \"$@\"\n"
-                % (port, shlex.quote(os.path.abspath(harness.HERALD_BIN))))
-    os.chmod(wrapper, 0o755)
-    saved = harness.HERALD_BIN
-    harness.HERALD_BIN = wrapper
+    h, (port,) = _activated_tcp(1, fdnames="tls")
     try:
-        h = Herald(dir=d, listen=False, wait=False)
-    finally:
-        harness.HERALD_BIN = saved
-    try:
-        def listening():
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return True
-            except OSError:
-                return False
-        wait_until(listening, timeout=10, what="systemd-socket-activate to listen")
+        # The first connection makes systemd-socket-activate start herald.
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
         h.wait_log(r"socket named tls .* tls_cert and tls_key are not set", timeout=15)
     finally:
         h.kill()
