@@ -36,6 +36,7 @@ static void help(void)
 	       "Exit status: 0 when every run reported its figures and the runs at the\n"
 	       "largest backlog succeeded (readers failing to open behind a small backlog\n"
 	       "are the result being shown); 1 otherwise; 2 usage.\n");
+	tool_herald_help();
 }
 
 #define MAX_BACKLOGS 8
@@ -263,24 +264,25 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 
-	/* Both tables, every backlog's row under one header. */
-	char line[1024];
+	/* Both tables, every backlog's row under one header. The readers'
+	 * header names how many opened ("event to all N"), so a run where fewer
+	 * opened starts a table of its own. */
+	char line[1024], shown[1024] = "";
 	printf("\n## Summary\n\n### load/readers %ld\n\n", readers);
-	int header = 0;
 	for (int b = 0; b < nb; b++) {
 		if (!rr[b].out)
 			continue;
-		if (!header && find_line(rr[b].out, "| run |", 0, line, sizeof(line)) == 0) {
-			printf("%s\n", line);
+		if (find_line(rr[b].out, "| run |", 0, line, sizeof(line)) == 0 && strcmp(line, shown) != 0) {
+			printf("%s%s\n", shown[0] ? "\n" : "", line);
+			snprintf(shown, sizeof(shown), "%s", line);
 			find_line(rr[b].out, "|---", 0, line, sizeof(line));
 			printf("%s\n", line);
-			header = 1;
 		}
 		if (find_line(rr[b].out, "| backlog ", 0, line, sizeof(line)) == 0)
 			printf("%s\n", line);
 	}
 	printf("\n### load/open-only %ld\n\n", opens);
-	header = 0;
+	int header = 0;
 	for (int b = 0; b < nb; b++) {
 		if (!orr[b].out)
 			continue;

@@ -38,6 +38,7 @@ static void help(void)
 	       "  --help            this text\n"
 	       "The counters are the whole network namespace's: other traffic adds to them.\n"
 	       "Exit status: 0; 1 when a connect failed; 2 usage.\n");
+	tool_herald_help();
 }
 
 static volatile int stop_flag;
@@ -165,17 +166,10 @@ int main(int argc, char **argv)
 		snprintf(s, sizeof(s), "127.0.0.1:%d", h.port);
 		tool_parse_addr(s, &addr);
 		backlog = h.backlog;
+		fprintf(stderr, "open-only: started herald %s (pid %d) on %s\n", h.bin, (int)h.pid, addr.text);
 	}
 	/* The accept queue's own maximum is the backlog that took effect. */
-	int effective = -1;
-	if (addr.family != AF_UNIX) {
-		struct proc_listener *ls = NULL;
-		int nl = proc_listeners(&ls);
-		for (int i = 0; i < nl; i++)
-			if (ls[i].port == addr.port)
-				effective = (int)ls[i].max;
-		free(ls);
-	}
+	int effective = tool_accept_queue_max(&addr);
 
 	int *fds = xmalloc((size_t)n * sizeof(*fds));
 	double *times = xmalloc((size_t)n * sizeof(*times));

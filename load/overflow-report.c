@@ -1,8 +1,8 @@
 /* overflow-report.c: the listen-overflow report. Reads the kernel's own
  * counters (TcpExt in /proc/net/netstat), the sysctls that size the listen
- * queues, and every listening TCP socket's accept queue through sock_diag
- * netlink, once or as deltas per interval, and ends with sentences saying
- * what the numbers mean. */
+ * queues, and every listening socket's accept queue, TCP and unix, through
+ * sock_diag netlink, once or as deltas per interval, and ends with sentences
+ * saying what the numbers mean. */
 #include "proc.h"
 
 #include <errno.h>
@@ -18,9 +18,11 @@ static const char *const SYSCTLS[] = { "net.core.somaxconn", "net.ipv4.tcp_max_s
 				       "net.ipv4.tcp_syncookies" };
 #define NSYSCTLS (sizeof(SYSCTLS) / sizeof(SYSCTLS[0]))
 #define MAX_PORTS 16
+#define MAX_SOCKETS 16
 
 static const char USAGE[] =
-	"usage: load/overflow-report [--port P]... [--backlog N] [--watch SECONDS [--count K]] [--json]\n";
+	"usage: load/overflow-report [--port P]... [--socket PATH]... [--backlog N] [--watch SECONDS [--count K]]\n"
+	"       [--json]\n";
 
 static void help(void)
 {
@@ -29,17 +31,22 @@ static void help(void)
 	       "The listen-overflow report: the kernel's TcpExt counters (ListenOverflows,\n"
 	       "ListenDrops, TCPBacklogDrop, TCPReqQFullDrop, TCPReqQFullDoCookies,\n"
 	       "SyncookiesSent), net.core.somaxconn, net.ipv4.tcp_max_syn_backlog and\n"
-	       "tcp_syncookies, and each listening TCP socket's accept queue now and its\n"
-	       "maximum (read through sock_diag netlink), then sentences on what they mean.\n"
-	       "Counters are since boot for this network namespace; --watch shows deltas.\n"
+	       "tcp_syncookies, and each listening socket's accept queue now and its maximum,\n"
+	       "TCP and unix alike (read through sock_diag netlink), then sentences on what\n"
+	       "they mean. Counters are since boot for this network namespace; --watch shows\n"
+	       "deltas. The counters are TCP's; a full unix accept queue makes connect()\n"
+	       "wait or fail with EAGAIN instead, and shows only in its queue.\n"
 	       "\n"
-	       "  --port P          only listeners on port P (may be repeated)\n"
+	       "  --port P          only TCP listeners on port P (may be repeated)\n"
+	       "  --socket PATH     only the unix listener at PATH (may be repeated)\n"
+	       "                    (without --port or --socket: every listener)\n"
 	       "  --backlog N       the backlog the server asked for, to say if it was capped\n"
 	       "  --watch SECONDS   print deltas every SECONDS until interrupted\n"
 	       "  --count K         with --watch: stop after K intervals\n"
 	       "  --json            one JSON object (per interval with --watch)\n"
 	       "  --help            this text\n"
-	       "Exit status: 0; 1 when a --port has no listener or the kernel cannot be read; 2 usage.\n");
+	       "Exit status: 0; 1 when a --port or --socket has no listener or the kernel cannot\n"
+	       "be read; 2 usage.\n");
 }
 
 struct snapshot {
@@ -52,16 +59,53 @@ struct snapshot {
 
 static int ports[MAX_PORTS];
 static int nports;
+static const char *sockets[MAX_SOCKETS];
+static int nsockets;
 static long asked_backlog;
 
-static int port_wanted(int port)
+/* Whether l is one the command line asked about (every one when it named
+ * none). */
+static int wanted(const struct proc_listener *l)
 {
-	if (nports == 0)
+	if (nports == 0 && nsockets == 0)
 		return 1;
+	if (l->family == AF_UNIX) {
+		for (int i = 0; i < nsockets; i++)
+			if (proc_unix_listener_is(l, sockets[i]))
+				return 1;
+		return 0;
+	}
 	for (int i = 0; i < nports; i++)
-		if (ports[i] == port)
+		if (ports[i] == l->port)
 			return 1;
 	return 0;
+}
+
+/* Append the wanted ones of a sock_diag listing (n < 0: its error) to s. */
+static void keep_wanted(struct snapshot *s, struct proc_listener *all, int n, const char *what)
+{
+	if (n < 0) {
+		fprintf(stderr, "overflow-report: sock_diag (%s): %s\n", what, strerror(-n));
+		return;
+	}
+	s->ls = xrealloc(s->ls, ((size_t)s->nls + (size_t)n + 1) * sizeof(*s->ls));
+	for (int i = 0; i < n; i++)
+		if (wanted(&all[i]))
+			s->ls[s->nls++] = all[i];
+	free(all);
+}
+
+/* Whether a --port or --socket named on the command line has no listener in s. */
+static int asked_missing(const struct snapshot *s, int i_port, int i_socket)
+{
+	for (int j = 0; j < s->nls; j++) {
+		const struct proc_listener *l = &s->ls[j];
+		if (i_port >= 0 && l->family != AF_UNIX && l->port == ports[i_port])
+			return 0;
+		if (i_socket >= 0 && proc_unix_listener_is(l, sockets[i_socket]))
+			return 0;
+	}
+	return 1;
 }
 
 static int take(struct snapshot *s)
@@ -76,16 +120,15 @@ static int take(struct snapshot *s)
 	for (size_t i = 0; i < NSYSCTLS; i++)
 		s->sys_ok[i] = proc_sys_long(SYSCTLS[i], &s->sys[i]) == 0;
 	struct proc_listener *all = NULL;
-	int n = proc_listeners(&all);
-	if (n < 0) {
-		fprintf(stderr, "overflow-report: sock_diag: %s\n", strerror(-n));
-		n = 0;
+	s->ls = xcalloc(1, sizeof(*s->ls));
+	if (nports > 0 || nsockets == 0) {
+		int n = proc_listeners(&all);
+		keep_wanted(s, all, n, "TCP");
 	}
-	s->ls = xcalloc((size_t)n + 1, sizeof(*s->ls));
-	for (int i = 0; i < n; i++)
-		if (port_wanted(all[i].port))
-			s->ls[s->nls++] = all[i];
-	free(all);
+	if (nsockets > 0 || nports == 0) {
+		int n = proc_unix_listeners(&all);
+		keep_wanted(s, all, n, "unix");
+	}
 	return rc;
 }
 
@@ -102,29 +145,39 @@ static int explain(const struct snapshot *now, const long long *d, const char *w
 	for (int i = 0; i < now->nls && n < max; i++) {
 		const struct proc_listener *l = &now->ls[i];
 		if (asked_backlog > 0 && (long)l->max < asked_backlog && somax >= 0 && (long)l->max == somax)
-			snprintf(out[n++], 400, "%s:%d: backlog %ld is capped to %u by net.core.somaxconn.", l->addr,
-				 l->port, asked_backlog, l->max);
+			snprintf(out[n++], 400, "%s: backlog %ld is capped to %u by net.core.somaxconn.", l->name,
+				 asked_backlog, l->max);
 		else if (asked_backlog > 0 && (long)l->max != asked_backlog && n < max)
-			snprintf(out[n++], 400, "%s:%d: its accept queue holds %u, not the %ld asked for.", l->addr,
-				 l->port, l->max, asked_backlog);
+			snprintf(out[n++], 400, "%s: its accept queue holds %u, not the %ld asked for.", l->name,
+				 l->max, asked_backlog);
 		else if (asked_backlog <= 0 && somax > 0 && (long)l->max == somax && n < max)
 			snprintf(out[n++], 400,
-				 "%s:%d: its accept queue maximum equals net.core.somaxconn (%ld), so a larger "
+				 "%s: its accept queue maximum equals net.core.somaxconn (%ld), so a larger "
 				 "backlog may have been asked for and capped.",
-				 l->addr, l->port, somax);
-		if (l->max > 0 && l->queued >= l->max && n < max)
+				 l->name, somax);
+		if (l->max > 0 && l->queued >= l->max && n < max && l->family == AF_UNIX)
 			snprintf(out[n++], 400,
-				 "%s:%d: the accept queue is full now (%u of %u): new connections are being dropped "
+				 "%s: the accept queue is full now (%u of %u): new connects wait (blocking "
+				 "clients) or fail with EAGAIN (non-blocking ones, such as a proxy) until the "
+				 "server accepts.",
+				 l->name, l->queued, l->max);
+		else if (l->max > 0 && l->queued >= l->max && n < max)
+			snprintf(out[n++], 400,
+				 "%s: the accept queue is full now (%u of %u): new connections are being dropped "
 				 "and wait out SYN retransmits (1 s, 3 s, 7 s ...) until the server accepts.",
-				 l->addr, l->port, l->queued, l->max);
+				 l->name, l->queued, l->max);
 		else if (l->max > 0 && l->queued * 2 > l->max && n < max)
 			snprintf(out[n++], 400,
-				 "%s:%d: the accept queue is more than half full (%u of %u): the server is not "
+				 "%s: the accept queue is more than half full (%u of %u): the server is not "
 				 "accepting as fast as connections arrive.",
-				 l->addr, l->port, l->queued, l->max);
+				 l->name, l->queued, l->max);
 	}
-	if (nports > 0 && now->nls == 0 && n < max)
-		snprintf(out[n++], 400, "No TCP socket is listening on the port%s asked for.", nports > 1 ? "s" : "");
+	for (int i = 0; i < nports && n < max; i++)
+		if (asked_missing(now, i, -1))
+			snprintf(out[n++], 400, "No TCP socket is listening on port %d.", ports[i]);
+	for (int i = 0; i < nsockets && n < max; i++)
+		if (asked_missing(now, -1, i))
+			snprintf(out[n++], 400, "No unix socket is listening at %s.", sockets[i]);
 	if (somax >= 0 && somax < 1024 && n < max)
 		snprintf(out[n++], 400,
 			 "net.core.somaxconn is %ld: herald's default backlog 1024 is capped to %ld; "
@@ -193,8 +246,17 @@ static void print_listeners_json(const struct snapshot *s)
 		const struct proc_listener *l = &s->ls[i];
 		char comm[64] = "";
 		pid_t pid = proc_socket_owner(l->inode, comm, sizeof(comm));
-		printf("%s{\"addr\":\"%s\",\"port\":%d,\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", i ? "," : "",
-		       l->addr, l->port, l->queued, l->max, (int)pid);
+		printf("%s{\"family\":\"%s\",\"addr\":", i ? "," : "", l->family == AF_UNIX ? "unix" : "tcp");
+		json_str(l->addr);
+		if (l->family == AF_UNIX) {
+			printf(",\"port\":null,\"path\":");
+			json_str(l->path);
+		} else {
+			printf(",\"port\":%d", l->port);
+		}
+		printf(",\"name\":");
+		json_str(l->name);
+		printf(",\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", l->queued, l->max, (int)pid);
 		json_str(comm);
 		printf("}");
 	}
@@ -259,10 +321,10 @@ static void print_once(const struct snapshot *s, int json)
 		pid_t pid = proc_socket_owner(l->inode, comm, sizeof(comm));
 		if (pid > 0)
 			snprintf(who, sizeof(who), "%s (pid %d)", comm, (int)pid);
-		printf("| %s:%d | %s | %u | %u |\n", l->addr, l->port, who, l->queued, l->max);
+		printf("| %s | %s | %u | %u |\n", l->name, who, l->queued, l->max);
 	}
 	if (s->nls == 0)
-		printf("| (none%s) | | | |\n", nports ? " on the ports asked for" : "");
+		printf("| (none%s) | | | |\n", nports || nsockets ? " of those asked for" : "");
 	print_notes(notes, nn, 0);
 }
 
@@ -319,7 +381,7 @@ static int watch(double interval, long count, int json)
 				printf(" %lld |", d[i]);
 			putchar(' ');
 			for (int i = 0; i < cur.nls && i < 8; i++)
-				printf("%s%d: %u/%u", i ? ", " : "", cur.ls[i].port, cur.ls[i].queued, cur.ls[i].max);
+				printf("%s%s %u/%u", i ? ", " : "", cur.ls[i].name, cur.ls[i].queued, cur.ls[i].max);
 			if (cur.nls > 8)
 				printf(", ...");
 			printf(" |\n");
@@ -362,6 +424,13 @@ int main(int argc, char **argv)
 				return tool_usage_error("at most 16 --port");
 			ports[nports++] = (int)p;
 			i++;
+		} else if (strcmp(a, "--socket") == 0) {
+			if (!v || !*v)
+				return tool_usage_error("--socket needs the path of a unix socket");
+			if (nsockets == MAX_SOCKETS)
+				return tool_usage_error("at most 16 --socket");
+			sockets[nsockets++] = v;
+			i++;
 		} else if (strcmp(a, "--backlog") == 0) {
 			if (!v || tool_parse_long(v, 1, 1L << 30, &asked_backlog) != 0)
 				return tool_usage_error("--backlog needs a positive number");
@@ -389,7 +458,11 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		fprintf(stderr, "overflow-report: cannot read /proc/net/netstat: %s\n", strerror(-rc));
 	print_once(&s, json);
-	int missing = nports > 0 && s.nls == 0;
+	int missing = 0;
+	for (int i = 0; i < nports; i++)
+		missing |= asked_missing(&s, i, -1);
+	for (int i = 0; i < nsockets; i++)
+		missing |= asked_missing(&s, -1, i);
 	free(s.ls);
 	return (rc != 0 || missing) ? 1 : 0;
 }

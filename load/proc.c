@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -22,6 +24,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -308,26 +312,22 @@ int proc_sys_long(const char *name, long *val)
 
 /* ---- sock_diag ------------------------------------------------------------ */
 
-/* Dump the listening TCP sockets of one family, appending to *out. */
-static int diag_dump(int family, struct proc_listener **out, int *n, int *cap)
+/* Send one sock_diag dump request and hand every answer of type
+ * SOCK_DIAG_BY_FAMILY to each(). Returns 0 or -errno. */
+static int diag_dump(const void *req, size_t reqlen, void (*each)(const struct nlmsghdr *, void *), void *arg)
 {
 	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (fd < 0)
 		return -errno;
-	struct {
-		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 req;
-	} msg;
-	memset(&msg, 0, sizeof(msg));
-	msg.nlh.nlmsg_len = sizeof(msg);
-	msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	msg.nlh.nlmsg_seq = 1;
-	msg.req.sdiag_family = (uint8_t)family;
-	msg.req.sdiag_protocol = IPPROTO_TCP;
-	msg.req.idiag_states = 1u << TCP_LISTEN;
+	struct nlmsghdr nlh = { .nlmsg_len = (uint32_t)NLMSG_LENGTH(reqlen),
+				.nlmsg_type = SOCK_DIAG_BY_FAMILY,
+				.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+				.nlmsg_seq = 1 };
+	struct iovec iov[2] = { { .iov_base = &nlh, .iov_len = NLMSG_HDRLEN },
+				{ .iov_base = (void *)req, .iov_len = reqlen } };
 	struct sockaddr_nl nladdr = { .nl_family = AF_NETLINK };
-	if (sendto(fd, &msg, sizeof(msg), 0, (struct sockaddr *)&nladdr, sizeof(nladdr)) < 0) {
+	struct msghdr mh = { .msg_name = &nladdr, .msg_namelen = sizeof(nladdr), .msg_iov = iov, .msg_iovlen = 2 };
+	if (sendmsg(fd, &mh, 0) < 0) {
 		int e = errno;
 		close(fd);
 		return -e;
@@ -357,27 +357,8 @@ static int diag_dump(int family, struct proc_listener **out, int *n, int *cap)
 				done = 1;
 				break;
 			}
-			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
-				continue;
-			struct inet_diag_msg *m = NLMSG_DATA(h);
-			if (*n == *cap) {
-				*cap = *cap ? *cap * 2 : 16;
-				*out = xrealloc(*out, (size_t)*cap * sizeof(**out));
-			}
-			struct proc_listener *l = &(*out)[(*n)++];
-			memset(l, 0, sizeof(*l));
-			l->family = m->idiag_family;
-			l->port = ntohs(m->id.idiag_sport);
-			l->queued = m->idiag_rqueue;
-			l->max = m->idiag_wqueue;
-			l->inode = m->idiag_inode;
-			l->uid = m->idiag_uid;
-			char a[INET6_ADDRSTRLEN] = "?";
-			inet_ntop(m->idiag_family, m->id.idiag_src, a, sizeof(a));
-			if (m->idiag_family == AF_INET6)
-				snprintf(l->addr, sizeof(l->addr), "[%s]", a);
-			else
-				snprintf(l->addr, sizeof(l->addr), "%s", a);
+			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY)
+				each(h, arg);
 		}
 		if (done)
 			break;
@@ -386,18 +367,128 @@ static int diag_dump(int family, struct proc_listener **out, int *n, int *cap)
 	return rc;
 }
 
+/* The growing list the dump callbacks append to. */
+struct listener_list {
+	struct proc_listener *v;
+	int n, cap;
+};
+
+static struct proc_listener *list_add(struct listener_list *l)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->v = xrealloc(l->v, (size_t)l->cap * sizeof(*l->v));
+	}
+	struct proc_listener *p = &l->v[l->n++];
+	memset(p, 0, sizeof(*p));
+	return p;
+}
+
+/* One listening TCP socket: for a listener the kernel puts the accept queue
+ * in idiag_rqueue and its maximum in idiag_wqueue. */
+static void inet_each(const struct nlmsghdr *h, void *arg)
+{
+	const struct inet_diag_msg *m = NLMSG_DATA(h);
+	struct proc_listener *l = list_add(arg);
+	l->family = m->idiag_family;
+	l->port = ntohs(m->id.idiag_sport);
+	l->queued = m->idiag_rqueue;
+	l->max = m->idiag_wqueue;
+	l->inode = m->idiag_inode;
+	l->uid = m->idiag_uid;
+	char a[INET6_ADDRSTRLEN] = "?";
+	inet_ntop(m->idiag_family, m->id.idiag_src, a, sizeof(a));
+	if (m->idiag_family == AF_INET6)
+		snprintf(l->addr, sizeof(l->addr), "[%s]", a);
+	else
+		snprintf(l->addr, sizeof(l->addr), "%s", a);
+	snprintf(l->name, sizeof(l->name), "%s:%d", l->addr, l->port);
+}
+
 int proc_listeners(struct proc_listener **out)
 {
-	int n = 0, cap = 0;
-	*out = NULL;
-	int r4 = diag_dump(AF_INET, out, &n, &cap);
-	int r6 = diag_dump(AF_INET6, out, &n, &cap);
+	struct listener_list l = { 0 };
+	struct inet_diag_req_v2 req;
+	memset(&req, 0, sizeof(req));
+	req.sdiag_protocol = IPPROTO_TCP;
+	req.idiag_states = 1u << TCP_LISTEN;
+	req.sdiag_family = AF_INET;
+	int r4 = diag_dump(&req, sizeof(req), inet_each, &l);
+	req.sdiag_family = AF_INET6;
+	int r6 = diag_dump(&req, sizeof(req), inet_each, &l);
 	if (r4 < 0 && r6 < 0) {
-		free(*out);
+		free(l.v);
 		*out = NULL;
 		return r4;
 	}
-	return n;
+	*out = l.v;
+	return l.n;
+}
+
+/* One listening unix socket. The attributes after the message carry its
+ * name (UNIX_DIAG_NAME: sun_path as bound, a leading NUL for an abstract
+ * name), the file it is bound to (UNIX_DIAG_VFS) and, for a listener, the
+ * accept queue now and its maximum (UNIX_DIAG_RQLEN). */
+static void unix_each(const struct nlmsghdr *h, void *arg)
+{
+	const struct unix_diag_msg *m = NLMSG_DATA(h);
+	struct proc_listener *l = list_add(arg);
+	l->family = AF_UNIX;
+	l->inode = m->udiag_ino;
+	int alen = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*m));
+	for (struct rtattr *a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+		size_t plen = RTA_PAYLOAD(a);
+		if (a->rta_type == UNIX_DIAG_NAME && plen > 0) {
+			const char *p = RTA_DATA(a);
+			size_t n = plen < sizeof(l->path) - 1 ? plen : sizeof(l->path) - 1;
+			memcpy(l->path, p, n);
+			l->path[n] = '\0';
+			if (p[0] == '\0') /* abstract: shown as ss shows it */
+				l->path[0] = '@';
+		} else if (a->rta_type == UNIX_DIAG_VFS && plen >= sizeof(struct unix_diag_vfs)) {
+			const struct unix_diag_vfs *v = RTA_DATA(a);
+			/* The kernel's own dev_t: 12 bits of major above 20 of minor. */
+			l->vfs_dev = makedev(v->udiag_vfs_dev >> 20, v->udiag_vfs_dev & 0xfffff);
+			l->vfs_ino = v->udiag_vfs_ino;
+		} else if (a->rta_type == UNIX_DIAG_RQLEN && plen >= sizeof(struct unix_diag_rqlen)) {
+			const struct unix_diag_rqlen *q = RTA_DATA(a);
+			l->queued = q->udiag_rqueue;
+			l->max = q->udiag_wqueue;
+		}
+	}
+	snprintf(l->addr, sizeof(l->addr), "unix");
+	snprintf(l->name, sizeof(l->name), "unix:%s", l->path[0] ? l->path : "(unnamed)");
+}
+
+int proc_unix_listeners(struct proc_listener **out)
+{
+	struct listener_list l = { 0 };
+	struct unix_diag_req req;
+	memset(&req, 0, sizeof(req));
+	req.sdiag_family = AF_UNIX;
+	req.udiag_states = 1u << TCP_LISTEN;
+	req.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_VFS | UDIAG_SHOW_RQLEN;
+	int rc = diag_dump(&req, sizeof(req), unix_each, &l);
+	if (rc < 0) {
+		free(l.v);
+		*out = NULL;
+		return rc;
+	}
+	*out = l.v;
+	return l.n;
+}
+
+int proc_unix_listener_is(const struct proc_listener *l, const char *path)
+{
+	if (l->family != AF_UNIX || !path || !*path)
+		return 0;
+	if (strcmp(l->path, path) == 0)
+		return 1;
+	/* The name is the path as bound (maybe relative, maybe through a
+	 * symbolic link); the file itself tells for sure. */
+	struct stat st;
+	return l->vfs_ino && stat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == l->vfs_ino &&
+	       st.st_dev == l->vfs_dev;
 }
 
 pid_t proc_socket_owner(unsigned long inode, char *comm, size_t commlen)
@@ -629,6 +720,19 @@ int tool_parse_addr(const char *s, struct tool_addr *a)
 	return 0;
 }
 
+int tool_accept_queue_max(const struct tool_addr *a)
+{
+	struct proc_listener *ls = NULL;
+	int n = a->family == AF_UNIX ? proc_unix_listeners(&ls) : proc_listeners(&ls);
+	int max = -1;
+	const char *path = ((const struct sockaddr_un *)&a->sa)->sun_path;
+	for (int i = 0; i < n && max < 0; i++)
+		if (a->family == AF_UNIX ? proc_unix_listener_is(&ls[i], path) : ls[i].port == a->port)
+			max = (int)ls[i].max;
+	free(ls);
+	return max;
+}
+
 const char *tool_errno_kind(int err)
 {
 	switch (err) {
@@ -686,31 +790,92 @@ const char *tool_sibling(const char *name, char *buf, size_t len)
 	return buf;
 }
 
-const char *tool_herald_bin(char *buf, size_t len)
+/* The herald of the tree this tool was built in, into buf. The Makefile
+ * names it (HERALD_TREE_BIN, an absolute path); a build without it guesses
+ * the tree the tool sits in (load/NAME -> build/herald). Returns words saying
+ * which. */
+static const char *tree_herald(char *buf, size_t len)
+{
+#ifdef HERALD_TREE_BIN
+	snprintf(buf, len, "%s", HERALD_TREE_BIN);
+	return "the build this tool came from";
+#else
+	const char *guess = "beside the folder this tool is in";
+	char self[4096];
+	snprintf(buf, len, "build/herald");
+	ssize_t r = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (r <= 0)
+		return guess;
+	self[r] = '\0';
+	/* Drop the tool's name, then load/. */
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(self, '/');
+		if (!slash)
+			return guess;
+		*slash = '\0';
+	}
+	snprintf(buf, len, "%s/build/herald", self);
+	return guess;
+#endif
+}
+
+/* The first executable NAME in $PATH's folders, into buf; 0 or -1. */
+static int path_search(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, ":");
+		int w = snprintf(buf, len, "%.*s/%s", (int)n, n ? p : ".", name);
+		if (w > 0 && (size_t)w < len && access(buf, X_OK) == 0) {
+			struct stat st;
+			if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+				return 0;
+		}
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	buf[0] = '\0';
+	return -1;
+}
+
+void tool_herald_help(void)
+{
+	char tree[4200];
+	const char *where = tree_herald(tree, sizeof(tree));
+	printf("The herald started here: $HERALD_BIN when set; else, when it exists,\n"
+	       "  %s\n"
+	       "  (%s); else the first herald on PATH.\n",
+	       tree, where);
+}
+
+int tool_herald_bin(char *buf, size_t len)
 {
 	const char *env = getenv("HERALD_BIN");
 	if (env && *env) {
 		snprintf(buf, len, "%s", env);
-		return buf;
+		if (access(buf, X_OK) == 0)
+			return 0;
+		fprintf(stderr, "%s: HERALD_BIN=%s cannot be run: %s\n", usage_name, env, strerror(errno));
+		return -1;
 	}
-	if (access("build/herald", X_OK) == 0) {
-		snprintf(buf, len, "build/herald");
-		return buf;
+	char tree[4200];
+	const char *where = tree_herald(tree, sizeof(tree));
+	if (access(tree, X_OK) == 0) {
+		snprintf(buf, len, "%s", tree);
+		return 0;
 	}
-	char self[4096];
-	ssize_t r = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (r > 0) {
-		self[r] = '\0';
-		char *slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			int n = snprintf(buf, len, "%s/../build/herald", self);
-			if (n > 0 && (size_t)n < len && access(buf, X_OK) == 0)
-				return buf;
-		}
-	}
-	snprintf(buf, len, "build/herald");
-	return buf;
+	if (path_search("herald", buf, len) == 0)
+		return 0;
+	fprintf(stderr,
+		"%s: no herald to start: HERALD_BIN is not set, %s (%s) does not exist, and there is no "
+		"herald on PATH.\n"
+		"Set HERALD_BIN=/path/to/herald, put herald on PATH (make install), or measure a running "
+		"server with --server.\n",
+		usage_name, tree, where);
+	return -1;
 }
 
 int tool_default_backlog(long given)
@@ -746,12 +911,8 @@ static void log_tail(const char *path)
 int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra)
 {
 	memset(h, 0, sizeof(*h));
-	tool_herald_bin(h->bin, sizeof(h->bin));
-	if (access(h->bin, X_OK) != 0) {
-		fprintf(stderr, "cannot run herald at %s (%s): build it with `make`, or set HERALD_BIN\n", h->bin,
-			strerror(errno));
+	if (tool_herald_bin(h->bin, sizeof(h->bin)) != 0)
 		return -1;
-	}
 	const char *tmp = getenv("TMPDIR");
 	snprintf(h->dir, sizeof(h->dir), "%s/herald-load-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(h->dir)) {
@@ -987,6 +1148,12 @@ void tool_json_text(const char *key, const char *s)
 {
 	json_member(key);
 	tool_json_str(stdout, s);
+}
+
+void tool_json_null(const char *key)
+{
+	json_member(key);
+	printf("null");
 }
 
 void tool_json_bool(const char *key, int v)

@@ -58,22 +58,32 @@ int proc_sys_long(const char *name, long *val);
 
 /* ---- sock_diag ------------------------------------------------------------ */
 
-/* One listening TCP socket as sock_diag reports it. For a listener the kernel
+/* One listening socket as sock_diag reports it. For a listener the kernel
  * puts the accept queue length in rqueue and its maximum (the listen backlog
- * after the somaxconn cap) in wqueue. */
+ * after the somaxconn cap) in wqueue, for TCP and unix sockets alike. */
 struct proc_listener {
-	int family;
-	char addr[64]; /* numeric, IPv6 in brackets */
-	int port;
+	int family;     /* AF_INET, AF_INET6 or AF_UNIX */
+	char addr[64];  /* numeric, IPv6 in brackets; "unix" for unix sockets */
+	int port;       /* 0 for unix sockets */
+	char path[110]; /* unix: the name as bound, "@name" when abstract, "" when unnamed */
+	char name[180]; /* for people: "127.0.0.1:8199", "[::1]:8199", "unix:/run/herald.sock" */
 	unsigned queued;
 	unsigned max;
 	unsigned long inode;
 	unsigned uid;
+	unsigned long vfs_ino; /* unix: the socket file's inode and device, 0 when none */
+	unsigned long vfs_dev;
 };
 
 /* List every listening TCP socket (IPv4 and IPv6) of this network namespace.
  * *out is allocated (free it); returns the count or -errno. */
 int proc_listeners(struct proc_listener **out);
+/* List every listening unix stream socket of this network namespace, the
+ * same way. */
+int proc_unix_listeners(struct proc_listener **out);
+/* Whether l is the unix listener bound at path: the same name, or the same
+ * socket file (so a relative or linked path matches too). */
+int proc_unix_listener_is(const struct proc_listener *l, const char *path);
 /* The pid owning the socket inode, found by scanning /proc/N/fd (only
  * processes we may look into); 0 when not found. comm gets its name. */
 pid_t proc_socket_owner(unsigned long inode, char *comm, size_t commlen);
@@ -117,6 +127,11 @@ struct tool_addr {
 };
 int tool_parse_addr(const char *s, struct tool_addr *a);
 
+/* The maximum of the accept queue of the listener at a (a TCP port, or a
+ * unix socket's path), read through sock_diag: the backlog that took effect.
+ * -1 when no listener is found. */
+int tool_accept_queue_max(const struct tool_addr *a);
+
 /* The classification the tools count errors by: "refused", "reset",
  * "timeout", "closed", or "other". */
 const char *tool_errno_kind(int err);
@@ -137,9 +152,13 @@ struct tool_herald {
 	char bin[512];
 };
 
-/* Path of the herald binary: $HERALD_BIN, else build/herald under the current
- * folder, else next to the tools (../build/herald from load/). */
-const char *tool_herald_bin(char *buf, size_t len);
+/* Path of the herald to start, in this order: $HERALD_BIN when set (and then
+ * only it); else the herald of the tree this tool was built in, when it still
+ * exists; else the first herald on $PATH (an installed tool). Returns 0, or
+ * -1 after saying which three places were tried. */
+int tool_herald_bin(char *buf, size_t len);
+/* Print, for --help, where the herald to start is looked for. */
+void tool_herald_help(void);
 /* Path of a sibling tool (load/NAME next to this executable). */
 const char *tool_sibling(const char *name, char *buf, size_t len);
 /* Start herald with --db DIR/herald.db --listen 127.0.0.1:0
@@ -166,6 +185,7 @@ void tool_json_int(const char *key, long long v);
 void tool_json_num(const char *key, double v);
 void tool_json_text(const char *key, const char *s);
 void tool_json_bool(const char *key, int v);
+void tool_json_null(const char *key);
 /* Find "key": in a one-line JSON object and parse the number after it. */
 int tool_json_number(const char *json, const char *key, double *out);
 

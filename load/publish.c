@@ -4,10 +4,13 @@
  * beside the split: ok, HTTP error (by status), network error (by kind).
  *
  * Each connection: CONNECTING (EPOLLOUT) -> OPEN, with a FIFO of requests
- * sent and not yet answered (responses come in order); a closed or failed
- * connection fails its FIFO as network errors and is reopened while work is
- * left. A connect that fails uses up one request, so a dead server ends the
- * run instead of spinning. */
+ * sent and not yet answered (responses come in order). An answer that says
+ * "Connection: close" (herald's refusals do) ends the connection, and the
+ * requests pipelined behind it, which the server never read, go back to be
+ * sent again on a new one. A connection that closes or fails otherwise fails
+ * its FIFO as network errors. Either way it is reopened while work is left.
+ * A connect that fails uses up one request, so a dead server ends the run
+ * instead of spinning. */
 #include "proc.h"
 
 #include <errno.h>
@@ -32,16 +35,18 @@ static void help(void)
 	       "are pipelined when C > K). Prints throughput, p50 and p99 latency, and the\n"
 	       "split ok / HTTP error (by status) / network error side by side, as a markdown\n"
 	       "table and one JSON line. Throughput counts every request, failed ones too,\n"
-	       "so read it beside the split. Without --server a herald is started on a\n"
-	       "temporary database and stopped after; its rows are counted at the end.\n"
+	       "so read it beside the split; a refusal is counted under its status, and a\n"
+	       "401 or 403 is explained once. Without --server a herald is started on a\n"
+	       "temporary database and stopped after; its rows are counted at the end (with\n"
+	       "--server, only given --db; otherwise the JSON says \"rows\":null and why).\n"
 	       "\n"
 	       "  N              requests (1 to 10000000)\n"
-	       "  -c, --concurrency C   requests in flight at most (default 64)\n"
+	       "  -c, --concurrency C   requests in flight at most (default 64, at most N)\n"
 	       "  -k, --connections K   keep-alive connections (default 16, at most C)\n"
 	       "  --server ADDR  127.0.0.1:PORT, [::1]:PORT, unix:/path, or\n"
 	       "                 http://127.0.0.1:PORT/api/events\n"
 	       "  --db PATH      with --server: count the rows in this database afterwards\n"
-	       "  --token T      send Authorization: Bearer T\n"
+	       "  --token T      send Authorization: Bearer T (herald's publish_token)\n"
 	       "  --size BYTES   data length of each event (default 32)\n"
 	       "  --public       publish public events (default: not public)\n"
 	       "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"
@@ -50,6 +55,7 @@ static void help(void)
 	       "  --keep         keep the started herald's temporary folder\n"
 	       "  --help         this text\n"
 	       "Exit status: 0 when every request got a 2xx; 1 otherwise; 2 usage.\n");
+	tool_herald_help();
 }
 
 enum { C_CLOSED, C_CONNECTING, C_OPEN };
@@ -76,10 +82,16 @@ static int public_events;
 static struct tool_addr addr;
 static int ep;
 static struct pconn *conns;
-static long issued, answered, inflight, ok, http_err, net_err;
+static long issued, answered, inflight, ok, http_err, net_err, resent;
 static long net_kinds[N_KINDS];
 static long status_count[600];
 static int first_other;
+/* The first refusal's own words (the JSON error line herald sends), per
+ * status, for the notes; a few statuses are enough. */
+#define SAID_MAX 8
+static int said_status[SAID_MAX];
+static char said_text[SAID_MAX][160];
+static int nsaid;
 static double *lat;
 static size_t nlat;
 static int64_t t_first, t_last;
@@ -213,6 +225,45 @@ static void send_one(struct pconn *c, long seq)
 	issued++;
 }
 
+/* The server closes c after the answer just read: what was pipelined behind
+ * it was never read there, so it goes back to be sent on a new connection. */
+static void conn_requeue(struct pconn *c)
+{
+	close(c->fd);
+	c->fd = -1;
+	c->state = C_CLOSED;
+	issued -= c->count;
+	inflight -= c->count;
+	resent += c->count;
+	c->count = 0;
+	c->head = 0;
+	c->outlen = c->outoff = 0;
+	c->inlen = 0;
+}
+
+/* Keep the body of the first answer with this status (its "error" member
+ * when it has one) for the notes. */
+static void remember_refusal(int status, const char *body, size_t len)
+{
+	for (int i = 0; i < nsaid; i++)
+		if (said_status[i] == status)
+			return;
+	if (nsaid == SAID_MAX)
+		return;
+	const char *p = memmem(body, len, "\"error\":\"", 9);
+	if (p) {
+		p += 9;
+		const char *q = memchr(p, '"', len - (size_t)(p - body));
+		len = q ? (size_t)(q - p) : len - (size_t)(p - body);
+		body = p;
+	}
+	size_t n = len < sizeof(said_text[0]) - 1 ? len : sizeof(said_text[0]) - 1;
+	for (size_t i = 0; i < n; i++) /* one line of plain text */
+		said_text[nsaid][i] = (body[i] == '\r' || body[i] == '\n') ? ' ' : body[i];
+	said_text[nsaid][n] = '\0';
+	said_status[nsaid++] = status;
+}
+
 /* Give every open connection work while requests and room are left. */
 static void fill(void)
 {
@@ -232,7 +283,8 @@ static void fill(void)
 	}
 }
 
-/* Parse whole responses out of c->in; returns -1 when c must be closed. */
+/* Parse whole responses out of c->in; returns 1 when the server closes c
+ * after the last one (Connection: close), -1 when c is broken. */
 static int parse_responses(struct pconn *c)
 {
 	for (;;) {
@@ -270,12 +322,13 @@ static int parse_responses(struct pconn *c)
 		else {
 			http_err++;
 			status_count[status > 0 && status < 600 ? status : 0]++;
+			remember_refusal(status, c->in + hl, (size_t)clen);
 		}
 		size_t used = hl + (size_t)clen;
 		memmove(c->in, c->in + used, c->inlen - used);
 		c->inlen -= used;
 		if (closing)
-			return -1;
+			return 1;
 	}
 }
 
@@ -313,7 +366,10 @@ static void on_event(long i, uint32_t events)
 		return;
 	}
 	c->inlen += (size_t)r;
-	if (parse_responses(c) != 0)
+	int rc = parse_responses(c);
+	if (rc > 0)
+		conn_requeue(c);
+	else if (rc < 0)
 		conn_fail(c, N_CLOSED);
 }
 
@@ -327,21 +383,48 @@ static void check_timeouts(void)
 	}
 }
 
-static long count_rows(const char *path)
+/* The rows this tool's events make in the database at path; -1 after
+ * putting the reason in why. */
+static long count_rows(const char *path, char *why, size_t whylen)
 {
 	sqlite3 *db = NULL;
 	long n = -1;
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	if (rc == SQLITE_OK) {
 		sqlite3_busy_timeout(db, 2000);
 		sqlite3_stmt *st = NULL;
-		if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE type = 'load' AND topic = 'load'", -1,
-				       &st, NULL) == SQLITE_OK &&
-		    sqlite3_step(st) == SQLITE_ROW)
+		rc = sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE type = 'load' AND topic = 'load'", -1,
+					&st, NULL);
+		if (rc == SQLITE_OK)
+			rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW)
 			n = (long)sqlite3_column_int64(st, 0);
 		sqlite3_finalize(st);
 	}
+	if (n < 0)
+		snprintf(why, whylen, "not counted: %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
 	sqlite3_close(db);
 	return n;
+}
+
+/* Say once, plainly, what a 401 or 403 means and how to pass a token. */
+static void token_hint(char *out, size_t len)
+{
+	out[0] = '\0';
+	if (status_count[401] && !token)
+		snprintf(out, len,
+			 "The server wants a publish token (401): pass it with --token T, sent as "
+			 "`Authorization: Bearer T` (herald's publish_token).");
+	else if (status_count[401] || (status_count[403] && token))
+		snprintf(out, len,
+			 "The server refused the token given with --token (%d): it must equal the server's "
+			 "publish_token.",
+			 status_count[403] ? 403 : 401);
+	else if (status_count[403])
+		snprintf(out, len,
+			 "The server refused to take publishes from this client (403): herald without "
+			 "publish_token takes them only from this host, not through a proxy; set publish_token "
+			 "there and pass it with --token T.");
 }
 
 int main(int argc, char **argv)
@@ -419,6 +502,11 @@ int main(int argc, char **argv)
 			return tool_usage_error("-k (connections) may not exceed -c (requests in flight)");
 		K = C;
 	}
+	/* No more in flight, or connections, than there are requests. */
+	if (C > N)
+		C = N;
+	if (K > C)
+		K = C;
 	if (server && tool_parse_addr(server, &addr) != 0)
 		return tool_usage_error(
 			"--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
@@ -444,7 +532,10 @@ int main(int argc, char **argv)
 	body_tmpl = xmalloc((size_t)size + 1);
 	memset(body_tmpl, 'x', (size_t)size);
 	body_tmpl[size] = '\0';
-	long rows_before = dbpath ? count_rows(dbpath) : -1;
+	char rows_why[600] = "";
+	if (!dbpath)
+		snprintf(rows_why, sizeof(rows_why), "not counted: give --db PATH with --server to count them");
+	long rows_before = dbpath ? count_rows(dbpath, rows_why, sizeof(rows_why)) : -1;
 
 	ep = epoll_create1(EPOLL_CLOEXEC);
 	conns = xcalloc((size_t)K, sizeof(*conns));
@@ -482,8 +573,8 @@ int main(int argc, char **argv)
 	}
 	free(conns);
 	close(ep);
-	long rows = dbpath ? count_rows(dbpath) : -1;
-	if (rows >= 0 && rows_before >= 0)
+	long rows = rows_before >= 0 ? count_rows(dbpath, rows_why, sizeof(rows_why)) : -1;
+	if (rows >= 0)
 		rows -= rows_before;
 	if (!server)
 		tool_herald_stop(&h, keep);
@@ -530,6 +621,19 @@ int main(int argc, char **argv)
 		printf("The first other network error was: %s.\n", strerror(first_other));
 	if (rows >= 0)
 		printf("The database holds %ld new rows from this run (%ld answered ok).\n", rows, ok);
+	else
+		printf("Rows %s.\n", rows_why);
+	if (resent)
+		printf("%ld requests were sent again: the server closed their connection after answering one "
+		       "pipelined ahead of them (Connection: close), so it never read them.\n",
+		       resent);
+	for (int i = 0; i < nsaid; i++)
+		if (said_text[i][0])
+			printf("The first %d said: %s\n", said_status[i], said_text[i]);
+	char hint[400];
+	token_hint(hint, sizeof(hint));
+	if (hint[0])
+		printf("%s\n", hint);
 
 	tool_json_open(NULL, '{');
 	tool_json_text("tool", "publish");
@@ -557,7 +661,15 @@ int main(int argc, char **argv)
 	for (int k = 0; k < N_KINDS; k++)
 		tool_json_int(NET_NAMES[k], net_kinds[k]);
 	tool_json_close();
-	tool_json_int("rows", rows);
+	if (rows >= 0) {
+		tool_json_int("rows", rows);
+	} else {
+		tool_json_null("rows");
+		tool_json_text("rows_unknown", rows_why);
+	}
+	tool_json_int("resent", resent);
+	if (hint[0])
+		tool_json_text("hint", hint);
 	tool_json_bool("interrupted", stop_flag);
 	tool_json_close();
 	free(lat);

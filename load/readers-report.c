@@ -27,6 +27,34 @@ struct ev_fig {
 	int failed;
 };
 
+/* The "not opened" cell: how many of the N readers never had their opening
+ * frame, and why, by HTTP status and by kind of network error. */
+static void fmt_not_opened(char *buf, size_t len)
+{
+	long count = N - n_opened;
+	int o = snprintf(buf, len, "%ld", count);
+	if (count <= 0)
+		return;
+	const char *sep = " (";
+	for (int s = 0; s < 600 && o < (int)len - 40; s++)
+		if (non200[s]) {
+			o += snprintf(buf + o, len - (size_t)o, "%s%s%d: %ld", sep, s ? "" : "unparsable ", s,
+				      non200[s]);
+			sep = ", ";
+		}
+	for (int k = 0; k < E_KINDS && o < (int)len - 40; k++)
+		if (k != E_NON200 && errs[k]) {
+			o += snprintf(buf + o, len - (size_t)o, "%s%s %ld", sep, ERR_NAMES[k], errs[k]);
+			sep = ", ";
+		}
+	if (stop_flag && o < (int)len - 40) {
+		o += snprintf(buf + o, len - (size_t)o, "%sinterrupted", sep);
+		sep = ", ";
+	}
+	if (sep[0] == ',' && o < (int)len - 1)
+		snprintf(buf + o, len - (size_t)o, ")");
+}
+
 static void write_csv(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -109,9 +137,12 @@ int report(const struct run *m)
 		closed_total += closed_after_open[k];
 
 	/* The table. */
-	char cN[32], b1[32], b2[32], b3[32], b4[32];
-	char c_backlog[48], c_open[64], c_thr[32], c_ev[96], c_cpu1[32], c_cpu2[32], c_rss[32], c_ratio[32];
+	char cN[32], cO[32], b1[32], b2[32], b3[32], b4[32];
+	char c_backlog[48], c_open[64], c_not[200], c_thr[32], c_ev[96], c_cpu1[32], c_cpu2[32], c_rss[32], c_ratio[32];
+	/* Asked for N; the event figures are over the readers that opened. */
 	tool_fmt_count(N, cN, sizeof(cN));
+	tool_fmt_count(n_opened, cO, sizeof(cO));
+	fmt_not_opened(c_not, sizeof(c_not));
 	if (m->backlog > 0 && m->backlog_effective > 0 && m->backlog_effective != m->backlog)
 		snprintf(c_backlog, sizeof(c_backlog), "%d (capped to %d)", m->backlog, m->backlog_effective);
 	else if (m->backlog > 0)
@@ -149,17 +180,17 @@ int report(const struct run *m)
 		snprintf(c_rss, sizeof(c_rss), "%.1f KiB", rss_per_reader);
 	if (!isnan(ratio))
 		snprintf(c_ratio, sizeof(c_ratio), "%.1fx", ratio);
-	printf("| run | listen backlog | opens (%s) | threads, all open | event to all %s | CPU while events flow | "
-	       "CPU idle | RSS per reader | kernel floor | vs floor |\n",
-	       cN, cN);
-	printf("|---|---|---|---|---|---|---|---|---|---|\n");
-	printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", opt.run, c_backlog, c_open, c_thr, c_ev, c_cpu1,
-	       c_cpu2, c_rss, tool_fmt_dur(m->floor_s, b4, sizeof(b4)), c_ratio);
+	printf("| run | listen backlog | opens (%s) | not opened | threads, all open | event to all %s | CPU while "
+	       "events flow | CPU idle | RSS per reader | kernel floor | vs floor |\n",
+	       cN, cO);
+	printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", opt.run, c_backlog, c_open, c_not, c_thr,
+	       c_ev, c_cpu1, c_cpu2, c_rss, tool_fmt_dur(m->floor_s, b4, sizeof(b4)), c_ratio);
 
 	printf("\nPer event, from just before the %s until each reader had it:\n\n", opt.publish ? "POST" : "insert");
 	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) "
 	       "|\n|---|---|---|---|---|---|---|---|\n",
-	       cN);
+	       cO);
 	for (long k = 0; k < K; k++) {
 		char m1[32], m2[32], m3[32], m4[32];
 		printf("| %ld | %lld | %ld | %ld%s | %s | %s | %s | %s |\n", k + 1, (long long)ev_id[k], ev_got[k],
@@ -208,7 +239,7 @@ int report(const struct run *m)
 	if (tls_first_error[0])
 		printf("First TLS error: %s.\n", tls_first_error);
 	if (!isnan(ratio))
-		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cN,
+		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cO,
 		       tool_fmt_dur(all_p50, b1, sizeof(b1)), ratio, tool_fmt_dur(m->floor_s, b2, sizeof(b2)),
 		       n_opened);
 
@@ -225,6 +256,8 @@ int report(const struct run *m)
 	tool_json_text("publish", opt.publish ? "post" : "insert");
 	tool_json_bool("tls", opt.tls);
 	tool_json_int("opened", n_opened);
+	tool_json_int("not_opened", N - n_opened);
+	tool_json_int("event_to_all_n", n_opened); /* the readers "all" means below */
 	tool_json_num("open_ms", m->open_s * 1e3);
 	tool_json_num("open_p50_ms", open_p50 * 1e3);
 	tool_json_num("open_p99_ms", open_p99 * 1e3);

@@ -49,7 +49,7 @@ static void help(void)
 	       "opening frame, publish one public event K times, time until every reader has\n"
 	       "each, stay idle, and sample the server from /proc. Prints a markdown table,\n"
 	       "a per-event table, and one JSON line with every figure. With no --server it\n"
-	       "starts its own herald (build/herald or $HERALD_BIN) on a temporary database\n"
+	       "starts its own herald (see the end of this text) on a temporary database\n"
 	       "and port, with the per-address cap lifted: `load/readers 1000` is the whole\n"
 	       "experiment.\n"
 	       "\n"
@@ -88,6 +88,7 @@ static void help(void)
 	       "                     with --tls, the pair for the herald started here (e.g. RSA)\n"
 	       "  --help             this text\n"
 	       "Exit status: 0 when every reader opened and had every event; 1 otherwise; 2 usage.\n");
+	tool_herald_help();
 }
 
 struct options opt = {
@@ -383,14 +384,9 @@ static int setup(struct tool_herald *h, struct run *m)
 		if (opt.backlog > 0)
 			m->backlog = (int)opt.backlog;
 	}
+	/* The accept queue's maximum is the backlog that took effect. */
+	m->backlog_effective = tool_accept_queue_max(&target);
 	if (target.family != AF_UNIX) {
-		/* The accept queue's maximum is the backlog that took effect. */
-		struct proc_listener *ls = NULL;
-		int nl = proc_listeners(&ls);
-		for (int i = 0; i < nl; i++)
-			if (ls[i].port == target.port)
-				m->backlog_effective = (int)ls[i].max;
-		free(ls);
 		long lo = 32768, hi = 60999;
 		char buf[64];
 		FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");

@@ -1,18 +1,25 @@
 """End-to-end: the measurement tools in load/ against a real herald, with
 small N. Each tool's JSON line is checked (counts match, every event reached
 every reader), open-only's counter deltas are compared with /proc/net/netstat
-read here, the overflow report must find herald's own listening socket with
-its configured backlog, and bad arguments must give a usage error (exit 2)."""
+read here, the overflow report must find herald's own listening sockets (TCP
+and unix) with their configured backlog, a copy of a tool outside the tree
+finds herald the way an installed one must, refusals are reported by status
+with the readers that did open, --help answers on stdout with exit 0, and bad
+arguments must give a usage error (exit 2)."""
 import csv
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
+import tempfile
 
 from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment"]
+SCRIPTS = ["bench"]  # shell scripts beside the C tools
 
 
 def tool(name):
@@ -81,9 +88,9 @@ def test_readers_own_herald_insert():
     assert js["floor_ms"] is not None and js["floor_ms"] > 0 and js["floor_ratio"] > 0
     assert js["herald_exit"] == 0
     # The markdown table with the agreed columns, then the per-event table.
-    assert "| run | listen backlog | opens (40) | threads, all open | event to all 40 | CPU while events flow " \
-           "| CPU idle | RSS per reader |" in out, out
-    assert "| small | 128 |" in out
+    assert "| run | listen backlog | opens (40) | not opened | threads, all open | event to all 40 " \
+           "| CPU while events flow | CPU idle | RSS per reader |" in out, out
+    assert "| small | 128 |" in out and "| 0 |" in out
     assert out.count("\n| 1 |") + out.count("\n| 2 |") + out.count("\n| 3 |") == 3
 
 
@@ -106,6 +113,7 @@ def test_readers_db_path_and_csv_over_unix(tmp=None):
         code, out, err, js = run("readers", 30, "--server", "unix:" + h.sock_path, "--pid", h.pid, "--db", h.db,
                                  "--events", 2, "--interval", 0.2, "--idle", 0.3, "--no-floor", "--csv", path)
         check_readers(js, 30, 2)
+        assert js["backlog_effective"] == 1024  # the unix listener's, read through sock_diag
         with open(path) as f:
             rows = list(csv.DictReader(f))
         assert len(rows) == 30 * 2
@@ -250,3 +258,185 @@ def test_usage_errors():
     # More readers than the fd limit allows is said plainly, exit 2.
     code, out, err, _ = run("readers", 999999, expect=2)
     assert "open files" in err and "hard limit" in err, err
+
+
+def test_help_every_tool():
+    """--help prints the usage on stdout and exits 0, for every tool and the
+    bench script; an unknown option exits 2 with the usage on stderr only."""
+    for name in TOOLS + SCRIPTS:
+        for flag in ("--help", "-h"):
+            code, out, err, _ = run(name, flag)
+            assert out.startswith("usage: load/" + name), (name, flag, out)
+            assert err == "", (name, flag, err)
+        code, out, err, _ = run(name, "--no-such-option", expect=2)
+        assert out == "" and "usage: load/" + name in err and "--no-such-option" in err, (name, out, err)
+
+
+def test_overflow_report_unix_listeners():
+    """Unix listeners are reported beside TCP ones, their accept queue now
+    and its limit from sock_diag (UNIX_DIAG_RQLEN), in every output mode."""
+    with Herald(args=["--backlog", "77"], unix=True) as h:
+        code, out, err, js = run("overflow-report", "--json")
+        mine = [l for l in js["listeners"] if l.get("path") == h.sock_path]
+        assert len(mine) == 1, js["listeners"]
+        u = mine[0]
+        assert u["family"] == "unix" and u["port"] is None and u["name"] == "unix:" + h.sock_path, u
+        assert u["max"] == 77 and u["queued"] == 0, u
+        assert u["pid"] == h.pid and "herald" in u["process"], u
+        tcp = [l for l in js["listeners"] if l["family"] == "tcp" and l["port"] == h.port]
+        assert len(tcp) == 1 and tcp[0]["max"] == 77, js["listeners"]
+        # Once, as text: a row per listener, the unix one named by its path.
+        code, out, err, _ = run("overflow-report", "--port", h.port, "--socket", h.sock_path)
+        assert f"| unix:{h.sock_path} | herald (pid {h.pid}) | 0 | 77 |" in out, out
+        assert f"| 127.0.0.1:{h.port} | herald (pid {h.pid}) | 0 | 77 |" in out, out
+        # Found by its file too, when named by another path to it.
+        code, out, err, js = run("overflow-report", "--socket", os.path.relpath(h.sock_path, ROOT), "--json")
+        assert [l["path"] for l in js["listeners"]] == [h.sock_path], js["listeners"]
+        # Deltas over time, as text and as JSON.
+        code, out, err, _ = run("overflow-report", "--socket", h.sock_path, "--watch", 0.2, "--count", 2)
+        rows = [l for l in out.splitlines() if re.match(r"\| \d\d:\d\d:\d\d \|", l)]
+        assert len(rows) == 2 and all(f"unix:{h.sock_path} 0/77" in r for r in rows), out
+        code, out, err, _ = run("overflow-report", "--socket", h.sock_path, "--watch", 0.2, "--count", 2, "--json")
+        lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        assert len(lines) == 2, out
+        for l in lines:
+            assert [(x["path"], x["queued"], x["max"]) for x in l["listeners"]] == [(h.sock_path, 0, 77)], l
+    # The queue now: a listener with a backlog of 5 that accepts nothing,
+    # with two connections waiting in it.
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    path = os.path.join(d, "still.sock")
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    clients = []
+    try:
+        lsock.bind(path)
+        lsock.listen(5)
+        for _ in range(2):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(path)
+            clients.append(c)
+        code, out, err, js = run("overflow-report", "--socket", path, "--json")
+        assert [(l["queued"], l["max"], l["pid"]) for l in js["listeners"]] == [(2, 5, os.getpid())], js
+        # Not listening there any more: said plainly, exit 1.
+        lsock.close()
+        code, out, err, js = run("overflow-report", "--socket", path, "--json", expect=1)
+        assert js["listeners"] == [] and any(path in n for n in js["notes"]), js
+    finally:
+        for c in clients:
+            c.close()
+        lsock.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _wrapper(folder, real, mark):
+    """An executable `herald` in folder that notes its use in mark, then runs real."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "herald")
+    with open(path, "w") as f:
+        f.write(f"#!/bin/sh\necho used > '{mark}'\nexec '{real}' \"$@\"\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def _run_copy(path, cwd, env, expect):
+    env = dict(env)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+    p = subprocess.run([path, "5", "--close"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=40)
+    out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    assert p.returncode == expect, f"{path} exited {p.returncode}, expected {expect}\n{out}\n{err}"
+    m = re.search(r"started herald (\S+) \(pid", err)
+    return out, err, m.group(1) if m else None
+
+
+def test_tool_outside_the_tree_finds_herald():
+    """A tool copied out of the tree (as `make install` puts it) starts
+    $HERALD_BIN when set, else the herald of the tree it was built in when it
+    exists, else the herald on PATH, and otherwise names all three."""
+    real = os.path.abspath(os.environ.get("HERALD_BIN", "build/herald"))
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    try:
+        mark = os.path.join(d, "used")
+        on_path = _wrapper(os.path.join(d, "bin"), real, mark)
+        base = {k: v for k, v in os.environ.items() if k != "HERALD_BIN"}
+        base["PATH"] = os.path.join(d, "bin") + ":/usr/bin:/bin"
+        # The tool as built, copied: the tree's herald or the one on PATH.
+        copy = os.path.join(d, "open-only")
+        shutil.copy(tool("open-only"), copy)
+        out, err, used = _run_copy(copy, d, base, 0)
+        assert used == on_path or (used and used.startswith(ROOT + "/")), err
+        assert (used == on_path) == os.path.exists(mark)
+        # Built for a tree that is gone (the usual installed case), compiled
+        # here with that tree's herald named the way the Makefile names it.
+        gone = os.path.join(d, "gone", "build", "herald")
+        built = os.path.join(d, "open-only-gone")
+        cc = subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-Isrc", f'-DHERALD_TREE_BIN="{gone}"', "-o", built,
+                             "load/open-only.c", "load/proc.c", "src/util.c", "-lm"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        assert cc.returncode == 0, cc.stdout.decode(errors="replace")
+        if os.path.exists(mark):
+            os.unlink(mark)
+        out, err, used = _run_copy(built, d, base, 0)
+        assert used == on_path and os.path.exists(mark), err
+        assert json.loads(out.splitlines()[-1])["connects"] == 5
+        # Nothing anywhere: one clear error naming the three places.
+        out, err, used = _run_copy(built, d, dict(base, PATH="/usr/bin:/bin"), 1)
+        assert "HERALD_BIN" in err and gone in err and "PATH" in err and used is None, err
+        # HERALD_BIN wins over PATH.
+        os.unlink(mark)
+        out, err, used = _run_copy(built, d, dict(base, HERALD_BIN=real), 0)
+        assert used == real and not os.path.exists(mark), err
+        # The tree's herald, once there, wins over PATH.
+        os.makedirs(os.path.dirname(gone))
+        tree_mark = os.path.join(d, "tree-used")
+        _wrapper(os.path.dirname(gone), real, tree_mark)
+        out, err, used = _run_copy(built, d, base, 0)
+        assert used == gone and os.path.exists(tree_mark) and not os.path.exists(mark), err
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+test_tool_outside_the_tree_finds_herald.timeout = 120
+
+
+def test_publish_with_token_protected_server():
+    """Against a herald with a publish token: refusals counted by status (the
+    requests pipelined behind a refusal the server closed on are sent again,
+    not counted as network errors), one plain hint about --token, no more in
+    flight than requests, and rows as a real number or null with a reason."""
+    with Herald(args=["--publish-token", "sekrit"]) as h:
+        server = f"127.0.0.1:{h.port}"
+        code, out, err, js = run("publish", 50, "--server", server, expect=1)
+        assert js["in_flight"] == 50 and "| 50 | 50 | 16 |" in out, out
+        assert js["ok"] == 0 and js["http_status"] == {"401": 50} and js["network_errors"] == 0, js
+        assert js["rows"] is None and "--db" in js["rows_unknown"], js
+        assert "--token" in js["hint"] and "401" in js["hint"], js
+        text = "\n".join(l for l in out.splitlines() if not l.startswith("{"))
+        assert text.count("--token") == 1 and "| 50 (401: 50) | 0 |" in text, out
+        code, out, err, js = run("publish", 50, "--server", server, "--db", h.db, "--token", "wrong", expect=1)
+        assert js["http_status"] == {"403": 50} and js["network_errors"] == 0 and js["rows"] == 0, js
+        assert "publish_token" in js["hint"], js
+        code, out, err, js = run("publish", 50, "--server", server, "--db", h.db, "--token", "sekrit")
+        assert js["ok"] == 50 and js["http_errors"] == 0 and js["network_errors"] == 0, js
+        assert js["rows"] == 50 and js["in_flight"] == 50 and "hint" not in js, js
+        assert "The database holds 50 new rows" in out
+    # The caps follow N: 5 requests are never more than 5 in flight.
+    code, out, err, js = run("publish", 5)
+    assert js["in_flight"] == 5 and js["connections"] == 5 and js["rows"] == 5, js
+
+
+def test_readers_some_refused():
+    """Readers turned away (429 past the per-address cap): the table and the
+    JSON say how many opened, time "all N" over those, and show how many did
+    not open and why beside it."""
+    with Herald(args=["--per-address-limit", "5"]) as h:
+        code, out, err, js = run("readers", 12, "--server", f"127.0.0.1:{h.port}", "--db", h.db, "--events", 2,
+                                 "--interval", 0.1, "--idle", 0, "--no-floor", expect=1)
+    assert js["n"] == 12 and js["opened"] == 5 and js["not_opened"] == 7 and js["event_to_all_n"] == 5, js
+    assert js["non200_status"] == {"429": 7} and js["missing_total"] == 0, js
+    assert all(e["received"] == 5 and e["missing"] == 0 for e in js["events"]), js["events"]
+    header = next(l for l in out.splitlines() if l.startswith("| run |"))
+    assert "| opens (12) | not opened |" in header and "event to all 5 |" in header, header
+    assert "all 12" not in out, out
+    row = next(l for l in out.splitlines() if l.startswith("| 1 | "))
+    assert "(5 of 12) | 7 (429: 7) |" in row, row
+    assert "| max (all 5) |" in out, out
