@@ -62,6 +62,7 @@ static int nports;
 static const char *sockets[MAX_SOCKETS];
 static int nsockets;
 static long asked_backlog;
+static int need_owners; /* the output names each listener's process */
 
 /* Whether l is one the command line asked about (every one when it named
  * none). */
@@ -129,6 +130,8 @@ static int take(struct snapshot *s)
 		int n = proc_unix_listeners(&all);
 		keep_wanted(s, all, n, "unix");
 	}
+	if (need_owners)
+		proc_listener_owners(s->ls, s->nls);
 	return rc;
 }
 
@@ -244,8 +247,6 @@ static void print_listeners_json(const struct snapshot *s)
 	printf("\"listeners\":[");
 	for (int i = 0; i < s->nls; i++) {
 		const struct proc_listener *l = &s->ls[i];
-		char comm[64] = "";
-		pid_t pid = proc_socket_owner(l->inode, comm, sizeof(comm));
 		printf("%s{\"family\":\"%s\",\"addr\":", i ? "," : "", l->family == AF_UNIX ? "unix" : "tcp");
 		json_str(l->addr);
 		if (l->family == AF_UNIX) {
@@ -256,8 +257,8 @@ static void print_listeners_json(const struct snapshot *s)
 		}
 		printf(",\"name\":");
 		json_str(l->name);
-		printf(",\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", l->queued, l->max, (int)pid);
-		json_str(comm);
+		printf(",\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", l->queued, l->max, (int)l->owner);
+		json_str(l->comm);
 		printf("}");
 	}
 	printf("]");
@@ -317,10 +318,9 @@ static void print_once(const struct snapshot *s, int json)
 	printf("\n| listening socket | process | accept queue now | accept queue max (backlog) |\n|---|---|---|---|\n");
 	for (int i = 0; i < s->nls; i++) {
 		const struct proc_listener *l = &s->ls[i];
-		char comm[64] = "", who[96] = "?";
-		pid_t pid = proc_socket_owner(l->inode, comm, sizeof(comm));
-		if (pid > 0)
-			snprintf(who, sizeof(who), "%s (pid %d)", comm, (int)pid);
+		char who[96] = "?";
+		if (l->owner > 0)
+			snprintf(who, sizeof(who), "%s (pid %d)", l->comm, (int)l->owner);
 		printf("| %s | %s | %u | %u |\n", l->name, who, l->queued, l->max);
 	}
 	if (s->nls == 0)
@@ -449,6 +449,7 @@ int main(int argc, char **argv)
 	}
 	if (count > 0 && interval <= 0)
 		return tool_usage_error("--count goes with --watch");
+	need_owners = json || interval <= 0;
 	if (interval > 0) {
 		tool_catch_signals(&stop_flag);
 		return watch(interval, count, json);

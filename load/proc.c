@@ -491,16 +491,33 @@ int proc_unix_listener_is(const struct proc_listener *l, const char *path)
 	       st.st_dev == l->vfs_dev;
 }
 
-pid_t proc_socket_owner(unsigned long inode, char *comm, size_t commlen)
+/* The listener among ls[0..n) whose socket inode this /proc/N/fd link names
+ * and whose owner is not known yet; NULL when none. */
+static struct proc_listener *unowned(struct proc_listener *ls, int n, const char *target)
 {
-	char want[64];
-	snprintf(want, sizeof(want), "socket:[%lu]", inode);
-	DIR *d = opendir("/proc");
+	if (strncmp(target, "socket:[", 8) != 0)
+		return NULL;
+	unsigned long ino = strtoul(target + 8, NULL, 10);
+	for (int i = 0; i < n; i++)
+		if (ls[i].inode == ino && ls[i].owner == 0)
+			return &ls[i];
+	return NULL;
+}
+
+void proc_listener_owners(struct proc_listener *ls, int n)
+{
+	int left = 0;
+	for (int i = 0; i < n; i++) {
+		ls[i].owner = 0;
+		ls[i].comm[0] = '\0';
+		left += ls[i].inode != 0;
+	}
+	/* One walk over every process's descriptors, however many listeners. */
+	DIR *d = left ? opendir("/proc") : NULL;
 	if (!d)
-		return 0;
-	pid_t found = 0;
+		return;
 	struct dirent *de;
-	while (!found && (de = readdir(d))) {
+	while (left > 0 && (de = readdir(d))) {
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		char path[300];
@@ -509,7 +526,7 @@ pid_t proc_socket_owner(unsigned long inode, char *comm, size_t commlen)
 		if (!fds)
 			continue;
 		struct dirent *fe;
-		while ((fe = readdir(fds))) {
+		while (left > 0 && (fe = readdir(fds))) {
 			if (fe->d_name[0] == '.')
 				continue;
 			char link[600], target[128];
@@ -518,23 +535,19 @@ pid_t proc_socket_owner(unsigned long inode, char *comm, size_t commlen)
 			if (r <= 0)
 				continue;
 			target[r] = '\0';
-			if (strcmp(target, want) == 0) {
-				found = (pid_t)atoi(de->d_name);
-				break;
-			}
+			struct proc_listener *l = unowned(ls, n, target);
+			if (!l)
+				continue;
+			l->owner = (pid_t)atoi(de->d_name);
+			char comm_path[64];
+			snprintf(comm_path, sizeof(comm_path), "/proc/%d/comm", (int)l->owner);
+			if (read_small(comm_path, l->comm, sizeof(l->comm)) > 0)
+				l->comm[strcspn(l->comm, "\n")] = '\0';
+			left--;
 		}
 		closedir(fds);
 	}
 	closedir(d);
-	if (found && comm && commlen) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/comm", (int)found);
-		if (read_small(path, comm, commlen) > 0)
-			comm[strcspn(comm, "\n")] = '\0';
-		else
-			comm[0] = '\0';
-	}
-	return found;
 }
 
 /* ---- tool plumbing -------------------------------------------------------- */

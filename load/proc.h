@@ -73,6 +73,8 @@ struct proc_listener {
 	unsigned uid;
 	unsigned long vfs_ino; /* unix: the socket file's inode and device, 0 when none */
 	unsigned long vfs_dev;
+	pid_t owner; /* set by proc_listener_owners() */
+	char comm[32];
 };
 
 /* List every listening TCP socket (IPv4 and IPv6) of this network namespace.
@@ -84,9 +86,10 @@ int proc_unix_listeners(struct proc_listener **out);
 /* Whether l is the unix listener bound at path: the same name, or the same
  * socket file (so a relative or linked path matches too). */
 int proc_unix_listener_is(const struct proc_listener *l, const char *path);
-/* The pid owning the socket inode, found by scanning /proc/N/fd (only
- * processes we may look into); 0 when not found. comm gets its name. */
-pid_t proc_socket_owner(unsigned long inode, char *comm, size_t commlen);
+/* Fill in owner and comm of each of ls[0..n): the process holding the socket,
+ * found in one walk over /proc/N/fd (only processes we may look into);
+ * owner 0 when not found. */
+void proc_listener_owners(struct proc_listener *ls, int n);
 
 /* ---- tool plumbing -------------------------------------------------------- */
 
