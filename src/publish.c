@@ -40,6 +40,9 @@ struct publish_queue {
 	bool scheduled;
 	uint64_t busy_since;
 	struct loop_timer retry;
+	int fault;            /* store failure refusing publishes now (-EBUSY, -EROFS, -ENOSPC), or 0 */
+	uint64_t fault_since; /* loop time of the first refusal of that episode */
+	size_t fault_refused; /* publishes refused in it */
 };
 
 int publish_init(struct server *srv)
@@ -282,6 +285,63 @@ static void answer_all(struct publish_queue *q, int status, const char *message,
 	q->n = 0;
 }
 
+/* The 503 message for a store failure that ends without herald's help, or
+ * NULL for one that may not (answered 500). */
+static const char *fault_cause(int r)
+{
+	switch (r) {
+	case -EBUSY:
+		return "the database is locked by another writer";
+	case -EROFS:
+		return "the database is read-only";
+	case -ENOSPC:
+		return "the disk holding the database is full";
+	default:
+		return NULL;
+	}
+}
+
+/* Refuse the n oldest waiting publishes with 503 for store failure r; the
+ * rest keep their place. The first refusal of an episode is logged, not
+ * every one: a full disk may last hours under steady publishing. */
+static void refuse_oldest(struct publish_queue *q, size_t n, int r)
+{
+	const char *cause = fault_cause(r);
+	if (q->fault != r) {
+		if (!q->fault) {
+			q->fault_since = loop_now(q->srv->lp);
+			q->fault_refused = 0;
+		}
+		q->fault = r;
+		if (r == -EBUSY)
+			log_warn("publish: %s (%s); publishes are answered 503 after waiting %d ms for it", cause,
+				 q->srv->cfg.db, BUSY_GIVE_UP_MS);
+		else
+			log_warn("publish: %s (%s); publishes are answered 503 until that ends", cause, q->srv->cfg.db);
+	}
+	q->fault_refused += n;
+	size_t total = q->n;
+	q->n = n;
+	answer_all(q, 503, cause, NULL);
+	memmove(q->items, q->items + n, (total - n) * sizeof(*q->items));
+	q->n = total - n;
+}
+
+/* How many of the oldest waiting publishes have waited BUSY_GIVE_UP_MS for
+ * the lock: each gets its own full wait, however long the lock has been
+ * held before it came. publish_shutdown sets busy_since to 1 to ask for a
+ * single attempt, which refuses them all. */
+static size_t busy_expired(const struct publish_queue *q)
+{
+	if (q->busy_since == 1)
+		return q->n;
+	uint64_t now = clock_mono_ns();
+	size_t k = 0;
+	while (k < q->n && now - q->items[k].started_ns >= (uint64_t)BUSY_GIVE_UP_MS * 1000000u)
+		k++;
+	return k;
+}
+
 static void commit(void *arg)
 {
 	struct publish_queue *q = arg;
@@ -302,17 +362,20 @@ static void commit(void *arg)
 		/* Another process holds the write lock: try again shortly,
 		 * without blocking the loop, for a bounded time. */
 		srv->m.store_busy++;
-		uint64_t now = loop_now(srv->lp);
 		if (!q->busy_since)
-			q->busy_since = now;
-		if (now - q->busy_since < BUSY_GIVE_UP_MS) {
+			q->busy_since = loop_now(srv->lp);
+		size_t expired = busy_expired(q);
+		if (expired)
+			refuse_oldest(q, expired, r);
+		if (q->n) {
 			free(ids);
 			loop_timer_start(srv->lp, &q->retry, BUSY_RETRY_MS, commit, q);
 			return;
 		}
-		log_warn("the database stayed locked by another writer for %d ms; %zu publishes refused",
-			 BUSY_GIVE_UP_MS, q->n);
-		answer_all(q, 503, "the database is locked by another writer", NULL);
+	} else if (fault_cause(r)) {
+		/* Read-only or full: waiting a moment would not help, and the
+		 * client's Retry-After brings the publish back. */
+		refuse_oldest(q, q->n, r);
 	} else if (r < 0) {
 		answer_all(q, 500, "the event could not be stored", NULL);
 	} else {
@@ -323,6 +386,11 @@ static void commit(void *arg)
 		hub_poll(&srv->hub);
 		if (store_wal_pages(srv->st) >= STORE_WAL_FORCE_PAGES)
 			server_checkpoint(srv);
+		if (q->fault) {
+			log_notice("publish: the database takes writes again; %zu publishes were refused in %.1f s",
+				   q->fault_refused, (double)(loop_now(srv->lp) - q->fault_since) / 1000.0);
+			q->fault = 0;
+		}
 	}
 	q->busy_since = 0;
 	free(ids);

@@ -482,14 +482,50 @@ static bool is_busy(int rc)
 	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
 }
 
-/* Map a failed result to -EBUSY (contention, retry later) or -EIO (logged).
- * Call before anything else runs on the connection, so errmsg is still the
- * failure's own. */
+/* The errno behind a failed file operation, or 0 when the failure was not
+ * one. sqlite3_system_errno misses a write that fails inside COMMIT, so ask
+ * the write-ahead log's file, where herald's commits write, and then the
+ * database file: each keeps the errno of its own last failure. */
+static int failed_errno(struct store *st)
+{
+	int primary = sqlite3_extended_errcode(st->db) & 0xff;
+	if (primary != SQLITE_IOERR && primary != SQLITE_CANTOPEN)
+		return 0;
+	int e = sqlite3_system_errno(st->db);
+	sqlite3_file *wal = NULL;
+	if (!e && sqlite3_file_control(st->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) == SQLITE_OK && wal &&
+	    wal->pMethods && wal->pMethods->xFileControl(wal, SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
+		e = 0;
+	if (!e && sqlite3_file_control(st->db, "main", SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
+		e = 0;
+	return e;
+}
+
+/* Map a failed result to store.h's contract: -EBUSY (contention), -EROFS
+ * (the files cannot be written), -ENOSPC (no room), or -EIO (logged). A
+ * full disk is SQLITE_FULL, but a file past RLIMIT_FSIZE (EFBIG) or over
+ * quota comes as an I/O error; an immutable file or a file system that went
+ * read-only under an open descriptor also comes as an I/O error (EPERM,
+ * EROFS), not as SQLITE_READONLY. Call before anything else runs on the
+ * connection, so the codes are still the failure's own. */
 static int fail_rc(struct store *st, const char *op, int rc)
 {
 	if (is_busy(rc))
 		return -EBUSY;
-	log_err("store: %s on %s: %s", op, st->path, sqlite3_errmsg(st->db));
+	int primary = sqlite3_extended_errcode(st->db) & 0xff;
+	int sys = failed_errno(st);
+	char why[96] = "";
+	if (sys)
+		snprintf(why, sizeof(why), " (%s)", strerror(sys));
+	if (primary == SQLITE_READONLY || sys == EROFS || sys == EPERM || sys == EACCES) {
+		log_debug("store: %s on %s: %s%s: read-only", op, st->path, sqlite3_errmsg(st->db), why);
+		return -EROFS;
+	}
+	if (primary == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || sys == EFBIG) {
+		log_debug("store: %s on %s: %s%s: no space", op, st->path, sqlite3_errmsg(st->db), why);
+		return -ENOSPC;
+	}
+	log_err("store: %s on %s: %s%s", op, st->path, sqlite3_errmsg(st->db), why);
 	return -EIO;
 }
 

@@ -5,7 +5,18 @@
  *
  * Every call is bounded in time: the busy timeout is a few milliseconds, and
  * a call that would wait longer returns -EBUSY so the caller retries from a
- * timer instead of stalling the event loop. */
+ * timer instead of stalling the event loop.
+ *
+ * What a negative return means, for every call below that has one:
+ *   -EBUSY   another connection holds the lock; nothing was done; retry soon.
+ *   -EROFS   the database files cannot be written (a read-only file system,
+ *            an immutable file, lost write permission); reads still work.
+ *   -ENOSPC  no room to write (disk or quota full, or the file size limit).
+ *   -EIO     anything else (logged here with SQLite's message).
+ * -EROFS and -ENOSPC are not logged here: they last until someone fixes the
+ * machine, so the caller reports each episode once. All of them leave the
+ * log as it was (a failed write transaction is rolled back whole), and the
+ * store retries normally on the next call once the cause is gone. */
 #ifndef HERALD_STORE_H
 #define HERALD_STORE_H
 
@@ -51,8 +62,7 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 void store_close(struct store *st);
 
 /* Insert n rows in one transaction; ids_out[i] receives row i's id.
- * Returns 0, -EBUSY when another writer holds the lock (nothing written;
- * try again later), or -EIO (logged; nothing written). */
+ * Returns 0, or -EBUSY, -EROFS, -ENOSPC or -EIO with nothing written. */
 int store_append_batch(struct store *st, const struct store_new_event *evs, size_t n, int64_t *ids_out);
 
 /* Call cb for each row with after < id <= upto, in id order, at most limit
