@@ -159,3 +159,20 @@ void addr_client(const struct trust *t, const char *peer, bool peer_unix, const 
 		end = start - 1;
 	}
 }
+
+void addr_count_key(const char *client, int prefix_bits, char *out, size_t outlen)
+{
+	int family;
+	unsigned char a[16];
+	if (prefix_bits <= 0 || prefix_bits >= 128 || parse_ip(client, &family, a) < 0 || family != AF_INET6) {
+		snprintf(out, outlen, "%s", client);
+		return;
+	}
+	int full = prefix_bits / 8, rest = prefix_bits % 8;
+	if (rest)
+		a[full] &= (unsigned char)(0xff << (8 - rest));
+	memset(a + full + (rest ? 1 : 0), 0, (size_t)(16 - full - (rest ? 1 : 0)));
+	char net[INET6_ADDRSTRLEN];
+	inet_ntop(AF_INET6, a, net, sizeof(net));
+	snprintf(out, outlen, "%s/%d", net, prefix_bits);
+}

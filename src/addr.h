@@ -41,4 +41,9 @@ void addr_peer_text(const struct sockaddr *sa, socklen_t len, char *out, size_t 
 void addr_client(const struct trust *t, const char *peer, bool peer_unix, const char *xff, size_t xff_len, char *out,
 		 size_t outlen);
 
+/* The key the per-address cap counts client under: an IPv6 address
+ * reduced to its first prefix_bits bits and written as "net/bits" (one
+ * household or host usually holds a whole /64), anything else as it is. */
+void addr_count_key(const char *client, int prefix_bits, char *out, size_t outlen);
+
 #endif

@@ -94,6 +94,25 @@ void conn_update_events(struct conn *c)
 		schedule_flush(c);
 }
 
+static void start_request_timer(struct conn *c);
+static void on_timeout(void *arg);
+
+/* Output is waiting for the client: the connection lives while the client
+ * takes bytes, and closes once it has taken none for stall_timeout.
+ * Returns true when it was closed. */
+static bool send_stalled(struct conn *c)
+{
+	uint64_t now = loop_now(c->srv->lp), limit = (uint64_t)c->srv->cfg.stall_timeout_ms;
+	if (now - c->last_progress >= limit) {
+		log_info("closing connection from %s: no bytes of its %zu queued accepted for %llu ms", c->client,
+			 c->qbytes, (unsigned long long)limit);
+		conn_close(c, NULL);
+		return true;
+	}
+	loop_timer_start(c->srv->lp, &c->timer, limit - (now - c->last_progress), on_timeout, c);
+	return false;
+}
+
 static void on_timeout(void *arg)
 {
 	struct conn *c = arg;
@@ -101,6 +120,18 @@ static void on_timeout(void *arg)
 		conn_close(c, "TLS handshake not complete within header_timeout");
 	} else if (c->state == CONN_LINGERING) {
 		conn_close(c, NULL);
+	} else if (c->qlen && (c->state != CONN_STREAMING || c->close_after_flush)) {
+		/* Output waits for the client (which may also have sent more
+		 * requests, parked behind it): not idle, unless it has stopped
+		 * reading. The hub times live streams itself. */
+		send_stalled(c);
+	} else if (c->state == CONN_STREAMING) {
+		if (c->close_after_flush)
+			conn_close(c, NULL);
+	} else if (c->state == CONN_WAITING) {
+		/* A handler holds the request (a publish waiting for its
+		 * commit); check again later. */
+		start_request_timer(c);
 	} else if (c->state == CONN_READING && c->rlen == 0 && c->served) {
 		conn_close(c, NULL); /* idle keep-alive connection */
 	} else if (c->state == CONN_READING) {
@@ -113,6 +144,11 @@ static void on_timeout(void *arg)
 static void start_request_timer(struct conn *c)
 {
 	const struct config *cfg = &c->srv->cfg;
+	if (c->qlen) {
+		/* Output first: the request clock starts once it is written. */
+		loop_timer_start(c->srv->lp, &c->timer, (uint64_t)cfg->stall_timeout_ms, on_timeout, c);
+		return;
+	}
 	uint64_t ms = (uint64_t)(c->served && c->rlen == 0 ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
 	loop_timer_start(c->srv->lp, &c->timer, ms, on_timeout, c);
 }
@@ -174,7 +210,7 @@ static void schedule_flush(struct conn *c)
 	server_schedule_pass_end(c->srv);
 }
 
-void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id)
+static void enqueue(struct conn *c, struct chunk *ch, int64_t id, bool droppable)
 {
 	if (c->state == CONN_CLOSED)
 		return;
@@ -190,29 +226,44 @@ void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id)
 	}
 	if (c->qlen == 0)
 		c->last_progress = loop_now(c->srv->lp);
-	c->q[(c->qhead + c->qlen) % c->qcap] = (struct outq_entry){ chunk_ref(ch), 0, id };
+	c->q[(c->qhead + c->qlen) % c->qcap] = (struct outq_entry){ chunk_ref(ch), 0, droppable, id };
 	c->qlen++;
 	c->qbytes += ch->len;
 	schedule_flush(c);
 }
 
+void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id)
+{
+	enqueue(c, ch, id, false);
+}
+
+void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id)
+{
+	enqueue(c, ch, id, true);
+}
+
 int64_t conn_drop_queue(struct conn *c)
 {
 	int64_t resume = c->written_id;
-	size_t keep = 0;
-	if (c->qlen && (c->q[c->qhead].off > 0 || (c->tls && tls_conn_write_pending(c)))) {
-		/* A frame half on the wire (or, with TLS, encrypted and waiting
-		 * for the socket) must be finished, or the stream breaks. */
-		keep = 1;
-		if (c->q[c->qhead].id > 0)
-			resume = c->q[c->qhead].id;
+	size_t kept = 0;
+	/* A frame half on the wire (or, with TLS, encrypted and waiting for
+	 * the socket) must be finished, or the stream breaks. */
+	bool first_committed = c->qlen && (c->q[c->qhead].off > 0 || (c->tls && tls_conn_write_pending(c)));
+	for (size_t i = 0; i < c->qlen; i++) {
+		struct outq_entry e = c->q[(c->qhead + i) % c->qcap];
+		if (!e.droppable || (i == 0 && first_committed)) {
+			/* Kept entries move up in order; ids only increase along
+			 * the queue, so the last kept one is the resume point. */
+			c->q[(c->qhead + kept) % c->qcap] = e;
+			kept++;
+			if (e.id > 0)
+				resume = e.id;
+			continue;
+		}
+		c->qbytes -= e.c->len - e.off;
+		chunk_unref(e.c);
 	}
-	for (size_t i = keep; i < c->qlen; i++) {
-		struct outq_entry *e = &c->q[(c->qhead + i) % c->qcap];
-		c->qbytes -= e->c->len - e->off;
-		chunk_unref(e->c);
-	}
-	c->qlen = keep;
+	c->qlen = kept;
 	return resume;
 }
 
@@ -297,11 +348,34 @@ void conn_flush(struct conn *c)
 		if (c->reader)
 			stream_on_drained(c);
 	}
+	if (c->state == CONN_READING && !c->close_after_flush) {
+		/* Requests parked behind unwritten output can be parsed again. */
+		if (c->rlen && c->qbytes < OUTPUT_PAUSE)
+			c->reparse = true;
+		/* The request clock restarts once the output is gone. */
+		if (c->qlen == 0 && !c->in_handler)
+			start_request_timer(c);
+	}
 	conn_update_events(c);
 }
 
-void conn_respond(struct conn *c, struct chunk *response, bool keep_alive)
+void conn_end_after_flush(struct conn *c)
 {
+	if (c->state == CONN_CLOSED || c->close_after_flush)
+		return;
+	c->close_after_flush = true;
+	schedule_flush(c);
+	loop_timer_start(c->srv->lp, &c->timer, (uint64_t)c->srv->cfg.stall_timeout_ms, on_timeout, c);
+}
+
+void conn_count_response(struct conn *c, int status)
+{
+	metrics_count_response(&c->srv->m, status);
+}
+
+void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive)
+{
+	conn_count_response(c, status);
 	conn_enqueue(c, response, 0);
 	chunk_unref(response);
 	c->pending = NULL;
@@ -309,11 +383,15 @@ void conn_respond(struct conn *c, struct chunk *response, bool keep_alive)
 	if (!keep_alive || c->srv->draining) {
 		c->close_after_flush = true;
 		c->state = CONN_WAITING;
-		loop_timer_stop(c->srv->lp, &c->timer);
+		/* The response must be taken within stall_timeout. */
+		loop_timer_start(c->srv->lp, &c->timer, (uint64_t)c->srv->cfg.stall_timeout_ms, on_timeout, c);
 	} else {
 		c->state = CONN_READING;
 		c->reparse = c->rlen > 0;
-		start_request_timer(c);
+		/* Inside the handler the request is still in the buffer; the
+		 * timer starts once it is consumed (conn_process). */
+		if (!c->in_handler)
+			start_request_timer(c);
 	}
 	conn_update_events(c);
 }
@@ -323,8 +401,8 @@ void conn_refuse(struct conn *c, int status, const char *message, const char *ex
 	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
 		return;
 	api_log_refusal(c, status, message);
-	c->srv->m.responses_by_class[status / 100 % 6]++;
-	conn_respond(c, http_format_error(status, message, extra_headers, false), false);
+	metrics_count_refusal(&c->srv->m, status, message);
+	conn_respond(c, status, http_format_error(status, message, extra_headers, false), false);
 }
 
 static void consume(struct conn *c, size_t n)
@@ -390,6 +468,15 @@ static void discard_input(struct conn *c)
 	}
 }
 
+/* Remember "METHOD /path" of the request for log lines (control bytes
+ * cannot occur: the parser refuses them). */
+static void set_what(struct conn *c, const struct http_request *req)
+{
+	int pn = (int)MIN(req->path.n, 60);
+	snprintf(c->what, sizeof(c->what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
+		 req->path.p, req->path.n > 60 ? "..." : "");
+}
+
 static void conn_process(struct conn *c)
 {
 	struct server *srv = c->srv;
@@ -397,7 +484,10 @@ static void conn_process(struct conn *c)
 	struct http_limits lim = { (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
 				   (size_t)cfg->max_headers };
 	c->reparse = false;
-	while (c->state == CONN_READING && c->rlen > 0 && !c->close_after_flush) {
+	/* A client that sends requests but does not read the answers gets
+	 * no more answers queued than OUTPUT_PAUSE: the rest of its requests
+	 * wait in the buffer until the output drains (conn_flush). */
+	while (c->state == CONN_READING && c->rlen > 0 && !c->close_after_flush && c->qbytes < OUTPUT_PAUSE) {
 		struct http_request req;
 		struct http_error err;
 		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
@@ -430,6 +520,11 @@ static void conn_process(struct conn *c)
 			const struct http_header *ex = http_header_get(&req, "Expect");
 			if (ex && !c->continued && c->rlen == (size_t)r && ex->value.n == 12 &&
 			    strncasecmp(ex->value.p, "100-continue", 12) == 0 && req.minor_version == 1) {
+				/* Only a request that will be taken is asked for its
+				 * body: route and rights are checked first. */
+				set_what(c, &req);
+				if (!api_accepts_body(c, &req))
+					return;
 				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 				struct chunk *ch = chunk_from(cont, sizeof(cont) - 1);
 				conn_enqueue(c, ch, 0);
@@ -439,13 +534,17 @@ static void conn_process(struct conn *c)
 			return;
 		}
 		c->continued = false;
-		loop_timer_stop(srv->lp, &c->timer);
 		srv->m.requests++;
 		c->keep_alive = req.keep_alive && !srv->draining && !c->peer_eof;
+		set_what(c, &req);
+		c->in_handler = true;
 		api_handle(c, &req, c->rbuf + r, body);
+		c->in_handler = false;
 		if (c->state == CONN_CLOSED)
 			return;
 		consume(c, (size_t)r + body);
+		if (c->state == CONN_READING && !c->close_after_flush)
+			start_request_timer(c);
 	}
 	if (c->state == CONN_READING && c->peer_eof && c->rlen == 0 && !c->qlen)
 		conn_close(c, NULL);

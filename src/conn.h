@@ -30,8 +30,9 @@ enum conn_state { CONN_READING, CONN_WAITING, CONN_STREAMING, CONN_LINGERING, CO
 
 struct outq_entry {
 	struct chunk *c;
-	uint32_t off; /* bytes of c already written */
-	int64_t id;   /* event id carried, 0 for other frames */
+	uint32_t off;   /* bytes of c already written */
+	bool droppable; /* an event or heartbeat frame the reader can get again */
+	int64_t id;     /* event id carried, 0 for other frames */
 };
 
 struct conn {
@@ -60,6 +61,8 @@ struct conn {
 	bool reparse;   /* buffered input to parse after the current response */
 	bool peer_eof;  /* the client shut down its side */
 	bool continued; /* sent 100 Continue for the request being read */
+	bool in_handler; /* inside api_handle: the request is not consumed yet */
+	char what[80];   /* "METHOD /path" of the request being handled, for logs */
 
 	uint32_t want;           /* epoll events currently requested */
 	struct loop_timer timer; /* header / keep-alive timeout */
@@ -75,19 +78,32 @@ struct conn {
  * cannot be watched (the fd is closed then). */
 struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen);
 
-/* Queue a reference to c (the caller keeps its own) and schedule one flush
- * for the end of this loop pass. id is the event id the chunk carries, or 0. */
+/* Queue a reference to ch (the caller keeps its own) and schedule one flush
+ * for the end of this loop pass. id is the event id the chunk carries, or 0.
+ * Such an entry (a response head, a reset) is never dropped. */
 void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id);
 
-/* Queue a response chunk (taking over the caller's reference) and resume
- * reading the next request afterwards, or close once it is written when
- * keep_alive is false. */
-void conn_respond(struct conn *c, struct chunk *response, bool keep_alive);
+/* The same for an event or heartbeat frame, which conn_drop_queue may drop
+ * (the hub sends the events again from the store). */
+void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id);
+
+/* Queue a response with this status (taking over the caller's reference to
+ * the chunk), count it, and resume reading the next request afterwards, or
+ * close once it is written when keep_alive is false. */
+void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive);
+
+/* End the connection once its queue is written (a stream being rotated or
+ * drained); a client that takes no bytes for stall_timeout is closed. */
+void conn_end_after_flush(struct conn *c);
+
+/* Count a response by status in the metrics (conn_respond does it). */
+void conn_count_response(struct conn *c, int status);
 
 /* Send the standard JSON refusal and close the connection after it. */
 void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers);
 
-/* Drop every queued chunk that has not started to be written. Returns the
+/* Drop every queued event or heartbeat frame that has not started to be
+ * written; response heads, resets and responses stay, in order. Returns the
  * id of the last event that remains queued or written (the resume point). */
 int64_t conn_drop_queue(struct conn *c);
 

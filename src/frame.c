@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
 
 /* Length of the first line of s (up to CR or LF). */
@@ -13,6 +14,21 @@ static size_t line_len(const char *s, size_t n)
 	while (i < n && s[i] != '\n' && s[i] != '\r')
 		i++;
 	return i;
+}
+
+/* A row whose frame would pass FRAME_MAX_BYTES (only another program's
+ * INSERT can make one: publishes are bounded by max_body) keeps its id, so
+ * readers stay in order, but carries a note instead of the data. */
+static struct chunk *frame_too_large(const struct store_event *ev, size_t bytes)
+{
+	static const char fmt[] = "id: %lld\nevent: too_large\ndata: {\"id\":%lld,\"bytes\":%zu,\"limit\":%zu}\n\n";
+	log_warn("event %lld would take %zu bytes as a frame, over the limit of %zu; sent as a too_large event",
+		 (long long)ev->id, bytes, (size_t)FRAME_MAX_BYTES);
+	int n = snprintf(NULL, 0, fmt, (long long)ev->id, (long long)ev->id, bytes, (size_t)FRAME_MAX_BYTES);
+	struct chunk *c = chunk_new((size_t)n + 1);
+	snprintf(c->data, (size_t)n + 1, fmt, (long long)ev->id, (long long)ev->id, bytes, (size_t)FRAME_MAX_BYTES);
+	c->len = (uint32_t)n;
+	return c;
 }
 
 struct chunk *frame_event(const struct store_event *ev)
@@ -29,6 +45,8 @@ struct chunk *frame_event(const struct store_event *ev)
 		if (ev->data[i] == '\n' || ev->data[i] == '\r')
 			lines++;
 	size_t cap = 32 + 8 + tlen + 1 + ev->data_len + lines * 7 + 2;
+	if (cap > FRAME_MAX_BYTES)
+		return frame_too_large(ev, cap);
 	struct chunk *c = chunk_new(cap);
 	char *p = c->data;
 	p += sprintf(p, "id: %lld\nevent: ", (long long)ev->id);

@@ -8,9 +8,15 @@
 #include "chunk.h"
 #include "store.h"
 
+/* The largest frame sent (chunk lengths are 32-bit; a reader's queue must
+ * stay bounded). */
+#define FRAME_MAX_BYTES (256u * 1024 * 1024)
+
 /* Encode ev as "id: N\nevent: TYPE\ndata: ...\n\n" with one data line per
  * payload line (LF, CRLF and CR all end a line). A type with a line break or
- * an empty type is sent as "message" up to its first break. Returns a new
+ * an empty type is sent as "message" up to its first break. An event whose
+ * frame would pass FRAME_MAX_BYTES is sent as "event: too_large" with its id
+ * and size as data (and a warning logged). Returns a new
  * chunk with one reference. */
 struct chunk *frame_event(const struct store_event *ev);
 

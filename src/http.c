@@ -20,6 +20,7 @@
  * and obs-text, lines ended by CRLF or a bare LF. */
 #include "http.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,46 @@ static void scan_connection(const char *p, size_t n, bool *close, bool *keep)
 	} while (0)
 
 enum rl_state { RL_METHOD, RL_TARGET0, RL_TARGET, RL_STAR, RL_VERSION };
+
+/* RFC 9112 3.2: Host is uri-host [ ":" port ], or empty. uri-host is an
+ * IP literal in brackets, or a reg-name (which covers IPv4): unreserved
+ * characters, sub-delims and %XX. The port, if any, is at most 65535. */
+static bool valid_host(const char *p, size_t n)
+{
+	size_t i = 0;
+	if (n && p[0] == '[') {
+		for (i = 1; i < n && p[i] != ']'; i++)
+			if (!isxdigit((unsigned char)p[i]) && p[i] != ':' && p[i] != '.' && p[i] != 'v' && p[i] != 'V')
+				return false;
+		if (i == n || i == 1)
+			return false;
+		i++;
+	} else {
+		for (; i < n && p[i] != ':'; i++) {
+			unsigned char ch = (unsigned char)p[i];
+			if (ch == '%') {
+				if (n - i < 3 || !isxdigit((unsigned char)p[i + 1]) || !isxdigit((unsigned char)p[i + 2]))
+					return false;
+				i += 2;
+			} else if (!isalnum(ch) && !(ch && strchr("-._~!$&'()*+,;=", ch))) {
+				return false;
+			}
+		}
+	}
+	if (i == n)
+		return true;
+	if (p[i] != ':')
+		return false;
+	unsigned long port = 0;
+	for (i++; i < n; i++) {
+		if (!isdigit((unsigned char)p[i]))
+			return false;
+		port = port * 10 + (unsigned long)(p[i] - '0');
+		if (port > 65535)
+			return false;
+	}
+	return true;
+}
 
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim, struct http_request *req,
 		       struct http_error *err)
@@ -380,6 +421,8 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		} else if (slice_caseeq(h->name.p, h->name.n, "Host")) {
 			if (hosts++)
 				FAIL(400, "more than one Host header");
+			if (!valid_host(h->value.p, h->value.n))
+				FAIL(400, "the Host header is not a valid host[:port]");
 		} else if (slice_caseeq(h->name.p, h->name.n, "Connection")) {
 			scan_connection(h->value.p, h->value.n, &conn_close, &conn_keep);
 		}
@@ -401,6 +444,47 @@ const struct http_header *http_header_get(const struct http_request *req, const 
 		if (slice_caseeq(req->headers[i].name.p, req->headers[i].name.n, name))
 			return &req->headers[i];
 	return NULL;
+}
+
+char *http_header_join(const struct http_request *req, const char *name, size_t *len)
+{
+	size_t total = 0, count = 0;
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (slice_caseeq(h->name.p, h->name.n, name)) {
+			total += h->value.n + 1;
+			count++;
+		}
+	}
+	if (!count)
+		return NULL;
+	char *out = xmalloc(total + 1), *p = out;
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (!slice_caseeq(h->name.p, h->name.n, name))
+			continue;
+		if (p != out)
+			*p++ = ',';
+		memcpy(p, h->value.p, h->value.n);
+		p += h->value.n;
+	}
+	*p = '\0';
+	*len = (size_t)(p - out);
+	return out;
+}
+
+bool http_bearer_token(const struct http_request *req, struct http_slice *tok)
+{
+	const struct http_header *h = http_header_get(req, "Authorization");
+	if (!h || h->value.n <= 7 || strncasecmp(h->value.p, "Bearer ", 7) != 0)
+		return false;
+	tok->p = h->value.p + 7;
+	tok->n = h->value.n - 7;
+	while (tok->n && tok->p[0] == ' ') {
+		tok->p++;
+		tok->n--;
+	}
+	return tok->n > 0;
 }
 
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value)
@@ -489,6 +573,8 @@ const char *http_reason(int status)
 		return "Content Too Large";
 	case 414:
 		return "URI Too Long";
+	case 415:
+		return "Unsupported Media Type";
 	case 429:
 		return "Too Many Requests";
 	case 431:

@@ -68,6 +68,16 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 /* Find a header by case-insensitive name; NULL when absent. */
 const struct http_header *http_header_get(const struct http_request *req, const char *name);
 
+/* Every header named name, values joined in order with "," (as RFC 9110
+ * allows for list headers such as X-Forwarded-For, which a proxy chain may
+ * send as several lines). Returns a new string owned by the caller with its
+ * length in *len, or NULL when there is no such header. */
+char *http_header_join(const struct http_request *req, const char *name, size_t *len);
+
+/* The token of an "Authorization: Bearer <token>" header (scheme matched
+ * without regard to case). Returns false when there is none. */
+bool http_bearer_token(const struct http_request *req, struct http_slice *tok);
+
 /* Find a query parameter by exact name in a "a=1&b=2" string; percent-decoding
  * is not applied. Returns true and the raw value slice when present. */
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value);

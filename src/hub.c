@@ -116,7 +116,7 @@ static int fanout_row(void *arg, const struct store_event *ev)
 			to_catchup(h, r);
 			continue;
 		}
-		conn_enqueue(r->c, ch, ev->id);
+		conn_enqueue_frame(r->c, ch, ev->id);
 		h->srv->m.frames_queued++;
 	}
 	chunk_unref(ch);
@@ -177,10 +177,28 @@ static void poll_pages(struct hub *h)
  * second later (the writer may still be syncing the -wal file in between). */
 static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250 };
 
+/* The database file was deleted or replaced under us: what we write would go
+ * to an unlinked file. Stop with an error, so systemd starts herald again on
+ * the file that is there now. Returns true when stopping. */
+static bool store_file_gone(struct hub *h)
+{
+	int r = store_check_file(h->srv->st);
+	if (r == 0)
+		return false;
+	log_err("the database file %s was %s while herald had it open; stopping so that a restart opens the "
+		"file that is there now",
+		h->srv->cfg.db, r == -ENOENT ? "deleted" : "replaced by another file");
+	server_fail(h->srv);
+	return true;
+}
+
 static void confirm_change(void *arg)
 {
 	struct hub *h = arg;
-	if (store_changed(h->srv->st)) {
+	bool changed = store_changed(h->srv->st);
+	if (store_file_gone(h))
+		return;
+	if (changed) {
 		h->confirm_step = 0;
 		hub_poll(h);
 		return;
@@ -204,7 +222,10 @@ static void on_store_change(void *arg, uint32_t events)
 static void slow_poll(void *arg)
 {
 	struct hub *h = arg;
-	if (store_changed(h->srv->st))
+	bool changed = store_changed(h->srv->st);
+	if (store_file_gone(h))
+		return;
+	if (changed)
 		hub_poll(h);
 	loop_timer_start(h->srv->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
 }
@@ -246,7 +267,7 @@ static void sweep_list(struct hub *h, struct reader *r, unsigned slot)
 		}
 		if (c->qlen == 0) {
 			if (now - c->last_progress >= quiet)
-				conn_enqueue(c, h->heartbeat, 0);
+				conn_enqueue_frame(c, h->heartbeat, 0);
 		} else if (now - c->last_progress >= (uint64_t)srv->cfg.stall_timeout_ms) {
 			srv->m.readers_stalled_closed++;
 			log_info("closing stream of %s: no bytes accepted for %lld ms", r->client,
@@ -371,9 +392,23 @@ void hub_remove(struct hub *h, struct reader *r)
 void hub_end(struct hub *h, struct reader *r)
 {
 	hub_remove(h, r);
-	r->c->close_after_flush = true;
-	/* An empty queue must still reach conn_flush to start the close. */
-	conn_enqueue(r->c, h->heartbeat, 0);
+	conn_end_after_flush(r->c);
+}
+
+void hub_end_private(struct hub *h)
+{
+	struct reader *lists[] = { h->live, h->catchup };
+	size_t ended = 0;
+	for (size_t i = 0; i < ARRAY_LEN(lists); i++)
+		for (struct reader *r = lists[i], *next; r; r = next) {
+			next = r->next;
+			if (r->see_private) {
+				hub_end(h, r);
+				ended++;
+			}
+		}
+	if (ended)
+		log_info("read_token changed: ended %zu streams opened with the old one", ended);
 }
 
 struct feed {
@@ -390,7 +425,7 @@ static int feed_row(void *arg, const struct store_event *ev)
 	if (!reader_wants(r, ev))
 		return 0;
 	struct chunk *ch = frame_event(ev);
-	conn_enqueue(r->c, ch, ev->id);
+	conn_enqueue_frame(r->c, ch, ev->id);
 	chunk_unref(ch);
 	f->h->srv->m.frames_queued++;
 	if (r->c->qbytes >= (size_t)f->h->srv->cfg.queue_limit / 2) {
@@ -412,9 +447,10 @@ void hub_on_drained(struct hub *h, struct reader *r)
 		to_live(h, r);
 		return;
 	}
+	struct store_filter filter = { r->see_private, r->ntopics, r->topics };
 	for (int page = 0; page < CATCHUP_PAGES; page++) {
 		struct feed f = { h, r, false };
-		int n = store_read_range(srv->st, r->cursor, h->high_water, CATCHUP_PAGE, feed_row, &f);
+		int n = store_read_matching(srv->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f);
 		if (n < 0) {
 			if (n == -EBUSY)
 				srv->m.store_busy++;

@@ -20,11 +20,12 @@
 
 #include "chunk.h"
 #include "loop.h"
+#include "store.h"
 
 struct server;
 struct conn;
 
-#define READER_MAX_TOPICS 16
+#define READER_MAX_TOPICS STORE_MAX_TOPICS
 
 enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
 
@@ -36,7 +37,8 @@ struct reader {
 	bool see_private;     /* presented the read token */
 	size_t ntopics;       /* 0 = every topic */
 	char *topics[READER_MAX_TOPICS];
-	char client[64]; /* address counted against the per-address cap */
+	char client[64];    /* the client address, for logs */
+	char count_key[64]; /* what the per-address cap counts (an IPv6 client's /N) */
 	uint64_t opened_ms;
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
@@ -84,6 +86,9 @@ void hub_remove(struct hub *h, struct reader *r);
 /* End r's stream: no more events; the connection closes once its queue is
  * written (rotation, shutdown). */
 void hub_end(struct hub *h, struct reader *r);
+
+/* End every stream that presented the read token (it changed on reload). */
+void hub_end_private(struct hub *h);
 
 /* c's output queue has drained: feed a catch-up reader its next page. */
 void hub_on_drained(struct hub *h, struct reader *r);

@@ -3,6 +3,7 @@
 #include "metrics.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +29,70 @@ void metrics_observe(struct histogram *h, uint64_t ns)
 	h->sum += s;
 }
 
+void metrics_count_response(struct metrics *m, int status)
+{
+	if (status >= 100 && status < (int)ARRAY_LEN(m->responses))
+		m->responses[status]++;
+}
+
+void metrics_count_refusal(struct metrics *m, int status, const char *cause)
+{
+	/* Causes are a small, fixed set of static strings: a linear search
+	 * by pointer, then by text (the same message may sit at two
+	 * addresses), costs nothing next to sending the refusal. */
+	for (size_t i = 0; i < m->nrefusals; i++) {
+		struct refusal_count *r = &m->refusals[i];
+		if (r->status == status && (r->cause == cause || strcmp(r->cause, cause) == 0)) {
+			r->n++;
+			return;
+		}
+	}
+	if (m->nrefusals == METRICS_CAUSES - 1 && strcmp(cause, "other") != 0) {
+		metrics_count_refusal(m, status, "other");
+		return;
+	}
+	if (m->nrefusals < METRICS_CAUSES)
+		m->refusals[m->nrefusals++] = (struct refusal_count){ status, cause, 1 };
+}
+
 struct self_sample {
 	double cpu_seconds;
 	long rss_bytes;
 	long open_fds;
 };
 
+/* The process's figures, read at most once a second: listing
+ * /proc/self/fd alone takes milliseconds at tens of thousands of
+ * descriptors, and /metrics must not let a client make the loop do that
+ * at will. */
+#define SAMPLE_EVERY_NS 1000000000ull
+
+static long count_fds(void)
+{
+	/* Linux 6.2 and later report the count as the folder's size. */
+	struct stat sb;
+	if (stat("/proc/self/fd", &sb) == 0 && sb.st_size > 0)
+		return (long)sb.st_size;
+	long n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		while (readdir(d))
+			n++;
+		closedir(d);
+		n -= 3; /* ".", ".." and the directory's own fd */
+	}
+	return n;
+}
+
 static void sample_self(struct self_sample *s)
 {
+	static struct self_sample cached;
+	static uint64_t cached_at;
+	uint64_t now = clock_mono_ns();
+	if (cached_at && now - cached_at < SAMPLE_EVERY_NS) {
+		*s = cached;
+		return;
+	}
 	memset(s, 0, sizeof(*s));
 	FILE *f = fopen("/proc/self/stat", "r");
 	if (f) {
@@ -55,13 +112,9 @@ static void sample_self(struct self_sample *s)
 			s->rss_bytes = rss * sysconf(_SC_PAGESIZE);
 		}
 	}
-	DIR *d = opendir("/proc/self/fd");
-	if (d) {
-		while (readdir(d))
-			s->open_fds++;
-		closedir(d);
-		s->open_fds -= 3; /* ".", ".." and the directory's own fd */
-	}
+	s->open_fds = count_fds();
+	cached = *s;
+	cached_at = now;
 }
 
 struct out {
@@ -106,6 +159,49 @@ static void put_histogram(struct out *o, const char *name, const char *help, con
 	append(o, line, (size_t)n);
 }
 
+static void put_responses(struct out *o, const struct metrics *m)
+{
+	static const char head[] = "# HELP herald_responses_total Responses sent, by status code (streams count once, "
+				   "as 200).\n# TYPE herald_responses_total counter\n";
+	append(o, head, sizeof(head) - 1);
+	for (size_t code = 100; code < ARRAY_LEN(m->responses); code++) {
+		if (!m->responses[code])
+			continue;
+		char line[96];
+		int n = snprintf(line, sizeof(line), "herald_responses_total{code=\"%zu\"} %llu\n", code,
+				 (unsigned long long)m->responses[code]);
+		append(o, line, (size_t)n);
+	}
+}
+
+/* A label value with \, " and line breaks escaped, as the text format asks. */
+static void append_label(struct out *o, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			append(o, "\\", 1);
+		if (*v == '\n')
+			append(o, "\\n", 2);
+		else
+			append(o, v, 1);
+	}
+}
+
+static void put_refusals(struct out *o, const struct metrics *m)
+{
+	static const char head[] = "# HELP herald_refusals_total Requests refused, by status and cause.\n"
+				   "# TYPE herald_refusals_total counter\n";
+	append(o, head, sizeof(head) - 1);
+	for (size_t i = 0; i < m->nrefusals; i++) {
+		char line[64];
+		int n = snprintf(line, sizeof(line), "herald_refusals_total{code=\"%d\",cause=\"", m->refusals[i].status);
+		append(o, line, (size_t)n);
+		append_label(o, m->refusals[i].cause);
+		n = snprintf(line, sizeof(line), "\"} %llu\n", (unsigned long long)m->refusals[i].n);
+		append(o, line, (size_t)n);
+	}
+}
+
 struct chunk *metrics_render(struct server *srv, int keep_alive)
 {
 	const struct metrics *m = &srv->m;
@@ -122,12 +218,8 @@ struct chunk *metrics_render(struct server *srv, int keep_alive)
 	put(&o, "herald_accept_fd_exhausted_total", "counter", "Accepts that met EMFILE/ENFILE.",
 	    (double)m->accept_fd_exhausted);
 	put(&o, "herald_requests_total", "counter", "Requests parsed.", (double)m->requests);
-	put(&o, "herald_responses_2xx_total", "counter", "Responses with a 2xx status.",
-	    (double)m->responses_by_class[2]);
-	put(&o, "herald_responses_4xx_total", "counter", "Refusals with a 4xx status.",
-	    (double)m->responses_by_class[4]);
-	put(&o, "herald_responses_5xx_total", "counter", "Refusals with a 5xx status.",
-	    (double)m->responses_by_class[5]);
+	put_responses(&o, m);
+	put_refusals(&o, m);
 	put(&o, "herald_events_published_total", "counter", "Events committed through POST.",
 	    (double)m->events_published);
 	put(&o, "herald_group_commits_total", "counter", "Transactions that committed publishes.",
@@ -155,6 +247,8 @@ struct chunk *metrics_render(struct server *srv, int keep_alive)
 	put_histogram(&o, "herald_checkpoint_seconds", "Copying the WAL into the database (at pauses in publishing).",
 		      &m->checkpoint_seconds);
 	put(&o, "process_cpu_seconds_total", "counter", "User and system CPU time.", s.cpu_seconds);
+	put(&o, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.",
+	    (double)m->start_time_s);
 	put(&o, "process_resident_memory_bytes", "gauge", "Resident set size.", (double)s.rss_bytes);
 	put(&o, "process_open_fds", "gauge", "Open file descriptors.", (double)s.open_fds);
 	struct chunk *c = http_format_response(200, "text/plain; version=0.0.4", "Cache-Control: no-store\r\n", o.buf,

@@ -10,6 +10,8 @@
 /* Upper bounds of the histogram buckets, in seconds (a last one is +Inf). */
 #define HIST_BUCKETS 12
 
+#define METRICS_CAUSES 96 /* distinct refusal causes counted (more are counted as "other") */
+
 struct histogram {
 	uint64_t counts[HIST_BUCKETS + 1];
 	uint64_t n;
@@ -20,7 +22,14 @@ struct metrics {
 	uint64_t connections_accepted;
 	uint64_t accept_fd_exhausted; /* EMFILE/ENFILE at accept */
 	uint64_t requests;
-	uint64_t responses_by_class[6]; /* [2] = 2xx ... [5] = 5xx */
+	uint64_t responses[600]; /* by status code */
+	struct refusal_count {
+		int status;
+		const char *cause; /* the refusal's static message */
+		uint64_t n;
+	} refusals[METRICS_CAUSES];
+	size_t nrefusals;
+	int64_t start_time_s; /* Unix time the process started serving */
 	uint64_t events_published;      /* committed through POST */
 	uint64_t events_read;           /* rows read from the store by the hub */
 	uint64_t frames_queued;         /* event frames queued to readers */
@@ -37,6 +46,12 @@ struct metrics {
 	struct histogram flush_seconds;      /* one pass's writes to every connection with output */
 	struct histogram checkpoint_seconds; /* copying the WAL into the database */
 };
+
+/* Count a response with this status. */
+void metrics_count_response(struct metrics *m, int status);
+
+/* Count a refusal by status and cause (a static message string). */
+void metrics_count_refusal(struct metrics *m, int status, const char *cause);
 
 /* Add one observation of ns nanoseconds to h. */
 void metrics_observe(struct histogram *h, uint64_t ns);

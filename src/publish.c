@@ -1,9 +1,9 @@
 /* publish.c: the publish endpoint and group commit. */
 #include "publish.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <openssl/crypto.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,32 +178,128 @@ static const char *parse_body(struct publish_queue *q, const char *body, size_t 
 	return why;
 }
 
+/* Whether "host[:port]" names this host: localhost, 127.0.0.0/8 or [::1]. */
+static bool loopback_authority(const char *p, size_t n)
+{
+	size_t h = n;
+	if (n && p[0] == '[') {
+		const char *close = memchr(p, ']', n);
+		if (!close)
+			return false;
+		h = (size_t)(close - p) + 1;
+	} else {
+		const char *colon = memchr(p, ':', n);
+		if (colon)
+			h = (size_t)(colon - p);
+	}
+	if (h < n && (p[h] != ':' || h + 1 == n))
+		return false;
+	for (size_t i = h + 1; i < n; i++)
+		if (!isdigit((unsigned char)p[i]))
+			return false;
+	if ((h == 9 && strncasecmp(p, "localhost", 9) == 0) || (h == 5 && memcmp(p, "[::1]", 5) == 0))
+		return true;
+	char ip[16];
+	struct in_addr a;
+	if (h >= sizeof(ip))
+		return false;
+	memcpy(ip, p, h);
+	ip[h] = '\0';
+	return inet_pton(AF_INET, ip, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* A browser on this host can be made to send a publish by any page it
+ * opens (a form post needs no CORS preflight), or by a page whose name was
+ * rebound to 127.0.0.1. Without a token, refuse what a browser marks as
+ * coming from another site, and any request naming a host other than this
+ * one. Returns NULL or the reason. */
+static const char *cross_site(const struct http_request *req)
+{
+	const struct http_header *h = http_header_get(req, "Sec-Fetch-Site");
+	if (h && !(h->value.n == 11 && strncasecmp(h->value.p, "same-origin", 11) == 0) &&
+	    !(h->value.n == 4 && strncasecmp(h->value.p, "none", 4) == 0))
+		return "publishing without publish_token is refused from another site (Sec-Fetch-Site)";
+	h = http_header_get(req, "Origin");
+	if (h) {
+		const char *p = h->value.p;
+		size_t n = h->value.n, skip = 0;
+		if (n > 7 && strncasecmp(p, "http://", 7) == 0)
+			skip = 7;
+		else if (n > 8 && strncasecmp(p, "https://", 8) == 0)
+			skip = 8;
+		if (!skip || !loopback_authority(p + skip, n - skip))
+			return "publishing without publish_token is refused from a page of another origin (Origin)";
+	}
+	h = http_header_get(req, "Host");
+	if (h && !loopback_authority(h->value.p, h->value.n))
+		return "publishing without publish_token needs a Host naming this host (localhost, 127.0.0.1 or [::1])";
+	return NULL;
+}
+
 /* The right to publish: the token where one is configured; otherwise only a
- * peer on this host that did not come through a proxy. Returns 0 or the
- * refusal status with *why set. */
+ * peer on this host that did not come through a proxy, nor from a web page
+ * of another site. Returns 0 or the refusal status with *why set. */
 static int check_right(struct conn *c, const struct http_request *req, const char **why)
 {
 	const char *token = c->srv->cfg.publish_token;
 	if (token[0]) {
-		const struct http_header *h = http_header_get(req, "Authorization");
-		if (!h) {
+		struct http_slice tok;
+		if (!http_bearer_token(req, &tok)) {
 			*why = "publishing needs Authorization: Bearer <publish_token>";
 			return 401;
 		}
-		size_t tn = strlen(token);
-		if (h->value.n != tn + 7 || strncasecmp(h->value.p, "Bearer ", 7) != 0 ||
-		    CRYPTO_memcmp(h->value.p + 7, token, tn) != 0) {
+		if (!api_token_equal(tok, token)) {
 			*why = "the publish token is not valid";
 			return 403;
 		}
 		return 0;
 	}
-	if (!c->peer_loopback || http_header_get(req, "X-Forwarded-For") || http_header_get(req, "Forwarded") ||
-	    http_header_get(req, "X-Real-IP")) {
+	if (!api_direct_local(c, req)) {
 		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
 		return 403;
 	}
+	*why = cross_site(req);
+	return *why ? 403 : 0;
+}
+
+/* The body must be declared JSON: a form or text/plain post, which any web
+ * page can make without asking, is refused. */
+static bool json_content_type(const struct http_request *req)
+{
+	const struct http_header *h = http_header_get(req, "Content-Type");
+	if (!h || h->value.n < 16 || strncasecmp(h->value.p, "application/json", 16) != 0)
+		return false;
+	return h->value.n == 16 || h->value.p[16] == ';' || h->value.p[16] == ' ' || h->value.p[16] == '\t';
+}
+
+/* Everything that can be judged from the head. Returns 0, or the refusal
+ * status with *why and *extra set. */
+static int check_head(struct conn *c, const struct http_request *req, const char **why, const char **extra)
+{
+	*extra = NULL;
+	int status = check_right(c, req, why);
+	if (status) {
+		*extra = status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL;
+		return status;
+	}
+	if (!json_content_type(req)) {
+		*why = "the body must be sent as Content-Type: application/json";
+		return 415;
+	}
+	if (req->content_length < 0) {
+		*why = "POST needs a Content-Length header";
+		return 411;
+	}
 	return 0;
+}
+
+bool publish_precheck(struct conn *c, const struct http_request *req)
+{
+	const char *why, *extra;
+	int status = check_head(c, req, &why, &extra);
+	if (status)
+		conn_refuse(c, status, why, extra);
+	return status == 0;
 }
 
 static void commit(void *arg);
@@ -220,14 +316,10 @@ void publish_handle(struct conn *c, const struct http_request *req, const char *
 {
 	struct server *srv = c->srv;
 	struct publish_queue *q = srv->pubq;
-	const char *why = NULL;
-	int status = check_right(c, req, &why);
+	const char *why, *extra;
+	int status = check_head(c, req, &why, &extra);
 	if (status) {
-		conn_refuse(c, status, why, status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL);
-		return;
-	}
-	if (req->content_length < 0) {
-		conn_refuse(c, 411, "POST needs a Content-Length header", NULL);
+		conn_refuse(c, status, why, extra);
 		return;
 	}
 	if (q->n >= MAX_PENDING) {
@@ -270,9 +362,8 @@ static void answer_all(struct publish_queue *q, int status, const char *message,
 			if (ids) {
 				char body[64];
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
-				srv->m.responses_by_class[2]++;
 				metrics_observe(&srv->m.publish_seconds, clock_mono_ns() - it->started_ns);
-				conn_respond(it->c,
+				conn_respond(it->c, 201,
 					     http_format_response(201, "application/json", NULL, body, (size_t)n,
 								  it->keep_alive),
 					     it->keep_alive);

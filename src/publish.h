@@ -5,6 +5,7 @@
 #ifndef HERALD_PUBLISH_H
 #define HERALD_PUBLISH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "conn.h"
@@ -16,6 +17,11 @@ struct server;
 int publish_init(struct server *srv);
 /* Commit what is pending (used at shutdown), then free everything. */
 void publish_shutdown(struct server *srv);
+
+/* Check what the head of a publish decides (rights, content type, length)
+ * before its body is read: true when it would be taken, else false after
+ * refusing it. */
+bool publish_precheck(struct conn *c, const struct http_request *req);
 
 void publish_handle(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
 

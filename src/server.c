@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +44,7 @@ void server_schedule_pass_end(struct server *srv)
 	}
 }
 
-/* Create the database's folder (one level, as for var/) if it is missing. */
+/* Create the database's folder and any missing parents (as mkdir -p). */
 static int ensure_db_dir(const char *db)
 {
 	const char *slash = strrchr(db, '/');
@@ -51,12 +52,55 @@ static int ensure_db_dir(const char *db)
 		return 0;
 	char *dir = xstrndup(db, (size_t)(slash - db));
 	int r = 0;
-	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
-		log_err("creating the database folder %s: %s", dir, strerror(errno));
-		r = -1;
+	for (char *p = dir + 1;; p++) {
+		bool last = *p == '\0';
+		if (*p != '/' && !last)
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			log_err("creating the database folder %s: %s", dir, strerror(errno));
+			r = -1;
+			break;
+		}
+		if (last)
+			break;
+		*p = '/';
 	}
 	free(dir);
 	return r;
+}
+
+void server_fail(struct server *srv)
+{
+	srv->exit_code = 1;
+	loop_stop(srv->lp);
+}
+
+/* Token-less publishing trusts a loopback peer without X-Forwarded-For. A
+ * listener that faces the network, or a proxy that adds no X-Forwarded-For
+ * (a unix socket is how a proxy on this host is meant to connect), would
+ * turn that into publishing for anyone: say so at start-up. */
+static void warn_open_publish(const struct server *srv)
+{
+	if (srv->cfg.publish_token[0])
+		return;
+	for (size_t i = 0; i < srv->nlisteners; i++) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		if (getsockname(srv->listeners[i].fd, (struct sockaddr *)&ss, &len) < 0)
+			continue;
+		char text[64];
+		bool loopback;
+		addr_peer_text((struct sockaddr *)&ss, len, text, sizeof(text), &loopback);
+		if (ss.ss_family == AF_UNIX || !loopback) {
+			log_warn("publish_token is not set and %s %s: any client reaching it from this host without "
+				 "X-Forwarded-For may publish, and so may anyone behind a proxy that does not add "
+				 "X-Forwarded-For; set publish_token",
+				 srv->listeners[i].name,
+				 ss.ss_family == AF_UNIX ? "is a unix socket a proxy may use" : "is not on loopback");
+			return;
+		}
+	}
 }
 
 static void compute_limits(struct server *srv)
@@ -191,6 +235,9 @@ static void reload(struct server *srv)
 		service_ready(srv);
 		return;
 	}
+	/* Streams opened with a read token that is no longer valid must not
+	 * go on receiving private events. */
+	bool token_changed = strcmp(fresh.read_token, srv->cfg.read_token) != 0;
 	/* Sockets and the database stay as they are until a restart. */
 	bool same_listen = fresh.nlisten == srv->cfg.nlisten;
 	for (size_t i = 0; same_listen && i < fresh.nlisten; i++)
@@ -214,6 +261,8 @@ static void reload(struct server *srv)
 	log_set_level((enum log_level)srv->cfg.log_level);
 	compute_limits(srv);
 	hub_reconfigure(&srv->hub);
+	if (token_changed)
+		hub_end_private(&srv->hub);
 	tls_reload(srv);
 	log_info("configuration reloaded; %zu readers kept", hub_readers(&srv->hub));
 	service_ready(srv);
@@ -266,6 +315,7 @@ int server_start(struct server *srv, int argc, char **argv)
 		return -1;
 	}
 	srv->started_ms = loop_now(srv->lp);
+	srv->m.start_time_s = clock_wall_s();
 	if (setup_signals(srv) < 0) {
 		log_err("signal setup: %s", strerror(errno));
 		return -1;
@@ -284,6 +334,7 @@ int server_start(struct server *srv, int argc, char **argv)
 	if (listeners_start(srv) < 0)
 		return -1;
 	loop_timer_start(srv->lp, &srv->prune_timer, 0, prune_tick, srv);
+	warn_open_publish(srv);
 	service_start(srv);
 	log_info("herald ready: %zu listener(s), database %s, last event id %lld, up to %lld readers", srv->nlisteners,
 		 srv->cfg.db, (long long)srv->hub.high_water, (long long)srv->max_readers);
@@ -298,7 +349,7 @@ int server_run(struct server *srv)
 		log_err("event loop: %s", strerror(-r));
 		return 1;
 	}
-	return 0;
+	return srv->exit_code;
 }
 
 void server_free(struct server *srv)

@@ -51,6 +51,7 @@ struct server {
 
 	int64_t max_readers; /* effective global cap on streams */
 	bool draining;       /* SIGTERM seen: no new work */
+	int exit_code;       /* what server_run returns */
 	uint64_t started_ms;
 };
 
@@ -69,6 +70,10 @@ void server_note_commit(struct server *srv);
 
 /* Copy the WAL into the database now (a passive checkpoint). */
 void server_checkpoint(struct server *srv);
+
+/* Stop the loop with exit code 1 (a fault that a restart mends; the
+ * caller has logged why). */
+void server_fail(struct server *srv);
 
 /* Schedule the end-of-pass work (flushes, frees) once for this pass. */
 void server_schedule_pass_end(struct server *srv);

@@ -24,10 +24,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The schema version this build writes; a newer database is refused. */
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 /* While opening, migrations may legitimately wait for another writer for a
  * while; the loop is not running yet. */
@@ -40,12 +41,19 @@ struct store {
 	int64_t pruned_through;
 	int64_t data_version;
 	int wal_pages; /* frames in the WAL after our last commit */
+	dev_t dev;     /* the database file opened, to notice it replaced */
+	ino_t ino;
+	bool check_file;      /* a folder event named the database file */
+	int64_t late_inserts; /* rows seen inserted below the newest id */
 
 	sqlite3_stmt *begin;
 	sqlite3_stmt *commit;
 	sqlite3_stmt *rollback;
 	sqlite3_stmt *insert;
 	sqlite3_stmt *range;
+	sqlite3_stmt *range_public;
+	sqlite3_stmt *range_topics[STORE_MAX_TOPICS]; /* [n-1]: n topics, prepared on first use */
+	sqlite3_stmt *late;
 	sqlite3_stmt *max_id;
 	sqlite3_stmt *prune;
 	sqlite3_stmt *set_pruned;
@@ -53,6 +61,8 @@ struct store {
 };
 
 /* ---- schema and migrations ---- */
+
+#define ROW_COLUMNS "id, type, topic, data, public, created_at"
 
 #define EVENTS_COLUMNS                          \
 	"id INTEGER PRIMARY KEY AUTOINCREMENT," \
@@ -78,6 +88,17 @@ static const struct migration migrations[] = {
 	  "CREATE INDEX IF NOT EXISTS events_created_at ON events(created_at);"
 	  "CREATE TABLE IF NOT EXISTS herald_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
 	  migrate_adopt_events },
+	/* Catch-up reads by topic and by visibility walk an index instead of
+	 * the whole log; the trigger counts rows inserted with an id below
+	 * the newest one (live readers never see those; see store_changed). */
+	{ 2,
+	  "CREATE INDEX IF NOT EXISTS events_topic_id ON events(topic, id);"
+	  "CREATE INDEX IF NOT EXISTS events_public_id ON events(id) WHERE CAST(public AS INTEGER) <> 0;"
+	  "CREATE TRIGGER IF NOT EXISTS herald_late_insert AFTER INSERT ON events"
+	  " WHEN EXISTS (SELECT 1 FROM events WHERE id > NEW.id) BEGIN"
+	  " INSERT OR REPLACE INTO herald_meta(key, value) VALUES ('late_inserts',"
+	  " COALESCE((SELECT value FROM herald_meta WHERE key = 'late_inserts'), 0) + 1); END;",
+	  NULL },
 };
 
 static int exec_sql(sqlite3 *db, const char *sql, char *err, size_t errlen, const char *what)
@@ -214,10 +235,6 @@ sql_fail:
 	return -1;
 }
 
-/* Bring the schema from the stored user_version up to the current one in a
- * single transaction, so a crash or a concurrent herald never sees half of
- * it. Returns 0 or -1 with err set. */
-
 /* Read PRAGMA user_version into *version; refuse a schema newer than this
  * build knows. Returns 0, or -1 with a reason in err. */
 static int read_schema_version(sqlite3 *db, const char *path, int64_t *version, char *err, size_t errlen)
@@ -234,6 +251,10 @@ static int read_schema_version(sqlite3 *db, const char *path, int64_t *version, 
 	}
 	return 0;
 }
+
+/* Bring the schema from the stored user_version up to the current one in a
+ * single transaction, so a crash or a concurrent herald never sees half of
+ * it. Returns 0 or -1 with err set. */
 static int migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
 {
 	int64_t version = 0;
@@ -301,7 +322,8 @@ static int watch_folder(const char *path)
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0) {
 		log_warn("store: inotify unavailable (%s); falling back to polling for other writers", strerror(errno));
-	} else if (inotify_add_watch(fd, folder, IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) < 0) {
+	} else if (inotify_add_watch(fd, folder,
+				     IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM) < 0) {
 		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers", folder,
 			 strerror(errno));
 		close(fd);
@@ -377,9 +399,13 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 	    prepare(st, &st->insert, "INSERT INTO events(type, topic, data, public) VALUES (?1, ?2, ?3, ?4)", err,
 		    errlen) < 0 ||
 	    prepare(st, &st->range,
-		    "SELECT id, type, topic, data, public, created_at FROM events"
-		    " WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
+		    "SELECT " ROW_COLUMNS " FROM events WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3", err,
+		    errlen) < 0 ||
+	    prepare(st, &st->range_public,
+		    "SELECT " ROW_COLUMNS " FROM events WHERE CAST(public AS INTEGER) <> 0"
+		    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
 		    err, errlen) < 0 ||
+	    prepare(st, &st->late, "SELECT value FROM herald_meta WHERE key = 'late_inserts'", err, errlen) < 0 ||
 	    prepare(st, &st->max_id,
 		    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='events'), 0),"
 		    " COALESCE((SELECT MAX(id) FROM events), 0))",
@@ -404,6 +430,8 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 
 	rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='pruned_through'", &st->pruned_through);
 	if (rc == SQLITE_OK)
+		rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='late_inserts'", &st->late_inserts);
+	if (rc == SQLITE_OK)
 		rc = query_int(st->db, "PRAGMA data_version", &st->data_version);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errlen, "cannot read database %s: %s", path, sqlite3_errmsg(st->db));
@@ -415,6 +443,13 @@ struct store *store_open(const char *path, int busy_timeout_ms, char *err, size_
 	 * the middle of a publish. The caller checkpoints from a timer
 	 * (store_checkpoint); the hook only counts the WAL's pages. */
 	sqlite3_wal_hook(st->db, wal_counted, st);
+	struct stat sb;
+	if (stat(path, &sb) < 0) {
+		snprintf(err, errlen, "cannot stat database %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	st->dev = sb.st_dev;
+	st->ino = sb.st_ino;
 	st->watch_fd = watch_folder(path);
 	return st;
 
@@ -448,11 +483,16 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
-	sqlite3_stmt **stmts[] = { &st->begin,  &st->commit, &st->rollback,   &st->insert,  &st->range,
-				   &st->max_id, &st->prune,  &st->set_pruned, &st->data_ver };
+	sqlite3_stmt **stmts[] = { &st->begin,	    &st->commit, &st->rollback, &st->insert,
+				   &st->range,	    &st->max_id, &st->prune,	&st->set_pruned,
+				   &st->data_ver, &st->range_public, &st->late };
 	for (size_t i = 0; i < ARRAY_LEN(stmts); i++) {
 		sqlite3_finalize(*stmts[i]);
 		*stmts[i] = NULL;
+	}
+	for (size_t i = 0; i < STORE_MAX_TOPICS; i++) {
+		sqlite3_finalize(st->range_topics[i]);
+		st->range_topics[i] = NULL;
 	}
 	if (st->db) {
 		/* The last connection to close checkpoints the WAL into the
@@ -603,13 +643,13 @@ static const char *column_text(sqlite3_stmt *s, int col, size_t *len)
 	return p;
 }
 
-int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
+/* Step s (with ?1 after, ?2 upto and ?3 limit bound here, anything else by
+ * the caller) and pass each row to cb; reset and unbind it afterwards. */
+static int read_rows(struct store *st, sqlite3_stmt *s, int64_t after, int64_t upto, size_t limit, store_row_cb cb,
+		     void *arg)
 {
-	sqlite3_stmt *s = st->range;
 	int count = 0, rc;
 
-	if (limit == 0 || upto <= after)
-		return 0;
 	if (limit > INT_MAX)
 		limit = INT_MAX;
 	sqlite3_bind_int64(s, 1, after);
@@ -632,7 +672,57 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 	int ret = rc == SQLITE_DONE ? count : fail_rc(st, "read range", rc);
 	/* Ends the read transaction, so the next call sees new commits. */
 	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
 	return ret;
+}
+
+int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
+{
+	if (limit == 0 || upto <= after)
+		return 0;
+	return read_rows(st, st->range, after, upto, limit, cb, arg);
+}
+
+/* The statement for n topics: one index walk per topic, each bounded by
+ * the limit, merged by id. ?4..?(3+n) are the topics, ?20 whether private
+ * rows count. */
+static sqlite3_stmt *topics_stmt(struct store *st, size_t n)
+{
+	if (st->range_topics[n - 1])
+		return st->range_topics[n - 1];
+	char sql[8192];
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(sql + len, sizeof(sql) - len,
+					"%sSELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE topic = ?%zu"
+					" AND id > ?1 AND id <= ?2 AND (?20 OR CAST(public AS INTEGER) <> 0)"
+					" ORDER BY id LIMIT ?3)",
+					i ? " UNION ALL " : "", i + 4);
+	snprintf(sql + len, sizeof(sql) - len, " ORDER BY id LIMIT ?3");
+	char err[256];
+	if (prepare(st, &st->range_topics[n - 1], sql, err, sizeof(err)) < 0) {
+		log_err("store: %s", err);
+		return NULL;
+	}
+	return st->range_topics[n - 1];
+}
+
+int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+			store_row_cb cb, void *arg)
+{
+	if (limit == 0 || upto <= after)
+		return 0;
+	if (f->ntopics == 0)
+		return read_rows(st, f->see_private ? st->range : st->range_public, after, upto, limit, cb, arg);
+	if (f->ntopics > STORE_MAX_TOPICS)
+		return -EINVAL;
+	sqlite3_stmt *s = topics_stmt(st, f->ntopics);
+	if (!s)
+		return -EIO;
+	for (size_t i = 0; i < f->ntopics; i++)
+		sqlite3_bind_text(s, (int)i + 4, f->topics[i], -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 20, f->see_private ? 1 : 0);
+	return read_rows(st, s, after, upto, limit, cb, arg);
 }
 
 int store_max_id(struct store *st, int64_t *max_id)
@@ -657,6 +747,23 @@ int store_watch_fd(const struct store *st)
 	return st->watch_fd;
 }
 
+/* Another writer inserted rows with an explicit id below the newest one
+ * (the trigger of schema version 2 counts them): readers that are live have
+ * passed those ids and never get them. Say so, once per new count. */
+static void note_late_inserts(struct store *st)
+{
+	int64_t n = st->late_inserts;
+	if (sqlite3_step(st->late) == SQLITE_ROW)
+		n = sqlite3_column_int64(st->late, 0);
+	sqlite3_reset(st->late);
+	if (n > st->late_inserts) {
+		log_warn("store: %lld row(s) were inserted into %s with an id below the newest one; readers already "
+			 "past that id do not get them (leave id out of INSERT: the store assigns ids)",
+			 (long long)(n - st->late_inserts), st->path);
+		st->late_inserts = n;
+	}
+}
+
 bool store_changed(struct store *st)
 {
 	/* Drain first, then look: a commit landing in between is both seen
@@ -664,13 +771,23 @@ bool store_changed(struct store *st)
 	 * check later instead of a missed row. */
 	if (st->watch_fd >= 0) {
 		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+		const char *slash = strrchr(st->path, '/');
+		const char *base = slash ? slash + 1 : st->path;
 		for (;;) {
 			ssize_t r = read(st->watch_fd, buf, sizeof(buf));
-			if (r > 0)
-				continue;
 			if (r < 0 && errno == EINTR)
 				continue;
-			break;
+			if (r <= 0)
+				break;
+			/* The database file itself deleted, renamed or created
+			 * anew: store_check_file looks at it. */
+			for (char *p = buf; p < buf + r;) {
+				const struct inotify_event *e = (const void *)p;
+				if ((e->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE)) && e->len &&
+				    strcmp(e->name, base) == 0)
+					st->check_file = true;
+				p += sizeof(*e) + e->len;
+			}
 		}
 	}
 	int rc = sqlite3_step(st->data_ver);
@@ -688,7 +805,19 @@ bool store_changed(struct store *st)
 	if (v == st->data_version)
 		return false;
 	st->data_version = v;
+	note_late_inserts(st);
 	return true;
+}
+
+int store_check_file(struct store *st)
+{
+	if (st->watch_fd >= 0 && !st->check_file)
+		return 0;
+	st->check_file = false;
+	struct stat sb;
+	if (stat(st->path, &sb) < 0)
+		return errno == ENOENT ? -ENOENT : 0; /* another error says nothing about the file */
+	return sb.st_dev == st->dev && sb.st_ino == st->ino ? 0 : -ESTALE;
 }
 
 int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t max_rows)

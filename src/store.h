@@ -69,6 +69,22 @@ int store_append_batch(struct store *st, const struct store_new_event *evs, size
  * rows. Returns the number of rows passed to cb, -EBUSY, or -EIO. */
 int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg);
 
+#define STORE_MAX_TOPICS 16
+
+/* Which rows a reader may and wants to see. */
+struct store_filter {
+	bool see_private;   /* rows not marked public too */
+	size_t ntopics;     /* 0: every topic */
+	char *const *topics; /* exact topics, at most STORE_MAX_TOPICS */
+};
+
+/* Like store_read_range, but only rows that pass f, found through indexes
+ * (by topic, by visibility), so a filter that matches little costs little
+ * however long the log. Returns rows passed to cb, -EBUSY, -EIO or -EINVAL
+ * (too many topics). */
+int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+			store_row_cb cb, void *arg);
+
 /* The highest id ever assigned (0 for an empty log), from sqlite_sequence so
  * it survives pruning. Returns 0 or -EBUSY / -EIO. */
 int store_max_id(struct store *st, int64_t *max_id);
@@ -83,8 +99,15 @@ int store_watch_fd(const struct store *st);
 
 /* Drain the inotify descriptor (if any) and report whether another database
  * connection has committed since the previous call (PRAGMA data_version).
- * This connection's own commits do not count. */
+ * This connection's own commits do not count. Logs a warning when another
+ * writer has inserted rows with an id below the newest one. */
 bool store_changed(struct store *st);
+
+/* Whether the database file is still the one opened: after a folder event
+ * named it (or on every call without inotify), compare the path's device
+ * and inode. Returns 0, -ENOENT (deleted) or -ESTALE (replaced by another
+ * file); the caller should then stop, since writes go to an unlinked file. */
+int store_check_file(struct store *st);
 
 /* Delete at most max_rows of the oldest rows that are older than max_age_s
  * seconds (0 = no age limit) or beyond the newest max_count rows (0 = no count

@@ -4,12 +4,12 @@
 #include <ctype.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "api.h"
 #include "frame.h"
 #include "hub.h"
 #include "log.h"
@@ -48,7 +48,7 @@ static struct addr_count **count_slot(struct server *srv, const char *client)
 	return pp;
 }
 
-size_t stream_count_for(struct server *srv, const char *client)
+static size_t count_of(struct server *srv, const char *client)
 {
 	struct addr_count **pp = count_slot(srv, client);
 	return *pp ? (*pp)->n : 0;
@@ -93,65 +93,114 @@ static bool topic_char(char ch)
 	return isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == ':' || ch == '/' || ch == '-';
 }
 
-/* Parse a decimal id of at most 18 digits; -1 if malformed. */
+/* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
 static int64_t parse_id(const char *p, size_t n)
 {
-	if (n == 0 || n > 18)
+	if (n == 0 || n > 19)
 		return -1;
 	int64_t v = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!isdigit((unsigned char)p[i]))
 			return -1;
-		v = v * 10 + (p[i] - '0');
+		int d = p[i] - '0';
+		if (v > (INT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
 	}
 	return v;
 }
 
-static void reader_free(struct reader *r)
+void stream_params_free(struct stream_params *p)
 {
-	for (size_t i = 0; i < r->ntopics; i++)
-		free(r->topics[i]);
-	free(r);
+	for (size_t i = 0; i < p->ntopics; i++)
+		free(p->topics[i]);
+	free(p->token);
+	memset(p, 0, sizeof(*p));
+	p->resume = -1;
 }
 
-/* Fill r's topic list from "a,b" (already percent-decoded). */
-static const char *parse_topics(struct reader *r, const char *s)
+/* Fill p's topic list from "a,b" (already percent-decoded). */
+static const char *parse_topics(struct stream_params *p, const char *s)
 {
-	const char *p = s;
-	while (*p) {
-		const char *e = strchr(p, ',');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
+	while (*s) {
+		const char *e = strchr(s, ',');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
 		if (n == 0 || n > 128)
 			return "a topic in the topic parameter is empty or longer than 128 characters";
 		for (size_t i = 0; i < n; i++)
-			if (!topic_char(p[i]))
+			if (!topic_char(s[i]))
 				return "a topic may hold only letters, digits and _ . : / -";
-		if (r->ntopics == READER_MAX_TOPICS)
+		if (p->ntopics == READER_MAX_TOPICS)
 			return "more than 16 topics";
-		r->topics[r->ntopics++] = xstrndup(p, n);
-		p += n;
-		if (*p == ',')
-			p++;
+		p->topics[p->ntopics++] = xstrndup(s, n);
+		s += n;
+		if (*s == ',')
+			s++;
 	}
 	return NULL;
 }
 
-static bool token_equal(const char *given, size_t n, const char *want)
+/* Percent-decode v into a new string (*out, owned by the caller); NULL or
+ * the reason it is malformed. */
+static const char *decode_param(struct http_slice v, const char *name, char **out)
 {
-	size_t wn = strlen(want);
-	return n == wn && CRYPTO_memcmp(given, want, wn) == 0;
+	char *dec = xmalloc(v.n + 1);
+	long n = http_percent_decode(v, dec);
+	if (n < 0) {
+		free(dec);
+		*out = NULL;
+		return name;
+	}
+	dec[n] = '\0';
+	*out = dec;
+	return NULL;
 }
 
-/* The bearer token from Authorization, or the token query parameter. */
-static bool find_token(const struct http_request *req, struct http_slice *tok)
+const char *stream_params_parse(const struct http_request *req, struct stream_params *p)
 {
-	const struct http_header *h = http_header_get(req, "Authorization");
-	if (h && h->value.n > 7 && strncasecmp(h->value.p, "Bearer ", 7) == 0) {
-		tok->p = h->value.p + 7;
-		tok->n = h->value.n - 7;
-		return true;
+	struct http_slice v;
+	const char *why = NULL;
+	char *dec;
+
+	memset(p, 0, sizeof(*p));
+	p->resume = -1;
+	if (http_query_get(req->query, "topic", &v)) {
+		why = decode_param(v, "the topic parameter is not valid percent-encoding", &dec);
+		if (!why) {
+			why = parse_topics(p, dec);
+			free(dec);
+		}
+		if (why)
+			goto bad;
 	}
-	return http_query_get(req->query, "token", tok);
+	if (http_query_get(req->query, "last_event_id", &v)) {
+		p->resume = parse_id(v.p, v.n);
+		if (p->resume < 0) {
+			why = "last_event_id must be a whole number from 0 to 9223372036854775807";
+			goto bad;
+		}
+	}
+	/* The header is what EventSource sends on reconnect, with the newest
+	 * id; it wins over an id kept in the URL. */
+	const struct http_header *h = http_header_get(req, "Last-Event-ID");
+	if (h && h->value.n) {
+		p->resume = parse_id(h->value.p, h->value.n);
+		if (p->resume < 0) {
+			why = "Last-Event-ID must be a whole number from 0 to 9223372036854775807";
+			goto bad;
+		}
+	}
+	if (http_bearer_token(req, &v)) {
+		p->token = xstrndup(v.p, v.n);
+	} else if (http_query_get(req->query, "token", &v)) {
+		why = decode_param(v, "the token parameter is not valid percent-encoding", &p->token);
+		if (why)
+			goto bad;
+	}
+	return NULL;
+bad:
+	stream_params_free(p);
+	return why;
 }
 
 /* With allow_origin a list of origins, a request whose Origin is on it gets
@@ -182,81 +231,66 @@ static struct chunk *cors_head(struct server *srv, const struct http_request *re
 	return NULL;
 }
 
+/* A uniformly drawn rotation time: rotate_after with up to 10% jitter
+ * either way, so streams opened together do not all reconnect together. */
+static uint64_t rotation_due(uint64_t opened_ms, int64_t rotate_after_ms)
+{
+	uint64_t jitter = (uint64_t)rotate_after_ms / 10;
+	return opened_ms + (uint64_t)rotate_after_ms - jitter + random_below(jitter * 2 + 1);
+}
+
 void stream_open(struct conn *c, const struct http_request *req)
 {
 	struct server *srv = c->srv;
 	const struct config *cfg = &srv->cfg;
-	struct reader *r = xcalloc(1, sizeof(*r));
-	struct http_slice v;
-	int64_t resume = -1;
-	const char *why;
-
-	if (http_query_get(req->query, "topic", &v)) {
-		char *dec = xmalloc(v.n + 1);
-		long n = http_percent_decode(v, dec);
-		why = n < 0 ? "the topic parameter is not valid percent-encoding" : NULL;
-		if (!why) {
-			dec[n] = '\0';
-			why = parse_topics(r, dec);
-		}
-		free(dec);
-		if (why)
-			goto bad;
+	struct stream_params p;
+	const char *why = stream_params_parse(req, &p);
+	if (why) {
+		conn_refuse(c, 400, why, NULL);
+		return;
 	}
-	if (http_query_get(req->query, "last_event_id", &v)) {
-		resume = parse_id(v.p, v.n);
-		if (resume < 0) {
-			why = "last_event_id must be a non-negative whole number";
-			goto bad;
-		}
-	}
-	/* The header is what EventSource sends on reconnect, with the newest
-	 * id; it wins over an id kept in the URL. */
-	const struct http_header *h = http_header_get(req, "Last-Event-ID");
-	if (h && h->value.n) {
-		resume = parse_id(h->value.p, h->value.n);
-		if (resume < 0) {
-			why = "Last-Event-ID must be a non-negative whole number";
-			goto bad;
-		}
-	}
-	struct http_slice tok;
-	if (cfg->read_token[0] && find_token(req, &tok)) {
-		if (!token_equal(tok.p, tok.n, cfg->read_token)) {
-			reader_free(r);
+	bool see_private = false;
+	if (cfg->read_token[0] && p.token) {
+		if (!api_token_equal((struct http_slice){ p.token, strlen(p.token) }, cfg->read_token)) {
+			stream_params_free(&p);
 			conn_refuse(c, 403, "the read token is not valid", NULL);
 			return;
 		}
-		r->see_private = true;
+		see_private = true;
 	}
+	char key[64];
+	addr_count_key(c->client, (int)cfg->ipv6_prefix, key, sizeof(key));
+	int status = 0;
 	if (srv->draining) {
-		reader_free(r);
-		conn_refuse(c, 503, "the server is shutting down", "Retry-After: 5\r\n");
-		return;
+		status = 503;
+		why = "the server is shutting down";
+	} else if ((int64_t)hub_readers(&srv->hub) >= srv->max_readers) {
+		status = 503;
+		why = "the server is at its reader capacity (max_readers)";
+	} else if (cfg->per_address_limit > 0 && (int64_t)count_of(srv, key) >= cfg->per_address_limit) {
+		status = 429;
+		why = "too many open streams from this address (per_address_limit)";
 	}
-	if ((int64_t)hub_readers(&srv->hub) >= srv->max_readers) {
-		reader_free(r);
-		conn_refuse(c, 503, "the server is at its reader capacity (max_readers)", "Retry-After: 5\r\n");
-		return;
-	}
-	if (cfg->per_address_limit > 0 && (int64_t)stream_count_for(srv, c->client) >= cfg->per_address_limit) {
-		reader_free(r);
-		conn_refuse(c, 429, "too many open streams from this address (per_address_limit)",
-			    "Retry-After: 5\r\n");
+	if (status) {
+		stream_params_free(&p);
+		conn_refuse(c, status, why, "Retry-After: 5\r\n");
 		return;
 	}
 
+	struct reader *r = xcalloc(1, sizeof(*r));
+	r->see_private = see_private;
+	r->ntopics = p.ntopics;
+	memcpy(r->topics, p.topics, sizeof(r->topics));
+	p.ntopics = 0; /* the topics now belong to r */
+	int64_t resume = p.resume;
+	stream_params_free(&p);
 	snprintf(r->client, sizeof(r->client), "%s", c->client);
-	count_add(srv, r->client);
+	snprintf(r->count_key, sizeof(r->count_key), "%s", key);
+	count_add(srv, r->count_key);
 	r->c = c;
 	r->opened_ms = loop_now(srv->lp);
-	if (cfg->rotate_after_ms > 0) {
-		/* Up to 10% jitter either way, so streams opened together do not
-		 * all reconnect together. */
-		int64_t jitter = cfg->rotate_after_ms / 10;
-		int64_t span = jitter * 2 + 1;
-		r->rotate_at = r->opened_ms + (uint64_t)(cfg->rotate_after_ms - jitter + (int64_t)(random() % span));
-	}
+	if (cfg->rotate_after_ms > 0)
+		r->rotate_at = rotation_due(r->opened_ms, cfg->rotate_after_ms);
 	struct chunk *head = cors_head(srv, req); /* before req's buffer goes */
 	c->reader = r;
 	c->state = CONN_STREAMING;
@@ -264,15 +298,11 @@ void stream_open(struct conn *c, const struct http_request *req)
 	c->rbuf = NULL;
 	c->rlen = c->rcap = 0;
 	loop_timer_stop(srv->lp, &c->timer);
-	srv->m.responses_by_class[2]++;
+	conn_count_response(c, 200);
 	conn_enqueue(c, head ? head : srv->hub.stream_head, 0);
 	chunk_unref(head);
 	hub_add(&srv->hub, r, resume);
 	conn_update_events(c);
-	return;
-bad:
-	reader_free(r);
-	conn_refuse(c, 400, why, NULL);
 }
 
 void stream_on_drained(struct conn *c)
@@ -284,7 +314,9 @@ void stream_closed(struct conn *c)
 {
 	struct reader *r = c->reader;
 	c->reader = NULL;
-	count_del(c->srv, r->client);
+	count_del(c->srv, r->count_key);
 	hub_remove(&c->srv->hub, r);
-	reader_free(r);
+	for (size_t i = 0; i < r->ntopics; i++)
+		free(r->topics[i]);
+	free(r);
 }

@@ -1,10 +1,13 @@
-/* util.c: allocation wrappers that abort on failure, and clocks. */
+/* util.c: allocation wrappers that abort on failure, clocks, and a seeded
+ * random number for jitter. */
 #include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 static void oom(size_t n)
 {
@@ -66,4 +69,33 @@ uint64_t clock_mono_ns(void)
 int64_t clock_wall_s(void)
 {
 	return (int64_t)time(NULL);
+}
+
+/* splitmix64: small, fast, and plenty for spreading timers. */
+static uint64_t rng_next(void)
+{
+	static uint64_t state;
+	static int seeded;
+	if (!seeded) {
+		if (getrandom(&state, sizeof(state), GRND_NONBLOCK) != (ssize_t)sizeof(state))
+			state = clock_mono_ns() ^ ((uint64_t)getpid() << 32);
+		seeded = 1;
+	}
+	uint64_t z = (state += UINT64_C(0x9e3779b97f4a7c15));
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+uint64_t random_below(uint64_t n)
+{
+	if (n == 0)
+		return 0;
+	/* Reject the top sliver that would make the low values likelier. */
+	uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+	uint64_t v;
+	do
+		v = rng_next();
+	while (v >= limit);
+	return v % n;
 }

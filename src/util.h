@@ -19,6 +19,10 @@ uint64_t clock_mono_ns(void);
 /* Seconds since the Unix epoch (wall clock). */
 int64_t clock_wall_s(void);
 
+/* A uniformly distributed number in [0, n) (0 when n is 0), from a
+ * generator seeded from the kernel on first use. Not for secrets. */
+uint64_t random_below(uint64_t n);
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -327,7 +327,7 @@ def _cap_through_caddy(unix):
                 assert b'"status":429' in r.read_refusal(), r.body
                 r.close()
                 # herald logged the forwarded address, not Caddy's and not the spoof.
-                h.wait_log(r"refused 127\.0\.0\.2: 429")
+                h.wait_log(r"refused 127\.0\.0\.2 GET /api/events/stream: 429")
                 assert "10.0.0.9" not in h.log(), h.log()
                 # Client B (127.0.0.3) is another address: not capped.
                 r = ProxiedStream(c.port, source="127.0.0.3")
@@ -366,7 +366,7 @@ def test_spoofed_forwarded_for_from_untrusted_peer_ignored():
             s = Stream(h.port, source="127.0.0.5", headers={"X-Forwarded-For": "203.0.113.3"})
             assert s.status == 429, s.status
             s.close()
-            h.wait_log(r"refused 127\.0\.0\.5: 429")
+            h.wait_log(r"refused 127\.0\.0\.5 GET /api/events/stream: 429")
             # The unix socket is not trusted in this configuration either.
             for i in range(2):
                 s = Stream(path=h.sock_path, headers={"X-Forwarded-For": f"198.51.100.{i + 1}"})

@@ -199,7 +199,7 @@ def test_body_split_across_packets():
         s.opening()
         body = b'{"type":"split","data":"in three pieces","public":true}'
         with HttpConn(h.port) as c:
-            c.send(b"POST /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % len(body))
+            c.send(b"POST /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
             # Separate segments (TCP_NODELAY is on); the pauses make the
             # server see each piece in its own read.
             for piece in (body[:10], body[10:30], body[30:]):

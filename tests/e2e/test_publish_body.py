@@ -61,7 +61,7 @@ def test_expect_100_continue():
     # A client that waits for 100 Continue before its body is told at once,
     # then answered as usual; one that sends the body anyway gets no 100.
     body = json.dumps({"data": "after continue", "public": True}).encode()
-    head = (b"POST /api/events HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+    head = (b"POST /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
     with Herald() as h:
         s = connect(h.port)

@@ -11,7 +11,7 @@ from harness import Herald, Stream, publish, request
 
 SEEDS = [
     b"GET /api/events/stream?topic=a,b&last_event_id=3 HTTP/1.1\r\nHost: x\r\nLast-Event-ID: 7\r\n\r\n",
-    b"POST /api/events HTTP/1.1\r\nHost: x\r\nContent-Length: 46\r\n\r\n"
+    b"POST /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 46\r\n\r\n"
     b'{"type":"t","topic":"n","data":"d","public":true}',
     b"GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\nGET /metrics HTTP/1.0\r\n\r\n",
     b"POST /api/events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",

@@ -120,6 +120,13 @@ static int collect(void *arg, const struct store_event *ev)
 	return r->stop_after && r->n >= r->stop_after;
 }
 
+static int collect_none(void *arg, const struct store_event *ev)
+{
+	(void)arg;
+	(void)ev;
+	return 0;
+}
+
 static int read_all(struct store *st, int64_t after, int64_t upto, size_t limit, struct rows *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -167,7 +174,7 @@ static void test_open_creates_schema_and_wal(void)
 	sqlite3 *db = ext_open(path);
 	ext_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	CHECK(strcmp(mode, "wal") == 0);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 1);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 2);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='herald_meta'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='index'"
@@ -558,7 +565,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 3);
 	store_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 1);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 2);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='herald_meta'"), 1);
 	ext_close(db);
 
@@ -585,7 +592,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 8);
 	store_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 1);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 2);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM recent"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'"), 8);
 	ext_text(db, "SELECT sql FROM sqlite_master WHERE name='events'", text, sizeof(text));
@@ -630,8 +637,113 @@ static void rm_tree(const char *dir)
 		fprintf(stderr, "cannot remove %s: %s\n", dir, strerror(errno));
 }
 
+/* ---- reads by filter ---- */
+
+/* A VFS that counts reads, wrapped around the default one: how many file
+ * reads a query makes tells whether it walked an index or the whole log,
+ * with no clock involved. */
+static sqlite3_vfs counting_vfs, *real_vfs;
+static struct sqlite3_io_methods counting_io;
+static const struct sqlite3_io_methods *real_io;
+static long file_reads;
+
+static int counting_read(sqlite3_file *f, void *buf, int n, sqlite3_int64 off)
+{
+	file_reads++;
+	return real_io->xRead(f, buf, n, off);
+}
+
+static int counting_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out_flags)
+{
+	(void)vfs;
+	int rc = real_vfs->xOpen(real_vfs, name, f, flags, out_flags);
+	if (rc == SQLITE_OK && f->pMethods) {
+		if (!real_io) {
+			real_io = f->pMethods;
+			counting_io = *real_io;
+			counting_io.xRead = counting_read;
+		}
+		if (f->pMethods == real_io)
+			f->pMethods = &counting_io;
+	}
+	return rc;
+}
+
+static void use_counting_vfs(void)
+{
+	real_vfs = sqlite3_vfs_find(NULL);
+	counting_vfs = *real_vfs;
+	counting_vfs.zName = "counting";
+	counting_vfs.xOpen = counting_open;
+	sqlite3_vfs_register(&counting_vfs, 1);
+}
+
+static int read_matching(struct store *st, int64_t after, size_t limit, bool see_private, const char *const *topics,
+			 size_t ntopics, struct rows *r)
+{
+	struct store_filter f = { see_private, ntopics, (char *const *)topics };
+	memset(r, 0, sizeof(*r));
+	r->terminated = true;
+	return store_read_matching(st, after, INT64_MAX, limit, &f, collect, r);
+}
+
+static void test_read_matching(void)
+{
+	const char *path = db_path("matching.db");
+	struct store *st = open_ok(path);
+	if (!st)
+		return;
+	/* ids 1..12: topic a/b/c in turn; every third row private. */
+	static const char *const names[] = { "a", "b", "c" };
+	for (int i = 0; i < 12; i++)
+		CHECK_EQ_INT(append_one(st, "t", names[i % 3], "d", i % 3 != 1 || i % 2 == 0, NULL), 0);
+	struct rows r;
+	const char *const a[] = { "a" }, *const ac[] = { "c", "a" }, *const none[] = { "zzz" };
+	CHECK_EQ_INT(read_matching(st, 0, 100, true, a, 1, &r), 4);
+	CHECK(r.id[0] == 1 && r.id[1] == 4 && r.id[2] == 7 && r.id[3] == 10);
+	/* Two topics come merged in id order, limit applied to the merge. */
+	CHECK_EQ_INT(read_matching(st, 2, 5, true, ac, 2, &r), 5);
+	CHECK(r.id[0] == 3 && r.id[1] == 4 && r.id[2] == 6 && r.id[3] == 7 && r.id[4] == 9);
+	/* Without private rights, topic b keeps only its public rows (5, 11). */
+	const char *const b[] = { "b" };
+	CHECK_EQ_INT(read_matching(st, 0, 100, false, b, 1, &r), 2);
+	CHECK(r.id[0] == 5 && r.id[1] == 11 && r.pub[0] && r.pub[1]);
+	/* No topic: every public row, or every row. */
+	CHECK_EQ_INT(read_matching(st, 0, 100, false, NULL, 0, &r), 10);
+	CHECK_EQ_INT(read_matching(st, 0, 100, true, NULL, 0, &r), 12);
+	CHECK_EQ_INT(read_matching(st, 0, 100, true, none, 1, &r), 0);
+	const char *const many[17] = { "a" };
+	CHECK_EQ_INT(read_matching(st, 0, 100, true, many, 17, &r), -EINVAL);
+
+	/* 30,000 more rows on topic a, all private: a reader of a topic
+	 * nobody writes, or of public events only, resuming from 0, must not
+	 * read the whole log to learn there is nothing for it. */
+	struct store_new_event batch[1000];
+	for (int i = 0; i < 1000; i++)
+		batch[i] = (struct store_new_event){ "t", "a", "some data of a modest size, as events have", 43, false };
+	for (int k = 0; k < 30; k++)
+		CHECK_EQ_INT(store_append_batch(st, batch, 1000, NULL), 0);
+	store_checkpoint(st);
+	store_close(st);
+	st = open_ok(path); /* a cold page cache */
+	if (!st)
+		return;
+	long before = file_reads;
+	CHECK_EQ_INT(read_matching(st, 0, 128, true, none, 1, &r), 0);
+	CHECK_EQ_INT(read_matching(st, 12, 128, false, NULL, 0, &r), 0);
+	long reads = file_reads - before;
+	before = file_reads;
+	CHECK_EQ_INT(store_read_range(st, 12, INT64_MAX, 100000, collect_none, NULL), 30000);
+	long scan = file_reads - before;
+	fprintf(stderr, "file reads: filtered %ld, whole log %ld\n", reads, scan);
+	CHECK(reads < 30);
+	CHECK(scan > 200);
+	store_close(st);
+}
+
 int main(void)
 {
+	use_counting_vfs();
 	if (!mkdtemp(tmpdir)) {
 		perror("mkdtemp");
 		return 1;
@@ -646,6 +758,7 @@ int main(void)
 	test_open_failure();
 	test_odd_external_rows();
 	test_older_layouts();
+	test_read_matching();
 	rm_tree(tmpdir);
 	return check_done("store");
 }
