@@ -123,13 +123,16 @@ def test_readers_db_path_and_csv_over_unix(tmp=None):
 
 
 def test_readers_counts_errors_by_kind():
-    # Nothing listens on a port we just closed: every open is refused.
+    # Nothing listens on a port we hold bound without listen(): every open
+    # is refused, and no other socket can take the port meanwhile.
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-    s.close()
-    code, out, err, js = run("readers", 5, "--server", f"127.0.0.1:{port}", "--publish",
-                             f"http://127.0.0.1:{port}/api/events", "--no-floor", expect=1)
+    try:
+        code, out, err, js = run("readers", 5, "--server", f"127.0.0.1:{port}", "--publish",
+                                 f"http://127.0.0.1:{port}/api/events", "--no-floor", expect=1)
+    finally:
+        s.close()
     assert js["opened"] == 0 and js["errors"]["refused"] == 5, js["errors"]
     assert "5 refused" in out
     # A wrong path: every reader gets a 404, counted with its status.
@@ -193,12 +196,15 @@ def test_overflow_report_finds_herald():
         lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
         assert len(lines) == 2 and all("deltas" in l for l in lines)
         assert all(l["listeners"][0]["max"] == 77 for l in lines)
-    # A port nobody listens on is said plainly, exit 1.
+    # A port nobody listens on is said plainly, exit 1 (held bound, not
+    # listening, so no other socket takes it meanwhile).
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-    s.close()
-    code, out, err, js = run("overflow-report", "--port", port, "--json", expect=1)
+    try:
+        code, out, err, js = run("overflow-report", "--port", port, "--json", expect=1)
+    finally:
+        s.close()
     assert js["listeners"] == []
 
 
