@@ -343,8 +343,31 @@ static void test_parser_self(void)
 #undef FM
 }
 
+/* A row whose frame would pass FRAME_MAX_BYTES (or 4 GiB, past a 32-bit
+ * length) is sent as a small too_large event that keeps its id. */
+static void test_too_large(void)
+{
+	size_t n = FRAME_MAX_BYTES / 7 + 1; /* every byte a line break: 7 bytes each framed */
+	char *data = malloc(n);
+	if (!data)
+		return;
+	memset(data, '\n', n);
+	struct store_event ev = { .id = 77, .type = "t", .type_len = 1, .data = data, .data_len = n };
+	struct chunk *c = frame_event(&ev);
+	CHECK(c->len < 256);
+	CHECK(c->len > 30 && memcmp(c->data, "id: 77\nevent: too_large\ndata: {\"id\":77,", 36) == 0);
+	chunk_unref(c);
+	/* Just under the limit it is sent whole. */
+	ev.data_len = 1000;
+	c = frame_event(&ev);
+	CHECK(c->len == strlen("id: 77\nevent: t\n") + 1001 * 7 + 1);
+	chunk_unref(c);
+	free(data);
+}
+
 int main(void)
 {
+	test_too_large();
 	test_parser_self();
 	test_exact_shapes();
 	test_roundtrips();
