@@ -1,6 +1,8 @@
-# herald: build, run, test, bench, install.
+# herald: build, run, test, bench, fuzz, install.
 #   make run    install missing Debian packages, build, start on 127.0.0.1:8199
 #   make test   install missing packages, build with ASan+UBSan, run every test
+#   make fuzz   install clang too, fuzz every target with libFuzzer for
+#               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
 PKGS      := sqlite3 openssl libsystemd inih
 CC        ?= cc
 OPT       ?= -O2 -g
@@ -33,12 +35,19 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+LF_BIN   := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/bin/%)
+
+# make fuzz: clang from Debian, its own build folder, a time per target.
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   ?= build/libfuzzer
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment
 LOAD_SRC   := $(filter-out load/proc.c,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
-.PHONY: all deps run test unit bench fuzz format install uninstall clean
+.PHONY: all deps run test unit bench fuzz fuzz-targets format install uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -65,6 +74,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< tests/fuzz/driver.c $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
 
+# The same targets as libFuzzer programs (make fuzz builds them with clang
+# and SANITIZE=fuzzer-no-link,...; libFuzzer brings main()).
+$(BUILD)/bin/%: tests/fuzz/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -DHERALD_LIBFUZZER -Isrc -o $@ $< $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+
+fuzz-targets: $(LF_BIN)
+
 # The tools sit in load/ whichever build made them; a stamp of the flags
 # they were built with rebuilds them when another build's flags differ.
 load/.flags: FORCE
@@ -79,15 +96,24 @@ load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) load/proc.c l
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
+# The how-to is printed once herald says it is ready (never when it fails to
+# start, e.g. on a busy port); herald's log passes through a filter that
+# ignores Ctrl-C, so herald's last lines still show, and herald's exit
+# status is make's.
+RUN_HOWTO := printf '%s\n' \
+	'herald: serving http://127.0.0.1:8199 with the database var/herald.db (Ctrl-C stops it)' \
+	'  read:     curl -N http://127.0.0.1:8199/api/events/stream' \
+	'  publish:  curl -d '"'"'{"type":"greeting","topic":"news","data":"hello","public":true}'"'"' http://127.0.0.1:8199/api/events' \
+	'  or:       sqlite3 var/herald.db "INSERT INTO events(type,topic,data,public) VALUES('"'"'greeting'"'"','"'"'news'"'"','"'"'hi'"'"',1)"' \
+	'  health:   curl http://127.0.0.1:8199/api/health'
+
 run: deps
 	@$(MAKE) --no-print-directory all
-	@printf '%s\n' \
-	  'herald: serving http://127.0.0.1:8199 with the database var/herald.db (Ctrl-C stops it)' \
-	  '  read:     curl -N http://127.0.0.1:8199/api/events/stream' \
-	  '  publish:  curl -d '"'"'{"type":"greeting","topic":"news","data":"hello","public":true}'"'"' http://127.0.0.1:8199/api/events' \
-	  '  or:       sqlite3 var/herald.db "INSERT INTO events(type,topic,data,public) VALUES('"'"'greeting'"'"','"'"'news'"'"','"'"'hi'"'"',1)"' \
-	  '  health:   curl http://127.0.0.1:8199/api/health'
-	@$(HERALD)
+	@status=$$( { { $(HERALD) 2>&1 3>&-; echo $$? >&3; } | { trap '' INT; \
+		while IFS= read -r line; do \
+			printf '%s\n' "$$line" >&2; \
+			case $$line in *'herald ready:'*) $(RUN_HOWTO) >&2 ;; esac; \
+		done; }; } 3>&1 ); exit $$status
 
 # The suite runs against an ASan+UBSan build in its own folder.
 test: deps
@@ -98,14 +124,20 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@load/bench
 
-fuzz: deps
-	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined OPT='-O1 -g' unit
-	@for f in $(FUZZ_SRC:tests/fuzz/%.c=build/asan/fuzz/%); do $$f --seconds 60 || exit 1; done
+# Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS, with its
+# corpus and dictionary; new inputs and crashes stay under FUZZ_BUILD.
+fuzz:
+	@scripts/deps fuzz
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE=fuzzer-no-link,address,undefined \
+		OPT='-O1 -g' fuzz-targets
+	@tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # install: the binary, the load tools, /etc/herald/herald.conf (never over
-# an existing one), the units with PREFIX filled in, the sysusers.d entry for
-# user herald, herald(8), and examples in SHAREDIR. Installing to the real
-# root (no DESTDIR) also creates the user and reloads systemd.
+# an existing one; mode 0640, group herald or else root, since it may hold
+# tokens; a DESTDIR install by a user keeps the user's group), the units
+# with PREFIX filled in, the sysusers.d entry for user herald, herald(8),
+# and examples in SHAREDIR. Installing to the real root (no DESTDIR) also
+# creates the user and reloads systemd.
 CONF_FOR_SERVICE := sed -e 's|^db = .*|db = /var/lib/herald/herald.db|' conf/herald.conf
 
 # Format every C file with the repository's .clang-format.
@@ -134,10 +166,9 @@ install: all
 		echo "keeping the existing $$conf"; \
 	else \
 		echo "installing $$conf"; \
-		$(CONF_FOR_SERVICE) > $$conf.new && chmod 644 $$conf.new && mv $$conf.new $$conf; \
-		if [ -z "$(DESTDIR)" ] && getent group herald >/dev/null; then \
-			chgrp herald $$conf && chmod 640 $$conf; \
-		fi; \
+		group=root; if getent group herald >/dev/null; then group=herald; fi; \
+		(umask 077 && $(CONF_FOR_SERVICE) > $$conf.new) && chmod 640 $$conf.new && \
+		{ chgrp $$group $$conf.new 2>/dev/null || [ -n "$(DESTDIR)" ]; } && mv $$conf.new $$conf; \
 	fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
 
@@ -164,4 +195,4 @@ uninstall:
 clean:
 	rm -rf build $(LOAD_BIN) load/.flags load/*.d
 
--include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(FUZZ_BIN:=.d)
+-include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(FUZZ_BIN:=.d) $(LF_BIN:=.d)

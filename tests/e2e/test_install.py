@@ -1,9 +1,10 @@
 """End-to-end: `make install` and `make uninstall`.
 
 `make install DESTDIR=<temporary folder>` lays out the binary, the load
-tools, /etc/herald/herald.conf (pointing at the service's database, and
-accepted by herald --check-config), the units with PREFIX filled in, the
-sysusers.d entry, herald(8) and the examples; an existing herald.conf is
+tools, /etc/herald/herald.conf (pointing at the service's database, mode
+0640 as it may hold tokens, and accepted by herald --check-config), the
+units with PREFIX filled in, the sysusers.d entry, herald(8) and the
+examples; an existing herald.conf is
 never overwritten; `make uninstall` removes everything again except a
 herald.conf edited since. Installed with DESTDIR=/ and PREFIX inside a
 temporary folder, the units name an existing binary and man page, so
@@ -12,6 +13,7 @@ temporary folder, the units name an existing binary and man page, so
 The suite has already built herald (ASan, build/asan), so the tests install
 that binary (HERALD=...) with `make -o all`: they exercise the install
 recipe without rebuilding the shared tree with other flags."""
+import grp
 import os
 import shutil
 import stat
@@ -94,7 +96,15 @@ def test_install_layout_and_uninstall():
         conf = os.path.join(dest, "etc/herald/herald.conf")
         text = _read(conf)
         assert "\ndb = /var/lib/herald/herald.db\n" in text, text
-        assert os.stat(conf).st_mode & 0o777 == 0o644, oct(os.stat(conf).st_mode)
+        # It may hold tokens: never readable by every user.
+        st = os.stat(conf)
+        assert st.st_mode & 0o777 == 0o640, oct(st.st_mode)
+        if os.geteuid() == 0:
+            try:
+                want_gid = grp.getgrnam("herald").gr_gid
+            except KeyError:
+                want_gid = 0
+            assert st.st_gid == want_gid, f"herald.conf's group is {st.st_gid}, not {want_gid}"
         r = subprocess.run([harness.HERALD_BIN, "--config", conf, "--check-config"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=30)
         assert r.returncode == 0, r.stdout.decode(errors="replace")
@@ -134,6 +144,8 @@ def test_install_prefix_and_installed_units_verify():
         prefix = os.path.join(top, "usr")
         etc = os.path.join(top, "etc")
         _make("install", DESTDIR="/", PREFIX=prefix, SYSCONFDIR=etc)
+        mode = os.stat(os.path.join(etc, "herald/herald.conf")).st_mode & 0o777
+        assert mode == 0o640, oct(mode)
         got = _files(top)
         want = _expected(prefix="usr", etc="etc")
         assert got == want, f"missing {sorted(want - got)}, unexpected {sorted(got - want)}"

@@ -1,16 +1,22 @@
-/* driver.c: a standalone fuzz driver, so fuzzing needs no libFuzzer. It
- * replays every file in the target's corpus folders, then feeds random
- * mutations of them (bit flips, byte inserts and deletes, interesting bytes,
- * runs, dictionary tokens, splices) to fuzz_one for --seconds (default 2,
- * short enough for `make test`) from a fixed seed, so a run is repeatable.
- * Every input is copied to end exactly at a PROT_NONE page: an over-read
- * faults at once. Sanitizers catch the rest; the input being run when the
- * process dies is written to --crash-dir (default /tmp) first.
+/* driver.c: a standalone fuzz driver, so replaying the corpora needs no
+ * libFuzzer (`make test` builds it with gcc). It replays every file in the
+ * target's corpus folders, then feeds random mutations of them (bit flips,
+ * byte inserts and deletes, interesting bytes, runs, dictionary tokens,
+ * splices) to fuzz_one for --seconds (default 1) from a fixed seed, so a run
+ * is repeatable. The mutations are blind to coverage: `make fuzz` runs the
+ * same targets under libFuzzer for real fuzzing. Every input is copied to end
+ * exactly at a PROT_NONE page: an over-read faults at once. Sanitizers catch
+ * the rest; the input being run when the process dies is written to
+ * --crash-dir (default /tmp) first.
  *
- *   build/asan/fuzz/fuzz_http [--seconds N] [--seed N] [--runs N]
- *                             [--max-len N] [--crash-dir DIR] [FILE|DIR]...
+ *   build/asan/fuzz/fuzz_http [--seconds N] [--seed N] [--runs N] [--max-len N]
+ *                             [--crash-dir DIR] [--dict FILE] [FILE|DIR]...
  *
- * With FILE or DIR arguments only those inputs run (reproducing a crash). */
+ * The dictionary is tests/fuzz/dict/<name>.dict (fuzz_http: http.dict) unless
+ * --dict names another; it is in libFuzzer's format, so both fuzzers share
+ * one file. With FILE or DIR arguments only those inputs run (reproducing a
+ * crash). */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -237,7 +243,109 @@ static void free_inputs(void)
 static const uint8_t interesting[] = { '\r', '\n', ':', ' ', '\t', 0,    0xff, 0x7f, 0x80, '%', '+', '&',
 				       '=',  '?',  '/', ',', '"',  '\\', '0',  '9',  '-',  '*', 0x01 };
 
+/* Dictionary tokens: bytes, not strings, as a token may hold a NUL. */
+struct token {
+	uint8_t *data;
+	size_t len;
+};
+static struct token *dict;
 static size_t ndict;
+
+static int hex_val(int c)
+{
+	return isdigit(c) ? c - '0' : tolower(c) - 'a' + 10;
+}
+
+/* Decode one dictionary line, libFuzzer's format: blank lines and lines
+ * starting with '#' are skipped; otherwise an optional name, '=', and a
+ * quoted value whose only escapes are \\, \" and \xHH. Returns 1 for a
+ * token (in *out, *out_len), 0 for a line to skip, -1 for a malformed one. */
+static int dict_line(char *line, uint8_t *out, size_t *out_len)
+{
+	size_t l = 0, r = strlen(line);
+	while (l < r && isspace((unsigned char)line[l]))
+		l++;
+	while (r > l && isspace((unsigned char)line[r - 1]))
+		r--;
+	if (l == r || line[l] == '#')
+		return 0;
+	if (r - l < 3 || line[r - 1] != '"')
+		return -1;
+	r--; /* the closing quote */
+	while (l < r && line[l] != '"')
+		l++;
+	if (l == r)
+		return -1;
+	size_t n = 0;
+	for (size_t i = l + 1; i < r; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if (!isprint(c) && !isspace(c))
+			return -1;
+		if (c != '\\') {
+			out[n++] = c;
+		} else if (i + 1 < r && (line[i + 1] == '\\' || line[i + 1] == '"')) {
+			out[n++] = (uint8_t)line[++i];
+		} else if (i + 3 < r && line[i + 1] == 'x' && isxdigit((unsigned char)line[i + 2]) &&
+			   isxdigit((unsigned char)line[i + 3])) {
+			out[n++] = (uint8_t)(hex_val((unsigned char)line[i + 2]) << 4 |
+					     hex_val((unsigned char)line[i + 3]));
+			i += 3;
+		} else {
+			return -1;
+		}
+	}
+	*out_len = n;
+	return 1;
+}
+
+/* Load the dictionary at path into dict[]. A missing default file means no
+ * dictionary; a missing named one, or any malformed line, is an error. */
+static bool load_dict(const char *path, bool named)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		if (!named && errno == ENOENT)
+			return true;
+		fprintf(stderr, "fuzz: cannot read dictionary %s: %s\n", path, strerror(errno));
+		return false;
+	}
+	char *line = NULL;
+	size_t cap = 0, lineno = 0;
+	bool ok = true;
+	while (getline(&line, &cap, f) >= 0) {
+		lineno++;
+		uint8_t *tok = malloc(strlen(line) + 1);
+		size_t n = 0;
+		if (!tok)
+			abort();
+		int r = dict_line(line, tok, &n);
+		if (r <= 0) {
+			free(tok);
+			if (r < 0) {
+				fprintf(stderr, "fuzz: %s:%zu: not a dictionary entry\n", path, lineno);
+				ok = false;
+				break;
+			}
+			continue;
+		}
+		dict = realloc(dict, (ndict + 1) * sizeof(*dict));
+		if (!dict)
+			abort();
+		dict[ndict++] = (struct token){ tok, n };
+	}
+	free(line);
+	fclose(f);
+	return ok;
+}
+
+static void free_dict(void)
+{
+	for (size_t i = 0; i < ndict; i++)
+		free(dict[i].data);
+	free(dict);
+	dict = NULL;
+	ndict = 0;
+}
 
 /* Insert n bytes at pos into buf[0..len), keeping within cap. Returns the
  * new length. */
@@ -301,8 +409,8 @@ static size_t mutate_once(uint8_t *buf, size_t len, size_t cap)
 	case 8: { /* insert a dictionary token */
 		if (!ndict)
 			return mutate_once(buf, len, cap);
-		const char *tok = fuzz_dictionary[below(ndict)];
-		return insert(buf, len, cap, below(len + 1), (const uint8_t *)tok, strlen(tok));
+		const struct token *tok = &dict[below(ndict)];
+		return insert(buf, len, cap, below(len + 1), tok->data, tok->len);
 	}
 	case 9: { /* insert a run of one byte, now and then a long one */
 		size_t n = below(8) == 0 ? 1 + below(20000) : 1 + below(16);
@@ -333,8 +441,9 @@ static size_t mutate_once(uint8_t *buf, size_t len, size_t cap)
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
-		"usage: %s [--seconds N] [--seed N] [--runs N] [--max-len N] [--crash-dir DIR] [FILE|DIR]...\n"
-		"Replays the corpus, then runs random mutations for N seconds (default 2).\n"
+		"usage: %s [--seconds N] [--seed N] [--runs N] [--max-len N] [--crash-dir DIR] [--dict FILE]\n"
+		"          [FILE|DIR]...\n"
+		"Replays the corpus, then runs random mutations for N seconds (default 1).\n"
 		"With FILE/DIR arguments, runs only those inputs.\n",
 		prog);
 }
@@ -354,11 +463,12 @@ static unsigned long long num_arg(const char *prog, const char *opt, const char 
 int main(int argc, char **argv)
 {
 	const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-	double seconds = 2;
+	double seconds = 1;
 	uint64_t seed = 0x68657261;
 	unsigned long long max_runs = 0;
 	size_t max_len = 65536;
 	const char *crash_dir = "/tmp";
+	const char *dict_path = NULL;
 	char **only = calloc((size_t)argc + 1, sizeof(*only));
 	size_t nonly = 0;
 
@@ -382,6 +492,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			crash_dir = v;
+			i++;
+		} else if (!strcmp(a, "--dict")) {
+			if (!v) {
+				usage(stderr, prog);
+				return 2;
+			}
+			dict_path = v;
 			i++;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(stdout, prog);
@@ -427,9 +544,12 @@ int main(int argc, char **argv)
 		run(inputs[i].data, inputs[i].len);
 	size_t corpus_n = ninputs;
 
-	if (fuzz_dictionary)
-		while (fuzz_dictionary[ndict])
-			ndict++;
+	char default_dict[4096];
+	if (!dict_path)
+		snprintf(default_dict, sizeof(default_dict), "tests/fuzz/dict/%s.dict",
+			 strncmp(prog, "fuzz_", 5) ? prog : prog + 5);
+	if (!load_dict(dict_path ? dict_path : default_dict, dict_path != NULL))
+		return 2;
 	rng_state = seed;
 	uint8_t *buf = malloc(max_len);
 	if (!buf)
@@ -449,11 +569,12 @@ int main(int argc, char **argv)
 		execs++;
 	}
 	double dt = now_s() - t0;
-	printf("%s: %zu corpus inputs replayed, %llu mutated execs in %.1f s (%.0f/s), seed %llu\n", prog, corpus_n,
-	       execs, dt, dt > 0 ? (double)execs / dt : 0.0, (unsigned long long)seed);
+	printf("%s: %zu corpus inputs replayed, %llu mutated execs in %.1f s (%.0f/s), seed %llu, %zu tokens\n", prog,
+	       corpus_n, execs, dt, dt > 0 ? (double)execs / dt : 0.0, (unsigned long long)seed, ndict);
 
 	free(buf);
 	free_inputs();
+	free_dict();
 	free(only);
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* fuzz.h: what a fuzz target (tests/fuzz/fuzz_<name>.c) gives the driver
  * (tests/fuzz/driver.c). The same fuzz_one also serves libFuzzer through a
- * thin LLVMFuzzerTestOneInput wrapper in the target. */
+ * thin LLVMFuzzerTestOneInput wrapper in the target. Tokens for the
+ * mutators of both are in tests/fuzz/dict/<name>.dict, not here. */
 #ifndef HERALD_FUZZ_H
 #define HERALD_FUZZ_H
 
@@ -15,8 +16,5 @@ int fuzz_one(const uint8_t *data, size_t size);
  * file in them is replayed before mutation starts. A missing folder is
  * skipped (git keeps no empty ones), but at least one file must load. */
 extern const char *fuzz_corpus_dirs[];
-
-/* Optional (weak): NULL-terminated tokens the mutator splices in. */
-extern const char *const fuzz_dictionary[] __attribute__((weak));
 
 #endif

@@ -12,11 +12,9 @@
  * reason (when it is a plain word-like string): the reset reads back with
  * the id, type "reset" and the reason and resume id in its JSON.
  *
- * Standalone (the default): linked with tests/fuzz/driver.c by the Makefile.
- * With libFuzzer instead, from the repo root:
- *   clang -g -O1 -D_GNU_SOURCE -DHERALD_LIBFUZZER -fsanitize=fuzzer,address,undefined \
- *         -Isrc tests/fuzz/fuzz_frame.c src/frame.c src/chunk.c src/util.c -o /tmp/fuzz_frame_lf
- *   mkdir -p /tmp/lf && /tmp/fuzz_frame_lf /tmp/lf tests/fuzz/corpus/frame
+ * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
+ * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
+ * is tests/fuzz/dict/frame.dict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +25,6 @@
 #include "fuzz.h"
 
 const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/frame", "tests/fuzz/regressions/frame", NULL };
-
-const char *const fuzz_dictionary[] = {
-	"\r\n", "\r",      "\n", "\n\n", "\r\r",         "\n\r",    "data: ", "event: ",
-	"id: ", "retry: ", ": ", ":",    "\xef\xbb\xbf", "message", "reset",  NULL,
-};
 
 #define FUZZ_ASSERT(cond)                                                                                          \
 	do {                                                                                                       \

@@ -7,10 +7,9 @@
  *   - text_json_escapes_nul against a two-state scanner over the same bytes.
  * Inputs end at the driver's PROT_NONE page, so an over-read crashes.
  *
- * Standalone (the default): linked with tests/fuzz/driver.c by the Makefile.
- * With libFuzzer instead, from the repo root:
- *   clang -g -O1 -D_GNU_SOURCE -DHERALD_LIBFUZZER -fsanitize=fuzzer,address,undefined \
- *         -Isrc tests/fuzz/fuzz_text.c src/text.c -o /tmp/fuzz_text_lf
+ * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
+ * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
+ * is tests/fuzz/dict/text.dict.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,25 +20,6 @@
 #include "text.h"
 
 const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/text", "tests/fuzz/regressions/text", NULL };
-
-const char *const fuzz_dictionary[] = {
-	"\\u0000",
-	"\\\\u0000",
-	"\\\"",
-	"\"",
-	"\\u00",
-	"\xc3\xa9",
-	"\xf0\x9f\x98\x80",
-	"\xed\xa0\x80",
-	"\xc0\xaf",
-	"\xf4\x90\x80\x80",
-	"\xef\xbf\xbf",
-	"\x80",
-	"\xff",
-	"{\"data\":\"",
-	"\"}",
-	NULL,
-};
 
 #define FUZZ_ASSERT(cond)                                                            \
 	do {                                                                         \
