@@ -124,13 +124,14 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@load/bench
 
-# Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS, with its
-# corpus and dictionary; new inputs and crashes stay under FUZZ_BUILD.
+# Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS (or until
+# FUZZ_RUNS executions, when given), with its corpus and dictionary; new
+# inputs and crashes stay under FUZZ_BUILD.
 fuzz:
 	@scripts/deps fuzz
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE=fuzzer-no-link,address,undefined \
 		OPT='-O1 -g' fuzz-targets
-	@tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@FUZZ_RUNS='$(FUZZ_RUNS)' tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # install: the binary, the load tools, /etc/herald/herald.conf (never over
 # an existing one; mode 0640, group herald or else root, since it may hold
