@@ -1,18 +1,37 @@
-/* config.c: the key table, the value parsers, and the four sources
- * (defaults, INI file through libinih, environment, flags). */
+/* config.c: the key table, the value parsers, the four sources (defaults,
+ * INI file through libinih, environment, flags), and the checks of the
+ * whole once every source is read (token files, the TLS pair, keys that go
+ * together). Each key remembers where its value came from, so that every
+ * error names it; errors go through config_err to the log. */
 #include "config.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "addr.h"
+#include "listener.h"
 #include "log.h"
+#include "tls.h"
 #include "util.h"
 
-enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE };
+enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K_CHOICE };
+
+enum {
+	KF_SECRET = 1,  /* never printed nor echoed in an error */
+	KF_ZERO_OK = 2, /* 0 is allowed below min (0 = off) */
+};
+
+/* Extra validation of a string value: NULL, or the reason (static, or
+ * written into buf). */
+typedef const char *key_check_fn(const char *v, char *buf, size_t len);
 
 struct key {
 	const char *name;
@@ -20,45 +39,133 @@ struct key {
 	size_t off;
 	int64_t min, max;
 	const char *def;
+	unsigned flags;
+	key_check_fn *check;        /* K_STR only, or NULL */
+	const char *const *choices; /* K_CHOICE: the names, NULL-terminated; the value is the index */
 };
+
+static key_check_fn check_origins, check_proxies;
+
+/* Indexed by enum metrics_mode. */
+static const char *const metrics_modes[] = { "any", "local", "token", NULL };
 
 #define OFF(f) offsetof(struct config, f)
+/* KEY(name, type, field, min, max, default[, .flags = ..., .check = ..., .choices = ...]) */
+#define KEY(n, t, f, lo, hi, d, ...)                                                             \
+	{                                                                                        \
+		.name = n, .type = t, .off = OFF(f), .min = lo, .max = hi, .def = d, __VA_ARGS__ \
+	}
 static const struct key keys[] = {
-	{ "listen", K_LIST, OFF(listen), 0, 0, "127.0.0.1:8199" },
-	{ "db", K_STR, OFF(db), 1, 4096, "var/herald.db" },
-	{ "unix_mode", K_MODE, OFF(unix_mode), 0, 0777, "0660" },
-	{ "backlog", K_INT, OFF(backlog), 1, 65535, "1024" },
-	{ "log_level", K_LEVEL, OFF(log_level), 0, 0, "info" },
-	{ "per_address_limit", K_INT, OFF(per_address_limit), 0, 1000000, "32" },
-	{ "max_readers", K_INT, OFF(max_readers), 0, 10000000, "0" },
-	{ "heartbeat_interval", K_DUR_MS, OFF(heartbeat_interval_ms), 100, 3600000, "15s" },
-	{ "header_timeout", K_DUR_MS, OFF(header_timeout_ms), 100, 3600000, "10s" },
-	{ "keepalive_timeout", K_DUR_MS, OFF(keepalive_timeout_ms), 100, 3600000, "60s" },
-	{ "stall_timeout", K_DUR_MS, OFF(stall_timeout_ms), 100, 86400000, "60s" },
-	{ "max_request_line", K_SIZE, OFF(max_request_line), 64, 1048576, "8192" },
-	{ "max_header_bytes", K_SIZE, OFF(max_header_bytes), 256, 1048576, "16384" },
-	{ "max_headers", K_INT, OFF(max_headers), 4, 128, "64" },
-	{ "max_body", K_SIZE, OFF(max_body), 64, 16777216, "65536" },
-	{ "queue_limit", K_SIZE, OFF(queue_limit), 4096, 1073741824, "256k" },
-	{ "retention_age", K_DUR_S, OFF(retention_age_s), 0, INT64_C(3153600000), "7d" },
-	{ "retention_count", K_INT, OFF(retention_count), 0, INT64_C(1000000000000), "1000000" },
-	{ "publish_token", K_STR, OFF(publish_token), 0, 1024, "" },
-	{ "read_token", K_STR, OFF(read_token), 0, 1024, "" },
-	{ "allow_origin", K_STR, OFF(allow_origin), 0, 4096, "" },
-	{ "trusted_proxies", K_STR, OFF(trusted_proxies), 0, 4096, "127.0.0.0/8,::1,unix" },
-	{ "retry_ms", K_INT, OFF(retry_ms), 0, 3600000, "3000" },
-	{ "rotate_after", K_DUR_MS, OFF(rotate_after_ms), 0, INT64_C(31536000000), "0" },
-	{ "busy_timeout_ms", K_INT, OFF(busy_timeout_ms), 0, 1000, "5" },
-	{ "tls_cert", K_STR, OFF(tls_cert), 0, 4096, "" },
-	{ "tls_key", K_STR, OFF(tls_key), 0, 4096, "" },
+	KEY("listen", K_LIST, listen, 0, 0, "127.0.0.1:8199"),
+	KEY("db", K_STR, db, 1, 4096, "var/herald.db"),
+	KEY("unix_mode", K_MODE, unix_mode, 0, 0777, "0660"),
+	KEY("backlog", K_INT, backlog, 1, 65535, "1024"),
+	KEY("log_level", K_LEVEL, log_level, 0, 0, "info"),
+	KEY("per_address_limit", K_INT, per_address_limit, 0, 1000000, "32"),
+	KEY("ipv6_prefix", K_INT, ipv6_prefix, 1, 128, "64"),
+	KEY("max_readers", K_INT, max_readers, 0, 10000000, "0"),
+	KEY("heartbeat_interval", K_DUR_MS, heartbeat_interval_ms, 100, 3600000, "15s"),
+	KEY("header_timeout", K_DUR_MS, header_timeout_ms, 100, 3600000, "10s"),
+	KEY("keepalive_timeout", K_DUR_MS, keepalive_timeout_ms, 100, 3600000, "60s"),
+	KEY("stall_timeout", K_DUR_MS, stall_timeout_ms, 100, 86400000, "60s"),
+	KEY("max_request_line", K_SIZE, max_request_line, 64, 1048576, "8192"),
+	KEY("max_header_bytes", K_SIZE, max_header_bytes, 256, 1048576, "16384"),
+	KEY("max_headers", K_INT, max_headers, 4, 128, "64"),
+	KEY("max_body", K_SIZE, max_body, 64, 16777216, "65536"),
+	KEY("queue_limit", K_SIZE, queue_limit, 4096, 1073741824, "256k"),
+	KEY("retention_age", K_DUR_S, retention_age_s, 0, INT64_C(3153600000), "7d"),
+	KEY("retention_count", K_INT, retention_count, 0, INT64_C(1000000000000), "1000000"),
+	KEY("publish_token", K_STR, publish_token, 0, 1024, "", .flags = KF_SECRET),
+	KEY("publish_token_file", K_STR, publish_token_file, 0, 4096, ""),
+	KEY("read_token", K_STR, read_token, 0, 1024, "", .flags = KF_SECRET),
+	KEY("read_token_file", K_STR, read_token_file, 0, 4096, ""),
+	KEY("allow_origin", K_STR, allow_origin, 0, 4096, "", .check = check_origins),
+	KEY("trusted_proxies", K_STR, trusted_proxies, 0, 4096, "127.0.0.0/8,::1,unix", .check = check_proxies),
+	KEY("metrics_access", K_CHOICE, metrics_mode, 0, 0, "local", .choices = metrics_modes),
+	KEY("metrics_token", K_STR, metrics_token, 0, 1024, "", .flags = KF_SECRET),
+	KEY("metrics_token_file", K_STR, metrics_token_file, 0, 4096, ""),
+	KEY("retry_ms", K_INT, retry_ms, 0, 3600000, "3000"),
+	KEY("rotate_after", K_DUR_MS, rotate_after_ms, 0, INT64_C(31536000000), "0"),
+	KEY("busy_timeout_ms", K_INT, busy_timeout_ms, 0, 1000, "5"),
+	KEY("tls_cert", K_STR, tls_cert, 0, 4096, ""),
+	KEY("tls_key", K_STR, tls_key, 0, 4096, ""),
+	KEY("tls_ticket_rotate", K_DUR_MS, tls_ticket_rotate_ms, 60000, 604800000, "12h", .flags = KF_ZERO_OK),
+};
+#define NKEYS ARRAY_LEN(keys)
+
+/* One load in progress: the settings being built, where each key's value
+ * came from (NULL: the built-in default), and the errors reported. */
+struct load {
+	struct config *cfg;
+	char *origin[NKEYS];
+	int errors;
 };
 
+/* Report one configuration error, as an error-level log line (so that
+ * under journald it carries the error priority). */
+static void config_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void config_err(const char *fmt, ...)
+{
+	char line[1800];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_err("%s", line);
+}
+
+/* The key called name (n bytes); a dash matches an underscore, so that
+ * "max-body" in a file or a flag is max_body. */
 static const struct key *key_find(const char *name, size_t n)
 {
-	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
-		if (strlen(keys[i].name) == n && strncmp(keys[i].name, name, n) == 0)
+	for (size_t i = 0; i < NKEYS; i++) {
+		const char *k = keys[i].name;
+		size_t j = 0;
+		while (j < n && k[j] && (k[j] == name[j] || (k[j] == '_' && name[j] == '-')))
+			j++;
+		if (j == n && !k[j])
 			return &keys[i];
+	}
 	return NULL;
+}
+
+static const struct key *key_named(const char *name)
+{
+	return key_find(name, strlen(name));
+}
+
+static const char *origin_of(const struct load *ld, const struct key *k)
+{
+	const char *o = ld->origin[k - keys];
+	return o ? o : "built-in default";
+}
+
+/* Escape text for a message: control bytes, quotes and backslashes, so
+ * that one message stays one line and cannot be forged; cut to fit. */
+static const char *escaped(const char *v, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)v; *p && n + 8 < len; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			n += (size_t)snprintf(buf + n, len - n, "\\x%02x", *p);
+		else if (*p == '"' || *p == '\\')
+			n += (size_t)snprintf(buf + n, len - n, "\\%c", *p);
+		else
+			buf[n++] = (char)*p;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The same in double quotes. */
+static const char *quoted(const char *v, char *buf, size_t len)
+{
+	buf[0] = '"';
+	escaped(v, buf + 1, len - 2);
+	size_t n = strlen(buf);
+	buf[n] = '"';
+	buf[n + 1] = '\0';
+	return buf;
 }
 
 /* Parse a whole decimal number with an optional unit suffix from units[]
@@ -110,11 +217,33 @@ static void list_clear(struct config *cfg)
 	cfg->nlisten = 0;
 }
 
-/* Split a comma-separated list into cfg->listen, replacing what was there. */
-static const char *list_set(struct config *cfg, const char *v)
+/* The error for a value of key k from origin: key, value (unless secret),
+ * reason, and for numbers the range allowed. */
+static void bad_value(struct load *ld, const char *origin, const struct key *k, const char *v, const char *why)
 {
-	char *copy = xstrdup(v), *save = NULL;
-	list_clear(cfg);
+	char shown[600], hint[96] = "";
+	if (k->type == K_INT || k->type == K_SIZE || k->type == K_DUR_MS || k->type == K_DUR_S) {
+		const char *unit = k->type == K_DUR_MS  ? " ms"
+				   : k->type == K_DUR_S ? " s"
+				   : k->type == K_SIZE  ? " bytes"
+							: "";
+		snprintf(hint, sizeof(hint), " (allowed: %s%lld to %lld%s)", k->flags & KF_ZERO_OK ? "0, or " : "",
+			 (long long)k->min, (long long)k->max, unit);
+	}
+	/* A token is a secret: name it, never echo it into a log. */
+	config_err("%s: %s = %s: %s%s", origin, k->name,
+		   k->flags & KF_SECRET ? "(value not shown)" : quoted(v, shown, sizeof(shown)), why, hint);
+	ld->errors++;
+}
+
+/* Append the comma-separated addresses in v to cfg->listen, each checked by
+ * listen_addr_parse; blanks around entries and empty entries are skipped.
+ * Returns how many were added, or -1 after reporting each bad one. */
+static int list_add(struct load *ld, const struct key *k, const char *v, const char *origin)
+{
+	struct config *cfg = ld->cfg;
+	char *copy = xstrdup(v), *save = NULL, err[256];
+	int added = 0, bad = 0;
 	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		while (isspace((unsigned char)*t))
 			t++;
@@ -123,18 +252,63 @@ static const char *list_set(struct config *cfg, const char *v)
 			t[--n] = '\0';
 		if (!n)
 			continue;
+		struct listen_addr la;
+		if (listen_addr_parse(t, &la, err, sizeof(err)) < 0) {
+			bad_value(ld, origin, k, t, err);
+			bad++;
+			continue;
+		}
 		if (cfg->nlisten == CONFIG_MAX_LISTEN) {
-			free(copy);
-			return "too many addresses (at most 16)";
+			bad_value(ld, origin, k, v, "too many addresses (at most 16)");
+			bad++;
+			break;
 		}
 		cfg->listen[cfg->nlisten++] = xstrdup(t);
+		added++;
 	}
 	free(copy);
-	return cfg->nlisten ? NULL : "needs at least one address";
+	if (!bad && !added) {
+		bad_value(ld, origin, k, v, "needs at least one address");
+		bad++;
+	}
+	return bad ? -1 : added;
 }
 
-/* Set one key from text; returns NULL or a static reason. */
-static const char *key_set(struct config *cfg, const struct key *k, const char *v)
+/* allow_origin: "*" alone, or origins written scheme://host[:port]. */
+static const char *check_origins(const char *o, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	if (!o[0] || strcmp(o, "*") == 0)
+		return NULL;
+	for (const char *p = o; *p;) {
+		while (*p == ' ')
+			p++;
+		size_t n = strcspn(p, ",");
+		while (n && p[n - 1] == ' ')
+			n--;
+		if (!(n > 7 && strncmp(p, "http://", 7) == 0) && !(n > 8 && strncmp(p, "https://", 8) == 0))
+			return "each entry must be * alone or an origin such as https://example.com";
+		size_t host = p[4] == 's' ? 8 : 7; /* past "https://" or "http://" */
+		for (size_t i = 0; i < n; i++)
+			if (p[i] == ' ' || (p[i] == '/' && i >= host))
+				return "an origin has no spaces and no path";
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
+	}
+	return NULL;
+}
+
+/* trusted_proxies: what the server will parse, parsed now. */
+static const char *check_proxies(const char *v, char *buf, size_t len)
+{
+	struct trust t;
+	return trust_parse(&t, v, buf, len) < 0 ? buf : NULL;
+}
+
+/* Set one key from text; returns NULL or the reason (static, or in buf). */
+static const char *key_set(struct config *cfg, const struct key *k, const char *v, char *buf, size_t len)
 {
 	char *base = (char *)cfg + k->off;
 	int64_t n = 0;
@@ -142,19 +316,21 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 
 	switch (k->type) {
 	case K_LIST:
-		return list_set(cfg, v);
+		return "internal: a list is set through list_add";
 	case K_STR: {
-		size_t len = strlen(v);
-		if ((int64_t)len < k->min)
+		size_t slen = strlen(v);
+		if ((int64_t)slen < k->min)
 			return "must not be empty";
-		if ((int64_t)len > k->max)
+		if ((int64_t)slen > k->max)
 			return "too long";
 		for (const char *p = v; *p; p++)
 			if ((unsigned char)*p < 0x20 || *p == 0x7f)
 				return "contains a control character";
-		char **s = (char **)(void *)base;
-		free(*s);
-		*s = xstrdup(v);
+		if (k->check && (why = k->check(v, buf, len)) != NULL)
+			return why;
+		char **sp = (char **)(void *)base;
+		free(*sp);
+		*sp = xstrdup(v);
 		return NULL;
 	}
 	case K_LEVEL: {
@@ -163,6 +339,19 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 			return "not one of error, warning, notice, info, debug";
 		*(int *)(void *)base = lvl;
 		return NULL;
+	}
+	case K_CHOICE: {
+		size_t at = 0;
+		for (size_t i = 0; k->choices[i]; i++) {
+			if (strcmp(v, k->choices[i]) == 0) {
+				*(int *)(void *)base = (int)i;
+				return NULL;
+			}
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "not one of ", k->choices[i]);
+			if (at >= len)
+				break;
+		}
+		return buf;
 	}
 	case K_INT:
 		why = parse_scaled(v, units_int, &n);
@@ -188,7 +377,7 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 	}
 	if (why)
 		return why;
-	if (n < k->min || n > k->max)
+	if ((n < k->min || n > k->max) && !(n == 0 && (k->flags & KF_ZERO_OK)))
 		return "out of range";
 	if (k->off == OFF(backlog))
 		*(int *)(void *)base = (int)n;
@@ -197,45 +386,30 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 	return NULL;
 }
 
-static void key_range_hint(const struct key *k, char *buf, size_t len)
+static void note_origin(struct load *ld, const struct key *k, const char *origin)
 {
-	buf[0] = '\0';
-	if (k->type == K_INT || k->type == K_SIZE || k->type == K_DUR_MS || k->type == K_DUR_S) {
-		const char *unit = k->type == K_DUR_MS  ? " ms"
-				   : k->type == K_DUR_S ? " s"
-				   : k->type == K_SIZE  ? " bytes"
-							: "";
-		snprintf(buf, len, " (allowed: %lld to %lld%s)", (long long)k->min, (long long)k->max, unit);
-	}
+	free(ld->origin[k - keys]);
+	ld->origin[k - keys] = xstrdup(origin);
 }
 
-static int set_from(struct config *cfg, const struct key *k, const char *v, const char *origin)
+/* Set key k to v from origin (a whole listen list is replaced). Returns 0,
+ * or -1 after reporting why. */
+static int set_from(struct load *ld, const struct key *k, const char *v, const char *origin)
 {
-	const char *why = key_set(cfg, k, v);
-	if (!why)
-		return 0;
-	char hint[96];
-	key_range_hint(k, hint, sizeof(hint));
-	/* A token is a secret: name it, never echo it into a log. Other values
-	 * are quoted with control bytes escaped, so one line stays one line. */
-	bool secret = k->off == OFF(publish_token) || k->off == OFF(read_token);
-	char shown[600];
-	size_t n = 0;
-	if (secret) {
-		snprintf(shown, sizeof(shown), "(value not shown)");
+	char buf[256];
+	if (k->type == K_LIST) {
+		list_clear(ld->cfg);
+		if (list_add(ld, k, v, origin) < 0)
+			return -1;
 	} else {
-		shown[n++] = '"';
-		for (const char *p = v; *p && n < sizeof(shown) - 8; p++) {
-			if ((unsigned char)*p < 0x20 || *p == 0x7f)
-				n += (size_t)snprintf(shown + n, sizeof(shown) - n, "\\x%02x", (unsigned char)*p);
-			else
-				shown[n++] = *p;
+		const char *why = key_set(ld->cfg, k, v, buf, sizeof(buf));
+		if (why) {
+			bad_value(ld, origin, k, v, why);
+			return -1;
 		}
-		shown[n++] = '"';
-		shown[n] = '\0';
 	}
-	fprintf(stderr, "herald: %s: %s = %s: %s%s\n", origin, k->name, shown, why, hint);
-	return -1;
+	note_origin(ld, k, origin);
+	return 0;
 }
 
 /* INI file. What libinih (as Debian builds it) does not do is done in the
@@ -248,8 +422,7 @@ struct file_ctx {
 	FILE *f;
 	const char *path;
 	int line;
-	int errors;
-	struct config *cfg;
+	struct load *ld;
 	char *buf;
 	size_t cap;
 	char **longvals;
@@ -276,8 +449,8 @@ static char *file_reader(char *str, int num, void *stream)
 	char *eq = strpbrk(p, "=:");
 	if (*p == ';' || *p == '#' || *p == '[' || !eq || eq - p > num - 24) {
 		if (*p != ';' && *p != '#') {
-			fprintf(stderr, "herald: %s:%d: line too long to read (%zd bytes)\n", fc->path, fc->line, n);
-			fc->errors++;
+			config_err("%s:%d: line too long to read (%zd bytes)", fc->path, fc->line, n);
+			fc->ld->errors++;
 		}
 		snprintf(str, (size_t)num, ";\n");
 		return str;
@@ -300,10 +473,22 @@ static char *file_reader(char *str, int num, void *stream)
 	return str;
 }
 
+/* A file value in one pair of matching double or single quotes loses them:
+ * inih trims blanks around a value, so quotes are how a value keeps its
+ * own, and how a value copied from a shell file reads the same. Returns a
+ * new string. */
+static char *unquote(const char *v)
+{
+	size_t n = strlen(v);
+	if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0])
+		return xstrndup(v + 1, n - 2);
+	return xstrdup(v);
+}
+
 static int file_handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct file_ctx *fc = user;
-	char origin[4200];
+	char origin[4200], shown[300];
 	if (value[0] == '\x01') {
 		size_t i = (size_t)strtoul(value + 1, NULL, 10);
 		if (i < fc->nlong)
@@ -311,29 +496,31 @@ static int file_handler(void *user, const char *section, const char *name, const
 	}
 	snprintf(origin, sizeof(origin), "%s:%d", fc->path, fc->line);
 	if (section[0] && strcmp(section, "herald") != 0) {
-		fprintf(stderr, "herald: %s: unknown section [%s] (keys go at the top or under [herald])\n", origin,
-			section);
-		fc->errors++;
+		config_err("%s: unknown section [%s] (keys go at the top or under [herald])", origin,
+			   escaped(section, shown, sizeof(shown)));
+		fc->ld->errors++;
 		return 1;
 	}
 	const struct key *k = key_find(name, strlen(name));
 	if (!k) {
-		fprintf(stderr, "herald: %s: unknown key \"%s\" = \"%s\"\n", origin, name, value);
-		fc->errors++;
+		config_err("%s: unknown key %s", origin, quoted(name, shown, sizeof(shown)));
+		fc->ld->errors++;
 		return 1;
 	}
-	if (set_from(fc->cfg, k, value, origin) < 0)
-		fc->errors++;
+	char *v = unquote(value);
+	set_from(fc->ld, k, v, origin);
+	free(v);
 	return 1;
 }
 
-static int load_file(struct config *cfg, const char *path)
+static void load_file(struct load *ld, const char *path)
 {
-	struct file_ctx fc = { .path = path, .cfg = cfg };
+	struct file_ctx fc = { .path = path, .ld = ld };
 	fc.f = fopen(path, "r");
 	if (!fc.f) {
-		fprintf(stderr, "herald: cannot read config file %s: %s\n", path, strerror(errno));
-		return -1;
+		config_err("cannot read config file %s: %s", path, strerror(errno));
+		ld->errors++;
+		return;
 	}
 	int r = ini_parse_stream(file_reader, &fc, file_handler, &fc);
 	fclose(fc.f);
@@ -342,62 +529,116 @@ static int load_file(struct config *cfg, const char *path)
 		free(fc.longvals[i]);
 	free(fc.longvals);
 	if (r > 0) {
-		fprintf(stderr, "herald: %s:%d: not a \"key = value\" line\n", path, r);
-		return -1;
+		config_err("%s:%d: not a \"key = value\" line", path, r);
+		ld->errors++;
+	} else if (r < 0) {
+		config_err("%s: cannot parse the file", path);
+		ld->errors++;
 	}
-	if (r < 0) {
-		fprintf(stderr, "herald: %s: cannot parse the file\n", path);
-		return -1;
-	}
-	return fc.errors ? -1 : 0;
 }
 
-static int load_env(struct config *cfg)
+/* Variables named HERALD_* that are not keys but are set by herald's own
+ * build and test tools (Makefile, tests/run.py), which start herald with
+ * them in its environment. Any other unknown HERALD_* is a mistake. */
+static const char *const env_not_keys[] = { "HERALD_BIN", "HERALD_BUILD" };
+
+/* The key whose variable is exactly name ("HERALD_" and the key in upper
+ * case), or NULL. */
+static const struct key *env_key(const char *name, size_t n)
 {
-	int errors = 0;
-	char name[64], origin[96];
+	for (size_t i = 0; i < NKEYS; i++) {
+		const char *k = keys[i].name;
+		size_t j = 0;
+		while (7 + j < n && k[j] && name[7 + j] == toupper((unsigned char)k[j]))
+			j++;
+		if (7 + j == n && !k[j])
+			return &keys[i];
+	}
+	return NULL;
+}
+
+/* An unknown HERALD_* variable: name it, and the key it may have meant. */
+static void env_unknown(struct load *ld, const char *name, size_t n)
+{
+	char shown[300], lower[128];
+	size_t m = 0;
+	for (size_t i = 7; i < n && m < sizeof(lower) - 1; i++)
+		lower[m++] = (char)tolower((unsigned char)name[i]);
+	lower[m] = '\0';
+	char *v = xstrndup(name, n);
+	const struct key *k = key_find(lower, m);
+	if (k) {
+		char want[64];
+		size_t w = (size_t)snprintf(want, sizeof(want), "HERALD_");
+		for (const char *p = k->name; *p && w < sizeof(want) - 1; p++)
+			want[w++] = (char)toupper((unsigned char)*p);
+		want[w] = '\0';
+		config_err("environment %s: unknown variable; the key %s is set by %s", quoted(v, shown, sizeof(shown)),
+			   k->name, want);
+	} else {
+		config_err("environment %s: unknown variable: herald has no key %s (see herald --help)",
+			   quoted(v, shown, sizeof(shown)), lower);
+	}
+	free(v);
+	ld->errors++;
+}
+
+static void load_env(struct load *ld)
+{
+	extern char **environ;
+	char origin[160];
 	/* BACKLOG alone is honoured for experiments (load/backlog-experiment). */
 	const char *b = getenv("BACKLOG");
-	if (b && *b && set_from(cfg, key_find("backlog", 7), b, "environment BACKLOG") < 0)
-		errors++;
-	for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
-		size_t n = (size_t)snprintf(name, sizeof(name), "HERALD_");
-		for (const char *p = keys[i].name; *p && n < sizeof(name) - 1; p++)
-			name[n++] = (char)toupper((unsigned char)*p);
-		name[n] = '\0';
-		const char *v = getenv(name);
-		if (!v)
+	if (b && *b)
+		set_from(ld, key_named("backlog"), b, "environment BACKLOG");
+	for (char **e = environ; *e; e++) {
+		if (strncmp(*e, "HERALD_", 7) != 0)
 			continue;
-		snprintf(origin, sizeof(origin), "environment %s", name);
-		if (set_from(cfg, &keys[i], v, origin) < 0)
-			errors++;
+		size_t n = strcspn(*e, "=");
+		bool tool = false;
+		for (size_t i = 0; i < ARRAY_LEN(env_not_keys); i++)
+			tool |= strlen(env_not_keys[i]) == n && strncmp(*e, env_not_keys[i], n) == 0;
+		if (tool)
+			continue;
+		const struct key *k = env_key(*e, n);
+		if (!k) {
+			env_unknown(ld, *e, n);
+			continue;
+		}
+		snprintf(origin, sizeof(origin), "environment %.*s", (int)n, *e);
+		set_from(ld, k, (*e)[n] ? *e + n + 1 : "", origin);
 	}
-	return errors ? -1 : 0;
 }
 
 void config_usage(FILE *out)
 {
-	fprintf(out, "usage: herald [--config FILE] [--listen ADDR]... [--db PATH] [--backlog N]\n"
+	fprintf(out, "usage: herald [--config FILE] [--listen ADDR[,ADDR...]]... [--db PATH] [--backlog N]\n"
 		     "              [--KEY VALUE]... [--check-config] [--help] [--version]\n"
 		     "\n"
 		     "Server-Sent Events from a SQLite table to many readers.\n"
 		     "\n"
 		     "  --config FILE     read settings from an INI file (keys as below)\n"
 		     "  --check-config    validate the settings, print them, and exit\n"
-		     "  --listen ADDR     127.0.0.1:8199, [::1]:8199, unix:/path or tls:ADDR; repeatable\n"
+		     "  --listen ADDR     127.0.0.1:8199, [::1]:8199, unix:/path or tls:ADDR;\n"
+		     "                    comma-separated, repeatable\n"
 		     "  --KEY VALUE       set any configuration key (dashes or underscores)\n"
 		     "  --help, --version\n"
 		     "\n"
 		     "Keys and defaults (environment: HERALD_<KEY>; BACKLOG also sets backlog):\n");
-	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
+	for (size_t i = 0; i < NKEYS; i++)
 		fprintf(out, "  %-20s %s\n", keys[i].name, keys[i].def[0] ? keys[i].def : "(empty)");
 }
 
-static void defaults(struct config *cfg)
+static void defaults(struct load *ld)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
-		const char *why = key_set(cfg, &keys[i], keys[i].def);
+	char buf[256];
+	memset(ld->cfg, 0, sizeof(*ld->cfg));
+	for (size_t i = 0; i < NKEYS; i++) {
+		const char *why = NULL;
+		if (keys[i].type == K_LIST)
+			ld->cfg->listen[ld->cfg->nlisten++] = xstrdup(keys[i].def);
+		else
+			why = key_set(ld->cfg, &keys[i], keys[i].def, buf, sizeof(buf));
 		if (why) {
 			/* A defect in the table above, not user input. */
 			fprintf(stderr, "herald: built-in default for %s is invalid: %s\n", keys[i].name, why);
@@ -412,76 +653,157 @@ static const struct key *flag_key(const char *arg, const char **inline_value)
 	const char *name = arg + 2;
 	const char *eq = strchr(name, '=');
 	size_t n = eq ? (size_t)(eq - name) : strlen(name);
-	char buf[64];
-	if (n >= sizeof(buf))
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		buf[i] = name[i] == '-' ? '_' : name[i];
 	*inline_value = eq ? eq + 1 : NULL;
-	return key_find(buf, n);
+	return key_find(name, n);
 }
 
-static int validate(const struct config *cfg)
+/* Read at most len bytes of the regular file path into buf. Returns the
+ * count, or -1 with the reason in *why. O_NONBLOCK: a FIFO must not hang
+ * the load (it is refused as not a regular file). */
+static ssize_t read_small_file(const char *path, char *buf, size_t len, const char **why)
 {
-	/* allow_origin: "*" alone, or origins written scheme://host[:port]. */
-	const char *o = cfg->allow_origin;
-	if (o[0] && strcmp(o, "*") != 0) {
-		for (const char *p = o; *p;) {
-			while (*p == ' ')
-				p++;
-			size_t n = strcspn(p, ",");
-			while (n && p[n - 1] == ' ')
-				n--;
-			if (!(n > 7 && strncmp(p, "http://", 7) == 0) && !(n > 8 && strncmp(p, "https://", 8) == 0)) {
-				fprintf(stderr,
-					"herald: allow_origin = \"%s\": each entry must be * alone or an origin "
-					"such as https://example.com\n",
-					o);
-				return -1;
-			}
-			size_t host = p[4] == 's' ? 8 : 7; /* past "https://" or "http://" */
-			for (size_t i = 0; i < n; i++)
-				if (p[i] == ' ' || (p[i] == '/' && i >= host)) {
-					fprintf(stderr,
-						"herald: allow_origin = \"%s\": an origin has no spaces and no "
-						"path\n",
-						o);
-					return -1;
-				}
-			p += strcspn(p, ",");
-			if (*p == ',')
-				p++;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	ssize_t n = 0, r = 1;
+	*why = NULL;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		*why = strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		*why = strerror(EISDIR);
+	else if (!S_ISREG(st.st_mode))
+		*why = "not a regular file";
+	while (!*why && r > 0 && (size_t)n < len) {
+		r = read(fd, buf + n, len - (size_t)n);
+		if (r < 0)
+			*why = strerror(errno);
+		else
+			n += r;
+	}
+	if (fd >= 0)
+		close(fd);
+	return *why ? -1 : n;
+}
+
+/* Read a token from the file named by key kf (whose value is path) into
+ * *token, the value of key kt: one trailing LF or CRLF is dropped; an
+ * empty, unreadable or too long file, or a control character, is an error
+ * naming the key and the path, never the content. Returns 0 or -1. */
+static int read_token_file(struct load *ld, const struct key *kf, const struct key *kt, const char *path, char **token)
+{
+	char buf[1100], why_buf[96];
+	const char *why;
+	ssize_t n = read_small_file(path, buf, sizeof(buf), &why);
+	if (n > 0 && buf[n - 1] == '\n')
+		n -= n > 1 && buf[n - 2] == '\r' ? 2 : 1;
+	if (n == 0) {
+		why = "the file is empty";
+	} else if (n > kt->max) {
+		snprintf(why_buf, sizeof(why_buf), "the token in it is too long (at most %lld bytes)",
+			 (long long)kt->max);
+		why = why_buf;
+	}
+	for (ssize_t i = 0; !why && i < n; i++)
+		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+			why = "the token in it contains a control character (only one line end is dropped)";
+	if (!why) {
+		free(*token);
+		*token = xstrndup(buf, (size_t)n);
+	}
+	explicit_bzero(buf, sizeof(buf));
+	if (why)
+		bad_value(ld, origin_of(ld, kf), kf, path, why);
+	return why ? -1 : 0;
+}
+
+/* The tokens that may come from a file: set one way or the other. */
+static void resolve_tokens(struct load *ld)
+{
+	static const char *const names[] = { "publish_token", "read_token", "metrics_token" };
+	char fname[64];
+	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
+		snprintf(fname, sizeof(fname), "%s_file", names[i]);
+		const struct key *kt = key_named(names[i]), *kf = key_named(fname);
+		char **token = (char **)(void *)((char *)ld->cfg + kt->off);
+		const char *path = *(char **)(void *)((char *)ld->cfg + kf->off);
+		if (!path[0])
+			continue;
+		if ((*token)[0]) {
+			config_err("%s: %s is set, and so is %s (%s): set only one", origin_of(ld, kt), kt->name,
+				   kf->name, origin_of(ld, kf));
+			ld->errors++;
+			continue;
 		}
+		read_token_file(ld, kf, kt, path, token);
 	}
-	if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
-		fprintf(stderr, "herald: tls_cert and tls_key must be set together\n");
-		return -1;
-	}
-	bool tls_listen = false;
-	for (size_t i = 0; i < cfg->nlisten; i++)
-		if (strncmp(cfg->listen[i], "tls:", 4) == 0)
-			tls_listen = true;
-	if (tls_listen && cfg->tls_cert[0] == '\0') {
-		fprintf(stderr, "herald: listen has a tls: address, but tls_cert and tls_key are not set\n");
-		return -1;
-	}
-	/* Under socket activation the sockets, and which is TLS (a socket named
-	 * "tls"), come from systemd; listen is not used. */
-	if (!tls_listen && cfg->tls_cert[0] != '\0' && !getenv("LISTEN_FDS")) {
-		fprintf(stderr, "herald: tls_cert is set, but no listen address is a tls: one "
-				"(e.g. listen = 127.0.0.1:8199, tls:127.0.0.1:8443)\n");
-		return -1;
-	}
-	return 0;
 }
 
-int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code)
+/* TLS: the pair goes together, goes with a tls: listener, and loads. */
+static void check_tls(struct load *ld)
 {
-	const char *path = NULL;
-	*check_only = false;
-	*exit_code = 0;
+	const struct config *cfg = ld->cfg;
+	const struct key *kc = key_named("tls_cert"), *kk = key_named("tls_key"), *kl = key_named("listen");
+	char err[600];
+	bool cert = cfg->tls_cert[0], key = cfg->tls_key[0], tls_listen = false;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		tls_listen |= strncmp(cfg->listen[i], "tls:", 4) == 0;
+	if (cert != key) {
+		const struct key *set = cert ? kc : kk;
+		config_err("%s: %s is set, but %s is not: tls_cert and tls_key must be set together",
+			   origin_of(ld, set), set->name, cert ? kk->name : kc->name);
+		ld->errors++;
+		return;
+	}
+	if (tls_listen && !cert) {
+		config_err("%s: listen has a tls: address, but tls_cert and tls_key are not set", origin_of(ld, kl));
+		ld->errors++;
+		return;
+	}
+	/* Under socket activation the sockets, and which is TLS (a socket
+	 * named "tls"), come from systemd; listen is not used. */
+	if (!tls_listen && cert && !getenv("LISTEN_FDS")) {
+		config_err("%s: tls_cert is set, but no listen address is a tls: one "
+			   "(e.g. listen = 127.0.0.1:8199, tls:127.0.0.1:8443)",
+			   origin_of(ld, kc));
+		ld->errors++;
+		return;
+	}
+	if (!cert)
+		return;
+	int bad = tls_check_pair(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	if (bad == TLS_BAD_CERT)
+		bad_value(ld, origin_of(ld, kc), kc, cfg->tls_cert, err);
+	else if (bad == TLS_BAD_KEY)
+		bad_value(ld, origin_of(ld, kk), kk, cfg->tls_key, err);
+}
 
-	/* First pass: the flags that decide what else to read or do. */
+/* Checks of keys that depend on each other, once every source is read. */
+static void check_whole(struct load *ld)
+{
+	resolve_tokens(ld);
+	if (ld->cfg->metrics_mode == METRICS_TOKEN && !ld->cfg->metrics_token[0]) {
+		config_err("%s: metrics_access = \"token\" needs metrics_token or metrics_token_file",
+			   origin_of(ld, key_named("metrics_access")));
+		ld->errors++;
+	}
+	check_tls(ld);
+}
+
+/* A bad command line: "<before><arg><after>", then the usage; exit code 2. */
+static int cmdline_error(int *exit_code, bool usage, const char *before, const char *arg, const char *after)
+{
+	char shown[300];
+	config_err("%s%s%s", before, escaped(arg, shown, sizeof(shown)), after);
+	if (usage)
+		config_usage(stderr);
+	*exit_code = 2;
+	return -1;
+}
+
+/* First pass over argv: the flags that decide what else to read or do, and
+ * a bad command line reported before anything is read. Returns 0, 1 after
+ * --help or --version, or -1. */
+static int scan_args(int argc, char **argv, const char **path, bool *check_only, int *exit_code)
+{
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -495,50 +817,29 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int
 		if (strcmp(a, "--check-config") == 0) {
 			*check_only = true;
 		} else if (strcmp(a, "--config") == 0) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "herald: --config needs a file name\n");
-				config_usage(stderr);
-				*exit_code = 2;
-				return -1;
-			}
-			path = argv[++i];
+			if (i + 1 >= argc)
+				return cmdline_error(exit_code, true, "", a, " needs a file name");
+			*path = argv[++i];
 		} else if (strncmp(a, "--config=", 9) == 0) {
-			path = a + 9;
+			*path = a + 9;
 		} else if (strncmp(a, "--", 2) == 0) {
 			const char *iv;
-			const struct key *k = flag_key(a, &iv);
-			if (!k) {
-				fprintf(stderr, "herald: unknown option %s\n", a);
-				config_usage(stderr);
-				*exit_code = 2;
-				return -1;
-			}
-			if (!iv && ++i >= argc) {
-				fprintf(stderr, "herald: option %s needs a value\n", a);
-				*exit_code = 2;
-				return -1;
-			}
+			if (!flag_key(a, &iv))
+				return cmdline_error(exit_code, true, "unknown option ", a, "");
+			if (!iv && ++i >= argc)
+				return cmdline_error(exit_code, false, "option ", a, " needs a value");
 		} else {
-			fprintf(stderr, "herald: unexpected argument \"%s\"\n", a);
-			config_usage(stderr);
-			*exit_code = 2;
-			return -1;
+			return cmdline_error(exit_code, true, "unexpected argument \"", a, "\"");
 		}
 	}
+	return 0;
+}
 
-	defaults(cfg);
-	*exit_code = 1;
-	if (path) {
-		cfg->config_path = xstrdup(path);
-		if (load_file(cfg, path) < 0)
-			goto fail;
-	}
-	if (load_env(cfg) < 0)
-		goto fail;
-
-	/* Flags last. Repeated --listen flags build one list. */
+/* Flags last. Repeated --listen flags build one list, replacing the one
+ * from the file or the environment; each may hold several addresses. */
+static void load_flags(struct load *ld, int argc, char **argv)
+{
 	bool listen_from_flags = false;
-	int errors = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *iv;
 		if (strcmp(a, "--check-config") == 0 || strncmp(a, "--config=", 9) == 0)
@@ -552,36 +853,57 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int
 		char origin[128];
 		const char *eq = strchr(a, '=');
 		snprintf(origin, sizeof(origin), "option %.*s", (int)(eq ? eq - a : (ptrdiff_t)strlen(a)), a);
-		if (k->type == K_LIST) {
-			if (!listen_from_flags)
-				list_clear(cfg);
-			listen_from_flags = true;
-			if (cfg->nlisten == CONFIG_MAX_LISTEN) {
-				fprintf(stderr, "herald: %s: too many addresses (at most 16)\n", origin);
-				errors++;
-				continue;
-			}
-			cfg->listen[cfg->nlisten++] = xstrdup(v);
+		if (k->type != K_LIST) {
+			set_from(ld, k, v, origin);
 			continue;
 		}
-		if (set_from(cfg, k, v, origin) < 0)
-			errors++;
+		if (!listen_from_flags)
+			list_clear(ld->cfg);
+		listen_from_flags = true;
+		if (list_add(ld, k, v, origin) >= 0)
+			note_origin(ld, k, origin);
 	}
-	if (errors || validate(cfg) < 0)
-		goto fail;
+}
+
+int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code)
+{
+	const char *path = NULL;
+	*check_only = false;
 	*exit_code = 0;
+	int r = scan_args(argc, argv, &path, check_only, exit_code);
+	if (r != 0)
+		return r;
+
+	struct load ld = { .cfg = cfg };
+	defaults(&ld);
+	if (path) {
+		cfg->config_path = xstrdup(path);
+		load_file(&ld, path);
+	}
+	/* Every source is read even after an error, so that one run reports
+	 * every mistake; the checks of the whole need valid parts. */
+	load_env(&ld);
+	load_flags(&ld, argc, argv);
+	if (!ld.errors)
+		check_whole(&ld);
+	for (size_t i = 0; i < NKEYS; i++)
+		free(ld.origin[i]);
+	if (ld.errors) {
+		*exit_code = 1;
+		config_free(cfg);
+		return -1;
+	}
 	return 0;
-fail:
-	config_free(cfg);
-	return -1;
 }
 
 void config_free(struct config *cfg)
 {
 	list_clear(cfg);
-	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
+	for (size_t i = 0; i < NKEYS; i++)
 		if (keys[i].type == K_STR) {
 			char **s = (char **)(void *)((char *)cfg + keys[i].off);
+			if (*s && (keys[i].flags & KF_SECRET))
+				explicit_bzero(*s, strlen(*s));
 			free(*s);
 			*s = NULL;
 		}
@@ -591,7 +913,7 @@ void config_free(struct config *cfg)
 
 void config_print(const struct config *cfg, FILE *out)
 {
-	for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
+	for (size_t i = 0; i < NKEYS; i++) {
 		const struct key *k = &keys[i];
 		const char *base = (const char *)cfg + k->off;
 		fprintf(out, "%s = ", k->name);
@@ -602,8 +924,7 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		case K_STR: {
 			const char *s = *(char *const *)(const void *)base;
-			bool secret = k->off == OFF(publish_token) || k->off == OFF(read_token);
-			fprintf(out, "%s", secret && s[0] ? "(set)" : s);
+			fprintf(out, "%s", (k->flags & KF_SECRET) && s[0] ? "(set)" : s);
 			break;
 		}
 		case K_LEVEL: {
@@ -613,6 +934,9 @@ void config_print(const struct config *cfg, FILE *out)
 			fprintf(out, "%s", names[*(const int *)(const void *)base]);
 			break;
 		}
+		case K_CHOICE:
+			fprintf(out, "%s", k->choices[*(const int *)(const void *)base]);
+			break;
 		case K_DUR_MS:
 			fprintf(out, "%lldms", (long long)*(const int64_t *)(const void *)base);
 			break;

@@ -1,8 +1,10 @@
 /* config.h: herald's settings. Sources, later ones winning: built-in
  * defaults < config file (INI, libinih) < environment (HERALD_<KEY>, and
- * BACKLOG) < command-line flags (--key-name VALUE). Every value is validated;
- * an error names the key, the value and where it came from (file:line,
- * environment variable, or flag). */
+ * BACKLOG) < command-line flags (--key-name VALUE). Every value is validated
+ * once, at load, completely: listen addresses are parsed, certificate pairs
+ * loaded, token files read. An error names the key, the value (never a
+ * secret's) and where it came from (file:line, environment variable, or
+ * flag), and goes to the log as an error. */
 #ifndef HERALD_CONFIG_H
 #define HERALD_CONFIG_H
 
@@ -13,6 +15,9 @@
 
 #define CONFIG_MAX_LISTEN 16
 
+/* Who may read /metrics (metrics_access). */
+enum metrics_mode { METRICS_ANY, METRICS_LOCAL, METRICS_TOKEN };
+
 struct config {
 	char *listen[CONFIG_MAX_LISTEN];
 	size_t nlisten;
@@ -21,6 +26,7 @@ struct config {
 	int backlog;
 	int log_level;
 	int64_t per_address_limit;
+	int64_t ipv6_prefix; /* IPv6 clients count per /ipv6_prefix network */
 	int64_t max_readers;
 	int64_t heartbeat_interval_ms;
 	int64_t header_timeout_ms;
@@ -33,27 +39,38 @@ struct config {
 	int64_t queue_limit;
 	int64_t retention_age_s;
 	int64_t retention_count;
+	/* Tokens: "" when unset. A token given by its _file key has been read
+	 * into the token itself, so users of the token need not know. */
 	char *publish_token;
+	char *publish_token_file;
 	char *read_token;
+	char *read_token_file;
 	char *allow_origin; /* CORS for streams: empty, "*" or a comma-separated list of origins */
 	char *trusted_proxies;
+	int metrics_mode; /* enum metrics_mode */
+	char *metrics_token;
+	char *metrics_token_file;
 	int64_t retry_ms;
 	int64_t rotate_after_ms;
 	int64_t busy_timeout_ms;
 	char *tls_cert;
 	char *tls_key;
-	char *config_path; /* the file read, or NULL */
+	int64_t tls_ticket_rotate_ms; /* 0 = never */
+	char *config_path;            /* the file read, or NULL */
 };
 
 /* Fill cfg from defaults, the file named by --config (if any), the
- * environment and argv. Returns 0; or 1 after printing usage/version (the
- * caller exits 0); or -1 after printing a precise error to stderr (exit 2 for
- * a bad flag, 1 for a bad value). *check_only is set by --check-config. */
+ * environment and argv, then check the whole: token files are read, the
+ * TLS pair is loaded once. Returns 0; or 1 after printing usage/version (the
+ * caller exits 0); or -1 after logging every error found (exit 2 for a bad
+ * command line, 1 for a bad value), with cfg freed. *check_only is set by
+ * --check-config. Called again, afresh, on every reload. */
 int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code);
 
 void config_free(struct config *cfg);
 
-/* Print every key with its effective value, one "key = value" per line. */
+/* Print every key with its effective value, one "key = value" per line;
+ * tokens print as "(set)". */
 void config_print(const struct config *cfg, FILE *out);
 
 void config_usage(FILE *out);

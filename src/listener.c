@@ -99,10 +99,12 @@ static int unix_backlog(int fd)
 	return backlog;
 }
 
-/* Split "host:port", "[v6]:port" into a sockaddr. */
+/* Split "host:port", "[v6]:port" into a sockaddr. The port is 0 to 65535
+ * in decimal digits only; the host an IP address, or empty or "*" for every
+ * address (IPv6, which serves IPv4 too unless written [::]). */
 static int parse_tcp(const char *addr, struct sockaddr_storage *ss, socklen_t *len, char *err, size_t errlen)
 {
-	char host[128];
+	char host[INET6_ADDRSTRLEN + 8];
 	const char *colon;
 	if (addr[0] == '[') {
 		const char *close = strchr(addr, ']');
@@ -110,20 +112,29 @@ static int parse_tcp(const char *addr, struct sockaddr_storage *ss, socklen_t *l
 			snprintf(err, errlen, "expected [IPv6]:port");
 			return -1;
 		}
+		if ((size_t)(close - addr - 1) >= sizeof(host)) {
+			snprintf(err, errlen, "not an IPv6 address between [ and ]");
+			return -1;
+		}
 		snprintf(host, sizeof(host), "%.*s", (int)(close - addr - 1), addr + 1);
 		colon = close + 1;
 	} else {
 		colon = strrchr(addr, ':');
 		if (!colon) {
-			snprintf(err, errlen, "expected host:port");
+			snprintf(err, errlen, "expected host:port, [IPv6]:port or unix:/path");
+			return -1;
+		}
+		if ((size_t)(colon - addr) >= sizeof(host)) {
+			snprintf(err, errlen, "the host is not an IP address (names are not resolved)");
 			return -1;
 		}
 		snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
 	}
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (!colon[1] || *end || port < 0 || port > 65535) {
-		snprintf(err, errlen, "bad port \"%s\"", colon + 1);
+	const char *ps = colon + 1;
+	size_t digits = strspn(ps, "0123456789");
+	long port = digits && digits <= 5 && !ps[digits] ? strtol(ps, NULL, 10) : -1;
+	if (port < 0 || port > 65535) {
+		snprintf(err, errlen, "the port must be a number from 0 to 65535");
 		return -1;
 	}
 	memset(ss, 0, sizeof(*ss));
@@ -147,6 +158,31 @@ static int parse_tcp(const char *addr, struct sockaddr_storage *ss, socklen_t *l
 		return -1;
 	}
 	return 0;
+}
+
+int listen_addr_parse(const char *text, struct listen_addr *la, char *err, size_t errlen)
+{
+	memset(la, 0, sizeof(*la));
+	if (strncmp(text, "tls:", 4) == 0) {
+		la->tls = true;
+		text += 4;
+	}
+	if (strncmp(text, "unix:", 5) == 0) {
+		const char *path = text + 5;
+		if (la->tls) {
+			snprintf(err, errlen, "TLS is served on TCP addresses only");
+			return -1;
+		}
+		if (!path[0] || strlen(path) >= sizeof(la->path)) {
+			snprintf(err, errlen, "the unix socket path is empty or longer than %zu bytes",
+				 sizeof(la->path) - 1);
+			return -1;
+		}
+		la->is_unix = true;
+		snprintf(la->path, sizeof(la->path), "%s", path);
+		return 0;
+	}
+	return parse_tcp(text, &la->ss, &la->len, err, errlen);
 }
 
 /* Name a TCP listener "KIND host:port" (KIND is tcp, or tls for TLS). */
@@ -192,63 +228,49 @@ static void remove_stale_socket(const char *path)
 static int open_one(struct server *srv, const char *addr, struct listener *ls)
 {
 	char err[256] = "";
+	struct listen_addr la;
 	int fd = -1;
 	memset(ls, 0, sizeof(*ls));
 	ls->srv = srv;
 	ls->backlog = srv->cfg.backlog;
-	if (strncmp(addr, "tls:", 4) == 0) {
-		/* "tls:ADDRESS": TLS with tls_cert/tls_key on a TCP address. */
-		if (!srv->tls) {
-			log_err("listen %s: a tls: listener needs tls_cert and tls_key", addr);
-			return -1;
-		}
-		if (strncmp(addr + 4, "unix:", 5) == 0) {
-			log_err("listen %s: TLS is served on TCP addresses only", addr);
-			return -1;
-		}
-		ls->tls = srv->tls;
-		addr += 4;
+	if (listen_addr_parse(addr, &la, err, sizeof(err)) < 0) {
+		log_err("listen %s: %s", addr, err);
+		return -1;
 	}
-	if (strncmp(addr, "unix:", 5) == 0) {
-		const char *path = addr + 5;
+	if (la.tls && !srv->tls) {
+		log_err("listen %s: a tls: listener needs tls_cert and tls_key", addr);
+		return -1;
+	}
+	ls->tls = la.tls ? srv->tls : NULL;
+	if (la.is_unix) {
 		struct sockaddr_un sun = { .sun_family = AF_UNIX };
-		if (!path[0] || strlen(path) >= sizeof(sun.sun_path)) {
-			log_err("listen %s: the unix socket path is empty or longer than %zu bytes", addr,
-				sizeof(sun.sun_path) - 1);
-			return -1;
-		}
-		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
-		remove_stale_socket(path);
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", la.path);
+		remove_stale_socket(la.path);
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0)
 			goto fail;
 		/* unix_mode (0660 by default: owner and group, e.g. a proxy
 		 * added to the service's group); the folder's permissions decide
 		 * who reaches the socket at all. */
-		if (chmod(path, (mode_t)srv->cfg.unix_mode) < 0)
+		if (chmod(la.path, (mode_t)srv->cfg.unix_mode) < 0)
 			goto fail;
 		ls->is_unix = true;
-		ls->unix_path = xstrdup(path);
-		snprintf(ls->name, sizeof(ls->name), "unix %s", path);
+		ls->unix_path = xstrdup(la.path);
+		snprintf(ls->name, sizeof(ls->name), "unix %s", la.path);
 	} else {
-		struct sockaddr_storage ss;
-		socklen_t len;
-		if (parse_tcp(addr, &ss, &len, err, sizeof(err)) < 0) {
-			log_err("listen %s: %s", addr, err);
-			return -1;
-		}
-		fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		fd = socket(la.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			goto fail;
 		int one = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (ss.ss_family == AF_INET6) {
+		if (la.ss.ss_family == AF_INET6) {
 			/* "[::]:port" serves IPv6 only; list 0.0.0.0:port too for IPv4. */
-			struct sockaddr_in6 *in6 = (void *)&ss;
-			int v6only = !IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) || strncmp(addr, "[::]", 4) == 0;
+			struct sockaddr_in6 *in6 = (void *)&la.ss;
+			const char *bare = la.tls ? addr + 4 : addr;
+			int v6only = !IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) || strncmp(bare, "[::]", 4) == 0;
 			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
 		}
-		if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+		if (bind(fd, (struct sockaddr *)&la.ss, la.len) < 0)
 			goto fail;
 	}
 	if (listen(fd, srv->cfg.backlog) < 0)

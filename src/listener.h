@@ -7,6 +7,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "loop.h"
 
@@ -24,6 +26,22 @@ struct listener {
 	struct loop_timer resume_timer;
 	void *tls; /* TLS context for this listener, or NULL */
 };
+
+/* One listen address, parsed: "host:port", "[v6]:port", "unix:/path", each
+ * but the unix one optionally prefixed "tls:". */
+struct listen_addr {
+	bool tls;
+	bool is_unix;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* unix: the socket's path */
+	struct sockaddr_storage ss;                             /* otherwise: the address to bind */
+	socklen_t len;
+};
+
+/* Parse one listen address without touching the system (no sockets, no
+ * name lookups). Returns 0, or -1 with the reason in err. Configuration
+ * checks every address with it when it is set; open_one binds what it
+ * returns. */
+int listen_addr_parse(const char *text, struct listen_addr *la, char *err, size_t errlen);
 
 /* Open every configured address (or take systemd's sockets when LISTEN_FDS
  * names some) into srv->listeners. Logs each one as "listening on ...".

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "addr.h"
 #include "config.h"
 #include "log.h"
 #include "server.h"
@@ -15,19 +14,16 @@ int main(int argc, char **argv)
 	bool check_only;
 	int code;
 
+	/* Before the configuration, so that its errors are logged in the
+	 * journal's format when stderr is the journal. config_load checks
+	 * everything (addresses, certificates, token files) before anything
+	 * opens. */
 	log_init();
 	int r = config_load(&srv.cfg, argc, argv, &check_only, &code);
 	if (r != 0)
 		return r > 0 ? 0 : code;
 	log_set_level((enum log_level)srv.cfg.log_level);
 
-	struct trust t;
-	char err[256];
-	if (trust_parse(&t, srv.cfg.trusted_proxies, err, sizeof(err)) < 0) {
-		fprintf(stderr, "herald: trusted_proxies = \"%s\": %s\n", srv.cfg.trusted_proxies, err);
-		config_free(&srv.cfg);
-		return 1;
-	}
 	if (check_only) {
 		printf("configuration OK%s%s\n", srv.cfg.config_path ? ": " : "",
 		       srv.cfg.config_path ? srv.cfg.config_path : " (built-in defaults)");

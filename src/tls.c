@@ -23,7 +23,11 @@
  *   (tls_conn_pending); conn polls them at the end of the pass.
  * - The server context is swapped on reload; every SSL holds a reference to
  *   the context it was made from, so open connections are untouched and the
- *   old context is freed with its last connection. */
+ *   old context is freed with its last connection.
+ * - Session-ticket keys belong to this module, not to a context: keys[0]
+ *   seals new tickets, keys[1] (the one before) still opens tickets, so a
+ *   ticket resumes for one to two tls_ticket_rotate periods. A loop timer
+ *   rotates them; a reload keeps them. */
 #include "tls.h"
 
 #include <errno.h>
@@ -32,8 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -45,11 +53,26 @@
 
 /* TLS 1.2 suites: forward secret AEAD only. TLS 1.3 keeps OpenSSL's list. */
 #define TLS12_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
-/* OpenSSL 3.0's ticket key block: 16-byte name, 32-byte HMAC and AES keys. */
-#define TICKET_KEYS_LEN 80
 
+/* A session-ticket key: tickets carry its name, are encrypted with AES-256-CBC
+ * under aes and authenticated with HMAC-SHA256 under hmac. */
+struct ticket_key {
+	unsigned char name[16];
+	unsigned char aes[32];
+	unsigned char hmac[32];
+};
+
+/* Ticket keys live here, not in an SSL_CTX, so that every context (the one
+ * in service and older ones still held by open connections) uses the same
+ * pair, and a reload keeps them. keys[0] seals new tickets; keys[1], the one
+ * before, still opens tickets for one more period. */
 struct tls_ctx {
 	SSL_CTX *ssl_ctx; /* for new handshakes */
+	struct ticket_key keys[2];
+	bool have_previous;
+	struct server *srv;
+	struct loop_timer rotate_timer;
+	int64_t rotate_ms; /* the period the timer was armed with; 0 = never */
 };
 
 struct tls_conn {
@@ -129,11 +152,113 @@ static void describe_cert(SSL_CTX *ctx, char *out, size_t outlen, bool *expired)
 	snprintf(out, outlen, "subject %s, valid until %s, sha256 %s", subject, until, fp);
 }
 
-/* Build a server context from the PEM files. Returns it, or NULL after
- * writing the reason into err. */
-static SSL_CTX *ctx_new(const char *cert, const char *key, char *err, size_t errlen)
+/* Fill a ticket key from the kernel's random source. Returns 0 or -1. */
+static int ticket_key_new(struct ticket_key *k)
+{
+	return RAND_bytes((unsigned char *)k, (int)sizeof(*k)) == 1 ? 0 : -1;
+}
+
+static int ticket_hmac_init(EVP_MAC_CTX *hctx, struct ticket_key *k)
+{
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, k->hmac, sizeof(k->hmac)),
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_end(),
+	};
+	return EVP_MAC_CTX_set_params(hctx, params) == 1 ? 0 : -1;
+}
+
+/* OpenSSL's ticket key callback. Sealing (enc = 1): the current key and a
+ * fresh IV. Opening: the key the ticket names; 1 for the current key, 2 for
+ * the previous one (the session resumes and the client gets a ticket under
+ * the current key), 0 for any other (a full handshake), -1 on error. */
+static int ticket_key_cb(SSL *ssl, unsigned char name[16], unsigned char iv[EVP_MAX_IV_LENGTH], EVP_CIPHER_CTX *cctx,
+			 EVP_MAC_CTX *hctx, int enc)
+{
+	struct tls_ctx *tc = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	if (!tc)
+		return -1;
+	if (enc) {
+		struct ticket_key *k = &tc->keys[0];
+		if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1)
+			return -1;
+		memcpy(name, k->name, sizeof(k->name));
+		if (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) != 1 || ticket_hmac_init(hctx, k) < 0)
+			return -1;
+		return 1;
+	}
+	for (int i = 0; i < (tc->have_previous ? 2 : 1); i++) {
+		struct ticket_key *k = &tc->keys[i];
+		if (memcmp(name, k->name, sizeof(k->name)) != 0)
+			continue;
+		if (ticket_hmac_init(hctx, k) < 0 || EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k->aes, iv) != 1)
+			return -1;
+		return i == 0 ? 1 : 2;
+	}
+	return 0;
+}
+
+static void rotate_tick(void *arg);
+
+/* (Re)arm the rotation timer for the configured period, when it changed. */
+static void rotate_arm(struct tls_ctx *tc)
+{
+	int64_t ms = tc->srv->cfg.tls_ticket_rotate_ms;
+	if (ms == tc->rotate_ms && (ms == 0 || loop_timer_active(&tc->rotate_timer)))
+		return;
+	tc->rotate_ms = ms;
+	if (ms == 0)
+		loop_timer_stop(tc->srv->lp, &tc->rotate_timer);
+	else
+		loop_timer_start(tc->srv->lp, &tc->rotate_timer, (uint64_t)ms, rotate_tick, tc);
+}
+
+/* A new current key; the current one becomes the previous one, and the
+ * previous one is forgotten, so its tickets no longer resume. */
+static void rotate_tick(void *arg)
+{
+	struct tls_ctx *tc = arg;
+	struct ticket_key fresh;
+	if (ticket_key_new(&fresh) < 0) {
+		char buf[256];
+		log_err("tls: no random bytes for a new session ticket key (%s); keeping the current one",
+			ssl_error_text(buf, sizeof(buf)));
+	} else {
+		tc->keys[1] = tc->keys[0];
+		tc->keys[0] = fresh;
+		tc->have_previous = true;
+		OPENSSL_cleanse(&fresh, sizeof(fresh));
+		log_debug("tls: session ticket key rotated; tickets from before the last rotation no longer resume");
+	}
+	tc->rotate_ms = 0; /* rearm for the period configured now */
+	rotate_arm(tc);
+}
+
+/* Check that path names a regular file we can open (a FIFO or a device
+ * would block or never end the PEM reader). Returns 0, or -1 with the
+ * reason in err. */
+static int check_file(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s", strerror(errno));
+		return -1;
+	}
+	int r = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? 0 : -1;
+	if (r < 0)
+		snprintf(err, errlen, "not a regular file");
+	fclose(f);
+	return r;
+}
+
+/* Build a server context from the PEM files. Returns it, or NULL with the
+ * reason in err and *bad_key telling whether the key (rather than the
+ * certificate) is at fault. The reason does not repeat the file's name. */
+static SSL_CTX *ctx_new(const char *cert, const char *key, char *err, size_t errlen, bool *bad_key)
 {
 	char buf[256];
+	*bad_key = false;
 	ERR_clear_error();
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx) {
@@ -146,9 +271,12 @@ static SSL_CTX *ctx_new(const char *cert, const char *key, char *err, size_t err
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION |
 					 SSL_OP_IGNORE_UNEXPECTED_EOF);
 	/* Tickets for TLS 1.2 and 1.3; they are stateless, so the server-side
-	 * session cache (unbounded work per handshake, memory) stays off. */
+	 * session cache (unbounded work per handshake, memory) stays off.
+	 * Their keys are ours (ticket_key_cb), so they rotate and survive a
+	 * reload. */
 	SSL_CTX_clear_options(ctx, SSL_OP_NO_TICKET);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_key_cb);
 	/* Partial writes let one SSL_write end after a record; the moving
 	 * buffer lets a retry come from a rebuilt iovec. Idle readers give
 	 * their 16 KiB read and write buffers back. */
@@ -162,36 +290,56 @@ static SSL_CTX *ctx_new(const char *cert, const char *key, char *err, size_t err
 	}
 	/* Say "No such file" or "Permission denied" rather than OpenSSL's
 	 * "system lib". */
-	const char *paths[2] = { cert, key }, *names[2] = { "tls_cert", "tls_key" };
-	for (int i = 0; i < 2; i++) {
-		FILE *f = fopen(paths[i], "r");
-		if (!f) {
-			snprintf(err, errlen, "%s %s: %s", names[i], paths[i], strerror(errno));
-			goto fail;
-		}
-		fclose(f);
-	}
-	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
-		snprintf(err, errlen, "tls_cert %s: %s", cert, ssl_error_text(buf, sizeof(buf)));
+	if (check_file(cert, err, errlen) < 0)
+		goto fail;
+	if (check_file(key, err, errlen) < 0) {
+		*bad_key = true;
 		goto fail;
 	}
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		snprintf(err, errlen, "%s", ssl_error_text(buf, sizeof(buf)));
+		goto fail;
+	}
+	*bad_key = true;
 	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
 		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
-			snprintf(err, errlen, "tls_key %s does not match the certificate in %s", key, cert);
+			snprintf(err, errlen, "does not match the certificate in %s", cert);
 		else
-			snprintf(err, errlen, "tls_key %s: %s", key, ssl_error_text(buf, sizeof(buf)));
+			snprintf(err, errlen, "%s", ssl_error_text(buf, sizeof(buf)));
 		ERR_clear_error();
 		goto fail;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
-		snprintf(err, errlen, "tls_key %s does not match the certificate in %s: %s", key, cert,
+		snprintf(err, errlen, "does not match the certificate in %s: %s", cert,
 			 ssl_error_text(buf, sizeof(buf)));
 		goto fail;
 	}
+	*bad_key = false;
 	return ctx;
 fail:
 	SSL_CTX_free(ctx);
 	return NULL;
+}
+
+/* ctx_new for the logs: the reason, prefixed with the file at fault. */
+static SSL_CTX *ctx_load(const char *cert, const char *key, char *err, size_t errlen)
+{
+	char why[512];
+	bool bad_key;
+	SSL_CTX *ctx = ctx_new(cert, key, why, sizeof(why), &bad_key);
+	if (!ctx)
+		snprintf(err, errlen, "%s %s: %s", bad_key ? "tls_key" : "tls_cert", bad_key ? key : cert, why);
+	return ctx;
+}
+
+int tls_check_pair(const char *cert, const char *key, char *err, size_t errlen)
+{
+	bool bad_key;
+	SSL_CTX *ctx = ctx_new(cert, key, err, errlen, &bad_key);
+	if (!ctx)
+		return bad_key ? TLS_BAD_KEY : TLS_BAD_CERT;
+	SSL_CTX_free(ctx);
+	return 0;
 }
 
 static void log_loaded(SSL_CTX *ctx, const char *what, const char *cert)
@@ -211,13 +359,24 @@ int tls_setup(struct server *srv)
 	srv->tls = NULL;
 	if (!cfg->tls_cert || !cfg->tls_cert[0])
 		return 0;
-	SSL_CTX *ctx = ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
-	if (!ctx) {
-		log_err("tls: %s", err);
+	struct tls_ctx *tc = xcalloc(1, sizeof(*tc));
+	tc->srv = srv;
+	if (ticket_key_new(&tc->keys[0]) < 0) {
+		log_err("tls: no random bytes for a session ticket key: %s", ssl_error_text(err, sizeof(err)));
+		free(tc);
 		return -1;
 	}
-	srv->tls = xcalloc(1, sizeof(*srv->tls));
-	srv->tls->ssl_ctx = ctx;
+	SSL_CTX *ctx = ctx_load(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	if (!ctx) {
+		log_err("tls: %s", err);
+		OPENSSL_cleanse(tc, sizeof(*tc));
+		free(tc);
+		return -1;
+	}
+	SSL_CTX_set_app_data(ctx, tc);
+	tc->ssl_ctx = ctx;
+	srv->tls = tc;
+	rotate_arm(tc);
 	log_loaded(ctx, "serving", cfg->tls_cert);
 	return 0;
 }
@@ -232,21 +391,19 @@ int tls_reload(struct server *srv)
 			log_warn("tls: tls_cert is new; TLS listeners start at the next restart");
 		return 0;
 	}
+	rotate_arm(srv->tls); /* tls_ticket_rotate may have changed */
 	if (!want) {
 		log_warn("tls: tls_cert is no longer set; TLS listeners keep the loaded certificate until a restart");
 		return 0;
 	}
-	SSL_CTX *ctx = ctx_new(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	SSL_CTX *ctx = ctx_load(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
 	if (!ctx) {
 		log_err("tls: reload refused: %s; the previous certificate stays in service", err);
 		return -1;
 	}
-	/* Keep the ticket keys, so sessions issued before the reload resume. */
-	unsigned char keys[TICKET_KEYS_LEN];
-	if (SSL_CTX_get_tlsext_ticket_keys(srv->tls->ssl_ctx, keys, sizeof(keys)) == 1)
-		SSL_CTX_set_tlsext_ticket_keys(ctx, keys, sizeof(keys));
-	OPENSSL_cleanse(keys, sizeof(keys));
-	ERR_clear_error();
+	/* The ticket keys are the module's, so sessions issued before the
+	 * reload resume with the new context too. */
+	SSL_CTX_set_app_data(ctx, srv->tls);
 	SSL_CTX_free(srv->tls->ssl_ctx); /* open connections hold their own reference */
 	srv->tls->ssl_ctx = ctx;
 	log_loaded(ctx, "reloaded", cfg->tls_cert);
@@ -255,10 +412,14 @@ int tls_reload(struct server *srv)
 
 void tls_teardown(struct server *srv)
 {
-	if (!srv->tls)
+	struct tls_ctx *tc = srv->tls;
+	if (!tc)
 		return;
-	SSL_CTX_free(srv->tls->ssl_ctx);
-	free(srv->tls);
+	if (srv->lp)
+		loop_timer_stop(srv->lp, &tc->rotate_timer);
+	SSL_CTX_free(tc->ssl_ctx);
+	OPENSSL_cleanse(tc->keys, sizeof(tc->keys));
+	free(tc);
 	srv->tls = NULL;
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		srv->listeners[i].tls = NULL;

@@ -14,15 +14,28 @@ struct conn;
 struct listener;
 struct server;
 
+/* What tls_check_pair found at fault. */
+enum { TLS_BAD_CERT = 1, TLS_BAD_KEY = 2 };
+
+/* Load the PEM certificate chain and key into a throwaway context, the way
+ * tls_setup would, and free it. Returns 0 when they would serve; otherwise
+ * TLS_BAD_CERT or TLS_BAD_KEY (a key that does not match the certificate
+ * counts as the key's fault) with the reason in err, which does not repeat
+ * the file's name. Touches nothing but the two files. */
+int tls_check_pair(const char *cert, const char *key, char *err, size_t errlen);
+
 /* Load the certificate chain and key named by tls_cert/tls_key into
- * srv->tls (left NULL when none are configured). Returns 0, or -1 after
- * logging why. */
+ * srv->tls (left NULL when none are configured), make the first session
+ * ticket key and arm its rotation every tls_ticket_rotate on srv->lp.
+ * Returns 0, or -1 after logging why. */
 int tls_setup(struct server *srv);
 /* Load the pair named in the (already reloaded) config into a new context
- * for new handshakes; open connections keep the context they started with.
- * Returns 0, or -1 after logging why, with the old pair still in service. */
+ * for new handshakes; open connections keep the context they started with,
+ * and the ticket keys carry over (a changed tls_ticket_rotate rearms their
+ * timer). Returns 0, or -1 after logging why, with the old pair in service. */
 int tls_reload(struct server *srv);
-/* Free the context; call after every connection is closed. */
+/* Stop the rotation timer and free the context and keys; call after every
+ * connection is closed. */
 void tls_teardown(struct server *srv);
 
 /* Attach a server-side TLS session on ls's context to the new connection c

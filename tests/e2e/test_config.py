@@ -1,14 +1,20 @@
 """End-to-end: configuration. --check-config on good and bad files (the
 error names file, line, key and value), unknown keys, precedence defaults <
 file < env < flags (seen in the logged backlog), HERALD_* and BACKLOG
-environment, --help, --version, unknown flags, and start-up failures."""
+environment, --help, --version, unknown flags, and start-up failures.
+Listen addresses, certificates, allow_origin and trusted_proxies checked at
+load with their origin; --listen lists; quoted and dashed file entries;
+unknown HERALD_* variables; the journal's error priority; tokens read from
+files; metrics_access, ipv6_prefix and tls_ticket_rotate; the man page's
+rendering."""
 import os
 import re
+import signal
 import socket
 import subprocess
 import tempfile
 
-from harness import HERALD_BIN, Herald
+from harness import HERALD_BIN, Herald, Stream, publish, request
 
 
 def _env(extra=None):
@@ -187,9 +193,13 @@ def test_startup_failures_exit_nonzero():
         taken.close()
     code, out = _run(["--db", os.path.join(d, "h.db"), "--listen", "not-an-address"])
     assert code != 0 and "not-an-address" in out, (code, out)
-    # A database that cannot be created.
-    code, out = _run(["--db", "/nonexistent-dir/sub/h.db", "--listen", "127.0.0.1:0"])
-    assert code != 0 and "/nonexistent-dir/sub" in out, (code, out)
+    # A database that cannot be created (its folder would be inside a file;
+    # even root cannot make that).
+    with open(os.path.join(d, "file"), "w"):
+        pass
+    bad_db = os.path.join(d, "file", "sub", "h.db")
+    code, out = _run(["--db", bad_db, "--listen", "127.0.0.1:0"])
+    assert code != 0 and os.path.join(d, "file") in out, (code, out)
 
 
 def test_listen_flag_overrides_file_list():
@@ -199,3 +209,288 @@ def test_listen_flag_overrides_file_list():
         ls = h.listeners()
         assert [k for k, _, _ in ls] == ["tcp"], f"--listen did not replace the file's list: {ls}"
         assert not os.path.exists(sock)
+
+
+# --- Addresses checked once, at load ---------------------------------------
+
+BAD_LISTEN = [("nonsense", "host:port"),
+              ("127.0.0.1:99999", "port"),
+              ("127.0.0.1:", "port"),
+              ("127.0.0.1:80x", "port"),
+              ("[::1]8199", "[IPv6]:port"),
+              ("localhost:8199", "not an IP address"),
+              ("unix:", "unix socket path"),
+              ("tls:unix:/tmp/x.sock", "TCP addresses only")]
+
+
+def test_check_config_refuses_bad_listen_addresses_naming_their_origin():
+    for value, why in BAD_LISTEN:
+        # A flag, the environment and a file line each name themselves.
+        code, out = _run(["--check-config", "--listen", value])
+        assert code == 1, f"--listen {value} accepted by --check-config:\n{out}"
+        assert f'option --listen: listen = "{value}"' in out and why in out, out
+        code, out = _run(["--check-config"], env={"HERALD_LISTEN": f"127.0.0.1:1, {value}"})
+        assert code == 1, f"HERALD_LISTEN={value} accepted:\n{out}"
+        assert f'environment HERALD_LISTEN: listen = "{value}"' in out and why in out, out
+        p, (code, out) = _check(f"backlog = 5\nlisten = 127.0.0.1:1,{value}\n")
+        assert code == 1, f"listen = {value} in a file accepted:\n{out}"
+        assert f'{p}:2: listen = "{value}"' in out and why in out, out
+    # The edges of the port range are fine.
+    code, out = _run(["--check-config", "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:65535"])
+    assert code == 0, out
+
+
+def test_bad_listen_address_refused_before_anything_opens():
+    d = tempfile.mkdtemp(prefix="herald-conf-")
+    sock, db = os.path.join(d, "h.sock"), os.path.join(d, "h.db")
+    code, out = _run(["--db", db, "--listen", "unix:" + sock, "--listen", "127.0.0.1:99999"])
+    assert code == 1, f"started with port 99999:\n{out}"
+    assert 'listen = "127.0.0.1:99999"' in out, out
+    assert not os.path.exists(sock), "a listener was opened before the bad address was seen"
+    assert not os.path.exists(db), "the database was opened before the bad address was seen"
+
+
+def test_listen_flag_takes_a_comma_separated_list():
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    sock = os.path.join(d, "h.sock")
+    code, out = _run(["--check-config", "--listen", f"127.0.0.1:0, unix:{sock}", "--listen", "127.0.0.1:1"])
+    assert code == 0, out
+    assert f"listen = 127.0.0.1:0, unix:{sock}, 127.0.0.1:1\n" in out, out
+    with Herald(dir=d, listen=False, args=["--listen", f"127.0.0.1:0,unix:{sock}"]) as h:
+        kinds = sorted(k for k, _, _ in h.listeners())
+        assert kinds == ["tcp", "unix"], h.log()
+        assert os.path.exists(sock)
+
+
+# --- Every key's error names where the value came from ----------------------
+
+def test_allow_origin_and_trusted_proxies_errors_name_their_origin():
+    cases = [("allow_origin", "ftp://example.com", "origin such as"),
+             ("allow_origin", "https://example.com/path", "no path"),
+             ("trusted_proxies", "10.0.0.0/33", "prefix length"),
+             ("trusted_proxies", "example.com", "not an IP address")]
+    for key, value, why in cases:
+        p, (code, out) = _check(f"# a comment\n{key} = {value}\n")
+        assert code == 1, f"{key} = {value} accepted:\n{out}"
+        assert f'{p}:2: {key} = "{value}"' in out and why in out, out
+        env = "HERALD_" + key.upper()
+        code, out = _run(["--check-config"], env={env: value})
+        assert code == 1 and f'environment {env}: {key} = "{value}"' in out and why in out, out
+        flag = "--" + key.replace("_", "-")
+        code, out = _run(["--check-config", flag, value])
+        assert code == 1 and f'option {flag}: {key} = "{value}"' in out and why in out, out
+
+
+# --- Quoted values in the file ------------------------------------------------
+
+def test_quoted_file_values_lose_one_pair_of_quotes():
+    def check(text):  # without _check's --db, so that the file's db shows
+        p = _conf(text)[1]
+        return p, _run(["--check-config", "--config", p])
+
+    p, (code, out) = check('db = "/tmp/with space.db"\n'
+                           "allow_origin = 'https://a.example'\n"
+                           'retry_ms = "2500"\n'
+                           'trusted_proxies = ""\n')
+    assert code == 0, out
+    assert "db = /tmp/with space.db\n" in out and "allow_origin = https://a.example\n" in out, out
+    assert "retry_ms = 2500\n" in out and "trusted_proxies = \n" in out, out
+    # Only a matching pair is removed, and only one.
+    p, (code, out) = check("retry_ms = \"2500'\n")
+    assert code == 1 and f'{p}:1: retry_ms = "\\"2500\'"' in out, out
+    p, (code, out) = check('db = ""x.db""\n')
+    assert code == 0 and 'db = "x.db"\n' in out, out
+    # The effect: a quoted read token is the token without its quotes.
+    with Herald(config='read_token = "abc"\n') as h:
+        eid = publish(h.port, data="private", public=False)
+        s = Stream(h.port, query=f"token=abc&last_event_id={eid - 1}")
+        assert s.status == 200, s.status
+        assert [e["id"] for e in s.events(n=1, timeout=5)] == [eid], "the read token kept its quotes"
+        s.close()
+
+
+# --- Unknown environment variables, dashed keys ------------------------------
+
+def test_unknown_herald_environment_variable_is_an_error():
+    code, out = _run(["--check-config"], env={"HERALD_FOO": "1"})
+    assert code == 1, f"HERALD_FOO accepted:\n{out}"
+    assert "HERALD_FOO" in out and "unknown" in out, out
+    # A key spelled in lower case or with dashes is not the variable.
+    code, out = _run(["--check-config"], env={"HERALD_max_body": "1k"})
+    assert code == 1 and "HERALD_max_body" in out and "HERALD_MAX_BODY" in out, out
+    # The build's own variables (HERALD_BIN here) and real keys are fine.
+    code, out = _run(["--check-config"], env={"HERALD_MAX_BODY": "1k", "HERALD_BUILD": "build/x"})
+    assert code == 0 and "max_body = 1024\n" in out, out
+
+
+def test_dashed_keys_in_the_file_are_the_same_keys():
+    p, (code, out) = _check("max-body = 1k\nper-address-limit = 5\n")
+    assert code == 0, f"dashed keys refused in the file:\n{out}"
+    assert "max_body = 1024\n" in out and "per_address_limit = 5\n" in out, out
+    p, (code, out) = _check("# x\nmax-body = lots\n")
+    assert code == 1 and f'{p}:2: max_body = "lots"' in out, out
+
+
+# --- Errors under journald ----------------------------------------------------
+
+def test_config_errors_carry_the_journal_error_priority():
+    d, p = _conf("backlog = 0\ncolour = red\n")
+    errpath = os.path.join(d, "stderr")
+    with open(errpath, "wb") as f:
+        st = os.fstat(f.fileno())
+        env = _env({"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}", "HERALD_FOO": "1"})
+        r = subprocess.run([HERALD_BIN, "--check-config", "--config", p], stdout=subprocess.PIPE, stderr=f,
+                           stdin=subprocess.DEVNULL, env=env, timeout=10)
+    with open(errpath) as f:
+        lines = [ln for ln in f.read().splitlines() if ln]
+    assert r.returncode == 1, lines
+    assert len(lines) >= 3, lines
+    for ln in lines:
+        assert ln.startswith("<3>"), f"an error line without the journal's error priority: {ln!r}"
+    # Without the journal: no priority prefix, the level named instead.
+    code, out = _run(["--check-config", "--config", p])
+    assert code == 1 and "<3>" not in out and "error" in out, out
+
+
+# --- The manual page -----------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_man_page_renders_without_stray_quotes():
+    """A quote in the rendered page is one the source prints on purpose
+    (inside an example); a quote left over from macro arguments is not."""
+    man = os.path.join(ROOT, "docs", "herald.8")
+    r = subprocess.run(["groff", "-man", "-Tutf8", "-P-cbou", "-ww", man], capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert not r.stderr.strip(), f"groff warns:\n{r.stderr}"
+    with open(man) as f:
+        src = f.read()
+    examples = " ".join(re.findall(r"^\.EX\n(.*?)^\.EE", src, re.M | re.S)).replace("\\e", "\\")
+    stray = [ln.strip() for ln in r.stdout.splitlines() if '"' in ln and ln.strip() not in examples]
+    assert not stray, "rendered lines with stray quotes:\n" + "\n".join(stray)
+
+
+# --- Tokens read from files ------------------------------------------------------
+
+def _write(d, name, content):
+    path = os.path.join(d, name)
+    with open(path, "wb") as f:
+        f.write(content)
+    return path
+
+
+def _post(port, token=None):
+    h = {"Authorization": f"Bearer {token}"} if token else {}
+    return request(port, "POST", "/api/events", {"data": "x", "public": True}, headers=h)[0]
+
+
+def test_publish_token_file_is_read_at_load_and_at_every_reload():
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    tf = _write(d, "publish.token", b"s3cret-one\n")
+    conf = f"publish_token_file = {tf}\n"
+    p, (code, out) = _check(conf)
+    assert code == 0, out
+    assert "publish_token = (set)\n" in out and f"publish_token_file = {tf}\n" in out, out
+    assert "s3cret" not in out, out
+    with Herald(dir=d, config=conf) as h:
+        assert _post(h.port) == 401
+        assert _post(h.port, "s3cret-on") == 403
+        assert _post(h.port, "s3cret-one") == 201
+        # A new token in the file (CRLF line end this time): SIGHUP reads it.
+        _write(d, "publish.token", b"s3cret-two\r\n")
+        since = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"configuration reloaded", since=since)
+        assert _post(h.port, "s3cret-one") == 403
+        assert _post(h.port, "s3cret-two") == 201
+        # An empty file: the reload is refused, naming key and path; the token stays.
+        _write(d, "publish.token", b"")
+        since = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"reload failed", since=since)
+        said = h.log()[since:]
+        assert f'publish_token_file = "{tf}"' in said and "empty" in said, said
+        assert _post(h.port, "s3cret-two") == 201
+        assert "s3cret" not in h.log()
+
+
+def test_read_token_file_gives_the_read_token():
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    tf = _write(d, "read.token", b"r-tok\n")
+    with Herald(dir=d, args=["--read-token-file", tf]) as h:
+        eid = publish(h.port, data="private", public=False)
+        s = Stream(h.port, query=f"token=r-tok&last_event_id={eid - 1}")
+        assert [e["id"] for e in s.events(n=1, timeout=5)] == [eid]
+        s.close()
+
+
+def test_token_file_errors_name_key_and_path_never_the_content():
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    cases = [(os.path.join(d, "missing"), None, "No such file"),
+             ("empty", b"", "empty"),
+             ("newline", b"\n", "empty"),
+             ("long", b"Z" * 1025, "too long"),
+             ("control", b"SECRETVALUE\x01", "control character"),
+             ("twolines", b"SECRETVALUE\n\n", "control character"),
+             ("dir", "dir", "Is a directory")]
+    os.mkdir(os.path.join(d, "dir"))
+    for key in ("publish_token_file", "read_token_file", "metrics_token_file"):
+        for name, content, why in cases:
+            path = name if content is None else (os.path.join(d, "dir") if content == "dir"
+                                                 else _write(d, name, content))
+            p, (code, out) = _check(f"# tokens\n{key} = {path}\n")
+            assert code == 1, f"{key} = {name} accepted:\n{out}"
+            assert f'{p}:2: {key} = "{path}"' in out and why in out, out
+            assert "SECRETVALUE" not in out and "ZZZZ" not in out, out
+    ok = _write(d, "ok", b"Y" * 1024 + b"\r\n")
+    p, (code, out) = _check(f"publish_token_file = {ok}\n")
+    assert code == 0, out
+    # A token given both ways is an error naming both keys.
+    p, (code, out) = _check(f"publish_token = abc\npublish_token_file = {ok}\n")
+    assert code == 1 and "publish_token" in out and "publish_token_file" in out, out
+    assert f"{p}:1" in out and f"{p}:2" in out and "abc" not in out, out
+    code, out = _run(["--check-config", "--read-token", "abc"], env={"HERALD_READ_TOKEN_FILE": ok})
+    assert code == 1 and "option --read-token" in out and "environment HERALD_READ_TOKEN_FILE" in out, out
+
+
+# --- New keys: metrics access, IPv6 prefix, ticket rotation --------------------
+
+def test_metrics_access_and_its_token():
+    code, out = _run(["--check-config"])
+    assert code == 0 and "metrics_access = local\n" in out and "metrics_token = \n" in out, out
+    for mode in ("any", "local"):
+        code, out = _run(["--check-config", "--metrics-access", mode])
+        assert code == 0 and f"metrics_access = {mode}\n" in out, out
+    code, out = _run(["--check-config", "--metrics-access", "all"])
+    assert code == 1 and 'option --metrics-access: metrics_access = "all"' in out, out
+    assert "any, local" in out, out
+    code, out = _run(["--check-config", "--metrics-access", "token"])
+    assert code == 1 and "option --metrics-access" in out and "metrics_token" in out, out
+    code, out = _run(["--check-config", "--metrics-access", "token", "--metrics-token", "m3trics"])
+    assert code == 0 and "metrics_access = token\n" in out and "metrics_token = (set)\n" in out, out
+    assert "m3trics" not in out, out
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    tf = _write(d, "m.token", b"m3trics\n")
+    code, out = _run(["--check-config"], env={"HERALD_METRICS_ACCESS": "token", "HERALD_METRICS_TOKEN_FILE": tf})
+    assert code == 0 and "metrics_token = (set)\n" in out and "m3trics" not in out, out
+    code, out = _run(["--check-config", "--metrics-token", "bad\x01"])
+    assert code == 1 and "metrics_token = (value not shown)" in out and "bad" not in out, out
+
+
+def test_ipv6_prefix_and_tls_ticket_rotate_ranges():
+    code, out = _run(["--check-config"])
+    assert code == 0 and "ipv6_prefix = 64\n" in out and "tls_ticket_rotate = 43200000ms\n" in out, out
+    for v in ("1", "128"):
+        code, out = _run(["--check-config", "--ipv6-prefix", v])
+        assert code == 0 and f"ipv6_prefix = {v}\n" in out, out
+    for v in ("0", "129", "/64"):
+        code, out = _run(["--check-config", "--ipv6-prefix", v])
+        assert code == 1 and f'ipv6_prefix = "{v}"' in out, out
+    for v, ms in (("0", 0), ("1m", 60000), ("12h", 43200000), ("7d", 604800000)):
+        code, out = _run(["--check-config", "--tls-ticket-rotate", v])
+        assert code == 0 and f"tls_ticket_rotate = {ms}ms\n" in out, out
+    for v in ("59s", "30000ms", "8d", "soon"):
+        code, out = _run(["--check-config", "--tls-ticket-rotate", v])
+        assert code == 1 and f'tls_ticket_rotate = "{v}"' in out, out

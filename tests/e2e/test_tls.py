@@ -5,7 +5,8 @@ Python's ssl module reads streams. Covered: configuration errors, TLS 1.3
 preferred and 1.2 accepted (older refused), ALPN http/1.1, session tickets,
 streams and publishes over TLS, a slow TLS reader moved to catch-up without
 a broken record, stalled handshakes and garbage closed without delaying
-other readers, and SIGHUP swapping the certificate (a bad one refused)."""
+other readers, SIGHUP swapping the certificate (a bad one refused), unusable
+certificate files refused by --check-config, and ticket keys rotating."""
 import json
 import os
 import re
@@ -429,14 +430,19 @@ def test_bad_certificate_at_reload_keeps_the_old_one():
         r = Stream(sock=_tls_connect(h.tls_port, cert))
         r.opening()
         # Garbage where the certificate was; then a certificate whose key is not the one in tls_key.
-        for bad in (b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
-                    open(other_cert, "rb").read()):
+        for bad, blamed in ((b"-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
+                             "tls_cert"),
+                            (open(other_cert, "rb").read(), "tls_key")):
             with open(cert, "wb") as f:
                 f.write(bad)
             since = h.log_size()
             h.signal(signal.SIGHUP)
-            h.wait_log(r"tls: reload refused: .*; the previous certificate stays in service", since=since)
-            h.wait_log(r"configuration reloaded", since=since)
+            # The new settings are checked as a whole, certificates included:
+            # the reload is refused, naming the key and the file.
+            h.wait_log(r"reload failed; the running configuration stays in force", since=since)
+            said = h.log()[since:]
+            assert f'{blamed} = "' in said, said
+            assert "configuration reloaded" not in said, said
             assert _served_fingerprint(h.tls_port) == fp
             with open(cert, "wb") as f:
                 f.write(good_cert)
@@ -447,3 +453,86 @@ def test_bad_certificate_at_reload_keeps_the_old_one():
         assert [e["id"] for e in r.events(n=1, timeout=5)] == [eid]
         assert h.proc.poll() is None
         r.close()
+
+
+def test_check_config_refuses_unusable_certificates_naming_their_origin():
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    other_cert, other_key = _make_cert(d, "b")
+    garbage = os.path.join(d, "garbage.crt")
+    with open(garbage, "w") as f:
+        f.write("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    missing = os.path.join(d, "missing.pem")
+    base = [HERALD_BIN, "--db", os.path.join(d, "x.db"), "--listen", "tls:127.0.0.1:0", "--check-config"]
+    for c, k, bad, why in ((missing, key, "tls_cert", "No such file"),
+                           (cert, missing, "tls_key", "No such file"),
+                           (garbage, key, "tls_cert", ""),
+                           (cert, other_key, "tls_key", "does not match")):
+        shown = c if bad == "tls_cert" else k
+        r = _run(base + ["--tls-cert", c, "--tls-key", k])
+        err = r.stderr.decode()
+        assert r.returncode == 1, f"--check-config accepted {c} / {k}:\n{err}"
+        flag = "--" + bad.replace("_", "-")
+        assert f'option {flag}: {bad} = "{shown}"' in err and why in err, err
+        # From a file, the origin is its line.
+        conf = os.path.join(d, "h.conf")
+        with open(conf, "w") as f:
+            f.write(f"listen = tls:127.0.0.1:0\ntls_cert = {c}\ntls_key = {k}\n")
+        r = _run([HERALD_BIN, "--config", conf, "--check-config"])
+        line = 2 if bad == "tls_cert" else 3
+        assert r.returncode == 1 and f'{conf}:{line}: {bad} = "{shown}"' in r.stderr.decode(), r
+    # Start-up refuses them the same way, before the database is created.
+    r = _run([HERALD_BIN, "--db", os.path.join(d, "never.db"), "--listen", "tls:127.0.0.1:0",
+              "--tls-cert", cert, "--tls-key", other_key], timeout=15)
+    assert r.returncode == 1 and b"does not match" in r.stderr, r
+    assert not os.path.exists(os.path.join(d, "never.db"))
+    r = _run(base + ["--tls-cert", other_cert, "--tls-key", other_key])
+    assert r.returncode == 0, r
+
+
+def _session(port, cafile, version):
+    """A fresh session (with a ticket) from a full handshake."""
+    ctx = _client_ctx(cafile, max_version=version)
+    s = _tls_connect(port, cafile, ctx=ctx)
+    assert _tls_http(s).request("GET", "/api/health")[0] == 200  # TLS 1.3 tickets follow the handshake
+    assert not s.session_reused
+    sess = s.session
+    s.close()
+    assert sess is not None and sess.has_ticket
+    return ctx, sess
+
+
+def _resumes(port, cafile, ctx_sess):
+    ctx, sess = ctx_sess
+    s = _tls_connect(port, cafile, ctx=ctx, session=sess)
+    try:
+        assert _tls_http(s).request("GET", "/api/health")[0] == 200
+        return s.session_reused
+    finally:
+        s.close()
+
+
+def test_session_ticket_keys_rotate():
+    """With tls_ticket_rotate = 1m (the shortest): a ticket issued before one
+    rotation still resumes; one from before two rotations gets a full
+    handshake. Each session is offered once."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    versions = (None, ssl.TLSVersion.TLSv1_2)
+    with _tls_herald(d, cert, key, args=["--tls-ticket-rotate", "1m", "--log-level", "debug"]) as h:
+        first = {v: [_session(h.tls_port, cert, v) for _ in range(3)] for v in versions}
+        for v in versions:  # the same key: resumed
+            assert _resumes(h.tls_port, cert, first[v].pop()), f"no resumption before any rotation ({v})"
+        h.wait_log(r"tls: session ticket key rotated", timeout=75)
+        second = {v: [_session(h.tls_port, cert, v) for _ in range(2)] for v in versions}
+        for v in versions:  # issued under the previous key: still resumed
+            assert _resumes(h.tls_port, cert, first[v].pop()), f"a ticket from one rotation ago refused ({v})"
+        since = h.log_size()
+        h.wait_log(r"tls: session ticket key rotated", timeout=75, since=since)
+        for v in versions:
+            assert not _resumes(h.tls_port, cert, first[v].pop()), f"a ticket from two rotations ago resumed ({v})"
+            assert _resumes(h.tls_port, cert, second[v].pop()), f"a ticket from one rotation ago refused ({v})"
+        assert len(re.findall(r"tls: session ticket key rotated", h.log())) == 2, h.log()
+
+
+test_session_ticket_keys_rotate.timeout = 240

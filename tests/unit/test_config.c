@@ -6,6 +6,7 @@
  * config_print. ASan's leak checker at exit covers config_free. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "listener.h"
 
 static char tmpdir[64];
 static int nfiles;
@@ -140,39 +142,22 @@ static bool refused_with(const char *origin, const char *key, const char *value)
 	return ok && err_has(origin) && err_has(q);
 }
 
+/* Remove every HERALD_* variable (and BACKLOG); unsetenv moves environ
+ * about, so start over after each removal. */
 static void clear_env(void)
 {
-	static const char *const names[] = {
-		"LISTEN",
-		"DB",
-		"BACKLOG",
-		"LOG_LEVEL",
-		"PER_ADDRESS_LIMIT",
-		"MAX_READERS",
-		"HEARTBEAT_INTERVAL",
-		"HEADER_TIMEOUT",
-		"KEEPALIVE_TIMEOUT",
-		"STALL_TIMEOUT",
-		"MAX_REQUEST_LINE",
-		"MAX_HEADER_BYTES",
-		"MAX_HEADERS",
-		"MAX_BODY",
-		"QUEUE_LIMIT",
-		"RETENTION_AGE",
-		"RETENTION_COUNT",
-		"PUBLISH_TOKEN",
-		"READ_TOKEN",
-		"TRUSTED_PROXIES",
-		"RETRY_MS",
-		"ROTATE_AFTER",
-		"BUSY_TIMEOUT_MS",
-		"TLS_CERT",
-		"TLS_KEY",
-	};
-	char n[64];
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(n, sizeof(n), "HERALD_%s", names[i]);
-		unsetenv(n);
+	extern char **environ;
+	for (bool again = true; again;) {
+		again = false;
+		for (char **e = environ; *e; e++) {
+			if (strncmp(*e, "HERALD_", 7) != 0)
+				continue;
+			char name[256];
+			snprintf(name, sizeof(name), "%.*s", (int)strcspn(*e, "="), *e);
+			unsetenv(name);
+			again = true;
+			break;
+		}
 	}
 	unsetenv("BACKLOG");
 }
@@ -413,6 +398,10 @@ static int64_t flag_value(const char *key, const char *value, int *rc)
 		return cfg.retention_count;
 	if (!strcmp(key, "backlog"))
 		return cfg.backlog;
+	if (!strcmp(key, "ipv6-prefix"))
+		return cfg.ipv6_prefix;
+	if (!strcmp(key, "tls-ticket-rotate"))
+		return cfg.tls_ticket_rotate_ms;
 	return -2;
 }
 
@@ -584,10 +573,17 @@ static void test_refusals_in_file(void)
 	snprintf(origin, sizeof(origin), "%s:2:", p);
 	CHECK(err_has(origin));
 	CHECK(err_has("unknown key \"bogus\""));
-	p = write_file("per-address-limit = 5\n");
+	/* A dashed key is the same key, as in a flag. */
+	p = write_file("per-address-limit = 5\nmax-body = 1k\n");
 	r = load("--config", p, NULL);
-	CHECK_EQ_INT(r->r, -1);
-	CHECK(err_has("unknown key \"per-address-limit\""));
+	CHECK_EQ_INT(r->r, 0);
+	CHECK_EQ_INT(cfg.per_address_limit, 5);
+	CHECK_EQ_INT(cfg.max_body, 1024);
+	p = write_file("max-body = lots\nmax_body_ = 1\n");
+	r = load("--config", p, NULL);
+	snprintf(origin, sizeof(origin), "%s:1: max_body = \"lots\"", p);
+	CHECK(r->r == -1 && err_has(origin));
+	CHECK(err_has("unknown key \"max_body_\""));
 	p = write_file("[other]\nbacklog = 5\n");
 	r = load("--config", p, NULL);
 	CHECK_EQ_INT(r->r, -1);
@@ -610,13 +606,28 @@ static void test_refusals_in_file(void)
 	CHECK(err_has("at least one address"));
 	clear_env();
 
-	/* tls_cert and tls_key go together. */
+	/* tls_cert and tls_key go together, with a tls: listener, and must
+	 * load (tests/e2e/test_tls.py tries real pairs). */
 	r = load("--tls-cert", "/tmp/c.pem", NULL);
 	CHECK_EQ_INT(r->r, -1);
 	CHECK_EQ_INT(r->code, 1);
+	CHECK(err_has("option --tls-cert: tls_cert is set, but tls_key is not"));
 	CHECK(err_has("tls_cert and tls_key"));
-	r = load("--tls-cert", "/tmp/c.pem", "--tls-key", "/tmp/k.pem", "--listen", "tls:127.0.0.1:8443", NULL);
-	CHECK_EQ_INT(r->r, 0);
+	setenv("HERALD_TLS_KEY", "/tmp/k.pem", 1);
+	r = load("--listen", "127.0.0.1:1", NULL);
+	CHECK(err_has("environment HERALD_TLS_KEY: tls_key is set, but tls_cert is not"));
+	clear_env();
+	r = load("--listen", "tls:127.0.0.1:1", NULL);
+	CHECK(err_has("option --listen: listen has a tls: address, but tls_cert and tls_key are not set"));
+	r = load("--tls-cert", "/nonexistent/c.pem", "--tls-key", "/tmp/k.pem", "--listen", "tls:127.0.0.1:8443", NULL);
+	CHECK_EQ_INT(r->r, -1);
+	CHECK_EQ_INT(r->code, 1);
+	CHECK(err_has("option --tls-cert: tls_cert = \"/nonexistent/c.pem\": No such file or directory"));
+	p = write_file("x");
+	r = load("--tls-cert", p, "--tls-key", "/nonexistent/k.pem", "--listen", "tls:127.0.0.1:8443", NULL);
+	CHECK(err_has("option --tls-key: tls_key = \"/nonexistent/k.pem\": No such file or directory"));
+	r = load("--tls-cert", "/dev/null", "--tls-key", p, "--listen", "tls:127.0.0.1:8443", NULL);
+	CHECK(err_has("tls_cert = \"/dev/null\": not a regular file"));
 }
 
 /* libinih reads lines into a fixed 200-byte buffer; config.c's reader
@@ -662,6 +673,8 @@ static void test_flags(void)
 	CHECK_EQ_INT(r->r, -1);
 	CHECK_EQ_INT(r->code, 2);
 	CHECK(err_has("unknown option --bogus"));
+	r = load("--bogus\n2", NULL);
+	CHECK(err_has("unknown option --bogus\\x0a2"));
 	r = load("--bogus=1", NULL);
 	CHECK_EQ_INT(r->code, 2);
 	r = load("--backlog", NULL);
@@ -751,9 +764,9 @@ static void test_flags(void)
 	CHECK(err_has("too many"));
 	/* In a file or the environment: comma-separated, blanks trimmed,
 	 * empty entries skipped, at most 16. */
-	r = load_file("listen = a:1, ,b:2,  c:3  ,\n");
+	r = load_file("listen = 127.0.0.1:1, ,[::1]:2,  unix:/tmp/c  ,\n");
 	CHECK_EQ_INT(r->r, 0);
-	CHECK(listen_is("a:1", "b:2", "c:3"));
+	CHECK(listen_is("127.0.0.1:1", "[::1]:2", "unix:/tmp/c"));
 	char list[1024];
 	size_t n = 0;
 	for (int i = 0; i < 17; i++)
@@ -763,6 +776,318 @@ static void test_flags(void)
 	CHECK_EQ_INT(r->r, -1);
 	CHECK(err_has("too many"));
 	clear_env();
+}
+
+/* Every listen address is parsed at load (listen_addr_parse), from every
+ * source, and a bad one names its origin; --listen takes lists too. */
+static void test_listen_addresses(void)
+{
+	static const struct {
+		const char *addr, *why;
+	} bad[] = {
+		{ "nonsense", "expected host:port" },
+		{ "127.0.0.1:99999", "port must be a number from 0 to 65535" },
+		{ "127.0.0.1:65536", "port" },
+		{ "127.0.0.1:-1", "port" },
+		{ "127.0.0.1:+80", "port" },
+		{ "127.0.0.1: 80", "port" },
+		{ "127.0.0.1:", "port" },
+		{ "[::1]8199", "expected [IPv6]:port" },
+		{ "[::1", "expected [IPv6]:port" },
+		{ "localhost:80", "\"localhost\" is not an IP address" },
+		{ "300.1.1.1:80", "not an IP address" },
+		{ "unix:", "unix socket path is empty" },
+		{ "tls:unix:/tmp/x", "TLS is served on TCP addresses only" },
+		{ "tls:nonsense", "expected host:port" },
+	};
+	char origin[256], text[256];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const struct res *r = load("--listen", bad[i].addr, NULL);
+		snprintf(origin, sizeof(origin), "option --listen: listen = \"%s\"", bad[i].addr);
+		CHECK(r->r == -1 && r->code == 1 && err_has(origin) && err_has(bad[i].why));
+		setenv("HERALD_LISTEN", bad[i].addr, 1);
+		r = load(NULL);
+		snprintf(origin, sizeof(origin), "environment HERALD_LISTEN: listen = \"%s\"", bad[i].addr);
+		CHECK(r->r == -1 && err_has(origin) && err_has(bad[i].why));
+		clear_env();
+		snprintf(text, sizeof(text), "# first\nlisten = 127.0.0.1:1, %s\n", bad[i].addr);
+		const char *p = write_file(text);
+		r = load("--config", p, NULL);
+		snprintf(origin, sizeof(origin), "%s:2: listen = \"%s\"", p, bad[i].addr);
+		CHECK(r->r == -1 && err_has(origin) && err_has(bad[i].why));
+	}
+	/* Good ones, the port's edges included. */
+	const struct res *r = load("--listen", "127.0.0.1:0,[::1]:65535", "--listen", "*:80", "--listen", ":81", NULL);
+	CHECK_EQ_INT(r->r, 0);
+	CHECK_EQ_INT(cfg.nlisten, 4);
+	r = load("--listen", "[::]:443, 0.0.0.0:443", "--listen", "unix:/run/h.sock", NULL);
+	CHECK_EQ_INT(r->r, 0);
+	CHECK(listen_is("[::]:443", "0.0.0.0:443", "unix:/run/h.sock"));
+	/* Every bad entry of one value is reported. */
+	r = load("--listen", "a:1,127.0.0.1:2,b:3", NULL);
+	CHECK(r->r == -1 && err_has("listen = \"a:1\"") && err_has("listen = \"b:3\""));
+	/* A flag with no address at all. */
+	r = load("--listen", " , ", NULL);
+	CHECK(refused_with("option --listen", "listen", " , "));
+	CHECK(err_has("at least one address"));
+	/* A list and repeated flags add up to at most 16. */
+	char list[512];
+	size_t n = 0;
+	for (int i = 0; i < 15; i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s127.0.0.1:%d", i ? "," : "", i);
+	r = load("--listen", list, "--listen", "127.0.0.1:99", NULL);
+	CHECK_EQ_INT(r->r, 0);
+	CHECK_EQ_INT(cfg.nlisten, 16);
+	r = load("--listen", list, "--listen", "127.0.0.1:99,127.0.0.1:100", NULL);
+	CHECK(r->r == -1 && err_has("too many addresses"));
+
+	/* listen_addr_parse itself. */
+	struct listen_addr la;
+	char err[256];
+	CHECK_EQ_INT(listen_addr_parse("tls:127.0.0.1:8443", &la, err, sizeof(err)), 0);
+	CHECK(la.tls && !la.is_unix && la.ss.ss_family == AF_INET && la.len == sizeof(struct sockaddr_in));
+	CHECK_EQ_INT(listen_addr_parse("[::1]:0", &la, err, sizeof(err)), 0);
+	CHECK(!la.tls && la.ss.ss_family == AF_INET6);
+	CHECK_EQ_INT(listen_addr_parse("unix:/tmp/a b", &la, err, sizeof(err)), 0);
+	CHECK(la.is_unix && strcmp(la.path, "/tmp/a b") == 0);
+	char longpath[200] = "unix:/";
+	memset(longpath + 6, 'p', 120);
+	longpath[126] = '\0';
+	CHECK_EQ_INT(listen_addr_parse(longpath, &la, err, sizeof(err)), -1);
+	CHECK(strstr(err, "longer than 107 bytes") != NULL);
+	char longhost[300];
+	memset(longhost, '1', 250);
+	snprintf(longhost + 250, 50, ":80");
+	CHECK_EQ_INT(listen_addr_parse(longhost, &la, err, sizeof(err)), -1);
+	memset(longhost, 0, sizeof(longhost));
+	longhost[0] = '[';
+	memset(longhost + 1, ':', 250);
+	snprintf(longhost + 251, 40, "]:80");
+	CHECK_EQ_INT(listen_addr_parse(longhost, &la, err, sizeof(err)), -1);
+}
+
+/* allow_origin and trusted_proxies are checked when set, so their errors
+ * name their origin like every other key. */
+static void test_checked_strings(void)
+{
+	const char *p = write_file("allow_origin = https://a.example\nallow_origin = ftp://x\n"
+				   "trusted_proxies = 10.0.0.0/33\n");
+	char origin[256];
+	const struct res *r = load("--config", p, NULL);
+	snprintf(origin, sizeof(origin), "%s:2: allow_origin = \"ftp://x\": each entry must be", p);
+	CHECK(r->r == -1 && err_has(origin));
+	snprintf(origin, sizeof(origin), "%s:3: trusted_proxies = \"10.0.0.0/33\": bad prefix length", p);
+	CHECK(err_has(origin));
+	setenv("HERALD_ALLOW_ORIGIN", "https://a.example/path", 1);
+	r = load(NULL);
+	CHECK(refused_with("environment HERALD_ALLOW_ORIGIN", "allow_origin", "https://a.example/path"));
+	CHECK(err_has("no path"));
+	clear_env();
+	r = load("--trusted-proxies", "unix,nope", NULL);
+	CHECK(refused_with("option --trusted-proxies", "trusted_proxies", "unix,nope"));
+	CHECK(err_has("\"nope\" is not an IP address"));
+	r = load("--allow-origin", "*", "--trusted-proxies", "", NULL);
+	CHECK(r->r == 0 && strcmp(cfg.allow_origin, "*") == 0 && strcmp(cfg.trusted_proxies, "") == 0);
+	r = load("--allow-origin", "https://a.example, http://b.example:8080", NULL);
+	CHECK_EQ_INT(r->r, 0);
+}
+
+/* A file value in one pair of matching quotes loses them. */
+static void test_quotes(void)
+{
+	const struct res *r = load_file("read_token = \"abc\"\n"
+					"publish_token = '  p q  '\n"
+					"db = \"\"\"x.db\"\"\"\n"
+					"allow_origin = ''\n"
+					"trusted_proxies = \"unix\n");
+	CHECK_EQ_INT(r->r, -1); /* the last one: an unmatched quote stays, and is no address */
+	r = load_file("read_token = \"abc\"\n"
+		      "publish_token = '  p q  '\n"
+		      "db = \"\"\"x.db\"\"\"\n"
+		      "allow_origin = ''\n"
+		      "retry_ms = \"10\"\n"
+		      "log_level = 'debug\"\n");
+	CHECK(r->r == -1 && err_has("log_level = \"'debug\\\"\""));
+	r = load_file("read_token = \"abc\"\n"
+		      "publish_token = '  p q  '\n"
+		      "db = \"\"\"x.db\"\"\"\n"
+		      "allow_origin = ''\n"
+		      "retry_ms = \"10\"\n"
+		      "metrics_token = \"\n");
+	CHECK_EQ_INT(r->r, 0);
+	CHECK(strcmp(cfg.read_token, "abc") == 0);
+	CHECK(strcmp(cfg.publish_token, "  p q  ") == 0);
+	CHECK(strcmp(cfg.db, "\"\"x.db\"\"") == 0);
+	CHECK(strcmp(cfg.allow_origin, "") == 0);
+	CHECK_EQ_INT(cfg.retry_ms, 10);
+	CHECK(strcmp(cfg.metrics_token, "\"") == 0);
+	/* Flags and the environment are taken as they are (the shell has
+	 * removed its quotes already). */
+	r = load("--read-token", "\"abc\"", NULL);
+	CHECK(r->r == 0 && strcmp(cfg.read_token, "\"abc\"") == 0);
+}
+
+/* HERALD_* variables: a key's exact name, the build's own two, or an error. */
+static void test_env_names(void)
+{
+	setenv("HERALD_FOO", "1", 1);
+	const struct res *r = load(NULL);
+	CHECK(r->r == -1 && r->code == 1 && err_has("environment \"HERALD_FOO\": unknown variable"));
+	clear_env();
+	setenv("HERALD_Max_Body", "1k", 1);
+	r = load(NULL);
+	CHECK(r->r == -1 &&
+	      err_has("\"HERALD_Max_Body\": unknown variable; the key max_body is set by HERALD_MAX_BODY"));
+	clear_env();
+	setenv("HERALD_BIN", "build/herald", 1);
+	setenv("HERALD_BUILD", "build", 1);
+	setenv("HERALD_MAX_BODY", "1k", 1);
+	r = load(NULL);
+	CHECK(r->r == 0 && cfg.max_body == 1024);
+	clear_env();
+	/* Every error of every source in one run. */
+	setenv("HERALD_NOPE", "1", 1);
+	const char *p = write_file("backlog = 0\n");
+	r = load("--config", p, "--max-body", "1", NULL);
+	CHECK(r->r == -1 && err_has("backlog = \"0\"") && err_has("HERALD_NOPE") && err_has("max_body = \"1\""));
+	clear_env();
+}
+
+/* Write content (len bytes) into a file in the temp folder; returns its path. */
+static const char *write_bytes(const char *name, const char *content, size_t len)
+{
+	static char paths[4][160];
+	static int i;
+	char *path = paths[i++ % 4];
+	snprintf(path, sizeof(paths[0]), "%s/%s", tmpdir, name);
+	FILE *f = fopen(path, "wb");
+	fwrite(content, 1, len, f);
+	fclose(f);
+	return path;
+}
+
+/* publish_token_file, read_token_file, metrics_token_file. */
+static void test_token_files(void)
+{
+	static const char *const keys[] = { "publish-token-file", "read-token-file", "metrics-token-file" };
+	static const char *const names[] = { "publish_token_file", "read_token_file", "metrics_token_file" };
+	char flag[64], want[400];
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(flag, sizeof(flag), "--%s", keys[i]);
+		char **token = i == 0 ? &cfg.publish_token : i == 1 ? &cfg.read_token : &cfg.metrics_token;
+		const char *p = write_bytes("t", "tok-1\n", 6);
+		const struct res *r = load(flag, p, NULL);
+		CHECK(r->r == 0 && strcmp(*token, "tok-1") == 0);
+		p = write_bytes("t", "tok-2\r\n", 7);
+		r = load(flag, p, NULL);
+		CHECK(r->r == 0 && strcmp(*token, "tok-2") == 0);
+		p = write_bytes("t", "tok-3", 5);
+		r = load(flag, p, NULL);
+		CHECK(r->r == 0 && strcmp(*token, "tok-3") == 0);
+		char big[1030];
+		memset(big, 'K', sizeof(big));
+		p = write_bytes("t", big, 1024);
+		r = load(flag, p, NULL);
+		CHECK(r->r == 0 && strlen(*token) == 1024);
+		static const struct {
+			const char *content;
+			size_t len;
+			const char *why;
+		} bad[] = {
+			{ "", 0, "the file is empty" },
+			{ "\n", 1, "the file is empty" },
+			{ "\r\n", 2, "the file is empty" },
+			{ "SECRET\n\n", 8, "the token in it contains a control character" },
+			{ "SECRET\r", 7, "the token in it contains a control character" },
+			{ "SEC\0RET", 7, "the token in it contains a control character" },
+			{ "SECRET\tX", 8, "the token in it contains a control character" },
+		};
+		for (size_t j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+			p = write_bytes("t", bad[j].content, bad[j].len);
+			r = load(flag, p, NULL);
+			snprintf(want, sizeof(want), "option %s: %s = \"%s\": %s", flag, names[i], p, bad[j].why);
+			CHECK(r->r == -1 && r->code == 1 && err_has(want));
+			CHECK(strstr(r->err, "SECRET") == NULL && strstr(r->err, "RET") == NULL);
+		}
+		p = write_bytes("t", big, 1025);
+		r = load(flag, p, NULL);
+		CHECK(r->r == -1 && err_has("too long (at most 1024 bytes)") && strstr(r->err, "KKKK") == NULL);
+		p = write_bytes("t", big, 1030);
+		r = load(flag, p, NULL);
+		CHECK(r->r == -1 && err_has("too long"));
+		r = load(flag, "/nonexistent/token", NULL);
+		CHECK(r->r == -1 && err_has("\"/nonexistent/token\": No such file or directory"));
+		r = load(flag, tmpdir, NULL);
+		CHECK(r->r == -1 && err_has("Is a directory"));
+		r = load(flag, "/dev/null", NULL);
+		CHECK(r->r == -1 && err_has("not a regular file"));
+	}
+	/* The key's name and origin in the message; a file line too. */
+	const char *tp = write_bytes("t", "", 0);
+	char text[300], origin[400];
+	snprintf(text, sizeof(text), "# tokens\nread_token_file = %s\n", tp);
+	const char *p = write_file(text);
+	const struct res *r = load("--config", p, NULL);
+	snprintf(origin, sizeof(origin), "%s:2: read_token_file = \"%s\": the file is empty", p, tp);
+	CHECK(r->r == -1 && err_has(origin));
+	/* Both ways at once is an error naming both origins. */
+	tp = write_bytes("t", "x\n", 2);
+	setenv("HERALD_PUBLISH_TOKEN_FILE", tp, 1);
+	r = load("--publish-token", "SECRET", NULL);
+	CHECK(r->r == -1 &&
+	      err_has("option --publish-token: publish_token is set, and so is publish_token_file (environment "
+		      "HERALD_PUBLISH_TOKEN_FILE): set only one"));
+	CHECK(strstr(r->err, "SECRET") == NULL);
+	/* An empty token is not set: the file gives it. */
+	r = load("--publish-token", "", NULL);
+	CHECK(r->r == 0 && strcmp(cfg.publish_token, "x") == 0);
+	clear_env();
+	/* Read again at every load (a reload is a load). */
+	tp = write_bytes("t", "one\n", 4);
+	r = load("--read-token-file", tp, NULL);
+	CHECK(r->r == 0 && strcmp(cfg.read_token, "one") == 0);
+	tp = write_bytes("t", "two\n", 4);
+	r = load("--read-token-file", tp, NULL);
+	CHECK(r->r == 0 && strcmp(cfg.read_token, "two") == 0);
+}
+
+/* metrics_access and its token, ipv6_prefix, tls_ticket_rotate. */
+static void test_new_keys(void)
+{
+	const struct res *r = load(NULL);
+	CHECK(r->r == 0 && cfg.metrics_mode == METRICS_LOCAL && strcmp(cfg.metrics_token, "") == 0);
+	CHECK_EQ_INT(cfg.ipv6_prefix, 64);
+	CHECK_EQ_INT(cfg.tls_ticket_rotate_ms, 12 * 3600000);
+	r = load("--metrics-access", "any", NULL);
+	CHECK(r->r == 0 && cfg.metrics_mode == METRICS_ANY);
+	r = load("--metrics-access", "token", "--metrics-token", "m", NULL);
+	CHECK(r->r == 0 && cfg.metrics_mode == METRICS_TOKEN && strcmp(cfg.metrics_token, "m") == 0);
+	r = load("--metrics-access", "Token", NULL);
+	CHECK(refused_with("option --metrics-access", "metrics_access", "Token"));
+	CHECK(err_has("not one of any, local, token"));
+	const char *p = write_file("metrics_access = token\n");
+	r = load("--config", p, NULL);
+	char origin[256];
+	snprintf(origin, sizeof(origin), "%s:1: metrics_access = \"token\" needs metrics_token or metrics_token_file",
+		 p);
+	CHECK(r->r == -1 && r->code == 1 && err_has(origin));
+	r = load("--metrics-token", "bad\x01", NULL);
+	CHECK(r->r == -1 && err_has("metrics_token = (value not shown)") && strstr(r->err, "bad") == NULL);
+
+	VALUE_IS("ipv6-prefix", "1", 1);
+	VALUE_IS("ipv6-prefix", "128", 128);
+	VALUE_IS("ipv6-prefix", "48", 48);
+	VALUE_REFUSED("ipv6-prefix", "0", "1 to 128");
+	VALUE_REFUSED("ipv6-prefix", "129", "out of range");
+	VALUE_REFUSED("ipv6-prefix", "/64", "not a whole number");
+
+	VALUE_IS("tls-ticket-rotate", "0", 0);
+	VALUE_IS("tls-ticket-rotate", "1m", 60000);
+	VALUE_IS("tls-ticket-rotate", "60", 60000);
+	VALUE_IS("tls-ticket-rotate", "7d", 604800000);
+	VALUE_REFUSED("tls-ticket-rotate", "59s", "allowed: 0, or 60000 to 604800000 ms");
+	VALUE_REFUSED("tls-ticket-rotate", "1ms", "out of range");
+	VALUE_REFUSED("tls-ticket-rotate", "8d", "out of range");
 }
 
 /* What server.c's SIGHUP does: load afresh, and replace the settings only
@@ -828,6 +1153,10 @@ static void test_reload_and_print(void)
 	CHECK(strstr(out, "heartbeat_interval = 15000ms\n") != NULL);
 	CHECK(strstr(out, "retention_age = 604800s\n") != NULL);
 	CHECK(strstr(out, "queue_limit = 262144\n") != NULL);
+	CHECK(strstr(out, "metrics_access = local\n") != NULL);
+	CHECK(strstr(out, "metrics_token = \n") != NULL);
+	CHECK(strstr(out, "ipv6_prefix = 64\n") != NULL);
+	CHECK(strstr(out, "tls_ticket_rotate = 43200000ms\n") != NULL);
 	/* Each key exactly once, at the start of a line. */
 	static const char *const keys[] = {
 		"listen",
@@ -853,6 +1182,17 @@ static void test_reload_and_print(void)
 		"retry_ms",
 		"rotate_after",
 		"busy_timeout_ms",
+		"ipv6_prefix",
+		"publish_token_file",
+		"read_token_file",
+		"allow_origin",
+		"metrics_access",
+		"metrics_token",
+		"metrics_token_file",
+		"unix_mode",
+		"tls_cert",
+		"tls_key",
+		"tls_ticket_rotate",
 	};
 	int missing = 0;
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -881,9 +1221,14 @@ static void test_reload_and_print(void)
  * exit must find nothing. config_free twice is harmless. */
 static void test_free(void)
 {
-	const char *p = write_file("listen = a:1,b:2\npublish_token = x\ndb = y\n");
+	const char *tf = write_file("token\n");
+	char text[256];
+	snprintf(text, sizeof(text),
+		 "listen = 127.0.0.1:1,unix:/tmp/b\npublish_token = x\ndb = y\nread_token_file = %s\n", tf);
+	const char *p = write_file(text);
 	for (int i = 0; i < 50; i++) {
-		load("--config", p, "--listen", "c:3", "--read-token", "r", NULL);
+		load("--config", p, "--listen", "127.0.0.1:3,bad", "--read-token", "r", NULL);
+		load("--config", p, "--listen", "127.0.0.1:3", "--metrics-token-file", tf, NULL);
 		load("--config", p, "--backlog", "0", NULL);
 		load("--bogus", NULL);
 	}
@@ -910,6 +1255,12 @@ int main(void)
 	test_refusals_in_file();
 	test_long_lines();
 	test_flags();
+	test_listen_addresses();
+	test_checked_strings();
+	test_quotes();
+	test_env_names();
+	test_token_files();
+	test_new_keys();
 	test_reload_and_print();
 	test_free();
 
