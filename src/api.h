@@ -1,34 +1,38 @@
-/* api.h: routing of one complete request to its handler, and the small
- * endpoints (health, metrics). Every refusal goes out through conn_refuse. */
+/* api.h: the router: one complete request to its handler (stream, publish)
+ * or to the small endpoints here (health, metrics), the client address
+ * behind trusted proxies, and the refusal log. The server fills struct api
+ * once and hands conn its hooks (api_hooks). */
 #ifndef HERALD_API_H
 #define HERALD_API_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "addr.h"
+#include "config.h"
 #include "conn.h"
-#include "http.h"
+#include "hub.h"
+#include "metrics.h"
+#include "publish.h"
+#include "stream.h"
 
-/* Handle req (its slices point into c's read buffer, valid only during the
- * call; body is body_len bytes). The handler either responds now
- * (conn_respond / conn_refuse), takes the connection over as a stream, or
- * leaves it WAITING with c->pending set (publish). */
-void api_handle(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
+struct api {
+	struct loop *lp;
+	const struct config *cfg;
+	const struct trust *trust;
+	struct hub *hub;
+	struct streams *streams;
+	struct publish_queue *pubq;
+	struct conn_pool *pool;
+	struct metrics *m;
+	uint64_t started_ms;
+	/* The refusal log's rate limit. */
+	uint64_t log_window;
+	unsigned log_in_window, log_suppressed;
+};
 
-/* The request (head complete, body not yet read) asked before sending its
- * body (Expect: 100-continue): returns true when it would be taken, or
- * refuses it now (routing, rights, content type) and returns false. */
-bool api_accepts_body(struct conn *c, const struct http_request *req);
-
-/* Whether the client is on this host and did not come through a proxy
- * (a loopback or unix-socket peer, no forwarding headers). */
-bool api_direct_local(const struct conn *c, const struct http_request *req);
-
-/* Compare a presented token with a configured one in constant time; false
- * when none is configured. */
-bool api_token_equal(struct http_slice given, const char *want);
-
-/* Log a refused request at most a few times a second (the rest are counted). */
-void api_log_refusal(struct conn *c, int status, const char *message);
+/* The hooks that route the pool's requests to a (owner = a). */
+void api_hooks(struct api *a, struct conn_hooks *out);
 
 #endif

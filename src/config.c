@@ -89,7 +89,7 @@ static const struct key keys[] = {
 	KEY("busy_timeout_ms", K_INT, busy_timeout_ms, 0, 1000, "5"),
 	KEY("tls_cert", K_STR, tls_cert, 0, 4096, ""),
 	KEY("tls_key", K_STR, tls_key, 0, 4096, ""),
-	KEY("tls_ticket_rotate", K_DUR_MS, tls_ticket_rotate_ms, 60000, 604800000, "12h", .flags = KF_ZERO_OK),
+	KEY("tls_ticket_rotate", K_DUR_MS, tls_ticket_rotate_ms, 1000, 604800000, "12h", .flags = KF_ZERO_OK),
 };
 #define NKEYS ARRAY_LEN(keys)
 
@@ -886,6 +886,10 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int
 	load_flags(&ld, argc, argv);
 	if (!ld.errors)
 		check_whole(&ld);
+	/* Checked when set (check_proxies), so this cannot fail now. */
+	char err[256];
+	if (!ld.errors && trust_parse(&cfg->trust, cfg->trusted_proxies, err, sizeof(err)) < 0)
+		ld.errors++;
 	for (size_t i = 0; i < NKEYS; i++)
 		free(ld.origin[i]);
 	if (ld.errors) {
@@ -927,13 +931,9 @@ void config_print(const struct config *cfg, FILE *out)
 			fprintf(out, "%s", (k->flags & KF_SECRET) && s[0] ? "(set)" : s);
 			break;
 		}
-		case K_LEVEL: {
-			static const char *const names[] = {
-				"", "", "", "error", "warning", "notice", "info", "debug"
-			};
-			fprintf(out, "%s", names[*(const int *)(const void *)base]);
+		case K_LEVEL:
+			fprintf(out, "%s", log_level_name(*(const int *)(const void *)base));
 			break;
-		}
 		case K_CHOICE:
 			fprintf(out, "%s", k->choices[*(const int *)(const void *)base]);
 			break;

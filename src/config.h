@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "addr.h"
+
 #define CONFIG_MAX_LISTEN 16
 
 /* Who may read /metrics (metrics_access). */
@@ -47,7 +49,8 @@ struct config {
 	char *read_token_file;
 	char *allow_origin; /* CORS for streams: empty, "*" or a comma-separated list of origins */
 	char *trusted_proxies;
-	int metrics_mode; /* enum metrics_mode */
+	struct trust trust; /* trusted_proxies, parsed once at load */
+	int metrics_mode;   /* enum metrics_mode */
 	char *metrics_token;
 	char *metrics_token_file;
 	int64_t retry_ms;

@@ -1,10 +1,12 @@
-/* conn.c: one client connection: reading requests, queued output written
+/* conn.c: client connections: reading requests, queued output written
  * with writev once per loop pass, timeouts, and a deferred, lingering close.
  *
  * Output: every frame or response is a reference to a shared chunk in a
- * ring; conn_enqueue only queues and puts the connection on the server's
- * flush list, so a reader gets one writev per pass for everything queued to
- * it in that pass. EPOLLOUT is requested only while bytes are left over.
+ * ring (outq.c); conn_enqueue only queues and puts the connection on the
+ * pool's flush list, so a plain reader gets one writev per pass for
+ * everything queued to it in that pass (a TLS one gets one SSL_write per
+ * chunk, still in one pass). EPOLLOUT is requested only while bytes are
+ * left over.
  *
  * Closing: after a refusal the response is flushed, the write side shut
  * down, and input drained for a moment before close, so the client reads
@@ -21,13 +23,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "http.h"
+#include "addr.h"
 #include "listener.h"
 #include "log.h"
-#include "publish.h"
-#include "server.h"
-#include "stream.h"
 #include "tls.h"
 #include "util.h"
 
@@ -62,7 +60,7 @@ static uint32_t wanted_events(const struct conn *c)
 	switch (c->state) {
 	case CONN_READING:
 		/* After the client's EOF, input would only report EOF again. */
-		if (c->qbytes < OUTPUT_PAUSE && !c->close_after_flush && !c->peer_eof)
+		if (c->out.bytes < OUTPUT_PAUSE && !c->close_after_flush && !c->peer_eof)
 			ev |= EPOLLIN | EPOLLRDHUP;
 		break;
 	case CONN_STREAMING:
@@ -72,7 +70,7 @@ static uint32_t wanted_events(const struct conn *c)
 	default:
 		break;
 	}
-	if (c->qlen)
+	if (c->out.len)
 		ev |= EPOLLOUT;
 	if (c->tls)
 		ev = tls_conn_events(c, ev);
@@ -86,7 +84,7 @@ void conn_update_events(struct conn *c)
 	uint32_t ev = wanted_events(c);
 	if (ev != c->want) {
 		c->want = ev;
-		loop_modify(c->srv->lp, c->fd, ev);
+		loop_modify(c->pool->lp, c->fd, ev);
 	}
 	/* Input OpenSSL already decrypted will not wake epoll: read it at the
 	 * end of the pass (conn_pass_end). */
@@ -102,14 +100,14 @@ static void on_timeout(void *arg);
  * Returns true when it was closed. */
 static bool send_stalled(struct conn *c)
 {
-	uint64_t now = loop_now(c->srv->lp), limit = (uint64_t)c->srv->cfg.stall_timeout_ms;
+	uint64_t now = loop_now(c->pool->lp), limit = (uint64_t)c->pool->cfg->stall_timeout_ms;
 	if (now - c->last_progress >= limit) {
 		log_info("closing connection from %s: no bytes of its %zu queued accepted for %llu ms", c->client,
-			 c->qbytes, (unsigned long long)limit);
+			 c->out.bytes, (unsigned long long)limit);
 		conn_close(c, NULL);
 		return true;
 	}
-	loop_timer_start(c->srv->lp, &c->timer, limit - (now - c->last_progress), on_timeout, c);
+	loop_timer_start(c->pool->lp, &c->timer, limit - (now - c->last_progress), on_timeout, c);
 	return false;
 }
 
@@ -120,7 +118,7 @@ static void on_timeout(void *arg)
 		conn_close(c, "TLS handshake not complete within header_timeout");
 	} else if (c->state == CONN_LINGERING) {
 		conn_close(c, NULL);
-	} else if (c->qlen && (c->state != CONN_STREAMING || c->close_after_flush)) {
+	} else if (c->out.len && (c->state != CONN_STREAMING || c->close_after_flush)) {
 		/* Output waits for the client (which may also have sent more
 		 * requests, parked behind it): not idle, unless it has stopped
 		 * reading. The hub times live streams itself. */
@@ -143,22 +141,33 @@ static void on_timeout(void *arg)
 
 static void start_request_timer(struct conn *c)
 {
-	const struct config *cfg = &c->srv->cfg;
-	if (c->qlen) {
+	const struct config *cfg = c->pool->cfg;
+	if (c->out.len) {
 		/* Output first: the request clock starts once it is written. */
-		loop_timer_start(c->srv->lp, &c->timer, (uint64_t)cfg->stall_timeout_ms, on_timeout, c);
+		loop_timer_start(c->pool->lp, &c->timer, (uint64_t)cfg->stall_timeout_ms, on_timeout, c);
 		return;
 	}
 	uint64_t ms = (uint64_t)(c->served && c->rlen == 0 ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
-	loop_timer_start(c->srv->lp, &c->timer, ms, on_timeout, c);
+	loop_timer_start(c->pool->lp, &c->timer, ms, on_timeout, c);
 }
 
-struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen)
+static void pass_end(void *arg);
+
+void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *cfg, struct metrics *m,
+		    const struct conn_hooks *hooks)
+{
+	memset(p, 0, sizeof(*p));
+	p->lp = lp;
+	p->cfg = cfg;
+	p->m = m;
+	p->hooks = *hooks;
+}
+
+struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
-	c->srv = srv;
-	c->ls = ls;
+	c->pool = p;
 	c->state = CONN_READING;
 	c->peer_unix = sa->sa_family == AF_UNIX || salen <= sizeof(sa_family_t);
 	addr_peer_text(sa, salen, c->peer, sizeof(c->peer), &c->peer_loopback);
@@ -167,7 +176,7 @@ struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const str
 		c->peer_loopback = true;
 	}
 	snprintf(c->client, sizeof(c->client), "%s", c->peer);
-	c->last_progress = loop_now(srv->lp);
+	c->last_progress = loop_now(p->lp);
 	if (!c->peer_unix) {
 		/* Output is already gathered into one writev per pass; Nagle would
 		 * only hold back a response behind the client's delayed ACK. */
@@ -182,7 +191,7 @@ struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const str
 	}
 	if (c->tls)
 		c->want = tls_conn_events(c, c->want);
-	int r = loop_watch(srv->lp, fd, c->want, on_io, c);
+	int r = loop_watch(p->lp, fd, c->want, on_io, c);
 	if (r < 0) {
 		log_warn("epoll_ctl for a new connection: %s", strerror(-r));
 		if (c->tls)
@@ -191,13 +200,21 @@ struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const str
 		free(c);
 		return NULL;
 	}
-	c->next = srv->conns;
-	if (srv->conns)
-		srv->conns->prev = c;
-	srv->conns = c;
-	srv->nconns++;
+	c->next = p->all;
+	if (p->all)
+		p->all->prev = c;
+	p->all = c;
+	p->n++;
 	start_request_timer(c);
 	return c;
+}
+
+static void schedule_pass_end(struct conn_pool *p)
+{
+	if (!p->pass_end_scheduled) {
+		p->pass_end_scheduled = true;
+		loop_defer(p->lp, pass_end, p);
+	}
 }
 
 static void schedule_flush(struct conn *c)
@@ -205,30 +222,18 @@ static void schedule_flush(struct conn *c)
 	if (c->flush_scheduled)
 		return;
 	c->flush_scheduled = true;
-	c->flush_next = c->srv->flush_list;
-	c->srv->flush_list = c;
-	server_schedule_pass_end(c->srv);
+	c->flush_next = c->pool->flush_list;
+	c->pool->flush_list = c;
+	schedule_pass_end(c->pool);
 }
 
 static void enqueue(struct conn *c, struct chunk *ch, int64_t id, bool droppable)
 {
 	if (c->state == CONN_CLOSED)
 		return;
-	if (c->qlen == c->qcap) {
-		size_t ncap = c->qcap ? c->qcap * 2 : 8;
-		struct outq_entry *nq = xmalloc(ncap * sizeof(*nq));
-		for (size_t i = 0; i < c->qlen; i++)
-			nq[i] = c->q[(c->qhead + i) % c->qcap];
-		free(c->q);
-		c->q = nq;
-		c->qcap = ncap;
-		c->qhead = 0;
-	}
-	if (c->qlen == 0)
-		c->last_progress = loop_now(c->srv->lp);
-	c->q[(c->qhead + c->qlen) % c->qcap] = (struct outq_entry){ chunk_ref(ch), 0, droppable, id };
-	c->qlen++;
-	c->qbytes += ch->len;
+	if (c->out.len == 0)
+		c->last_progress = loop_now(c->pool->lp);
+	outq_push(&c->out, ch, id, droppable);
 	schedule_flush(c);
 }
 
@@ -244,38 +249,29 @@ void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id)
 
 int64_t conn_drop_queue(struct conn *c)
 {
-	int64_t resume = c->written_id;
-	size_t kept = 0;
-	/* A frame half on the wire (or, with TLS, encrypted and waiting for
-	 * the socket) must be finished, or the stream breaks. */
-	bool first_committed = c->qlen && (c->q[c->qhead].off > 0 || (c->tls && tls_conn_write_pending(c)));
-	for (size_t i = 0; i < c->qlen; i++) {
-		struct outq_entry e = c->q[(c->qhead + i) % c->qcap];
-		if (!e.droppable || (i == 0 && first_committed)) {
-			/* Kept entries move up in order; ids only increase along
-			 * the queue, so the last kept one is the resume point. */
-			c->q[(c->qhead + kept) % c->qcap] = e;
-			kept++;
-			if (e.id > 0)
-				resume = e.id;
-			continue;
-		}
-		c->qbytes -= e.c->len - e.off;
-		chunk_unref(e.c);
-	}
-	c->qlen = kept;
-	return resume;
+	/* With TLS, a record of the head may be encrypted and waiting for the
+	 * socket: those bytes are committed even if none was written. */
+	return outq_drop(&c->out, c->tls && tls_conn_write_pending(c));
 }
 
-static void release_queue(struct conn *c)
+void conn_set_resume_point(struct conn *c, int64_t id)
 {
-	for (size_t i = 0; i < c->qlen; i++)
-		chunk_unref(c->q[(c->qhead + i) % c->qcap].c);
-	c->qlen = 0;
-	c->qbytes = 0;
-	free(c->q);
-	c->q = NULL;
-	c->qcap = 0;
+	c->out.written_id = id;
+}
+
+size_t conn_queued_bytes(const struct conn *c)
+{
+	return c->out.bytes;
+}
+
+uint64_t conn_idle_ms(const struct conn *c)
+{
+	return loop_now(c->pool->lp) - c->last_progress;
+}
+
+bool conn_ending(const struct conn *c)
+{
+	return c->close_after_flush;
 }
 
 /* Shut down our side and drain input for a moment before closing. */
@@ -285,24 +281,18 @@ static void start_linger(struct conn *c)
 		tls_conn_shutdown(c);
 	shutdown(c->fd, SHUT_WR);
 	c->state = CONN_LINGERING;
-	loop_timer_start(c->srv->lp, &c->timer, LINGER_MS, on_timeout, c);
+	loop_timer_start(c->pool->lp, &c->timer, LINGER_MS, on_timeout, c);
 	conn_update_events(c);
 }
 
-void conn_flush(struct conn *c)
+/* Write what the socket takes now; arm EPOLLOUT for the rest. */
+static void conn_flush(struct conn *c)
 {
-	struct server *srv = c->srv;
-	while (c->qlen && c->state != CONN_CLOSED) {
+	struct conn_pool *p = c->pool;
+	while (c->out.len && c->state != CONN_CLOSED) {
 		struct iovec iov[IOV_BATCH];
-		int n = 0;
-		size_t total = 0;
-		for (size_t i = 0; i < c->qlen && n < IOV_BATCH; i++) {
-			struct outq_entry *e = &c->q[(c->qhead + i) % c->qcap];
-			iov[n].iov_base = e->c->data + e->off;
-			iov[n].iov_len = e->c->len - e->off;
-			total += iov[n].iov_len;
-			n++;
-		}
+		size_t total;
+		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
 		ssize_t w = io_writev(c, iov, n);
 		if (w == -EINTR)
 			continue;
@@ -312,48 +302,35 @@ void conn_flush(struct conn *c)
 			conn_close(c, w == -EPIPE || w == -ECONNRESET ? NULL : "write failed");
 			return;
 		}
-		srv->m.bytes_written += (uint64_t)w;
-		c->last_progress = loop_now(srv->lp);
-		size_t left = (size_t)w;
-		c->qbytes -= left;
-		while (left) {
-			struct outq_entry *e = &c->q[c->qhead];
-			size_t rest = e->c->len - e->off;
-			if (left < rest) {
-				e->off += (uint32_t)left;
-				break;
-			}
-			left -= rest;
-			if (e->id > 0)
-				c->written_id = e->id;
-			chunk_unref(e->c);
-			c->qhead = (c->qhead + 1) % c->qcap;
-			c->qlen--;
-		}
+		p->m->bytes_written += (uint64_t)w;
+		c->last_progress = loop_now(p->lp);
+		outq_consume(&c->out, (size_t)w);
 		if ((size_t)w < total)
 			break;
 	}
 	if (c->state == CONN_CLOSED)
 		return;
-	if (c->qlen == 0) {
+	if (c->out.len == 0) {
 		if (c->close_after_flush && c->state != CONN_LINGERING) {
 			/* A stream's input was read and dropped all along, so
 			 * there is nothing that could turn the close into a reset. */
-			if (c->reader)
+			if (c->state == CONN_STREAMING)
 				conn_close(c, NULL);
 			else
 				start_linger(c);
 			return;
 		}
-		if (c->reader)
-			stream_on_drained(c);
+		if (c->user && c->user->drained)
+			c->user->drained(c, c->user_data);
+		if (c->state == CONN_CLOSED)
+			return;
 	}
 	if (c->state == CONN_READING && !c->close_after_flush) {
 		/* Requests parked behind unwritten output can be parsed again. */
-		if (c->rlen && c->qbytes < OUTPUT_PAUSE)
+		if (c->rlen && c->out.bytes < OUTPUT_PAUSE)
 			c->reparse = true;
 		/* The request clock restarts once the output is gone. */
-		if (c->qlen == 0 && !c->in_handler)
+		if (c->out.len == 0 && !c->in_handler)
 			start_request_timer(c);
 	}
 	conn_update_events(c);
@@ -365,12 +342,34 @@ void conn_end_after_flush(struct conn *c)
 		return;
 	c->close_after_flush = true;
 	schedule_flush(c);
-	loop_timer_start(c->srv->lp, &c->timer, (uint64_t)c->srv->cfg.stall_timeout_ms, on_timeout, c);
+	loop_timer_start(c->pool->lp, &c->timer, (uint64_t)c->pool->cfg->stall_timeout_ms, on_timeout, c);
 }
 
 void conn_count_response(struct conn *c, int status)
 {
-	metrics_count_response(&c->srv->m, status);
+	metrics_count_response(c->pool->m, status);
+}
+
+void conn_attach(struct conn *c, const struct conn_user *user, void *data)
+{
+	c->user = user;
+	c->user_data = data;
+}
+
+void conn_wait(struct conn *c)
+{
+	c->state = CONN_WAITING;
+	conn_update_events(c);
+}
+
+void conn_become_stream(struct conn *c)
+{
+	c->state = CONN_STREAMING;
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = c->rcap = 0;
+	loop_timer_stop(c->pool->lp, &c->timer);
+	conn_update_events(c);
 }
 
 void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive)
@@ -378,13 +377,14 @@ void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_
 	conn_count_response(c, status);
 	conn_enqueue(c, response, 0);
 	chunk_unref(response);
-	c->pending = NULL;
+	c->user = NULL; /* what a handler attached belonged to this request */
+	c->user_data = NULL;
 	c->served = true;
-	if (!keep_alive || c->srv->draining) {
+	if (!keep_alive || c->pool->draining) {
 		c->close_after_flush = true;
 		c->state = CONN_WAITING;
 		/* The response must be taken within stall_timeout. */
-		loop_timer_start(c->srv->lp, &c->timer, (uint64_t)c->srv->cfg.stall_timeout_ms, on_timeout, c);
+		loop_timer_start(c->pool->lp, &c->timer, (uint64_t)c->pool->cfg->stall_timeout_ms, on_timeout, c);
 	} else {
 		c->state = CONN_READING;
 		c->reparse = c->rlen > 0;
@@ -400,8 +400,10 @@ void conn_refuse(struct conn *c, int status, const char *message, const char *ex
 {
 	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
 		return;
-	api_log_refusal(c, status, message);
-	metrics_count_refusal(&c->srv->m, status, message);
+	struct conn_pool *p = c->pool;
+	if (p->hooks.refused)
+		p->hooks.refused(p->hooks.owner, c, status, message);
+	metrics_count_refusal(p->m, status, message);
 	conn_respond(c, status, http_format_error(status, message, extra_headers, false), false);
 }
 
@@ -415,7 +417,7 @@ static void consume(struct conn *c, size_t n)
 
 static size_t read_cap(const struct conn *c)
 {
-	const struct config *cfg = &c->srv->cfg;
+	const struct config *cfg = c->pool->cfg;
 	return (size_t)(cfg->max_header_bytes + cfg->max_body) + 1;
 }
 
@@ -479,15 +481,15 @@ static void set_what(struct conn *c, const struct http_request *req)
 
 static void conn_process(struct conn *c)
 {
-	struct server *srv = c->srv;
-	const struct config *cfg = &srv->cfg;
+	struct conn_pool *p = c->pool;
+	const struct config *cfg = p->cfg;
 	struct http_limits lim = { (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
 				   (size_t)cfg->max_headers };
 	c->reparse = false;
 	/* A client that sends requests but does not read the answers gets
 	 * no more answers queued than OUTPUT_PAUSE: the rest of its requests
 	 * wait in the buffer until the output drains (conn_flush). */
-	while (c->state == CONN_READING && c->rlen > 0 && !c->close_after_flush && c->qbytes < OUTPUT_PAUSE) {
+	while (c->state == CONN_READING && c->rlen > 0 && !c->close_after_flush && c->out.bytes < OUTPUT_PAUSE) {
 		struct http_request req;
 		struct http_error err;
 		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
@@ -523,7 +525,7 @@ static void conn_process(struct conn *c)
 				/* Only a request that will be taken is asked for its
 				 * body: route and rights are checked first. */
 				set_what(c, &req);
-				if (!api_accepts_body(c, &req))
+				if (!p->hooks.expect_continue(p->hooks.owner, c, &req))
 					return;
 				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 				struct chunk *ch = chunk_from(cont, sizeof(cont) - 1);
@@ -534,11 +536,11 @@ static void conn_process(struct conn *c)
 			return;
 		}
 		c->continued = false;
-		srv->m.requests++;
-		c->keep_alive = req.keep_alive && !srv->draining && !c->peer_eof;
+		p->m->requests++;
+		c->keep_alive = req.keep_alive && !p->draining && !c->peer_eof;
 		set_what(c, &req);
 		c->in_handler = true;
-		api_handle(c, &req, c->rbuf + r, body);
+		p->hooks.request(p->hooks.owner, c, &req, c->rbuf + r, body);
 		c->in_handler = false;
 		if (c->state == CONN_CLOSED)
 			return;
@@ -546,7 +548,7 @@ static void conn_process(struct conn *c)
 		if (c->state == CONN_READING && !c->close_after_flush)
 			start_request_timer(c);
 	}
-	if (c->state == CONN_READING && c->peer_eof && c->rlen == 0 && !c->qlen)
+	if (c->state == CONN_READING && c->peer_eof && c->rlen == 0 && !c->out.len)
 		conn_close(c, NULL);
 }
 
@@ -589,41 +591,47 @@ static void on_io(void *arg, uint32_t events)
 
 void conn_close(struct conn *c, const char *why)
 {
-	struct server *srv = c->srv;
+	struct conn_pool *p = c->pool;
 	if (c->state == CONN_CLOSED)
 		return;
 	if (why)
 		log_debug("closing connection from %s: %s", c->client, why);
-	if (c->reader)
-		stream_closed(c);
-	if (c->pending)
-		publish_cancel(c);
 	c->state = CONN_CLOSED;
-	loop_timer_stop(srv->lp, &c->timer);
-	loop_unwatch(srv->lp, c->fd);
+	const struct conn_user *u = c->user;
+	c->user = NULL;
+	if (u && u->closed)
+		u->closed(c, c->user_data);
+	c->user_data = NULL;
+	loop_timer_stop(p->lp, &c->timer);
+	loop_unwatch(p->lp, c->fd);
 	if (c->tls)
 		tls_conn_free(c);
 	close(c->fd);
 	c->fd = -1;
-	release_queue(c);
+	outq_free(&c->out);
 	free(c->rbuf);
 	c->rbuf = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		srv->conns = c->next;
+		p->all = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	srv->nconns--;
-	c->next = srv->graveyard;
-	srv->graveyard = c;
-	server_schedule_pass_end(srv);
+	p->n--;
+	c->next = p->graveyard;
+	p->graveyard = c;
+	schedule_pass_end(p);
 }
 
-void conn_pass_end(struct server *srv)
+/* The end of a loop pass (deferred work): one flush for every connection
+ * queued to, requests parked behind output parsed again, and the free of
+ * what was closed. */
+static void pass_end(void *arg)
 {
-	struct conn *list = srv->flush_list;
-	srv->flush_list = NULL;
+	struct conn_pool *p = arg;
+	p->pass_end_scheduled = false;
+	struct conn *list = p->flush_list;
+	p->flush_list = NULL;
 	uint64_t t0 = list ? clock_mono_ns() : 0;
 	while (list) {
 		struct conn *c = list;
@@ -640,9 +648,9 @@ void conn_pass_end(struct server *srv)
 			on_io(c, EPOLLIN);
 	}
 	if (t0)
-		metrics_observe(&srv->m.flush_seconds, clock_mono_ns() - t0);
+		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it went back on a flush list. */
-	struct conn **pp = &srv->graveyard;
+	struct conn **pp = &p->graveyard;
 	while (*pp) {
 		struct conn *c = *pp;
 		if (c->flush_scheduled) {
@@ -652,4 +660,71 @@ void conn_pass_end(struct server *srv)
 		*pp = c->next;
 		free(c);
 	}
+}
+
+void conn_pool_drain(struct conn_pool *p)
+{
+	p->draining = true;
+	for (struct conn *c = p->all, *next; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_READING && c->rlen == 0 && c->out.len == 0)
+			conn_close(c, NULL);
+	}
+}
+
+void conn_pool_close_all(struct conn_pool *p)
+{
+	while (p->all)
+		conn_close(p->all, NULL);
+	pass_end(p);
+}
+
+const char *conn_client(const struct conn *c)
+{
+	return c->client;
+}
+
+void conn_set_client(struct conn *c, const char *client)
+{
+	snprintf(c->client, sizeof(c->client), "%s", client);
+}
+
+const char *conn_peer(const struct conn *c)
+{
+	return c->peer;
+}
+
+bool conn_peer_unix(const struct conn *c)
+{
+	return c->peer_unix;
+}
+
+bool conn_peer_local(const struct conn *c)
+{
+	return c->peer_loopback;
+}
+
+const char *conn_what(const struct conn *c)
+{
+	return c->what;
+}
+
+bool conn_keep_alive(const struct conn *c)
+{
+	return c->keep_alive;
+}
+
+bool conn_draining(const struct conn *c)
+{
+	return c->pool->draining;
+}
+
+void conn_set_keep_alive(struct conn *c, bool keep)
+{
+	c->keep_alive = keep;
+}
+
+void *conn_owner(const struct conn *c)
+{
+	return c->pool->hooks.owner;
 }

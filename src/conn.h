@@ -1,14 +1,22 @@
-/* conn.h: one client connection: the read buffer, the output queue of shared
- * chunks written with writev, EPOLLOUT armed only while output is pending,
- * the request/keep-alive timers, and a close that is safe from inside the
- * connection's own callbacks.
+/* conn.h: client connections: each one's read buffer, output queue of
+ * shared chunks written with writev once per loop pass, EPOLLOUT armed only
+ * while output is pending, its one timer, and a close that is safe from
+ * inside its own callbacks; and the pool that owns them all, with the
+ * end-of-pass flush list and the deferred free.
  *
  * States: READING (collecting a request head and body) -> WAITING (a handler
  * owns the request, e.g. a publish awaiting group commit; input paused) ->
- * READING again for keep-alive, or STREAMING (an SSE reader: output only, the
- * hub owns what is queued). A connection that is to close after its last
- * response goes to LINGERING once that is written (write side shut, input
- * drained briefly) -> CLOSED. Any state may go to CLOSED. */
+ * READING again for keep-alive, or STREAMING (an SSE reader: output only).
+ * A connection that is to close after its last response goes to LINGERING
+ * once that is written (write side shut, input drained briefly) -> CLOSED.
+ * Any state may go to CLOSED.
+ *
+ * Layering: conn knows nothing of the handlers above it. The pool's hooks
+ * (set once by whoever builds the server) take complete requests; what a
+ * handler attaches to one connection (a stream, a waiting publish) is told
+ * through that connection's conn_user when the output drains and when the
+ * connection closes. The fields of struct conn belong to conn.c and to
+ * tls.c, its transport; every other module uses the functions below. */
 #ifndef HERALD_CONN_H
 #define HERALD_CONN_H
 
@@ -16,67 +24,108 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "chunk.h"
+#include "config.h"
+#include "http.h"
 #include "loop.h"
+#include "metrics.h"
+#include "outq.h"
 
-struct server;
+struct conn;
 struct listener;
-struct reader;
 struct tls_conn;
 
 enum conn_state { CONN_READING, CONN_WAITING, CONN_STREAMING, CONN_LINGERING, CONN_CLOSED };
 
-struct outq_entry {
-	struct chunk *c;
-	uint32_t off;   /* bytes of c already written */
-	bool droppable; /* an event or heartbeat frame the reader can get again */
-	int64_t id;     /* event id carried, 0 for other frames */
+/* What the pool's owner does with requests. Every function gets the
+ * owner pointer back. */
+struct conn_hooks {
+	void *owner;
+	/* A complete request (head and body; slices valid only during the
+	 * call): respond (conn_respond / conn_refuse), turn the connection into
+	 * a stream, or leave it WAITING (conn_wait). */
+	void (*request)(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len);
+	/* The head of a request that sent Expect: 100-continue is complete and
+	 * its body is not: true when it would be taken (100 Continue is sent);
+	 * otherwise the hook has refused it. */
+	bool (*expect_continue)(void *owner, struct conn *c, const struct http_request *req);
+	/* A refusal is being sent (for the log). */
+	void (*refused)(void *owner, struct conn *c, int status, const char *cause);
+};
+
+/* What a handler attaches to one connection (conn_attach). */
+struct conn_user {
+	void (*drained)(struct conn *c, void *data); /* the output queue is empty; may be NULL */
+	void (*closed)(struct conn *c, void *data);  /* the connection is closing: let go of it */
+};
+
+struct conn_pool {
+	struct loop *lp;
+	const struct config *cfg; /* timeouts and limits, read at each use (reload swaps the values) */
+	struct metrics *m;
+	struct conn_hooks hooks;
+	bool draining; /* no keep-alive: every connection closes after its answer */
+	struct conn *all;
+	size_t n;
+	struct conn *flush_list; /* connections with output to write this pass */
+	struct conn *graveyard;  /* closed, freed at the end of the pass */
+	bool pass_end_scheduled;
 };
 
 struct conn {
 	int fd;
 	enum conn_state state;
-	struct server *srv;
-	struct listener *ls;
+	struct conn_pool *pool;
 	struct tls_conn *tls; /* NULL for plain sockets */
 	bool peer_unix;
 	bool peer_loopback;
 	char peer[64];   /* peer address as text ("unix" for the unix socket) */
 	char client[64]; /* client address after trusted-proxy rules */
+	char what[80];   /* "METHOD /path" of the request being handled, for logs */
 
 	char *rbuf;
 	size_t rlen, rcap;
 
-	struct outq_entry *q; /* ring buffer */
-	size_t qhead, qlen, qcap;
-	size_t qbytes;          /* unwritten bytes in the queue */
+	struct outq out;
 	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */
-	int64_t written_id;     /* id of the last event fully written */
 	bool flush_scheduled;
 	bool close_after_flush;
 	bool keep_alive;
-	bool served;    /* answered at least one request */
-	bool reparse;   /* buffered input to parse after the current response */
-	bool peer_eof;  /* the client shut down its side */
-	bool continued; /* sent 100 Continue for the request being read */
-	bool in_handler; /* inside api_handle: the request is not consumed yet */
-	char what[80];   /* "METHOD /path" of the request being handled, for logs */
+	bool served;     /* answered at least one request */
+	bool reparse;    /* buffered input to parse after the current response */
+	bool peer_eof;   /* the client shut down its side */
+	bool continued;  /* sent 100 Continue for the request being read */
+	bool in_handler; /* inside the request hook: the request is not consumed yet */
 
 	uint32_t want;           /* epoll events currently requested */
-	struct loop_timer timer; /* header / keep-alive timeout */
-	struct reader *reader;   /* stream state, owned by the hub */
-	void *pending;           /* a handler's in-flight request (publish), or NULL */
+	struct loop_timer timer; /* request, keep-alive, send-progress or linger timeout */
+	const struct conn_user *user;
+	void *user_data;
 
-	struct conn *next, *prev; /* server's list of all connections */
-	struct conn *flush_next;  /* server's flush list */
+	struct conn *next, *prev; /* the pool's list of all connections */
+	struct conn *flush_next;  /* the pool's flush list */
 };
 
-/* Take ownership of an accepted, non-blocking fd. Returns the connection
- * (owned by the server's list; freed after conn_close) or NULL when the fd
+/* Set up an empty pool; the caller owns it (conn_pool_close_all at exit). */
+void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *cfg, struct metrics *m,
+		    const struct conn_hooks *hooks);
+
+/* Stop keep-alive for good and close every connection that is idle between
+ * requests; the rest close after their answers. */
+void conn_pool_drain(struct conn_pool *p);
+
+/* Close every connection now and free them (at exit). */
+void conn_pool_close_all(struct conn_pool *p);
+
+/* Take ownership of an accepted, non-blocking fd (TLS when ls serves TLS).
+ * Returns the connection (freed after conn_close) or NULL when the fd
  * cannot be watched (the fd is closed then). */
-struct conn *conn_new(struct server *srv, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen);
+struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen);
+
+/* Attach a handler's state to c: user->drained and user->closed are called
+ * with data. Replaces what was attached; conn_respond detaches it. */
+void conn_attach(struct conn *c, const struct conn_user *user, void *data);
 
 /* Queue a reference to ch (the caller keeps its own) and schedule one flush
  * for the end of this loop pass. id is the event id the chunk carries, or 0.
@@ -88,37 +137,68 @@ void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id);
 void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id);
 
 /* Queue a response with this status (taking over the caller's reference to
- * the chunk), count it, and resume reading the next request afterwards, or
- * close once it is written when keep_alive is false. */
+ * the chunk), count it, detach any handler state, and resume reading the
+ * next request afterwards, or close once it is written when keep_alive is
+ * false. */
 void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive);
 
-/* End the connection once its queue is written (a stream being rotated or
- * drained); a client that takes no bytes for stall_timeout is closed. */
-void conn_end_after_flush(struct conn *c);
+/* Send the standard JSON refusal, count and log it, and close the
+ * connection after it. */
+void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers);
 
-/* Count a response by status in the metrics (conn_respond does it). */
+/* Count a response by status (conn_respond does it; a stream's 200 head
+ * is counted by its handler). */
 void conn_count_response(struct conn *c, int status);
 
-/* Send the standard JSON refusal and close the connection after it. */
-void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers);
+/* The request now waits for its handler (a publish awaiting its commit):
+ * input pauses until conn_respond. */
+void conn_wait(struct conn *c);
+
+/* c is a stream from now on: its read buffer goes, input is read and
+ * dropped, and its liveness is the hub's to judge. */
+void conn_become_stream(struct conn *c);
 
 /* Drop every queued event or heartbeat frame that has not started to be
  * written; response heads, resets and responses stay, in order. Returns the
  * id of the last event that remains queued or written (the resume point). */
 int64_t conn_drop_queue(struct conn *c);
 
-/* Write what the socket takes now; arm EPOLLOUT for the rest. */
-void conn_flush(struct conn *c);
+/* Set the resume point (the id a drop falls back to when nothing later is
+ * kept): a reader's starting point. */
+void conn_set_resume_point(struct conn *c, int64_t id);
 
-/* Close now: unwatch, close the fd, release the queue, tell the hub and any
- * pending handler. Safe to call twice and from the connection's own
- * callbacks; the struct is freed at the end of the loop pass. */
+/* Unwritten bytes queued. */
+size_t conn_queued_bytes(const struct conn *c);
+
+/* Milliseconds since the client last took bytes (or since output was
+ * queued to an empty queue). */
+uint64_t conn_idle_ms(const struct conn *c);
+
+/* End the connection once its queue is written (a stream being rotated or
+ * drained); a client that takes no bytes for stall_timeout is closed. */
+void conn_end_after_flush(struct conn *c);
+
+/* Whether conn_end_after_flush (or a final response) is pending. */
+bool conn_ending(const struct conn *c);
+
+/* Close now: unwatch, close the fd, release the queue, tell what is
+ * attached. Safe to call twice and from the connection's own callbacks;
+ * the struct is freed at the end of the loop pass. */
 void conn_close(struct conn *c, const char *why);
-
-/* Run the deferred flushes and frees for this pass (the server's defer hook). */
-void conn_pass_end(struct server *srv);
 
 /* Recompute and apply the epoll interest (after TLS wants change). */
 void conn_update_events(struct conn *c);
+
+/* Accessors for handlers. */
+const char *conn_client(const struct conn *c); /* after trusted-proxy rules */
+void conn_set_client(struct conn *c, const char *client);
+const char *conn_peer(const struct conn *c); /* the socket's peer ("unix") */
+bool conn_peer_unix(const struct conn *c);
+bool conn_peer_local(const struct conn *c);  /* loopback or the unix socket */
+const char *conn_what(const struct conn *c); /* "METHOD /path", or "" */
+bool conn_keep_alive(const struct conn *c);  /* the client allows another request */
+bool conn_draining(const struct conn *c);    /* the server is shutting down */
+void conn_set_keep_alive(struct conn *c, bool keep);
+void *conn_owner(const struct conn *c); /* the pool hooks' owner */
 
 #endif

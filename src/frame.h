@@ -13,11 +13,11 @@
 #define FRAME_MAX_BYTES (256u * 1024 * 1024)
 
 /* Encode ev as "id: N\nevent: TYPE\ndata: ...\n\n" with one data line per
- * payload line (LF, CRLF and CR all end a line). A type with a line break or
- * an empty type is sent as "message" up to its first break. An event whose
- * frame would pass FRAME_MAX_BYTES is sent as "event: too_large" with its id
- * and size as data (and a warning logged). Returns a new
- * chunk with one reference. */
+ * payload line (LF, CRLF and CR all end a line). The type is sent up to its
+ * first line break; an empty one (or one that starts with a break) is sent
+ * as "message". An event whose frame would pass FRAME_MAX_BYTES is sent as
+ * "event: too_large" with its id and size as data (and a warning logged).
+ * Returns a new chunk with one reference. */
 struct chunk *frame_event(const struct store_event *ev);
 
 /* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */

@@ -176,7 +176,8 @@ static bool valid_host(const char *p, size_t n)
 		for (; i < n && p[i] != ':'; i++) {
 			unsigned char ch = (unsigned char)p[i];
 			if (ch == '%') {
-				if (n - i < 3 || !isxdigit((unsigned char)p[i + 1]) || !isxdigit((unsigned char)p[i + 2]))
+				if (n - i < 3 || !isxdigit((unsigned char)p[i + 1]) ||
+				    !isxdigit((unsigned char)p[i + 2]))
 					return false;
 				i += 2;
 			} else if (!isalnum(ch) && !(ch && strchr("-._~!$&'()*+,;=", ch))) {
@@ -485,6 +486,23 @@ bool http_bearer_token(const struct http_request *req, struct http_slice *tok)
 		tok->n--;
 	}
 	return tok->n > 0;
+}
+
+bool http_token_equal(struct http_slice given, const char *want)
+{
+	size_t wn = strlen(want);
+	if (!wn || given.n != wn)
+		return false;
+	unsigned char diff = 0;
+	for (size_t i = 0; i < wn; i++)
+		diff |= (unsigned char)(given.p[i] ^ want[i]);
+	return diff == 0;
+}
+
+bool http_forwarded(const struct http_request *req)
+{
+	return http_header_get(req, "X-Forwarded-For") || http_header_get(req, "Forwarded") ||
+	       http_header_get(req, "X-Real-IP");
 }
 
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value)

@@ -48,7 +48,7 @@ struct http_limits {
 };
 
 struct http_error {
-	int status;          /* 400, 414, 431, 501, 505 */
+	int status;          /* 400, 414, 431 or 505 */
 	const char *message; /* static string naming the cause, e.g. "duplicate Content-Length header" */
 };
 
@@ -77,6 +77,14 @@ char *http_header_join(const struct http_request *req, const char *name, size_t 
 /* The token of an "Authorization: Bearer <token>" header (scheme matched
  * without regard to case). Returns false when there is none. */
 bool http_bearer_token(const struct http_request *req, struct http_slice *tok);
+
+/* Compare a presented token with a configured one in time that does not
+ * depend on where they differ; false when none is configured. */
+bool http_token_equal(struct http_slice given, const char *want);
+
+/* Whether the request came through a proxy (X-Forwarded-For, Forwarded or
+ * X-Real-IP present). */
+bool http_forwarded(const struct http_request *req);
 
 /* Find a query parameter by exact name in a "a=1&b=2" string; percent-decoding
  * is not applied. Returns true and the raw value slice when present. */

@@ -8,10 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "frame.h"
 #include "log.h"
-#include "server.h"
 #include "store.h"
 #include "util.h"
 
@@ -19,21 +17,12 @@
 #define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
-#define BUSY_RETRY_MS 5
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
-/* The head every stream shares; with allow_origin = * it carries the CORS
- * header too (a list of origins needs a head per request: stream.c). */
-static struct chunk *stream_head_for_all(const struct server *srv)
-{
-	bool any = strcmp(srv->cfg.allow_origin, "*") == 0;
-	return frame_stream_head(srv->cfg.retry_ms, any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
-}
-
 static uint64_t heartbeat_tick_ms(const struct hub *h)
 {
-	uint64_t t = (uint64_t)h->srv->cfg.heartbeat_interval_ms / HEARTBEAT_SLOTS;
+	uint64_t t = (uint64_t)h->cfg->heartbeat_interval_ms / HEARTBEAT_SLOTS;
 	return t ? t : 1;
 }
 
@@ -55,6 +44,56 @@ static void list_del(struct reader **head, struct reader *r)
 	if (r->next)
 		r->next->prev = r->prev;
 	r->next = r->prev = NULL;
+}
+
+/* Open readers per count key (the per-address cap): a chained hash table. */
+#define COUNT_BUCKETS 4096
+
+struct addr_count {
+	struct addr_count *next;
+	size_t n;
+	char key[64];
+};
+
+struct addr_counts {
+	struct addr_count *b[COUNT_BUCKETS];
+};
+
+static struct addr_count **count_slot(struct addr_counts *t, const char *key)
+{
+	unsigned hash = 2166136261u;
+	for (const char *p = key; *p; p++)
+		hash = (hash ^ (unsigned char)*p) * 16777619u;
+	struct addr_count **pp = &t->b[hash % COUNT_BUCKETS];
+	while (*pp && strcmp((*pp)->key, key) != 0)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+size_t hub_count(const struct hub *h, const char *key)
+{
+	struct addr_count **pp = count_slot(h->counts, key);
+	return *pp ? (*pp)->n : 0;
+}
+
+static void count_add(struct hub *h, const char *key)
+{
+	struct addr_count **pp = count_slot(h->counts, key);
+	if (!*pp) {
+		*pp = xcalloc(1, sizeof(**pp));
+		snprintf((*pp)->key, sizeof((*pp)->key), "%s", key);
+	}
+	(*pp)->n++;
+}
+
+static void count_del(struct hub *h, const char *key)
+{
+	struct addr_count **pp = count_slot(h->counts, key);
+	if (*pp && --(*pp)->n == 0) {
+		struct addr_count *dead = *pp;
+		*pp = dead->next;
+		free(dead);
+	}
 }
 
 static bool reader_wants(const struct reader *r, const struct store_event *ev)
@@ -85,12 +124,12 @@ static void to_catchup(struct hub *h, struct reader *r)
 	list_del(&h->live, r);
 	h->nlive--;
 	r->mode = READER_CATCHUP;
-	r->cursor = conn_drop_queue(r->c);
+	r->cursor = r->ops->drop(r->sink);
 	list_push(&h->catchup, r);
 	h->ncatchup++;
-	h->srv->m.readers_to_catchup++;
-	if (r->c->qlen == 0)
-		loop_timer_start(h->srv->lp, &h->catchup_timer, 0, catchup_retry, h);
+	h->m->readers_to_catchup++;
+	if (r->ops->queued(r->sink) == 0)
+		loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
 	log_debug("reader %s fell behind; catching up from id %lld", r->client, (long long)r->cursor);
 }
 
@@ -103,7 +142,7 @@ static int fanout_row(void *arg, const struct store_event *ev)
 {
 	struct fanout *f = arg;
 	struct hub *h = f->h;
-	size_t limit = (size_t)h->srv->cfg.queue_limit;
+	size_t limit = (size_t)h->cfg->queue_limit;
 	struct chunk *ch = NULL;
 	struct reader *r = h->live, *next;
 	for (; r; r = next) {
@@ -112,17 +151,17 @@ static int fanout_row(void *arg, const struct store_event *ev)
 			continue;
 		if (!ch)
 			ch = frame_event(ev);
-		if (r->c->qbytes + ch->len > limit) {
+		if (r->ops->queued(r->sink) + ch->len > limit) {
 			to_catchup(h, r);
 			continue;
 		}
-		conn_enqueue_frame(r->c, ch, ev->id);
-		h->srv->m.frames_queued++;
+		r->ops->send(r->sink, ch, ev->id, true);
+		h->m->frames_queued++;
 	}
 	chunk_unref(ch);
 	f->last = ev->id;
 	h->high_water = ev->id;
-	h->srv->m.events_read++;
+	h->m->events_read++;
 	return 0;
 }
 
@@ -135,34 +174,32 @@ static void retry_poll(void *arg)
 
 void hub_poll(struct hub *h)
 {
-	struct server *srv = h->srv;
 	uint64_t t0 = clock_mono_ns();
 	int64_t before = h->high_water;
 	poll_pages(h);
 	if (h->high_water != before)
-		metrics_observe(&srv->m.fanout_seconds, clock_mono_ns() - t0);
+		metrics_observe(&h->m->fanout_seconds, clock_mono_ns() - t0);
 }
 
 /* Fan out up to POLL_PAGES pages of new rows; continue from a timer. */
 static void poll_pages(struct hub *h)
 {
-	struct server *srv = h->srv;
 	/* A large batch from another writer is fanned out a few thousand rows
 	 * per pass, so sockets and timers keep being served meanwhile. */
 	for (int page = 0;; page++) {
 		if (page == POLL_PAGES) {
-			loop_timer_start(srv->lp, &h->retry_timer, 0, retry_poll, h);
+			loop_timer_start(h->lp, &h->retry_timer, 0, retry_poll, h);
 			return;
 		}
 		struct fanout f = { h, h->high_water };
-		int n = store_read_range(srv->st, h->high_water, INT64_MAX, POLL_PAGE, fanout_row, &f);
+		int n = store_read_range(h->st, h->high_water, INT64_MAX, POLL_PAGE, fanout_row, &f);
 		if (n == -EBUSY) {
-			srv->m.store_busy++;
-			loop_timer_start(srv->lp, &h->retry_timer, BUSY_RETRY_MS, retry_poll, h);
+			h->m->store_busy++;
+			loop_timer_start(h->lp, &h->retry_timer, STORE_BUSY_RETRY_MS, retry_poll, h);
 			return;
 		}
 		if (n < 0) {
-			loop_timer_start(srv->lp, &h->retry_timer, NO_INOTIFY_POLL_MS, retry_poll, h);
+			loop_timer_start(h->lp, &h->retry_timer, NO_INOTIFY_POLL_MS, retry_poll, h);
 			return;
 		}
 		if (n < POLL_PAGE)
@@ -182,20 +219,20 @@ static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250 };
  * the file that is there now. Returns true when stopping. */
 static bool store_file_gone(struct hub *h)
 {
-	int r = store_check_file(h->srv->st);
+	int r = store_check_file(h->st);
 	if (r == 0)
 		return false;
 	log_err("the database file %s was %s while herald had it open; stopping so that a restart opens the "
 		"file that is there now",
-		h->srv->cfg.db, r == -ENOENT ? "deleted" : "replaced by another file");
-	server_fail(h->srv);
+		h->cfg->db, r == -ENOENT ? "deleted" : "replaced by another file");
+	h->on_fatal(h->fatal_arg);
 	return true;
 }
 
 static void confirm_change(void *arg)
 {
 	struct hub *h = arg;
-	bool changed = store_changed(h->srv->st);
+	bool changed = store_changed(h->st);
 	if (store_file_gone(h))
 		return;
 	if (changed) {
@@ -204,8 +241,7 @@ static void confirm_change(void *arg)
 		return;
 	}
 	if (h->confirm_step < ARRAY_LEN(confirm_delays_ms))
-		loop_timer_start(h->srv->lp, &h->confirm_timer, confirm_delays_ms[h->confirm_step++], confirm_change,
-				 h);
+		loop_timer_start(h->lp, &h->confirm_timer, confirm_delays_ms[h->confirm_step++], confirm_change, h);
 	else
 		h->confirm_step = 0;
 }
@@ -215,64 +251,65 @@ static void on_store_change(void *arg, uint32_t events)
 	struct hub *h = arg;
 	(void)events;
 	h->confirm_step = 0;
-	loop_timer_stop(h->srv->lp, &h->confirm_timer);
+	loop_timer_stop(h->lp, &h->confirm_timer);
 	confirm_change(h);
 }
 
 static void slow_poll(void *arg)
 {
 	struct hub *h = arg;
-	bool changed = store_changed(h->srv->st);
+	bool changed = store_changed(h->st);
 	if (store_file_gone(h))
 		return;
 	if (changed)
 		hub_poll(h);
-	loop_timer_start(h->srv->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
+	loop_timer_start(h->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
 }
 
-int hub_watch_store(struct hub *h)
+static int watch_store(struct hub *h)
 {
-	int fd = store_watch_fd(h->srv->st);
+	int fd = store_watch_fd(h->st);
 	if (fd < 0) {
 		log_warn("inotify is not available; checking the database for other writers every %d ms",
 			 NO_INOTIFY_POLL_MS);
-		loop_timer_start(h->srv->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
+		loop_timer_start(h->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
 		return 0;
 	}
-	return loop_watch(h->srv->lp, fd, EPOLLIN, on_store_change, h);
+	return loop_watch(h->lp, fd, EPOLLIN, on_store_change, h);
 }
 
 /* Every reader is visited once per heartbeat_interval, in one of
  * HEARTBEAT_SLOTS turns spread over the interval (readers are dealt into
  * slots as they arrive), so 10,000 readers never get their heartbeats in
- * one burst. With no readers the timer stops (hub_add starts it again). A visit sends a heartbeat to a reader whose queue is empty and
- * that has had nothing for half an interval (so at most 1.5 intervals of
- * silence), closes one that accepted no bytes for stall_timeout, and ends a
- * stream due for rotation. */
+ * one burst. With no readers the timer stops (hub_open starts it again). A
+ * visit sends a heartbeat to a reader whose queue is empty and that has had
+ * nothing for half an interval (so at most 1.5 intervals of silence),
+ * closes one that accepted no bytes for stall_timeout, and ends a stream
+ * due for rotation. */
 static void sweep_list(struct hub *h, struct reader *r, unsigned slot)
 {
-	struct server *srv = h->srv;
-	uint64_t now = loop_now(srv->lp);
-	uint64_t quiet = (uint64_t)srv->cfg.heartbeat_interval_ms / 2;
+	uint64_t now = loop_now(h->lp);
+	uint64_t quiet = (uint64_t)h->cfg->heartbeat_interval_ms / 2;
+	uint64_t stall = (uint64_t)h->cfg->stall_timeout_ms;
 	struct reader *next;
 	for (; r; r = next) {
 		next = r->next;
 		if (r->slot != slot)
 			continue;
-		struct conn *c = r->c;
 		if (r->rotate_at && now >= r->rotate_at) {
-			srv->m.readers_rotated++;
+			h->m->readers_rotated++;
 			hub_end(h, r);
 			continue;
 		}
-		if (c->qlen == 0) {
-			if (now - c->last_progress >= quiet)
-				conn_enqueue_frame(c, h->heartbeat, 0);
-		} else if (now - c->last_progress >= (uint64_t)srv->cfg.stall_timeout_ms) {
-			srv->m.readers_stalled_closed++;
-			log_info("closing stream of %s: no bytes accepted for %lld ms", r->client,
-				 (long long)srv->cfg.stall_timeout_ms);
-			conn_close(c, NULL);
+		uint64_t idle = r->ops->idle_ms(r->sink);
+		if (r->ops->queued(r->sink) == 0) {
+			if (idle >= quiet)
+				r->ops->send(r->sink, h->heartbeat, 0, true);
+		} else if (idle >= stall) {
+			h->m->readers_stalled_closed++;
+			log_info("closing stream of %s: no bytes accepted for %llu ms", r->client,
+				 (unsigned long long)stall);
+			r->ops->close(r->sink); /* the sink reports the close: r is freed */
 		}
 	}
 }
@@ -285,75 +322,120 @@ static void heartbeat_tick(void *arg)
 	sweep_list(h, h->live, slot);
 	sweep_list(h, h->catchup, slot);
 	if (hub_readers(h))
-		loop_timer_start(h->srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
+		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
-int hub_init(struct hub *h, struct server *srv)
+int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
+	     void (*on_fatal)(void *arg), void *fatal_arg)
 {
 	memset(h, 0, sizeof(*h));
-	h->srv = srv;
-	int r = store_max_id(srv->st, &h->high_water);
+	h->lp = lp;
+	h->st = st;
+	h->cfg = cfg;
+	h->m = m;
+	h->on_fatal = on_fatal;
+	h->fatal_arg = fatal_arg;
+	int r = store_max_id(st, &h->high_water);
 	if (r < 0) {
 		log_err("reading the newest event id: %s", strerror(-r));
 		return -1;
 	}
+	if (watch_store(h) < 0) {
+		log_err("watching the database for other writers failed");
+		return -1;
+	}
+	h->counts = xcalloc(1, sizeof(*h->counts));
 	h->heartbeat = frame_heartbeat();
-	h->stream_head = stream_head_for_all(srv);
 	return 0;
 }
 
 void hub_reconfigure(struct hub *h)
 {
-	struct server *srv = h->srv;
-	chunk_unref(h->stream_head);
-	h->stream_head = stream_head_for_all(srv);
-	loop_timer_start(srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
+	if (hub_readers(h))
+		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
 void hub_shutdown(struct hub *h)
 {
-	struct server *srv = h->srv;
+	if (!h->lp)
+		return;
+	/* Each close comes back through hub_reader_closed. */
 	while (h->live)
-		conn_close(h->live->c, NULL);
+		h->live->ops->close(h->live->sink);
 	while (h->catchup)
-		conn_close(h->catchup->c, NULL);
-	loop_timer_stop(srv->lp, &h->heartbeat_timer);
-	loop_timer_stop(srv->lp, &h->retry_timer);
-	loop_timer_stop(srv->lp, &h->watch_timer);
-	loop_timer_stop(srv->lp, &h->catchup_timer);
-	loop_timer_stop(srv->lp, &h->confirm_timer);
+		h->catchup->ops->close(h->catchup->sink);
+	struct loop_timer *timers[] = { &h->heartbeat_timer, &h->retry_timer,   &h->watch_timer,
+					&h->catchup_timer,   &h->confirm_timer, &h->upkeep_timer };
+	for (size_t i = 0; i < ARRAY_LEN(timers); i++)
+		loop_timer_stop(h->lp, timers[i]);
+	int fd = store_watch_fd(h->st);
+	if (fd >= 0)
+		loop_unwatch(h->lp, fd);
+	if (h->counts) {
+		for (size_t i = 0; i < COUNT_BUCKETS; i++)
+			while (h->counts->b[i]) {
+				struct addr_count *a = h->counts->b[i];
+				h->counts->b[i] = a->next;
+				free(a);
+			}
+		free(h->counts);
+		h->counts = NULL;
+	}
 	chunk_unref(h->heartbeat);
-	chunk_unref(h->stream_head);
-	h->heartbeat = h->stream_head = NULL;
+	h->heartbeat = NULL;
+	h->lp = NULL;
 }
 
 static void send_reset(struct hub *h, struct reader *r, const char *reason, int64_t resume)
 {
 	struct chunk *ch = frame_reset(h->high_water, reason, resume);
-	conn_enqueue(r->c, ch, h->high_water);
+	r->ops->send(r->sink, ch, h->high_water, false);
 	chunk_unref(ch);
-	h->srv->m.resets_sent++;
+	h->m->resets_sent++;
 }
 
-void hub_add(struct hub *h, struct reader *r, int64_t resume_id)
+/* A uniformly drawn rotation time: rotate_after with up to 10% jitter
+ * either way, so streams opened together do not all reconnect together. */
+static uint64_t rotation_due(uint64_t opened_ms, int64_t rotate_after_ms)
 {
-	struct server *srv = h->srv;
+	uint64_t jitter = (uint64_t)rotate_after_ms / 10;
+	return opened_ms + (uint64_t)rotate_after_ms - jitter + random_below(jitter * 2 + 1);
+}
+
+struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hub_sink_ops *ops, void *sink)
+{
+	struct reader *r = xcalloc(1, sizeof(*r));
+	r->hub = h;
+	r->ops = ops;
+	r->sink = sink;
+	r->see_private = spec->see_private;
+	r->ntopics = spec->ntopics;
+	memcpy(r->topics, spec->topics, sizeof(r->topics));
+	spec->ntopics = 0; /* the topics are the reader's now */
+	snprintf(r->client, sizeof(r->client), "%s", spec->client);
+	snprintf(r->count_key, sizeof(r->count_key), "%s", spec->count_key);
+	count_add(h, r->count_key);
+	r->opened_ms = loop_now(h->lp);
+	if (spec->rotate_after_ms > 0)
+		r->rotate_at = rotation_due(r->opened_ms, spec->rotate_after_ms);
 	r->slot = h->next_slot;
 	h->next_slot = (h->next_slot + 1) % HEARTBEAT_SLOTS;
 	if (!loop_timer_active(&h->heartbeat_timer))
-		loop_timer_start(srv->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
+		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
+
+	int64_t resume_id = spec->resume;
 	if (resume_id >= 0) {
 		/* Learn of rows other writers committed, so the id checks below
 		 * compare against the real newest id. If the store was busy the
 		 * hub may still lag it; the store's own newest id decides then. */
 		hub_poll(h);
 		int64_t newest = h->high_water;
-		if (store_max_id(srv->st, &newest) < 0 || newest < h->high_water)
+		if (store_max_id(h->st, &newest) < 0 || newest < h->high_water)
 			newest = h->high_water;
 		if (resume_id > newest) {
 			send_reset(h, r, "unknown_id", resume_id);
 			resume_id = -1;
-		} else if (resume_id < store_pruned_through(srv->st)) {
+		} else if (resume_id < store_pruned_through(h->st)) {
 			send_reset(h, r, "retention", resume_id);
 			resume_id = -1;
 		}
@@ -364,20 +446,22 @@ void hub_add(struct hub *h, struct reader *r, int64_t resume_id)
 		int64_t from = resume_id > h->high_water ? resume_id : h->high_water;
 		r->mode = READER_LIVE;
 		r->skip_through = from;
-		r->c->written_id = from;
+		ops->set_resume_point(sink, from);
 		list_push(&h->live, r);
 		h->nlive++;
-		return;
+		return r;
 	}
 	r->mode = READER_CATCHUP;
 	r->cursor = resume_id;
-	r->c->written_id = resume_id;
+	ops->set_resume_point(sink, resume_id);
 	list_push(&h->catchup, r);
 	h->ncatchup++;
-	/* Fed once the head is written (hub_on_drained). */
+	/* Fed once the head is written (hub_reader_drained). */
+	return r;
 }
 
-void hub_remove(struct hub *h, struct reader *r)
+/* Take r off the list of its mode. */
+static void unlist(struct hub *h, struct reader *r)
 {
 	if (r->mode == READER_LIVE) {
 		list_del(&h->live, r);
@@ -389,10 +473,28 @@ void hub_remove(struct hub *h, struct reader *r)
 	r->mode = READER_ENDED;
 }
 
+void hub_reader_closed(struct reader *r)
+{
+	struct hub *h = r->hub;
+	unlist(h, r);
+	count_del(h, r->count_key);
+	for (size_t i = 0; i < r->ntopics; i++)
+		free(r->topics[i]);
+	free(r);
+}
+
 void hub_end(struct hub *h, struct reader *r)
 {
-	hub_remove(h, r);
-	conn_end_after_flush(r->c);
+	unlist(h, r);
+	r->ops->end(r->sink);
+}
+
+void hub_end_all(struct hub *h)
+{
+	while (h->live)
+		hub_end(h, h->live);
+	while (h->catchup)
+		hub_end(h, h->catchup);
 }
 
 void hub_end_private(struct hub *h)
@@ -425,22 +527,22 @@ static int feed_row(void *arg, const struct store_event *ev)
 	if (!reader_wants(r, ev))
 		return 0;
 	struct chunk *ch = frame_event(ev);
-	conn_enqueue_frame(r->c, ch, ev->id);
+	r->ops->send(r->sink, ch, ev->id, true);
 	chunk_unref(ch);
-	f->h->srv->m.frames_queued++;
-	if (r->c->qbytes >= (size_t)f->h->srv->cfg.queue_limit / 2) {
+	f->h->m->frames_queued++;
+	if (r->ops->queued(r->sink) >= (size_t)f->h->cfg->queue_limit / 2) {
 		f->full = true;
 		return 1;
 	}
 	return 0;
 }
 
-void hub_on_drained(struct hub *h, struct reader *r)
+void hub_reader_drained(struct reader *r)
 {
-	struct server *srv = h->srv;
-	if (r->mode != READER_CATCHUP || r->c->close_after_flush)
+	struct hub *h = r->hub;
+	if (r->mode != READER_CATCHUP)
 		return;
-	if (r->cursor < store_pruned_through(srv->st)) {
+	if (r->cursor < store_pruned_through(h->st)) {
 		/* Retention removed events this reader had not yet been sent. */
 		send_reset(h, r, "retention", r->cursor);
 		r->cursor = h->high_water;
@@ -450,11 +552,11 @@ void hub_on_drained(struct hub *h, struct reader *r)
 	struct store_filter filter = { r->see_private, r->ntopics, r->topics };
 	for (int page = 0; page < CATCHUP_PAGES; page++) {
 		struct feed f = { h, r, false };
-		int n = store_read_matching(srv->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f);
+		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f);
 		if (n < 0) {
 			if (n == -EBUSY)
-				srv->m.store_busy++;
-			loop_timer_start(srv->lp, &h->catchup_timer, BUSY_RETRY_MS, catchup_retry, h);
+				h->m->store_busy++;
+			loop_timer_start(h->lp, &h->catchup_timer, STORE_BUSY_RETRY_MS, catchup_retry, h);
 			return;
 		}
 		if (!f.full && n < CATCHUP_PAGE)
@@ -463,11 +565,11 @@ void hub_on_drained(struct hub *h, struct reader *r)
 			to_live(h, r);
 			return;
 		}
-		if (r->c->qlen)
+		if (r->ops->queued(r->sink))
 			return; /* fed again when this drains */
 	}
-	/* Only filtered-out rows so far: continue on the next pass. */
-	loop_timer_start(srv->lp, &h->catchup_timer, 0, catchup_retry, h);
+	/* A long run of rows it does not want: continue on the next pass. */
+	loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
 }
 
 /* Feed every catch-up reader whose queue is empty (after a busy store, a
@@ -479,9 +581,27 @@ static void catchup_retry(void *arg)
 	hub_poll(h);
 	for (; r; r = next) {
 		next = r->next;
-		if (r->c->qlen == 0)
-			hub_on_drained(h, r);
+		if (r->ops->queued(r->sink) == 0)
+			hub_reader_drained(r);
 	}
+}
+
+/* The store's checkpoint policy runs after our own writes: at the next
+ * pause, or at once in a long busy stretch (store_upkeep decides). */
+static void upkeep_tick(void *arg)
+{
+	struct hub *h = arg;
+	uint64_t ns = 0;
+	int64_t next = store_upkeep(h->st, &ns);
+	if (ns)
+		metrics_observe(&h->m->checkpoint_seconds, ns);
+	if (next >= 0)
+		loop_timer_start(h->lp, &h->upkeep_timer, (uint64_t)next, upkeep_tick, h);
+}
+
+void hub_store_written(struct hub *h)
+{
+	upkeep_tick(h);
 }
 
 size_t hub_readers(const struct hub *h)

@@ -23,7 +23,6 @@
 
 #include "conn.h"
 #include "log.h"
-#include "server.h"
 #include "util.h"
 
 #define ACCEPT_RETRY_MS 100
@@ -225,23 +224,23 @@ static void remove_stale_socket(const char *path)
 		close(fd);
 }
 
-static int open_one(struct server *srv, const char *addr, struct listener *ls)
+static int open_one(struct listeners *set, const struct config *cfg, const char *addr, struct listener *ls)
 {
 	char err[256] = "";
 	struct listen_addr la;
 	int fd = -1;
 	memset(ls, 0, sizeof(*ls));
-	ls->srv = srv;
-	ls->backlog = srv->cfg.backlog;
+	ls->set = set;
+	ls->backlog = cfg->backlog;
 	if (listen_addr_parse(addr, &la, err, sizeof(err)) < 0) {
 		log_err("listen %s: %s", addr, err);
 		return -1;
 	}
-	if (la.tls && !srv->tls) {
+	if (la.tls && !set->tls) {
 		log_err("listen %s: a tls: listener needs tls_cert and tls_key", addr);
 		return -1;
 	}
-	ls->tls = la.tls ? srv->tls : NULL;
+	ls->tls = la.tls ? set->tls : NULL;
 	if (la.is_unix) {
 		struct sockaddr_un sun = { .sun_family = AF_UNIX };
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", la.path);
@@ -252,7 +251,7 @@ static int open_one(struct server *srv, const char *addr, struct listener *ls)
 		/* unix_mode (0660 by default: owner and group, e.g. a proxy
 		 * added to the service's group); the folder's permissions decide
 		 * who reaches the socket at all. */
-		if (chmod(la.path, (mode_t)srv->cfg.unix_mode) < 0)
+		if (chmod(la.path, (mode_t)cfg->unix_mode) < 0)
 			goto fail;
 		ls->is_unix = true;
 		ls->unix_path = xstrdup(la.path);
@@ -273,7 +272,7 @@ static int open_one(struct server *srv, const char *addr, struct listener *ls)
 		if (bind(fd, (struct sockaddr *)&la.ss, la.len) < 0)
 			goto fail;
 	}
-	if (listen(fd, srv->cfg.backlog) < 0)
+	if (listen(fd, cfg->backlog) < 0)
 		goto fail;
 	if (!ls->is_unix)
 		name_tcp(fd, ls->tls ? "tls" : "tcp", ls->name, sizeof(ls->name));
@@ -290,14 +289,14 @@ fail:
 
 /* Take the sockets systemd passed. One whose name (FileDescriptorName= in
  * the socket unit) is "tls" serves TLS with tls_cert/tls_key. */
-static int adopt_systemd(struct server *srv, int n, char **names)
+static int adopt_systemd(struct listeners *set, int n, char **names)
 {
-	srv->listeners = xcalloc((size_t)n, sizeof(*srv->listeners));
+	set->ls = xcalloc((size_t)n, sizeof(*set->ls));
 	for (int i = 0; i < n; i++) {
 		int fd = SD_LISTEN_FDS_START + i;
-		struct listener *ls = &srv->listeners[srv->nlisteners];
+		struct listener *ls = &set->ls[set->n];
 		memset(ls, 0, sizeof(*ls));
-		ls->srv = srv;
+		ls->set = set;
 		ls->from_systemd = true;
 		if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) > 0) {
 			struct sockaddr_un sun;
@@ -309,13 +308,13 @@ static int adopt_systemd(struct server *srv, int n, char **names)
 				snprintf(ls->name, sizeof(ls->name), "unix (unnamed)");
 		} else if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
 			bool tls = names && names[i] && strcmp(names[i], "tls") == 0;
-			if (tls && !srv->tls) {
+			if (tls && !set->tls) {
 				log_err("systemd passed a socket named tls (fd %d), but tls_cert and tls_key are not "
 					"set",
 					fd);
 				return -1;
 			}
-			ls->tls = tls ? srv->tls : NULL;
+			ls->tls = tls ? set->tls : NULL;
 			name_tcp(fd, tls ? "tls" : "tcp", ls->name, sizeof(ls->name));
 		} else {
 			log_err("systemd passed fd %d, which is not a listening stream socket", fd);
@@ -330,7 +329,7 @@ static int adopt_systemd(struct server *srv, int n, char **names)
 		}
 		ls->fd = fd;
 		ls->backlog = ls->is_unix ? unix_backlog(fd) : kernel_backlog(fd);
-		srv->nlisteners++;
+		set->n++;
 	}
 	return 0;
 }
@@ -355,17 +354,22 @@ static void log_listener(const struct listener *ls, int requested, int somaxconn
 	if (eff < 0)
 		eff = requested;
 	log_info("listening on %s (backlog %d)", ls->name, eff);
+	/* What an overflow costs differs: a TCP client's SYN is dropped and
+	 * retried after a second; a unix client's connect fails with EAGAIN
+	 * (or blocks, if it blocks). */
+	const char *cost = ls->is_unix ? "connects fail with EAGAIN (or block) while it is full"
+				       : "each dropped handshake waits out a 1 s SYN retransmit";
 	if (requested < 128)
 		log_warn("%s: backlog %d is small: a burst of connects (clients reconnecting after a restart) "
-			 "overflows it, and each dropped handshake waits out a 1 s SYN retransmit",
-			 ls->name, requested);
+			 "overflows it, and %s",
+			 ls->name, requested, cost);
 	if (somaxconn > 0 && requested > somaxconn)
 		log_warn("%s: backlog %d is capped to %d by net.core.somaxconn; raise it (sysctl "
-			 "net.core.somaxconn=%d) or connections will wait out SYN retransmits under bursts",
-			 ls->name, requested, somaxconn, requested);
+			 "net.core.somaxconn=%d), or under bursts %s",
+			 ls->name, requested, somaxconn, requested, cost);
 }
 
-int listeners_open(struct server *srv)
+int listeners_open(struct listeners *set, const struct config *cfg)
 {
 	int somaxconn = read_somaxconn();
 	char **names = NULL;
@@ -375,7 +379,7 @@ int listeners_open(struct server *srv)
 		return -1;
 	}
 	if (n > 0) {
-		int r = adopt_systemd(srv, n, names);
+		int r = adopt_systemd(set, n, names);
 		for (int i = 0; names && i < n; i++)
 			free(names[i]);
 		free(names);
@@ -383,15 +387,15 @@ int listeners_open(struct server *srv)
 			return -1;
 		log_info("using %d socket(s) from systemd; the listen setting is ignored", n);
 	} else {
-		srv->listeners = xcalloc(srv->cfg.nlisten, sizeof(*srv->listeners));
-		for (size_t i = 0; i < srv->cfg.nlisten; i++) {
-			if (open_one(srv, srv->cfg.listen[i], &srv->listeners[i]) < 0)
+		set->ls = xcalloc(cfg->nlisten, sizeof(*set->ls));
+		for (size_t i = 0; i < cfg->nlisten; i++) {
+			if (open_one(set, cfg, cfg->listen[i], &set->ls[i]) < 0)
 				return -1;
-			srv->nlisteners++;
+			set->n++;
 		}
 	}
-	for (size_t i = 0; i < srv->nlisteners; i++)
-		log_listener(&srv->listeners[i], srv->cfg.backlog, somaxconn);
+	for (size_t i = 0; i < set->n; i++)
+		log_listener(&set->ls[i], cfg->backlog, somaxconn);
 	return 0;
 }
 
@@ -400,24 +404,22 @@ static void on_accept(void *arg, uint32_t events);
 static void resume_accept(void *arg)
 {
 	struct listener *ls = arg;
-	ls->paused = false;
-	loop_modify(ls->srv->lp, ls->fd, EPOLLIN);
+	loop_modify(ls->set->lp, ls->fd, EPOLLIN);
 	on_accept(ls, EPOLLIN);
 }
 
 static void on_accept(void *arg, uint32_t events)
 {
 	struct listener *ls = arg;
-	struct server *srv = ls->srv;
-	static uint64_t last_log;
+	struct listeners *set = ls->set;
 	(void)events;
-	while (!srv->draining) {
+	while (!set->pool->draining) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
 		int fd = accept4(ls->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			srv->m.connections_accepted++;
-			conn_new(srv, ls, fd, (struct sockaddr *)&ss, len);
+			set->m->connections_accepted++;
+			conn_new(set->pool, ls, fd, (struct sockaddr *)&ss, len);
 			continue;
 		}
 		switch (errno) {
@@ -434,16 +436,15 @@ static void on_accept(void *arg, uint32_t events)
 			/* Out of descriptors or memory: stop taking connections
 			 * (they wait in the accept queue) and try again shortly,
 			 * instead of spinning on a readable listener. */
-			srv->m.accept_fd_exhausted++;
-			if (loop_now(srv->lp) - last_log >= 1000 || last_log == 0) {
+			set->m->accept_fd_exhausted++;
+			if (loop_now(set->lp) - set->last_exhausted_log >= 1000 || set->last_exhausted_log == 0) {
 				log_warn("%s: accept: %s; pausing accepts for %d ms (%llu times so far)", ls->name,
 					 strerror(errno), ACCEPT_RETRY_MS,
-					 (unsigned long long)srv->m.accept_fd_exhausted);
-				last_log = loop_now(srv->lp);
+					 (unsigned long long)set->m->accept_fd_exhausted);
+				set->last_exhausted_log = loop_now(set->lp);
 			}
-			ls->paused = true;
-			loop_modify(srv->lp, ls->fd, 0);
-			loop_timer_start(srv->lp, &ls->resume_timer, ACCEPT_RETRY_MS, resume_accept, ls);
+			loop_modify(set->lp, ls->fd, 0);
+			loop_timer_start(set->lp, &ls->resume_timer, ACCEPT_RETRY_MS, resume_accept, ls);
 			return;
 		default:
 			log_err("%s: accept: %s", ls->name, strerror(errno));
@@ -452,26 +453,26 @@ static void on_accept(void *arg, uint32_t events)
 	}
 }
 
-int listeners_start(struct server *srv)
+int listeners_start(struct listeners *set)
 {
-	for (size_t i = 0; i < srv->nlisteners; i++) {
-		int r = loop_watch(srv->lp, srv->listeners[i].fd, EPOLLIN, on_accept, &srv->listeners[i]);
+	for (size_t i = 0; i < set->n; i++) {
+		int r = loop_watch(set->lp, set->ls[i].fd, EPOLLIN, on_accept, &set->ls[i]);
 		if (r < 0) {
-			log_err("%s: epoll: %s", srv->listeners[i].name, strerror(-r));
+			log_err("%s: epoll: %s", set->ls[i].name, strerror(-r));
 			return -1;
 		}
 	}
 	return 0;
 }
 
-void listeners_close(struct server *srv)
+void listeners_close(struct listeners *set)
 {
-	for (size_t i = 0; i < srv->nlisteners; i++) {
-		struct listener *ls = &srv->listeners[i];
+	for (size_t i = 0; i < set->n; i++) {
+		struct listener *ls = &set->ls[i];
 		if (ls->fd < 0)
 			continue;
-		loop_timer_stop(srv->lp, &ls->resume_timer);
-		loop_unwatch(srv->lp, ls->fd);
+		loop_timer_stop(set->lp, &ls->resume_timer);
+		loop_unwatch(set->lp, ls->fd);
 		close(ls->fd);
 		ls->fd = -1;
 		if (ls->unix_path)
@@ -479,4 +480,12 @@ void listeners_close(struct server *srv)
 		free(ls->unix_path);
 		ls->unix_path = NULL;
 	}
+}
+
+void listeners_free(struct listeners *set)
+{
+	listeners_close(set);
+	free(set->ls);
+	set->ls = NULL;
+	set->n = 0;
 }

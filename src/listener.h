@@ -10,21 +10,35 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "config.h"
 #include "loop.h"
+#include "metrics.h"
 
-struct server;
+struct conn_pool;
+struct listeners;
+struct tls_ctx;
 
 struct listener {
 	int fd;
 	bool is_unix;
 	bool from_systemd;
-	bool paused;
 	char name[160];  /* "tcp 127.0.0.1:8199" or "unix /path" */
 	char *unix_path; /* to unlink at exit (our own sockets only) */
 	int backlog;     /* as requested, or as the kernel reports */
-	struct server *srv;
-	struct loop_timer resume_timer;
-	void *tls; /* TLS context for this listener, or NULL */
+	struct listeners *set;
+	struct loop_timer resume_timer; /* accepts paused after EMFILE/ENFILE */
+	struct tls_ctx *tls;            /* for a tls: listener, else NULL */
+};
+
+/* Every listening socket, and where their connections go. */
+struct listeners {
+	struct loop *lp;
+	struct conn_pool *pool; /* accepted sockets become its connections; its draining stops accepts */
+	struct metrics *m;
+	struct tls_ctx *tls; /* the context tls: listeners serve, or NULL */
+	struct listener *ls;
+	size_t n;
+	uint64_t last_exhausted_log;
 };
 
 /* One listen address, parsed: "host:port", "[v6]:port", "unix:/path", each
@@ -43,15 +57,19 @@ struct listen_addr {
  * returns. */
 int listen_addr_parse(const char *text, struct listen_addr *la, char *err, size_t errlen);
 
-/* Open every configured address (or take systemd's sockets when LISTEN_FDS
- * names some) into srv->listeners. Logs each one as "listening on ...".
- * Returns 0, or -1 after logging which address failed and why. */
-int listeners_open(struct server *srv);
+/* Open every address cfg lists (or take systemd's sockets when LISTEN_FDS
+ * names some) into set (lp, pool, m and tls filled in by the caller). Logs
+ * each one as "listening on ...". Returns 0, or -1 after logging which
+ * address failed and why. */
+int listeners_open(struct listeners *set, const struct config *cfg);
 
 /* Start accepting on every listener. */
-int listeners_start(struct server *srv);
+int listeners_start(struct listeners *set);
 
 /* Stop accepting and close every listener (unlinking our unix sockets). */
-void listeners_close(struct server *srv);
+void listeners_close(struct listeners *set);
+
+/* Close what is open and free the set's array. */
+void listeners_free(struct listeners *set);
 
 #endif

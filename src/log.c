@@ -29,9 +29,11 @@ void log_set_level(enum log_level lvl)
 	level = lvl;
 }
 
-enum log_level log_get_level(void)
+static const char *const level_names[] = { "", "", "", "error", "warning", "notice", "info", "debug" };
+
+const char *log_level_name(int lvl)
 {
-	return level;
+	return lvl >= LOG_LVL_ERR && lvl <= LOG_LVL_DEBUG ? level_names[lvl] : "?";
 }
 
 int log_level_parse(const char *s)
@@ -51,7 +53,6 @@ int log_level_parse(const char *s)
 
 void log_msg(enum log_level lvl, const char *fmt, ...)
 {
-	static const char *const names[] = { "", "", "", "error", "warning", "notice", "info", "debug" };
 	char line[2048];
 	size_t n = 0;
 	va_list ap;
@@ -66,7 +67,8 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);
 		n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-		n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s: ", ts.tv_nsec / 1000000L, names[lvl]);
+		n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %s: ", ts.tv_nsec / 1000000L,
+				      level_names[lvl]);
 	}
 	va_start(ap, fmt);
 	int w = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);

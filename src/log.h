@@ -9,7 +9,8 @@ enum log_level { LOG_LVL_ERR = 3, LOG_LVL_WARN = 4, LOG_LVL_NOTICE = 5, LOG_LVL_
 /* Decide the output format (journal or plain) from the environment. */
 void log_init(void);
 void log_set_level(enum log_level lvl);
-enum log_level log_get_level(void);
+/* The name of a level ("warning"), as log_level_parse reads it. */
+const char *log_level_name(int lvl);
 /* Parse "error", "warning", "notice", "info", "debug"; returns -1 if unknown. */
 int log_level_parse(const char *s);
 

@@ -9,10 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hub.h"
 #include "http.h"
-#include "publish.h"
-#include "server.h"
 #include "util.h"
 
 static const double bucket_bounds[HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -194,7 +191,8 @@ static void put_refusals(struct out *o, const struct metrics *m)
 	append(o, head, sizeof(head) - 1);
 	for (size_t i = 0; i < m->nrefusals; i++) {
 		char line[64];
-		int n = snprintf(line, sizeof(line), "herald_refusals_total{code=\"%d\",cause=\"", m->refusals[i].status);
+		int n = snprintf(line, sizeof(line), "herald_refusals_total{code=\"%d\",cause=\"",
+				 m->refusals[i].status);
 		append(o, line, (size_t)n);
 		append_label(o, m->refusals[i].cause);
 		n = snprintf(line, sizeof(line), "\"} %llu\n", (unsigned long long)m->refusals[i].n);
@@ -202,17 +200,17 @@ static void put_refusals(struct out *o, const struct metrics *m)
 	}
 }
 
-struct chunk *metrics_render(struct server *srv, int keep_alive)
+struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauges *g, bool keep_alive)
 {
-	const struct metrics *m = &srv->m;
 	struct self_sample s;
 	struct out o = { 0 };
 	sample_self(&s);
-	put(&o, "herald_readers", "gauge", "Open event streams.", (double)hub_readers(&srv->hub));
-	put(&o, "herald_readers_catching_up", "gauge", "Streams being fed from the store.", (double)srv->hub.ncatchup);
-	put(&o, "herald_connections", "gauge", "Open client connections.", (double)srv->nconns);
-	put(&o, "herald_last_event_id", "gauge", "Newest event id fanned out.", (double)srv->hub.high_water);
-	put(&o, "herald_publish_pending", "gauge", "Publishes waiting for commit.", (double)publish_pending(srv));
+	put(&o, "herald_readers", "gauge", "Open event streams.", (double)g->readers);
+	put(&o, "herald_readers_catching_up", "gauge", "Streams being fed from the store.",
+	    (double)g->readers_catching_up);
+	put(&o, "herald_connections", "gauge", "Open client connections.", (double)g->connections);
+	put(&o, "herald_last_event_id", "gauge", "Newest event id fanned out.", (double)g->last_event_id);
+	put(&o, "herald_publish_pending", "gauge", "Publishes waiting for commit.", (double)g->publish_pending);
 	put(&o, "herald_connections_accepted_total", "counter", "Connections accepted.",
 	    (double)m->connections_accepted);
 	put(&o, "herald_accept_fd_exhausted_total", "counter", "Accepts that met EMFILE/ENFILE.",

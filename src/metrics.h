@@ -3,6 +3,8 @@
 #ifndef HERALD_METRICS_H
 #define HERALD_METRICS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "chunk.h"
@@ -29,10 +31,10 @@ struct metrics {
 		uint64_t n;
 	} refusals[METRICS_CAUSES];
 	size_t nrefusals;
-	int64_t start_time_s; /* Unix time the process started serving */
-	uint64_t events_published;      /* committed through POST */
-	uint64_t events_read;           /* rows read from the store by the hub */
-	uint64_t frames_queued;         /* event frames queued to readers */
+	int64_t start_time_s;      /* Unix time the process started serving */
+	uint64_t events_published; /* committed through POST */
+	uint64_t events_read;      /* rows read from the store by the hub */
+	uint64_t frames_queued;    /* event frames queued to readers */
 	uint64_t bytes_written;
 	uint64_t readers_to_catchup; /* moves from live to catch-up */
 	uint64_t readers_stalled_closed;
@@ -56,9 +58,15 @@ void metrics_count_refusal(struct metrics *m, int status, const char *cause);
 /* Add one observation of ns nanoseconds to h. */
 void metrics_observe(struct histogram *h, uint64_t ns);
 
-struct server;
+/* Figures of the moment that belong to other modules, given to the page. */
+struct metrics_gauges {
+	size_t readers, readers_catching_up, connections;
+	int64_t last_event_id;
+	size_t publish_pending;
+};
 
-/* Render the metrics page as a complete 200 response chunk. */
-struct chunk *metrics_render(struct server *srv, int keep_alive);
+/* Render the metrics page as a complete 200 response chunk (one reference,
+ * the caller's). */
+struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauges *g, bool keep_alive);
 
 #endif

@@ -9,16 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
 #include "hub.h"
 #include "log.h"
-#include "server.h"
 #include "store.h"
 #include "text.h"
 #include "util.h"
 
 #define MAX_PENDING 10000
-#define BUSY_RETRY_MS 5
 #define BUSY_GIVE_UP_MS 2000
 
 struct publish_item {
@@ -31,7 +28,11 @@ struct publish_item {
 };
 
 struct publish_queue {
-	struct server *srv;
+	struct loop *lp;
+	struct store *st;
+	struct hub *hub;
+	const struct config *cfg;
+	struct metrics *m;
 	sqlite3 *json;        /* in-memory database used only for its JSON functions */
 	sqlite3_stmt *check;  /* json_valid and json_type of the body */
 	sqlite3_stmt *fields; /* json_each of the body */
@@ -39,16 +40,22 @@ struct publish_queue {
 	size_t n, cap;
 	bool scheduled;
 	uint64_t busy_since;
+	bool single_attempt; /* shutting down: one commit, no retries */
 	struct loop_timer retry;
 	int fault;            /* store failure refusing publishes now (-EBUSY, -EROFS, -ENOSPC), or 0 */
 	uint64_t fault_since; /* loop time of the first refusal of that episode */
 	size_t fault_refused; /* publishes refused in it */
 };
 
-int publish_init(struct server *srv)
+struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
+				  struct metrics *m)
 {
 	struct publish_queue *q = xcalloc(1, sizeof(*q));
-	q->srv = srv;
+	q->lp = lp;
+	q->st = st;
+	q->hub = hub;
+	q->cfg = cfg;
+	q->m = m;
 	if (sqlite3_open_v2(":memory:", &q->json, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(q->json, "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN json_type(?1) END", -1,
 			       &q->check, NULL) != SQLITE_OK ||
@@ -61,10 +68,9 @@ int publish_init(struct server *srv)
 		sqlite3_finalize(q->check);
 		sqlite3_close(q->json);
 		free(q);
-		return -1;
+		return NULL;
 	}
-	srv->pubq = q;
-	return 0;
+	return q;
 }
 
 static void item_free(struct publish_item *it)
@@ -74,18 +80,9 @@ static void item_free(struct publish_item *it)
 	free(it->data);
 }
 
-size_t publish_pending(const struct server *srv)
+size_t publish_pending(const struct publish_queue *q)
 {
-	return srv->pubq ? srv->pubq->n : 0;
-}
-
-static bool name_ok(const char *s, bool slash)
-{
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '.' || *s == ':' || *s == '-' ||
-		      (slash && *s == '/')))
-			return false;
-	return true;
+	return q ? q->n : 0;
 }
 
 /* Take the body apart into it. Returns NULL, or a static reason for a 400. */
@@ -128,7 +125,7 @@ static const char *parse_body(struct publish_queue *q, const char *body, size_t 
 				why = "\"type\" appears twice";
 			else if (!is_text)
 				why = "\"type\" must be a string";
-			else if (vlen < 1 || vlen > 64 || !name_ok(val, false))
+			else if (vlen < 1 || vlen > 64 || !text_name_valid(val, (size_t)vlen, false))
 				why = "\"type\" must be 1 to 64 characters of letters, digits and _ . : -";
 			else
 				it->type = xstrndup(val, (size_t)vlen);
@@ -138,7 +135,7 @@ static const char *parse_body(struct publish_queue *q, const char *body, size_t 
 				why = "\"topic\" appears twice";
 			else if (!is_text)
 				why = "\"topic\" must be a string";
-			else if (vlen > 128 || !name_ok(val, true))
+			else if (vlen > 128 || !text_name_valid(val, (size_t)vlen, true))
 				why = "\"topic\" must be up to 128 characters of letters, digits and _ . : / -";
 			else
 				it->topic = xstrndup(val, (size_t)vlen);
@@ -239,22 +236,22 @@ static const char *cross_site(const struct http_request *req)
 /* The right to publish: the token where one is configured; otherwise only a
  * peer on this host that did not come through a proxy, nor from a web page
  * of another site. Returns 0 or the refusal status with *why set. */
-static int check_right(struct conn *c, const struct http_request *req, const char **why)
+static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req, const char **why)
 {
-	const char *token = c->srv->cfg.publish_token;
+	const char *token = q->cfg->publish_token;
 	if (token[0]) {
 		struct http_slice tok;
 		if (!http_bearer_token(req, &tok)) {
 			*why = "publishing needs Authorization: Bearer <publish_token>";
 			return 401;
 		}
-		if (!api_token_equal(tok, token)) {
+		if (!http_token_equal(tok, token)) {
 			*why = "the publish token is not valid";
 			return 403;
 		}
 		return 0;
 	}
-	if (!api_direct_local(c, req)) {
+	if (!conn_peer_local(c) || http_forwarded(req)) {
 		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
 		return 403;
 	}
@@ -274,10 +271,11 @@ static bool json_content_type(const struct http_request *req)
 
 /* Everything that can be judged from the head. Returns 0, or the refusal
  * status with *why and *extra set. */
-static int check_head(struct conn *c, const struct http_request *req, const char **why, const char **extra)
+static int check_head(const struct publish_queue *q, struct conn *c, const struct http_request *req, const char **why,
+		      const char **extra)
 {
 	*extra = NULL;
-	int status = check_right(c, req, why);
+	int status = check_right(q, c, req, why);
 	if (status) {
 		*extra = status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL;
 		return status;
@@ -293,10 +291,10 @@ static int check_head(struct conn *c, const struct http_request *req, const char
 	return 0;
 }
 
-bool publish_precheck(struct conn *c, const struct http_request *req)
+bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http_request *req)
 {
 	const char *why, *extra;
-	int status = check_head(c, req, &why, &extra);
+	int status = check_head(q, c, req, &why, &extra);
 	if (status)
 		conn_refuse(c, status, why, extra);
 	return status == 0;
@@ -308,16 +306,27 @@ static void schedule(struct publish_queue *q)
 {
 	if (!q->scheduled) {
 		q->scheduled = true;
-		loop_defer(q->srv->lp, commit, q);
+		loop_defer(q->lp, commit, q);
 	}
 }
 
-void publish_handle(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+/* The client went away while its publish waits: the event is still
+ * committed, but no answer is sent. */
+static void cancel(struct conn *c, void *data)
 {
-	struct server *srv = c->srv;
-	struct publish_queue *q = srv->pubq;
+	struct publish_queue *q = data;
+	for (size_t i = 0; i < q->n; i++)
+		if (q->items[i].c == c)
+			q->items[i].c = NULL;
+}
+
+static const struct conn_user waiting_user = { NULL, cancel };
+
+void publish_handle(struct publish_queue *q, struct conn *c, const struct http_request *req, const char *body,
+		    size_t body_len)
+{
 	const char *why, *extra;
-	int status = check_head(c, req, &why, &extra);
+	int status = check_head(q, c, req, &why, &extra);
 	if (status) {
 		conn_refuse(c, status, why, extra);
 		return;
@@ -326,7 +335,7 @@ void publish_handle(struct conn *c, const struct http_request *req, const char *
 		conn_refuse(c, 503, "too many publishes waiting for the database", "Retry-After: 1\r\n");
 		return;
 	}
-	struct publish_item it = { .c = c, .keep_alive = c->keep_alive, .started_ns = clock_mono_ns() };
+	struct publish_item it = { .c = c, .keep_alive = conn_keep_alive(c), .started_ns = clock_mono_ns() };
 	why = parse_body(q, body, body_len, &it);
 	if (why) {
 		item_free(&it);
@@ -338,31 +347,20 @@ void publish_handle(struct conn *c, const struct http_request *req, const char *
 		q->items = xrealloc(q->items, q->cap * sizeof(*q->items));
 	}
 	q->items[q->n++] = it;
-	c->pending = q;
-	c->state = CONN_WAITING;
-	conn_update_events(c);
+	conn_attach(c, &waiting_user, q);
+	conn_wait(c);
 	schedule(q);
-}
-
-void publish_cancel(struct conn *c)
-{
-	struct publish_queue *q = c->srv->pubq;
-	for (size_t i = 0; i < q->n; i++)
-		if (q->items[i].c == c)
-			q->items[i].c = NULL;
-	c->pending = NULL;
 }
 
 static void answer_all(struct publish_queue *q, int status, const char *message, const int64_t *ids)
 {
-	struct server *srv = q->srv;
 	for (size_t i = 0; i < q->n; i++) {
 		struct publish_item *it = &q->items[i];
 		if (it->c) {
 			if (ids) {
 				char body[64];
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
-				metrics_observe(&srv->m.publish_seconds, clock_mono_ns() - it->started_ns);
+				metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
 				conn_respond(it->c, 201,
 					     http_format_response(201, "application/json", NULL, body, (size_t)n,
 								  it->keep_alive),
@@ -400,15 +398,15 @@ static void refuse_oldest(struct publish_queue *q, size_t n, int r)
 	const char *cause = fault_cause(r);
 	if (q->fault != r) {
 		if (!q->fault) {
-			q->fault_since = loop_now(q->srv->lp);
+			q->fault_since = loop_now(q->lp);
 			q->fault_refused = 0;
 		}
 		q->fault = r;
 		if (r == -EBUSY)
 			log_warn("publish: %s (%s); publishes are answered 503 after waiting %d ms for it", cause,
-				 q->srv->cfg.db, BUSY_GIVE_UP_MS);
+				 q->cfg->db, BUSY_GIVE_UP_MS);
 		else
-			log_warn("publish: %s (%s); publishes are answered 503 until that ends", cause, q->srv->cfg.db);
+			log_warn("publish: %s (%s); publishes are answered 503 until that ends", cause, q->cfg->db);
 	}
 	q->fault_refused += n;
 	size_t total = q->n;
@@ -420,11 +418,10 @@ static void refuse_oldest(struct publish_queue *q, size_t n, int r)
 
 /* How many of the oldest waiting publishes have waited BUSY_GIVE_UP_MS for
  * the lock: each gets its own full wait, however long the lock has been
- * held before it came. publish_shutdown sets busy_since to 1 to ask for a
- * single attempt, which refuses them all. */
+ * held before it came. At shutdown (a single attempt) all of them. */
 static size_t busy_expired(const struct publish_queue *q)
 {
-	if (q->busy_since == 1)
+	if (q->single_attempt)
 		return q->n;
 	uint64_t now = clock_mono_ns();
 	size_t k = 0;
@@ -436,7 +433,6 @@ static size_t busy_expired(const struct publish_queue *q)
 static void commit(void *arg)
 {
 	struct publish_queue *q = arg;
-	struct server *srv = q->srv;
 	q->scheduled = false;
 	if (q->n == 0)
 		return;
@@ -446,21 +442,21 @@ static void commit(void *arg)
 		evs[i] = (struct store_new_event){ q->items[i].type, q->items[i].topic, q->items[i].data,
 						   q->items[i].data_len, q->items[i].public };
 	uint64_t t0 = clock_mono_ns();
-	int r = store_append_batch(srv->st, evs, q->n, ids);
-	metrics_observe(&srv->m.commit_seconds, clock_mono_ns() - t0);
+	int r = store_append_batch(q->st, evs, q->n, ids);
+	metrics_observe(&q->m->commit_seconds, clock_mono_ns() - t0);
 	free(evs);
 	if (r == -EBUSY) {
 		/* Another process holds the write lock: try again shortly,
 		 * without blocking the loop, for a bounded time. */
-		srv->m.store_busy++;
+		q->m->store_busy++;
 		if (!q->busy_since)
-			q->busy_since = loop_now(srv->lp);
+			q->busy_since = loop_now(q->lp);
 		size_t expired = busy_expired(q);
 		if (expired)
 			refuse_oldest(q, expired, r);
 		if (q->n) {
 			free(ids);
-			loop_timer_start(srv->lp, &q->retry, BUSY_RETRY_MS, commit, q);
+			loop_timer_start(q->lp, &q->retry, STORE_BUSY_RETRY_MS, commit, q);
 			return;
 		}
 	} else if (fault_cause(r)) {
@@ -470,16 +466,14 @@ static void commit(void *arg)
 	} else if (r < 0) {
 		answer_all(q, 500, "the event could not be stored", NULL);
 	} else {
-		srv->m.events_published += q->n;
-		srv->m.group_commits++;
-		server_note_commit(srv);
+		q->m->events_published += q->n;
+		q->m->group_commits++;
 		answer_all(q, 201, NULL, ids);
-		hub_poll(&srv->hub);
-		if (store_wal_pages(srv->st) >= STORE_WAL_FORCE_PAGES)
-			server_checkpoint(srv);
+		hub_poll(q->hub);
+		hub_store_written(q->hub);
 		if (q->fault) {
 			log_notice("publish: the database takes writes again; %zu publishes were refused in %.1f s",
-				   q->fault_refused, (double)(loop_now(srv->lp) - q->fault_since) / 1000.0);
+				   q->fault_refused, (double)(loop_now(q->lp) - q->fault_since) / 1000.0);
 			q->fault = 0;
 		}
 	}
@@ -487,14 +481,13 @@ static void commit(void *arg)
 	free(ids);
 }
 
-void publish_shutdown(struct server *srv)
+void publish_free(struct publish_queue *q)
 {
-	struct publish_queue *q = srv->pubq;
 	if (!q)
 		return;
-	loop_timer_stop(srv->lp, &q->retry);
+	loop_timer_stop(q->lp, &q->retry);
 	if (q->n) {
-		q->busy_since = 1; /* one attempt, no retries */
+		q->single_attempt = true;
 		commit(q);
 		if (q->n)
 			answer_all(q, 503, "the server is shutting down", NULL);
@@ -504,5 +497,4 @@ void publish_shutdown(struct server *srv)
 	sqlite3_finalize(q->fields);
 	sqlite3_close(q->json);
 	free(q);
-	srv->pubq = NULL;
 }

@@ -8,28 +8,35 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config.h"
 #include "conn.h"
 #include "http.h"
+#include "hub.h"
+#include "loop.h"
+#include "metrics.h"
+#include "store.h"
 
-struct server;
+struct publish_queue;
 
-/* Returns 0, or -1 after logging why (SQLite could not open in memory). */
-int publish_init(struct server *srv);
-/* Commit what is pending (used at shutdown), then free everything. */
-void publish_shutdown(struct server *srv);
+/* A new, empty queue committing into st and telling hub of new rows.
+ * Returns NULL after logging why (SQLite could not open in memory). */
+struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
+				  struct metrics *m);
+/* Commit what is pending (one attempt: used at shutdown), then free. */
+void publish_free(struct publish_queue *q);
 
 /* Check what the head of a publish decides (rights, content type, length)
  * before its body is read: true when it would be taken, else false after
  * refusing it. */
-bool publish_precheck(struct conn *c, const struct http_request *req);
+bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http_request *req);
 
-void publish_handle(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
-
-/* c is closing while its publish waits for commit: the event is still
- * committed, but no answer is sent. */
-void publish_cancel(struct conn *c);
+/* Take a whole publish request: refuse it, or queue it for the group
+ * commit at the end of this pass (the connection waits for its answer; if
+ * it goes away meanwhile the event is still committed). */
+void publish_handle(struct publish_queue *q, struct conn *c, const struct http_request *req, const char *body,
+		    size_t body_len);
 
 /* Number of publishes waiting for their commit. */
-size_t publish_pending(const struct server *srv);
+size_t publish_pending(const struct publish_queue *q);
 
 #endif

@@ -1,5 +1,5 @@
-/* server.c: start-up in order, signals through signalfd, reload, graceful
- * drain, and teardown in reverse order. */
+/* server.c: start-up in order, the wiring of the layers, signals through
+ * signalfd, reload, graceful drain, and teardown in reverse order. */
 #include "server.h"
 
 #include <errno.h>
@@ -13,36 +13,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "listener.h"
 #include "log.h"
 #include "publish.h"
 #include "service.h"
-#include "stream.h"
 #include "tls.h"
 #include "util.h"
 
 #define FD_RESERVE 64 /* descriptors kept for the database, listeners and plain requests */
 #define DRAIN_MS 3000
 #define PRUNE_EVERY_MS 5000
-#define PRUNE_STEP_ROWS 1000    /* rows per transaction: the loop never waits long */
-#define PRUNE_AGAIN_MS 10       /* between steps while a backlog of old rows remains */
-#define CHECKPOINT_QUIET_MS 100 /* copy the WAL once publishes pause this long */
-
-static void pass_end(void *arg)
-{
-	struct server *srv = arg;
-	srv->pass_end_scheduled = false;
-	conn_pass_end(srv);
-}
-
-void server_schedule_pass_end(struct server *srv)
-{
-	if (!srv->pass_end_scheduled) {
-		srv->pass_end_scheduled = true;
-		loop_defer(srv->lp, pass_end, srv);
-	}
-}
+#define PRUNE_STEP_ROWS 1000 /* rows per transaction: the loop never waits long */
+#define PRUNE_AGAIN_MS 10    /* between steps while a backlog of old rows remains */
 
 /* Create the database's folder and any missing parents (as mkdir -p). */
 static int ensure_db_dir(const char *db)
@@ -70,8 +51,11 @@ static int ensure_db_dir(const char *db)
 	return r;
 }
 
-void server_fail(struct server *srv)
+/* The hub's fatal hook: the database file is gone (the hub logged it).
+ * Stop with exit code 1; systemd restarts herald on the file there now. */
+static void fail(void *arg)
 {
+	struct server *srv = arg;
 	srv->exit_code = 1;
 	loop_stop(srv->lp);
 }
@@ -84,10 +68,11 @@ static void warn_open_publish(const struct server *srv)
 {
 	if (srv->cfg.publish_token[0])
 		return;
-	for (size_t i = 0; i < srv->nlisteners; i++) {
+	for (size_t i = 0; i < srv->listeners.n; i++) {
+		const struct listener *ls = &srv->listeners.ls[i];
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
-		if (getsockname(srv->listeners[i].fd, (struct sockaddr *)&ss, &len) < 0)
+		if (getsockname(ls->fd, (struct sockaddr *)&ss, &len) < 0)
 			continue;
 		char text[64];
 		bool loopback;
@@ -96,7 +81,7 @@ static void warn_open_publish(const struct server *srv)
 			log_warn("publish_token is not set and %s %s: any client reaching it from this host without "
 				 "X-Forwarded-For may publish, and so may anyone behind a proxy that does not add "
 				 "X-Forwarded-For; set publish_token",
-				 srv->listeners[i].name,
+				 ls->name,
 				 ss.ss_family == AF_UNIX ? "is a unix socket a proxy may use" : "is not on loopback");
 			return;
 		}
@@ -110,7 +95,7 @@ static void compute_limits(struct server *srv)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds = rl.rlim_cur == RLIM_INFINITY ? INT64_C(1) << 20 : (int64_t)rl.rlim_cur;
 	int64_t derived = fds > FD_RESERVE * 2 ? fds - FD_RESERVE : fds / 2;
-	srv->max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, derived) : derived;
+	srv->streams.max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, derived) : derived;
 	if (srv->cfg.max_readers > derived)
 		log_warn("max_readers %lld is above what the open-file limit allows; using %lld (raise LimitNOFILE)",
 			 (long long)srv->cfg.max_readers, (long long)derived);
@@ -137,54 +122,19 @@ static void prune_tick(void *arg)
 		int n = store_prune(srv->st, srv->cfg.retention_age_s, srv->cfg.retention_count, PRUNE_STEP_ROWS);
 		if (n == PRUNE_STEP_ROWS || n == -EBUSY)
 			next = PRUNE_AGAIN_MS;
-		if (n > 0)
-			server_note_commit(srv);
-		if (n > 0)
+		if (n > 0) {
+			hub_store_written(&srv->hub);
 			log_debug("retention removed %d events; oldest kept id is above %lld", n,
 				  (long long)store_pruned_through(srv->st));
+		}
 	}
 	loop_timer_start(srv->lp, &srv->prune_timer, next, prune_tick, srv);
-}
-
-/* The WAL is copied into the database at a pause in publishing rather than
- * inside a commit, so a burst of publishes never waits for the file syncs
- * (publish.c also checkpoints when the WAL outgrows STORE_WAL_FORCE_PAGES
- * during a long, busy stretch). Armed only after our own writes: an idle
- * server keeps no timer for it. */
-static void checkpoint_tick(void *arg)
-{
-	struct server *srv = arg;
-	uint64_t quiet = loop_now(srv->lp) - srv->last_commit_ms;
-	if (quiet < CHECKPOINT_QUIET_MS) {
-		loop_timer_start(srv->lp, &srv->checkpoint_timer, CHECKPOINT_QUIET_MS - quiet, checkpoint_tick, srv);
-		return;
-	}
-	if (store_wal_pages(srv->st) > 0)
-		server_checkpoint(srv);
-}
-
-void server_note_commit(struct server *srv)
-{
-	srv->last_commit_ms = loop_now(srv->lp);
-	if (!loop_timer_active(&srv->checkpoint_timer))
-		loop_timer_start(srv->lp, &srv->checkpoint_timer, CHECKPOINT_QUIET_MS, checkpoint_tick, srv);
-}
-
-void server_checkpoint(struct server *srv)
-{
-	int pages = store_wal_pages(srv->st);
-	uint64_t t0 = clock_mono_ns();
-	int n = store_checkpoint(srv->st);
-	uint64_t ns = clock_mono_ns() - t0;
-	metrics_observe(&srv->m.checkpoint_seconds, ns);
-	if (n >= 0)
-		log_debug("checkpoint: %d of %d WAL pages copied in %.1f ms", n, pages, (double)ns / 1e6);
 }
 
 static void drain_tick(void *arg)
 {
 	struct server *srv = arg;
-	if (srv->nconns == 0 || loop_now(srv->lp) >= srv->drain_deadline) {
+	if (srv->pool.n == 0 || loop_now(srv->lp) >= srv->drain_deadline) {
 		loop_stop(srv->lp);
 		return;
 	}
@@ -197,21 +147,49 @@ static void begin_drain(struct server *srv, const char *signame)
 		return;
 	log_info("%s: stopping: no new connections, ending %zu streams", signame, hub_readers(&srv->hub));
 	srv->draining = true;
-	service_stopping(srv);
-	listeners_close(srv);
-	/* End every stream once what is queued is written; idle keep-alive
-	 * connections close now; requests in progress finish. */
-	while (srv->hub.live)
-		hub_end(&srv->hub, srv->hub.live);
-	while (srv->hub.catchup)
-		hub_end(&srv->hub, srv->hub.catchup);
-	for (struct conn *c = srv->conns, *next; c; c = next) {
-		next = c->next;
-		if (c->state == CONN_READING && c->rlen == 0 && c->qlen == 0)
-			conn_close(c, NULL);
-	}
+	service_stopping();
+	/* No new connections; every stream ends once what is queued is
+	 * written; idle keep-alive connections close now; requests in
+	 * progress finish. */
+	conn_pool_drain(&srv->pool);
+	listeners_close(&srv->listeners);
+	hub_end_all(&srv->hub);
 	srv->drain_deadline = loop_now(srv->lp) + DRAIN_MS;
 	loop_timer_start(srv->lp, &srv->drain_timer, 0, drain_tick, srv);
+}
+
+static void status_line(void *arg, char *buf, size_t len)
+{
+	const struct server *srv = arg;
+	/* Events read counts every writer's rows (POSTs and other programs'
+	 * INSERTs); frames sent is events times the readers they reached. */
+	snprintf(buf, len,
+		 "%zu readers, %zu connections, last event id %lld, %llu events read (%llu posted), %llu frames sent",
+		 hub_readers(&srv->hub), srv->pool.n, (long long)srv->hub.high_water,
+		 (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
+		 (unsigned long long)srv->m.frames_queued);
+}
+
+/* Keep what a reload cannot change (sockets, the database) from the running
+ * configuration, with a warning when the file asks for a change. */
+static void keep_restart_only(struct config *fresh, struct config *cur)
+{
+	bool same_listen = fresh->nlisten == cur->nlisten;
+	for (size_t i = 0; same_listen && i < fresh->nlisten; i++)
+		same_listen = strcmp(fresh->listen[i], cur->listen[i]) == 0;
+	if (!same_listen || fresh->backlog != cur->backlog)
+		log_warn("listen and backlog changes take effect at the next restart");
+	if (strcmp(fresh->db, cur->db) != 0)
+		log_warn("db changes take effect at the next restart");
+	for (size_t i = 0; i < fresh->nlisten; i++)
+		free(fresh->listen[i]);
+	memcpy(fresh->listen, cur->listen, sizeof(fresh->listen));
+	fresh->nlisten = cur->nlisten;
+	cur->nlisten = 0;
+	free(fresh->db);
+	fresh->db = cur->db;
+	cur->db = NULL;
+	fresh->backlog = cur->backlog;
 }
 
 static void reload(struct server *srv)
@@ -221,51 +199,29 @@ static void reload(struct server *srv)
 	int code;
 	log_info("SIGHUP: reloading configuration%s%s", srv->cfg.config_path ? " from " : "",
 		 srv->cfg.config_path ? srv->cfg.config_path : "");
-	service_reloading(srv);
+	service_reloading();
 	if (config_load(&fresh, srv->argc, srv->argv, &check, &code) != 0) {
 		log_err("reload failed; the running configuration stays in force");
-		service_ready(srv);
-		return;
-	}
-	struct trust t;
-	char err[256];
-	if (trust_parse(&t, fresh.trusted_proxies, err, sizeof(err)) < 0) {
-		log_err("reload failed: trusted_proxies: %s; the running configuration stays in force", err);
-		config_free(&fresh);
-		service_ready(srv);
+		service_ready();
 		return;
 	}
 	/* Streams opened with a read token that is no longer valid must not
 	 * go on receiving private events. */
 	bool token_changed = strcmp(fresh.read_token, srv->cfg.read_token) != 0;
-	/* Sockets and the database stay as they are until a restart. */
-	bool same_listen = fresh.nlisten == srv->cfg.nlisten;
-	for (size_t i = 0; same_listen && i < fresh.nlisten; i++)
-		same_listen = strcmp(fresh.listen[i], srv->cfg.listen[i]) == 0;
-	if (!same_listen || fresh.backlog != srv->cfg.backlog)
-		log_warn("listen and backlog changes take effect at the next restart");
-	if (strcmp(fresh.db, srv->cfg.db) != 0)
-		log_warn("db changes take effect at the next restart");
-	for (size_t i = 0; i < fresh.nlisten; i++)
-		free(fresh.listen[i]);
-	memcpy(fresh.listen, srv->cfg.listen, sizeof(fresh.listen));
-	fresh.nlisten = srv->cfg.nlisten;
-	srv->cfg.nlisten = 0;
-	free(fresh.db);
-	fresh.db = srv->cfg.db;
-	srv->cfg.db = NULL;
-	fresh.backlog = srv->cfg.backlog;
+	keep_restart_only(&fresh, &srv->cfg);
+	/* Every module reads srv->cfg through a pointer: the new values take
+	 * effect in place. */
 	config_free(&srv->cfg);
 	srv->cfg = fresh;
-	srv->trust = t;
 	log_set_level((enum log_level)srv->cfg.log_level);
 	compute_limits(srv);
 	hub_reconfigure(&srv->hub);
+	streams_reconfigure(&srv->streams);
 	if (token_changed)
 		hub_end_private(&srv->hub);
-	tls_reload(srv);
+	tls_reload(srv->tls, &srv->cfg);
 	log_info("configuration reloaded; %zu readers kept", hub_readers(&srv->hub));
-	service_ready(srv);
+	service_ready();
 }
 
 static void on_signal(void *arg, uint32_t events)
@@ -304,11 +260,6 @@ int server_start(struct server *srv, int argc, char **argv)
 	srv->argv = argv;
 	srv->sigfd = -1;
 	raise_nofile();
-	compute_limits(srv);
-	if (trust_parse(&srv->trust, srv->cfg.trusted_proxies, err, sizeof(err)) < 0) {
-		log_err("trusted_proxies: %s", err);
-		return -1;
-	}
 	srv->lp = loop_new();
 	if (!srv->lp) {
 		log_err("epoll_create1: %s", strerror(errno));
@@ -327,18 +278,40 @@ int server_start(struct server *srv, int argc, char **argv)
 		log_err("database %s: %s", srv->cfg.db, err);
 		return -1;
 	}
-	if (tls_setup(srv) < 0 || listeners_open(srv) < 0)
+	if (hub_init(&srv->hub, srv->lp, srv->st, &srv->cfg, &srv->m, fail, srv) < 0)
 		return -1;
-	if (hub_init(&srv->hub, srv) < 0 || hub_watch_store(&srv->hub) < 0 || publish_init(srv) < 0)
+	srv->pubq = publish_new(srv->lp, srv->st, &srv->hub, &srv->cfg, &srv->m);
+	if (!srv->pubq)
 		return -1;
-	if (listeners_start(srv) < 0)
+	streams_init(&srv->streams, &srv->hub, &srv->cfg);
+	compute_limits(srv);
+
+	/* The layers, wired once: connections hand complete requests to the
+	 * router, which hands them to the stream and publish handlers. */
+	srv->api = (struct api){ .lp = srv->lp,
+				 .cfg = &srv->cfg,
+				 .trust = &srv->cfg.trust,
+				 .hub = &srv->hub,
+				 .streams = &srv->streams,
+				 .pubq = srv->pubq,
+				 .pool = &srv->pool,
+				 .m = &srv->m,
+				 .started_ms = srv->started_ms };
+	struct conn_hooks hooks;
+	api_hooks(&srv->api, &hooks);
+	conn_pool_init(&srv->pool, srv->lp, &srv->cfg, &srv->m, &hooks);
+
+	if (tls_setup(&srv->tls, srv->lp, &srv->cfg) < 0)
+		return -1;
+	srv->listeners = (struct listeners){ .lp = srv->lp, .pool = &srv->pool, .m = &srv->m, .tls = srv->tls };
+	if (listeners_open(&srv->listeners, &srv->cfg) < 0 || listeners_start(&srv->listeners) < 0)
 		return -1;
 	loop_timer_start(srv->lp, &srv->prune_timer, 0, prune_tick, srv);
 	warn_open_publish(srv);
-	service_start(srv);
-	log_info("herald ready: %zu listener(s), database %s, last event id %lld, up to %lld readers", srv->nlisteners,
-		 srv->cfg.db, (long long)srv->hub.high_water, (long long)srv->max_readers);
-	service_ready(srv);
+	service_start(srv->lp, status_line, srv);
+	log_info("herald ready: %zu listener(s), database %s, last event id %lld, up to %lld readers", srv->listeners.n,
+		 srv->cfg.db, (long long)srv->hub.high_water, (long long)srv->streams.max_readers);
+	service_ready();
 	return 0;
 }
 
@@ -355,29 +328,24 @@ int server_run(struct server *srv)
 void server_free(struct server *srv)
 {
 	if (srv->lp) {
-		listeners_close(srv);
-		publish_shutdown(srv);
-		for (struct conn *c = srv->conns, *next; c; c = next) {
-			next = c->next;
-			conn_close(c, NULL);
-		}
-		conn_pass_end(srv);
-		if (srv->hub.srv)
-			hub_shutdown(&srv->hub);
-		conn_pass_end(srv);
-		service_stop(srv);
+		listeners_free(&srv->listeners);
+		/* Pending publishes are committed (one attempt) and answered
+		 * before their connections close. */
+		publish_free(srv->pubq);
+		srv->pubq = NULL;
+		conn_pool_close_all(&srv->pool); /* every reader's close frees it in the hub */
+		hub_shutdown(&srv->hub);
+		service_stop();
 		loop_timer_stop(srv->lp, &srv->drain_timer);
 		loop_timer_stop(srv->lp, &srv->prune_timer);
-		loop_timer_stop(srv->lp, &srv->checkpoint_timer);
 	}
-	stream_shutdown(srv);
-	tls_teardown(srv);
+	streams_free(&srv->streams);
+	tls_teardown(srv->tls);
+	srv->tls = NULL;
 	if (srv->st) {
 		store_close(srv->st);
 		srv->st = NULL;
 	}
-	free(srv->listeners);
-	srv->listeners = NULL;
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
 	loop_free(srv->lp);

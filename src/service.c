@@ -1,83 +1,82 @@
-/* service.c: sd_notify and the watchdog. */
+/* service.c: sd_notify and the watchdog. One instance per process: the
+ * timers and the status source are this file's. */
 #include "service.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
-#include "hub.h"
-#include "loop.h"
-#include "server.h"
-
 #define STATUS_EVERY_MS 5000
 
+static struct loop *lp;
 static struct loop_timer watchdog_timer, status_timer;
 static uint64_t watchdog_ms;
+static service_status_fn status_fn;
+static void *status_arg;
 
-static void send_status(struct server *srv)
+static void send_status(void)
 {
-	/* Events read counts every writer's rows (POSTs and other programs'
-	 * INSERTs); frames sent is events times the readers they reached. */
-	sd_notifyf(0,
-		   "STATUS=%zu readers, %zu connections, last event id %lld, %llu events read "
-		   "(%llu posted), %llu frames sent",
-		   hub_readers(&srv->hub), srv->nconns, (long long)srv->hub.high_water,
-		   (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
-		   (unsigned long long)srv->m.frames_queued);
+	if (!status_fn)
+		return;
+	char buf[512];
+	status_fn(status_arg, buf, sizeof(buf));
+	sd_notifyf(0, "STATUS=%s", buf);
 }
 
 static void watchdog_tick(void *arg)
 {
-	struct server *srv = arg;
+	(void)arg;
 	sd_notify(0, "WATCHDOG=1");
-	loop_timer_start(srv->lp, &watchdog_timer, watchdog_ms, watchdog_tick, srv);
+	loop_timer_start(lp, &watchdog_timer, watchdog_ms, watchdog_tick, NULL);
 }
 
 static void status_tick(void *arg)
 {
-	struct server *srv = arg;
-	send_status(srv);
-	loop_timer_start(srv->lp, &status_timer, STATUS_EVERY_MS, status_tick, srv);
+	(void)arg;
+	send_status();
+	loop_timer_start(lp, &status_timer, STATUS_EVERY_MS, status_tick, NULL);
 }
 
-void service_start(struct server *srv)
+void service_start(struct loop *loop, service_status_fn status, void *arg)
 {
+	lp = loop;
+	status_fn = status;
+	status_arg = arg;
 	uint64_t usec = 0;
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
 		/* Ping at half the interval, from the loop itself. */
 		watchdog_ms = usec / 2000;
 		if (watchdog_ms == 0)
 			watchdog_ms = 1;
-		loop_timer_start(srv->lp, &watchdog_timer, 0, watchdog_tick, srv);
+		loop_timer_start(lp, &watchdog_timer, 0, watchdog_tick, NULL);
 	}
 	if (getenv("NOTIFY_SOCKET"))
-		loop_timer_start(srv->lp, &status_timer, STATUS_EVERY_MS, status_tick, srv);
+		loop_timer_start(lp, &status_timer, STATUS_EVERY_MS, status_tick, NULL);
 }
 
-void service_ready(struct server *srv)
+void service_ready(void)
 {
 	sd_notify(0, "READY=1");
-	send_status(srv);
+	send_status();
 }
 
-void service_reloading(struct server *srv)
+void service_reloading(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	(void)srv;
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
 		   (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL);
 }
 
-void service_stopping(struct server *srv)
+void service_stopping(void)
 {
-	(void)srv;
 	sd_notify(0, "STOPPING=1");
 }
 
-void service_stop(struct server *srv)
+void service_stop(void)
 {
-	loop_timer_stop(srv->lp, &watchdog_timer);
-	loop_timer_stop(srv->lp, &status_timer);
+	if (!lp)
+		return;
+	loop_timer_stop(lp, &watchdog_timer);
+	loop_timer_stop(lp, &status_timer);
 }

@@ -5,13 +5,20 @@
 #ifndef HERALD_SERVICE_H
 #define HERALD_SERVICE_H
 
-struct server;
+#include <stddef.h>
 
-/* Arm the watchdog and status timers (if systemd asked for them). */
-void service_start(struct server *srv);
-void service_ready(struct server *srv);
-void service_reloading(struct server *srv);
-void service_stopping(struct server *srv);
-void service_stop(struct server *srv);
+#include "loop.h"
+
+/* Writes the one-line STATUS= text into buf (len bytes). */
+typedef void (*service_status_fn)(void *arg, char *buf, size_t len);
+
+/* Arm the watchdog and status timers on lp (if systemd asked for them);
+ * status(arg) supplies the STATUS= line every few seconds. */
+void service_start(struct loop *lp, service_status_fn status, void *arg);
+void service_ready(void);
+void service_reloading(void);
+void service_stopping(void);
+/* Stop the timers. */
+void service_stop(void);
 
 #endif

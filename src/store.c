@@ -40,8 +40,9 @@ struct store {
 	int watch_fd;
 	int64_t pruned_through;
 	int64_t data_version;
-	int wal_pages; /* frames in the WAL after our last commit */
-	dev_t dev;     /* the database file opened, to notice it replaced */
+	int wal_pages;          /* frames in the WAL after our last commit */
+	uint64_t last_write_ms; /* monotonic time of our last commit */
+	dev_t dev;              /* the database file opened, to notice it replaced */
 	ino_t ino;
 	bool check_file;      /* a folder event named the database file */
 	int64_t late_inserts; /* rows seen inserted below the newest id */
@@ -323,7 +324,8 @@ static int watch_folder(const char *path)
 	if (fd < 0) {
 		log_warn("store: inotify unavailable (%s); falling back to polling for other writers", strerror(errno));
 	} else if (inotify_add_watch(fd, folder,
-				     IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM) < 0) {
+				     IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM) <
+		   0) {
 		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers", folder,
 			 strerror(errno));
 		close(fd);
@@ -339,6 +341,7 @@ static int wal_counted(void *arg, sqlite3 *db, const char *name, int pages)
 	(void)db;
 	(void)name;
 	st->wal_pages = pages;
+	st->last_write_ms = clock_mono_ms();
 	return SQLITE_OK;
 }
 
@@ -463,28 +466,46 @@ int store_wal_pages(const struct store *st)
 	return st->wal_pages;
 }
 
+static int fail_rc(struct store *st, const char *op, int rc);
+
 int store_checkpoint(struct store *st)
 {
 	int log = 0, done = 0;
 	int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
-	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
-		return -EBUSY;
-	if (rc != SQLITE_OK) {
-		log_err("store: checkpoint of %s: %s", st->path, sqlite3_errmsg(st->db));
-		return -EIO;
-	}
+	if (rc != SQLITE_OK)
+		return fail_rc(st, "checkpoint", rc);
 	/* Frames readers still need stay; the WAL restarts from the top once
 	 * every frame is in the database. */
 	st->wal_pages = log > done ? log - done : 0;
 	return done;
 }
 
+int64_t store_upkeep(struct store *st, uint64_t *ns)
+{
+	*ns = 0;
+	if (st->wal_pages <= 0)
+		return -1;
+	uint64_t quiet = clock_mono_ms() - st->last_write_ms;
+	if (quiet < STORE_CHECKPOINT_QUIET_MS && st->wal_pages < STORE_WAL_FORCE_PAGES)
+		return (int64_t)(STORE_CHECKPOINT_QUIET_MS - quiet);
+	int pages = st->wal_pages;
+	uint64_t t0 = clock_mono_ns();
+	int n = store_checkpoint(st);
+	*ns = clock_mono_ns() - t0;
+	if (n >= 0)
+		log_debug("checkpoint: %d of %d WAL pages copied in %.1f ms", n, pages, (double)*ns / 1e6);
+	/* Once tried, wait for the next write: frames a reader still holds
+	 * stay until a later checkpoint, and a failing disk is not retried
+	 * in a loop. */
+	return -1;
+}
+
 void store_close(struct store *st)
 {
 	if (!st)
 		return;
-	sqlite3_stmt **stmts[] = { &st->begin,	    &st->commit, &st->rollback, &st->insert,
-				   &st->range,	    &st->max_id, &st->prune,	&st->set_pruned,
+	sqlite3_stmt **stmts[] = { &st->begin,    &st->commit,       &st->rollback, &st->insert,
+				   &st->range,    &st->max_id,       &st->prune,    &st->set_pruned,
 				   &st->data_ver, &st->range_public, &st->late };
 	for (size_t i = 0; i < ARRAY_LEN(stmts); i++) {
 		sqlite3_finalize(*stmts[i]);

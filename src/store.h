@@ -73,8 +73,8 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 
 /* Which rows a reader may and wants to see. */
 struct store_filter {
-	bool see_private;   /* rows not marked public too */
-	size_t ntopics;     /* 0: every topic */
+	bool see_private;    /* rows not marked public too */
+	size_t ntopics;      /* 0: every topic */
 	char *const *topics; /* exact topics, at most STORE_MAX_TOPICS */
 };
 
@@ -122,12 +122,23 @@ int store_wal_pages(const struct store *st);
 /* WAL size at which a busy writer checkpoints without waiting for a pause
  * (SQLite's own automatic checkpoint size). */
 #define STORE_WAL_FORCE_PAGES 1000
+/* How long our writes must pause before the WAL is copied back. */
+#define STORE_CHECKPOINT_QUIET_MS 100
+/* How soon a caller that met -EBUSY tries again. */
+#define STORE_BUSY_RETRY_MS 5
 
 /* Copy what the WAL holds into the database, without waiting for readers or
- * writers (a passive checkpoint, with its file syncs). Automatic checkpoints
- * are off for herald's connection, so the caller runs this from a timer at a
- * quiet moment instead of inside a publish. Returns pages copied, -EBUSY or
- * -EIO. */
+ * writers (a passive checkpoint, with its file syncs). Returns pages
+ * copied, -EBUSY, or another negative errno as the other calls do. */
 int store_checkpoint(struct store *st);
+
+/* The checkpoint policy, run after herald's own writes: automatic
+ * checkpoints are off for herald's connection (they would sync the files
+ * inside a publish), so the WAL is copied back once our writes have paused
+ * for STORE_CHECKPOINT_QUIET_MS, or at once when it has grown past
+ * STORE_WAL_FORCE_PAGES during a long busy stretch. Returns the ms after
+ * which to call again, or -1 when nothing is left to do; *ns gets the
+ * checkpoint's duration when one ran (else 0). */
+int64_t store_upkeep(struct store *st, uint64_t *ns);
 
 #endif

@@ -1,97 +1,17 @@
-/* stream.c: opening Server-Sent Events streams. */
+/* stream.c: opening Server-Sent Events streams: the request's parameters,
+ * read rights and caps, the head, and the connection handed to the hub as
+ * the reader's sink. */
 #include "stream.h"
 
 #include <ctype.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
-#include "api.h"
+#include "addr.h"
 #include "frame.h"
-#include "hub.h"
-#include "log.h"
-#include "server.h"
-#include "store.h"
+#include "text.h"
 #include "util.h"
-
-/* Per-address open-stream counts: a chained hash table keyed by address. */
-#define COUNT_BUCKETS 4096
-
-struct addr_count {
-	struct addr_count *next;
-	size_t n;
-	char addr[64];
-};
-
-struct stream_counts {
-	struct addr_count *b[COUNT_BUCKETS];
-};
-
-static unsigned hash_str(const char *s)
-{
-	unsigned h = 2166136261u;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h % COUNT_BUCKETS;
-}
-
-static struct addr_count **count_slot(struct server *srv, const char *client)
-{
-	if (!srv->stream_counts)
-		srv->stream_counts = xcalloc(1, sizeof(struct stream_counts));
-	struct addr_count **pp = &srv->stream_counts->b[hash_str(client)];
-	while (*pp && strcmp((*pp)->addr, client) != 0)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-static size_t count_of(struct server *srv, const char *client)
-{
-	struct addr_count **pp = count_slot(srv, client);
-	return *pp ? (*pp)->n : 0;
-}
-
-static void count_add(struct server *srv, const char *client)
-{
-	struct addr_count **pp = count_slot(srv, client);
-	if (!*pp) {
-		*pp = xcalloc(1, sizeof(**pp));
-		snprintf((*pp)->addr, sizeof((*pp)->addr), "%s", client);
-	}
-	(*pp)->n++;
-}
-
-static void count_del(struct server *srv, const char *client)
-{
-	struct addr_count **pp = count_slot(srv, client);
-	if (*pp && --(*pp)->n == 0) {
-		struct addr_count *dead = *pp;
-		*pp = dead->next;
-		free(dead);
-	}
-}
-
-void stream_shutdown(struct server *srv)
-{
-	if (!srv->stream_counts)
-		return;
-	for (size_t i = 0; i < COUNT_BUCKETS; i++)
-		while (srv->stream_counts->b[i]) {
-			struct addr_count *a = srv->stream_counts->b[i];
-			srv->stream_counts->b[i] = a->next;
-			free(a);
-		}
-	free(srv->stream_counts);
-	srv->stream_counts = NULL;
-}
-
-static bool topic_char(char ch)
-{
-	return isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == ':' || ch == '/' || ch == '-';
-}
 
 /* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
 static int64_t parse_id(const char *p, size_t n)
@@ -127,9 +47,8 @@ static const char *parse_topics(struct stream_params *p, const char *s)
 		size_t n = e ? (size_t)(e - s) : strlen(s);
 		if (n == 0 || n > 128)
 			return "a topic in the topic parameter is empty or longer than 128 characters";
-		for (size_t i = 0; i < n; i++)
-			if (!topic_char(s[i]))
-				return "a topic may hold only letters, digits and _ . : / -";
+		if (!text_name_valid(s, n, true))
+			return "a topic may hold only letters, digits and _ . : / -";
 		if (p->ntopics == READER_MAX_TOPICS)
 			return "more than 16 topics";
 		p->topics[p->ntopics++] = xstrndup(s, n);
@@ -205,44 +124,133 @@ bad:
 
 /* With allow_origin a list of origins, a request whose Origin is on it gets
  * a head of its own naming that origin; otherwise NULL (the shared head). */
-static struct chunk *cors_head(struct server *srv, const struct http_request *req)
+static struct chunk *cors_head(const struct streams *s, const struct http_request *req)
 {
-	const char *list = srv->cfg.allow_origin;
 	const struct http_header *o = http_header_get(req, "Origin");
-	if (!o || !list[0] || strcmp(list, "*") == 0 || o->value.n == 0 || o->value.n > 256)
+	if (!o || !s->norigins || o->value.n == 0)
 		return NULL;
-	for (const char *p = list; *p;) {
-		while (*p == ' ')
-			p++;
-		size_t n = strcspn(p, ",");
-		size_t len = n;
-		while (len && p[len - 1] == ' ')
-			len--;
-		if (len == o->value.n && memcmp(p, o->value.p, len) == 0) {
+	for (size_t i = 0; i < s->norigins; i++) {
+		const char *want = s->origins[i];
+		if (strlen(want) == o->value.n && memcmp(want, o->value.p, o->value.n) == 0) {
 			char extra[320];
-			snprintf(extra, sizeof(extra), "Access-Control-Allow-Origin: %.*s\r\nVary: Origin\r\n",
-				 (int)len, p);
-			return frame_stream_head(srv->cfg.retry_ms, extra);
+			snprintf(extra, sizeof(extra), "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n", want);
+			return frame_stream_head(s->cfg->retry_ms, extra);
 		}
-		p += n;
-		if (*p == ',')
-			p++;
 	}
 	return NULL;
 }
 
-/* A uniformly drawn rotation time: rotate_after with up to 10% jitter
- * either way, so streams opened together do not all reconnect together. */
-static uint64_t rotation_due(uint64_t opened_ms, int64_t rotate_after_ms)
+/* The connection as a reader's sink. */
+static void sink_send(void *sink, struct chunk *ch, int64_t id, bool droppable)
 {
-	uint64_t jitter = (uint64_t)rotate_after_ms / 10;
-	return opened_ms + (uint64_t)rotate_after_ms - jitter + random_below(jitter * 2 + 1);
+	if (droppable)
+		conn_enqueue_frame(sink, ch, id);
+	else
+		conn_enqueue(sink, ch, id);
 }
 
-void stream_open(struct conn *c, const struct http_request *req)
+static int64_t sink_drop(void *sink)
 {
-	struct server *srv = c->srv;
-	const struct config *cfg = &srv->cfg;
+	return conn_drop_queue(sink);
+}
+
+static void sink_set_resume_point(void *sink, int64_t id)
+{
+	conn_set_resume_point(sink, id);
+}
+
+static size_t sink_queued(const void *sink)
+{
+	return conn_queued_bytes(sink);
+}
+
+static uint64_t sink_idle_ms(const void *sink)
+{
+	return conn_idle_ms(sink);
+}
+
+static void sink_end(void *sink)
+{
+	conn_end_after_flush(sink);
+}
+
+static void sink_close(void *sink)
+{
+	conn_close(sink, NULL);
+}
+
+static const struct hub_sink_ops conn_sink = {
+	sink_send, sink_drop, sink_set_resume_point, sink_queued, sink_idle_ms, sink_end, sink_close,
+};
+
+/* What the connection tells its reader. */
+static void reader_drained(struct conn *c, void *data)
+{
+	(void)c;
+	hub_reader_drained(data);
+}
+
+static void reader_closed(struct conn *c, void *data)
+{
+	(void)c;
+	hub_reader_closed(data);
+}
+
+static const struct conn_user reader_user = { reader_drained, reader_closed };
+
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg)
+{
+	memset(s, 0, sizeof(*s));
+	s->hub = hub;
+	s->cfg = cfg;
+	streams_reconfigure(s);
+}
+
+static void clear_origins(struct streams *s)
+{
+	for (size_t i = 0; i < s->norigins; i++)
+		free(s->origins[i]);
+	free(s->origins);
+	s->origins = NULL;
+	s->norigins = 0;
+}
+
+void streams_reconfigure(struct streams *s)
+{
+	/* allow_origin, checked at load, becomes the shared head ("*") or a
+	 * list of origins to echo, once per load instead of per request. */
+	const char *list = s->cfg->allow_origin;
+	bool any = strcmp(list, "*") == 0;
+	clear_origins(s);
+	if (list[0] && !any) {
+		for (const char *p = list; *p;) {
+			p += strspn(p, " ");
+			size_t n = strcspn(p, ","), len = n;
+			while (len && p[len - 1] == ' ')
+				len--;
+			if (len) {
+				s->origins = xrealloc(s->origins, (s->norigins + 1) * sizeof(*s->origins));
+				s->origins[s->norigins++] = xstrndup(p, len);
+			}
+			p += n;
+			if (*p == ',')
+				p++;
+		}
+	}
+	chunk_unref(s->head);
+	s->head = frame_stream_head(s->cfg->retry_ms, any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+}
+
+void streams_free(struct streams *s)
+{
+	clear_origins(s);
+	chunk_unref(s->head);
+	s->head = NULL;
+}
+
+void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
+{
+	const struct config *cfg = s->cfg;
 	struct stream_params p;
 	const char *why = stream_params_parse(req, &p);
 	if (why) {
@@ -251,7 +259,7 @@ void stream_open(struct conn *c, const struct http_request *req)
 	}
 	bool see_private = false;
 	if (cfg->read_token[0] && p.token) {
-		if (!api_token_equal((struct http_slice){ p.token, strlen(p.token) }, cfg->read_token)) {
+		if (!http_token_equal((struct http_slice){ p.token, strlen(p.token) }, cfg->read_token)) {
 			stream_params_free(&p);
 			conn_refuse(c, 403, "the read token is not valid", NULL);
 			return;
@@ -259,15 +267,15 @@ void stream_open(struct conn *c, const struct http_request *req)
 		see_private = true;
 	}
 	char key[64];
-	addr_count_key(c->client, (int)cfg->ipv6_prefix, key, sizeof(key));
+	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
 	int status = 0;
-	if (srv->draining) {
+	if (conn_draining(c)) {
 		status = 503;
 		why = "the server is shutting down";
-	} else if ((int64_t)hub_readers(&srv->hub) >= srv->max_readers) {
+	} else if ((int64_t)hub_readers(s->hub) >= s->max_readers) {
 		status = 503;
 		why = "the server is at its reader capacity (max_readers)";
-	} else if (cfg->per_address_limit > 0 && (int64_t)count_of(srv, key) >= cfg->per_address_limit) {
+	} else if (cfg->per_address_limit > 0 && (int64_t)hub_count(s->hub, key) >= cfg->per_address_limit) {
 		status = 429;
 		why = "too many open streams from this address (per_address_limit)";
 	}
@@ -277,46 +285,20 @@ void stream_open(struct conn *c, const struct http_request *req)
 		return;
 	}
 
-	struct reader *r = xcalloc(1, sizeof(*r));
-	r->see_private = see_private;
-	r->ntopics = p.ntopics;
-	memcpy(r->topics, p.topics, sizeof(r->topics));
-	p.ntopics = 0; /* the topics now belong to r */
-	int64_t resume = p.resume;
-	stream_params_free(&p);
-	snprintf(r->client, sizeof(r->client), "%s", c->client);
-	snprintf(r->count_key, sizeof(r->count_key), "%s", key);
-	count_add(srv, r->count_key);
-	r->c = c;
-	r->opened_ms = loop_now(srv->lp);
-	if (cfg->rotate_after_ms > 0)
-		r->rotate_at = rotation_due(r->opened_ms, cfg->rotate_after_ms);
-	struct chunk *head = cors_head(srv, req); /* before req's buffer goes */
-	c->reader = r;
-	c->state = CONN_STREAMING;
-	free(c->rbuf);
-	c->rbuf = NULL;
-	c->rlen = c->rcap = 0;
-	loop_timer_stop(srv->lp, &c->timer);
+	struct chunk *head = cors_head(s, req); /* before the request's buffer goes */
 	conn_count_response(c, 200);
-	conn_enqueue(c, head ? head : srv->hub.stream_head, 0);
+	conn_become_stream(c);
+	conn_enqueue(c, head ? head : s->head, 0);
 	chunk_unref(head);
-	hub_add(&srv->hub, r, resume);
-	conn_update_events(c);
-}
-
-void stream_on_drained(struct conn *c)
-{
-	hub_on_drained(&c->srv->hub, c->reader);
-}
-
-void stream_closed(struct conn *c)
-{
-	struct reader *r = c->reader;
-	c->reader = NULL;
-	count_del(c->srv, r->count_key);
-	hub_remove(&c->srv->hub, r);
-	for (size_t i = 0; i < r->ntopics; i++)
-		free(r->topics[i]);
-	free(r);
+	struct reader_spec spec = { .resume = p.resume,
+				    .see_private = see_private,
+				    .ntopics = p.ntopics,
+				    .client = conn_client(c),
+				    .count_key = key,
+				    .rotate_after_ms = cfg->rotate_after_ms };
+	memcpy(spec.topics, p.topics, sizeof(spec.topics));
+	p.ntopics = 0; /* the hub takes the topics */
+	stream_params_free(&p);
+	struct reader *r = hub_open(s->hub, &spec, &conn_sink, c);
+	conn_attach(c, &reader_user, r);
 }

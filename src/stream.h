@@ -11,8 +11,6 @@
 #include "http.h"
 #include "hub.h"
 
-struct server;
-
 /* What a stream request asks for, parsed from its query and headers. */
 struct stream_params {
 	int64_t resume;                  /* -1: no resume point given */
@@ -28,17 +26,23 @@ struct stream_params {
 const char *stream_params_parse(const struct http_request *req, struct stream_params *p);
 void stream_params_free(struct stream_params *p);
 
+/* The stream handler's state: what every stream shares. */
+struct streams {
+	struct hub *hub;
+	const struct config *cfg;
+	int64_t max_readers; /* the global cap, set by the server from the open-file limit */
+	struct chunk *head;  /* the shared head and opening frame (with CORS * when so set) */
+	char **origins;      /* allow_origin as a list, parsed once per load */
+	size_t norigins;
+};
+
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg);
+/* Rebuild the head and the origin list from the (reloaded) settings. */
+void streams_reconfigure(struct streams *s);
+void streams_free(struct streams *s);
+
 /* Handle a stream request on c: refuse it with a precise status, or turn c
- * into a reader registered with the hub. */
-void stream_open(struct conn *c, const struct http_request *req);
-
-/* The reader's queue is empty (conn_flush). */
-void stream_on_drained(struct conn *c);
-
-/* c is closing: release its cap slot and its hub entry. */
-void stream_closed(struct conn *c);
-
-/* Free the per-address table (at exit, after every stream closed). */
-void stream_shutdown(struct server *srv);
+ * into a stream whose reader the hub owns and feeds. */
+void stream_open(struct streams *s, struct conn *c, const struct http_request *req);
 
 #endif

@@ -57,3 +57,15 @@ bool text_json_escapes_nul(const char *b, size_t n)
 	}
 	return false;
 }
+
+bool text_name_valid(const char *s, size_t n, bool slash)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+			  ch == '_' || ch == '.' || ch == ':' || ch == '-' || (slash && ch == '/');
+		if (!ok)
+			return false;
+	}
+	return true;
+}

@@ -1,6 +1,6 @@
 /* text.h: byte-level checks of request text that SQLite's JSON functions
  * would otherwise accept and alter: UTF-8 validity, and NUL escapes inside
- * JSON strings. Pure functions, fuzzed (tests/fuzz/fuzz_text.c). */
+ * JSON strings; and the characters allowed in event types and topics. Pure functions, fuzzed (tests/fuzz/fuzz_text.c). */
 #ifndef HERALD_TEXT_H
 #define HERALD_TEXT_H
 
@@ -15,5 +15,9 @@ bool text_utf8_valid(const unsigned char *s, size_t n);
  * strings and other escapes are stepped over; the input need not be valid
  * JSON. */
 bool text_json_escapes_nul(const char *b, size_t n);
+
+/* Whether s[0..n) is a valid event name: letters, digits and _ . : -, and
+ * with slash also '/' (topics). One rule for publishes and stream filters. */
+bool text_name_valid(const char *s, size_t n, bool slash);
 
 #endif

@@ -48,7 +48,7 @@
 #include "conn.h"
 #include "listener.h"
 #include "log.h"
-#include "server.h"
+#include "loop.h"
 #include "util.h"
 
 /* TLS 1.2 suites: forward secret AEAD only. TLS 1.3 keeps OpenSSL's list. */
@@ -70,7 +70,8 @@ struct tls_ctx {
 	SSL_CTX *ssl_ctx; /* for new handshakes */
 	struct ticket_key keys[2];
 	bool have_previous;
-	struct server *srv;
+	struct loop *lp;
+	const struct config *cfg; /* tls_ticket_rotate, read again after a reload */
 	struct loop_timer rotate_timer;
 	int64_t rotate_ms; /* the period the timer was armed with; 0 = never */
 };
@@ -203,14 +204,14 @@ static void rotate_tick(void *arg);
 /* (Re)arm the rotation timer for the configured period, when it changed. */
 static void rotate_arm(struct tls_ctx *tc)
 {
-	int64_t ms = tc->srv->cfg.tls_ticket_rotate_ms;
+	int64_t ms = tc->cfg->tls_ticket_rotate_ms;
 	if (ms == tc->rotate_ms && (ms == 0 || loop_timer_active(&tc->rotate_timer)))
 		return;
 	tc->rotate_ms = ms;
 	if (ms == 0)
-		loop_timer_stop(tc->srv->lp, &tc->rotate_timer);
+		loop_timer_stop(tc->lp, &tc->rotate_timer);
 	else
-		loop_timer_start(tc->srv->lp, &tc->rotate_timer, (uint64_t)ms, rotate_tick, tc);
+		loop_timer_start(tc->lp, &tc->rotate_timer, (uint64_t)ms, rotate_tick, tc);
 }
 
 /* A new current key; the current one becomes the previous one, and the
@@ -352,15 +353,15 @@ static void log_loaded(SSL_CTX *ctx, const char *what, const char *cert)
 		log_warn("tls: the certificate in %s has expired; clients will refuse it", cert);
 }
 
-int tls_setup(struct server *srv)
+int tls_setup(struct tls_ctx **out, struct loop *lp, const struct config *cfg)
 {
-	const struct config *cfg = &srv->cfg;
 	char err[600];
-	srv->tls = NULL;
+	*out = NULL;
 	if (!cfg->tls_cert || !cfg->tls_cert[0])
 		return 0;
 	struct tls_ctx *tc = xcalloc(1, sizeof(*tc));
-	tc->srv = srv;
+	tc->lp = lp;
+	tc->cfg = cfg;
 	if (ticket_key_new(&tc->keys[0]) < 0) {
 		log_err("tls: no random bytes for a session ticket key: %s", ssl_error_text(err, sizeof(err)));
 		free(tc);
@@ -375,23 +376,22 @@ int tls_setup(struct server *srv)
 	}
 	SSL_CTX_set_app_data(ctx, tc);
 	tc->ssl_ctx = ctx;
-	srv->tls = tc;
+	*out = tc;
 	rotate_arm(tc);
 	log_loaded(ctx, "serving", cfg->tls_cert);
 	return 0;
 }
 
-int tls_reload(struct server *srv)
+int tls_reload(struct tls_ctx *tc, const struct config *cfg)
 {
-	const struct config *cfg = &srv->cfg;
 	char err[600];
 	bool want = cfg->tls_cert && cfg->tls_cert[0];
-	if (!srv->tls) {
+	if (!tc) {
 		if (want)
 			log_warn("tls: tls_cert is new; TLS listeners start at the next restart");
 		return 0;
 	}
-	rotate_arm(srv->tls); /* tls_ticket_rotate may have changed */
+	rotate_arm(tc); /* tls_ticket_rotate may have changed */
 	if (!want) {
 		log_warn("tls: tls_cert is no longer set; TLS listeners keep the loaded certificate until a restart");
 		return 0;
@@ -403,26 +403,21 @@ int tls_reload(struct server *srv)
 	}
 	/* The ticket keys are the module's, so sessions issued before the
 	 * reload resume with the new context too. */
-	SSL_CTX_set_app_data(ctx, srv->tls);
-	SSL_CTX_free(srv->tls->ssl_ctx); /* open connections hold their own reference */
-	srv->tls->ssl_ctx = ctx;
+	SSL_CTX_set_app_data(ctx, tc);
+	SSL_CTX_free(tc->ssl_ctx); /* open connections hold their own reference */
+	tc->ssl_ctx = ctx;
 	log_loaded(ctx, "reloaded", cfg->tls_cert);
 	return 0;
 }
 
-void tls_teardown(struct server *srv)
+void tls_teardown(struct tls_ctx *tc)
 {
-	struct tls_ctx *tc = srv->tls;
 	if (!tc)
 		return;
-	if (srv->lp)
-		loop_timer_stop(srv->lp, &tc->rotate_timer);
+	loop_timer_stop(tc->lp, &tc->rotate_timer);
 	SSL_CTX_free(tc->ssl_ctx);
 	OPENSSL_cleanse(tc->keys, sizeof(tc->keys));
 	free(tc);
-	srv->tls = NULL;
-	for (size_t i = 0; i < srv->nlisteners; i++)
-		srv->listeners[i].tls = NULL;
 }
 
 int tls_conn_start(struct conn *c, struct listener *ls)

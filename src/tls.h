@@ -12,7 +12,9 @@
 
 struct conn;
 struct listener;
-struct server;
+struct config;
+struct loop;
+struct tls_ctx;
 
 /* What tls_check_pair found at fault. */
 enum { TLS_BAD_CERT = 1, TLS_BAD_KEY = 2 };
@@ -24,19 +26,21 @@ enum { TLS_BAD_CERT = 1, TLS_BAD_KEY = 2 };
  * the file's name. Touches nothing but the two files. */
 int tls_check_pair(const char *cert, const char *key, char *err, size_t errlen);
 
-/* Load the certificate chain and key named by tls_cert/tls_key into
- * srv->tls (left NULL when none are configured), make the first session
- * ticket key and arm its rotation every tls_ticket_rotate on srv->lp.
- * Returns 0, or -1 after logging why. */
-int tls_setup(struct server *srv);
-/* Load the pair named in the (already reloaded) config into a new context
+/* Load the certificate chain and key named by cfg's tls_cert/tls_key into
+ * a new context (*out; left NULL when none are configured), make the first
+ * session ticket key and arm its rotation every tls_ticket_rotate on lp.
+ * cfg is read again at each reload and must outlive the context. Returns
+ * 0, or -1 after logging why. */
+int tls_setup(struct tls_ctx **out, struct loop *lp, const struct config *cfg);
+/* Load the pair named in the (already reloaded) cfg into a new context
  * for new handshakes; open connections keep the context they started with,
  * and the ticket keys carry over (a changed tls_ticket_rotate rearms their
- * timer). Returns 0, or -1 after logging why, with the old pair in service. */
-int tls_reload(struct server *srv);
-/* Stop the rotation timer and free the context and keys; call after every
- * connection is closed. */
-void tls_teardown(struct server *srv);
+ * timer). tc may be NULL (no TLS). Returns 0, or -1 after logging why, with
+ * the old pair in service. */
+int tls_reload(struct tls_ctx *tc, const struct config *cfg);
+/* Stop the rotation timer and free the context and keys (NULL: nothing);
+ * call after every connection is closed. */
+void tls_teardown(struct tls_ctx *tc);
 
 /* Attach a server-side TLS session on ls's context to the new connection c
  * (c->tls). Returns 0, or -1 (nothing attached) when OpenSSL cannot. */

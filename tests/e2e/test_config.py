@@ -488,9 +488,9 @@ def test_ipv6_prefix_and_tls_ticket_rotate_ranges():
     for v in ("0", "129", "/64"):
         code, out = _run(["--check-config", "--ipv6-prefix", v])
         assert code == 1 and f'ipv6_prefix = "{v}"' in out, out
-    for v, ms in (("0", 0), ("1m", 60000), ("12h", 43200000), ("7d", 604800000)):
+    for v, ms in (("0", 0), ("1s", 1000), ("1m", 60000), ("12h", 43200000), ("7d", 604800000)):
         code, out = _run(["--check-config", "--tls-ticket-rotate", v])
         assert code == 0 and f"tls_ticket_rotate = {ms}ms\n" in out, out
-    for v in ("59s", "30000ms", "8d", "soon"):
+    for v in ("999ms", "1ms", "8d", "soon"):
         code, out = _run(["--check-config", "--tls-ticket-rotate", v])
         assert code == 1 and f'tls_ticket_rotate = "{v}"' in out, out

@@ -1085,7 +1085,8 @@ static void test_new_keys(void)
 	VALUE_IS("tls-ticket-rotate", "1m", 60000);
 	VALUE_IS("tls-ticket-rotate", "60", 60000);
 	VALUE_IS("tls-ticket-rotate", "7d", 604800000);
-	VALUE_REFUSED("tls-ticket-rotate", "59s", "allowed: 0, or 60000 to 604800000 ms");
+	VALUE_IS("tls-ticket-rotate", "1s", 1000);
+	VALUE_REFUSED("tls-ticket-rotate", "999ms", "allowed: 0, or 1000 to 604800000 ms");
 	VALUE_REFUSED("tls-ticket-rotate", "1ms", "out of range");
 	VALUE_REFUSED("tls-ticket-rotate", "8d", "out of range");
 }

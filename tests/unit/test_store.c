@@ -720,7 +720,8 @@ static void test_read_matching(void)
 	 * read the whole log to learn there is nothing for it. */
 	struct store_new_event batch[1000];
 	for (int i = 0; i < 1000; i++)
-		batch[i] = (struct store_new_event){ "t", "a", "some data of a modest size, as events have", 43, false };
+		batch[i] =
+			(struct store_new_event){ "t", "a", "some data of a modest size, as events have", 43, false };
 	for (int k = 0; k < 30; k++)
 		CHECK_EQ_INT(store_append_batch(st, batch, 1000, NULL), 0);
 	store_checkpoint(st);

@@ -1,0 +1,96 @@
+/* outq.c: the output ring of a connection (see outq.h for the invariant). */
+#include "outq.h"
+
+#include <stdlib.h>
+
+#include "util.h"
+
+static struct outq_entry *at(const struct outq *q, size_t i)
+{
+	return &q->q[(q->head + i) % q->cap];
+}
+
+void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
+{
+	if (q->len == q->cap) {
+		size_t ncap = q->cap ? q->cap * 2 : 8;
+		struct outq_entry *nq = xmalloc(ncap * sizeof(*nq));
+		for (size_t i = 0; i < q->len; i++)
+			nq[i] = *at(q, i);
+		free(q->q);
+		q->q = nq;
+		q->cap = ncap;
+		q->head = 0;
+	}
+	q->q[(q->head + q->len) % q->cap] = (struct outq_entry){ chunk_ref(ch), 0, droppable, id };
+	q->len++;
+	q->bytes += ch->len;
+}
+
+int outq_iov(const struct outq *q, struct iovec *iov, int max, size_t *total)
+{
+	int n = 0;
+	*total = 0;
+	for (size_t i = 0; i < q->len && n < max; i++) {
+		const struct outq_entry *e = at(q, i);
+		iov[n].iov_base = e->c->data + e->off;
+		iov[n].iov_len = e->c->len - e->off;
+		*total += iov[n].iov_len;
+		n++;
+	}
+	return n;
+}
+
+void outq_consume(struct outq *q, size_t n)
+{
+	q->bytes -= n;
+	while (n) {
+		struct outq_entry *e = at(q, 0);
+		size_t rest = e->c->len - e->off;
+		if (n < rest) {
+			e->off += (uint32_t)n;
+			return;
+		}
+		n -= rest;
+		if (e->id > 0)
+			q->written_id = e->id;
+		chunk_unref(e->c);
+		q->head = (q->head + 1) % q->cap;
+		q->len--;
+	}
+}
+
+bool outq_head_started(const struct outq *q)
+{
+	return q->len && at(q, 0)->off > 0;
+}
+
+int64_t outq_drop(struct outq *q, bool first_committed)
+{
+	int64_t resume = q->written_id;
+	size_t kept = 0;
+	/* A frame half on the wire must be finished, or the stream breaks. */
+	first_committed = first_committed || outq_head_started(q);
+	for (size_t i = 0; i < q->len; i++) {
+		struct outq_entry e = *at(q, i);
+		if (!e.droppable || (i == 0 && first_committed)) {
+			*at(q, kept++) = e;
+			if (e.id > 0)
+				resume = e.id;
+			continue;
+		}
+		q->bytes -= e.c->len - e.off;
+		chunk_unref(e.c);
+	}
+	q->len = kept;
+	return resume;
+}
+
+void outq_free(struct outq *q)
+{
+	for (size_t i = 0; i < q->len; i++)
+		chunk_unref(at(q, i)->c);
+	free(q->q);
+	q->q = NULL;
+	q->len = q->cap = q->head = q->bytes = 0;
+}

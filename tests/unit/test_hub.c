@@ -1,0 +1,507 @@
+/* test_hub.c: the hub's invariant without sockets. Readers write to fake
+ * sinks that can be slow (they take frames only when the test drains them),
+ * full, or gone; rows come from a real store on a temporary database, and
+ * the hub runs on a real loop. Every check compares what a reader got with
+ * what the store holds: ids strictly increasing, no gap, no duplicate. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hub.h"
+#include "store.h"
+#include "util.h"
+
+/* ---- a fake sink ---- */
+
+#define FAKE_MAX 4096
+
+struct frame_rec {
+	struct chunk *c;
+	int64_t id;
+	bool droppable;
+};
+
+struct fake {
+	struct reader *r;
+	struct frame_rec q[FAKE_MAX]; /* queued, not yet taken */
+	size_t n;
+	int64_t written_id;
+	/* What the client got, in order. */
+	int64_t got[FAKE_MAX];
+	size_t ngot;
+	size_t resets, heartbeats;
+	bool ended, closed;
+	bool close_on_send; /* gone: the next send finds the connection closed */
+};
+
+static void fake_send(void *sink, struct chunk *ch, int64_t id, bool droppable)
+{
+	struct fake *f = sink;
+	if (f->closed)
+		return;
+	if (f->close_on_send) {
+		/* The client went away: the connection closes while the hub is
+		 * fanning out, and the hub hears of it at once. */
+		f->closed = true;
+		hub_reader_closed(f->r);
+		f->r = NULL;
+		return;
+	}
+	CHECK(f->n < FAKE_MAX);
+	if (f->n < FAKE_MAX)
+		f->q[f->n++] = (struct frame_rec){ chunk_ref(ch), id, droppable };
+}
+
+static int64_t fake_drop(void *sink)
+{
+	struct fake *f = sink;
+	int64_t resume = f->written_id;
+	size_t kept = 0;
+	for (size_t i = 0; i < f->n; i++) {
+		if (!f->q[i].droppable) {
+			f->q[kept++] = f->q[i];
+			if (f->q[i].id > 0)
+				resume = f->q[i].id;
+		} else {
+			chunk_unref(f->q[i].c);
+		}
+	}
+	f->n = kept;
+	return resume;
+}
+
+static void fake_set_resume_point(void *sink, int64_t id)
+{
+	((struct fake *)sink)->written_id = id;
+}
+
+static size_t fake_queued(const void *sink)
+{
+	const struct fake *f = sink;
+	size_t b = 0;
+	for (size_t i = 0; i < f->n; i++)
+		b += f->q[i].c->len;
+	return b;
+}
+
+static uint64_t fake_idle_ms(const void *sink)
+{
+	(void)sink;
+	return 0;
+}
+
+static void fake_end(void *sink)
+{
+	((struct fake *)sink)->ended = true;
+}
+
+static void fake_close(void *sink)
+{
+	struct fake *f = sink;
+	if (f->closed)
+		return;
+	f->closed = true;
+	hub_reader_closed(f->r);
+	f->r = NULL;
+}
+
+static const struct hub_sink_ops fake_ops = { fake_send, fake_drop, fake_set_resume_point, fake_queued, fake_idle_ms,
+					      fake_end,  fake_close };
+
+/* The client takes everything queued; then the sink tells the hub, which
+ * may queue more (a catch-up page). Repeats until nothing more comes. */
+static void drain(struct fake *f)
+{
+	for (int round = 0; round < 100000 && f->r; round++) {
+		if (f->n == 0) {
+			hub_reader_drained(f->r);
+			if (f->n == 0)
+				return;
+		}
+		for (size_t i = 0; i < f->n; i++) {
+			struct frame_rec *e = &f->q[i];
+			if (strncmp(e->c->data + (e->c->data[0] == 'i' ? strcspn(e->c->data, "\n") + 1 : 0),
+				    "event: reset", 12) == 0)
+				f->resets++;
+			else if (e->id > 0)
+				f->got[f->ngot++] = e->id;
+			else
+				f->heartbeats++;
+			if (e->id > 0)
+				f->written_id = e->id;
+			chunk_unref(e->c);
+		}
+		f->n = 0;
+	}
+}
+
+static void fake_free(struct fake *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		chunk_unref(f->q[i].c);
+	f->n = 0;
+}
+
+/* ---- the fixture ---- */
+
+static char tmpdir[] = "/tmp/herald-test-hub-XXXXXX";
+static int dbs;
+
+struct fixture {
+	struct loop *lp;
+	struct store *st;
+	struct config cfg;
+	struct metrics m;
+	struct hub h;
+	bool fatal;
+};
+
+static void on_fatal(void *arg)
+{
+	((struct fixture *)arg)->fatal = true;
+}
+
+static void setup(struct fixture *fx, int64_t queue_limit)
+{
+	memset(fx, 0, sizeof(*fx));
+	char path[256], err[256];
+	snprintf(path, sizeof(path), "%s/hub%d.db", tmpdir, dbs++);
+	fx->lp = loop_new();
+	fx->st = store_open(path, 5, err, sizeof(err));
+	CHECK(fx->st != NULL);
+	if (!fx->st) {
+		fprintf(stderr, "store_open: %s\n", err);
+		exit(1);
+	}
+	fx->cfg.queue_limit = queue_limit;
+	fx->cfg.heartbeat_interval_ms = 60000;
+	fx->cfg.stall_timeout_ms = 60000;
+	fx->cfg.db = path;
+	CHECK_EQ_INT(hub_init(&fx->h, fx->lp, fx->st, &fx->cfg, &fx->m, on_fatal, fx), 0);
+	fx->cfg.db = NULL;
+}
+
+static void teardown(struct fixture *fx)
+{
+	hub_shutdown(&fx->h);
+	store_close(fx->st);
+	loop_free(fx->lp);
+}
+
+/* Append n rows of about size bytes each: topic cycles through topics
+ * (NULL: "t"), every private_every-th row private (0: none). */
+static void append(struct fixture *fx, int n, size_t size, const char *const *topics, int ntopics, int private_every)
+{
+	static int seq;
+	char *data = xmalloc(size + 1);
+	memset(data, 'x', size);
+	data[size] = '\0';
+	for (int i = 0; i < n; i++, seq++) {
+		struct store_new_event ev = { "t", topics ? topics[seq % ntopics] : "t", data, size,
+					      !(private_every && seq % private_every == 0) };
+		CHECK_EQ_INT(store_append_batch(fx->st, &ev, 1, NULL), 0);
+	}
+	free(data);
+}
+
+static struct fake *open_reader(struct fixture *fx, int64_t resume, bool see_private, const char *topic)
+{
+	struct fake *f = xcalloc(1, sizeof(*f));
+	struct reader_spec spec = { .resume = resume, .see_private = see_private, .client = "test", .count_key = "k" };
+	if (topic) {
+		spec.ntopics = 1;
+		spec.topics[0] = xstrdup(topic);
+	}
+	f->r = hub_open(&fx->h, &spec, &fake_ops, f);
+	return f;
+}
+
+/* Run the loop for ms (timers the hub armed: catch-up retries). */
+static void stop_cb(void *arg)
+{
+	loop_stop(arg);
+}
+
+static void spin(struct fixture *fx, uint64_t ms)
+{
+	struct loop_timer t = { 0 };
+	loop_timer_start(fx->lp, &t, ms, stop_cb, fx->lp);
+	loop_run(fx->lp);
+}
+
+/* What the store says the reader should get after `after`. */
+struct expect {
+	int64_t ids[FAKE_MAX];
+	size_t n;
+};
+
+static int collect_id(void *arg, const struct store_event *ev)
+{
+	struct expect *e = arg;
+	if (e->n < FAKE_MAX)
+		e->ids[e->n++] = ev->id;
+	return 0;
+}
+
+static void expected(struct fixture *fx, int64_t after, bool see_private, const char *topic, struct expect *e)
+{
+	char *topics[1] = { (char *)topic };
+	struct store_filter flt = { see_private, topic ? 1 : 0, topics };
+	e->n = 0;
+	CHECK(store_read_matching(fx->st, after, INT64_MAX, FAKE_MAX, &flt, collect_id, e) >= 0);
+}
+
+/* The invariant: exactly the expected ids, in order. */
+static bool same_ids(const struct fake *f, const struct expect *e, const char *what)
+{
+	bool ok = f->ngot == e->n;
+	for (size_t i = 0; ok && i < e->n; i++)
+		ok = f->got[i] == e->ids[i];
+	for (size_t i = 1; i < f->ngot; i++)
+		ok = ok && f->got[i] > f->got[i - 1];
+	if (!ok) {
+		fprintf(stderr, "%s: got %zu ids, expected %zu:", what, f->ngot, e->n);
+		for (size_t i = 0; i < f->ngot && i < 40; i++)
+			fprintf(stderr, " %lld", (long long)f->got[i]);
+		fprintf(stderr, "\n");
+	}
+	return ok;
+}
+
+/* ---- the tests ---- */
+
+static void test_live_reader_gets_every_row(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	append(&fx, 5, 10, NULL, 0, 0); /* before the reader (the hub has read them): not for it */
+	hub_poll(&fx.h);
+	struct fake *f = open_reader(&fx, -1, false, NULL);
+	CHECK(f->r && f->r->mode == READER_LIVE);
+	for (int k = 0; k < 5; k++) {
+		append(&fx, 7, 50, NULL, 0, 0);
+		hub_poll(&fx.h);
+		drain(f);
+	}
+	struct expect e;
+	expected(&fx, 5, false, NULL, &e);
+	CHECK_EQ_INT(e.n, 35);
+	CHECK(same_ids(f, &e, "live"));
+	CHECK_EQ_INT(hub_readers(&fx.h), 1);
+	f->r ? fake_close(f) : (void)0;
+	CHECK_EQ_INT(hub_readers(&fx.h), 0);
+	CHECK_EQ_INT(hub_count(&fx.h, "k"), 0);
+	fake_free(f);
+	free(f);
+	teardown(&fx);
+}
+
+/* A slow reader falls behind (its frames dropped), is fed from the store as
+ * it drains while rows keep arriving, and rejoins live: nothing lost. */
+static void test_live_catchup_live(void)
+{
+	struct fixture fx;
+	setup(&fx, 8192);
+	struct fake *slow = open_reader(&fx, -1, false, NULL);
+	struct fake *fast = open_reader(&fx, -1, false, NULL);
+	for (int k = 0; k < 6; k++) {
+		append(&fx, 40, 500, NULL, 0, 0); /* 20 KB: more than the limit */
+		hub_poll(&fx.h);
+		drain(fast);
+		if (k % 2 == 1)
+			drain(slow); /* reads now and then, while rows arrive */
+		spin(&fx, 2);
+	}
+	CHECK(fx.m.readers_to_catchup >= 1);
+	drain(slow);
+	spin(&fx, 5);
+	drain(slow);
+	CHECK(slow->r && slow->r->mode == READER_LIVE);
+	append(&fx, 3, 10, NULL, 0, 0); /* live again */
+	hub_poll(&fx.h);
+	drain(slow);
+	drain(fast);
+	struct expect e;
+	expected(&fx, 0, false, NULL, &e);
+	CHECK_EQ_INT(e.n, 243);
+	CHECK(same_ids(slow, &e, "slow"));
+	CHECK(same_ids(fast, &e, "fast"));
+	fake_close(slow);
+	fake_close(fast);
+	fake_free(slow);
+	fake_free(fast);
+	free(slow);
+	free(fast);
+	teardown(&fx);
+}
+
+/* A resume point: catch-up from the store with the reader's filter, rows
+ * arriving meanwhile, then live. */
+static void test_resume_with_filter(void)
+{
+	struct fixture fx;
+	setup(&fx, 4096);
+	static const char *const topics[] = { "a", "b", "c" };
+	append(&fx, 300, 100, topics, 3, 4);
+	struct fake *pub_a = open_reader(&fx, 17, false, "a");
+	struct fake *all_b = open_reader(&fx, 0, true, "b");
+	struct fake *every = open_reader(&fx, 250, false, NULL);
+	CHECK(pub_a->r->mode == READER_CATCHUP);
+	for (int k = 0; k < 4; k++) {
+		drain(pub_a);
+		append(&fx, 30, 100, topics, 3, 4);
+		hub_poll(&fx.h);
+		drain(all_b);
+		spin(&fx, 2);
+	}
+	drain(pub_a);
+	drain(all_b);
+	drain(every);
+	spin(&fx, 5);
+	drain(pub_a);
+	drain(all_b);
+	drain(every);
+	struct expect e;
+	expected(&fx, 17, false, "a", &e);
+	CHECK(same_ids(pub_a, &e, "public a from 17"));
+	expected(&fx, 0, true, "b", &e);
+	CHECK(same_ids(all_b, &e, "all of b from 0"));
+	expected(&fx, 250, false, NULL, &e);
+	CHECK(same_ids(every, &e, "public from 250"));
+	CHECK_EQ_INT(pub_a->resets + all_b->resets + every->resets, 0);
+	struct fake *fs[] = { pub_a, all_b, every };
+	for (int i = 0; i < 3; i++) {
+		if (fs[i]->r)
+			fake_close(fs[i]);
+		fake_free(fs[i]);
+		free(fs[i]);
+	}
+	teardown(&fx);
+}
+
+/* Retention prunes rows below a catch-up reader's cursor: it gets a reset
+ * (never a silent gap) and goes on live. */
+static void test_prune_below_cursor(void)
+{
+	struct fixture fx;
+	setup(&fx, 4096);
+	append(&fx, 100, 200, NULL, 0, 0);
+	struct fake *f = open_reader(&fx, 10, false, NULL);
+	CHECK(f->r->mode == READER_CATCHUP);
+	/* It has read nothing yet; retention keeps only the newest 20 rows. */
+	int n;
+	while ((n = store_prune(fx.st, 0, 20, 1000)) > 0)
+		;
+	CHECK_EQ_INT(n, 0);
+	drain(f);
+	CHECK_EQ_INT(f->resets, 1);
+	CHECK_EQ_INT(f->ngot, 0);
+	CHECK(f->r && f->r->mode == READER_LIVE);
+	append(&fx, 5, 10, NULL, 0, 0);
+	hub_poll(&fx.h);
+	drain(f);
+	struct expect e;
+	expected(&fx, 100, false, NULL, &e);
+	CHECK(same_ids(f, &e, "after the reset"));
+	/* A resume point already below what retention removed gets the
+	 * reset at once. */
+	struct fake *g = open_reader(&fx, 5, false, NULL);
+	drain(g);
+	CHECK_EQ_INT(g->resets, 1);
+	CHECK(g->r->mode == READER_LIVE);
+	fake_close(f);
+	fake_close(g);
+	fake_free(f);
+	fake_free(g);
+	free(f);
+	free(g);
+	teardown(&fx);
+}
+
+/* A reader whose client is gone when the fan-out reaches it is closed (and
+ * freed) in the middle of that fan-out; the readers around it lose nothing. */
+static void test_reader_closed_mid_fanout(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	struct fake *f[5];
+	for (int i = 0; i < 5; i++)
+		f[i] = open_reader(&fx, -1, false, NULL);
+	append(&fx, 3, 10, NULL, 0, 0);
+	hub_poll(&fx.h);
+	f[2]->close_on_send = true;
+	f[4]->close_on_send = true;
+	append(&fx, 3, 10, NULL, 0, 0);
+	hub_poll(&fx.h);
+	CHECK_EQ_INT(hub_readers(&fx.h), 3);
+	CHECK(f[2]->closed && f[4]->closed);
+	struct expect e;
+	expected(&fx, 0, false, NULL, &e);
+	for (int i = 0; i < 5; i++) {
+		drain(f[i]);
+		if (i != 2 && i != 4)
+			CHECK(same_ids(f[i], &e, "neighbour"));
+	}
+	for (int i = 0; i < 5; i++) {
+		if (f[i]->r)
+			fake_close(f[i]);
+		fake_free(f[i]);
+		free(f[i]);
+	}
+	CHECK_EQ_INT(hub_readers(&fx.h), 0);
+	teardown(&fx);
+}
+
+/* hub_end: no more events; the sink ends after its queue; the hub frees
+ * the reader when the sink reports the close. */
+static void test_end_and_private(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	struct fake *priv = open_reader(&fx, -1, true, NULL);
+	struct fake *pub = open_reader(&fx, -1, false, NULL);
+	hub_end_private(&fx.h);
+	CHECK(priv->ended && !pub->ended);
+	CHECK_EQ_INT(hub_readers(&fx.h), 1);
+	append(&fx, 2, 10, NULL, 0, 0);
+	hub_poll(&fx.h);
+	drain(priv);
+	CHECK_EQ_INT(priv->ngot, 0);
+	fake_close(priv); /* the sink finished and closed */
+	hub_end_all(&fx.h);
+	CHECK(pub->ended);
+	CHECK_EQ_INT(hub_readers(&fx.h), 0);
+	fake_close(pub);
+	fake_free(priv);
+	fake_free(pub);
+	free(priv);
+	free(pub);
+	teardown(&fx);
+}
+
+static void rm_tree(void)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+int main(void)
+{
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_live_reader_gets_every_row();
+	test_live_catchup_live();
+	test_resume_with_filter();
+	test_prune_below_cursor();
+	test_reader_closed_mid_fanout();
+	test_end_and_private();
+	rm_tree();
+	return check_done("test_hub");
+}
