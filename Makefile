@@ -44,7 +44,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment
-LOAD_SRC   := $(filter-out load/proc.c,$(wildcard load/*.c))
+LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
 .PHONY: all deps run test unit bench fuzz fuzz-targets format install uninstall clean
@@ -87,11 +87,13 @@ fuzz-targets: $(LF_BIN)
 load/.flags: FORCE
 	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
 
-# load/NAME is load/NAME.c plus its parts load/NAME-*.c plus load/proc.c, in
-# one compile; its headers (load/NAME.h, load/NAME-*.h, load/proc.h) are
-# listed here, as one -MMD file cannot follow several sources.
+# load/NAME is load/NAME.c plus its parts load/NAME-*.c plus what every tool
+# shares (load/tool*.c, and herald's src/procstat.c, src/sockdiag.c and
+# src/util.c), in one compile; its headers are listed here, as one -MMD file
+# cannot follow several sources.
+LOAD_SHARED := $(wildcard load/tool*.c load/tool*.h) $(foreach m,util procstat sockdiag,src/$(m).c src/$(m).h)
 .SECONDEXPANSION:
-load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) load/proc.c load/proc.h src/util.c src/util.h load/.flags
+load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED) load/.flags
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)

@@ -2,7 +2,7 @@
  * on your own machine. Runs load/readers and load/open-only against a fresh
  * herald for each backlog (5, then 1024 unless told otherwise), shows each
  * run's output, then both tables side by side and what they mean. */
-#include "proc.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,7 +18,7 @@ static const char USAGE[] =
 	"usage: load/backlog-experiment [--readers N] [--opens N] [--backlogs B1,B2,...] [--events K]\n"
 	"       [--interval S] [--idle S] [--ramp M] [--post] [--no-floor]\n";
 
-static void help(void)
+static void help(const struct tool_opt *t)
 {
 	printf("%s", USAGE);
 	printf("\n"
@@ -26,14 +26,9 @@ static void help(void)
 	       "`load/readers N --backlog B` and `load/open-only N --backlog B`; print each\n"
 	       "run's output, then the readers table and the open-only table for all\n"
 	       "backlogs together, and sentences on what the difference means.\n"
-	       "\n"
-	       "  --readers N     readers to open (default 1000)\n"
-	       "  --opens N       sequential connects for open-only (default 1000)\n"
-	       "  --backlogs LIST comma-separated backlogs (default 5,1024; at most 8)\n"
-	       "  --events K, --interval S, --idle S, --ramp M, --post, --no-floor\n"
-	       "                  passed to load/readers (see load/readers --help)\n"
-	       "  --help          this text\n"
-	       "Exit status: 0 when every run reported its figures and the runs at the\n"
+	       "\n");
+	tool_opt_help(t);
+	printf("Exit status: 0 when every run reported its figures and the runs at the\n"
 	       "largest backlog succeeded (readers failing to open behind a small backlog\n"
 	       "are the result being shown); 1 otherwise; 2 usage.\n");
 	tool_herald_help();
@@ -41,6 +36,18 @@ static void help(void)
 
 #define MAX_BACKLOGS 8
 #define OUT_MAX (1 << 20)
+
+/* The backlogs to try, in order. */
+struct backlogs {
+	long v[MAX_BACKLOGS];
+	int n;
+};
+
+/* Options passed on to load/readers as given, in order. */
+struct pass {
+	const char *v[16];
+	int n;
+};
 
 struct run {
 	char *out; /* the tool's stdout */
@@ -144,63 +151,85 @@ static double jnum(const char *json, const char *key)
 	return tool_json_number(json, key, &v) == 0 ? v : NAN;
 }
 
+/* --backlogs 5,1024: up to MAX_BACKLOGS numbers, comma-separated. */
+static int take_backlogs(void *ptr, const char *name, const char *v)
+{
+	struct backlogs *b = ptr;
+	b->n = 0;
+	char *copy = xstrdup(v), *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (b->n == MAX_BACKLOGS || tool_parse_long(t, 1, 1L << 20, &b->v[b->n]) != 0) {
+			free(copy);
+			return tool_usage_error("%s needs up to %d numbers 1-1048576, comma-separated", name,
+						MAX_BACKLOGS);
+		}
+		b->n++;
+	}
+	free(copy);
+	if (b->n == 0)
+		return tool_usage_error("%s needs a list like 5,1024", name);
+	return 0;
+}
+
+#define PASS_WHAT "a number (0 to 86400)"
+
+/* --events, --interval, --idle, --ramp: checked loosely here (load/readers
+ * checks them exactly) and passed on as given. */
+static int pass_value(void *ptr, const char *name, const char *v)
+{
+	struct pass *p = ptr;
+	double d;
+	if (tool_parse_seconds(v, 0, 86400, &d) != 0)
+		return tool_usage_error("%s needs %s", name, PASS_WHAT);
+	if (p->n + 2 > 14)
+		return tool_usage_error("too many options");
+	p->v[p->n++] = name;
+	p->v[p->n++] = v;
+	return 0;
+}
+
+/* A flag passed on to load/readers; 0, or -1 when there is no room. */
+static int pass_flag(struct pass *p, const char *flag)
+{
+	if (p->n + 1 > 14)
+		return -1;
+	p->v[p->n++] = flag;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_usage("backlog-experiment", USAGE);
 	long readers = 1000, opens = 1000;
-	long backlogs[MAX_BACKLOGS] = { 5, 1024 };
-	int nb = 2;
-	const char *pass[16];
-	int npass = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			help();
-			return 0;
-		} else if (strcmp(a, "--readers") == 0) {
-			if (!v || tool_parse_long(v, 1, 1000000, &readers) != 0)
-				return tool_usage_error("--readers needs a number 1-1000000");
-			i++;
-		} else if (strcmp(a, "--opens") == 0) {
-			if (!v || tool_parse_long(v, 1, 1000000, &opens) != 0)
-				return tool_usage_error("--opens needs a number 1-1000000");
-			i++;
-		} else if (strcmp(a, "--backlogs") == 0) {
-			if (!v)
-				return tool_usage_error("--backlogs needs a list like 5,1024");
-			nb = 0;
-			char *copy = xstrdup(v), *save = NULL;
-			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-				if (nb == MAX_BACKLOGS || tool_parse_long(t, 1, 1L << 20, &backlogs[nb]) != 0) {
-					free(copy);
-					return tool_usage_error(
-						"--backlogs needs up to 8 numbers 1-1048576, comma-separated");
-				}
-				nb++;
-			}
-			free(copy);
-			if (nb == 0)
-				return tool_usage_error("--backlogs needs a list like 5,1024");
-			i++;
-		} else if (strcmp(a, "--events") == 0 || strcmp(a, "--interval") == 0 || strcmp(a, "--idle") == 0 ||
-			   strcmp(a, "--ramp") == 0) {
-			double d;
-			if (!v || tool_parse_seconds(v, 0, 86400, &d) != 0)
-				return tool_usage_error("--events, --interval, --idle and --ramp need a number");
-			if (npass + 2 > 14)
-				return tool_usage_error("too many options");
-			pass[npass++] = a;
-			pass[npass++] = v;
-			i++;
-		} else if (strcmp(a, "--post") == 0 || strcmp(a, "--no-floor") == 0) {
-			if (npass + 1 > 14)
-				return tool_usage_error("too many options");
-			pass[npass++] = a;
-		} else {
-			return tool_usage_error("unknown argument '%s'", a);
-		}
-	}
+	struct backlogs asked = { { 5, 1024 }, 2 };
+	struct pass pass = { { NULL }, 0 };
+	int post = 0, no_floor = 0;
+	const struct tool_opt opts[] = {
+		TOOL_LONG("--readers", &readers, 1, 1000000, "a number",
+			  "  --readers N     readers to open (default 1000)\n"),
+		TOOL_LONG("--opens", &opens, 1, 1000000, "a number",
+			  "  --opens N       sequential connects for open-only (default 1000)\n"),
+		TOOL_CALL("--backlogs", &asked, take_backlogs, "a list like 5,1024",
+			  "  --backlogs LIST comma-separated backlogs (default 5,1024; at most 8)\n"),
+		TOOL_CALL("--events", &pass, pass_value, PASS_WHAT,
+			  "  --events K, --interval S, --idle S, --ramp M, --post, --no-floor\n"
+			  "                  passed to load/readers (see load/readers --help)\n"),
+		TOOL_CALL("--interval", &pass, pass_value, PASS_WHAT, NULL),
+		TOOL_CALL("--idle", &pass, pass_value, PASS_WHAT, NULL),
+		TOOL_CALL("--ramp", &pass, pass_value, PASS_WHAT, NULL),
+		TOOL_FLAG("--post", &post, NULL),
+		TOOL_FLAG("--no-floor", &no_floor, NULL),
+		TOOL_HELP("  --help          this text\n"),
+		TOOL_END,
+	};
+	int rc = tool_opt_parse(opts, argc, argv, help);
+	if (rc >= 0)
+		return rc;
+	if ((post && pass_flag(&pass, "--post") != 0) || (no_floor && pass_flag(&pass, "--no-floor") != 0))
+		return tool_usage_error("too many options");
+	long *backlogs = asked.v;
+	int nb = asked.n;
+	int npass = pass.n;
 	long need = readers > opens ? readers : opens;
 	char what[64];
 	snprintf(what, sizeof(what), "%ld connections", need);
@@ -240,7 +269,7 @@ int main(int argc, char **argv)
 		ra[n++] = "--run";
 		ra[n++] = label;
 		for (int j = 0; j < npass; j++)
-			ra[n++] = pass[j];
+			ra[n++] = pass.v[j];
 		ra[n] = NULL;
 		/* Opens failing behind a small backlog are the finding, not a
 		 * failure; a run that says nothing, or the largest backlog failing,

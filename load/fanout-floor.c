@@ -5,7 +5,7 @@
  * round: the writer's loop time and CPU, and the time until the last reader
  * has the message; the median of several rounds is the floor. No server can
  * deliver one event to N readers faster than this on the same machine. */
-#include "proc.h"
+#include "tool.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,7 +28,7 @@
 
 static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--unix] [--json]\n";
 
-static void help(void)
+static void help(const struct tool_opt *t)
 {
 	printf("%s", USAGE);
 	printf("\n"
@@ -37,14 +37,10 @@ static void help(void)
 	       "a second process reads the other ends. Prints the writer's loop time, its\n"
 	       "CPU, and the time until the last reader has the message (median, min and\n"
 	       "max of R rounds) as a markdown table and one JSON line.\n"
-	       "\n"
-	       "  N             socket pairs (1 to 500000; each process holds N descriptors)\n"
-	       "  --rounds R    rounds to take the median of (default 7)\n"
-	       "  --unix        unix stream socket pairs instead of loopback TCP\n"
-	       "  --json        only the JSON line\n"
-	       "  --help        this text\n"
-	       "Exit status: 0; 1 when the pairs cannot be set up; 2 usage.\n",
+	       "\n",
 	       MSG_LEN);
+	tool_opt_help(t);
+	printf("Exit status: 0; 1 when the pairs cannot be set up; 2 usage.\n");
 }
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -170,27 +166,19 @@ int main(int argc, char **argv)
 	tool_usage("fanout-floor", USAGE);
 	long n = -1, rounds = 7;
 	int json_only = 0, use_unix = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			help();
-			return 0;
-		} else if (strcmp(a, "--rounds") == 0) {
-			if (!v || tool_parse_long(v, 1, 1000, &rounds) != 0)
-				return tool_usage_error("--rounds needs a number 1-1000");
-			i++;
-		} else if (strcmp(a, "--json") == 0) {
-			json_only = 1;
-		} else if (strcmp(a, "--unix") == 0) {
-			use_unix = 1;
-		} else if (a[0] != '-' && n < 0) {
-			if (tool_parse_long(a, 1, 500000, &n) != 0)
-				return tool_usage_error("N must be a number from 1 to 500000");
-		} else {
-			return tool_usage_error("unknown argument '%s'", a);
-		}
-	}
+	const struct tool_opt opts[] = {
+		TOOL_LONG("N", &n, 1, 500000, "a number",
+			  "  N             socket pairs (1 to 500000; each process holds N descriptors)\n"),
+		TOOL_LONG("--rounds", &rounds, 1, 1000, "a number",
+			  "  --rounds R    rounds to take the median of (default 7)\n"),
+		TOOL_FLAG("--unix", &use_unix, "  --unix        unix stream socket pairs instead of loopback TCP\n"),
+		TOOL_FLAG("--json", &json_only, "  --json        only the JSON line\n"),
+		TOOL_HELP("  --help        this text\n"),
+		TOOL_END,
+	};
+	int rc = tool_opt_parse(opts, argc, argv, help);
+	if (rc >= 0)
+		return rc;
 	if (n < 0)
 		return tool_usage_error("say how many socket pairs (N)");
 	char what[64];
@@ -230,7 +218,7 @@ int main(int argc, char **argv)
 	}
 	int lfd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	long somax = 4096;
-	proc_sys_long("net.core.somaxconn", &somax);
+	procstat_sysctl("net.core.somaxconn", &somax);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) != 0 || listen(lfd, (int)(n < somax ? n : somax)) != 0 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		fprintf(stderr, "fanout-floor: listener: %s\n", strerror(errno));
@@ -261,7 +249,7 @@ int main(int argc, char **argv)
 	close(go[0]);
 
 	int *fds = xmalloc((size_t)n * sizeof(*fds));
-	int rc = 1;
+	rc = 1;
 	long accepted = 0;
 	for (; accepted < n; accepted++) {
 		fds[accepted] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);

@@ -2,7 +2,7 @@
  * plain loop (no concurrency on the client side), each timed, with the
  * kernel's ListenOverflows and ListenDrops read before and after, so a slow
  * connect can be matched to a dropped handshake instead of guessed at. */
-#include "proc.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,7 +15,7 @@
 static const char USAGE[] = "usage: load/open-only N [--server ADDR] [--backlog B] [--timeout SECONDS] [--close] "
 			    "[--run LABEL] [--keep]\n";
 
-static void help(void)
+static void help(const struct tool_opt *t)
 {
 	printf("%s", USAGE);
 	printf("\n"
@@ -24,19 +24,9 @@ static void help(void)
 	       "before and after. Prints the backlog, the total time, how many connects\n"
 	       "took longer than 0.5 s, and both counters' deltas, as a markdown table and\n"
 	       "one JSON line. Connections stay open until the end (see --close).\n"
-	       "\n"
-	       "  N                 connects to make (1 to 1000000)\n"
-	       "  --server ADDR     127.0.0.1:PORT, [::1]:PORT or unix:/path; without it a\n"
-	       "                    herald is started on a temporary database and stopped after\n"
-	       "  --backlog B       backlog for the herald started here (default $BACKLOG or\n"
-	       "                    1024); with --server, the backlog to print when the socket's\n"
-	       "                    own cannot be read\n"
-	       "  --timeout S       give up on one connect after S seconds (default 30)\n"
-	       "  --close           close each connection right after it connects\n"
-	       "  --run LABEL       the label of this run in the JSON line\n"
-	       "  --keep            keep the started herald's temporary folder\n"
-	       "  --help            this text\n"
-	       "The counters are the whole network namespace's: other traffic adds to them.\n"
+	       "\n");
+	tool_opt_help(t);
+	printf("The counters are the whole network namespace's: other traffic adds to them.\n"
 	       "Exit status: 0; 1 when a connect failed; 2 usage.\n");
 	tool_herald_help();
 }
@@ -107,41 +97,27 @@ int main(int argc, char **argv)
 	double timeout = 30;
 	int close_each = 0, keep = 0;
 	const char *server = NULL, *label = "1";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			help();
-			return 0;
-		} else if (strcmp(a, "--server") == 0) {
-			if (!v)
-				return tool_usage_error("--server needs an address");
-			server = v;
-			i++;
-		} else if (strcmp(a, "--backlog") == 0) {
-			if (!v || tool_parse_long(v, 1, 1L << 20, &backlog_arg) != 0)
-				return tool_usage_error("--backlog needs a number 1-1048576");
-			i++;
-		} else if (strcmp(a, "--timeout") == 0) {
-			if (!v || tool_parse_seconds(v, 0.01, 3600, &timeout) != 0)
-				return tool_usage_error("--timeout needs seconds (0.01 to 3600)");
-			i++;
-		} else if (strcmp(a, "--run") == 0) {
-			if (!v)
-				return tool_usage_error("--run needs a label");
-			label = v;
-			i++;
-		} else if (strcmp(a, "--close") == 0) {
-			close_each = 1;
-		} else if (strcmp(a, "--keep") == 0) {
-			keep = 1;
-		} else if (a[0] != '-' && n < 0) {
-			if (tool_parse_long(a, 1, 1000000, &n) != 0)
-				return tool_usage_error("N must be a number from 1 to 1000000");
-		} else {
-			return tool_usage_error("unknown argument '%s'", a);
-		}
-	}
+	const struct tool_opt opts[] = {
+		TOOL_LONG("N", &n, 1, 1000000, "a number", "  N                 connects to make (1 to 1000000)\n"),
+		TOOL_STRING("--server", &server, "an address",
+			    "  --server ADDR     127.0.0.1:PORT, [::1]:PORT or unix:/path; without it a\n"
+			    "                    herald is started on a temporary database and stopped after\n"),
+		TOOL_LONG("--backlog", &backlog_arg, 1, 1L << 20, "a number",
+			  "  --backlog B       backlog for the herald started here (default $BACKLOG or\n"
+			  "                    1024); with --server, the backlog to print when the socket's\n"
+			  "                    own cannot be read\n"),
+		TOOL_SECONDS("--timeout", &timeout, 0.01, 3600,
+			     "  --timeout S       give up on one connect after S seconds (default 30)\n"),
+		TOOL_FLAG("--close", &close_each,
+			  "  --close           close each connection right after it connects\n"),
+		TOOL_STRING("--run", &label, "a label", "  --run LABEL       the label of this run in the JSON line\n"),
+		TOOL_FLAG("--keep", &keep, "  --keep            keep the started herald's temporary folder\n"),
+		TOOL_HELP("  --help            this text\n"),
+		TOOL_END,
+	};
+	int rc = tool_opt_parse(opts, argc, argv, help);
+	if (rc >= 0)
+		return rc;
 	if (n < 0)
 		return tool_usage_error("say how many connects (N)");
 	struct tool_addr addr;
@@ -177,7 +153,7 @@ int main(int argc, char **argv)
 	int first_other = 0;
 	fprintf(stderr, "open-only: %ld connects to %s, one after another\n", n, addr.text);
 
-	long long ovf0 = proc_tcpext_now("ListenOverflows"), drop0 = proc_tcpext_now("ListenDrops");
+	long long ovf0 = tool_tcpext_now("ListenOverflows"), drop0 = tool_tcpext_now("ListenDrops");
 	double t0 = tool_now_s();
 	for (long i = 0; i < n && !stop_flag; i++) {
 		double c0 = tool_now_s();
@@ -207,7 +183,7 @@ int main(int argc, char **argv)
 		}
 	}
 	double total = tool_now_s() - t0;
-	long long ovf1 = proc_tcpext_now("ListenOverflows"), drop1 = proc_tcpext_now("ListenDrops");
+	long long ovf1 = tool_tcpext_now("ListenOverflows"), drop1 = tool_tcpext_now("ListenDrops");
 	for (long i = 0; i < done; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

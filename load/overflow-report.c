@@ -3,7 +3,7 @@
  * queues, and every listening socket's accept queue, TCP and unix, through
  * sock_diag netlink, once or as deltas per interval, and ends with sentences
  * saying what the numbers mean. */
-#include "proc.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@ static const char USAGE[] =
 	"usage: load/overflow-report [--port P]... [--socket PATH]... [--backlog N] [--watch SECONDS [--count K]]\n"
 	"       [--json]\n";
 
-static void help(void)
+static void help(const struct tool_opt *t)
 {
 	printf("%s", USAGE);
 	printf("\n"
@@ -36,16 +36,9 @@ static void help(void)
 	       "they mean. Counters are since boot for this network namespace; --watch shows\n"
 	       "deltas. The counters are TCP's; a full unix accept queue makes connect()\n"
 	       "wait or fail with EAGAIN instead, and shows only in its queue.\n"
-	       "\n"
-	       "  --port P          only TCP listeners on port P (may be repeated)\n"
-	       "  --socket PATH     only the unix listener at PATH (may be repeated)\n"
-	       "                    (without --port or --socket: every listener)\n"
-	       "  --backlog N       the backlog the server asked for, to say if it was capped\n"
-	       "  --watch SECONDS   print deltas every SECONDS until interrupted\n"
-	       "  --count K         with --watch: stop after K intervals\n"
-	       "  --json            one JSON object (per interval with --watch)\n"
-	       "  --help            this text\n"
-	       "Exit status: 0; 1 when a --port or --socket has no listener or the kernel cannot\n"
+	       "\n");
+	tool_opt_help(t);
+	printf("Exit status: 0; 1 when a --port or --socket has no listener or the kernel cannot\n"
 	       "be read; 2 usage.\n");
 }
 
@@ -53,37 +46,43 @@ struct snapshot {
 	long long ctr[NCOUNTERS];
 	long sys[NSYSCTLS];
 	int sys_ok[NSYSCTLS];
-	struct proc_listener *ls;
+	struct sockdiag_listener *ls;
+	struct tool_owner *own; /* ls[i]'s process in own[i] */
 	int nls;
 };
 
-static int ports[MAX_PORTS];
-static int nports;
-static const char *sockets[MAX_SOCKETS];
-static int nsockets;
-static long asked_backlog;
-static int need_owners; /* the output names each listener's process */
+/* What the command line asked about. */
+struct asked {
+	int ports[MAX_PORTS];
+	int nports;
+	const char *sockets[MAX_SOCKETS];
+	int nsockets;
+	long backlog;
+	int need_owners; /* the output names each listener's process */
+};
+
+static struct asked asked;
 
 /* Whether l is one the command line asked about (every one when it named
  * none). */
-static int wanted(const struct proc_listener *l)
+static int wanted(const struct sockdiag_listener *l)
 {
-	if (nports == 0 && nsockets == 0)
+	if (asked.nports == 0 && asked.nsockets == 0)
 		return 1;
 	if (l->family == AF_UNIX) {
-		for (int i = 0; i < nsockets; i++)
-			if (proc_unix_listener_is(l, sockets[i]))
+		for (int i = 0; i < asked.nsockets; i++)
+			if (sockdiag_unix_is(l, asked.sockets[i]))
 				return 1;
 		return 0;
 	}
-	for (int i = 0; i < nports; i++)
-		if (ports[i] == l->port)
+	for (int i = 0; i < asked.nports; i++)
+		if (asked.ports[i] == l->port)
 			return 1;
 	return 0;
 }
 
 /* Append the wanted ones of a sock_diag listing (n < 0: its error) to s. */
-static void keep_wanted(struct snapshot *s, struct proc_listener *all, int n, const char *what)
+static void keep_wanted(struct snapshot *s, struct sockdiag_listener *all, int n, const char *what)
 {
 	if (n < 0) {
 		fprintf(stderr, "overflow-report: sock_diag (%s): %s\n", what, strerror(-n));
@@ -100,10 +99,10 @@ static void keep_wanted(struct snapshot *s, struct proc_listener *all, int n, co
 static int asked_missing(const struct snapshot *s, int i_port, int i_socket)
 {
 	for (int j = 0; j < s->nls; j++) {
-		const struct proc_listener *l = &s->ls[j];
-		if (i_port >= 0 && l->family != AF_UNIX && l->port == ports[i_port])
+		const struct sockdiag_listener *l = &s->ls[j];
+		if (i_port >= 0 && l->family != AF_UNIX && l->port == asked.ports[i_port])
 			return 0;
-		if (i_socket >= 0 && proc_unix_listener_is(l, sockets[i_socket]))
+		if (i_socket >= 0 && sockdiag_unix_is(l, asked.sockets[i_socket]))
 			return 0;
 	}
 	return 1;
@@ -112,27 +111,38 @@ static int asked_missing(const struct snapshot *s, int i_port, int i_socket)
 static int take(struct snapshot *s)
 {
 	memset(s, 0, sizeof(*s));
-	struct proc_tcpext t;
-	int rc = proc_tcpext_read(&t);
+	struct procstat_tcpext t;
+	int rc = procstat_tcpext_read(&t);
 	for (size_t i = 0; i < NCOUNTERS; i++)
-		s->ctr[i] = rc == 0 ? proc_tcpext_get(&t, COUNTERS[i]) : -1;
+		s->ctr[i] = rc == 0 ? procstat_tcpext_get(&t, COUNTERS[i]) : -1;
 	if (rc == 0)
-		proc_tcpext_free(&t);
+		procstat_tcpext_free(&t);
 	for (size_t i = 0; i < NSYSCTLS; i++)
-		s->sys_ok[i] = proc_sys_long(SYSCTLS[i], &s->sys[i]) == 0;
-	struct proc_listener *all = NULL;
+		s->sys_ok[i] = procstat_sysctl(SYSCTLS[i], &s->sys[i]) == 0;
+	struct sockdiag_listener *all = NULL;
 	s->ls = xcalloc(1, sizeof(*s->ls));
-	if (nports > 0 || nsockets == 0) {
-		int n = proc_listeners(&all);
+	if (asked.nports > 0 || asked.nsockets == 0) {
+		int n = sockdiag_tcp_listeners(&all);
 		keep_wanted(s, all, n, "TCP");
 	}
-	if (nsockets > 0 || nports == 0) {
-		int n = proc_unix_listeners(&all);
+	if (asked.nsockets > 0 || asked.nports == 0) {
+		int n = sockdiag_unix_listeners(&all);
 		keep_wanted(s, all, n, "unix");
 	}
-	if (need_owners)
-		proc_listener_owners(s->ls, s->nls);
+	s->own = xcalloc((size_t)s->nls + 1, sizeof(*s->own));
+	for (int i = 0; i < s->nls; i++)
+		s->own[i].inode = s->ls[i].inode;
+	if (asked.need_owners)
+		tool_socket_owners(s->own, s->nls);
 	return rc;
+}
+
+static void snapshot_free(struct snapshot *s)
+{
+	free(s->ls);
+	free(s->own);
+	s->ls = NULL;
+	s->own = NULL;
 }
 
 /* Plain sentences about a window of counters (totals or deltas). Each goes to
@@ -146,14 +156,14 @@ static int explain(const struct snapshot *now, const long long *d, const char *w
 	long long ovf = d[0], drops = d[1], bdrop = d[2], reqdrop = d[3], reqcook = d[4], cook = d[5];
 
 	for (int i = 0; i < now->nls && n < max; i++) {
-		const struct proc_listener *l = &now->ls[i];
-		if (asked_backlog > 0 && (long)l->max < asked_backlog && somax >= 0 && (long)l->max == somax)
+		const struct sockdiag_listener *l = &now->ls[i];
+		if (asked.backlog > 0 && (long)l->max < asked.backlog && somax >= 0 && (long)l->max == somax)
 			snprintf(out[n++], 400, "%s: backlog %ld is capped to %u by net.core.somaxconn.", l->name,
-				 asked_backlog, l->max);
-		else if (asked_backlog > 0 && (long)l->max != asked_backlog && n < max)
+				 asked.backlog, l->max);
+		else if (asked.backlog > 0 && (long)l->max != asked.backlog && n < max)
 			snprintf(out[n++], 400, "%s: its accept queue holds %u, not the %ld asked for.", l->name,
-				 l->max, asked_backlog);
-		else if (asked_backlog <= 0 && somax > 0 && (long)l->max == somax && n < max)
+				 l->max, asked.backlog);
+		else if (asked.backlog <= 0 && somax > 0 && (long)l->max == somax && n < max)
 			snprintf(out[n++], 400,
 				 "%s: its accept queue maximum equals net.core.somaxconn (%ld), so a larger "
 				 "backlog may have been asked for and capped.",
@@ -175,12 +185,12 @@ static int explain(const struct snapshot *now, const long long *d, const char *w
 				 "accepting as fast as connections arrive.",
 				 l->name, l->queued, l->max);
 	}
-	for (int i = 0; i < nports && n < max; i++)
+	for (int i = 0; i < asked.nports && n < max; i++)
 		if (asked_missing(now, i, -1))
-			snprintf(out[n++], 400, "No TCP socket is listening on port %d.", ports[i]);
-	for (int i = 0; i < nsockets && n < max; i++)
+			snprintf(out[n++], 400, "No TCP socket is listening on port %d.", asked.ports[i]);
+	for (int i = 0; i < asked.nsockets && n < max; i++)
 		if (asked_missing(now, -1, i))
-			snprintf(out[n++], 400, "No unix socket is listening at %s.", sockets[i]);
+			snprintf(out[n++], 400, "No unix socket is listening at %s.", asked.sockets[i]);
 	if (somax >= 0 && somax < 1024 && n < max)
 		snprintf(out[n++], 400,
 			 "net.core.somaxconn is %ld: herald's default backlog 1024 is capped to %ld; "
@@ -228,37 +238,23 @@ static int explain(const struct snapshot *now, const long long *d, const char *w
 	return n;
 }
 
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
-		else
-			putchar(*s);
-	}
-	putchar('"');
-}
-
 static void print_listeners_json(const struct snapshot *s)
 {
 	printf("\"listeners\":[");
 	for (int i = 0; i < s->nls; i++) {
-		const struct proc_listener *l = &s->ls[i];
+		const struct sockdiag_listener *l = &s->ls[i];
 		printf("%s{\"family\":\"%s\",\"addr\":", i ? "," : "", l->family == AF_UNIX ? "unix" : "tcp");
-		json_str(l->addr);
+		tool_json_str(stdout, l->addr);
 		if (l->family == AF_UNIX) {
 			printf(",\"port\":null,\"path\":");
-			json_str(l->path);
+			tool_json_str(stdout, l->path);
 		} else {
 			printf(",\"port\":%d", l->port);
 		}
 		printf(",\"name\":");
-		json_str(l->name);
-		printf(",\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", l->queued, l->max, (int)l->owner);
-		json_str(l->comm);
+		tool_json_str(stdout, l->name);
+		printf(",\"queued\":%u,\"max\":%u,\"pid\":%d,\"process\":", l->queued, l->max, (int)s->own[i].pid);
+		tool_json_str(stdout, s->own[i].comm);
 		printf("}");
 	}
 	printf("]");
@@ -271,7 +267,7 @@ static void print_notes(char notes[][400], int n, int json)
 		for (int i = 0; i < n; i++) {
 			if (i)
 				putchar(',');
-			json_str(notes[i]);
+			tool_json_str(stdout, notes[i]);
 		}
 		printf("]");
 		return;
@@ -317,14 +313,14 @@ static void print_once(const struct snapshot *s, int json)
 			printf("| %s | n/a |\n", SYSCTLS[i]);
 	printf("\n| listening socket | process | accept queue now | accept queue max (backlog) |\n|---|---|---|---|\n");
 	for (int i = 0; i < s->nls; i++) {
-		const struct proc_listener *l = &s->ls[i];
+		const struct sockdiag_listener *l = &s->ls[i];
 		char who[96] = "?";
-		if (l->owner > 0)
-			snprintf(who, sizeof(who), "%s (pid %d)", l->comm, (int)l->owner);
+		if (s->own[i].pid > 0)
+			snprintf(who, sizeof(who), "%s (pid %d)", s->own[i].comm, (int)s->own[i].pid);
 		printf("| %s | %s | %u | %u |\n", l->name, who, l->queued, l->max);
 	}
 	if (s->nls == 0)
-		printf("| (none%s) | | | |\n", nports || nsockets ? " of those asked for" : "");
+		printf("| (none%s) | | | |\n", asked.nports || asked.nsockets ? " of those asked for" : "");
 	print_notes(notes, nn, 0);
 }
 
@@ -387,7 +383,7 @@ static int watch(double interval, long count, int json)
 			printf(" |\n");
 		}
 		fflush(stdout);
-		free(prev.ls);
+		snapshot_free(&prev);
 		prev = cur;
 		done++;
 	}
@@ -398,7 +394,32 @@ static int watch(double interval, long count, int json)
 		int nn = explain(&prev, total, window, notes, 64);
 		print_notes(notes, nn, 0);
 	}
-	free(prev.ls);
+	snapshot_free(&prev);
+	return 0;
+}
+
+/* --port P: one more TCP port to report on. */
+static int add_port(void *ptr, const char *name, const char *v)
+{
+	struct asked *a = ptr;
+	long p;
+	if (tool_parse_long(v, 1, 65535, &p) != 0)
+		return tool_usage_error("%s needs a port number 1-65535", name);
+	if (a->nports == MAX_PORTS)
+		return tool_usage_error("at most %d %s", MAX_PORTS, name);
+	a->ports[a->nports++] = (int)p;
+	return 0;
+}
+
+/* --socket PATH: one more unix listener to report on. */
+static int add_socket(void *ptr, const char *name, const char *v)
+{
+	struct asked *a = ptr;
+	if (!*v)
+		return tool_usage_error("%s needs the path of a unix socket", name);
+	if (a->nsockets == MAX_SOCKETS)
+		return tool_usage_error("at most %d %s", MAX_SOCKETS, name);
+	a->sockets[a->nsockets++] = v;
 	return 0;
 }
 
@@ -408,62 +429,42 @@ int main(int argc, char **argv)
 	double interval = 0;
 	long count = 0;
 	int json = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			help();
-			return 0;
-		} else if (strcmp(a, "--json") == 0) {
-			json = 1;
-		} else if (strcmp(a, "--port") == 0) {
-			long p;
-			if (!v || tool_parse_long(v, 1, 65535, &p) != 0)
-				return tool_usage_error("--port needs a port number 1-65535");
-			if (nports == MAX_PORTS)
-				return tool_usage_error("at most 16 --port");
-			ports[nports++] = (int)p;
-			i++;
-		} else if (strcmp(a, "--socket") == 0) {
-			if (!v || !*v)
-				return tool_usage_error("--socket needs the path of a unix socket");
-			if (nsockets == MAX_SOCKETS)
-				return tool_usage_error("at most 16 --socket");
-			sockets[nsockets++] = v;
-			i++;
-		} else if (strcmp(a, "--backlog") == 0) {
-			if (!v || tool_parse_long(v, 1, 1L << 30, &asked_backlog) != 0)
-				return tool_usage_error("--backlog needs a positive number");
-			i++;
-		} else if (strcmp(a, "--watch") == 0) {
-			if (!v || tool_parse_seconds(v, 0.05, 86400, &interval) != 0)
-				return tool_usage_error("--watch needs seconds (0.05 to 86400)");
-			i++;
-		} else if (strcmp(a, "--count") == 0) {
-			if (!v || tool_parse_long(v, 1, 1L << 30, &count) != 0)
-				return tool_usage_error("--count needs a positive number");
-			i++;
-		} else {
-			return tool_usage_error("unknown argument '%s'", a);
-		}
-	}
+	const struct tool_opt opts[] = {
+		TOOL_CALL("--port", &asked, add_port, "a port number 1-65535",
+			  "  --port P          only TCP listeners on port P (may be repeated)\n"),
+		TOOL_CALL("--socket", &asked, add_socket, "the path of a unix socket",
+			  "  --socket PATH     only the unix listener at PATH (may be repeated)\n"
+			  "                    (without --port or --socket: every listener)\n"),
+		TOOL_LONG("--backlog", &asked.backlog, 1, 1L << 30, "a number",
+			  "  --backlog N       the backlog the server asked for, to say if it was capped\n"),
+		TOOL_SECONDS("--watch", &interval, 0.05, 86400,
+			     "  --watch SECONDS   print deltas every SECONDS until interrupted\n"),
+		TOOL_LONG("--count", &count, 1, 1L << 30, "a number",
+			  "  --count K         with --watch: stop after K intervals\n"),
+		TOOL_FLAG("--json", &json, "  --json            one JSON object (per interval with --watch)\n"),
+		TOOL_HELP("  --help            this text\n"),
+		TOOL_END,
+	};
+	int rc = tool_opt_parse(opts, argc, argv, help);
+	if (rc >= 0)
+		return rc;
 	if (count > 0 && interval <= 0)
 		return tool_usage_error("--count goes with --watch");
-	need_owners = json || interval <= 0;
+	asked.need_owners = json || interval <= 0;
 	if (interval > 0) {
 		tool_catch_signals(&stop_flag);
 		return watch(interval, count, json);
 	}
 	struct snapshot s;
-	int rc = take(&s);
+	rc = take(&s);
 	if (rc != 0)
 		fprintf(stderr, "overflow-report: cannot read /proc/net/netstat: %s\n", strerror(-rc));
 	print_once(&s, json);
 	int missing = 0;
-	for (int i = 0; i < nports; i++)
+	for (int i = 0; i < asked.nports; i++)
 		missing |= asked_missing(&s, i, -1);
-	for (int i = 0; i < nsockets; i++)
+	for (int i = 0; i < asked.nsockets; i++)
 		missing |= asked_missing(&s, -1, i);
-	free(s.ls);
+	snapshot_free(&s);
 	return (rc != 0 || missing) ? 1 : 0;
 }

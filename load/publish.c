@@ -11,7 +11,7 @@
  * its FIFO as network errors. Either way it is reopened while work is left.
  * A connect that fails uses up one request, so a dead server ends the run
  * instead of spinning. */
-#include "proc.h"
+#include "tool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -27,7 +27,7 @@ static const char USAGE[] =
 	"usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
 	"       [--public] [--timeout S] [--backlog B] [--run LABEL] [--keep]\n";
 
-static void help(void)
+static void help(const struct tool_opt *t)
 {
 	printf("%s", USAGE);
 	printf("\n"
@@ -39,22 +39,9 @@ static void help(void)
 	       "401 or 403 is explained once. Without --server a herald is started on a\n"
 	       "temporary database and stopped after; its rows are counted at the end (with\n"
 	       "--server, only given --db; otherwise the JSON says \"rows\":null and why).\n"
-	       "\n"
-	       "  N              requests (1 to 10000000)\n"
-	       "  -c, --concurrency C   requests in flight at most (default 64, at most N)\n"
-	       "  -k, --connections K   keep-alive connections (default 16, at most C)\n"
-	       "  --server ADDR  127.0.0.1:PORT, [::1]:PORT, unix:/path, or\n"
-	       "                 http://127.0.0.1:PORT/api/events\n"
-	       "  --db PATH      with --server: count the rows in this database afterwards\n"
-	       "  --token T      send Authorization: Bearer T (herald's publish_token)\n"
-	       "  --size BYTES   data length of each event (default 32)\n"
-	       "  --public       publish public events (default: not public)\n"
-	       "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"
-	       "  --backlog B    listen backlog of the herald started here (default $BACKLOG or 1024)\n"
-	       "  --run LABEL    the label of this run in the JSON line\n"
-	       "  --keep         keep the started herald's temporary folder\n"
-	       "  --help         this text\n"
-	       "Exit status: 0 when every request got a 2xx; 1 otherwise; 2 usage.\n");
+	       "\n");
+	tool_opt_help(t);
+	printf("Exit status: 0 when every request got a 2xx; 1 otherwise; 2 usage.\n");
 	tool_herald_help();
 }
 
@@ -427,6 +414,15 @@ static void token_hint(char *out, size_t len)
 			 "there and pass it with --token T.");
 }
 
+/* --token: sent in a header line, so no line breaks. */
+static int take_token(void *ptr, const char *name, const char *v)
+{
+	if (strpbrk(v, "\r\n"))
+		return tool_usage_error("%s needs a value without line breaks", name);
+	*(const char **)ptr = v;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	tool_usage("publish", USAGE);
@@ -435,66 +431,50 @@ int main(int argc, char **argv)
 	int keep = 0;
 	N = -1;
 	C = 64;
-	K = 16;
-	int k_given = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			help();
-			return 0;
-		} else if (strcmp(a, "-c") == 0 || strcmp(a, "--concurrency") == 0) {
-			if (!v || tool_parse_long(v, 1, 100000, &C) != 0)
-				return tool_usage_error("-c needs a number 1-100000");
-			i++;
-		} else if (strcmp(a, "-k") == 0 || strcmp(a, "--connections") == 0) {
-			if (!v || tool_parse_long(v, 1, 100000, &K) != 0)
-				return tool_usage_error("-k needs a number 1-100000");
-			k_given = 1;
-			i++;
-		} else if (strcmp(a, "--server") == 0) {
-			if (!v)
-				return tool_usage_error("--server needs an address");
-			server = v;
-			i++;
-		} else if (strcmp(a, "--db") == 0) {
-			if (!v)
-				return tool_usage_error("--db needs a path");
-			dbpath = v;
-			i++;
-		} else if (strcmp(a, "--token") == 0) {
-			if (!v || strpbrk(v, "\r\n"))
-				return tool_usage_error("--token needs a value without line breaks");
-			token = v;
-			i++;
-		} else if (strcmp(a, "--size") == 0) {
-			if (!v || tool_parse_long(v, 1, 4000, &size) != 0)
-				return tool_usage_error("--size needs a number 1-4000");
-			i++;
-		} else if (strcmp(a, "--timeout") == 0) {
-			if (!v || tool_parse_seconds(v, 0.01, 3600, &timeout_s) != 0)
-				return tool_usage_error("--timeout needs seconds");
-			i++;
-		} else if (strcmp(a, "--backlog") == 0) {
-			if (!v || tool_parse_long(v, 1, 1L << 20, &backlog_arg) != 0)
-				return tool_usage_error("--backlog needs a number 1-1048576");
-			i++;
-		} else if (strcmp(a, "--run") == 0) {
-			if (!v)
-				return tool_usage_error("--run needs a label");
-			label = v;
-			i++;
-		} else if (strcmp(a, "--public") == 0) {
-			public_events = 1;
-		} else if (strcmp(a, "--keep") == 0) {
-			keep = 1;
-		} else if (a[0] != '-' && N < 0) {
-			if (tool_parse_long(a, 1, 10000000, &N) != 0)
-				return tool_usage_error("N must be a number from 1 to 10000000");
-		} else {
-			return tool_usage_error("unknown argument '%s'", a);
-		}
-	}
+	K = 0; /* 0: not given, 16 unless -c is smaller */
+	const struct tool_opt opts[] = {
+		TOOL_LONG("N", &N, 1, 10000000, "a number", "  N              requests (1 to 10000000)\n"),
+		{ .name = "--concurrency",
+		  .short_name = 'c',
+		  .kind = TOOL_OPT_LONG,
+		  .ptr = &C,
+		  .min = 1,
+		  .max = 100000,
+		  .what = "a number",
+		  .help = "  -c, --concurrency C   requests in flight at most (default 64, at most N)\n" },
+		{ .name = "--connections",
+		  .short_name = 'k',
+		  .kind = TOOL_OPT_LONG,
+		  .ptr = &K,
+		  .min = 1,
+		  .max = 100000,
+		  .what = "a number",
+		  .help = "  -k, --connections K   keep-alive connections (default 16, at most C)\n" },
+		TOOL_STRING("--server", &server, "an address",
+			    "  --server ADDR  127.0.0.1:PORT, [::1]:PORT, unix:/path, or\n"
+			    "                 http://127.0.0.1:PORT/api/events\n"),
+		TOOL_STRING("--db", &dbpath, "a path",
+			    "  --db PATH      with --server: count the rows in this database afterwards\n"),
+		TOOL_CALL("--token", &token, take_token, "a value without line breaks",
+			  "  --token T      send Authorization: Bearer T (herald's publish_token)\n"),
+		TOOL_LONG("--size", &size, 1, 4000, "a number",
+			  "  --size BYTES   data length of each event (default 32)\n"),
+		TOOL_FLAG("--public", &public_events, "  --public       publish public events (default: not public)\n"),
+		TOOL_SECONDS("--timeout", &timeout_s, 0.01, 3600,
+			     "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"),
+		TOOL_LONG("--backlog", &backlog_arg, 1, 1L << 20, "a number",
+			  "  --backlog B    listen backlog of the herald started here (default $BACKLOG or 1024)\n"),
+		TOOL_STRING("--run", &label, "a label", "  --run LABEL    the label of this run in the JSON line\n"),
+		TOOL_FLAG("--keep", &keep, "  --keep         keep the started herald's temporary folder\n"),
+		TOOL_HELP("  --help         this text\n"),
+		TOOL_END,
+	};
+	int rc = tool_opt_parse(opts, argc, argv, help);
+	if (rc >= 0)
+		return rc;
+	int k_given = K > 0;
+	if (!k_given)
+		K = 16;
 	if (N < 0)
 		return tool_usage_error("say how many requests (N)");
 	if (K > C) {

@@ -11,7 +11,8 @@
  * with epoll interest following WANT_READ/WANT_WRITE, in the same loop; then
  * reader I/O goes through conn_read()/conn_write() (readers-tls.c).
  *
- * Epoll tags: a reader's index, or UINT64_MAX for the POST publisher. */
+ * Epoll tags: a reader's index, or UINT64_MAX for the socket whose
+ * handler readers.c registered (the POST publisher's). */
 #include "readers.h"
 
 #include <ctype.h>
@@ -28,25 +29,9 @@
 
 #define HEAD_MAX 16384
 
-int ep = -1;
-struct reader *R;
-char request[2048];
-size_t request_len;
-static char rbuf[65536];
-
-/* Counters. */
-long n_settled, n_open, n_opened, n_inflight;
-long errs[E_KINDS], closed_after_open[E_KINDS];
-int first_other_errno;
-long non200[600];
-long n_retry;
-int64_t t_last_open;
-
-static int64_t max_known_id; /* the newest id a publish got */
-
 /* ---- opening and failing readers ----------------------------------------- */
 
-static enum err_kind kind_of(int err)
+static enum err_kind kind_of(struct client *c, int err)
 {
 	switch (err) {
 	case ECONNREFUSED:
@@ -60,13 +45,14 @@ static enum err_kind kind_of(int err)
 	case 0:
 		return E_CLOSED;
 	default:
-		if (!first_other_errno)
-			first_other_errno = err;
+		if (!c->c.first_other_errno)
+			c->c.first_other_errno = err;
 		return E_OTHER;
 	}
 }
 
-void reader_close(struct reader *r)
+/* Close r's socket and free its TLS state and header bytes; no counting. */
+static void reader_close(struct reader *r)
 {
 	if (r->fd >= 0) {
 		close(r->fd); /* closing removes it from epoll */
@@ -79,77 +65,78 @@ void reader_close(struct reader *r)
 }
 
 /* Fail reader r with kind k; an open reader counts as closed after open. */
-void reader_fail(struct reader *r, enum err_kind k)
+static void reader_fail(struct client *c, struct reader *r, enum err_kind k)
 {
 	if (r->state == R_DEAD)
 		return;
 	if (r->state == R_OPEN) {
-		closed_after_open[k]++;
-		n_open--;
+		c->c.closed_after_open[k]++;
+		c->c.open--;
 	} else {
-		errs[k]++;
-		n_settled++;
+		c->c.errs[k]++;
+		c->c.settled++;
 		if (r->state >= R_CONNECTING)
-			n_inflight--;
+			c->c.inflight--;
 	}
 	r->state = R_DEAD;
 	reader_close(r);
 }
 
-void reader_connect(long i)
+/* Start connecting reader i (R_NEW or R_RETRY); failures are counted. */
+static void reader_connect(struct client *c, long i)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	if (r->state == R_NEW) {
 		r->t_start = tool_now_ns();
-		n_inflight++;
+		c->c.inflight++;
 	}
 	r->state = R_CONNECTING;
-	r->fd = socket(target.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	r->fd = socket(c->target.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (r->fd < 0) {
-		reader_fail(r, kind_of(errno));
+		reader_fail(c, r, kind_of(c, errno));
 		return;
 	}
-	if (opt.sources > 1 && target.family == AF_INET) {
+	if (c->sources > 1 && c->target.family == AF_INET) {
 		/* Spread over 127.0.0.x; the port is picked at connect time so that
 		 * each source address has its own ephemeral range. */
 		int one = 1;
 		setsockopt(r->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 		struct sockaddr_in src = { .sin_family = AF_INET };
-		src.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(i % opt.sources));
+		src.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(i % c->sources));
 		if (bind(r->fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
-			reader_fail(r, kind_of(errno));
+			reader_fail(c, r, kind_of(c, errno));
 			return;
 		}
 	}
-	int rc = connect(r->fd, (struct sockaddr *)&target.sa, target.len);
-	if (rc != 0 && errno == EAGAIN && target.family == AF_UNIX) {
+	int rc = connect(r->fd, (struct sockaddr *)&c->target.sa, c->target.len);
+	if (rc != 0 && errno == EAGAIN && c->target.family == AF_UNIX) {
 		/* A full unix listener queue refuses instead of queueing us:
 		 * back off and try again, as a blocking client would wait. */
 		close(r->fd);
 		r->fd = -1;
 		r->state = R_RETRY;
-		n_retry++;
+		c->c.retry++;
 		return;
 	}
 	if (rc != 0 && errno != EINPROGRESS) {
-		reader_fail(r, kind_of(errno));
+		reader_fail(c, r, kind_of(c, errno));
 		return;
 	}
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = (uint64_t)i };
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &ev) != 0)
-		reader_fail(r, kind_of(errno));
+	if (epoll_ctl(c->ep, EPOLL_CTL_ADD, r->fd, &ev) != 0)
+		reader_fail(c, r, kind_of(c, errno));
 }
 
-static void send_request(long i);
+static void send_request(struct client *c, long i);
 
 /* Drive the TLS handshake; epoll interest follows what it waits for. */
-static void on_handshake(long i)
+static void on_handshake(struct client *c, long i)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	ERR_clear_error();
 	int rc = SSL_do_handshake(r->ssl);
 	if (rc == 1) {
-		send_request(i);
+		send_request(c, i);
 		return;
 	}
 	int saved = errno;
@@ -157,131 +144,72 @@ static void on_handshake(long i)
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
 		struct epoll_event ev = { .events = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT,
 					  .data.u64 = (uint64_t)i };
-		if (epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
-			reader_fail(r, kind_of(errno));
+		if (epoll_ctl(c->ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
+			reader_fail(c, r, kind_of(c, errno));
 		return;
 	}
 	errno = saved;
-	tls_note_error("handshake");
-	reader_fail(r, e == SSL_ERROR_SYSCALL ? kind_of(saved ? saved : ECONNRESET) : E_OTHER);
+	tls_note_error(c->tls, "handshake");
+	reader_fail(c, r, e == SSL_ERROR_SYSCALL ? kind_of(c, saved ? saved : ECONNRESET) : E_OTHER);
 }
 
-static void on_writable(long i)
+static void on_writable(struct client *c, long i)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	int soerr = 0;
 	socklen_t sl = sizeof(soerr);
 	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0)
 		soerr = errno;
 	if (soerr) {
-		reader_fail(r, kind_of(soerr));
+		reader_fail(c, r, kind_of(c, soerr));
 		return;
 	}
-	if (tls_ctx && !r->ssl) {
-		r->ssl = SSL_new(tls_ctx);
+	if (c->tls->ctx && !r->ssl) {
+		r->ssl = SSL_new(c->tls->ctx);
 		if (!r->ssl || SSL_set_fd(r->ssl, r->fd) != 1) {
-			tls_note_error("SSL_new");
-			reader_fail(r, E_OTHER);
+			tls_note_error(c->tls, "SSL_new");
+			reader_fail(c, r, E_OTHER);
 			return;
 		}
 		SSL_set_connect_state(r->ssl);
 		r->state = R_HANDSHAKE;
-		on_handshake(i);
+		on_handshake(c, i);
 		return;
 	}
-	send_request(i);
+	send_request(c, i);
 }
 
 /* Send the stream request and wait for the head. */
-static void send_request(long i)
+static void send_request(struct client *c, long i)
 {
-	struct reader *r = &R[i];
-	ssize_t w = conn_write(r, request, request_len);
-	if (w != (ssize_t)request_len) {
-		reader_fail(r, w < 0 ? kind_of(errno) : E_OTHER);
+	struct reader *r = &c->r[i];
+	ssize_t w = conn_write(c->tls, r, c->request, c->request_len);
+	if (w != (ssize_t)c->request_len) {
+		reader_fail(c, r, w < 0 ? kind_of(c, errno) : E_OTHER);
 		return;
 	}
 	r->state = R_HEAD;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)i };
-	if (epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
-		reader_fail(r, kind_of(errno));
-}
-
-/* ---- events: matching ids to publishes ------------------------------------ */
-
-static long event_of(int64_t id)
-{
-	for (long k = 0; k < n_published; k++)
-		if (ev_id[k] == id)
-			return k;
-	return -1;
-}
-
-static void got_event(long i, long k, int64_t t)
-{
-	int64_t *slot = &recv_ns[(size_t)i * (size_t)K + (size_t)k];
-	if (*slot)
-		return;
-	*slot = t;
-	ev_got[k]++;
-}
-
-static void saw_id(long i, int64_t id, int64_t t)
-{
-	long k = event_of(id);
-	if (k >= 0) {
-		got_event(i, k, t);
-		return;
-	}
-	if (id <= max_known_id || n_published == 0)
-		return; /* someone else's event */
-	struct reader *r = &R[i];
-	if (r->npend == PEND_MAX) {
-		memmove(r->pend_id, r->pend_id + 1, (PEND_MAX - 1) * sizeof(r->pend_id[0]));
-		memmove(r->pend_t, r->pend_t + 1, (PEND_MAX - 1) * sizeof(r->pend_t[0]));
-		r->npend--;
-	}
-	r->pend_id[r->npend] = id;
-	r->pend_t[r->npend] = t;
-	r->npend++;
-}
-
-/* The publisher learned event k's id: credit readers that were faster. */
-void id_known(long k, int64_t id)
-{
-	ev_id[k] = id;
-	if (id > max_known_id)
-		max_known_id = id;
-	for (long i = 0; i < N; i++) {
-		struct reader *r = &R[i];
-		for (int j = 0; j < r->npend; j++) {
-			if (r->pend_id[j] != id)
-				continue;
-			got_event(i, k, r->pend_t[j]);
-			r->npend--;
-			memmove(r->pend_id + j, r->pend_id + j + 1, (size_t)(r->npend - j) * sizeof(r->pend_id[0]));
-			memmove(r->pend_t + j, r->pend_t + j + 1, (size_t)(r->npend - j) * sizeof(r->pend_t[0]));
-			break;
-		}
-	}
+	if (epoll_ctl(c->ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
+		reader_fail(c, r, kind_of(c, errno));
 }
 
 /* ---- the stream scanner -------------------------------------------------- */
 
-static void line_done(long i, const char *line, size_t len, int64_t now)
+static void line_done(struct client *c, long i, const char *line, size_t len, int64_t now)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	if (len && line[len - 1] == '\r')
 		len--;
 	if (len == 0) {
 		if (r->state == R_OPENING) {
 			r->state = R_OPEN;
 			r->t_open = now;
-			t_last_open = now;
-			n_open++;
-			n_opened++;
-			n_settled++;
-			n_inflight--;
+			c->c.t_last_open = now;
+			c->c.open++;
+			c->c.opened++;
+			c->c.settled++;
+			c->c.inflight--;
 		}
 		return;
 	}
@@ -295,32 +223,32 @@ static void line_done(long i, const char *line, size_t len, int64_t now)
 	for (; p < len && isdigit((unsigned char)line[p]) && digits < 19; p++, digits++)
 		id = id * 10 + (line[p] - '0');
 	if (digits)
-		saw_id(i, id, now);
+		events_saw(c->ev, i, id, now);
 }
 
 /* Split stream bytes into lines; a line's start that is cut by the end of a
  * read is kept in part[] (only its first bytes matter). */
-static void scan(long i, const char *p, size_t len, int64_t now)
+static void scan(struct client *c, long i, const char *p, size_t len, int64_t now)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	const char *end = p + len;
 	while (p < end && r->state != R_DEAD) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t take = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		if (r->midline || !nl) {
 			size_t room = PART_MAX - r->partlen;
-			size_t c = take < room ? take : room;
-			memcpy(r->part + r->partlen, p, c);
-			r->partlen = (uint8_t)(r->partlen + c);
+			size_t n = take < room ? take : room;
+			memcpy(r->part + r->partlen, p, n);
+			r->partlen = (uint8_t)(r->partlen + n);
 			if (!nl) {
 				r->midline = 1;
 				return;
 			}
-			line_done(i, r->part, r->partlen, now);
+			line_done(c, i, r->part, r->partlen, now);
 			r->midline = 0;
 			r->partlen = 0;
 		} else {
-			line_done(i, p, take, now);
+			line_done(c, i, p, take, now);
 		}
 		p = nl + 1;
 	}
@@ -338,11 +266,11 @@ static int hexval(char c)
 
 /* Feed the body bytes after the header block, undoing chunked encoding when
  * the server used it. */
-static void feed(long i, const char *p, size_t len, int64_t now)
+static void feed(struct client *c, long i, const char *p, size_t len, int64_t now)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	if (!r->chunked) {
-		scan(i, p, len, now);
+		scan(c, i, p, len, now);
 		return;
 	}
 	while (len > 0 && r->state != R_DEAD) {
@@ -368,7 +296,7 @@ static void feed(long i, const char *p, size_t len, int64_t now)
 			break;
 		case CH_DATA: {
 			size_t take = len < r->chunk_left ? len : r->chunk_left;
-			scan(i, p, take, now);
+			scan(c, i, p, take, now);
 			p += take;
 			len -= take;
 			r->chunk_left -= (uint32_t)take;
@@ -391,16 +319,16 @@ static void feed(long i, const char *p, size_t len, int64_t now)
 }
 
 /* Parse a complete header block; returns 0 when the stream may go on. */
-static int head_done(long i, const char *h, size_t len)
+static int head_done(struct client *c, long i, const char *h, size_t len)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	int status = 0;
 	if (len > 12 && memcmp(h, "HTTP/1.", 7) == 0 && h[8] == ' ' && isdigit((unsigned char)h[9]) &&
 	    isdigit((unsigned char)h[10]) && isdigit((unsigned char)h[11]))
 		status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
 	if (status != 200) {
-		non200[status > 0 && status < 600 ? status : 0]++;
-		reader_fail(r, E_NON200);
+		c->c.non200[status > 0 && status < 600 ? status : 0]++;
+		reader_fail(c, r, E_NON200);
 		return -1;
 	}
 	/* Transfer-Encoding: chunked, case-insensitively. */
@@ -431,37 +359,37 @@ static const char *find_head_end(const char *p, size_t len)
 	return NULL;
 }
 
-static void read_once(long i);
+static void read_once(struct client *c, long i);
 
 /* Read what is there; with TLS, also what OpenSSL has decrypted already,
  * which epoll cannot report. */
-static void on_readable(long i)
+static void on_readable(struct client *c, long i)
 {
-	struct reader *r = &R[i];
+	struct reader *r = &c->r[i];
 	do
-		read_once(i);
+		read_once(c, i);
 	while (r->state != R_DEAD && r->ssl && SSL_pending(r->ssl) > 0);
 }
 
-static void read_once(long i)
+static void read_once(struct client *c, long i)
 {
-	struct reader *r = &R[i];
-	ssize_t got = conn_read(r, rbuf, sizeof(rbuf));
+	struct reader *r = &c->r[i];
+	ssize_t got = conn_read(c->tls, r, c->rbuf, sizeof(c->rbuf));
 	if (got <= 0) {
 		if (got < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		reader_fail(r, got == 0 ? E_CLOSED : kind_of(errno));
+		reader_fail(c, r, got == 0 ? E_CLOSED : kind_of(c, errno));
 		return;
 	}
 	int64_t now = tool_now_ns();
-	const char *p = rbuf;
+	const char *p = c->rbuf;
 	size_t len = (size_t)got;
 	if (r->state == R_HEAD) {
 		if (!r->head) {
 			const char *e = find_head_end(p, len);
 			if (e) {
 				/* The usual case: the whole head in one read, no copy. */
-				if (head_done(i, p, (size_t)(e - p)) != 0)
+				if (head_done(c, i, p, (size_t)(e - p)) != 0)
 					return;
 				len -= (size_t)(e - p);
 				p = e;
@@ -473,7 +401,7 @@ static void read_once(long i)
 		if (r->head) {
 			size_t room = HEAD_MAX - r->headlen;
 			if (len > room) {
-				reader_fail(r, E_OTHER);
+				reader_fail(c, r, E_OTHER);
 				return;
 			}
 			memcpy(r->head + r->headlen, p, len);
@@ -484,44 +412,117 @@ static void read_once(long i)
 			if (!e)
 				return;
 			size_t hl = (size_t)(e - r->head);
-			if (head_done(i, r->head, hl) != 0)
+			if (head_done(c, i, r->head, hl) != 0)
 				return;
 			/* Body bytes that followed the head in this read. */
 			size_t body_from_here = r->headlen - hl;
-			p = rbuf + (size_t)got - body_from_here;
+			p = c->rbuf + (size_t)got - body_from_here;
 			len = body_from_here;
 			free(r->head);
 			r->head = NULL;
 		}
 	}
 	if (len)
-		feed(i, p, len, now);
+		feed(c, i, p, len, now);
 }
 
 /* ---- the loop ------------------------------------------------------------ */
 
-static struct epoll_event evbuf[4096];
-
-/* One pass: wait up to timeout_ms and handle what is ready. */
-void loop_once(int timeout_ms)
+void client_loop_once(struct client *c, int timeout_ms)
 {
-	int k = epoll_wait(ep, evbuf, (int)(sizeof(evbuf) / sizeof(evbuf[0])), timeout_ms);
+	int k = epoll_wait(c->ep, c->evbuf, (int)(sizeof(c->evbuf) / sizeof(c->evbuf[0])), timeout_ms);
 	for (int j = 0; j < k; j++) {
-		uint64_t tag = evbuf[j].data.u64;
+		uint64_t tag = c->evbuf[j].data.u64;
 		if (tag == UINT64_MAX) {
-			if (pub_fd >= 0)
-				pub_readable();
+			if (c->other)
+				c->other(c->other_arg);
 			continue;
 		}
 		long i = (long)tag;
-		struct reader *r = &R[i];
+		struct reader *r = &c->r[i];
 		if (r->state == R_DEAD)
 			continue;
 		if (r->state == R_CONNECTING)
-			on_writable(i);
+			on_writable(c, i);
 		else if (r->state == R_HANDSHAKE)
-			on_handshake(i);
+			on_handshake(c, i);
 		else
-			on_readable(i);
+			on_readable(c, i);
+	}
+}
+
+/* ---- the client ------------------------------------------------------------ */
+
+struct client *client_new(long n, const struct tool_addr *target, long sources, const char *request, struct tls *tls,
+			  struct events *ev)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0) {
+		fprintf(stderr, "readers: epoll_create1: %s\n", strerror(errno));
+		return NULL;
+	}
+	struct client *c = xcalloc(1, sizeof(*c));
+	c->ep = ep;
+	c->n = n;
+	c->r = xcalloc((size_t)n, sizeof(*c->r));
+	for (long i = 0; i < n; i++)
+		c->r[i].fd = -1;
+	c->target = *target;
+	c->sources = sources;
+	c->request_len = (size_t)snprintf(c->request, sizeof(c->request), "%s", request);
+	c->tls = tls;
+	c->ev = ev;
+	return c;
+}
+
+void client_close(struct client *c)
+{
+	for (long i = 0; i < c->n; i++)
+		reader_close(&c->r[i]);
+	if (c->ep >= 0)
+		close(c->ep);
+	c->ep = -1;
+}
+
+void client_free(struct client *c)
+{
+	if (!c)
+		return;
+	client_close(c);
+	free(c->r);
+	free(c);
+}
+
+int client_connect_more(struct client *c, long ramp)
+{
+	/* Start connects in batches so answers are read in between. */
+	int started = 0;
+	while (c->next_connect < c->n && started < 256 && (ramp == 0 || c->c.inflight < ramp)) {
+		reader_connect(c, c->next_connect++);
+		started++;
+	}
+	/* Unix listeners that were full: try those again. */
+	if (c->c.retry > 0) {
+		c->c.retry = 0;
+		for (long i = 0; i < c->next_connect; i++)
+			if (c->r[i].state == R_RETRY)
+				reader_connect(c, i);
+	}
+	return c->next_connect < c->n && (ramp == 0 || c->c.inflight < ramp);
+}
+
+void client_give_up(struct client *c)
+{
+	for (long i = 0; i < c->n; i++) {
+		struct reader *r = &c->r[i];
+		if (r->state == R_NEW || r->state == R_RETRY) {
+			c->c.errs[E_TIMEOUT]++;
+			c->c.settled++;
+			if (r->state == R_RETRY)
+				c->c.inflight--;
+			r->state = R_DEAD;
+		} else if (r->state >= R_CONNECTING && r->state < R_OPEN) {
+			reader_fail(c, r, E_TIMEOUT);
+		}
 	}
 }

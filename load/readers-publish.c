@@ -1,8 +1,9 @@
 /* readers-publish.c: the publisher of load/readers. By INSERT into the
  * herald database (as another process would), or by POST over one keep-alive
  * connection whose answers are read in the readers' epoll loop (tag
- * UINT64_MAX), so a publish never waits for its answer. Each publish records
- * ev_t0/ev_t1 and, once known, hands the event's id to id_known(). */
+ * UINT64_MAX, handled by pub_readable), so a publish never waits for its
+ * answer. Each publish records its t0/t1 in struct events and, once known,
+ * hands the event's id to events_id_known(). */
 #include "readers.h"
 
 #include <errno.h>
@@ -11,171 +12,175 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
-sqlite3 *db;
-static sqlite3_stmt *ins;
-char run_tag[32];
-
-/* HTTP publisher: one keep-alive connection, answers read in the loop. */
-struct tool_addr pub_addr;
-int pub_fd = -1;
-static char pub_in[8192];
-static size_t pub_in_len;
-static long pub_waiting[64]; /* event indexes awaiting an answer, in order */
-static int pub_nwait;
-
-int db_open(const char *path)
+void pub_init(struct publisher *p, struct events *ev, const char *token)
 {
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
-		fprintf(stderr, "readers: cannot open %s: %s\n", path, db ? sqlite3_errmsg(db) : "?");
+	memset(p, 0, sizeof(*p));
+	p->ev = ev;
+	p->ep = -1;
+	p->token = token;
+	p->fd = -1;
+	snprintf(p->run_tag, sizeof(p->run_tag), "%lx", (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16));
+}
+
+int pub_db_open(struct publisher *p, const char *path)
+{
+	if (sqlite3_open_v2(path, &p->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+		fprintf(stderr, "readers: cannot open %s: %s\n", path, p->db ? sqlite3_errmsg(p->db) : "?");
 		return -1;
 	}
-	sqlite3_busy_timeout(db, 5000);
-	if (sqlite3_prepare_v2(db, "INSERT INTO events(type, topic, data, public) VALUES ('load', 'load', ?1, 1)", -1,
-			       &ins, NULL) != SQLITE_OK) {
-		fprintf(stderr, "readers: %s has no usable events table: %s\n", path, sqlite3_errmsg(db));
+	sqlite3_busy_timeout(p->db, 5000);
+	if (sqlite3_prepare_v2(p->db, "INSERT INTO events(type, topic, data, public) VALUES ('load', 'load', ?1, 1)",
+			       -1, &p->ins, NULL) != SQLITE_OK) {
+		fprintf(stderr, "readers: %s has no usable events table: %s\n", path, sqlite3_errmsg(p->db));
 		return -1;
 	}
 	return 0;
 }
 
-void db_close(void)
+void pub_close(struct publisher *p)
 {
-	sqlite3_finalize(ins);
-	sqlite3_close(db);
-	ins = NULL;
-	db = NULL;
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	sqlite3_finalize(p->ins);
+	sqlite3_close(p->db);
+	p->ins = NULL;
+	p->db = NULL;
 }
 
-int pub_connect(void)
+int pub_connect(struct publisher *p)
 {
-	pub_fd = socket(pub_addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (pub_fd < 0)
+	p->fd = socket(p->addr.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->fd < 0)
 		return -1;
 	struct timeval tv = { .tv_sec = 5 };
-	setsockopt(pub_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(pub_fd, (struct sockaddr *)&pub_addr.sa, pub_addr.len) != 0) {
-		fprintf(stderr, "readers: cannot connect to %s to publish: %s\n", pub_addr.text, strerror(errno));
-		close(pub_fd);
-		pub_fd = -1;
+	setsockopt(p->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(p->fd, (struct sockaddr *)&p->addr.sa, p->addr.len) != 0) {
+		fprintf(stderr, "readers: cannot connect to %s to publish: %s\n", p->addr.text, strerror(errno));
+		close(p->fd);
+		p->fd = -1;
 		return -1;
 	}
-	pub_in_len = 0;
-	pub_nwait = 0;
+	p->in_len = 0;
+	p->nwait = 0;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = UINT64_MAX };
-	epoll_ctl(ep, EPOLL_CTL_ADD, pub_fd, &ev);
+	epoll_ctl(p->ep, EPOLL_CTL_ADD, p->fd, &ev);
 	return 0;
 }
 
-static void pub_drop(void)
+static void pub_drop(struct publisher *p)
 {
-	if (pub_fd >= 0)
-		close(pub_fd);
-	pub_fd = -1;
-	for (int j = 0; j < pub_nwait; j++) {
-		ev_failed[pub_waiting[j]] = 1;
-		fprintf(stderr, "readers: publish of event %ld got no answer (connection closed)\n",
-			pub_waiting[j] + 1);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	for (int j = 0; j < p->nwait; j++) {
+		p->ev->failed[p->waiting[j]] = 1;
+		fprintf(stderr, "readers: publish of event %ld got no answer (connection closed)\n", p->waiting[j] + 1);
 	}
-	pub_nwait = 0;
+	p->nwait = 0;
 }
 
-/* Publish event k; ev_t0[k] is taken just before the insert or the send. */
-void publish(long k)
+/* Publish event k; its t0 is taken just before the insert or the send. */
+void publish(struct publisher *p, long k)
 {
 	char data[128];
-	snprintf(data, sizeof(data), "readers seq=%ld run=%s", k + 1, run_tag);
-	n_published = k + 1;
-	if (db) {
-		sqlite3_bind_text(ins, 1, data, -1, SQLITE_TRANSIENT);
-		ev_t0[k] = tool_now_ns();
-		int rc = sqlite3_step(ins);
-		ev_t1[k] = tool_now_ns();
-		sqlite3_reset(ins);
+	snprintf(data, sizeof(data), "readers seq=%ld run=%s", k + 1, p->run_tag);
+	p->ev->published = k + 1;
+	if (p->db) {
+		sqlite3_bind_text(p->ins, 1, data, -1, SQLITE_TRANSIENT);
+		p->ev->t0[k] = tool_now_ns();
+		int rc = sqlite3_step(p->ins);
+		p->ev->t1[k] = tool_now_ns();
+		sqlite3_reset(p->ins);
 		if (rc != SQLITE_DONE) {
-			fprintf(stderr, "readers: insert of event %ld failed: %s\n", k + 1, sqlite3_errmsg(db));
-			ev_failed[k] = 1;
+			fprintf(stderr, "readers: insert of event %ld failed: %s\n", k + 1, sqlite3_errmsg(p->db));
+			p->ev->failed[k] = 1;
 			return;
 		}
-		id_known(k, sqlite3_last_insert_rowid(db));
+		events_id_known(p->ev, k, sqlite3_last_insert_rowid(p->db));
 		return;
 	}
 	char body[256], req[1024];
 	int bl = snprintf(body, sizeof(body), "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"%s\",\"public\":true}",
 			  data);
 	char auth[300] = "";
-	if (opt.token)
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", opt.token);
+	if (p->token)
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", p->token);
 	int rl = snprintf(req, sizeof(req),
 			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
 			  "Content-Length: %d\r\n%s\r\n%s",
-			  pub_addr.path[0] ? pub_addr.path : "/api/events",
-			  pub_addr.family == AF_UNIX ? "localhost" : pub_addr.text, bl, auth, body);
+			  p->addr.path[0] ? p->addr.path : "/api/events",
+			  p->addr.family == AF_UNIX ? "localhost" : p->addr.text, bl, auth, body);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (pub_fd < 0 && pub_connect() != 0)
+		if (p->fd < 0 && pub_connect(p) != 0)
 			break;
-		ev_t0[k] = tool_now_ns();
-		if (write(pub_fd, req, (size_t)rl) == rl) {
-			if (pub_nwait < (int)(sizeof(pub_waiting) / sizeof(pub_waiting[0])))
-				pub_waiting[pub_nwait++] = k;
+		p->ev->t0[k] = tool_now_ns();
+		if (write(p->fd, req, (size_t)rl) == rl) {
+			if (p->nwait < (int)(sizeof(p->waiting) / sizeof(p->waiting[0])))
+				p->waiting[p->nwait++] = k;
 			return;
 		}
-		pub_drop(); /* the server closed the idle keep-alive: reconnect once */
+		pub_drop(p); /* the server closed the idle keep-alive: reconnect once */
 	}
 	fprintf(stderr, "readers: POST of event %ld failed\n", k + 1);
-	ev_failed[k] = 1;
+	p->ev->failed[k] = 1;
 }
 
 /* Read POST answers: "HTTP/1.1 201 ...", Content-Length, {"id":N}. */
-void pub_readable(void)
+void pub_readable(void *arg)
 {
-	ssize_t got = read(pub_fd, pub_in + pub_in_len, sizeof(pub_in) - 1 - pub_in_len);
+	struct publisher *p = arg;
+	if (p->fd < 0)
+		return;
+	ssize_t got = read(p->fd, p->in + p->in_len, sizeof(p->in) - 1 - p->in_len);
 	if (got <= 0) {
 		if (got < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		pub_drop();
+		pub_drop(p);
 		return;
 	}
-	pub_in_len += (size_t)got;
-	pub_in[pub_in_len] = '\0';
+	p->in_len += (size_t)got;
+	p->in[p->in_len] = '\0';
 	for (;;) {
-		char *e = strstr(pub_in, "\r\n\r\n");
+		char *e = strstr(p->in, "\r\n\r\n");
 		if (!e)
 			break;
-		size_t hl = (size_t)(e + 4 - pub_in);
+		size_t hl = (size_t)(e + 4 - p->in);
 		long clen = 0;
-		for (char *p = pub_in; p && p < e; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-			if (strncasecmp(p, "content-length:", 15) == 0)
-				clen = strtol(p + 15, NULL, 10);
-		if (clen < 0 || hl + (size_t)clen > sizeof(pub_in) - 1) {
-			pub_drop();
+		for (char *h = p->in; h && h < e; h = strchr(h, '\n'), h = h ? h + 1 : NULL)
+			if (strncasecmp(h, "content-length:", 15) == 0)
+				clen = strtol(h + 15, NULL, 10);
+		if (clen < 0 || hl + (size_t)clen > sizeof(p->in) - 1) {
+			pub_drop(p);
 			return;
 		}
-		if (pub_in_len < hl + (size_t)clen)
+		if (p->in_len < hl + (size_t)clen)
 			break;
-		int status = atoi(pub_in + 9);
-		char saved = pub_in[hl + (size_t)clen];
-		pub_in[hl + (size_t)clen] = '\0';
+		int status = atoi(p->in + 9);
+		char saved = p->in[hl + (size_t)clen];
+		p->in[hl + (size_t)clen] = '\0';
 		double idv = 0;
-		long k = pub_nwait > 0 ? pub_waiting[0] : -1;
-		if (pub_nwait > 0)
-			memmove(pub_waiting, pub_waiting + 1, (size_t)--pub_nwait * sizeof(pub_waiting[0]));
+		long k = p->nwait > 0 ? p->waiting[0] : -1;
+		if (p->nwait > 0)
+			memmove(p->waiting, p->waiting + 1, (size_t)--p->nwait * sizeof(p->waiting[0]));
 		if (k >= 0) {
-			ev_t1[k] = tool_now_ns();
-			if (status == 201 && tool_json_number(pub_in + hl, "id", &idv) == 0 && idv > 0) {
-				id_known(k, (int64_t)idv);
+			p->ev->t1[k] = tool_now_ns();
+			if (status == 201 && tool_json_number(p->in + hl, "id", &idv) == 0 && idv > 0) {
+				events_id_known(p->ev, k, (int64_t)idv);
 			} else {
-				ev_failed[k] = 1;
+				p->ev->failed[k] = 1;
 				fprintf(stderr, "readers: POST of event %ld answered %d: %.200s\n", k + 1, status,
-					pub_in + hl);
+					p->in + hl);
 			}
 		}
-		pub_in[hl + (size_t)clen] = saved;
+		p->in[hl + (size_t)clen] = saved;
 		size_t used = hl + (size_t)clen;
-		memmove(pub_in, pub_in + used, pub_in_len - used + 1);
-		pub_in_len -= used;
+		memmove(p->in, p->in + used, p->in_len - used + 1);
+		p->in_len -= used;
 	}
-	if (pub_in_len >= sizeof(pub_in) - 1)
-		pub_drop();
+	if (p->in_len >= sizeof(p->in) - 1)
+		pub_drop(p);
 }

@@ -17,7 +17,7 @@ static double cpu_pct(struct cpu_mark a, struct cpu_mark b)
 {
 	if (!a.ok || !b.ok || b.t <= a.t)
 		return NAN;
-	return (double)(b.ticks - a.ticks) / (double)proc_clk_tck() / (b.t - a.t) * 100.0;
+	return (double)(b.ticks - a.ticks) / (double)procstat_clk_tck() / (b.t - a.t) * 100.0;
 }
 
 /* Figures of one event over the readers that had it. */
@@ -27,27 +27,27 @@ struct ev_fig {
 	int failed;
 };
 
-/* The "not opened" cell: how many of the N readers never had their opening
+/* The "not opened" cell: how many of the c->n readers never had their opening
  * frame, and why, by HTTP status and by kind of network error. */
-static void fmt_not_opened(char *buf, size_t len)
+static void fmt_not_opened(const struct client *c, int interrupted, char *buf, size_t len)
 {
-	long count = N - n_opened;
+	long count = c->n - c->c.opened;
 	int o = snprintf(buf, len, "%ld", count);
 	if (count <= 0)
 		return;
 	const char *sep = " (";
 	for (int s = 0; s < 600 && o < (int)len - 40; s++)
-		if (non200[s]) {
+		if (c->c.non200[s]) {
 			o += snprintf(buf + o, len - (size_t)o, "%s%s%d: %ld", sep, s ? "" : "unparsable ", s,
-				      non200[s]);
+				      c->c.non200[s]);
 			sep = ", ";
 		}
 	for (int k = 0; k < E_KINDS && o < (int)len - 40; k++)
-		if (k != E_NON200 && errs[k]) {
-			o += snprintf(buf + o, len - (size_t)o, "%s%s %ld", sep, ERR_NAMES[k], errs[k]);
+		if (k != E_NON200 && c->c.errs[k]) {
+			o += snprintf(buf + o, len - (size_t)o, "%s%s %ld", sep, ERR_NAMES[k], c->c.errs[k]);
 			sep = ", ";
 		}
-	if (stop_flag && o < (int)len - 40) {
+	if (interrupted && o < (int)len - 40) {
 		o += snprintf(buf + o, len - (size_t)o, "%sinterrupted", sep);
 		sep = ", ";
 	}
@@ -55,7 +55,7 @@ static void fmt_not_opened(char *buf, size_t len)
 		snprintf(buf + o, len - (size_t)o, ")");
 }
 
-static void write_csv(const char *path)
+static void write_csv(const struct client *c, const struct events *ev, const char *path)
 {
 	FILE *f = fopen(path, "w");
 	if (!f) {
@@ -63,265 +63,335 @@ static void write_csv(const char *path)
 		return;
 	}
 	fprintf(f, "reader,event,id,latency_ms\n");
-	for (long i = 0; i < N; i++) {
-		if (!R[i].t_open)
+	for (long i = 0; i < c->n; i++) {
+		if (!c->r[i].t_open)
 			continue;
-		for (long k = 0; k < K; k++) {
-			int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
+		for (long k = 0; k < ev->k; k++) {
+			int64_t t = ev->recv_ns[(size_t)i * (size_t)ev->k + (size_t)k];
 			if (t)
-				fprintf(f, "%ld,%ld,%lld,%.3f\n", i, k + 1, (long long)ev_id[k], ms(t - ev_t0[k]));
+				fprintf(f, "%ld,%ld,%lld,%.3f\n", i, k + 1, (long long)ev->id[k], ms(t - ev->t0[k]));
 			else
-				fprintf(f, "%ld,%ld,%lld,\n", i, k + 1, (long long)ev_id[k]);
+				fprintf(f, "%ld,%ld,%lld,\n", i, k + 1, (long long)ev->id[k]);
 		}
 	}
 	fclose(f);
 }
 
-/* Print the table, the per-event table, the notes and the JSON line (and the
- * CSV); returns the exit status. */
-int report(const struct run *m)
+/* One report: what the run gathered, and the figures computed from it once
+ * for every output. */
+struct rep {
+	const struct options *o;
+	const struct run *m;
+	const struct client *c;
+	const struct events *ev;
+	const struct tls *tls;
+	int interrupted;
+	struct ev_fig *fig; /* per event */
+	long missing_total, failed_events;
+	size_t n_all; /* events that reached at least one reader */
+	double all_min, all_max, all_p50, ratio;
+	double open_p50, open_p99;
+	double cpu_ev, cpu_idle, client_cpu, cpu_open_ms, client_open_ms, cpu_per_event, rss_per_reader;
+	long long dovf, ddrop;
+	long closed_total;
+};
+
+/* Each event's figures over the readers that had it, the time to all of
+ * them, and each reader's open time. */
+static void event_figures(struct rep *r)
 {
-	struct ev_fig *ev = xcalloc((size_t)K, sizeof(*ev));
-	double *lat = xmalloc((size_t)N * sizeof(double));
-	double *to_all = xmalloc((size_t)K * sizeof(double));
-	long missing_total = 0, failed_events = 0;
-	size_t n_all = 0;
-	for (long k = 0; k < K; k++) {
+	const struct client *c = r->c;
+	const struct events *ev = r->ev;
+	r->fig = xcalloc((size_t)ev->k, sizeof(*r->fig));
+	double *lat = xmalloc((size_t)c->n * sizeof(double));
+	double *to_all = xmalloc((size_t)ev->k * sizeof(double));
+	for (long k = 0; k < ev->k; k++) {
 		size_t got = 0;
-		for (long i = 0; i < N; i++) {
-			int64_t t = recv_ns[(size_t)i * (size_t)K + (size_t)k];
+		for (long i = 0; i < c->n; i++) {
+			int64_t t = ev->recv_ns[(size_t)i * (size_t)ev->k + (size_t)k];
 			if (t)
-				lat[got++] = (double)(t - ev_t0[k]) / 1e9;
+				lat[got++] = (double)(t - ev->t0[k]) / 1e9;
 		}
 		tool_sort_doubles(lat, got);
-		ev[k].missing = n_opened - (long)got;
-		ev[k].failed = k >= n_published || ev_failed[k];
-		failed_events += ev[k].failed;
-		missing_total += ev[k].missing;
-		ev[k].min = got ? lat[0] : NAN;
-		ev[k].p50 = tool_percentile(lat, got, 50);
-		ev[k].p99 = tool_percentile(lat, got, 99);
-		ev[k].max = got ? lat[got - 1] : NAN;
+		struct ev_fig *f = &r->fig[k];
+		f->missing = c->c.opened - (long)got;
+		f->failed = k >= ev->published || ev->failed[k];
+		r->failed_events += f->failed;
+		r->missing_total += f->missing;
+		f->min = got ? lat[0] : NAN;
+		f->p50 = tool_percentile(lat, got, 50);
+		f->p99 = tool_percentile(lat, got, 99);
+		f->max = got ? lat[got - 1] : NAN;
 		if (got)
-			to_all[n_all++] = ev[k].max;
+			to_all[r->n_all++] = f->max;
 	}
-	tool_sort_doubles(to_all, n_all);
-	double all_min = n_all ? to_all[0] : NAN, all_max = n_all ? to_all[n_all - 1] : NAN;
-	double all_p50 = tool_percentile(to_all, n_all, 50);
-	double ratio = (!isnan(m->floor_s) && m->floor_s > 0) ? all_p50 / m->floor_s : NAN;
+	tool_sort_doubles(to_all, r->n_all);
+	r->all_min = r->n_all ? to_all[0] : NAN;
+	r->all_max = r->n_all ? to_all[r->n_all - 1] : NAN;
+	r->all_p50 = tool_percentile(to_all, r->n_all, 50);
+	r->ratio = (!isnan(r->m->floor_s) && r->m->floor_s > 0) ? r->all_p50 / r->m->floor_s : NAN;
 
 	size_t no = 0;
-	for (long i = 0; i < N; i++)
-		if (R[i].t_open)
-			lat[no++] = (double)(R[i].t_open - R[i].t_start) / 1e9;
+	for (long i = 0; i < c->n; i++)
+		if (c->r[i].t_open)
+			lat[no++] = (double)(c->r[i].t_open - c->r[i].t_start) / 1e9;
 	tool_sort_doubles(lat, no);
-	double open_p50 = tool_percentile(lat, no, 50), open_p99 = tool_percentile(lat, no, 99);
+	r->open_p50 = tool_percentile(lat, no, 50);
+	r->open_p99 = tool_percentile(lat, no, 99);
+	free(lat);
+	free(to_all);
+}
 
-	double cpu_ev = cpu_pct(m->ev_a, m->ev_b), cpu_idle = cpu_pct(m->idle_a, m->idle_b);
-	double client_cpu =
-		m->ev_b.t > m->ev_a.t ? (m->ev_b.self - m->ev_a.self) / (m->ev_b.t - m->ev_a.t) * 100.0 : NAN;
-	double cpu_open_ms = NAN,
-	       client_open_ms = m->open_b.t > m->open_a.t ? (m->open_b.self - m->open_a.self) * 1e3 : NAN;
+/* The server's CPU, memory and kernel counters over the phases, and this
+ * client's own CPU. */
+static void server_figures(struct rep *r)
+{
+	const struct run *m = r->m;
+	const struct client *c = r->c;
+	r->cpu_ev = cpu_pct(m->ev_a, m->ev_b);
+	r->cpu_idle = cpu_pct(m->idle_a, m->idle_b);
+	r->client_cpu = m->ev_b.t > m->ev_a.t ? (m->ev_b.self - m->ev_a.self) / (m->ev_b.t - m->ev_a.t) * 100.0 : NAN;
+	r->cpu_open_ms = NAN;
+	r->client_open_ms = m->open_b.t > m->open_a.t ? (m->open_b.self - m->open_a.self) * 1e3 : NAN;
 	if (m->open_a.ok && m->open_b.ok)
-		cpu_open_ms = (double)(m->open_b.ticks - m->open_a.ticks) / (double)proc_clk_tck() * 1e3;
-	double cpu_per_event = NAN;
+		r->cpu_open_ms = (double)(m->open_b.ticks - m->open_a.ticks) / (double)procstat_clk_tck() * 1e3;
+	r->cpu_per_event = NAN;
 	if (m->ev_a.ok && m->ev_b.ok && m->ev_b.t > m->ev_a.t)
-		cpu_per_event = (double)(m->ev_b.ticks - m->ev_a.ticks) / (double)proc_clk_tck() * 1e3 / (double)K;
-	double rss_per_reader = (m->rss_open >= 0 && m->rss_before >= 0 && n_opened > 0)
-					? (double)(m->rss_open - m->rss_before) / (double)n_opened
-					: NAN;
-	long long dovf = (m->ovf0 >= 0 && m->ovf1 >= 0) ? m->ovf1 - m->ovf0 : -1;
-	long long ddrop = (m->drop0 >= 0 && m->drop1 >= 0) ? m->drop1 - m->drop0 : -1;
-	long closed_total = 0;
+		r->cpu_per_event =
+			(double)(m->ev_b.ticks - m->ev_a.ticks) / (double)procstat_clk_tck() * 1e3 / (double)r->ev->k;
+	r->rss_per_reader = (m->rss_open >= 0 && m->rss_before >= 0 && c->c.opened > 0)
+				    ? (double)(m->rss_open - m->rss_before) / (double)c->c.opened
+				    : NAN;
+	r->dovf = (m->ovf0 >= 0 && m->ovf1 >= 0) ? m->ovf1 - m->ovf0 : -1;
+	r->ddrop = (m->drop0 >= 0 && m->drop1 >= 0) ? m->drop1 - m->drop0 : -1;
 	for (int k = 0; k < E_KINDS; k++)
-		closed_total += closed_after_open[k];
+		r->closed_total += c->c.closed_after_open[k];
+}
 
-	/* The table. */
+/* The markdown table: one row with the run's main figures. */
+static void print_table(const struct rep *r)
+{
+	const struct run *m = r->m;
+	const struct client *c = r->c;
 	char cN[32], cO[32], b1[32], b2[32], b3[32], b4[32];
 	char c_backlog[48], c_open[64], c_not[200], c_thr[32], c_ev[96], c_cpu1[32], c_cpu2[32], c_rss[32], c_ratio[32];
-	/* Asked for N; the event figures are over the readers that opened. */
-	tool_fmt_count(N, cN, sizeof(cN));
-	tool_fmt_count(n_opened, cO, sizeof(cO));
-	fmt_not_opened(c_not, sizeof(c_not));
+	/* Asked for c->n; the event figures are over the readers that opened. */
+	tool_fmt_count(c->n, cN, sizeof(cN));
+	tool_fmt_count(c->c.opened, cO, sizeof(cO));
+	fmt_not_opened(c, r->interrupted, c_not, sizeof(c_not));
 	if (m->backlog > 0 && m->backlog_effective > 0 && m->backlog_effective != m->backlog)
 		snprintf(c_backlog, sizeof(c_backlog), "%d (capped to %d)", m->backlog, m->backlog_effective);
 	else if (m->backlog > 0)
 		snprintf(c_backlog, sizeof(c_backlog), "%d", m->backlog);
 	else
 		snprintf(c_backlog, sizeof(c_backlog), "?");
-	if (n_opened == N)
+	if (c->c.opened == c->n)
 		snprintf(c_open, sizeof(c_open), "**%s**", tool_fmt_dur(m->open_s, b1, sizeof(b1)));
 	else
 		snprintf(c_open, sizeof(c_open), "**%s** (%ld of %ld)", tool_fmt_dur(m->open_s, b1, sizeof(b1)),
-			 n_opened, N);
+			 c->c.opened, c->n);
 	if (m->threads_open < 0)
 		snprintf(c_thr, sizeof(c_thr), "n/a");
 	else if (m->threads_max != m->threads_open)
 		snprintf(c_thr, sizeof(c_thr), "%d (max %d)", m->threads_open, m->threads_max);
 	else
 		snprintf(c_thr, sizeof(c_thr), "%d", m->threads_open);
-	if (n_all == 0)
+	if (r->n_all == 0)
 		snprintf(c_ev, sizeof(c_ev), "none arrived");
-	else if (missing_total || failed_events)
-		snprintf(c_ev, sizeof(c_ev), "%s – %s (%ld missing)", tool_fmt_dur(all_min, b2, sizeof(b2)),
-			 tool_fmt_dur(all_max, b3, sizeof(b3)), missing_total);
+	else if (r->missing_total || r->failed_events)
+		snprintf(c_ev, sizeof(c_ev), "%s – %s (%ld missing)", tool_fmt_dur(r->all_min, b2, sizeof(b2)),
+			 tool_fmt_dur(r->all_max, b3, sizeof(b3)), r->missing_total);
 	else
-		snprintf(c_ev, sizeof(c_ev), "%s – %s", tool_fmt_dur(all_min, b2, sizeof(b2)),
-			 tool_fmt_dur(all_max, b3, sizeof(b3)));
+		snprintf(c_ev, sizeof(c_ev), "%s – %s", tool_fmt_dur(r->all_min, b2, sizeof(b2)),
+			 tool_fmt_dur(r->all_max, b3, sizeof(b3)));
 	strcpy(c_cpu1, "n/a");
 	strcpy(c_cpu2, "n/a");
 	strcpy(c_rss, "n/a");
 	strcpy(c_ratio, "n/a");
-	if (!isnan(cpu_ev))
-		snprintf(c_cpu1, sizeof(c_cpu1), "%.1f %% of a core", cpu_ev);
-	if (!isnan(cpu_idle))
-		snprintf(c_cpu2, sizeof(c_cpu2), "%.2f %%", cpu_idle);
-	if (!isnan(rss_per_reader))
-		snprintf(c_rss, sizeof(c_rss), "%.1f KiB", rss_per_reader);
-	if (!isnan(ratio))
-		snprintf(c_ratio, sizeof(c_ratio), "%.1fx", ratio);
+	if (!isnan(r->cpu_ev))
+		snprintf(c_cpu1, sizeof(c_cpu1), "%.1f %% of a core", r->cpu_ev);
+	if (!isnan(r->cpu_idle))
+		snprintf(c_cpu2, sizeof(c_cpu2), "%.2f %%", r->cpu_idle);
+	if (!isnan(r->rss_per_reader))
+		snprintf(c_rss, sizeof(c_rss), "%.1f KiB", r->rss_per_reader);
+	if (!isnan(r->ratio))
+		snprintf(c_ratio, sizeof(c_ratio), "%.1fx", r->ratio);
 	printf("| run | listen backlog | opens (%s) | not opened | threads, all open | event to all %s | CPU while "
 	       "events flow | CPU idle | RSS per reader | kernel floor | vs floor |\n",
 	       cN, cO);
 	printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-	printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", opt.run, c_backlog, c_open, c_not, c_thr,
+	printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r->o->run, c_backlog, c_open, c_not, c_thr,
 	       c_ev, c_cpu1, c_cpu2, c_rss, tool_fmt_dur(m->floor_s, b4, sizeof(b4)), c_ratio);
+}
 
-	printf("\nPer event, from just before the %s until each reader had it:\n\n", opt.publish ? "POST" : "insert");
+/* The per-event table: each event's time to its readers. */
+static void print_per_event(const struct rep *r)
+{
+	const struct events *ev = r->ev;
+	char cO[32];
+	tool_fmt_count(r->c->c.opened, cO, sizeof(cO));
+	printf("\nPer event, from just before the %s until each reader had it:\n\n", r->o->publish ? "POST" : "insert");
 	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) "
 	       "|\n|---|---|---|---|---|---|---|---|\n",
 	       cO);
-	for (long k = 0; k < K; k++) {
+	for (long k = 0; k < ev->k; k++) {
 		char m1[32], m2[32], m3[32], m4[32];
-		printf("| %ld | %lld | %ld | %ld%s | %s | %s | %s | %s |\n", k + 1, (long long)ev_id[k], ev_got[k],
-		       ev[k].missing, ev[k].failed ? " (publish failed)" : "", tool_fmt_dur(ev[k].min, m1, sizeof(m1)),
-		       tool_fmt_dur(ev[k].p50, m2, sizeof(m2)), tool_fmt_dur(ev[k].p99, m3, sizeof(m3)),
-		       tool_fmt_dur(ev[k].max, m4, sizeof(m4)));
+		printf("| %ld | %lld | %ld | %ld%s | %s | %s | %s | %s |\n", k + 1, (long long)ev->id[k], ev->got[k],
+		       r->fig[k].missing, r->fig[k].failed ? " (publish failed)" : "",
+		       tool_fmt_dur(r->fig[k].min, m1, sizeof(m1)), tool_fmt_dur(r->fig[k].p50, m2, sizeof(m2)),
+		       tool_fmt_dur(r->fig[k].p99, m3, sizeof(m3)), tool_fmt_dur(r->fig[k].max, m4, sizeof(m4)));
 	}
+}
 
-	/* Notes: the error split beside the figures, always. */
+/* The notes: the error split beside the figures, always. */
+static void print_notes(const struct rep *r)
+{
+	const struct options *o = r->o;
+	const struct run *m = r->m;
+	const struct client *c = r->c;
+	char cO[32], b1[32], b2[32], b3[32];
+	tool_fmt_count(c->c.opened, cO, sizeof(cO));
 	printf("\nOpens: %ld of %ld in %s (each: p50 %s, p99 %s). Errors: %ld refused, %ld reset, %ld timeout, "
 	       "%ld non-200",
-	       n_opened, N, tool_fmt_dur(m->open_s, b1, sizeof(b1)), tool_fmt_dur(open_p50, b2, sizeof(b2)),
-	       tool_fmt_dur(open_p99, b3, sizeof(b3)), errs[E_REFUSED], errs[E_RESET], errs[E_TIMEOUT], errs[E_NON200]);
-	if (errs[E_NON200]) {
+	       c->c.opened, c->n, tool_fmt_dur(m->open_s, b1, sizeof(b1)), tool_fmt_dur(r->open_p50, b2, sizeof(b2)),
+	       tool_fmt_dur(r->open_p99, b3, sizeof(b3)), c->c.errs[E_REFUSED], c->c.errs[E_RESET],
+	       c->c.errs[E_TIMEOUT], c->c.errs[E_NON200]);
+	if (c->c.errs[E_NON200]) {
 		printf(" (");
 		for (int s = 0, first = 1; s < 600; s++)
-			if (non200[s]) {
-				printf("%s%s%d: %ld", first ? "" : ", ", s ? "" : "unparsable ", s, non200[s]);
+			if (c->c.non200[s]) {
+				printf("%s%s%d: %ld", first ? "" : ", ", s ? "" : "unparsable ", s, c->c.non200[s]);
 				first = 0;
 			}
 		printf(")");
 	}
-	printf(", %ld closed before the opening frame, %ld other%s%s.\n", errs[E_CLOSED], errs[E_OTHER],
-	       first_other_errno ? ": " : "", first_other_errno ? strerror(first_other_errno) : "");
-	if (non200[429])
+	printf(", %ld closed before the opening frame, %ld other%s%s.\n", c->c.errs[E_CLOSED], c->c.errs[E_OTHER],
+	       c->c.first_other_errno ? ": " : "", c->c.first_other_errno ? strerror(c->c.first_other_errno) : "");
+	if (c->c.non200[429])
 		printf("429 is the per-address cap: start herald with --per-address-limit 0 or spread --sources.\n");
-	printf("Listen queue over the opens: ListenOverflows +%lld, ListenDrops +%lld (whole namespace).\n", dovf,
-	       ddrop);
-	if (missing_total || failed_events)
-		printf("MISSING: %ld reader-events never arrived; %ld publishes failed.\n", missing_total,
-		       failed_events);
-	if (closed_total)
+	printf("Listen queue over the opens: ListenOverflows +%lld, ListenDrops +%lld (whole namespace).\n", r->dovf,
+	       r->ddrop);
+	if (r->missing_total || r->failed_events)
+		printf("MISSING: %ld reader-events never arrived; %ld publishes failed.\n", r->missing_total,
+		       r->failed_events);
+	if (r->closed_total)
 		printf("%ld readers were closed by the server after opening (%ld reset, %ld closed, %ld other).\n",
-		       closed_total, closed_after_open[E_RESET], closed_after_open[E_CLOSED],
-		       closed_after_open[E_OTHER]);
-	if (!isnan(cpu_per_event))
+		       r->closed_total, c->c.closed_after_open[E_RESET], c->c.closed_after_open[E_CLOSED],
+		       c->c.closed_after_open[E_OTHER]);
+	if (!isnan(r->cpu_per_event))
 		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all "
 		       "open.\n",
-		       cpu_per_event, m->rss_before, m->rss_open);
-	if (!isnan(client_cpu))
-		printf("This client used %.1f %% of a core while events flowed.\n", client_cpu);
-	if (!isnan(cpu_open_ms) && n_opened > 0)
+		       r->cpu_per_event, m->rss_before, m->rss_open);
+	if (!isnan(r->client_cpu))
+		printf("This client used %.1f %% of a core while events flowed.\n", r->client_cpu);
+	if (!isnan(r->cpu_open_ms) && c->c.opened > 0)
 		printf("Over the opens%s: server CPU %.0f ms (%.0f us per reader), this client %.0f ms.\n",
-		       opt.tls ? " (TLS handshakes included)" : "", cpu_open_ms, cpu_open_ms * 1e3 / (double)n_opened,
-		       client_open_ms);
-	if (tls_first_error[0])
-		printf("First TLS error: %s.\n", tls_first_error);
-	if (!isnan(ratio))
+		       o->tls ? " (TLS handshakes included)" : "", r->cpu_open_ms,
+		       r->cpu_open_ms * 1e3 / (double)c->c.opened, r->client_open_ms);
+	if (r->tls->first_error[0])
+		printf("First TLS error: %s.\n", r->tls->first_error);
+	if (!isnan(r->ratio))
 		printf("Event to all %s: p50 %s, %.1fx the kernel's floor of %s for %ld one-write fan-outs.\n", cO,
-		       tool_fmt_dur(all_p50, b1, sizeof(b1)), ratio, tool_fmt_dur(m->floor_s, b2, sizeof(b2)),
-		       n_opened);
+		       tool_fmt_dur(r->all_p50, b1, sizeof(b1)), r->ratio, tool_fmt_dur(m->floor_s, b2, sizeof(b2)),
+		       c->c.opened);
+}
 
-	/* The JSON line: every figure. */
+/* The JSON line: every figure. */
+static void print_json(const struct rep *r)
+{
+	const struct options *o = r->o;
+	const struct run *m = r->m;
+	const struct client *c = r->c;
+	const struct events *ev = r->ev;
 	tool_json_open(NULL, '{');
 	tool_json_text("tool", "readers");
-	tool_json_text("run", opt.run);
-	tool_json_text("server", opt.server ? target.text : "own herald");
-	tool_json_int("n", N);
+	tool_json_text("run", o->run);
+	tool_json_text("server", o->server ? c->target.text : "own herald");
+	tool_json_int("n", c->n);
 	tool_json_int("backlog", m->backlog);
 	tool_json_int("backlog_effective", m->backlog_effective);
-	tool_json_int("ramp", opt.ramp);
-	tool_json_int("sources", opt.sources ? opt.sources : 1);
-	tool_json_text("publish", opt.publish ? "post" : "insert");
-	tool_json_bool("tls", opt.tls);
-	tool_json_int("opened", n_opened);
-	tool_json_int("not_opened", N - n_opened);
-	tool_json_int("event_to_all_n", n_opened); /* the readers "all" means below */
+	tool_json_int("ramp", o->ramp);
+	tool_json_int("sources", o->sources ? o->sources : 1);
+	tool_json_text("publish", o->publish ? "post" : "insert");
+	tool_json_bool("tls", o->tls);
+	tool_json_int("opened", c->c.opened);
+	tool_json_int("not_opened", c->n - c->c.opened);
+	tool_json_int("event_to_all_n", c->c.opened); /* the readers "all" means below */
 	tool_json_num("open_ms", m->open_s * 1e3);
-	tool_json_num("open_p50_ms", open_p50 * 1e3);
-	tool_json_num("open_p99_ms", open_p99 * 1e3);
+	tool_json_num("open_p50_ms", r->open_p50 * 1e3);
+	tool_json_num("open_p99_ms", r->open_p99 * 1e3);
 	tool_json_int("open_errors", m->open_errors);
-	tool_json_num("cpu_open_ms", cpu_open_ms);
-	tool_json_num("client_cpu_open_ms", client_open_ms);
+	tool_json_num("cpu_open_ms", r->cpu_open_ms);
+	tool_json_num("client_cpu_open_ms", r->client_open_ms);
 	tool_json_open("errors", '{');
 	for (int k = 0; k < E_KINDS; k++)
-		tool_json_int(ERR_NAMES[k], errs[k]);
+		tool_json_int(ERR_NAMES[k], c->c.errs[k]);
 	tool_json_close();
 	tool_json_open("non200_status", '{');
 	for (int s = 0; s < 600; s++)
-		if (non200[s]) {
+		if (c->c.non200[s]) {
 			char key[16];
 			snprintf(key, sizeof(key), "%d", s);
-			tool_json_int(key, non200[s]);
+			tool_json_int(key, c->c.non200[s]);
 		}
 	tool_json_close();
-	tool_json_int("closed_after_open", closed_total);
+	tool_json_int("closed_after_open", r->closed_total);
 	tool_json_int("still_open", m->still_open);
-	tool_json_int("listen_overflows", dovf);
-	tool_json_int("listen_drops", ddrop);
-	tool_json_int("pid", server_pid);
+	tool_json_int("listen_overflows", r->dovf);
+	tool_json_int("listen_drops", r->ddrop);
+	tool_json_int("pid", m->pid);
 	tool_json_int("threads_before", m->threads_before);
 	tool_json_int("threads_open", m->threads_open);
 	tool_json_int("threads_max", m->threads_max);
 	tool_json_int("rss_before_kb", m->rss_before);
 	tool_json_int("rss_open_kb", m->rss_open);
-	tool_json_num("rss_per_reader_kb", rss_per_reader);
-	tool_json_num("cpu_events_pct", cpu_ev);
-	tool_json_num("cpu_idle_pct", cpu_idle);
-	tool_json_num("cpu_ms_per_event", cpu_per_event);
-	tool_json_num("client_cpu_events_pct", client_cpu);
-	tool_json_int("events_published", n_published);
-	tool_json_int("events_failed", failed_events);
-	tool_json_int("missing_total", missing_total);
+	tool_json_num("rss_per_reader_kb", r->rss_per_reader);
+	tool_json_num("cpu_events_pct", r->cpu_ev);
+	tool_json_num("cpu_idle_pct", r->cpu_idle);
+	tool_json_num("cpu_ms_per_event", r->cpu_per_event);
+	tool_json_num("client_cpu_events_pct", r->client_cpu);
+	tool_json_int("events_published", ev->published);
+	tool_json_int("events_failed", r->failed_events);
+	tool_json_int("missing_total", r->missing_total);
 	tool_json_open("events", '[');
-	for (long k = 0; k < K; k++) {
+	for (long k = 0; k < ev->k; k++) {
 		tool_json_open(NULL, '{');
 		tool_json_int("seq", k + 1);
-		tool_json_int("id", ev_id[k]);
-		tool_json_int("received", ev_got[k]);
-		tool_json_int("missing", ev[k].missing);
-		tool_json_num("min_ms", ev[k].min * 1e3);
-		tool_json_num("p50_ms", ev[k].p50 * 1e3);
-		tool_json_num("p99_ms", ev[k].p99 * 1e3);
-		tool_json_num("max_ms", ev[k].max * 1e3);
-		tool_json_num("publish_ms", ev_t1[k] ? ms(ev_t1[k] - ev_t0[k]) : NAN);
+		tool_json_int("id", ev->id[k]);
+		tool_json_int("received", ev->got[k]);
+		tool_json_int("missing", r->fig[k].missing);
+		tool_json_num("min_ms", r->fig[k].min * 1e3);
+		tool_json_num("p50_ms", r->fig[k].p50 * 1e3);
+		tool_json_num("p99_ms", r->fig[k].p99 * 1e3);
+		tool_json_num("max_ms", r->fig[k].max * 1e3);
+		tool_json_num("publish_ms", ev->t1[k] ? ms(ev->t1[k] - ev->t0[k]) : NAN);
 		tool_json_close();
 	}
 	tool_json_close();
-	tool_json_num("event_to_all_min_ms", all_min * 1e3);
-	tool_json_num("event_to_all_p50_ms", all_p50 * 1e3);
-	tool_json_num("event_to_all_max_ms", all_max * 1e3);
+	tool_json_num("event_to_all_min_ms", r->all_min * 1e3);
+	tool_json_num("event_to_all_p50_ms", r->all_p50 * 1e3);
+	tool_json_num("event_to_all_max_ms", r->all_max * 1e3);
 	tool_json_num("floor_ms", m->floor_s * 1e3);
-	tool_json_num("floor_ratio", ratio);
+	tool_json_num("floor_ratio", r->ratio);
 	tool_json_int("herald_exit", m->herald_exit);
-	tool_json_bool("interrupted", stop_flag);
+	tool_json_bool("interrupted", r->interrupted);
 	tool_json_close();
+}
 
-	if (opt.csv)
-		write_csv(opt.csv);
-	free(ev);
-	free(lat);
-	free(to_all);
-	return (n_opened < N || missing_total > 0 || failed_events > 0 || stop_flag) ? 1 : 0;
+/* Print the table, the per-event table, the notes and the JSON line (and the
+ * CSV); returns the exit status. */
+int report(const struct options *o, const struct run *m, const struct client *c, const struct events *ev,
+	   const struct tls *tls, int interrupted)
+{
+	struct rep r = { .o = o, .m = m, .c = c, .ev = ev, .tls = tls, .interrupted = interrupted };
+	event_figures(&r);
+	server_figures(&r);
+	print_table(&r);
+	print_per_event(&r);
+	print_notes(&r);
+	print_json(&r);
+	if (o->csv)
+		write_csv(c, ev, o->csv);
+	free(r.fig);
+	return (c->c.opened < c->n || r.missing_total > 0 || r.failed_events > 0 || interrupted) ? 1 : 0;
 }

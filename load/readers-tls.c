@@ -19,30 +19,25 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-SSL_CTX *tls_ctx;
-char tls_first_error[200];
-char tls_cert_path[400], tls_key_path[400];
-static char tls_dir[300]; /* our certificate's folder, "" when none */
-
 /* ---- reader I/O (plain sockets, or TLS) ------------------------------------ */
 
-void tls_note_error(const char *what)
+void tls_note_error(struct tls *t, const char *what)
 {
 	unsigned long e = ERR_peek_last_error();
-	if (!tls_first_error[0]) {
+	if (!t->first_error[0]) {
 		char buf[160];
 		if (e)
 			ERR_error_string_n(e, buf, sizeof(buf));
 		else
 			snprintf(buf, sizeof(buf), "%s", errno ? strerror(errno) : "connection closed");
-		snprintf(tls_first_error, sizeof(tls_first_error), "%s: %s", what, buf);
+		snprintf(t->first_error, sizeof(t->first_error), "%s: %s", what, buf);
 	}
 	ERR_clear_error();
 }
 
 /* SSL_read/SSL_write results as read(2)/write(2) would give them: -1 with
  * errno EAGAIN when OpenSSL waits for the socket, 0 at the end. */
-static ssize_t tls_result(struct reader *r, int n, const char *what)
+static ssize_t tls_result(struct tls *t, struct reader *r, int n, const char *what)
 {
 	if (n > 0)
 		return n;
@@ -56,47 +51,47 @@ static ssize_t tls_result(struct reader *r, int n, const char *what)
 		return 0;
 	case SSL_ERROR_SYSCALL:
 		errno = saved;
-		tls_note_error(what);
+		tls_note_error(t, what);
 		errno = saved ? saved : ECONNRESET;
 		return -1;
 	default:
-		tls_note_error(what);
+		tls_note_error(t, what);
 		errno = EPROTO;
 		return -1;
 	}
 }
 
-ssize_t conn_read(struct reader *r, void *buf, size_t len)
+ssize_t conn_read(struct tls *t, struct reader *r, void *buf, size_t len)
 {
 	if (!r->ssl)
 		return read(r->fd, buf, len);
 	ERR_clear_error();
-	return tls_result(r, SSL_read(r->ssl, buf, (int)len), "read");
+	return tls_result(t, r, SSL_read(r->ssl, buf, (int)len), "read");
 }
 
-ssize_t conn_write(struct reader *r, const void *buf, size_t len)
+ssize_t conn_write(struct tls *t, struct reader *r, const void *buf, size_t len)
 {
 	if (!r->ssl)
 		return write(r->fd, buf, len);
 	ERR_clear_error();
-	return tls_result(r, SSL_write(r->ssl, buf, (int)len), "write");
+	return tls_result(t, r, SSL_write(r->ssl, buf, (int)len), "write");
 }
 
 /* ---- TLS set-up ------------------------------------------------------------ */
 
 /* Write a fresh self-signed P-256 certificate for 127.0.0.1 (valid a day)
  * and its key into a temporary folder. Returns 0, or -1 after saying why. */
-int make_cert(void)
+int tls_make_cert(struct tls *t)
 {
 	const char *tmp = getenv("TMPDIR");
-	snprintf(tls_dir, sizeof(tls_dir), "%s/readers-tls-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(tls_dir)) {
-		fprintf(stderr, "readers: mkdtemp %s: %s\n", tls_dir, strerror(errno));
-		tls_dir[0] = '\0';
+	snprintf(t->dir, sizeof(t->dir), "%s/readers-tls-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(t->dir)) {
+		fprintf(stderr, "readers: mkdtemp %s: %s\n", t->dir, strerror(errno));
+		t->dir[0] = '\0';
 		return -1;
 	}
-	snprintf(tls_cert_path, sizeof(tls_cert_path), "%s/cert.pem", tls_dir);
-	snprintf(tls_key_path, sizeof(tls_key_path), "%s/key.pem", tls_dir);
+	snprintf(t->cert_path, sizeof(t->cert_path), "%s/cert.pem", t->dir);
+	snprintf(t->key_path, sizeof(t->key_path), "%s/key.pem", t->dir);
 	int ok = 0;
 	EVP_PKEY *pk = EVP_EC_gen("P-256");
 	X509 *x = X509_new();
@@ -118,8 +113,8 @@ int make_cert(void)
 	san = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
 	if (!san || X509_add_ext(x, san, -1) != 1 || X509_sign(x, pk, EVP_sha256()) <= 0)
 		goto done;
-	fc = fopen(tls_cert_path, "w");
-	fk = fopen(tls_key_path, "w");
+	fc = fopen(t->cert_path, "w");
+	fk = fopen(t->key_path, "w");
 	ok = fc && fk && PEM_write_X509(fc, x) == 1 && PEM_write_PrivateKey(fk, pk, NULL, NULL, 0, NULL, NULL) == 1;
 done:
 	if (fc && fclose(fc) != 0)
@@ -130,20 +125,20 @@ done:
 	X509_free(x);
 	EVP_PKEY_free(pk);
 	if (!ok) {
-		tls_note_error("making a certificate");
-		fprintf(stderr, "readers: cannot make a certificate in %s: %s\n", tls_dir, tls_first_error);
+		tls_note_error(t, "making a certificate");
+		fprintf(stderr, "readers: cannot make a certificate in %s: %s\n", t->dir, t->first_error);
 		return -1;
 	}
 	return 0;
 }
 
-void remove_cert(void)
+void tls_remove_cert(struct tls *t, int keep)
 {
-	if (!tls_dir[0] || opt.keep)
+	if (!t->dir[0] || keep)
 		return;
-	unlink(tls_cert_path);
-	unlink(tls_key_path);
-	rmdir(tls_dir);
+	unlink(t->cert_path);
+	unlink(t->key_path);
+	rmdir(t->dir);
 }
 
 /* The port of the started herald's tls: listener, from its log; 0 if none. */
@@ -165,38 +160,37 @@ int tls_port_from_log(const char *log)
 /* The client context: TLS 1.2 or later, ALPN http/1.1, and unless
  * --insecure the server's certificate checked against trust (a PEM file, or
  * the system's CAs when NULL) and the target's address. */
-int tls_client_setup(const char *trust)
+int tls_client_setup(struct tls *t, const char *trust, int insecure, const struct tool_addr *target)
 {
-	tls_ctx = SSL_CTX_new(TLS_client_method());
-	if (!tls_ctx) {
-		tls_note_error("SSL_CTX_new");
-		fprintf(stderr, "readers: %s\n", tls_first_error);
+	t->ctx = SSL_CTX_new(TLS_client_method());
+	if (!t->ctx) {
+		tls_note_error(t, "SSL_CTX_new");
+		fprintf(stderr, "readers: %s\n", t->first_error);
 		return -1;
 	}
-	SSL_CTX_set_min_proto_version(tls_ctx, TLS1_2_VERSION);
-	SSL_CTX_set_options(tls_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-	SSL_CTX_set_mode(tls_ctx, SSL_MODE_RELEASE_BUFFERS);
-	SSL_CTX_set_session_cache_mode(tls_ctx, SSL_SESS_CACHE_OFF); /* every reader a full handshake */
+	SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+	SSL_CTX_set_options(t->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF); /* every reader a full handshake */
 	static const unsigned char alpn[] = "\x08http/1.1";
-	SSL_CTX_set_alpn_protos(tls_ctx, alpn, sizeof(alpn) - 1);
-	if (opt.insecure) {
-		SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_NONE, NULL);
+	SSL_CTX_set_alpn_protos(t->ctx, alpn, sizeof(alpn) - 1);
+	if (insecure) {
+		SSL_CTX_set_verify(t->ctx, SSL_VERIFY_NONE, NULL);
 		return 0;
 	}
-	SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, NULL);
-	int ok =
-		trust ? SSL_CTX_load_verify_locations(tls_ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(tls_ctx);
+	SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
+	int ok = trust ? SSL_CTX_load_verify_locations(t->ctx, trust, NULL) : SSL_CTX_set_default_verify_paths(t->ctx);
 	if (ok != 1) {
-		tls_note_error(trust ? trust : "the system's CAs");
-		fprintf(stderr, "readers: cannot load %s\n", tls_first_error);
+		tls_note_error(t, trust ? trust : "the system's CAs");
+		fprintf(stderr, "readers: cannot load %s\n", t->first_error);
 		return -1;
 	}
 	char host[INET6_ADDRSTRLEN] = "";
-	if (target.family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&target.sa)->sin_addr, host, sizeof(host));
-	else if (target.family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&target.sa)->sin6_addr, host, sizeof(host));
-	if (host[0] && X509_VERIFY_PARAM_set1_ip_asc(SSL_CTX_get0_param(tls_ctx), host) != 1) {
+	if (target->family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)&target->sa)->sin_addr, host, sizeof(host));
+	else if (target->family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&target->sa)->sin6_addr, host, sizeof(host));
+	if (host[0] && X509_VERIFY_PARAM_set1_ip_asc(SSL_CTX_get0_param(t->ctx), host) != 1) {
 		fprintf(stderr, "readers: cannot check the certificate against %s\n", host);
 		return -1;
 	}

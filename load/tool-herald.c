@@ -1,0 +1,319 @@
+/* tool-herald.c: the private herald a load tool starts when no --server is
+ * given: where its binary is found, starting it on a temporary database and
+ * port and waiting until it is ready, and stopping it and removing its files.
+ * The port and the backlog in effect are read from herald's log. */
+#include "tool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Read a small file whole into buf (NUL-terminated); bytes read or -errno. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t got = 0;
+	while (got + 1 < len) {
+		ssize_t r = read(fd, buf + got, len - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = '\0';
+	close(fd);
+	return (ssize_t)got;
+}
+
+/* The herald of the tree this tool was built in, into buf. The Makefile
+ * names it (HERALD_TREE_BIN, an absolute path); a build without it guesses
+ * the tree the tool sits in (load/NAME -> build/herald). Returns words saying
+ * which. */
+static const char *tree_herald(char *buf, size_t len)
+{
+#ifdef HERALD_TREE_BIN
+	snprintf(buf, len, "%s", HERALD_TREE_BIN);
+	return "the build this tool came from";
+#else
+	const char *guess = "beside the folder this tool is in";
+	char self[4096];
+	snprintf(buf, len, "build/herald");
+	ssize_t r = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (r <= 0)
+		return guess;
+	self[r] = '\0';
+	/* Drop the tool's name, then load/. */
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(self, '/');
+		if (!slash)
+			return guess;
+		*slash = '\0';
+	}
+	snprintf(buf, len, "%s/build/herald", self);
+	return guess;
+#endif
+}
+
+/* The first executable NAME in $PATH's folders, into buf; 0 or -1. */
+static int path_search(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, ":");
+		int w = snprintf(buf, len, "%.*s/%s", (int)n, n ? p : ".", name);
+		if (w > 0 && (size_t)w < len && access(buf, X_OK) == 0) {
+			struct stat st;
+			if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+				return 0;
+		}
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	buf[0] = '\0';
+	return -1;
+}
+
+void tool_herald_help(void)
+{
+	char tree[4200];
+	const char *where = tree_herald(tree, sizeof(tree));
+	printf("The herald started here: $HERALD_BIN when set; else, when it exists,\n"
+	       "  %s\n"
+	       "  (%s); else the first herald on PATH.\n",
+	       tree, where);
+}
+
+int tool_herald_bin(char *buf, size_t len)
+{
+	const char *env = getenv("HERALD_BIN");
+	if (env && *env) {
+		snprintf(buf, len, "%s", env);
+		if (access(buf, X_OK) == 0)
+			return 0;
+		fprintf(stderr, "%s: HERALD_BIN=%s cannot be run: %s\n", tool_name(), env, strerror(errno));
+		return -1;
+	}
+	char tree[4200];
+	const char *where = tree_herald(tree, sizeof(tree));
+	if (access(tree, X_OK) == 0) {
+		snprintf(buf, len, "%s", tree);
+		return 0;
+	}
+	if (path_search("herald", buf, len) == 0)
+		return 0;
+	fprintf(stderr,
+		"%s: no herald to start: HERALD_BIN is not set, %s (%s) does not exist, and there is no "
+		"herald on PATH.\n"
+		"Set HERALD_BIN=/path/to/herald, put herald on PATH (make install), or measure a running "
+		"server with --server.\n",
+		tool_name(), tree, where);
+	return -1;
+}
+
+int tool_default_backlog(long given)
+{
+	if (given > 0)
+		return (int)given;
+	const char *env = getenv("BACKLOG");
+	long v;
+	if (env && tool_parse_long(env, 1, 1 << 20, &v) == 0)
+		return (int)v;
+	return 1024;
+}
+
+/* Print the last lines of a log file to stderr. */
+static void log_tail(const char *path)
+{
+	char *buf = xmalloc(8192);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		off_t end = lseek(fd, 0, SEEK_END);
+		off_t start = end > 4000 ? end - 4000 : 0;
+		ssize_t r = pread(fd, buf, 4000, start);
+		if (r > 0) {
+			buf[r] = '\0';
+			fprintf(stderr, "--- last lines of %s ---\n%s%s---\n", path, buf,
+				buf[r - 1] == '\n' ? "" : "\n");
+		}
+		close(fd);
+	}
+	free(buf);
+}
+
+int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra)
+{
+	memset(h, 0, sizeof(*h));
+	if (tool_herald_bin(h->bin, sizeof(h->bin)) != 0)
+		return -1;
+	const char *tmp = getenv("TMPDIR");
+	snprintf(h->dir, sizeof(h->dir), "%s/herald-load-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(h->dir)) {
+		fprintf(stderr, "mkdtemp %s: %s\n", h->dir, strerror(errno));
+		return -1;
+	}
+	snprintf(h->db, sizeof(h->db), "%s/herald.db", h->dir);
+	snprintf(h->log, sizeof(h->log), "%s/herald.log", h->dir);
+	if (unix_listener)
+		snprintf(h->unix_path, sizeof(h->unix_path), "%s/herald.sock", h->dir);
+
+	char bl[32], ul[320];
+	snprintf(bl, sizeof(bl), "%d", backlog);
+	snprintf(ul, sizeof(ul), "unix:%s", h->unix_path);
+	const char *argv[64];
+	int ac = 0;
+	argv[ac++] = h->bin;
+	argv[ac++] = "--db";
+	argv[ac++] = h->db;
+	argv[ac++] = "--listen";
+	argv[ac++] = "127.0.0.1:0";
+	if (unix_listener) {
+		argv[ac++] = "--listen";
+		argv[ac++] = ul;
+	}
+	argv[ac++] = "--per-address-limit";
+	argv[ac++] = "0";
+	argv[ac++] = "--backlog";
+	argv[ac++] = bl;
+	for (int i = 0; extra && extra[i] && ac < 62; i++)
+		argv[ac++] = extra[i];
+	argv[ac] = NULL;
+
+	int logfd = open(h->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (logfd < 0) {
+		fprintf(stderr, "open %s: %s\n", h->log, strerror(errno));
+		return -1;
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "fork: %s\n", strerror(errno));
+		close(logfd);
+		return -1;
+	}
+	if (pid == 0) {
+		/* herald goes down with us if this tool dies without stopping it. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(127);
+		int devnull = open("/dev/null", O_RDONLY);
+		if (devnull >= 0)
+			dup2(devnull, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		signal(SIGPIPE, SIG_DFL);
+		setpgid(0, 0); /* a terminal's ^C reaches the tool, which stops herald */
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("LISTEN_FDS");
+		unsetenv("LISTEN_PID");
+		execv(h->bin, (char *const *)argv);
+		fprintf(stderr, "exec %s: %s\n", h->bin, strerror(errno));
+		_exit(127);
+	}
+	close(logfd);
+	h->pid = pid;
+	h->backlog = backlog;
+
+	/* Wait for "herald ready" (ASan builds start slower), reading the port. */
+	double deadline = tool_now_s() + 30.0;
+	char *buf = xmalloc(65536);
+	for (;;) {
+		ssize_t r = read_small(h->log, buf, 65536);
+		if (r > 0 && strstr(buf, "herald ready")) {
+			char *p = strstr(buf, "listening on tcp 127.0.0.1:");
+			if (p) {
+				h->port = atoi(p + strlen("listening on tcp 127.0.0.1:"));
+				char *b = strstr(p, "(backlog ");
+				char *nl = strchr(p, '\n');
+				if (b && (!nl || b < nl))
+					h->backlog = atoi(b + 9);
+			}
+			break;
+		}
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			h->pid = 0;
+			fprintf(stderr, "herald (%s) exited with %s %d before it was ready\n", h->bin,
+				WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			log_tail(h->log);
+			free(buf);
+			return -1;
+		}
+		if (tool_now_s() > deadline) {
+			fprintf(stderr, "herald did not log \"herald ready\" within 30 s\n");
+			log_tail(h->log);
+			free(buf);
+			tool_herald_stop(h, 1);
+			return -1;
+		}
+		tool_sleep(0.01, NULL);
+	}
+	free(buf);
+	if (h->port <= 0) {
+		fprintf(stderr, "herald is ready but logged no \"listening on tcp 127.0.0.1:PORT\" line\n");
+		log_tail(h->log);
+		tool_herald_stop(h, 1);
+		return -1;
+	}
+	return 0;
+}
+
+int tool_herald_stop(struct tool_herald *h, int keep)
+{
+	int code = -1;
+	if (h->pid > 0) {
+		kill(h->pid, SIGTERM);
+		double deadline = tool_now_s() + 10.0;
+		int st = 0;
+		pid_t r;
+		while ((r = waitpid(h->pid, &st, WNOHANG)) == 0 && tool_now_s() < deadline)
+			tool_sleep(0.01, NULL);
+		if (r == 0) {
+			fprintf(stderr, "herald (pid %d) did not exit within 10 s of SIGTERM; killing it\n",
+				(int)h->pid);
+			kill(h->pid, SIGKILL);
+			waitpid(h->pid, &st, 0);
+			keep = 1;
+		} else if (r == h->pid) {
+			if (WIFEXITED(st))
+				code = WEXITSTATUS(st);
+			if (!WIFEXITED(st) || code != 0) {
+				fprintf(stderr, "herald exited with %s %d after SIGTERM\n",
+					WIFEXITED(st) ? "status" : "signal",
+					WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+				log_tail(h->log);
+				keep = 1;
+			}
+		}
+		h->pid = 0;
+	}
+	if (!h->dir[0])
+		return code;
+	if (keep) {
+		fprintf(stderr, "herald's files are kept in %s\n", h->dir);
+	} else {
+		const char *suffix[] = { "herald.db",         "herald.db-wal", "herald.db-shm",
+					 "herald.db-journal", "herald.log",    "herald.sock" };
+		for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+			char p[400];
+			snprintf(p, sizeof(p), "%s/%s", h->dir, suffix[i]);
+			unlink(p);
+		}
+		if (rmdir(h->dir) != 0)
+			fprintf(stderr, "left %s behind: %s\n", h->dir, strerror(errno));
+	}
+	h->dir[0] = '\0';
+	return code;
+}
