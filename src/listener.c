@@ -4,11 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-#include <linux/sock_diag.h>
-#include <linux/unix_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -16,27 +11,22 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "conn.h"
 #include "log.h"
+#include "procstat.h"
+#include "sockdiag.h"
 #include "util.h"
 
 #define ACCEPT_RETRY_MS 100
 
 static int read_somaxconn(void)
 {
-	FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
-	int v = -1;
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
+	long v;
+	return procstat_sysctl("net.core.somaxconn", &v) == 0 ? (int)v : -1;
 }
 
 /* The accept-queue limit the kernel applies to a listening TCP socket:
@@ -57,45 +47,10 @@ static int kernel_backlog(int fd)
 static int unix_backlog(int fd)
 {
 	struct stat st;
-	if (fstat(fd, &st) < 0)
+	struct sockdiag_listener l;
+	if (fstat(fd, &st) < 0 || sockdiag_unix_socket(st.st_ino, &l) != 0)
 		return -1;
-	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (nl < 0)
-		return -1;
-	struct timeval tv = { .tv_sec = 1 };
-	setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	struct {
-		struct nlmsghdr nlh;
-		struct unix_diag_req req;
-	} q = {
-		.nlh = { .nlmsg_len = sizeof(q), .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
-		.req = { .sdiag_family = AF_UNIX,
-			 .udiag_states = 1u << TCP_LISTEN,
-			 .udiag_ino = (__u32)st.st_ino,
-			 .udiag_show = UDIAG_SHOW_RQLEN,
-			 .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
-	};
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	long buf[1024];
-	int backlog = -1;
-	int n = -1;
-	if (sendto(nl, &q, sizeof(q), 0, (struct sockaddr *)&kernel, sizeof(kernel)) == (ssize_t)sizeof(q))
-		n = (int)recv(nl, buf, sizeof(buf), 0);
-	for (struct nlmsghdr *h = (void *)buf; n > 0 && NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
-		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
-			break;
-		struct unix_diag_msg *m = NLMSG_DATA(h);
-		if (m->udiag_ino != (__u32)st.st_ino)
-			continue;
-		int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-		struct rtattr *a = (void *)((char *)m + NLMSG_ALIGN(sizeof(*m)));
-		for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen))
-			if (a->rta_type == UNIX_DIAG_RQLEN && RTA_PAYLOAD(a) >= sizeof(struct unix_diag_rqlen))
-				backlog = (int)((struct unix_diag_rqlen *)RTA_DATA(a))->udiag_wqueue;
-		break;
-	}
-	close(nl);
-	return backlog;
+	return (int)l.max;
 }
 
 /* Split "host:port", "[v6]:port" into a sockaddr. The port is 0 to 65535

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "procstat.h"
 #include "util.h"
 
 static const double bucket_bounds[HIST_BUCKETS] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -91,23 +92,10 @@ static void sample_self(struct self_sample *s)
 		return;
 	}
 	memset(s, 0, sizeof(*s));
-	FILE *f = fopen("/proc/self/stat", "r");
-	if (f) {
-		char buf[1024];
-		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		buf[n] = '\0';
-		fclose(f);
-		/* Fields after the command name, which may hold spaces. */
-		char *p = strrchr(buf, ')');
-		unsigned long ut = 0, st = 0;
-		long rss = 0;
-		if (p &&
-		    sscanf(p + 2,
-			   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %*u %*u %ld",
-			   &ut, &st, &rss) == 3) {
-			s->cpu_seconds = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-			s->rss_bytes = rss * sysconf(_SC_PAGESIZE);
-		}
+	struct procstat ps;
+	if (procstat_read(0, &ps) == 0) {
+		s->cpu_seconds = (double)(ps.utime + ps.stime) / (double)procstat_clk_tck();
+		s->rss_bytes = ps.rss_pages * procstat_page_size();
 	}
 	s->open_fds = count_fds();
 	cached = *s;

@@ -7,6 +7,7 @@ finds herald the way an installed one must, refusals are reported by status
 with the readers that did open, --help answers on stdout with exit 0, and bad
 arguments must give a usage error (exit 2)."""
 import csv
+import glob
 import json
 import os
 import re
@@ -376,7 +377,7 @@ def test_tool_outside_the_tree_finds_herald():
         gone = os.path.join(d, "gone", "build", "herald")
         built = os.path.join(d, "open-only-gone")
         cc = subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-Isrc", f'-DHERALD_TREE_BIN="{gone}"', "-o", built,
-                             "load/open-only.c", "load/proc.c", "src/util.c", "-lm"], cwd=ROOT,
+                             "load/open-only.c"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c"))) + ["src/util.c", "src/procstat.c", "src/sockdiag.c", "-lm"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
         assert cc.returncode == 0, cc.stdout.decode(errors="replace")
         if os.path.exists(mark):
