@@ -83,9 +83,12 @@ $(BUILD)/bin/%: tests/fuzz/%.c $(LIB_OBJ)
 fuzz-targets: $(LF_BIN)
 
 # The tools sit in load/ whichever build made them; a stamp of the flags
-# they were built with rebuilds them when another build's flags differ.
+# they were built with rebuilds them when another build's flags differ. They
+# start the herald of the build that made them (HERALD_TREE_BIN) while it
+# exists, so an installed copy still finds one.
+LOAD_DEFS := -DHERALD_TREE_BIN='"$(abspath $(HERALD))"'
 load/.flags: FORCE
-	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
+	@echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' > $@
 
 # load/NAME is load/NAME.c plus its parts load/NAME-*.c plus what every tool
 # shares (load/tool*.c, and herald's src/procstat.c, src/sockdiag.c and
@@ -94,7 +97,7 @@ load/.flags: FORCE
 LOAD_SHARED := $(wildcard load/tool*.c load/tool*.h) $(foreach m,util procstat sockdiag,src/$(m).c src/$(m).h)
 .SECONDEXPANSION:
 load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
@@ -105,7 +108,7 @@ unit: $(UNIT_BIN) $(FUZZ_BIN)
 RUN_HOWTO := printf '%s\n' \
 	'herald: serving http://127.0.0.1:8199 with the database var/herald.db (Ctrl-C stops it)' \
 	'  read:     curl -N http://127.0.0.1:8199/api/events/stream' \
-	'  publish:  curl -d '"'"'{"type":"greeting","topic":"news","data":"hello","public":true}'"'"' http://127.0.0.1:8199/api/events' \
+	'  publish:  curl -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"type":"greeting","topic":"news","data":"hello","public":true}'"'"' http://127.0.0.1:8199/api/events' \
 	'  or:       sqlite3 var/herald.db "INSERT INTO events(type,topic,data,public) VALUES('"'"'greeting'"'"','"'"'news'"'"','"'"'hi'"'"',1)"' \
 	'  health:   curl http://127.0.0.1:8199/api/health'
 
