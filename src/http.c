@@ -217,7 +217,6 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	req->content_length = -1;
 	req->chunked = false;
 	req->keep_alive = false;
-	req->head_len = 0;
 	req->query.p = NULL;
 	req->query.n = 0;
 
@@ -435,7 +434,6 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		req->keep_alive = !conn_close;
 	else
 		req->keep_alive = conn_keep && !conn_close;
-	req->head_len = i;
 	return (int)i;
 }
 

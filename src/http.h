@@ -38,7 +38,6 @@ struct http_request {
 	int64_t content_length; /* -1 when absent */
 	bool chunked;           /* Transfer-Encoding present (any value) */
 	bool keep_alive;        /* from version and Connection header */
-	size_t head_len;        /* bytes of request line + headers + blank line */
 };
 
 struct http_limits {
