@@ -1,0 +1,27 @@
+/* topic.h: topic patterns, as readers ask for them (?topic=) and as tokens
+ * grant them (subscribe and publish claims): an exact topic; a subtree,
+ * written as a prefix, "/" and "*", for every topic under prefix/ (at any
+ * depth); or "*" alone for every topic. Pure functions, fuzzed. In the
+ * comments below, SUB(p) stands for the subtree pattern of prefix p. */
+#ifndef HERALD_TOPIC_H
+#define HERALD_TOPIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Whether p[0..n) is a valid pattern: 1 to 128 bytes of the topic
+ * characters (letters, digits and _ . : / -), where '*' may appear only as
+ * the whole pattern or as the last segment after a '/' (SUB(a/b)). */
+bool topic_pattern_valid(const char *p, size_t n);
+
+/* Whether topic[0..n) matches the (valid) NUL-terminated pattern: equal to
+ * it; or, for SUB(prefix), starting with "prefix/" and longer than that
+ * (SUB(a) matches "a/b" and "a/b/c", not "a", "a/" or "ab/c"); or any topic
+ * for "*". */
+bool topic_pattern_match(const char *pattern, const char *topic, size_t n);
+
+/* Whether every topic pattern q matches is also matched by p (p covers q):
+ * used to check that a reader's ?topic= stays within its rights. */
+bool topic_pattern_covers(const char *p, const char *q);
+
+#endif
