@@ -1,0 +1,830 @@
+/* jwt.c: verification of signed tokens (jwt.h). A token is checked in this
+ * order, and the first failure is the answer:
+ *   1. shape: at most 8 KiB, three strict base64url parts (no padding, no
+ *      other characters, unused bits zero), header and payload UTF-8 JSON
+ *      objects without NUL;
+ *   2. header: "alg" exactly the configured algorithm, no "crit";
+ *   3. signature over "header.payload" (before the payload is looked at);
+ *   4. claims: exp (required), nbf, aud, iss, then the rights, each a topic
+ *      pattern or a list of them.
+ * JSON is read with SQLite's JSON functions on a private in-memory database
+ * (as publish.c reads bodies); signatures with OpenSSL's EVP. The verifier
+ * owns its key, its secret (wiped on free) and its statements. Nothing
+ * here prints a token or a secret. */
+#include "jwt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "text.h"
+#include "topic.h"
+#include "util.h"
+
+#define JWT_MAX_TOKEN 8192
+#define JWT_SECRET_MIN 32
+#define JWT_SECRET_MAX 4096
+#define JWT_KEY_FILE_MAX 65536
+#define JWT_CLAIM_PATH_MAX 256
+#define JWT_RSA_MIN_BITS 2048
+
+enum jwt_alg { ALG_HS256, ALG_RS256, ALG_ES256 };
+
+static const char *const alg_names[] = { "HS256", "RS256", "ES256" };
+
+struct jwt_verifier {
+	enum jwt_alg alg;
+	EVP_PKEY *pkey;        /* RS256, ES256 */
+	EVP_MAC *mac;          /* HS256: HMAC, fetched once */
+	unsigned char *secret; /* HS256 */
+	size_t secret_len;
+	int64_t leeway_s;
+	char *audience;       /* NULL: not checked */
+	char *issuer;         /* NULL: not checked */
+	char *subscribe_path; /* a JSON path: $."mercure"."subscribe" */
+	char *publish_path;
+	sqlite3 *db;          /* in memory, for its JSON functions only */
+	sqlite3_stmt *object; /* whether ?1 is a JSON object */
+	sqlite3_stmt *value;  /* the type and value at path ?2 of ?1 */
+	sqlite3_stmt *each;   /* the elements of the array at path ?2 of ?1 */
+};
+
+/* Reasons, indexed by -enum jwt_error. */
+static const char *const reasons[] = {
+	NULL,
+	"the token is malformed",
+	"the token's algorithm is not the one configured",
+	"the token's signature does not verify",
+	"the token has expired",
+	"the token is not valid yet",
+	"the token's audience is not this server",
+	"the token's issuer is not the one configured",
+};
+static const char reason_no_exp[] = "the token has no exp claim";
+
+/* ---- configuration ---------------------------------------------------- */
+
+/* Copy s into buf for an error message: printable ASCII kept, anything
+ * else shown as '?', so one message stays one line. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (; s[n] && n + 1 < len; n++)
+		buf[n] = s[n] >= 0x20 && s[n] < 0x7f ? s[n] : '?';
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Read the regular file path whole, at most max bytes, into a new buffer.
+ * Returns the byte count, or -1 with the reason in *why (static). The
+ * open does not block on a FIFO (which is then refused). */
+static ssize_t read_whole(const char *path, size_t max, unsigned char **out, const char **why)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	*out = NULL;
+	*why = NULL;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		*why = strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		*why = strerror(EISDIR);
+	else if (!S_ISREG(st.st_mode))
+		*why = "not a regular file";
+	unsigned char *buf = xmalloc(max + 1);
+	size_t n = 0;
+	while (!*why && n <= max) {
+		ssize_t r = read(fd, buf + n, max + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			*why = strerror(errno);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (!*why && n > max)
+		*why = "the file is too large";
+	if (fd >= 0)
+		close(fd);
+	if (*why) {
+		OPENSSL_cleanse(buf, max + 1);
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	return (ssize_t)n;
+}
+
+/* The JSON path for a dotted claim name: "mercure.subscribe" becomes
+ * $."mercure"."subscribe". Returns NULL when a segment is empty or holds
+ * anything but letters, digits, '_' and '-'. */
+static char *claim_path(const char *dotted)
+{
+	size_t n = strlen(dotted);
+	if (n == 0 || n > JWT_CLAIM_PATH_MAX)
+		return NULL;
+	char *path = xmalloc(2 * n + 4), *w = path;
+	*w++ = '$';
+	for (const char *p = dotted;; p++) {
+		size_t seg = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+		if (seg == 0 || (p[seg] != '.' && p[seg] != '\0')) {
+			free(path);
+			return NULL;
+		}
+		w += sprintf(w, ".\"%.*s\"", (int)seg, p);
+		p += seg;
+		if (*p == '\0')
+			break;
+	}
+	return path;
+}
+
+bool jwt_claim_name_valid(const char *dotted)
+{
+	char *p = claim_path(dotted);
+	free(p);
+	return p != NULL;
+}
+
+/* HS256: the secret is the file's bytes less one trailing LF or CRLF. */
+static int load_secret(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
+{
+	char sp[300];
+	const char *why;
+	unsigned char *buf;
+	ssize_t n = read_whole(path, JWT_SECRET_MAX + 2, &buf, &why);
+	if (n < 0) {
+		snprintf(err, errlen, "jwt_secret_file = \"%s\": %s", shown(path, sp, sizeof(sp)), why);
+		return -1;
+	}
+	size_t len = (size_t)n;
+	if (len && buf[len - 1] == '\n')
+		len -= len > 1 && buf[len - 2] == '\r' ? 2 : 1;
+	if (len == 0)
+		snprintf(err, errlen, "jwt_secret_file = \"%s\": the file is empty", shown(path, sp, sizeof(sp)));
+	else if (len < JWT_SECRET_MIN)
+		snprintf(err, errlen,
+			 "jwt_secret_file = \"%s\": the secret is %zu bytes; HS256 needs at least %d "
+			 "(e.g. openssl rand -base64 48)",
+			 shown(path, sp, sizeof(sp)), len, JWT_SECRET_MIN);
+	else if (len > JWT_SECRET_MAX)
+		snprintf(err, errlen, "jwt_secret_file = \"%s\": the secret is longer than %d bytes",
+			 shown(path, sp, sizeof(sp)), JWT_SECRET_MAX);
+	if (len >= JWT_SECRET_MIN && len <= JWT_SECRET_MAX) {
+		v->secret = xmalloc(len);
+		memcpy(v->secret, buf, len);
+		v->secret_len = len;
+	}
+	OPENSSL_cleanse(buf, (size_t)n);
+	free(buf);
+	if (!v->secret)
+		return -1;
+	v->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	if (!v->mac) {
+		snprintf(err, errlen, "jwt_algorithm = \"HS256\": this OpenSSL has no HMAC");
+		ERR_clear_error();
+		return -1;
+	}
+	return 0;
+}
+
+/* The public key in PEM text buf[0..n): a PUBLIC KEY block, else the key
+ * of a CERTIFICATE block. NULL when neither is there. */
+static EVP_PKEY *pem_public_key(const unsigned char *buf, size_t n)
+{
+	BIO *b = BIO_new_mem_buf(buf, (int)n);
+	EVP_PKEY *k = b ? PEM_read_bio_PUBKEY(b, NULL, NULL, NULL) : NULL;
+	BIO_free(b);
+	if (!k) {
+		/* Read afresh: the first pass consumed the text. */
+		b = BIO_new_mem_buf(buf, (int)n);
+		X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+		if (x)
+			k = X509_get_pubkey(x);
+		X509_free(x);
+		BIO_free(b);
+	}
+	ERR_clear_error();
+	return k;
+}
+
+/* Why key k does not fit alg, or NULL when it does. */
+static const char *key_mismatch(EVP_PKEY *k, enum jwt_alg alg)
+{
+	if (alg == ALG_RS256) {
+		if (!EVP_PKEY_is_a(k, "RSA"))
+			return "not an RSA key, which RS256 needs";
+		if (EVP_PKEY_get_bits(k) < JWT_RSA_MIN_BITS)
+			return "the RSA key is shorter than 2048 bits";
+		return NULL;
+	}
+	char group[64] = "";
+	size_t glen = 0;
+	if (!EVP_PKEY_is_a(k, "EC"))
+		return "not an EC key, which ES256 needs";
+	if (!EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) || strcmp(group, "prime256v1") != 0) {
+		ERR_clear_error();
+		return "the EC key is not on curve P-256, which ES256 needs";
+	}
+	return NULL;
+}
+
+/* RS256 / ES256: a PEM public key or certificate, of the right type. */
+static int load_public_key(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
+{
+	char sp[300];
+	const char *why;
+	unsigned char *buf;
+	ssize_t n = read_whole(path, JWT_KEY_FILE_MAX, &buf, &why);
+	if (n >= 0) {
+		v->pkey = pem_public_key(buf, (size_t)n);
+		if (!v->pkey && memmem(buf, (size_t)n, "PRIVATE KEY-----", 16))
+			why = "the file holds a private key; give the public key (openssl pkey -pubout) or a "
+			      "certificate";
+		else if (!v->pkey)
+			why = "no PEM public key (BEGIN PUBLIC KEY) or certificate in the file";
+		else
+			why = key_mismatch(v->pkey, v->alg);
+		OPENSSL_cleanse(buf, (size_t)n); /* it may have held a private key */
+		free(buf);
+	}
+	if (why)
+		snprintf(err, errlen, "jwt_public_key_file = \"%s\": %s", shown(path, sp, sizeof(sp)), why);
+	return why ? -1 : 0;
+}
+
+/* The in-memory database and the three statements jwt_verify runs. */
+static int open_json(struct jwt_verifier *v, char *err, size_t errlen)
+{
+	if (sqlite3_open_v2(":memory:", &v->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(v->db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'object' END", -1,
+			       &v->object, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(v->db, "SELECT json_type(?1, ?2), json_extract(?1, ?2)", -1, &v->value, NULL) ==
+		    SQLITE_OK &&
+	    sqlite3_prepare_v2(v->db, "SELECT type, value FROM json_each(?1, ?2)", -1, &v->each, NULL) == SQLITE_OK)
+		return 0;
+	snprintf(err, errlen, "jwt_algorithm: cannot prepare the JSON reader: %s",
+		 v->db ? sqlite3_errmsg(v->db) : "out of memory");
+	return -1;
+}
+
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+/* Settings that need no file: the algorithm, the leeway, the claim names. */
+static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, char *err, size_t errlen)
+{
+	char sp[300];
+	size_t a = 0;
+	while (a < ARRAY_LEN(alg_names) && strcmp(s->algorithm, alg_names[a]) != 0)
+		a++;
+	if (a == ARRAY_LEN(alg_names)) {
+		snprintf(err, errlen, "jwt_algorithm = \"%s\": not one of HS256, RS256, ES256",
+			 shown(s->algorithm, sp, sizeof(sp)));
+		return -1;
+	}
+	v->alg = (enum jwt_alg)a;
+	if (s->leeway_s < 0) {
+		snprintf(err, errlen, "jwt_leeway: must not be negative");
+		return -1;
+	}
+	v->leeway_s = s->leeway_s;
+	const char *names[2] = { or_empty(s->subscribe_claim), or_empty(s->publish_claim) };
+	char **paths[2] = { &v->subscribe_path, &v->publish_path };
+	static const char *const keys[2] = { "jwt_subscribe_claim", "jwt_publish_claim" };
+	for (int i = 0; i < 2; i++) {
+		*paths[i] = claim_path(names[i]);
+		if (!*paths[i]) {
+			snprintf(err, errlen,
+				 "%s = \"%s\": not a claim name: names of letters, digits, _ and -, "
+				 "joined by dots (e.g. mercure.subscribe)",
+				 keys[i], shown(names[i], sp, sizeof(sp)));
+			return -1;
+		}
+	}
+	if (s->audience && s->audience[0])
+		v->audience = xstrdup(s->audience);
+	if (s->issuer && s->issuer[0])
+		v->issuer = xstrdup(s->issuer);
+	return 0;
+}
+
+/* Exactly the file the algorithm reads must be given. */
+static int check_files(const struct jwt_settings *s, enum jwt_alg alg, char *err, size_t errlen)
+{
+	bool hs = alg == ALG_HS256;
+	const char *want = hs ? s->secret_file : s->public_key_file;
+	const char *other = hs ? s->public_key_file : s->secret_file;
+	const char *want_key = hs ? "jwt_secret_file" : "jwt_public_key_file";
+	const char *other_key = hs ? "jwt_public_key_file" : "jwt_secret_file";
+	if (!want || !want[0]) {
+		snprintf(err, errlen, "jwt_algorithm = \"%s\" needs %s", alg_names[alg], want_key);
+		return -1;
+	}
+	if (other && other[0]) {
+		snprintf(err, errlen, "%s is set, but jwt_algorithm = \"%s\" reads %s", other_key, alg_names[alg],
+			 want_key);
+		return -1;
+	}
+	return 0;
+}
+
+int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (errlen)
+		err[0] = '\0';
+	if (!s->algorithm || !s->algorithm[0])
+		return 0;
+	struct jwt_verifier *v = xcalloc(1, sizeof(*v));
+	if (check_settings(s, v, err, errlen) < 0 || check_files(s, v->alg, err, errlen) < 0 ||
+	    (v->alg == ALG_HS256 ? load_secret(v, s->secret_file, err, errlen)
+				 : load_public_key(v, s->public_key_file, err, errlen)) < 0 ||
+	    open_json(v, err, errlen) < 0) {
+		jwt_verifier_free(v);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+void jwt_verifier_free(struct jwt_verifier *v)
+{
+	if (!v)
+		return;
+	EVP_PKEY_free(v->pkey);
+	EVP_MAC_free(v->mac);
+	if (v->secret)
+		OPENSSL_cleanse(v->secret, v->secret_len);
+	free(v->secret);
+	free(v->audience);
+	free(v->issuer);
+	free(v->subscribe_path);
+	free(v->publish_path);
+	sqlite3_finalize(v->object);
+	sqlite3_finalize(v->value);
+	sqlite3_finalize(v->each);
+	sqlite3_close(v->db);
+	free(v);
+}
+
+/* ---- decoding --------------------------------------------------------- */
+
+static int b64url_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '-')
+		return 62;
+	if (c == '_')
+		return 63;
+	return -1;
+}
+
+/* Decode the unpadded base64url text s[0..n) into out (room for 3n/4
+ * bytes). Only the canonical encoding is accepted: a length that leaves a
+ * lone character, any other character, or unused low bits that are not
+ * zero all fail. Returns the decoded length, or -1. */
+static ssize_t b64url_decode(const char *s, size_t n, unsigned char *out)
+{
+	unsigned acc = 0, bits = 0;
+	size_t k = 0;
+	if (n % 4 == 1)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int d = b64url_value((unsigned char)s[i]);
+		if (d < 0)
+			return -1;
+		acc = ((acc << 6) | (unsigned)d) & 0x3fff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[k++] = (unsigned char)(acc >> bits);
+		}
+	}
+	if (acc & ((1u << bits) - 1))
+		return -1;
+	return (ssize_t)k;
+}
+
+/* A token cut into its parts: the signing input is the text up to the
+ * second dot; header, payload and signature are decoded. */
+struct jws {
+	const char *input;
+	size_t input_len;
+	unsigned char *header, *payload, *sig;
+	size_t header_len, payload_len, sig_len;
+	unsigned char *buf; /* holds the three decoded parts */
+};
+
+/* Split and decode token[0..len) into t. Returns 0, or -1 when it is not
+ * three base64url parts. t->buf is set (to be freed) either way. */
+static int jws_split(const char *token, size_t len, struct jws *t)
+{
+	const char *d1 = memchr(token, '.', len);
+	const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - token)) : NULL;
+	t->buf = xmalloc(len + 1);
+	if (!d2 || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - token)))
+		return -1;
+	const char *parts[3] = { token, d1 + 1, d2 + 1 };
+	size_t lens[3] = { (size_t)(d1 - token), (size_t)(d2 - d1 - 1), len - (size_t)(d2 + 1 - token) };
+	unsigned char **outs[3] = { &t->header, &t->payload, &t->sig };
+	size_t *olens[3] = { &t->header_len, &t->payload_len, &t->sig_len };
+	unsigned char *w = t->buf;
+	for (int i = 0; i < 3; i++) {
+		ssize_t n = b64url_decode(parts[i], lens[i], w);
+		if (n < 0)
+			return -1;
+		*outs[i] = w;
+		*olens[i] = (size_t)n;
+		w += n;
+	}
+	t->input = token;
+	t->input_len = (size_t)(d2 - token);
+	return 0;
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+/* Whether j[0..n) is UTF-8 JSON text of an object, holding no NUL byte
+ * and no \u0000 escape (which would cut a string short in C). */
+static bool json_object(const struct jwt_verifier *v, const unsigned char *j, size_t n)
+{
+	if (!text_utf8_valid(j, n) || memchr(j, '\0', n) || text_json_escapes_nul((const char *)j, n))
+		return false;
+	sqlite3_bind_text(v->object, 1, (const char *)j, (int)n, SQLITE_STATIC);
+	bool ok = sqlite3_step(v->object) == SQLITE_ROW && sqlite3_column_int(v->object, 0) == 1;
+	sqlite3_reset(v->object);
+	sqlite3_clear_bindings(v->object);
+	return ok;
+}
+
+enum ctype { C_ABSENT, C_NUMBER, C_TEXT, C_ARRAY, C_OTHER };
+
+/* One value looked up in a JSON object. */
+struct claim {
+	enum ctype type;
+	bool is_int; /* C_NUMBER: i, else d */
+	int64_t i;
+	double d;
+	char *text; /* C_TEXT: a copy, NUL-terminated; free it */
+	size_t text_len;
+};
+
+/* Look up path in the JSON object j[0..n). Returns 0 with *c filled (free
+ * c->text), or -1 when SQLite fails. */
+static int claim_get(const struct jwt_verifier *v, const unsigned char *j, size_t n, const char *path, struct claim *c)
+{
+	memset(c, 0, sizeof(*c));
+	sqlite3_stmt *st = v->value;
+	sqlite3_bind_text(st, 1, (const char *)j, (int)n, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : -1;
+	const char *type = rc == 0 ? (const char *)sqlite3_column_text(st, 0) : NULL;
+	int vt = type ? sqlite3_column_type(st, 1) : SQLITE_NULL;
+	if (!type) {
+		c->type = C_ABSENT;
+	} else if ((!strcmp(type, "integer") || !strcmp(type, "real")) && vt == SQLITE_INTEGER) {
+		c->type = C_NUMBER;
+		c->is_int = true;
+		c->i = sqlite3_column_int64(st, 1);
+	} else if ((!strcmp(type, "integer") || !strcmp(type, "real")) && vt == SQLITE_FLOAT) {
+		c->type = C_NUMBER;
+		c->d = sqlite3_column_double(st, 1);
+	} else if (!strcmp(type, "text") && vt == SQLITE_TEXT) {
+		c->type = C_TEXT;
+		const unsigned char *t = sqlite3_column_text(st, 1);
+		c->text_len = (size_t)sqlite3_column_bytes(st, 1);
+		c->text = xstrndup(t ? (const char *)t : "", c->text_len);
+	} else if (!strcmp(type, "array")) {
+		c->type = C_ARRAY;
+	} else {
+		c->type = C_OTHER;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc;
+}
+
+/* Whether s[0..n) is exactly the C string want. */
+static bool same(const char *s, size_t n, const char *want)
+{
+	return n == strlen(want) && memcmp(s, want, n) == 0;
+}
+
+/* Call fn(arg, text, len) for each element of the array at path; a
+ * non-string element is passed as NULL. Stops when fn returns non-zero
+ * and returns that, else 0. */
+typedef int element_fn(void *arg, const char *text, size_t len);
+static int each_element(const struct jwt_verifier *v, const unsigned char *j, size_t n, const char *path,
+			element_fn *fn, void *arg)
+{
+	sqlite3_stmt *st = v->each;
+	int r = 0;
+	sqlite3_bind_text(st, 1, (const char *)j, (int)n, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+	while (r == 0 && sqlite3_step(st) == SQLITE_ROW) {
+		const char *type = (const char *)sqlite3_column_text(st, 0);
+		bool text = type && strcmp(type, "text") == 0 && sqlite3_column_type(st, 1) == SQLITE_TEXT;
+		const char *t = text ? (const char *)sqlite3_column_text(st, 1) : NULL;
+		r = fn(arg, t, t ? (size_t)sqlite3_column_bytes(st, 1) : 0);
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return r;
+}
+
+/* ---- signatures ------------------------------------------------------- */
+
+static bool verify_hs256(const struct jwt_verifier *v, const struct jws *t)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	size_t mac_len = 0;
+	bool ok = false;
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(v->mac);
+	OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+				OSSL_PARAM_construct_end() };
+	if (ctx && EVP_MAC_init(ctx, v->secret, v->secret_len, params) &&
+	    EVP_MAC_update(ctx, (const unsigned char *)t->input, t->input_len) &&
+	    EVP_MAC_final(ctx, mac, &mac_len, sizeof(mac)))
+		ok = mac_len == 32 && t->sig_len == 32 && CRYPTO_memcmp(mac, t->sig, 32) == 0;
+	OPENSSL_cleanse(mac, sizeof(mac));
+	EVP_MAC_CTX_free(ctx);
+	return ok;
+}
+
+/* The DER ECDSA-Sig-Value for a JWS ES256 signature (r || s, 32 bytes
+ * each). Returns its length with *der to be freed by OPENSSL_free, or -1. */
+static int es256_der(const unsigned char *raw, unsigned char **der)
+{
+	ECDSA_SIG *es = ECDSA_SIG_new();
+	BIGNUM *r = BN_bin2bn(raw, 32, NULL), *s = BN_bin2bn(raw + 32, 32, NULL);
+	int n = -1;
+	*der = NULL;
+	if (es && r && s && ECDSA_SIG_set0(es, r, s) == 1) {
+		r = s = NULL; /* now the signature's */
+		n = i2d_ECDSA_SIG(es, der);
+	}
+	BN_free(r);
+	BN_free(s);
+	ECDSA_SIG_free(es);
+	return n > 0 ? n : -1;
+}
+
+/* RS256 (PKCS#1 v1.5) or ES256, both over SHA-256. */
+static bool verify_pkey(const struct jwt_verifier *v, const struct jws *t)
+{
+	const unsigned char *sig = t->sig;
+	size_t sig_len = t->sig_len;
+	unsigned char *der = NULL;
+	if (v->alg == ALG_ES256) {
+		int n = t->sig_len == 64 ? es256_der(t->sig, &der) : -1;
+		if (n < 0)
+			return false;
+		sig = der;
+		sig_len = (size_t)n;
+	} else if (t->sig_len != (size_t)EVP_PKEY_get_size(v->pkey)) {
+		return false;
+	}
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	EVP_PKEY_CTX *pctx = NULL;
+	bool ok = md && EVP_DigestVerifyInit_ex(md, &pctx, "SHA256", NULL, NULL, v->pkey, NULL) == 1 &&
+		  (v->alg != ALG_RS256 || EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1) &&
+		  EVP_DigestVerify(md, sig, sig_len, (const unsigned char *)t->input, t->input_len) == 1;
+	EVP_MD_CTX_free(md);
+	OPENSSL_free(der);
+	ERR_clear_error();
+	return ok;
+}
+
+/* ---- claims ----------------------------------------------------------- */
+
+/* Whether exp lies before now by more than the leeway. A number too large
+ * to add the leeway to has not passed. */
+static bool is_expired(const struct claim *exp, int64_t now, int64_t leeway)
+{
+	int64_t limit;
+	if (!exp->is_int)
+		return (double)now > exp->d + (double)leeway;
+	if (__builtin_add_overflow(exp->i, leeway, &limit))
+		return false;
+	return now > limit;
+}
+
+/* Whether nbf lies after now by more than the leeway. */
+static bool is_early(const struct claim *nbf, int64_t now, int64_t leeway)
+{
+	int64_t t;
+	if (!nbf->is_int)
+		return (double)now + (double)leeway < nbf->d;
+	if (__builtin_add_overflow(now, leeway, &t))
+		return false;
+	return t < nbf->i;
+}
+
+/* exp in whole seconds, for the rights (a fraction is dropped). */
+static int64_t whole_seconds(const struct claim *c)
+{
+	if (c->is_int)
+		return c->i;
+	if (c->d >= 9.2e18)
+		return INT64_MAX;
+	if (c->d <= -9.2e18)
+		return INT64_MIN;
+	return (int64_t)c->d;
+}
+
+/* exp (required) and nbf (optional). Returns JWT_OK or the error, with
+ * *why set for a missing exp. */
+static int check_times(const struct jwt_verifier *v, const unsigned char *j, size_t n, int64_t now,
+		       struct jwt_rights *r, const char **why)
+{
+	struct claim exp, nbf;
+	int got = claim_get(v, j, n, "$.exp", &exp);
+	free(exp.text);
+	got |= claim_get(v, j, n, "$.nbf", &nbf);
+	free(nbf.text);
+	if (got < 0)
+		return JWT_MALFORMED;
+	if (exp.type == C_ABSENT) {
+		*why = reason_no_exp;
+		return JWT_EXPIRED;
+	}
+	if (exp.type != C_NUMBER || (nbf.type != C_ABSENT && nbf.type != C_NUMBER))
+		return JWT_MALFORMED;
+	if (is_expired(&exp, now, v->leeway_s))
+		return JWT_EXPIRED;
+	if (nbf.type == C_NUMBER && is_early(&nbf, now, v->leeway_s))
+		return JWT_NOT_YET;
+	r->exp = whole_seconds(&exp);
+	return JWT_OK;
+}
+
+static int audience_is(void *arg, const char *text, size_t len)
+{
+	return text && same(text, len, arg);
+}
+
+/* "aud", when an audience is configured: it, or a list holding it. */
+static int check_audience(const struct jwt_verifier *v, const unsigned char *j, size_t n)
+{
+	struct claim c;
+	if (!v->audience)
+		return JWT_OK;
+	if (claim_get(v, j, n, "$.aud", &c) < 0)
+		return JWT_MALFORMED;
+	bool ok = (c.type == C_TEXT && same(c.text, c.text_len, v->audience)) ||
+		  (c.type == C_ARRAY && each_element(v, j, n, "$.aud", audience_is, v->audience) == 1);
+	free(c.text);
+	return ok ? JWT_OK : JWT_BAD_AUDIENCE;
+}
+
+/* "iss", when an issuer is configured: exactly it. */
+static int check_issuer(const struct jwt_verifier *v, const unsigned char *j, size_t n)
+{
+	struct claim c;
+	if (!v->issuer)
+		return JWT_OK;
+	if (claim_get(v, j, n, "$.iss", &c) < 0)
+		return JWT_MALFORMED;
+	bool ok = c.type == C_TEXT && same(c.text, c.text_len, v->issuer);
+	free(c.text);
+	return ok ? JWT_OK : JWT_BAD_ISSUER;
+}
+
+/* A list of patterns being collected. */
+struct patterns {
+	char **list;
+	size_t n;
+};
+
+/* Add one pattern; non-zero when it is not a string or not a valid one. */
+static int pattern_add(void *arg, const char *text, size_t len)
+{
+	struct patterns *p = arg;
+	if (!text || !topic_pattern_valid(text, len))
+		return 1;
+	p->list = xrealloc(p->list, (p->n + 1) * sizeof(*p->list));
+	p->list[p->n++] = xstrndup(text, len);
+	return 0;
+}
+
+static void patterns_free(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+/* The rights claim at path: absent grants nothing; a pattern string or a
+ * list of pattern strings; anything else is JWT_MALFORMED. */
+static int read_patterns(const struct jwt_verifier *v, const unsigned char *j, size_t n, const char *path, char ***out,
+			 size_t *count)
+{
+	struct claim c;
+	struct patterns p = { NULL, 0 };
+	int bad;
+	if (claim_get(v, j, n, path, &c) < 0)
+		return JWT_MALFORMED;
+	if (c.type == C_ABSENT)
+		bad = 0;
+	else if (c.type == C_TEXT)
+		bad = pattern_add(&p, c.text, c.text_len);
+	else if (c.type == C_ARRAY)
+		bad = each_element(v, j, n, path, pattern_add, &p);
+	else
+		bad = 1;
+	free(c.text);
+	if (bad) {
+		patterns_free(p.list, p.n);
+		return JWT_MALFORMED;
+	}
+	*out = p.list;
+	*count = p.n;
+	return JWT_OK;
+}
+
+/* The header: a JSON object whose "alg" is the configured algorithm, with
+ * no "crit" (no extension is understood here, so RFC 7515 says refuse). */
+static int check_header(const struct jwt_verifier *v, const struct jws *t)
+{
+	struct claim alg, crit;
+	if (!json_object(v, t->header, t->header_len))
+		return JWT_MALFORMED;
+	int got = claim_get(v, t->header, t->header_len, "$.alg", &alg);
+	bool alg_ok = alg.type == C_TEXT && same(alg.text, alg.text_len, alg_names[v->alg]);
+	free(alg.text);
+	got |= claim_get(v, t->header, t->header_len, "$.crit", &crit);
+	free(crit.text);
+	if (got < 0)
+		return JWT_MALFORMED;
+	if (!alg_ok)
+		return JWT_BAD_ALG;
+	return crit.type == C_ABSENT ? JWT_OK : JWT_MALFORMED;
+}
+
+/* Everything after the shape: header, signature, claims, rights. */
+static int verify_parts(const struct jwt_verifier *v, const struct jws *t, int64_t now, struct jwt_rights *r,
+			const char **why)
+{
+	int e = check_header(v, t);
+	if (e != JWT_OK)
+		return e;
+	if (!(v->alg == ALG_HS256 ? verify_hs256(v, t) : verify_pkey(v, t)))
+		return JWT_BAD_SIGNATURE;
+	const unsigned char *j = t->payload;
+	size_t n = t->payload_len;
+	if (!json_object(v, j, n))
+		return JWT_MALFORMED;
+	if ((e = check_times(v, j, n, now, r, why)) != JWT_OK || (e = check_audience(v, j, n)) != JWT_OK ||
+	    (e = check_issuer(v, j, n)) != JWT_OK)
+		return e;
+	if ((e = read_patterns(v, j, n, v->subscribe_path, &r->subscribe, &r->nsubscribe)) != JWT_OK ||
+	    (e = read_patterns(v, j, n, v->publish_path, &r->publish, &r->npublish)) != JWT_OK)
+		return e;
+	return JWT_OK;
+}
+
+int jwt_verify(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
+	       const char **why)
+{
+	struct jws t = { 0 };
+	int e = JWT_MALFORMED;
+	memset(r, 0, sizeof(*r));
+	*why = NULL;
+	if (v && token && len <= JWT_MAX_TOKEN && jws_split(token, len, &t) == 0)
+		e = verify_parts(v, &t, now, r, why);
+	free(t.buf);
+	if (e != JWT_OK) {
+		jwt_rights_free(r);
+		if (!*why)
+			*why = reasons[-e];
+	}
+	return e;
+}
+
+void jwt_rights_free(struct jwt_rights *r)
+{
+	patterns_free(r->subscribe, r->nsubscribe);
+	patterns_free(r->publish, r->npublish);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,78 @@
+/* jwt.h: signed tokens (JWS compact serialization, RFC 7515/7519) that
+ * carry a reader's and a publisher's topic rights. One algorithm, fixed by
+ * configuration: HS256 with a secret read from a file, or RS256 / ES256
+ * with a PEM public key file; "alg": "none", any other algorithm, and an
+ * HMAC token against a public key are refused. "exp" is required, "nbf"
+ * honoured, both with a leeway; "aud" and "iss" checked when configured.
+ * The rights are read from claims named by dotted paths ("subscribe", or
+ * "mercure.subscribe" for a token minted for Mercure), each a list of topic
+ * patterns (topic.h). Secrets and tokens never appear in errors or logs. */
+#ifndef HERALD_JWT_H
+#define HERALD_JWT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a verifier is built from (the jwt_* configuration keys). */
+struct jwt_settings {
+	const char *algorithm;       /* "HS256", "RS256" or "ES256"; "" = tokens off */
+	const char *secret_file;     /* HS256: the shared secret (one trailing newline stripped) */
+	const char *public_key_file; /* RS256 / ES256: a PEM public key (or certificate) */
+	int64_t leeway_s;            /* clock skew allowed on exp and nbf */
+	const char *audience;        /* "" = not checked; else "aud" must be it or contain it */
+	const char *issuer;          /* "" = not checked; else "iss" must equal it */
+	const char *subscribe_claim; /* dotted path, e.g. "subscribe" or "mercure.subscribe" */
+	const char *publish_claim;   /* dotted path, e.g. "publish" or "mercure.publish" */
+};
+
+/* The rights a verified token grants. Owned by the caller once filled;
+ * release with jwt_rights_free. */
+struct jwt_rights {
+	char **subscribe; /* valid topic patterns (topic.h) */
+	size_t nsubscribe;
+	char **publish;
+	size_t npublish;
+	int64_t exp; /* Unix seconds */
+};
+
+struct jwt_verifier;
+
+/* Build a verifier: reads and parses the key file now (nothing is read
+ * later). Returns 0 with *out set, or with *out NULL when s->algorithm is
+ * "" (tokens off); or -1 with a one-line reason in err naming the setting
+ * and file (never the secret), e.g. an unreadable file, an empty secret,
+ * a PEM that is not a public key, a key of the wrong type for the
+ * algorithm (an EC key for RS256, an RSA key or a curve other than P-256
+ * for ES256). */
+int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, char *err, size_t errlen);
+void jwt_verifier_free(struct jwt_verifier *v);
+
+/* Whether dotted is a claim name jwt_verifier_new takes: names of letters,
+ * digits, '_' and '-', joined by dots ("subscribe", "mercure.subscribe"),
+ * at most 256 bytes. Lets the configuration refuse a bad one at its key. */
+bool jwt_claim_name_valid(const char *dotted);
+
+/* Failures of jwt_verify, each with a static reason for a 401 body. */
+enum jwt_error {
+	JWT_OK = 0,
+	JWT_MALFORMED = -1,     /* not three base64url parts, bad JSON, a claim of the wrong type */
+	JWT_BAD_ALG = -2,       /* "none", or another algorithm than the configured one */
+	JWT_BAD_SIGNATURE = -3, /* the signature does not verify */
+	JWT_EXPIRED = -4,       /* exp in the past (beyond the leeway), or missing */
+	JWT_NOT_YET = -5,       /* nbf in the future (beyond the leeway) */
+	JWT_BAD_AUDIENCE = -6,
+	JWT_BAD_ISSUER = -7,
+};
+
+/* Verify token[0..len) at Unix time now. Returns JWT_OK with *r filled, or
+ * a jwt_error with *why a static reason such as "the token has expired"
+ * and *r empty. A rights claim that is absent grants nothing; present, it
+ * must be a list of valid patterns or a single pattern string (anything
+ * else is JWT_MALFORMED). A token longer than 8 KiB is JWT_MALFORMED. */
+int jwt_verify(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
+	       const char **why);
+
+void jwt_rights_free(struct jwt_rights *r);
+
+#endif
