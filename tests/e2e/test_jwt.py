@@ -336,7 +336,8 @@ def test_refusals_name_the_cause():
     sig_of_good = _hs(good).split(".")[2]
     cases = [
         ("expired", _hs({"exp": now - 60, "subscribe": ["user/1"]}), "expired"),
-        ("nbf in the future", _hs({"exp": now + 600, "nbf": now + 60, "subscribe": ["user/1"]}), "not yet valid|not valid yet"),
+        ("nbf in the future", _hs({"exp": now + 600, "nbf": now + 60, "subscribe": ["user/1"]}),
+         "not yet valid|not valid yet"),
         ("exp missing", _hs({"subscribe": ["user/1"]}), "exp"),
         ("wrong key", _hs(good, key=_Keys.OTHER_SECRET), "signature"),
         ("alg none", mint("none", None, good, {"alg": "none", "typ": "JWT"}), "algorithm"),
@@ -535,8 +536,9 @@ def test_every_path_live_catchup_resume():
         want = _granted(rows, "user/1")
         got = ids_of(got_slow)
         assert got[0] == start, got[:3]  # it did not read before; the live reader did
-        assert got[1:] == want, (f"slow reader (catch-up): {len(got) - 1} events, want {len(want)}; extra "
-                                 f"{sorted(set(got[1:]) - set(want))[:10]}, missing {sorted(set(want) - set(got))[:10]}")
+        extra, missing = sorted(set(got[1:]) - set(want)), sorted(set(want) - set(got))
+        assert got[1:] == want, (f"slow reader (catch-up): {len(got) - 1} events, want {len(want)}; "
+                                 f"extra {extra[:10]}, missing {missing[:10]}")
         assert ids_of(got_live) == [i for i in want if i > a[2]]
         by_id = {i: d for i, _, _, d in rows}
         assert all(by_id[e["id"]] == e["data"] for e in got_slow[1:]), "catch-up data differs from the store"
@@ -654,15 +656,16 @@ def test_publish_rights():
         end = pub(h, "end", "end", True, tok=PT)
         assert ids_of(until_id(reader, end)) == [mine, end]
         reader.close()
-    with herald("HS256", publish_token=None) as h:  # token-less local publishing as before
-        st, _, body = _post(h, "anything")
-        assert st == 201, f"token-less local publishing with jwt_algorithm set got {st} {body!r}"
+    with Herald(args=["--publish-token", PT]) as h:  # no jwt_algorithm: only publish_token, as before
+        st, hd, body = _post(h, "user/42/x", token("HS256", pub="*"))
+        check_refusal(st, hd, body, 403)
+    with herald("HS256", publish_token=None) as h:  # jwt_algorithm without publish_token
         assert _post(h, "user/42/x", token("HS256", pub="user/42/*"))[0] == 201
         st, hd, body = _post(h, "user/43/x", token("HS256", pub="user/42/*"))
         check_refusal(st, hd, body, 403)
-    with Herald(args=["--publish-token", PT]) as h:  # no jwt_algorithm
-        st, hd, body = _post(h, "user/42/x", token("HS256", pub="*"))
-        check_refusal(st, hd, body, 403)
+        # Token-less local publishing is unchanged by jwt_algorithm.
+        st, _, body = _post(h, "anything")
+        assert st == 201, f"token-less local publishing with jwt_algorithm set got {st} {body!r}"
 
 
 # ---------------------------------------------------------------- 8. isolation
@@ -910,6 +913,8 @@ def test_cors_preflight_and_post():
             assert st == 204 and hd.get("access-control-allow-origin") == "*", (path, st, hd)
             assert {"authorization", "content-type", "last-event-id"} <= _names(
                 hd.get("access-control-allow-headers", "")), hd
+        st, hd, body = _post(h, "news", PT, True, {"Origin": "https://anyone.example"})
+        assert st == 201 and hd.get("access-control-allow-origin") == "*", (st, hd, body)
     with herald("HS256") as h:  # allow_origin empty
         for path in ("/api/events", "/api/events/stream"):
             st, hd, body = _preflight(h, path, "https://app.example")
