@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "jwt.h"
 #include "listener.h"
 #include "log.h"
 #include "tls.h"
@@ -44,7 +45,7 @@ struct key {
 	const char *const *choices; /* K_CHOICE: the names, NULL-terminated; the value is the index */
 };
 
-static key_check_fn check_origins, check_proxies;
+static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_claim, check_cookie;
 
 /* Indexed by enum metrics_mode. */
 static const char *const metrics_modes[] = { "any", "local", "token", NULL };
@@ -90,6 +91,15 @@ static const struct key keys[] = {
 	KEY("tls_cert", K_STR, tls_cert, 0, 4096, ""),
 	KEY("tls_key", K_STR, tls_key, 0, 4096, ""),
 	KEY("tls_ticket_rotate", K_DUR_MS, tls_ticket_rotate_ms, 1000, 604800000, "12h", .flags = KF_ZERO_OK),
+	KEY("jwt_algorithm", K_STR, jwt_algorithm, 0, 64, "", .check = check_jwt_algorithm),
+	KEY("jwt_secret_file", K_STR, jwt_secret_file, 0, 4096, ""),
+	KEY("jwt_public_key_file", K_STR, jwt_public_key_file, 0, 4096, ""),
+	KEY("jwt_leeway", K_DUR_S, jwt_leeway_s, 0, 300, "10s"),
+	KEY("jwt_audience", K_STR, jwt_audience, 0, 1024, ""),
+	KEY("jwt_issuer", K_STR, jwt_issuer, 0, 1024, ""),
+	KEY("jwt_subscribe_claim", K_STR, jwt_subscribe_claim, 1, 256, "subscribe", .check = check_claim),
+	KEY("jwt_publish_claim", K_STR, jwt_publish_claim, 1, 256, "publish", .check = check_claim),
+	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
 };
 #define NKEYS ARRAY_LEN(keys)
 
@@ -305,6 +315,37 @@ static const char *check_proxies(const char *v, char *buf, size_t len)
 {
 	struct trust t;
 	return trust_parse(&t, v, buf, len) < 0 ? buf : NULL;
+}
+
+/* jwt_algorithm: one of the three jwt.c verifies, or empty (tokens off). */
+static const char *check_jwt_algorithm(const char *v, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	if (!v[0] || !strcmp(v, "HS256") || !strcmp(v, "RS256") || !strcmp(v, "ES256"))
+		return NULL;
+	return "not one of HS256, RS256, ES256 (or empty: signed tokens off)";
+}
+
+/* jwt_subscribe_claim, jwt_publish_claim: what jwt_verifier_new takes. */
+static const char *check_claim(const char *v, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	if (jwt_claim_name_valid(v))
+		return NULL;
+	return "not a claim name: names of letters, digits, _ and -, joined by dots (e.g. mercure.subscribe)";
+}
+
+/* jwt_cookie: empty, or a cookie name of letters, digits, _ - and '.'. */
+static const char *check_cookie(const char *v, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.')
+			return "a cookie name has only letters, digits, _ - and .";
+	return NULL;
 }
 
 /* Set one key from text; returns NULL or the reason (static, or in buf). */
@@ -776,6 +817,71 @@ static void check_tls(struct load *ld)
 		bad_value(ld, origin_of(ld, kk), kk, cfg->tls_key, err);
 }
 
+/* The value of the string key k. */
+static const char *str_of(const struct config *cfg, const struct key *k)
+{
+	return *(char *const *)(const void *)((const char *)cfg + k->off);
+}
+
+/* Signed tokens: an algorithm reads exactly its own key file (and a key
+ * file without an algorithm is a mistake); then a verifier is built, as the
+ * server will build it, and freed, so a key that does not load is refused
+ * before anything starts. */
+static void check_jwt(struct load *ld)
+{
+	const struct config *cfg = ld->cfg;
+	const struct key *ka = key_named("jwt_algorithm"), *ks = key_named("jwt_secret_file"),
+			 *kp = key_named("jwt_public_key_file");
+	const char *alg = cfg->jwt_algorithm;
+	if (!alg[0]) {
+		const struct key *files[] = { ks, kp };
+		for (size_t i = 0; i < ARRAY_LEN(files); i++)
+			if (str_of(cfg, files[i])[0]) {
+				config_err("%s: %s is set, but jwt_algorithm is not (signed tokens are off)",
+					   origin_of(ld, files[i]), files[i]->name);
+				ld->errors++;
+			}
+		return;
+	}
+	bool hs = strcmp(alg, "HS256") == 0;
+	const struct key *want = hs ? ks : kp, *other = hs ? kp : ks;
+	int before = ld->errors;
+	if (!str_of(cfg, want)[0]) {
+		config_err("%s: jwt_algorithm = \"%s\" needs %s", origin_of(ld, ka), alg, want->name);
+		ld->errors++;
+	}
+	if (str_of(cfg, other)[0]) {
+		config_err("%s: %s is set, but jwt_algorithm = \"%s\" (%s) reads %s instead", origin_of(ld, other),
+			   other->name, alg, origin_of(ld, ka), want->name);
+		ld->errors++;
+	}
+	if (ld->errors != before)
+		return;
+	struct jwt_settings js;
+	struct jwt_verifier *v = NULL;
+	char err[700];
+	config_jwt_settings(cfg, &js);
+	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
+		config_err("%s: %s", origin_of(ld, want), err);
+		ld->errors++;
+	}
+	jwt_verifier_free(v);
+}
+
+void config_jwt_settings(const struct config *cfg, struct jwt_settings *out)
+{
+	*out = (struct jwt_settings){
+		.algorithm = cfg->jwt_algorithm,
+		.secret_file = cfg->jwt_secret_file,
+		.public_key_file = cfg->jwt_public_key_file,
+		.leeway_s = cfg->jwt_leeway_s,
+		.audience = cfg->jwt_audience,
+		.issuer = cfg->jwt_issuer,
+		.subscribe_claim = cfg->jwt_subscribe_claim,
+		.publish_claim = cfg->jwt_publish_claim,
+	};
+}
+
 /* Checks of keys that depend on each other, once every source is read. */
 static void check_whole(struct load *ld)
 {
@@ -786,6 +892,7 @@ static void check_whole(struct load *ld)
 		ld->errors++;
 	}
 	check_tls(ld);
+	check_jwt(ld);
 }
 
 /* A bad command line: "<before><arg><after>", then the usage; exit code 2. */

@@ -59,7 +59,11 @@ struct config {
 	char *tls_cert;
 	char *tls_key;
 	int64_t tls_ticket_rotate_ms; /* 0 = never */
-	char *config_path;            /* the file read, or NULL */
+	/* Signed tokens (jwt.h): "" when unset; jwt_algorithm "" = off. */
+	char *jwt_algorithm, *jwt_secret_file, *jwt_public_key_file, *jwt_audience, *jwt_issuer, *jwt_subscribe_claim,
+		*jwt_publish_claim, *jwt_cookie;
+	int64_t jwt_leeway_s;
+	char *config_path; /* the file read, or NULL */
 };
 
 /* Fill cfg from defaults, the file named by --config (if any), the
@@ -77,5 +81,11 @@ void config_free(struct config *cfg);
 void config_print(const struct config *cfg, FILE *out);
 
 void config_usage(FILE *out);
+
+struct jwt_settings;
+
+/* Fill out with the jwt_* settings of cfg, for jwt_verifier_new; the
+ * strings point into cfg, which must outlive out. */
+void config_jwt_settings(const struct config *cfg, struct jwt_settings *out);
 
 #endif

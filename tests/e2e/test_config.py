@@ -494,3 +494,50 @@ def test_ipv6_prefix_and_tls_ticket_rotate_ranges():
     for v in ("999ms", "1ms", "8d", "soon"):
         code, out = _run(["--check-config", "--tls-ticket-rotate", v])
         assert code == 1 and f'tls_ticket_rotate = "{v}"' in out, out
+
+
+# --- Signed tokens: the key file is read and checked at load -------------------
+
+def _openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=30)
+
+
+def test_check_config_refuses_a_bad_jwt_key_file():
+    """--check-config builds the token verifier: a secret too short, a file
+    that holds no public key, a private key, or a key of the wrong type is
+    refused with file, line, key and path (never the secret); good key files
+    pass."""
+    d = tempfile.mkdtemp(prefix="herald-test-jwt-")
+    short = _write(d, "short.secret", b"TOPSECRET-123\n")
+    p, (code, out) = _check(f"jwt_algorithm = HS256\njwt_secret_file = {short}\n")
+    assert code == 1, out
+    assert f'{p}:2: jwt_secret_file = "{short}": the secret is 13 bytes; HS256 needs at least 32' in out, out
+    assert "TOPSECRET" not in out, out
+
+    garbage = _write(d, "garbage.pem", b"-----BEGIN PUBLIC KEY-----\nnot base64\n-----END PUBLIC KEY-----\n")
+    p, (code, out) = _check(f"jwt_algorithm = ES256\njwt_public_key_file = {garbage}\n")
+    assert code == 1 and f'{p}:2: jwt_public_key_file = "{garbage}": no PEM public key' in out, out
+
+    priv, pub = os.path.join(d, "ec.key"), os.path.join(d, "ec.pub")
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", priv)
+    _openssl("pkey", "-in", priv, "-pubout", "-out", pub)
+    p, (code, out) = _check(f"jwt_algorithm = ES256\njwt_public_key_file = {priv}\n")
+    assert code == 1 and "holds a private key" in out, out
+    assert "PRIVATE" not in out.replace("holds a private key", ""), out
+    p, (code, out) = _check(f"jwt_algorithm = RS256\njwt_public_key_file = {pub}\n")
+    assert code == 1 and f'jwt_public_key_file = "{pub}": not an RSA key, which RS256 needs' in out, out
+    code, out = _run(["--check-config", "--jwt-algorithm", "ES256", "--jwt-public-key-file",
+                      os.path.join(d, "missing.pem")])
+    assert code == 1 and "option --jwt-public-key-file: jwt_public_key_file" in out, out
+    assert "No such file or directory" in out, out
+
+    # The good ones pass, and print their settings.
+    p, (code, out) = _check(f"jwt_algorithm = ES256\njwt_public_key_file = {pub}\njwt_cookie = herald_token\n")
+    assert code == 0 and "configuration OK" in out and "jwt_algorithm = ES256\n" in out, out
+    assert "jwt_leeway = 10s\n" in out and "jwt_cookie = herald_token\n" in out, out
+    good = _write(d, "good.secret", b"Z" * 40 + b"\n")
+    code, out = _run(["--check-config", "--jwt-algorithm", "HS256"], env={"HERALD_JWT_SECRET_FILE": good})
+    assert code == 0 and "configuration OK" in out and "ZZZZ" not in out, out
+    code, out = _run(["--check-config", "--jwt-algorithm", "HS256"])
+    assert code == 1 and 'jwt_algorithm = "HS256" needs jwt_secret_file' in out, out

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "jwt.h"
 #include "listener.h"
 
 static char tmpdir[64];
@@ -402,6 +405,8 @@ static int64_t flag_value(const char *key, const char *value, int *rc)
 		return cfg.ipv6_prefix;
 	if (!strcmp(key, "tls-ticket-rotate"))
 		return cfg.tls_ticket_rotate_ms;
+	if (!strcmp(key, "jwt-leeway"))
+		return cfg.jwt_leeway_s;
 	return -2;
 }
 
@@ -1091,6 +1096,112 @@ static void test_new_keys(void)
 	VALUE_REFUSED("tls-ticket-rotate", "8d", "out of range");
 }
 
+/* The jwt_* keys: defaults, values, the key file each algorithm needs, and
+ * the verifier built at load (its refusals name the origin and the file,
+ * never the secret). */
+static void test_jwt_keys(void)
+{
+	const struct res *r = load(NULL);
+	CHECK(r->r == 0 && strcmp(cfg.jwt_algorithm, "") == 0 && strcmp(cfg.jwt_secret_file, "") == 0 &&
+	      strcmp(cfg.jwt_public_key_file, "") == 0 && strcmp(cfg.jwt_audience, "") == 0 &&
+	      strcmp(cfg.jwt_issuer, "") == 0 && strcmp(cfg.jwt_cookie, "") == 0);
+	CHECK(strcmp(cfg.jwt_subscribe_claim, "subscribe") == 0 && strcmp(cfg.jwt_publish_claim, "publish") == 0);
+	CHECK_EQ_INT(cfg.jwt_leeway_s, 10);
+
+	/* config_jwt_settings hands the same values over. */
+	const char *secret = write_bytes("jwt-secret", "0123456789abcdef0123456789abcdef\n", 33);
+	r = load("--jwt-algorithm", "HS256", "--jwt-secret-file", secret, "--jwt-audience", "aud-1", "--jwt-issuer",
+		 "iss-1", "--jwt-leeway", "1m", "--jwt-subscribe-claim", "mercure.subscribe", "--jwt-publish-claim",
+		 "mercure.publish", "--jwt-cookie", "herald_token", NULL);
+	CHECK(r->r == 0);
+	struct jwt_settings js;
+	config_jwt_settings(&cfg, &js);
+	CHECK(js.algorithm == cfg.jwt_algorithm && strcmp(js.algorithm, "HS256") == 0);
+	CHECK(js.secret_file == cfg.jwt_secret_file && js.public_key_file == cfg.jwt_public_key_file);
+	CHECK(js.audience == cfg.jwt_audience && strcmp(js.audience, "aud-1") == 0);
+	CHECK(js.issuer == cfg.jwt_issuer && strcmp(js.issuer, "iss-1") == 0);
+	CHECK(js.subscribe_claim == cfg.jwt_subscribe_claim && strcmp(js.subscribe_claim, "mercure.subscribe") == 0);
+	CHECK(js.publish_claim == cfg.jwt_publish_claim && strcmp(js.publish_claim, "mercure.publish") == 0);
+	CHECK(js.leeway_s == 60);
+	CHECK(strcmp(cfg.jwt_cookie, "herald_token") == 0);
+	struct jwt_verifier *v = NULL;
+	char err[512];
+	CHECK(jwt_verifier_new(&js, &v, err, sizeof(err)) == 0 && v != NULL);
+	jwt_verifier_free(v);
+
+	/* Values checked as they are set. */
+	VALUE_REFUSED("jwt-algorithm", "HS512", "not one of HS256, RS256, ES256");
+	VALUE_REFUSED("jwt-algorithm", "none", "not one of");
+	VALUE_REFUSED("jwt-algorithm", "hs256", "not one of");
+	VALUE_IS("jwt-leeway", "0", 0);
+	VALUE_IS("jwt-leeway", "300", 300);
+	VALUE_IS("jwt-leeway", "5m", 300);
+	VALUE_IS("jwt-leeway", "30s", 30);
+	VALUE_REFUSED("jwt-leeway", "301", "allowed: 0 to 300 s");
+	VALUE_REFUSED("jwt-leeway", "1h", "out of range");
+	VALUE_REFUSED("jwt-leeway", "-1", "not a whole number");
+	VALUE_REFUSED("jwt-subscribe-claim", "mercure..subscribe", "not a claim name");
+	VALUE_REFUSED("jwt-subscribe-claim", "", "must not be empty");
+	VALUE_REFUSED("jwt-publish-claim", "a b", "not a claim name");
+	VALUE_REFUSED("jwt-publish-claim", "$.publish", "not a claim name");
+	VALUE_REFUSED("jwt-cookie", "bad cookie", "a cookie name has only letters, digits, _ - and .");
+	VALUE_REFUSED("jwt-cookie", "a=b", "cookie name");
+	VALUE_REFUSED("jwt-cookie", "a;b", "cookie name");
+	r = load("--jwt-cookie", "a.b-c_D9", "--jwt-publish-claim", "x-1.y_2", NULL);
+	CHECK(r->r == 0 && strcmp(cfg.jwt_cookie, "a.b-c_D9") == 0 && strcmp(cfg.jwt_publish_claim, "x-1.y_2") == 0);
+
+	/* The algorithm's own key file, and not the other. */
+	r = load("--jwt-algorithm", "HS256", NULL);
+	CHECK(r->r == -1 && r->code == 1 &&
+	      err_has("option --jwt-algorithm: jwt_algorithm = \"HS256\" needs jwt_secret_file"));
+	r = load("--jwt-algorithm", "ES256", NULL);
+	CHECK(r->r == -1 && err_has("jwt_algorithm = \"ES256\" needs jwt_public_key_file"));
+	EVP_PKEY *ec = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	char ec_path[160];
+	snprintf(ec_path, sizeof(ec_path), "%s/ec.pem", tmpdir);
+	BIO *b = BIO_new_file(ec_path, "w");
+	CHECK(ec && b && PEM_write_bio_PUBKEY(b, ec));
+	BIO_free(b);
+	EVP_PKEY_free(ec);
+	r = load("--jwt-algorithm", "HS256", "--jwt-secret-file", secret, "--jwt-public-key-file", ec_path, NULL);
+	CHECK(r->r == -1 && err_has("option --jwt-public-key-file: jwt_public_key_file is set, but jwt_algorithm = "
+				    "\"HS256\" (option --jwt-algorithm) reads jwt_secret_file instead"));
+	r = load("--jwt-secret-file", secret, NULL);
+	CHECK(r->r == -1 && err_has("option --jwt-secret-file: jwt_secret_file is set, but jwt_algorithm is not "
+				    "(signed tokens are off)"));
+	setenv("HERALD_JWT_PUBLIC_KEY_FILE", ec_path, 1);
+	r = load(NULL);
+	CHECK(r->r == -1 && err_has("environment HERALD_JWT_PUBLIC_KEY_FILE: jwt_public_key_file is set"));
+	setenv("HERALD_JWT_ALGORITHM", "ES256", 1);
+	r = load(NULL);
+	CHECK(r->r == 0 && strcmp(cfg.jwt_algorithm, "ES256") == 0);
+	r = load("--jwt-algorithm", "RS256", NULL);
+	CHECK(r->r == -1 && err_has("environment HERALD_JWT_PUBLIC_KEY_FILE: jwt_public_key_file = \"") &&
+	      err_has("\": not an RSA key, which RS256 needs"));
+	clear_env();
+
+	/* The verifier's refusals, with the origin of the file's key. */
+	const char *shortf = write_bytes("jwt-short", "TOPSECRET\n", 10);
+	char text[400], want[600];
+	snprintf(text, sizeof(text), "jwt_algorithm = HS256\njwt_secret_file = %s\n", shortf);
+	const char *p = write_file(text);
+	r = load("--config", p, NULL);
+	snprintf(want, sizeof(want), "%s:2: jwt_secret_file = \"%s\": the secret is 9 bytes; HS256 needs at least 32",
+		 p, shortf);
+	CHECK(r->r == -1 && r->code == 1 && err_has(want));
+	CHECK(strstr(r->err, "TOPSECRET") == NULL);
+	r = load("--jwt-algorithm", "ES256", "--jwt-public-key-file", "/nonexistent/key.pem", NULL);
+	CHECK(r->r == -1 && err_has("option --jwt-public-key-file: jwt_public_key_file = \"/nonexistent/key.pem\": "
+				    "No such file or directory"));
+	r = load("--jwt-algorithm", "ES256", "--jwt-public-key-file", secret, NULL);
+	CHECK(r->r == -1 && err_has("no PEM public key"));
+	/* --check-config takes the same path. */
+	r = load("--check-config", "--jwt-algorithm", "ES256", "--jwt-public-key-file", secret, NULL);
+	CHECK(r->r == -1 && r->check && err_has("no PEM public key"));
+	r = load("--check-config", "--jwt-algorithm", "ES256", "--jwt-public-key-file", ec_path, NULL);
+	CHECK(r->r == 0 && r->check);
+}
+
 /* What server.c's SIGHUP does: load afresh, and replace the settings only
  * when that succeeded. */
 static int reload_into(struct config *c, int argc, char **argv)
@@ -1158,6 +1269,8 @@ static void test_reload_and_print(void)
 	CHECK(strstr(out, "metrics_token = \n") != NULL);
 	CHECK(strstr(out, "ipv6_prefix = 64\n") != NULL);
 	CHECK(strstr(out, "tls_ticket_rotate = 43200000ms\n") != NULL);
+	CHECK(strstr(out, "jwt_leeway = 10s\n") != NULL);
+	CHECK(strstr(out, "jwt_subscribe_claim = subscribe\n") != NULL);
 	/* Each key exactly once, at the start of a line. */
 	static const char *const keys[] = {
 		"listen",
@@ -1194,6 +1307,15 @@ static void test_reload_and_print(void)
 		"tls_cert",
 		"tls_key",
 		"tls_ticket_rotate",
+		"jwt_algorithm",
+		"jwt_secret_file",
+		"jwt_public_key_file",
+		"jwt_leeway",
+		"jwt_audience",
+		"jwt_issuer",
+		"jwt_subscribe_claim",
+		"jwt_publish_claim",
+		"jwt_cookie",
 	};
 	int missing = 0;
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -1262,6 +1384,7 @@ int main(void)
 	test_env_names();
 	test_token_files();
 	test_new_keys();
+	test_jwt_keys();
 	test_reload_and_print();
 	test_free();
 
