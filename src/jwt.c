@@ -40,6 +40,7 @@
 #define JWT_KEY_FILE_MAX 65536
 #define JWT_CLAIM_PATH_MAX 256
 #define JWT_RSA_MIN_BITS 2048
+#define JWT_EXP_MAX INT64_C(253402300799) /* 9999-12-31T23:59:59Z */
 
 enum jwt_alg { ALG_HS256, ALG_RS256, ALG_ES256 };
 
@@ -641,15 +642,17 @@ static bool is_early(const struct claim *nbf, int64_t now, int64_t leeway)
 	return t < nbf->i;
 }
 
-/* exp in whole seconds, for the rights (a fraction is dropped). */
+/* exp in whole seconds for the rights: a fraction is dropped, and a time
+ * past the year 9999 reads as its end, so that callers may add a leeway
+ * to it without overflow. */
 static int64_t whole_seconds(const struct claim *c)
 {
 	if (c->is_int)
-		return c->i;
-	if (c->d >= 9.2e18)
-		return INT64_MAX;
-	if (c->d <= -9.2e18)
-		return INT64_MIN;
+		return MIN(c->i, JWT_EXP_MAX);
+	if (c->d >= (double)JWT_EXP_MAX)
+		return JWT_EXP_MAX;
+	if (c->d <= -(double)JWT_EXP_MAX)
+		return -JWT_EXP_MAX;
 	return (int64_t)c->d;
 }
 

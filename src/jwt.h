@@ -33,7 +33,7 @@ struct jwt_rights {
 	size_t nsubscribe;
 	char **publish;
 	size_t npublish;
-	int64_t exp; /* Unix seconds */
+	int64_t exp; /* Unix seconds; a later exp than 9999-12-31 reads as that */
 };
 
 struct jwt_verifier;
