@@ -82,6 +82,27 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 	conn_respond(c, 200, metrics_render(a->m, &g, conn_keep_alive(c)), conn_keep_alive(c));
 }
 
+/* A browser's CORS preflight, before a cross-origin request that sets
+ * headers (Authorization, Last-Event-ID) or posts JSON: answered as
+ * allow_origin says. */
+static void preflight(struct api *a, struct conn *c, const struct http_request *req, const char *methods)
+{
+	const struct http_header *o = http_header_get(req, "Origin");
+	char extra[600], allow[400];
+	cors_headers(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, allow, sizeof(allow));
+	if (!allow[0]) {
+		conn_refuse(c, 403, "cross-origin requests are allowed only from the origins allow_origin lists", NULL);
+		return;
+	}
+	snprintf(extra, sizeof(extra),
+		 "%sAccess-Control-Allow-Methods: %s\r\n"
+		 "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID\r\n"
+		 "Access-Control-Max-Age: 600\r\n",
+		 allow, methods);
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 204, http_format_response(204, NULL, extra, NULL, 0, keep), keep);
+}
+
 static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len);
 
 /* Route a request whose body has not arrived and that asked first
@@ -117,13 +138,17 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 	free(xff);
 
 	if (path_is(req, "/api/events/stream")) {
-		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET");
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "GET");
+		else if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET, OPTIONS");
 		else
 			stream_open(a->streams, c, req);
 	} else if (path_is(req, "/api/events")) {
-		if (req->method != HTTP_POST)
-			method_not_allowed(c, "POST");
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "POST");
+		else if (req->method != HTTP_POST)
+			method_not_allowed(c, "POST, OPTIONS");
 		else if (conn_draining(c))
 			conn_refuse(c, 503, "the server is shutting down", "Retry-After: 5\r\n");
 		else

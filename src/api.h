@@ -11,6 +11,7 @@
 
 #include "addr.h"
 #include "config.h"
+#include "cors.h"
 #include "conn.h"
 #include "hub.h"
 #include "metrics.h"
@@ -21,6 +22,7 @@ struct api {
 	struct loop *lp;
 	const struct config *cfg;
 	const struct trust *trust;
+	const struct cors *cors;
 	struct hub *hub;
 	struct streams *streams;
 	struct publish_queue *pubq;

@@ -486,6 +486,40 @@ bool http_bearer_token(const struct http_request *req, struct http_slice *tok)
 	return tok->n > 0;
 }
 
+bool http_cookie_get(const struct http_request *req, const char *name, struct http_slice *value)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (!slice_caseeq(h->name.p, h->name.n, "Cookie"))
+			continue;
+		const char *p = h->value.p, *e = p + h->value.n;
+		while (p < e) {
+			while (p < e && (*p == ' ' || *p == '\t' || *p == ';'))
+				p++;
+			const char *pair = p;
+			while (p < e && *p != ';')
+				p++;
+			const char *eq = memchr(pair, '=', (size_t)(p - pair));
+			if (!eq || (size_t)(eq - pair) != nl || memcmp(pair, name, nl) != 0)
+				continue;
+			const char *v = eq + 1, *ve = p;
+			while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+				ve--;
+			if (ve - v >= 2 && *v == '"' && ve[-1] == '"') {
+				v++;
+				ve--;
+			}
+			if (ve == v)
+				return false;
+			value->p = v;
+			value->n = (size_t)(ve - v);
+			return true;
+		}
+	}
+	return false;
+}
+
 bool http_token_equal(struct http_slice given, const char *want)
 {
 	size_t wn = strlen(want);

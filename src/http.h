@@ -77,6 +77,11 @@ char *http_header_join(const struct http_request *req, const char *name, size_t 
  * without regard to case). Returns false when there is none. */
 bool http_bearer_token(const struct http_request *req, struct http_slice *tok);
 
+/* The value of cookie name in the request's Cookie header(s) ("a=1; b=2",
+ * RFC 6265; surrounding double quotes removed). Returns false when absent
+ * or empty. */
+bool http_cookie_get(const struct http_request *req, const char *name, struct http_slice *value);
+
 /* Compare a presented token with a configured one in time that does not
  * depend on where they differ; false when none is configured. */
 bool http_token_equal(struct http_slice given, const char *want);

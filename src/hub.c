@@ -11,6 +11,7 @@
 #include "frame.h"
 #include "log.h"
 #include "store.h"
+#include "topic.h"
 #include "util.h"
 
 #define POLL_PAGE 256    /* rows read per store call by the live path */
@@ -96,16 +97,22 @@ static void count_del(struct hub *h, const char *key)
 	}
 }
 
-static bool reader_wants(const struct reader *r, const struct store_event *ev)
+static bool matches_any(char *const *patterns, size_t n, const struct store_event *ev)
 {
-	if (!ev->public && !r->see_private)
-		return false;
-	if (r->ntopics == 0)
-		return true;
-	for (size_t i = 0; i < r->ntopics; i++)
-		if (strcmp(r->topics[i], ev->topic) == 0)
+	for (size_t i = 0; i < n; i++)
+		if (topic_pattern_match(patterns[i], ev->topic, ev->topic_len))
 			return true;
 	return false;
+}
+
+/* The rule, the same on every path an event takes (live, catch-up, resume):
+ * a topic the reader asked for, and public, or private with the read
+ * token or a granted topic. store_read_matching applies it in SQL. */
+static bool reader_wants(const struct reader *r, const struct store_event *ev)
+{
+	if (r->ntopics && !matches_any(r->topics, r->ntopics, ev))
+		return false;
+	return ev->public || r->see_private || matches_any(r->grants, r->ngrants, ev);
 }
 
 static void to_live(struct hub *h, struct reader *r)
@@ -394,6 +401,24 @@ static void send_reset(struct hub *h, struct reader *r, const char *reason, int6
 	h->m->resets_sent++;
 }
 
+/* The reader's token has expired: end the stream after what is queued (so
+ * at an event boundary), saying why and when to come back; the client
+ * reconnects with a fresh token and its Last-Event-ID, and misses nothing. */
+static void token_expired(void *arg)
+{
+	struct reader *r = arg;
+	struct hub *h = r->hub;
+	if (r->mode == READER_ENDED)
+		return;
+	char text[64];
+	int n = snprintf(text, sizeof(text), ": token expired\nretry: %lld\n\n", (long long)h->cfg->retry_ms);
+	struct chunk *ch = chunk_from(text, (size_t)n);
+	r->ops->send(r->sink, ch, 0, false);
+	chunk_unref(ch);
+	h->m->readers_expired++;
+	hub_end(h, r);
+}
+
 /* A uniformly drawn rotation time: rotate_after with up to 10% jitter
  * either way, so streams opened together do not all reconnect together. */
 static uint64_t rotation_due(uint64_t opened_ms, int64_t rotate_after_ms)
@@ -412,6 +437,14 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	r->ntopics = spec->ntopics;
 	memcpy(r->topics, spec->topics, sizeof(r->topics));
 	spec->ntopics = 0; /* the topics are the reader's now */
+	r->ngrants = spec->ngrants;
+	r->grants = spec->grants;
+	spec->ngrants = 0;
+	spec->grants = NULL;
+	if (spec->expires_at > 0) {
+		int64_t left = spec->expires_at - clock_wall_s();
+		loop_timer_start(h->lp, &r->expiry_timer, left > 0 ? (uint64_t)left * 1000 : 0, token_expired, r);
+	}
 	snprintf(r->client, sizeof(r->client), "%s", spec->client);
 	snprintf(r->count_key, sizeof(r->count_key), "%s", spec->count_key);
 	count_add(h, r->count_key);
@@ -478,14 +511,19 @@ void hub_reader_closed(struct reader *r)
 	struct hub *h = r->hub;
 	unlist(h, r);
 	count_del(h, r->count_key);
+	loop_timer_stop(h->lp, &r->expiry_timer);
 	for (size_t i = 0; i < r->ntopics; i++)
 		free(r->topics[i]);
+	for (size_t i = 0; i < r->ngrants; i++)
+		free(r->grants[i]);
+	free(r->grants);
 	free(r);
 }
 
 void hub_end(struct hub *h, struct reader *r)
 {
 	unlist(h, r);
+	loop_timer_stop(h->lp, &r->expiry_timer);
 	r->ops->end(r->sink);
 }
 
@@ -549,7 +587,7 @@ void hub_reader_drained(struct reader *r)
 		to_live(h, r);
 		return;
 	}
-	struct store_filter filter = { r->see_private, r->ntopics, r->topics };
+	struct store_filter filter = { r->see_private, r->ntopics, r->topics, r->ngrants, r->grants };
 	for (int page = 0; page < CATCHUP_PAGES; page++) {
 		struct feed f = { h, r, false };
 		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f);

@@ -30,6 +30,7 @@
 #include "store.h"
 
 #define READER_MAX_TOPICS STORE_MAX_TOPICS
+#define READER_MAX_GRANTS STORE_MAX_GRANTS
 
 /* Where a reader's frames go. Every function gets the sink pointer given to
  * hub_open. */
@@ -53,9 +54,12 @@ struct hub_sink_ops {
 /* What a new reader asks for (from the stream request). */
 struct reader_spec {
 	int64_t resume;                  /* -1: from now on */
-	bool see_private;                /* presented the read token */
+	bool see_private;                /* presented the read token: every private event */
 	size_t ntopics;                  /* 0: every topic */
-	char *topics[READER_MAX_TOPICS]; /* taken over by hub_open */
+	char *topics[READER_MAX_TOPICS]; /* patterns wanted, taken over by hub_open */
+	size_t ngrants;                  /* private events on these patterns too (a token's rights) */
+	char **grants;                   /* taken over by hub_open (the array and its strings) */
+	int64_t expires_at;              /* Unix seconds the rights end (the token's exp): 0 never */
 	const char *client;              /* for logs */
 	const char *count_key;           /* what the per-address cap counts */
 	int64_t rotate_after_ms;         /* 0: never */
@@ -73,8 +77,11 @@ struct reader {
 	bool see_private;
 	size_t ntopics; /* 0 = every topic */
 	char *topics[READER_MAX_TOPICS];
-	char client[64];    /* the client address, for logs */
-	char count_key[64]; /* what the per-address cap counts */
+	size_t ngrants;
+	char **grants;
+	struct loop_timer expiry_timer; /* ends the stream when its token expires */
+	char client[64];                /* the client address, for logs */
+	char count_key[64];             /* what the per-address cap counts */
 	uint64_t opened_ms;
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */

@@ -221,6 +221,8 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put(&o, "herald_readers_rotated_total", "counter", "Streams ended by rotate_after.",
 	    (double)m->readers_rotated);
 	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);
+	put(&o, "herald_readers_expired_total", "counter", "Streams ended because their token expired.",
+	    (double)m->readers_expired);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
 	    (double)m->store_busy);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",

@@ -12,6 +12,7 @@
 #include "hub.h"
 #include "log.h"
 #include "store.h"
+#include "topic.h"
 #include "text.h"
 #include "util.h"
 
@@ -25,6 +26,7 @@ struct publish_item {
 	char *type, *topic, *data;
 	size_t data_len;
 	bool public;
+	char *cors; /* CORS headers for the answer (an allowed Origin), or NULL */
 };
 
 struct publish_queue {
@@ -40,7 +42,10 @@ struct publish_queue {
 	size_t n, cap;
 	bool scheduled;
 	uint64_t busy_since;
-	bool single_attempt; /* shutting down: one commit, no retries */
+	bool single_attempt;      /* shutting down: one commit, no retries */
+	bool warned_unreadable;   /* said once that private events cannot be read */
+	struct jwt_verifier *jwt; /* signed tokens, or NULL (publish_set_jwt) */
+	const struct cors *cors;
 	struct loop_timer retry;
 	int fault;            /* store failure refusing publishes now (-EBUSY, -EROFS, -ENOSPC), or 0 */
 	uint64_t fault_since; /* loop time of the first refusal of that episode */
@@ -48,9 +53,10 @@ struct publish_queue {
 };
 
 struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
-				  struct metrics *m)
+				  const struct cors *cors, struct metrics *m)
 {
 	struct publish_queue *q = xcalloc(1, sizeof(*q));
+	q->cors = cors;
 	q->lp = lp;
 	q->st = st;
 	q->hub = hub;
@@ -75,6 +81,7 @@ struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub 
 
 static void item_free(struct publish_item *it)
 {
+	free(it->cors);
 	free(it->type);
 	free(it->topic);
 	free(it->data);
@@ -233,22 +240,50 @@ static const char *cross_site(const struct http_request *req)
 	return NULL;
 }
 
+/* What a publish may do: anything (the static token, or token-less on
+ * this host), or what a signed token's publish claim grants. */
+struct rights {
+	bool by_claim;
+	struct jwt_rights jwt;
+};
+
+static bool topic_granted(const struct rights *r, const char *topic)
+{
+	if (!r->by_claim)
+		return true;
+	for (size_t i = 0; i < r->jwt.npublish; i++)
+		if (topic_pattern_match(r->jwt.publish[i], topic, strlen(topic)))
+			return true;
+	return false;
+}
+
 /* The right to publish: the token where one is configured; otherwise only a
  * peer on this host that did not come through a proxy, nor from a web page
  * of another site. Returns 0 or the refusal status with *why set. */
-static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req, const char **why)
+static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req,
+		       struct rights *rights, const char **why)
 {
 	const char *token = q->cfg->publish_token;
-	if (token[0]) {
-		struct http_slice tok;
-		if (!http_bearer_token(req, &tok)) {
+	struct http_slice tok;
+	bool bearer = http_bearer_token(req, &tok);
+	if (token[0] || (q->jwt && bearer)) {
+		/* The static token may publish anywhere; a signed one where its
+		 * claim says (checked against the topic once the body is read).
+		 * With publish_token set every publish shows a token; with
+		 * only signed tokens, token-less local publishing stays. */
+		if (!bearer) {
 			*why = "publishing needs Authorization: Bearer <publish_token>";
 			return 401;
 		}
-		if (!http_token_equal(tok, token)) {
+		if (token[0] && http_token_equal(tok, token))
+			return 0;
+		if (!q->jwt) {
 			*why = "the publish token is not valid";
 			return 403;
 		}
+		if (jwt_verify(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why) != JWT_OK)
+			return 401;
+		rights->by_claim = true;
 		return 0;
 	}
 	if (!conn_peer_local(c) || http_forwarded(req)) {
@@ -271,13 +306,16 @@ static bool json_content_type(const struct http_request *req)
 
 /* Everything that can be judged from the head. Returns 0, or the refusal
  * status with *why and *extra set. */
-static int check_head(const struct publish_queue *q, struct conn *c, const struct http_request *req, const char **why,
-		      const char **extra)
+static int check_head(const struct publish_queue *q, struct conn *c, const struct http_request *req,
+		      struct rights *rights, const char **why, const char **extra)
 {
 	*extra = NULL;
-	int status = check_right(q, c, req, why);
+	int status = check_right(q, c, req, rights, why);
 	if (status) {
-		*extra = status == 401 ? "WWW-Authenticate: Bearer\r\n" : NULL;
+		*extra = status == 401 ? (http_bearer_token(req, &(struct http_slice){ 0 })
+						  ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
+						  : "WWW-Authenticate: Bearer\r\n")
+				       : NULL;
 		return status;
 	}
 	if (!json_content_type(req)) {
@@ -294,7 +332,9 @@ static int check_head(const struct publish_queue *q, struct conn *c, const struc
 bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http_request *req)
 {
 	const char *why, *extra;
-	int status = check_head(q, c, req, &why, &extra);
+	struct rights rights = { 0 };
+	int status = check_head(q, c, req, &rights, &why, &extra);
+	jwt_rights_free(&rights.jwt);
 	if (status)
 		conn_refuse(c, status, why, extra);
 	return status == 0;
@@ -308,6 +348,11 @@ static void schedule(struct publish_queue *q)
 		q->scheduled = true;
 		loop_defer(q->lp, commit, q);
 	}
+}
+
+void publish_set_jwt(struct publish_queue *q, struct jwt_verifier *jwt)
+{
+	q->jwt = jwt;
 }
 
 /* The client went away while its publish waits: the event is still
@@ -326,21 +371,43 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 		    size_t body_len)
 {
 	const char *why, *extra;
-	int status = check_head(q, c, req, &why, &extra);
+	struct rights rights = { 0 };
+	int status = check_head(q, c, req, &rights, &why, &extra);
 	if (status) {
 		conn_refuse(c, status, why, extra);
 		return;
 	}
 	if (q->n >= MAX_PENDING) {
+		jwt_rights_free(&rights.jwt);
 		conn_refuse(c, 503, "too many publishes waiting for the database", "Retry-After: 1\r\n");
 		return;
 	}
 	struct publish_item it = { .c = c, .keep_alive = conn_keep_alive(c), .started_ns = clock_mono_ns() };
 	why = parse_body(q, body, body_len, &it);
+	if (!why && !topic_granted(&rights, it.topic)) {
+		jwt_rights_free(&rights.jwt);
+		item_free(&it);
+		conn_refuse(c, 403, "the token does not grant publishing to this topic", NULL);
+		return;
+	}
+	jwt_rights_free(&rights.jwt);
 	if (why) {
 		item_free(&it);
 		conn_refuse(c, 400, why, NULL);
 		return;
+	}
+	const struct http_header *o = http_header_get(req, "Origin");
+	if (o) {
+		char cors[400];
+		cors_headers(q->cors, o->value.p, o->value.n, cors, sizeof(cors));
+		it.cors = cors[0] ? xstrdup(cors) : NULL;
+	}
+	if (!it.public && !q->cfg->read_token[0] && !q->jwt && !q->warned_unreadable) {
+		/* Events are private unless marked public: without a read token
+		 * or signed tokens, no reader will ever see this one. */
+		log_warn("publish: an event not marked public was stored, but with neither read_token nor "
+			 "jwt_algorithm set no reader can receive private events (logged once)");
+		q->warned_unreadable = true;
 	}
 	if (q->n == q->cap) {
 		q->cap = q->cap ? q->cap * 2 : 64;
@@ -362,7 +429,7 @@ static void answer_all(struct publish_queue *q, int status, const char *message,
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
 				metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
 				conn_respond(it->c, 201,
-					     http_format_response(201, "application/json", NULL, body, (size_t)n,
+					     http_format_response(201, "application/json", it->cors, body, (size_t)n,
 								  it->keep_alive),
 					     it->keep_alive);
 			} else {

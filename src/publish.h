@@ -10,6 +10,8 @@
 
 #include "config.h"
 #include "conn.h"
+#include "cors.h"
+#include "jwt.h"
 #include "http.h"
 #include "hub.h"
 #include "loop.h"
@@ -21,7 +23,11 @@ struct publish_queue;
 /* A new, empty queue committing into st and telling hub of new rows.
  * Returns NULL after logging why (SQLite could not open in memory). */
 struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
-				  struct metrics *m);
+				  const struct cors *cors, struct metrics *m);
+
+/* The signed-token verifier publishes are checked with (NULL: none); the
+ * caller owns it and sets it again after a reload. */
+void publish_set_jwt(struct publish_queue *q, struct jwt_verifier *jwt);
 /* Commit what is pending (one attempt: used at shutdown), then free. */
 void publish_free(struct publish_queue *q);
 

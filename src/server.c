@@ -192,6 +192,26 @@ static void keep_restart_only(struct config *fresh, struct config *cur)
 	fresh->backlog = cur->backlog;
 }
 
+/* Build the signed-token verifier from cfg (its keys were checked when cfg
+ * was loaded) and give it to the handlers, freeing the one it replaces.
+ * Returns 0, or -1 after logging why. */
+static int set_jwt(struct server *srv)
+{
+	struct jwt_settings js;
+	struct jwt_verifier *v;
+	char err[512];
+	config_jwt_settings(&srv->cfg, &js);
+	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
+		log_err("jwt: %s", err);
+		return -1;
+	}
+	srv->streams.jwt = v;
+	publish_set_jwt(srv->pubq, v);
+	jwt_verifier_free(srv->jwt);
+	srv->jwt = v;
+	return 0;
+}
+
 static void reload(struct server *srv)
 {
 	struct config fresh;
@@ -216,7 +236,10 @@ static void reload(struct server *srv)
 	log_set_level((enum log_level)srv->cfg.log_level);
 	compute_limits(srv);
 	hub_reconfigure(&srv->hub);
+	cors_set(&srv->cors, srv->cfg.allow_origin);
 	streams_reconfigure(&srv->streams);
+	if (set_jwt(srv) < 0)
+		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
 	if (token_changed)
 		hub_end_private(&srv->hub);
 	tls_reload(srv->tls, &srv->cfg);
@@ -280,10 +303,13 @@ int server_start(struct server *srv, int argc, char **argv)
 	}
 	if (hub_init(&srv->hub, srv->lp, srv->st, &srv->cfg, &srv->m, fail, srv) < 0)
 		return -1;
-	srv->pubq = publish_new(srv->lp, srv->st, &srv->hub, &srv->cfg, &srv->m);
+	cors_set(&srv->cors, srv->cfg.allow_origin);
+	srv->pubq = publish_new(srv->lp, srv->st, &srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (!srv->pubq)
 		return -1;
-	streams_init(&srv->streams, &srv->hub, &srv->cfg);
+	streams_init(&srv->streams, &srv->hub, &srv->cfg, &srv->cors);
+	if (set_jwt(srv) < 0)
+		return -1;
 	compute_limits(srv);
 
 	/* The layers, wired once: connections hand complete requests to the
@@ -291,6 +317,7 @@ int server_start(struct server *srv, int argc, char **argv)
 	srv->api = (struct api){ .lp = srv->lp,
 				 .cfg = &srv->cfg,
 				 .trust = &srv->cfg.trust,
+				 .cors = &srv->cors,
 				 .hub = &srv->hub,
 				 .streams = &srv->streams,
 				 .pubq = srv->pubq,
@@ -340,6 +367,9 @@ void server_free(struct server *srv)
 		loop_timer_stop(srv->lp, &srv->prune_timer);
 	}
 	streams_free(&srv->streams);
+	cors_free(&srv->cors);
+	jwt_verifier_free(srv->jwt);
+	srv->jwt = NULL;
 	tls_teardown(srv->tls);
 	srv->tls = NULL;
 	if (srv->st) {

@@ -12,6 +12,8 @@
 
 #include "api.h"
 #include "config.h"
+#include "cors.h"
+#include "jwt.h"
 #include "conn.h"
 #include "hub.h"
 #include "listener.h"
@@ -32,6 +34,8 @@ struct server {
 	struct conn_pool pool;
 	struct listeners listeners;
 	struct streams streams;
+	struct cors cors;         /* allow_origin, parsed once per load */
+	struct jwt_verifier *jwt; /* signed tokens, or NULL when off */
 	struct publish_queue *pubq;
 	struct tls_ctx *tls;
 	struct api api;

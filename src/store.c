@@ -27,6 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Filtered reads' statements kept prepared (by their text). */
+#define STORE_FILTER_CACHE 32
+
 /* The schema version this build writes; a newer database is refused. */
 #define STORE_SCHEMA_VERSION 2
 
@@ -53,7 +56,11 @@ struct store {
 	sqlite3_stmt *insert;
 	sqlite3_stmt *range;
 	sqlite3_stmt *range_public;
-	sqlite3_stmt *range_topics[STORE_MAX_TOPICS]; /* [n-1]: n topics, prepared on first use */
+	struct filter_cache {
+		char *sql;
+		sqlite3_stmt *stmt;
+	} filters[STORE_FILTER_CACHE]; /* the filtered reads' statements, by their text */
+	size_t next_filter;
 	sqlite3_stmt *late;
 	sqlite3_stmt *max_id;
 	sqlite3_stmt *prune;
@@ -511,9 +518,11 @@ void store_close(struct store *st)
 		sqlite3_finalize(*stmts[i]);
 		*stmts[i] = NULL;
 	}
-	for (size_t i = 0; i < STORE_MAX_TOPICS; i++) {
-		sqlite3_finalize(st->range_topics[i]);
-		st->range_topics[i] = NULL;
+	for (size_t i = 0; i < STORE_FILTER_CACHE; i++) {
+		sqlite3_finalize(st->filters[i].stmt);
+		free(st->filters[i].sql);
+		st->filters[i].stmt = NULL;
+		st->filters[i].sql = NULL;
 	}
 	if (st->db) {
 		/* The last connection to close checkpoints the WAL into the
@@ -704,28 +713,82 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 	return read_rows(st, st->range, after, upto, limit, cb, arg);
 }
 
-/* The statement for n topics: one index walk per topic, each bounded by
- * the limit, merged by id. ?4..?(3+n) are the topics, ?20 whether private
- * rows count. */
-static sqlite3_stmt *topics_stmt(struct store *st, size_t n)
+/* A pattern as SQL: an exact topic is compared with "=", which walks the
+ * (topic, id) index in id order; a subtree (p, "/", "*") becomes GLOB
+ * 'p/?*' (topics hold no GLOB metacharacters), a range on the same index
+ * (its rows then sorted by id, bounded by the limit). */
+static bool pattern_exact(const char *pattern)
 {
-	if (st->range_topics[n - 1])
-		return st->range_topics[n - 1];
-	char sql[8192];
-	size_t len = 0;
-	for (size_t i = 0; i < n; i++)
-		len += (size_t)snprintf(sql + len, sizeof(sql) - len,
-					"%sSELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE topic = ?%zu"
-					" AND id > ?1 AND id <= ?2 AND (?20 OR CAST(public AS INTEGER) <> 0)"
-					" ORDER BY id LIMIT ?3)",
-					i ? " UNION ALL " : "", i + 4);
-	snprintf(sql + len, sizeof(sql) - len, " ORDER BY id LIMIT ?3");
+	size_t n = strlen(pattern);
+	return !(n >= 1 && pattern[n - 1] == '*');
+}
+
+static void pattern_bind(sqlite3_stmt *s, int index, const char *pattern)
+{
+	size_t n = strlen(pattern);
+	if (pattern_exact(pattern)) {
+		sqlite3_bind_text(s, index, pattern, -1, SQLITE_TRANSIENT);
+		return;
+	}
+	char glob[160];
+	snprintf(glob, sizeof(glob), "%.*s?*", (int)(n - 1), pattern);
+	sqlite3_bind_text(s, index, glob, -1, SQLITE_TRANSIENT);
+}
+
+#define MATCH(p) (pattern_exact(p) ? "=" : "GLOB")
+
+/* The statement text for a filter. ?1 after, ?2 upto, ?3 limit, ?4 whether
+ * every private row counts, then the topics' patterns, then the granted
+ * ones. With topics: one index walk per topic, each bounded by the limit,
+ * keeping the rows the reader may see, merged by id (UNION: patterns may
+ * overlap). Without: the public rows' index walk and one per granted
+ * pattern, merged the same way. */
+static int filter_sql(const struct store_filter *f, size_t ntopics, size_t ngrants, char *sql, size_t len)
+{
+	size_t n = 0;
+#define ADD(...) n += (size_t)snprintf(sql + n, n < len ? len - n : 0, __VA_ARGS__)
+	if (ntopics) {
+		for (size_t i = 0; i < ntopics; i++) {
+			ADD("%sSELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE topic %s ?%zu"
+			    " AND id > ?1 AND id <= ?2 AND (?4 OR CAST(public AS INTEGER) <> 0",
+			    i ? " UNION " : "", MATCH(f->topics[i]), i + 5);
+			for (size_t g = 0; g < ngrants; g++)
+				ADD(" OR topic %s ?%zu", MATCH(f->grants[g]), ntopics + g + 5);
+			ADD(") ORDER BY id LIMIT ?3)");
+		}
+	} else {
+		ADD("SELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE CAST(public AS INTEGER) <> 0"
+		    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)");
+		for (size_t g = 0; g < ngrants; g++)
+			ADD(" UNION SELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE topic %s ?%zu"
+			    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
+			    MATCH(f->grants[g]), g + 5);
+	}
+	ADD(" ORDER BY id LIMIT ?3");
+#undef ADD
+	return n < len ? 0 : -1;
+}
+
+/* The prepared statement for sql, from a small cache of the filters seen
+ * lately (replaced round-robin): the shapes in use are few. */
+static sqlite3_stmt *filter_stmt(struct store *st, const char *sql)
+{
+	for (size_t i = 0; i < STORE_FILTER_CACHE; i++)
+		if (st->filters[i].sql && strcmp(st->filters[i].sql, sql) == 0)
+			return st->filters[i].stmt;
+	struct filter_cache *slot = &st->filters[st->next_filter];
+	st->next_filter = (st->next_filter + 1) % STORE_FILTER_CACHE;
+	sqlite3_finalize(slot->stmt);
+	free(slot->sql);
+	slot->sql = NULL;
+	slot->stmt = NULL;
 	char err[256];
-	if (prepare(st, &st->range_topics[n - 1], sql, err, sizeof(err)) < 0) {
-		log_err("store: %s", err);
+	if (prepare(st, &slot->stmt, sql, err, sizeof(err)) < 0) {
+		log_err("store: preparing a filtered read: %s", err);
 		return NULL;
 	}
-	return st->range_topics[n - 1];
+	slot->sql = xstrdup(sql);
+	return slot->stmt;
 }
 
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
@@ -733,16 +796,31 @@ int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t li
 {
 	if (limit == 0 || upto <= after)
 		return 0;
-	if (f->ntopics == 0)
-		return read_rows(st, f->see_private ? st->range : st->range_public, after, upto, limit, cb, arg);
-	if (f->ntopics > STORE_MAX_TOPICS)
+	if (f->ntopics > STORE_MAX_TOPICS || f->ngrants > STORE_MAX_GRANTS)
 		return -EINVAL;
-	sqlite3_stmt *s = topics_stmt(st, f->ntopics);
+	bool see_private = f->see_private;
+	size_t ntopics = f->ntopics, ngrants = f->ngrants;
+	for (size_t i = 0; i < f->ntopics; i++)
+		if (strcmp(f->topics[i], "*") == 0)
+			ntopics = 0; /* every topic */
+	for (size_t g = 0; g < f->ngrants; g++)
+		if (strcmp(f->grants[g], "*") == 0)
+			see_private = true;
+	if (see_private)
+		ngrants = 0;
+	if (ntopics == 0 && ngrants == 0)
+		return read_rows(st, see_private ? st->range : st->range_public, after, upto, limit, cb, arg);
+	char sql[16384];
+	if (filter_sql(f, ntopics, ngrants, sql, sizeof(sql)) < 0)
+		return -EINVAL;
+	sqlite3_stmt *s = filter_stmt(st, sql);
 	if (!s)
 		return -EIO;
-	for (size_t i = 0; i < f->ntopics; i++)
-		sqlite3_bind_text(s, (int)i + 4, f->topics[i], -1, SQLITE_STATIC);
-	sqlite3_bind_int(s, 20, f->see_private ? 1 : 0);
+	for (size_t i = 0; i < ntopics; i++)
+		pattern_bind(s, (int)i + 5, f->topics[i]);
+	for (size_t g = 0; g < ngrants; g++)
+		pattern_bind(s, (int)(ntopics + g) + 5, f->grants[g]);
+	sqlite3_bind_int(s, 4, see_private ? 1 : 0);
 	return read_rows(st, s, after, upto, limit, cb, arg);
 }
 

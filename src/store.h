@@ -70,18 +70,24 @@ int store_append_batch(struct store *st, const struct store_new_event *evs, size
 int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg);
 
 #define STORE_MAX_TOPICS 16
+#define STORE_MAX_GRANTS 16
 
-/* Which rows a reader may and wants to see. */
+/* Which rows a reader may and wants to see. Topics and grants are topic
+ * patterns (topic.h): an exact topic, a subtree ("prefix/" then "*") or
+ * "*". */
 struct store_filter {
-	bool see_private;    /* rows not marked public too */
+	bool see_private;    /* every row not marked public too */
 	size_t ntopics;      /* 0: every topic */
-	char *const *topics; /* exact topics, at most STORE_MAX_TOPICS */
+	char *const *topics; /* the topics wanted, at most STORE_MAX_TOPICS */
+	size_t ngrants;      /* private rows whose topic matches one of these count too */
+	char *const *grants; /* at most STORE_MAX_GRANTS */
 };
 
-/* Like store_read_range, but only rows that pass f, found through indexes
- * (by topic, by visibility), so a filter that matches little costs little
- * however long the log. Returns rows passed to cb, -EBUSY, -EIO or -EINVAL
- * (too many topics). */
+/* Like store_read_range, but only rows that pass f (wanted by topic, and
+ * public, or private with every private row or a granted topic), found
+ * through indexes (by topic, by visibility), so a filter that matches
+ * little costs little however long the log. Returns rows passed to cb,
+ * -EBUSY, -EIO or -EINVAL (too many topics or grants). */
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg);
 

@@ -10,7 +10,7 @@
 
 #include "addr.h"
 #include "frame.h"
-#include "text.h"
+#include "topic.h"
 #include "util.h"
 
 /* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
@@ -47,8 +47,9 @@ static const char *parse_topics(struct stream_params *p, const char *s)
 		size_t n = e ? (size_t)(e - s) : strlen(s);
 		if (n == 0 || n > 128)
 			return "a topic in the topic parameter is empty or longer than 128 characters";
-		if (!text_name_valid(s, n, true))
-			return "a topic may hold only letters, digits and _ . : / -";
+		if (!topic_pattern_valid(s, n))
+			return "a topic may hold only letters, digits and _ . : / -, or end in /* for a subtree, or be "
+			       "*";
 		if (p->ntopics == READER_MAX_TOPICS)
 			return "more than 16 topics";
 		p->topics[p->ntopics++] = xstrndup(s, n);
@@ -115,6 +116,7 @@ const char *stream_params_parse(const struct http_request *req, struct stream_pa
 		why = decode_param(v, "the token parameter is not valid percent-encoding", &p->token);
 		if (why)
 			goto bad;
+		p->token_in_query = true;
 	}
 	return NULL;
 bad:
@@ -122,22 +124,17 @@ bad:
 	return why;
 }
 
-/* With allow_origin a list of origins, a request whose Origin is on it gets
- * a head of its own naming that origin; otherwise NULL (the shared head). */
+/* A request from a listed origin gets a head of its own naming that origin
+ * (and allowing credentials); otherwise NULL (the shared head, which says
+ * "*" when allow_origin is "*"). */
 static struct chunk *cors_head(const struct streams *s, const struct http_request *req)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
-	if (!o || !s->norigins || o->value.n == 0)
+	if (!o || !cors_listed(s->cors, o->value.p, o->value.n))
 		return NULL;
-	for (size_t i = 0; i < s->norigins; i++) {
-		const char *want = s->origins[i];
-		if (strlen(want) == o->value.n && memcmp(want, o->value.p, o->value.n) == 0) {
-			char extra[320];
-			snprintf(extra, sizeof(extra), "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n", want);
-			return frame_stream_head(s->cfg->retry_ms, extra);
-		}
-	}
-	return NULL;
+	char extra[400];
+	cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
+	return frame_stream_head(s->cfg->retry_ms, extra);
 }
 
 /* The connection as a reader's sink. */
@@ -198,78 +195,108 @@ static void reader_closed(struct conn *c, void *data)
 
 static const struct conn_user reader_user = { reader_drained, reader_closed };
 
-void streams_init(struct streams *s, struct hub *hub, const struct config *cfg)
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors)
 {
 	memset(s, 0, sizeof(*s));
 	s->hub = hub;
 	s->cfg = cfg;
+	s->cors = cors;
 	streams_reconfigure(s);
-}
-
-static void clear_origins(struct streams *s)
-{
-	for (size_t i = 0; i < s->norigins; i++)
-		free(s->origins[i]);
-	free(s->origins);
-	s->origins = NULL;
-	s->norigins = 0;
 }
 
 void streams_reconfigure(struct streams *s)
 {
-	/* allow_origin, checked at load, becomes the shared head ("*") or a
-	 * list of origins to echo, once per load instead of per request. */
-	const char *list = s->cfg->allow_origin;
-	bool any = strcmp(list, "*") == 0;
-	clear_origins(s);
-	if (list[0] && !any) {
-		for (const char *p = list; *p;) {
-			p += strspn(p, " ");
-			size_t n = strcspn(p, ","), len = n;
-			while (len && p[len - 1] == ' ')
-				len--;
-			if (len) {
-				s->origins = xrealloc(s->origins, (s->norigins + 1) * sizeof(*s->origins));
-				s->origins[s->norigins++] = xstrndup(p, len);
-			}
-			p += n;
-			if (*p == ',')
-				p++;
-		}
-	}
 	chunk_unref(s->head);
-	s->head = frame_stream_head(s->cfg->retry_ms, any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+	s->head = frame_stream_head(s->cfg->retry_ms, s->cors->any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
 }
 
 void streams_free(struct streams *s)
 {
-	clear_origins(s);
 	chunk_unref(s->head);
 	s->head = NULL;
+}
+
+/* Who the reader is: nobody (public events), the read token (every private
+ * event), or a signed token's rights. Returns 0, or the refusal status with
+ * *why (and *extra) set. */
+static int authorize(const struct streams *s, const struct stream_params *p, struct jwt_rights *rights,
+		     bool *see_private, const char **why, const char **extra)
+{
+	const struct config *cfg = s->cfg;
+	*see_private = false;
+	*extra = NULL;
+	if (!p->token)
+		return 0;
+	struct http_slice tok = { p->token, strlen(p->token) };
+	if (cfg->read_token[0] && http_token_equal(tok, cfg->read_token)) {
+		*see_private = true;
+		return 0;
+	}
+	if (s->jwt) {
+		/* Never a silent downgrade to public: a token that does not
+		 * verify is refused with its cause. */
+		if (jwt_verify(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why) != JWT_OK) {
+			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			return 401;
+		}
+		if (rights->nsubscribe > READER_MAX_GRANTS) {
+			*why = "the token grants more than 16 topic patterns to subscribe to";
+			return 403;
+		}
+		/* A reader with a token reads within its rights: every topic
+		 * it asks for must be granted. */
+		for (size_t i = 0; i < p->ntopics; i++) {
+			bool covered = false;
+			for (size_t g = 0; g < rights->nsubscribe && !covered; g++)
+				covered = topic_pattern_covers(rights->subscribe[g], p->topics[i]);
+			if (!covered) {
+				*why = "the token does not grant a topic the topic parameter names";
+				return 403;
+			}
+		}
+		return 0;
+	}
+	if (cfg->read_token[0]) {
+		*why = "the read token is not valid";
+		return 403;
+	}
+	return 0; /* no token is used here: public events, as without one */
 }
 
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
 {
 	const struct config *cfg = s->cfg;
 	struct stream_params p;
-	const char *why = stream_params_parse(req, &p);
+	const char *why = stream_params_parse(req, &p), *extra = NULL;
 	if (why) {
 		conn_refuse(c, 400, why, NULL);
 		return;
 	}
-	bool see_private = false;
-	if (cfg->read_token[0] && p.token) {
-		if (!http_token_equal((struct http_slice){ p.token, strlen(p.token) }, cfg->read_token)) {
-			stream_params_free(&p);
-			conn_refuse(c, 403, "the read token is not valid", NULL);
-			return;
-		}
-		see_private = true;
+	/* EventSource cannot set headers but sends cookies: a token cookie
+	 * comes before one in the URL (which proxies may log). */
+	bool from_cookie = false;
+	struct http_slice ck;
+	if ((!p.token || p.token_in_query) && cfg->jwt_cookie[0] && http_cookie_get(req, cfg->jwt_cookie, &ck)) {
+		free(p.token);
+		p.token = xstrndup(ck.p, ck.n);
+		p.token_in_query = false;
+		from_cookie = true;
+	}
+	struct jwt_rights rights = { 0 };
+	bool see_private;
+	int status = authorize(s, &p, &rights, &see_private, &why, &extra);
+	const struct http_header *origin = http_header_get(req, "Origin");
+	if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
+		/* A cookie goes with every request the browser makes, whoever
+		 * made the page: only listed origins may use it. */
+		status = 403;
+		why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
 	}
 	char key[64];
 	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
-	int status = 0;
-	if (conn_draining(c)) {
+	if (status) {
+		/* refused above */
+	} else if (conn_draining(c)) {
 		status = 503;
 		why = "the server is shutting down";
 	} else if ((int64_t)hub_readers(s->hub) >= s->max_readers) {
@@ -281,7 +308,8 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	}
 	if (status) {
 		stream_params_free(&p);
-		conn_refuse(c, status, why, "Retry-After: 5\r\n");
+		jwt_rights_free(&rights);
+		conn_refuse(c, status, why, extra ? extra : status >= 429 ? "Retry-After: 5\r\n" : NULL);
 		return;
 	}
 
@@ -293,11 +321,17 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	struct reader_spec spec = { .resume = p.resume,
 				    .see_private = see_private,
 				    .ntopics = p.ntopics,
+				    .ngrants = rights.nsubscribe,
+				    .grants = rights.subscribe,
+				    .expires_at = rights.exp ? rights.exp + cfg->jwt_leeway_s : 0,
 				    .client = conn_client(c),
 				    .count_key = key,
 				    .rotate_after_ms = cfg->rotate_after_ms };
 	memcpy(spec.topics, p.topics, sizeof(spec.topics));
-	p.ntopics = 0; /* the hub takes the topics */
+	p.ntopics = 0; /* the hub takes the topics and the grants */
+	rights.subscribe = NULL;
+	rights.nsubscribe = 0;
+	jwt_rights_free(&rights);
 	stream_params_free(&p);
 	struct reader *r = hub_open(s->hub, &spec, &conn_sink, c);
 	conn_attach(c, &reader_user, r);

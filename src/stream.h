@@ -8,8 +8,10 @@
 #include <stdint.h>
 
 #include "conn.h"
+#include "cors.h"
 #include "http.h"
 #include "hub.h"
+#include "jwt.h"
 
 /* What a stream request asks for, parsed from its query and headers. */
 struct stream_params {
@@ -17,6 +19,7 @@ struct stream_params {
 	size_t ntopics;                  /* 0: every topic */
 	char *topics[READER_MAX_TOPICS]; /* owned, percent-decoded, NUL-terminated */
 	char *token;                     /* owned, percent-decoded; NULL if none given */
+	bool token_in_query;             /* from ?token= (not Authorization) */
 };
 
 /* Parse the query (topic=, last_event_id=, token=) and the Last-Event-ID
@@ -30,13 +33,13 @@ void stream_params_free(struct stream_params *p);
 struct streams {
 	struct hub *hub;
 	const struct config *cfg;
-	int64_t max_readers; /* the global cap, set by the server from the open-file limit */
-	struct chunk *head;  /* the shared head and opening frame (with CORS * when so set) */
-	char **origins;      /* allow_origin as a list, parsed once per load */
-	size_t norigins;
+	const struct cors *cors;  /* allow_origin, parsed once per load */
+	struct jwt_verifier *jwt; /* signed tokens, or NULL: set by the server at start and reload */
+	int64_t max_readers;      /* the global cap, set by the server from the open-file limit */
+	struct chunk *head;       /* the shared head and opening frame (with CORS * when so set) */
 };
 
-void streams_init(struct streams *s, struct hub *hub, const struct config *cfg);
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors);
 /* Rebuild the head and the origin list from the (reloaded) settings. */
 void streams_reconfigure(struct streams *s);
 void streams_free(struct streams *s);

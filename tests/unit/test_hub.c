@@ -246,12 +246,22 @@ static int collect_id(void *arg, const struct store_event *ev)
 	return 0;
 }
 
-static void expected(struct fixture *fx, int64_t after, bool see_private, const char *topic, struct expect *e)
+static void expected_granted(struct fixture *fx, int64_t after, bool see_private, const char *topic, const char *grant,
+			     struct expect *e)
 {
-	char *topics[1] = { (char *)topic };
-	struct store_filter flt = { see_private, topic ? 1 : 0, topics };
+	char *topics[1] = { (char *)topic }, *grants[1] = { (char *)grant };
+	struct store_filter flt = { .see_private = see_private,
+				    .ntopics = topic ? 1 : 0,
+				    .topics = topics,
+				    .ngrants = grant ? 1 : 0,
+				    .grants = grants };
 	e->n = 0;
 	CHECK(store_read_matching(fx->st, after, INT64_MAX, FAKE_MAX, &flt, collect_id, e) >= 0);
+}
+
+static void expected(struct fixture *fx, int64_t after, bool see_private, const char *topic, struct expect *e)
+{
+	expected_granted(fx, after, see_private, topic, NULL, e);
 }
 
 /* The invariant: exactly the expected ids, in order. */
@@ -482,6 +492,53 @@ static void test_end_and_private(void)
 	teardown(&fx);
 }
 
+/* A token's rights: private events only on granted topics, the same live
+ * and in catch-up; a reader of a subtree pattern. */
+static void test_grants(void)
+{
+	struct fixture fx;
+	setup(&fx, 4096);
+	static const char *const topics[] = { "user/1/a", "user/2/a", "user/1", "user/10/b", "news" };
+	append(&fx, 60, 120, topics, 5, 2); /* every other row private */
+	hub_poll(&fx.h);
+	struct fake *f[2];
+	for (int i = 0; i < 2; i++) {
+		struct reader_spec spec = { .resume = i ? 0 : -1, .client = "t", .count_key = "k", .ngrants = 1 };
+		spec.grants = xmalloc(sizeof(char *));
+		spec.grants[0] = xstrdup("user/1/*");
+		if (i) {
+			spec.ntopics = 1;
+			spec.topics[0] = xstrdup("user/*");
+		}
+		f[i] = xcalloc(1, sizeof(*f[i]));
+		f[i]->r = hub_open(&fx.h, &spec, &fake_ops, f[i]);
+	}
+	for (int k = 0; k < 3; k++) {
+		append(&fx, 30, 120, topics, 5, 2);
+		hub_poll(&fx.h);
+		drain(f[0]);
+		if (k == 2)
+			drain(f[1]);
+		spin(&fx, 2);
+	}
+	drain(f[0]);
+	drain(f[1]);
+	spin(&fx, 5);
+	drain(f[1]);
+	struct expect e;
+	expected_granted(&fx, 60, false, NULL, "user/1/*", &e);
+	CHECK(same_ids(f[0], &e, "granted, live"));
+	expected_granted(&fx, 0, false, "user/*", "user/1/*", &e);
+	CHECK(same_ids(f[1], &e, "granted, subtree, from 0"));
+	CHECK(e.n > 0);
+	for (int i = 0; i < 2; i++) {
+		fake_close(f[i]);
+		fake_free(f[i]);
+		free(f[i]);
+	}
+	teardown(&fx);
+}
+
 static void rm_tree(void)
 {
 	char cmd[300];
@@ -502,6 +559,7 @@ int main(void)
 	test_prune_below_cursor();
 	test_reader_closed_mid_fanout();
 	test_end_and_private();
+	test_grants();
 	rm_tree();
 	return check_done("test_hub");
 }
