@@ -9,6 +9,7 @@ files; metrics_access, ipv6_prefix and tls_ticket_rotate; the man page's
 rendering."""
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -509,6 +510,13 @@ def test_check_config_refuses_a_bad_jwt_key_file():
     refused with file, line, key and path (never the secret); good key files
     pass."""
     d = tempfile.mkdtemp(prefix="herald-test-jwt-")
+    try:
+        _check_jwt_key_files(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _check_jwt_key_files(d):
     short = _write(d, "short.secret", b"TOPSECRET-123\n")
     p, (code, out) = _check(f"jwt_algorithm = HS256\njwt_secret_file = {short}\n")
     assert code == 1, out
