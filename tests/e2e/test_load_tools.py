@@ -20,7 +20,7 @@ from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment"]
-SCRIPTS = ["bench"]  # shell scripts beside the C tools
+SCRIPTS = ["bench", "bench-tokens"]  # scripts beside the C tools
 
 
 def tool(name):
@@ -265,6 +265,21 @@ def test_usage_errors():
     # More readers than the fd limit allows is said plainly, exit 2.
     code, out, err, _ = run("readers", 999999, expect=2)
     assert "open files" in err and "hard limit" in err, err
+
+
+def test_bench_tokens_opens_with_each_kind_of_token():
+    # Every reader of every run opens (herald verified each token: an
+    # unverified one would be a 401 and not open); the figures are there.
+    code, out, err, js = run("bench-tokens", 30, timeout=120)
+    runs = {r["token"]: r for r in js["runs"]}
+    assert set(runs) == {"no token", "HS256", "ES256"}, js
+    assert all(r["opened"] == 30 for r in runs.values()), js
+    assert runs["no token"]["cpu_per_verification_us"] is None, js
+    assert isinstance(runs["ES256"]["cpu_per_verification_us"], float), js
+    assert "| ES256 | 30 |" in out, out
+
+
+test_bench_tokens_opens_with_each_kind_of_token.timeout = 150
 
 
 def test_help_every_tool():
