@@ -2,6 +2,7 @@
  * given: where its binary is found, starting it on a temporary database and
  * port and waiting until it is ready, and stopping it and removing its files.
  * The port and the backlog in effect are read from herald's log. */
+#include "procstat.h"
 #include "tool.h"
 
 #include <errno.h>
@@ -14,26 +15,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Read a small file whole into buf (NUL-terminated); bytes read or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t got = 0;
-	while (got + 1 < len) {
-		ssize_t r = read(fd, buf + got, len - 1 - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = '\0';
-	close(fd);
-	return (ssize_t)got;
-}
 
 /* The herald of the tree this tool was built in, into buf. The Makefile
  * names it (HERALD_TREE_BIN, an absolute path); a build without it guesses
@@ -230,7 +211,7 @@ int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, con
 	double deadline = tool_now_s() + 30.0;
 	char *buf = xmalloc(65536);
 	for (;;) {
-		ssize_t r = read_small(h->log, buf, 65536);
+		ssize_t r = procstat_read_file(h->log, buf, 65536);
 		if (r > 0 && strstr(buf, "herald ready")) {
 			char *p = strstr(buf, "listening on tcp 127.0.0.1:");
 			if (p) {

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Read a small file whole into buf (NUL-terminated); bytes read or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
+ssize_t procstat_read_file(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -117,7 +116,7 @@ int procstat_read(pid_t pid, struct procstat *ps)
 		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	else
 		snprintf(path, sizeof(path), "/proc/self/stat");
-	ssize_t r = read_small(path, buf, sizeof(buf));
+	ssize_t r = procstat_read_file(path, buf, sizeof(buf));
 	if (r < 0)
 		return (int)r;
 	return procstat_parse(buf, ps);
@@ -194,7 +193,7 @@ int procstat_tcpext_read(struct procstat_tcpext *t)
 	memset(t, 0, sizeof(*t));
 	size_t cap = 65536;
 	char *buf = xmalloc(cap);
-	ssize_t len = read_small("/proc/net/netstat", buf, cap);
+	ssize_t len = procstat_read_file("/proc/net/netstat", buf, cap);
 	int rc = len < 0 ? (int)len : procstat_tcpext_parse(buf, t);
 	free(buf);
 	return rc;
@@ -228,7 +227,7 @@ int procstat_sysctl(const char *name, long *val)
 			if (path[i] == '.')
 				path[i] = '/';
 	}
-	ssize_t r = read_small(path, buf, sizeof(buf));
+	ssize_t r = procstat_read_file(path, buf, sizeof(buf));
 	if (r < 0)
 		return (int)r;
 	char *end;

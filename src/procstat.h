@@ -52,6 +52,10 @@ void procstat_tcpext_free(struct procstat_tcpext *t);
 /* The counter called name, or -1 when this kernel has none by that name. */
 long long procstat_tcpext_get(const struct procstat_tcpext *t, const char *name);
 
+/* Read a small file whole into buf (at most len - 1 bytes, then a NUL).
+ * Returns the bytes read, or -errno. */
+ssize_t procstat_read_file(const char *path, char *buf, size_t len);
+
 /* Read the first number of /proc/sys/NAME, NAME dotted
  * ("net.core.somaxconn") or an absolute path. Returns 0 with *val set,
  * -errno when the file cannot be read, or -EINVAL when it holds no number. */
