@@ -7,7 +7,8 @@
  *     Last-Event-ID header nor a last_event_id parameter was given, and
  *     otherwise the digits of the one that wins (the header) read as a
  *     number; at most READER_MAX_TOPICS topics, each non-empty, at most 128
- *     bytes, of A-Za-z0-9 _ . : / - (a '*' only as a whole last segment);
+ *     bytes, of A-Za-z0-9 _ . : / - (a '*' only as a whole last segment,
+ *     after a '/' or alone);
  *     freeing leaves the struct empty;
  *   - refusal: a reason, no topics, no token, no resume point.
  * Leaks and over-reads are the sanitizers' (and the driver's guard page's).
@@ -60,8 +61,8 @@ static bool topic_byte(char c)
 	       c == ':' || c == '/' || c == '-';
 }
 
-/* A topic as the stream accepts it: the plain bytes, or a '*' standing for
- * the whole last segment ("*" alone, or after a separator). */
+/* A topic as the stream accepts it: the plain bytes, and a '*' only as the
+ * whole last segment ("*" alone, or after a '/'). */
 static bool topic_ok(const char *t)
 {
 	size_t n = strlen(t);
@@ -70,7 +71,7 @@ static bool topic_ok(const char *t)
 	for (size_t i = 0; i < n; i++) {
 		if (topic_byte(t[i]))
 			continue;
-		if (t[i] == '*' && i == n - 1 && (i == 0 || strchr("/.:", t[i - 1])))
+		if (t[i] == '*' && i == n - 1 && (i == 0 || t[i - 1] == '/'))
 			continue;
 		return false;
 	}
