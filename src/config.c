@@ -263,6 +263,16 @@ static int list_add(struct load *ld, const struct key *k, const char *v, const c
 		if (!n)
 			continue;
 		struct listen_addr la;
+		bool control = false;
+		for (const char *c = t; *c; c++)
+			control = control || (unsigned char)*c < 0x20 || *c == 0x7f;
+		if (control) {
+			/* A unix path may hold any byte; one that would break a
+			 * log line or --check-config's output is refused. */
+			bad_value(ld, origin, k, t, "contains a control character");
+			bad++;
+			continue;
+		}
 		if (listen_addr_parse(t, &la, err, sizeof(err)) < 0) {
 			bad_value(ld, origin, k, t, err);
 			bad++;

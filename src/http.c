@@ -539,6 +539,8 @@ bool http_forwarded(const struct http_request *req)
 
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value)
 {
+	if (query.n == 0)
+		return false; /* no query (query.p may be NULL: no offset from it) */
 	size_t nl = strlen(name);
 	const char *p = query.p, *e = query.p + query.n;
 

@@ -1093,6 +1093,7 @@ static void test_new_keys(void)
 	VALUE_IS("tls-ticket-rotate", "1s", 1000);
 	VALUE_REFUSED("tls-ticket-rotate", "999ms", "allowed: 0, or 1000 to 604800000 ms");
 	VALUE_REFUSED("tls-ticket-rotate", "1ms", "out of range");
+	VALUE_REFUSED("listen", "unix:/tmp/a\x01b", "control character");
 	VALUE_REFUSED("tls-ticket-rotate", "8d", "out of range");
 }
 
