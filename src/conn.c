@@ -396,15 +396,22 @@ void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_
 	conn_update_events(c);
 }
 
-void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers)
+void conn_refuse_as(struct conn *c, int status, const char *message, int sent_status, struct chunk *response)
 {
-	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
+	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING) {
+		chunk_unref(response);
 		return;
+	}
 	struct conn_pool *p = c->pool;
 	if (p->hooks.refused)
 		p->hooks.refused(p->hooks.owner, c, status, message);
 	metrics_count_refusal(p->m, status, message);
-	conn_respond(c, status, http_format_error(status, message, extra_headers, false), false);
+	conn_respond(c, sent_status, response, false);
+}
+
+void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers)
+{
+	conn_refuse_as(c, status, message, status, http_format_error(status, message, extra_headers, false));
 }
 
 static void consume(struct conn *c, size_t n)

@@ -146,6 +146,11 @@ void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_
  * connection after it. */
 void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers);
 
+/* The same refusal (logged and counted as status with its cause) sent as
+ * another response (taking over the reference): a stream refusal a browser
+ * survives is a 200 event stream that ends at once. */
+void conn_refuse_as(struct conn *c, int status, const char *message, int sent_status, struct chunk *response);
+
 /* Count a response by status (conn_respond does it; a stream's 200 head
  * is counted by its handler). */
 void conn_count_response(struct conn *c, int status);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http.h"
 #include "log.h"
 #include "util.h"
 
@@ -108,6 +109,22 @@ struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers)
 	snprintf(c->data, (size_t)n + 1, fmt, extra, (long long)retry_ms);
 	c->len = (uint32_t)n;
 	return c;
+}
+
+struct chunk *frame_refusal(int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers)
+{
+	char body[512];
+	int bn;
+	if (id >= 0)
+		bn = snprintf(body, sizeof(body), "retry: %lld\nid: %lld\n: refused: %s\n\n", (long long)retry_ms,
+			      (long long)id, cause);
+	else
+		bn = snprintf(body, sizeof(body), "retry: %lld\n: refused: %s\n\n", (long long)retry_ms, cause);
+	if (bn < 0 || (size_t)bn >= sizeof(body))
+		bn = (int)strlen(body);
+	char extra[512];
+	snprintf(extra, sizeof(extra), "Cache-Control: no-store\r\n%s", extra_headers ? extra_headers : "");
+	return http_format_response(200, "text/event-stream", extra, body, (size_t)bn, false);
 }
 
 struct chunk *frame_heartbeat(void)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "addr.h"
 #include "frame.h"
@@ -135,6 +136,34 @@ static struct chunk *cors_head(const struct streams *s, const struct http_reques
 	char extra[400];
 	cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
 	return frame_stream_head(s->cfg->retry_ms, extra);
+}
+
+/* The delay a refused browser waits, on average (the Retry-After of the
+ * 429 and 503 that other clients get). */
+#define REFUSAL_RETRY_MS 5000
+
+/* Whether the client reads an event stream (EventSource sends this). */
+static bool accepts_event_stream(const struct http_request *req)
+{
+	const struct http_header *a = http_header_get(req, "Accept");
+	if (!a)
+		return false;
+	for (size_t i = 0; i + 17 <= a->value.n; i++)
+		if (strncasecmp(a->value.p + i, "text/event-stream", 17) == 0)
+			return true;
+	return false;
+}
+
+/* The refusal as an event stream, with the CORS headers an allowed origin
+ * needs to read it. */
+static struct chunk *cors_refusal(const struct streams *s, const struct http_request *req, int64_t retry, int64_t id,
+				  const char *cause)
+{
+	const struct http_header *o = http_header_get(req, "Origin");
+	char extra[400] = "";
+	if (o)
+		cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
+	return frame_refusal(retry, id, cause, extra);
 }
 
 /* The connection as a reader's sink. */
@@ -305,6 +334,21 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	} else if (cfg->per_address_limit > 0 && (int64_t)hub_count(s->hub, key) >= cfg->per_address_limit) {
 		status = 429;
 		why = "too many open streams from this address (per_address_limit)";
+	}
+	if (status >= 429 && accepts_event_stream(req)) {
+		/* An EventSource gives up for good on any status but 200: a
+		 * capacity refusal it can survive is a 200 stream that ends at
+		 * once, with a jittered retry: (refused browsers do not all come
+		 * back together) and the id to resume from (its own, or the
+		 * newest, so a page refused on its first request misses nothing
+		 * once a place frees). Authorization stays 401/403. */
+		int64_t id = p.resume >= 0 ? p.resume : s->hub->high_water;
+		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
+		struct chunk *head = cors_refusal(s, req, (int64_t)retry, id, why);
+		stream_params_free(&p);
+		jwt_rights_free(&rights);
+		conn_refuse_as(c, status, why, 200, head);
+		return;
 	}
 	if (status) {
 		stream_params_free(&p);

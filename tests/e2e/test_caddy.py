@@ -15,6 +15,7 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import threading
 import time
 
 from harness import (Herald, PortTaken, Stream, connect, on_spare_ports, parse_frame, parse_head, request,
@@ -238,6 +239,41 @@ def _insert(db, data):
         con.close()
 
 
+def test_caddy_waits_for_a_restarting_herald_instead_of_502():
+    # herald on a unix socket goes away and comes back a second later on
+    # the same path: a stream opened through Caddy in the gap is served once
+    # herald is back (the Caddyfile retries the dial), never answered 502.
+    h = Herald(unix=True)
+    path, d = h.sock_path, h.dir
+    with Caddy(f"unix/{path}") as c:
+        first = ProxiedStream(c.port)
+        assert first.status == 200, first.status
+        first.close()
+        h.stop()
+        result = {}
+
+        def open_in_gap():
+            try:
+                r = ProxiedStream(c.port, timeout=10)
+                result["status"] = r.status
+                r.close()
+            except Exception as e:  # noqa: BLE001 - reported below
+                result["error"] = repr(e)
+        t = threading.Thread(target=open_in_gap)
+        t.start()
+        time.sleep(1.0)
+        h2 = Herald(unix=True, dir=d)
+        try:
+            assert h2.sock_path == path
+            t.join(15)
+            assert result.get("status") == 200, (result, c.log())
+        finally:
+            h2.stop()
+
+
+test_caddy_waits_for_a_restarting_herald_instead_of_502.timeout = 60
+
+
 def _fanout_through_caddy(unix):
     n = 100
     with Herald(args=["--per-address-limit", str(n * 2)], unix=unix) as h:
@@ -321,10 +357,24 @@ def _cap_through_caddy(unix):
                     assert r.status == 200, (i, r.status, r.body)
                     open_.append(r)
                 wait_until(lambda: b'"readers":3' in request(h.port, "GET", "/api/health")[2], what="3 readers")
-                r = ProxiedStream(c.port, source="127.0.0.2", headers={"X-Forwarded-For": "10.0.0.9"})
+                # A client that is not an EventSource gets 429 ...
+                r = ProxiedStream(c.port, source="127.0.0.2",
+                                  headers={"X-Forwarded-For": "10.0.0.9", "Accept": "application/json"})
                 assert r.status == 429, (r.status, r.headers, r.body)
                 assert "retry-after" in r.headers, r.headers
                 assert b'"status":429' in r.read_refusal(), r.body
+                r.close()
+                # ... a browser's EventSource a short 200 stream it survives.
+                r = ProxiedStream(c.port, source="127.0.0.2", headers={"X-Forwarded-For": "10.0.0.9"})
+                assert r.status == 200 and r.headers.get("content-type") == "text/event-stream", r.headers
+                deadline = time.monotonic() + 5
+                while b"\n\n" not in r.body and not r.closed and time.monotonic() < deadline:
+                    r.sock.settimeout(max(0.01, deadline - time.monotonic()))
+                    try:
+                        r.pump()
+                    except socket.timeout:
+                        break
+                assert b": refused: " in r.body and b"per_address_limit" in r.body, r.body
                 r.close()
                 # herald logged the forwarded address, not Caddy's and not the spoof.
                 h.wait_log(r"refused 127\.0\.0\.2 GET /api/events/stream: 429")
