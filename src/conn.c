@@ -96,19 +96,17 @@ static void start_request_timer(struct conn *c);
 static void on_timeout(void *arg);
 
 /* Output is waiting for the client: the connection lives while the client
- * takes bytes, and closes once it has taken none for stall_timeout.
- * Returns true when it was closed. */
-static bool send_stalled(struct conn *c)
+ * takes bytes, and closes once it has taken none for stall_timeout. */
+static void send_stalled(struct conn *c)
 {
 	uint64_t now = loop_now(c->pool->lp), limit = (uint64_t)c->pool->cfg->stall_timeout_ms;
 	if (now - c->last_progress >= limit) {
 		log_info("closing connection from %s: no bytes of its %zu queued accepted for %llu ms", c->client,
 			 c->out.bytes, (unsigned long long)limit);
 		conn_close(c, NULL);
-		return true;
+		return;
 	}
 	loop_timer_start(c->pool->lp, &c->timer, limit - (now - c->last_progress), on_timeout, c);
-	return false;
 }
 
 static void on_timeout(void *arg)
