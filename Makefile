@@ -27,7 +27,7 @@ ALL_CFLAGS := -std=gnu11 $(OPT) $(WARN) $(SAN_FLAGS) -D_GNU_SOURCE -DHERALD_VERS
 ALL_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 
 SRC      := $(wildcard src/*.c)
-OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o)
+OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/console_page.o
 LIB_OBJ  := $(filter-out $(BUILD)/obj/main.o,$(OBJ))
 HERALD   := $(BUILD)/herald
 
@@ -62,6 +62,22 @@ FORCE:
 $(BUILD)/obj/%.o: src/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The console page (src/console.html) becomes a C string in the build
+# folder, console_page[] and console_page_len, so herald reads no file to
+# serve it: od writes each byte as three octal digits and awk makes every
+# 16 of them one string literal of octal escapes (no quoting to get wrong,
+# whatever the page holds).
+$(BUILD)/gen/console_page.c: src/console.html
+	@mkdir -p $(dir $@)
+	@{ printf '/* Generated from %s by the Makefile: do not edit. */\n#include "console.h"\n\n' '$<'; \
+	  printf 'const char console_page[] =\n'; \
+	  od -An -v -to1 '$<' | awk '{ s = ""; for (i = 1; i <= NF; i++) s = s "\\" $$i; print "\t\"" s "\"" }'; \
+	  printf '\t"";\nconst size_t console_page_len = sizeof(console_page) - 1;\n'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/console_page.o: $(BUILD)/gen/console_page.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
 
 $(HERALD): $(OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJ) $(PKG_LIBS)

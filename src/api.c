@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "console.h"
 #include "log.h"
 
 static bool path_is(const struct http_request *req, const char *path)
@@ -158,6 +159,11 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 			method_not_allowed(c, "GET, HEAD");
 		else
 			health(a, c, req->method == HTTP_HEAD);
+	} else if (path_is(req, "/") && a->cfg->console) {
+		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
+			method_not_allowed(c, "GET, HEAD");
+		else
+			console_serve(c, req->method == HTTP_HEAD);
 	} else if (path_is(req, "/metrics")) {
 		if (req->method != HTTP_GET)
 			method_not_allowed(c, "GET");

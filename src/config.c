@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,7 +24,7 @@
 #include "tls.h"
 #include "util.h"
 
-enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K_CHOICE };
+enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K_CHOICE, K_BOOL };
 
 enum {
 	KF_SECRET = 1,  /* never printed nor echoed in an error */
@@ -100,6 +101,7 @@ static const struct key keys[] = {
 	KEY("jwt_subscribe_claim", K_STR, jwt_subscribe_claim, 1, 256, "subscribe", .check = check_claim),
 	KEY("jwt_publish_claim", K_STR, jwt_publish_claim, 1, 256, "publish", .check = check_claim),
 	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
+	KEY("console", K_BOOL, console, 0, 0, "on"),
 };
 #define NKEYS ARRAY_LEN(keys)
 
@@ -358,6 +360,20 @@ static const char *check_cookie(const char *v, char *buf, size_t len)
 	return NULL;
 }
 
+/* An on/off switch, in any of the spellings people write in INI files
+ * (letter case ignored); returns NULL or the reason. */
+static const char *parse_bool(const char *v, bool *out)
+{
+	static const char *const yes[] = { "on", "yes", "true", "1" }, *const no[] = { "off", "no", "false", "0" };
+	for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+		if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
+			*out = strcasecmp(v, yes[i]) == 0;
+			return NULL;
+		}
+	}
+	return "not one of on, off, yes, no, true, false, 1, 0";
+}
+
 /* Set one key from text; returns NULL or the reason (static, or in buf). */
 static const char *key_set(struct config *cfg, const struct key *k, const char *v, char *buf, size_t len)
 {
@@ -391,6 +407,8 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 		*(int *)(void *)base = lvl;
 		return NULL;
 	}
+	case K_BOOL:
+		return parse_bool(v, (bool *)(void *)base);
 	case K_CHOICE: {
 		size_t at = 0;
 		for (size_t i = 0; k->choices[i]; i++) {
@@ -1053,6 +1071,9 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		case K_CHOICE:
 			fprintf(out, "%s", k->choices[*(const int *)(const void *)base]);
+			break;
+		case K_BOOL:
+			fprintf(out, "%s", *(const bool *)(const void *)base ? "on" : "off");
 			break;
 		case K_DUR_MS:
 			fprintf(out, "%lldms", (long long)*(const int64_t *)(const void *)base);

@@ -63,6 +63,7 @@ struct config {
 	char *jwt_algorithm, *jwt_secret_file, *jwt_public_key_file, *jwt_audience, *jwt_issuer, *jwt_subscribe_claim,
 		*jwt_publish_claim, *jwt_cookie;
 	int64_t jwt_leeway_s;
+	bool console;      /* serve the console page at GET / */
 	char *config_path; /* the file read, or NULL */
 };
 

@@ -1097,6 +1097,47 @@ static void test_new_keys(void)
 	VALUE_REFUSED("tls-ticket-rotate", "8d", "out of range");
 }
 
+/* console: an on/off switch in every usual spelling, from every source. */
+static void test_console_key(void)
+{
+	const struct res *r = load(NULL);
+	CHECK(r->r == 0 && cfg.console);
+	static const char *const on[] = { "on", "yes", "true", "1", "ON", "Yes", "TRUE" };
+	static const char *const off[] = { "off", "no", "false", "0", "OFF", "No", "False" };
+	for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+		r = load("--console", "off", "--console", on[i], NULL);
+		CHECK(r->r == 0 && cfg.console);
+		r = load("--console", off[i], NULL);
+		CHECK(r->r == 0 && !cfg.console);
+	}
+	r = load("--console", "maybe", NULL);
+	CHECK(refused_with("option --console", "console", "maybe"));
+	CHECK(err_has("not one of on, off, yes, no, true, false, 1, 0"));
+	r = load("--console", "", NULL);
+	CHECK(refused_with("option --console", "console", ""));
+	r = load("--console", "2", NULL);
+	CHECK(refused_with("option --console", "console", "2"));
+
+	const char *p = write_file("console = off\n");
+	r = load("--config", p, NULL);
+	CHECK(r->r == 0 && !cfg.console);
+	p = write_file("\nconsole = \"no\"\n");
+	r = load("--config", p, NULL);
+	CHECK(r->r == 0 && !cfg.console);
+	p = write_file("\nconsole = nope\n");
+	r = load("--config", p, NULL);
+	char origin[256];
+	snprintf(origin, sizeof(origin), "%s:2", p);
+	CHECK(refused_with(origin, "console", "nope"));
+
+	setenv("HERALD_CONSOLE", "false", 1);
+	r = load(NULL);
+	CHECK(r->r == 0 && !cfg.console);
+	r = load("--console", "true", NULL); /* a flag wins over the environment */
+	CHECK(r->r == 0 && cfg.console);
+	unsetenv("HERALD_CONSOLE");
+}
+
 /* The jwt_* keys: defaults, values, the key file each algorithm needs, and
  * the verifier built at load (its refusals name the origin and the file,
  * never the secret). */
@@ -1272,6 +1313,7 @@ static void test_reload_and_print(void)
 	CHECK(strstr(out, "tls_ticket_rotate = 43200000ms\n") != NULL);
 	CHECK(strstr(out, "jwt_leeway = 10s\n") != NULL);
 	CHECK(strstr(out, "jwt_subscribe_claim = subscribe\n") != NULL);
+	CHECK(strstr(out, "console = on\n") != NULL);
 	/* Each key exactly once, at the start of a line. */
 	static const char *const keys[] = {
 		"listen",
@@ -1317,6 +1359,7 @@ static void test_reload_and_print(void)
 		"jwt_subscribe_claim",
 		"jwt_publish_claim",
 		"jwt_cookie",
+		"console",
 	};
 	int missing = 0;
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -1386,6 +1429,7 @@ int main(void)
 	test_token_files();
 	test_new_keys();
 	test_jwt_keys();
+	test_console_key();
 	test_reload_and_print();
 	test_free();
 
