@@ -326,6 +326,17 @@ static int head_done(struct client *c, long i, const char *h, size_t len)
 	if (len > 12 && memcmp(h, "HTTP/1.", 7) == 0 && h[8] == ' ' && isdigit((unsigned char)h[9]) &&
 	    isdigit((unsigned char)h[10]) && isdigit((unsigned char)h[11]))
 		status = (h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0');
+	/* herald answers a refused EventSource with a 200 stream that ends
+	 * at once; X-Refused-Status names the refusal. */
+	for (const char *p = h; status == 200 && p && p < h + len;) {
+		const char *nl = memchr(p, '\n', (size_t)(h + len - p));
+		size_t ll = nl ? (size_t)(nl - p) : (size_t)(h + len - p);
+		if (ll > 17 && strncasecmp(p, "x-refused-status:", 17) == 0) {
+			int refused = atoi(p + 17);
+			status = refused > 0 ? refused : 0;
+		}
+		p = nl ? nl + 1 : NULL;
+	}
 	if (status != 200) {
 		c->c.non200[status > 0 && status < 600 ? status : 0]++;
 		reader_fail(c, r, E_NON200);

@@ -111,7 +111,7 @@ struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers)
 	return c;
 }
 
-struct chunk *frame_refusal(int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers)
+struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers)
 {
 	char body[512];
 	int bn;
@@ -123,7 +123,8 @@ struct chunk *frame_refusal(int64_t retry_ms, int64_t id, const char *cause, con
 	if (bn < 0 || (size_t)bn >= sizeof(body))
 		bn = (int)strlen(body);
 	char extra[512];
-	snprintf(extra, sizeof(extra), "Cache-Control: no-store\r\n%s", extra_headers ? extra_headers : "");
+	snprintf(extra, sizeof(extra), "Cache-Control: no-store\r\nX-Refused-Status: %d\r\n%s", status,
+		 extra_headers ? extra_headers : "");
 	return http_format_response(200, "text/event-stream", extra, body, (size_t)bn, false);
 }
 

@@ -156,14 +156,14 @@ static bool accepts_event_stream(const struct http_request *req)
 
 /* The refusal as an event stream, with the CORS headers an allowed origin
  * needs to read it. */
-static struct chunk *cors_refusal(const struct streams *s, const struct http_request *req, int64_t retry, int64_t id,
-				  const char *cause)
+static struct chunk *cors_refusal(const struct streams *s, const struct http_request *req, int status, int64_t retry,
+				  int64_t id, const char *cause)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
 	char extra[400] = "";
 	if (o)
 		cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	return frame_refusal(retry, id, cause, extra);
+	return frame_refusal(status, retry, id, cause, extra);
 }
 
 /* The connection as a reader's sink. */
@@ -344,7 +344,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		 * once a place frees). Authorization stays 401/403. */
 		int64_t id = p.resume >= 0 ? p.resume : s->hub->high_water;
 		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
-		struct chunk *head = cors_refusal(s, req, (int64_t)retry, id, why);
+		struct chunk *head = cors_refusal(s, req, status, (int64_t)retry, id, why);
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
 		conn_refuse_as(c, status, why, 200, head);

@@ -39,6 +39,7 @@ def test_per_address_refusal_is_a_short_event_stream():
             assert st == 200, (st, body)
             assert hd["content-type"] == "text/event-stream", hd
             assert hd.get("connection") == "close" and int(hd["content-length"]) == len(body), (hd, body)
+            assert hd.get("x-refused-status") == "429", hd
             f = _fields(body)
             assert f["id"] == 3, body  # the newest: a first request resumes from the moment it was refused
             assert 2500 <= f["retry"] < 7500, body
@@ -68,6 +69,7 @@ def test_capacity_refusal_and_authorization_stay_apart():
         assert a.status == 200
         st, _, body = _refusal(h.port, ES)
         assert st == 200 and "max_readers" in body and _fields(body)["id"] == 0, body
+        assert _refusal(h.port, ES)[1].get("x-refused-status") == "503"
         s = Stream(h.port)
         assert s.status == 503 and s.headers.get("retry-after"), s.status
         s.close()
