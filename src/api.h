@@ -1,8 +1,8 @@
 /* api.h: the router: one complete request to its handler (stream, publish)
  * or to the small endpoints (health, metrics, the console page, CORS
- * preflights), the client address
- * behind trusted proxies, and the refusal log. The server fills struct api
- * once and hands conn its hooks (api_hooks). */
+ * preflights), the client address behind trusted proxies, and the refusal
+ * log. The server fills struct api once and hands conn its hooks
+ * (api_hooks). */
 #ifndef HERALD_API_H
 #define HERALD_API_H
 
