@@ -47,7 +47,7 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
-.PHONY: all deps run test unit bench fuzz fuzz-targets format install uninstall clean
+.PHONY: all deps browser-deps run test unit bench fuzz fuzz-targets format install uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -136,8 +136,16 @@ run: deps
 			case $$line in *'herald ready:'*) $(RUN_HOWTO) >&2 ;; esac; \
 		done; }; } 3>&1 ); exit $$status
 
+# playwright-core for the browser tests, installed from the committed lock
+# into tests/browser/node_modules; again only when the lock has changed.
+BROWSER_DEPS := tests/browser/node_modules/.package-lock.json
+browser-deps: $(BROWSER_DEPS)
+$(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
+	npm ci --prefix tests/browser --ignore-scripts --no-audit --no-fund
+	@touch $@
+
 # The suite runs against an ASan+UBSan build in its own folder.
-test: deps
+test: deps browser-deps
 	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined OPT='-O1 -g' all unit
 	@HERALD_BUILD=build/asan python3 tests/run.py
 

@@ -1,0 +1,358 @@
+"""End-to-end in a real browser: Debian's Chromium, headless, driven by
+playwright-core through the scripts in tests/browser (installed there by
+`make browser-deps`), against the real herald, on loopback only.
+
+The page's EventSources are what is tested: events published by POST and by
+the sqlite3 CLI arrive in order, once each; a restart of herald (direct, or
+behind Caddy) is survived by the browser's own reconnect with Last-Event-ID;
+the `retry:` herald sends is the delay the browser waits; topic filters;
+capacity refusals a browser survives; a cookie-authorized stream with
+withCredentials; the console page; and twenty streams through Caddy over
+HTTP/2, past HTTP/1.1's six connections per host."""
+import json
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from harness import Herald, PortTaken, on_spare_ports, publish, request, sqlite, wait_until
+from test_caddy import Caddy
+from test_jwt import mint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(ROOT, "tests", "browser")
+ARTIFACTS = os.path.join(ROOT, "build", "browser-artifacts")
+STREAM = "/api/events/stream"
+
+
+class Page:
+    """One scenario script (tests/browser/NAME) under node: its steps come as
+    JSON lines on its stdout, commands go as JSON lines to its stdin."""
+
+    def __init__(self, script, **args):
+        assert os.path.isdir(os.path.join(SCRIPTS, "node_modules", "playwright-core")), \
+            "playwright-core is not installed: run make browser-deps"
+        self.errf = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(["node", os.path.join(SCRIPTS, script), json.dumps(args)], cwd=SCRIPTS,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _stderr(self):
+        self.errf.seek(0)
+        return self.errf.read().decode(errors="replace")[-3000:]
+
+    def next(self, timeout=30.0):
+        """The next message; AssertionError on an error, an early end or a timeout."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"{self.proc.args[1]}: nothing within {timeout} s; stderr:\n{self._stderr()}")
+        if line is None:
+            raise AssertionError(f"{self.proc.args[1]} ended (code {self.proc.wait()}); stderr:\n{self._stderr()}")
+        msg = json.loads(line)
+        if "error" in msg:
+            raise AssertionError(f"{self.proc.args[1]}: {msg['error']}\nstderr:\n{self._stderr()}")
+        return msg
+
+    def ready(self, timeout=30.0):
+        """The state once the page's streams are open."""
+        return self.next(timeout)["state"]
+
+    def do(self, timeout=30.0, **cmd):
+        """Send one command; the streams' state after it."""
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        self.proc.stdin.flush()
+        msg = self.next(timeout)
+        return msg["result"] if "result" in msg else msg["state"]
+
+    def value(self, expr, timeout=30.0):
+        """The value of a JS expression evaluated in the page."""
+        self.proc.stdin.write((json.dumps({"eval": expr}) + "\n").encode())
+        self.proc.stdin.flush()
+        return self.next(timeout).get("value")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # playwright-core closes Chromium on it
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.errf.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def ids(rec, type="message"):
+    return [int(e["id"]) for e in rec["events"] if e["type"] == type]
+
+
+def datas(rec):
+    return [e["data"] for e in rec["events"] if e["type"] == "message"]
+
+
+def herald_on_spare_port(args=(), **kw):
+    """A Herald listening on a fixed port outside the ephemeral range, so a
+    second one can be started on the same port after it."""
+    def start(port):
+        try:
+            return Herald(args=["--listen", f"127.0.0.1:{port}"] + list(args), listen=False, **kw)
+        except AssertionError as e:
+            if "in use" in str(e):
+                raise PortTaken(str(e))
+            raise
+    return on_spare_ports(start)
+
+
+def restart(h, args=(), between=None):
+    """Stop h, run between() while nothing listens, start a new herald on
+    the same database, folder and port."""
+    h.stop()
+    if between:
+        between()
+    return Herald(args=["--listen", f"127.0.0.1:{h.port}"] + list(args), listen=False, db=h.db, dir=h.dir)
+
+
+def insert(db, data, topic="news"):
+    """An event inserted by the sqlite3 CLI (another program); its id."""
+    return int(sqlite(db, f"INSERT INTO events(type,topic,data,public) VALUES('message','{topic}','{data}',1);"
+                          "SELECT last_insert_rowid();"))
+
+
+def test_post_and_sqlite_events_in_order_once():
+    with Herald() as h, Page("stream.mjs", page=h.url + "/api/health", streams={"s": STREAM}) as p:
+        p.ready()
+        sent = []
+        for i in range(6):
+            if i % 2:
+                sent.append((insert(h.db, f"cli-{i}"), f"cli-{i}"))
+            else:
+                sent.append((publish(h.port, data=f"post-{i}"), f"post-{i}"))
+        p.do(until=f"esCount('s') >= {len(sent)}")
+        st = p.do(sleep=300)["s"]  # room for a duplicate to show
+        assert ids(st) == [i for i, _ in sent], st
+        assert datas(st) == [d for _, d in sent], st
+        assert st["errors"] == [] and len(st["opens"]) == 1, st
+
+
+test_post_and_sqlite_events_in_order_once.timeout = 40
+
+
+def _restart_scenario(h, page_url, stream_url):
+    """Events before, during (inserted while herald is down) and after a
+    restart reach the page once each, in order, by its own reconnect."""
+    with Page("stream.mjs", page=page_url, streams={"s": stream_url}) as p:
+        p.ready()
+        sent = [publish(h.port, data="before-1"), publish(h.port, data="before-2")]
+        p.do(until="esCount('s') >= 2")
+
+        def while_down():
+            sent.extend(insert(h.db, f"down-{i}") for i in range(2))
+        h2 = restart(h, between=while_down)
+        try:
+            p.do(until="esState().s.opens.length >= 2", ms=15000)
+            sent.append(publish(h2.port, data="after-1"))
+            p.do(until=f"esCount('s') >= {len(sent)}", ms=10000)
+            st = p.do(sleep=300)["s"]
+        finally:
+            h2.stop()
+    # The rows inserted while herald was down reach the page only if its
+    # reconnect sent Last-Event-ID (a stream without one starts live).
+    assert ids(st) == sent, st
+    assert datas(st) == ["before-1", "before-2", "down-0", "down-1", "after-1"], st
+    assert len(st["errors"]) >= 1 and st["readyState"] == 1, st
+
+
+def test_restart_reconnects_with_last_event_id():
+    h = herald_on_spare_port()
+    _restart_scenario(h, h.url + "/api/health", STREAM)
+
+
+test_restart_reconnects_with_last_event_id.timeout = 45
+
+
+def test_restart_behind_caddy():
+    h = herald_on_spare_port()
+    try:
+        with Caddy(f"127.0.0.1:{h.port}") as c:
+            base = f"http://127.0.0.1:{c.port}"
+            _restart_scenario(h, base + "/api/health", base + STREAM)
+    finally:
+        if h.proc.poll() is None:
+            h.stop()
+
+
+test_restart_behind_caddy.timeout = 50
+
+
+def test_retry_is_the_browser_delay():
+    # Streams end after ~2 s (checked every 250 ms); the browser waits the
+    # retry: of 1.5 s from the error to the next open.
+    args = ["--retry-ms", "1500", "--rotate-after", "2s", "--heartbeat-interval", "250ms"]
+    with Herald(args=args) as h, Page("stream.mjs", page=h.url + "/api/health", streams={"s": STREAM}) as p:
+        p.ready()
+        first = publish(h.port, data="one")
+        st = p.do(until="esState().s.opens.length >= 3", ms=20000)["s"]
+        second = publish(h.port, data="two")
+        st = p.do(until="esCount('s') >= 2")["s"]
+    gaps = []
+    for err in st["errors"]:
+        later = [o for o in st["opens"] if o > err]
+        if later:
+            gaps.append((later[0] - err) / 1000)
+    assert len(gaps) >= 2, st
+    assert all(1.4 <= g < 4.0 for g in gaps), f"error-to-open delays {gaps} s, retry: was 1.5 s"
+    assert ids(st) == [first, second], st
+
+
+test_retry_is_the_browser_delay.timeout = 40
+
+
+def test_topic_filter():
+    streams = {"a": STREAM + "?topic=a", "all": STREAM}
+    with Herald() as h, Page("stream.mjs", page=h.url + "/api/health", streams=streams) as p:
+        p.ready()
+        sent = [(publish(h.port, topic=t, data=f"{t}-{i}"), t) for i, t in enumerate(["a", "b", "a", "c", "a"])]
+        p.do(until=f"esCount('all') >= {len(sent)} && esCount('a') >= 3")
+        st = p.do(sleep=300)
+    assert ids(st["a"]) == [i for i, t in sent if t == "a"], st["a"]
+    assert ids(st["all"]) == [i for i, _ in sent], st["all"]
+
+
+test_topic_filter.timeout = 40
+
+
+def test_capacity_refusals_reconnect():
+    # Five EventSources, three places: two are refused with herald's 200
+    # refusal stream and keep coming back by themselves; once two of the
+    # three open ones close, the refused two get in and miss nothing.
+    names = [f"e{i}" for i in range(5)]
+    with Herald(args=["--max-readers", "3"]) as h, \
+            Page("stream.mjs", page=h.url + "/api/health", streams={n: STREAM for n in names}, open=3,
+                 seconds=60) as p:
+        p.ready()
+        # Refused ones open, end and err again: wait for two with an error.
+        st = p.do(until="Object.values(esState()).filter(r => r.errors.length > 0).length >= 2", ms=15000)
+        refused = [n for n in names if st[n]["errors"]]
+        kept = [n for n in names if not st[n]["errors"]]
+        assert len(refused) == 2 and len(kept) == 3, st
+        sent = [publish(h.port, data=f"cap-{i}") for i in range(3)]
+        p.do(close=kept[:2])
+        sent += [publish(h.port, data=f"cap-{i}") for i in range(3, 5)]
+        left = refused + kept[2:]
+        st = p.do(until=" && ".join(f"esState().{n}.readyState === 1 && esCount('{n}') >= {len(sent)}"
+                                    for n in left), ms=20000)
+        st = p.do(sleep=300)
+        health = json.loads(request(h.port, "GET", "/api/health")[2])
+    for n in left:
+        assert ids(st[n]) == sent, (n, st[n])
+    assert health["readers"] == 3, health
+
+
+test_capacity_refusals_reconnect.timeout = 45
+
+
+def test_cookie_with_credentials():
+    d = tempfile.mkdtemp(prefix="herald-browser-jwt-")
+    secret = b"browser-test-secret-0123456789abcdef-0123456789"
+    secret_file = os.path.join(d, "secret")
+    with open(secret_file, "wb") as f:
+        f.write(secret)
+    tok = mint("HS256", secret, {"sub": "1", "exp": int(time.time()) + 300, "subscribe": ["user/1/*"]})
+    h = herald_on_spare_port(args=["--jwt-algorithm", "HS256", "--jwt-secret-file", secret_file,
+                                   "--jwt-cookie", "herald_token"], dir=d)
+    origin = h.url
+    try:
+        h.stop()  # again with the page's origin allowed, now that the port is known
+        h = Herald(args=["--listen", f"127.0.0.1:{h.port}", "--jwt-algorithm", "HS256", "--jwt-secret-file",
+                         secret_file, "--jwt-cookie", "herald_token", "--allow-origin", origin],
+                   listen=False, db=h.db, dir=d)
+        cookies = [{"name": "herald_token", "value": tok, "url": origin}]
+        with Page("stream.mjs", page=origin + "/api/health", cookies=cookies,
+                  streams={"s": [STREAM, {"withCredentials": True}]}) as p:
+            p.ready()
+            mine = [publish(h.port, topic="user/1/inbox", data="for-1", public=False)]
+            publish(h.port, topic="user/2/inbox", data="for-2", public=False)
+            mine.append(publish(h.port, topic="news", data="everyone", public=True))
+            mine.append(publish(h.port, topic="user/1/inbox", data="for-1-again", public=False))
+            p.do(until="esCount('s') >= 3")
+            st = p.do(sleep=300)["s"]
+    finally:
+        if h.proc.poll() is None:
+            h.stop()
+    assert ids(st) == mine, st
+    assert datas(st) == ["for-1", "everyone", "for-1-again"], st
+
+
+test_cookie_with_credentials.timeout = 40
+
+
+def test_console_page_shows_a_published_event():
+    with Herald() as h:
+        st, _, body = request(h.port, "GET", "/")
+        if st == 404:
+            print("GET / is not served by this herald yet: the console page was not checked")
+            return
+        assert st == 200 and b"id=\"events\"" in body, (st, body[:300])
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        shot = os.path.join(ARTIFACTS, "console.png")
+        marker = f"console-{os.getpid()}-{time.monotonic_ns()}"
+        with Page("console.mjs", origin=h.url, marker=marker, shot=shot) as p:
+            r = p.next()["result"]
+        row = sqlite(h.db, f"SELECT id FROM events WHERE data = '{marker}'")
+    assert r["id"] == row, (r, row)
+    assert r["publishAnswer"].startswith("201") and row in r["publishAnswer"], r
+    assert r["ms"] <= 1000, f"the event showed after {r['ms']} ms"
+    assert os.path.getsize(shot) > 1000, shot
+
+
+test_console_page_shows_a_published_event.timeout = 40
+
+
+class TlsCaddy(Caddy):
+    """Caddy serving https://127.0.0.1:PORT with its own local CA (tls
+    internal; never put into the system's trust store), HTTP/2 over TLS,
+    proxying /api/* to upstream."""
+
+    def _caddyfile(self, port):
+        return ("{\n\tadmin off\n\tgrace_period 1s\n\tskip_install_trust\n}\n\n"
+                f"https://127.0.0.1:{port} {{\n\tbind 127.0.0.1\n\ttls internal\n"
+                f"\thandle /api/* {{\n\t\treverse_proxy {self.upstream} {{\n\t\t\tflush_interval -1\n\t\t}}\n\t}}\n}}\n")
+
+
+def test_twenty_streams_over_http2_through_caddy():
+    # Over HTTP/1.1 a browser keeps at most six connections to one host, so
+    # the seventh EventSource would wait; over HTTP/2 all share one.
+    names = [f"e{i}" for i in range(20)]
+    with Herald() as h, TlsCaddy(f"127.0.0.1:{h.port}") as c:
+        base = f"https://127.0.0.1:{c.port}"
+        with Page("stream.mjs", page=base + "/api/health", streams={n: base + STREAM for n in names},
+                  flags=["--ignore-certificate-errors"]) as p:
+            st = p.ready()
+            assert all(st[n]["readyState"] == 1 for n in names), st
+            wait_until(lambda: json.loads(request(h.port, "GET", "/api/health")[2])["readers"] == 20, timeout=5,
+                       what="herald to count 20 readers")
+            sent = publish(h.port, data="to-twenty")
+            st = p.do(until=" && ".join(f"esCount('{n}') >= 1" for n in names))
+            proto = p.value("performance.getEntriesByType('navigation')[0].nextHopProtocol")
+    assert proto == "h2", f"the page came over {proto!r}, not HTTP/2"
+    for n in names:
+        assert ids(st[n]) == [sent], (n, st[n])
+        assert st[n]["errors"] == [], (n, st[n])
+
+
+test_twenty_streams_over_http2_through_caddy.timeout = 40
