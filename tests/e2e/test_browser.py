@@ -81,13 +81,22 @@ class Page:
         return self.next(timeout).get("value")
 
     def close(self):
+        """End the script: by its own `done` when it still waits for a
+        command, else SIGTERM (playwright-core closes Chromium on it)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # playwright-core closes Chromium on it
             try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.proc.stdin.write(b'{"done": true}\n')
+                self.proc.stdin.close()
+                self.proc.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if self.proc.poll() is None:
+                self.proc.send_signal(sig)
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
         self.errf.close()
 
     def __enter__(self):
