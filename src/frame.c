@@ -81,6 +81,55 @@ struct chunk *frame_event(const struct store_event *ev)
 	return c;
 }
 
+/* Write s[0..n) as a JSON string (quotes included) at p; returns the end.
+ * The caller reserves 6 bytes per input byte plus 2. */
+static char *json_string(char *p, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\') {
+			*p++ = '\\';
+			*p++ = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			memcpy(p, "\\u00", 4);
+			p[4] = hex[ch >> 4];
+			p[5] = hex[ch & 15];
+			p += 6;
+		} else {
+			*p++ = (char)ch;
+		}
+	}
+	*p++ = '"';
+	return p;
+}
+
+struct chunk *frame_event_envelope(const struct store_event *ev)
+{
+	const char *type = ev->type && ev->type_len ? ev->type : "message";
+	size_t tlen = ev->type && ev->type_len ? ev->type_len : 7;
+	const char *topic = ev->topic ? ev->topic : "";
+	size_t plen = ev->topic ? ev->topic_len : 0;
+	const char *data = ev->data ? ev->data : "";
+	size_t dlen = ev->data ? ev->data_len : 0;
+	size_t cap = 128 + 6 * (tlen + plen + dlen);
+	if (cap > FRAME_MAX_BYTES)
+		return frame_too_large(ev, cap);
+	struct chunk *c = chunk_new(cap);
+	char *p = c->data;
+	p += sprintf(p, "id: %lld\ndata: {\"type\":", (long long)ev->id);
+	p = json_string(p, type, tlen);
+	p += sprintf(p, ",\"topic\":");
+	p = json_string(p, topic, plen);
+	p += sprintf(p, ",\"data\":");
+	p = json_string(p, data, dlen);
+	p += sprintf(p, ",\"public\":%s,\"created_at\":%lld}\n\n", ev->public ? "true" : "false",
+		     (long long)ev->created_at);
+	c->len = (uint32_t)(p - c->data);
+	return c;
+}
+
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 {
 	static const char fmt[] =

@@ -20,6 +20,14 @@
  * Returns a new chunk with one reference. */
 struct chunk *frame_event(const struct store_event *ev);
 
+/* Encode ev as one unnamed event whose data is a JSON object (the stream's
+ * envelope format, ?envelope=1): "id: N\ndata: {"type":..,"topic":..,
+ * "data":..,"public":..,"created_at":N}\n\n". A browser's EventSource then
+ * hands every event to onmessage, with its type and topic, whatever the
+ * type. Strings are JSON-escaped (control bytes as \u00XX). Over
+ * FRAME_MAX_BYTES: as frame_event. Returns a new chunk with one reference. */
+struct chunk *frame_event_envelope(const struct store_event *ev);
+
 /* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
 

@@ -150,22 +150,24 @@ static int fanout_row(void *arg, const struct store_event *ev)
 	struct fanout *f = arg;
 	struct hub *h = f->h;
 	size_t limit = (size_t)h->cfg->queue_limit;
-	struct chunk *ch = NULL;
+	struct chunk *frames[2] = { NULL, NULL }; /* each format encoded once, when a reader needs it */
 	struct reader *r = h->live, *next;
 	for (; r; r = next) {
 		next = r->next;
 		if (ev->id <= r->skip_through || !reader_wants(r, ev))
 			continue;
-		if (!ch)
-			ch = frame_event(ev);
-		if (r->ops->queued(r->sink) + ch->len > limit) {
+		struct chunk **ch = &frames[r->envelope];
+		if (!*ch)
+			*ch = r->envelope ? frame_event_envelope(ev) : frame_event(ev);
+		if (r->ops->queued(r->sink) + (*ch)->len > limit) {
 			to_catchup(h, r);
 			continue;
 		}
-		r->ops->send(r->sink, ch, ev->id, true);
+		r->ops->send(r->sink, *ch, ev->id, true);
 		h->m->frames_queued++;
 	}
-	chunk_unref(ch);
+	chunk_unref(frames[0]);
+	chunk_unref(frames[1]);
 	f->last = ev->id;
 	h->high_water = ev->id;
 	h->m->events_read++;
@@ -434,6 +436,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	r->ops = ops;
 	r->sink = sink;
 	r->see_private = spec->see_private;
+	r->envelope = spec->envelope;
 	r->ntopics = spec->ntopics;
 	memcpy(r->topics, spec->topics, sizeof(r->topics));
 	spec->ntopics = 0; /* the topics are the reader's now */
@@ -564,7 +567,7 @@ static int feed_row(void *arg, const struct store_event *ev)
 	r->cursor = ev->id;
 	if (!reader_wants(r, ev))
 		return 0;
-	struct chunk *ch = frame_event(ev);
+	struct chunk *ch = r->envelope ? frame_event_envelope(ev) : frame_event(ev);
 	r->ops->send(r->sink, ch, ev->id, true);
 	chunk_unref(ch);
 	f->h->m->frames_queued++;

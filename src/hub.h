@@ -60,6 +60,7 @@ struct reader_spec {
 	size_t ngrants;                  /* private events on these patterns too (a token's rights) */
 	char **grants;                   /* taken over by hub_open (the array and its strings) */
 	int64_t expires_at;              /* Unix seconds the rights end (the token's exp): 0 never */
+	bool envelope;                   /* events as unnamed JSON envelopes (frame_event_envelope) */
 	const char *client;              /* for logs */
 	const char *count_key;           /* what the per-address cap counts */
 	int64_t rotate_after_ms;         /* 0: never */
@@ -75,6 +76,7 @@ struct reader {
 	int64_t cursor;       /* CATCHUP: the last id read from the store */
 	int64_t skip_through; /* LIVE: ids up to this were seen already */
 	bool see_private;
+	bool envelope;  /* frame_event_envelope instead of frame_event */
 	size_t ntopics; /* 0 = every topic */
 	char *topics[READER_MAX_TOPICS];
 	size_t ngrants;

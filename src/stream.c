@@ -111,6 +111,13 @@ const char *stream_params_parse(const struct http_request *req, struct stream_pa
 			goto bad;
 		}
 	}
+	if (http_query_get(req->query, "envelope", &v)) {
+		if (v.n != 1 || (v.p[0] != '0' && v.p[0] != '1')) {
+			why = "envelope must be 0 or 1";
+			goto bad;
+		}
+		p->envelope = v.p[0] == '1';
+	}
 	if (http_bearer_token(req, &v)) {
 		p->token = xstrndup(v.p, v.n);
 	} else if (http_query_get(req->query, "token", &v)) {
@@ -368,6 +375,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 				    .ngrants = rights.nsubscribe,
 				    .grants = rights.subscribe,
 				    .expires_at = rights.exp ? rights.exp + cfg->jwt_leeway_s : 0,
+				    .envelope = p.envelope,
 				    .client = conn_client(c),
 				    .count_key = key,
 				    .rotate_after_ms = cfg->rotate_after_ms };

@@ -20,6 +20,7 @@ struct stream_params {
 	char *topics[READER_MAX_TOPICS]; /* owned, percent-decoded, NUL-terminated */
 	char *token;                     /* owned, percent-decoded; NULL if none given */
 	bool token_in_query;             /* from ?token= (not Authorization) */
+	bool envelope;                   /* ?envelope=1: events as unnamed JSON envelopes */
 };
 
 /* Parse the query (topic=, last_event_id=, token=) and the Last-Event-ID

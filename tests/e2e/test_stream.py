@@ -333,7 +333,10 @@ def test_idle_server_does_not_poll():
         s.opening()
         publish(h.port, data="settle")
         assert len(s.events(1, timeout=5)) == 1
-        time.sleep(0.3)  # let the publish's own follow-up work finish
+        # Let the publish's own follow-up work finish: the checkpoint 100 ms
+        # after it, and the re-checks of data_version that its -wal and
+        # database writes set off (up to about 350 ms after each).
+        time.sleep(1.0)
         before = _switches(h.pid)
         time.sleep(4)
         woke = _switches(h.pid) - before
