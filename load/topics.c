@@ -500,8 +500,7 @@ static int parse_args(struct topts *o, int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (o->only) {
-		const char *p = o->only;
-		while (*p) {
+		for (const char *p = o->only;; p++) {
 			size_t len = strcspn(p, ",");
 			int found = 0;
 			for (size_t i = 0; i < NSCEN; i++)
@@ -509,7 +508,9 @@ static int parse_args(struct topts *o, int argc, char **argv)
 			if (!found)
 				return tool_usage_error("no scenario '%.*s' (floor, one, t1, t4, t16, own, own-subtree)",
 							(int)len, p);
-			p += len + (p[len] == ',');
+			p += len;
+			if (!*p)
+				break;
 		}
 	}
 	if (o->pool < 16)
