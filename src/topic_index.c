@@ -189,7 +189,8 @@ void topic_index_add(struct topic_index *ix, struct topic_sub *s, const char *pa
 		return;
 	}
 	bool sub = n >= 2 && pattern[n - 1] == '*' && pattern[n - 2] == '/';
-	struct topic_bucket *b = sub ? table_get(ix, &ix->prefix, pattern, n - 2) : table_get(ix, &ix->exact, pattern, n);
+	struct topic_bucket *b =
+		sub ? table_get(ix, &ix->prefix, pattern, n - 2) : table_get(ix, &ix->exact, pattern, n);
 	s->bucket = b;
 	push(&b->subs, s);
 }

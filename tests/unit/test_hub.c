@@ -591,8 +591,8 @@ static void test_grants(void)
 
 /* Topics that exact, subtree and overlapping patterns tell apart, and near
  * misses ("a/bc" beside SUB(a/b), "user/10" beside "user/1"). */
-static const char *const index_topics[] = { "user/1", "user/1/inbox", "user/2",  "user/2/inbox/x", "news",
-					    "news/eu", "a/b/c",	       "a/bc",	  "user/10",	    "a/b" };
+static const char *const index_topics[] = { "user/1",  "user/1/inbox", "user/2", "user/2/inbox/x", "news",
+					    "news/eu", "a/b/c",        "a/bc",   "user/10",        "a/b" };
 
 struct pattern_case {
 	const char *name;

@@ -18,8 +18,8 @@ struct owner {
 	size_t npat;
 	char pat[OWNER_PATTERNS][32];
 	struct topic_sub sub[OWNER_PATTERNS];
-	bool in;            /* its subscriptions are in the index */
-	unsigned visits;    /* during the current walk */
+	bool in;             /* its subscriptions are in the index */
+	unsigned visits;     /* during the current walk */
 	bool leave_on_visit; /* unlink all its subscriptions when visited */
 	struct topic_index *ix;
 };
@@ -150,9 +150,9 @@ static void test_edges(void)
 		const char *pattern, *topic;
 		unsigned visits;
 	} cases[] = {
-		{ "a/*", "a/b", 1 },   { "a/*", "a/b/c", 1 }, { "a/*", "a", 0 },    { "a/*", "a/", 0 },
-		{ "a/*", "ab/c", 0 },  { "a//*", "a//x", 1 }, { "a//*", "a/x", 0 }, { "a/", "a/", 1 },
-		{ "a", "a", 1 },       { "a", "a/b", 0 },     { "*", "", 1 },       { "*", "x/y", 1 },
+		{ "a/*", "a/b", 1 },     { "a/*", "a/b/c", 1 },  { "a/*", "a", 0 },    { "a/*", "a/", 0 },
+		{ "a/*", "ab/c", 0 },    { "a//*", "a//x", 1 },  { "a//*", "a/x", 0 }, { "a/", "a/", 1 },
+		{ "a", "a", 1 },         { "a", "a/b", 0 },      { "*", "", 1 },       { "*", "x/y", 1 },
 		{ "a/b/*", "a/b/c", 1 }, { "a/b/*", "a/bc", 0 },
 	};
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
