@@ -99,6 +99,7 @@ struct reader {
 	char *head; /* header bytes so far, when they came in pieces */
 	SSL *ssl;   /* with --tls */
 	int64_t t_start, t_open;
+	int64_t frame_id, frame_stamp; /* the frame being read, for client->frame */
 };
 
 /* ---- readers-events.c: the run's events --------------------------------- */
@@ -194,6 +195,12 @@ struct client {
 	/* Called when the socket watched with tag UINT64_MAX is readable. */
 	void (*other)(void *arg);
 	void *other_arg;
+	/* When set, called at the end of each frame with an id instead of
+	 * recording into ev: reader i, the frame's id, the number that starts
+	 * its first data line (0 when none; load/rate puts the send time
+	 * there), and the time of the read that ended it. */
+	void (*frame)(void *arg, long i, int64_t id, int64_t stamp, int64_t now);
+	void *frame_arg;
 	char rbuf[65536];
 	struct epoll_event evbuf[4096];
 };
