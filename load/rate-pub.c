@@ -113,9 +113,11 @@ void rate_pub_send(struct rate_pub *p, int64_t stamp, int64_t now)
 			  p->host, bl, body);
 	if (pc->outlen + (size_t)rl > pc->outcap) {
 		/* Move the unsent part to the front before growing. */
-		memmove(pc->out, pc->out + pc->outoff, pc->outlen - pc->outoff);
-		pc->outlen -= pc->outoff;
-		pc->outoff = 0;
+		if (pc->outoff) {
+			memmove(pc->out, pc->out + pc->outoff, pc->outlen - pc->outoff);
+			pc->outlen -= pc->outoff;
+			pc->outoff = 0;
+		}
 		if (pc->outlen + (size_t)rl > pc->outcap) {
 			pc->outcap = (pc->outlen + (size_t)rl) * 2;
 			pc->out = xrealloc(pc->out, pc->outcap);

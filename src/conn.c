@@ -176,6 +176,7 @@ void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *c
 	p->cfg = cfg;
 	p->m = m;
 	p->hooks = *hooks;
+	p->stream_gap_ms = STREAM_GAP_MS;
 }
 
 struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen)
@@ -674,7 +675,7 @@ static void stream_round_due(void *arg)
  * sure the timer will bring it. */
 static void stream_round(struct conn_pool *p)
 {
-	uint64_t now = clock_mono_ns(), gap = (uint64_t)STREAM_GAP_MS * 1000000;
+	uint64_t now = clock_mono_ns(), gap = p->stream_gap_ms * 1000000;
 	if (!p->stream_round_due && now - p->stream_round_end_ns < gap) {
 		if (!loop_timer_active(&p->stream_timer)) {
 			uint64_t wait_ms = (p->stream_round_end_ns + gap - now + 999999) / 1000000;
