@@ -56,7 +56,7 @@ static int take_rates(void *ptr, const char *name, const char *v)
 	while (*p) {
 		char *end;
 		double r = strtod(p, &end);
-		if (end == p || r < 1 || r > 200000 || (*end && *end != ','))
+		if (end == p || r < 1 || r > 200000 || (*end && *end != ',') || (*end == ',' && !end[1]))
 			return tool_usage_error("%s wants rates from 1 to 200000 separated by commas", name);
 		if (o->nrates == RATE_MAX_STEPS)
 			return tool_usage_error("%s takes at most %d rates", name, RATE_MAX_STEPS);

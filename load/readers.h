@@ -44,7 +44,7 @@ struct options {
 	long events;
 	double interval, idle, open_timeout, event_timeout;
 	long ramp, sources;
-	const char *path, *token, *csv, *run;
+	const char *path, *token, *csv, *opens_csv, *run;
 	int tls, insecure;
 	const char *cacert, *tls_cert, *tls_key;
 };
