@@ -91,22 +91,28 @@ int rate_report(const struct rate_opts *o, const struct rate_run *m, const struc
 		bad = 1;
 	printf("\n");
 	printf("%ld of %ld readers open (opened in %s); %ld events published in %d steps of %g s (drain up to %g s); "
-	       "every open reader %s.\n",
+	       "at the end every open reader %s.\n",
 	       open, o->n, tool_fmt_dur(m->open_s, a, sizeof(a)), published, m->nsteps, o->step_s, o->drain_s,
 	       total_missing || order ? "did NOT get every event in order" : "had every event, in order, once");
 	if (best >= 0)
-		printf("Highest rate that kept up (p99 under %g ms, nothing lost): %s events/s to %ld readers.\n",
+		printf("Highest rate that kept up (p99 under %g ms, every event to every reader by the end of the "
+		       "drain): %s events/s to %ld readers.\n",
 		       o->p99_limit_ms, tool_fmt_count((long long)m->s[best].rate, a, sizeof(a)), open);
 	else
-		printf("No rate kept up (p99 under %g ms, nothing lost).\n", o->p99_limit_ms);
+		printf("No rate kept up (p99 under %g ms, every event to every reader by the end of the drain).\n",
+		       o->p99_limit_ms);
 	for (int i = 0; i < m->nsteps; i++) {
 		const struct rate_step *s = &m->s[i];
 		if (!s->keeps_up || s->catchups > 0)
 			printf("- %g ev/s: %lld readers moved to catch-up, RSS at most %.1f MiB (%.1f MiB with the readers "
-			       "open), %ld readers still behind after the drain, sends up to %.1f ms late%s.\n",
+			       "open); when its drain ended %ld readers were behind, and %llu deliveries of its events came "
+			       "later; sends up to %.1f ms late%s.\n",
 			       s->rate, s->catchups, (double)s->rss_kb_max / 1024, (double)m->rss_open_kb / 1024, s->behind,
-			       s->max_lag_ms, s->failed ? ", some publishes failed" : "");
+			       (unsigned long long)s->late, s->max_lag_ms, s->failed ? "; some publishes failed" : "");
 	}
+	if (m->final_behind)
+		printf("After the last step and %.1f s more, %ld readers had still not had the newest event.\n",
+		       m->final_drain_s, m->final_behind);
 	if (interrupted)
 		printf("Interrupted: the figures cover what ran.\n");
 
@@ -129,6 +135,8 @@ int rate_report(const struct rate_opts *o, const struct rate_run *m, const struc
 	else
 		tool_json_null("highest_keeping_up");
 	tool_json_int("rss_open_kb", m->rss_open_kb);
+	tool_json_num("final_drain_s", m->final_drain_s);
+	tool_json_int("final_behind", m->final_behind);
 	tool_json_open("steps", '[');
 	for (int i = 0; i < m->nsteps; i++) {
 		const struct rate_step *s = &m->s[i];
@@ -147,6 +155,7 @@ int rate_report(const struct rate_opts *o, const struct rate_run *m, const struc
 		tool_json_int("order_errors", s->order_errs);
 		tool_json_int("gaps", s->gaps);
 		tool_json_int("behind", s->behind);
+		tool_json_int("late", (long long)s->late);
 		tool_json_int("catchups", s->catchups);
 		tool_json_num("server_cpu_s", s->cpu_s);
 		tool_json_num("cpu_us_per_delivery", us_per_delivery(s));

@@ -9,8 +9,12 @@
  * last event (a reader that fell behind is fed from the database by herald
  * and must still get everything); then read herald's CPU (utime+stime from
  * /proc), its RSS (sampled every 100 ms), and its catch-up counter (from
- * /metrics). A step "keeps up" when its p99 latency is under --limit and
- * nothing was lost or out of order. See rate.h for the other parts. */
+ * /metrics). After the last step the tool waits up to four drains more for
+ * whatever is still on its way, then counts per step what never arrived
+ * (lost) and what arrived after its step's drain (late). A step "keeps up"
+ * when its p99 latency is under --limit, every reader had every event by
+ * the end of its drain, and none was out of order. See rate.h for the other
+ * parts. */
 #include "rate.h"
 
 #include <errno.h>
@@ -228,8 +232,6 @@ static void run_step(struct ctx *x, double rate)
 	const struct rate_step_recv *sr = &x->rv.step[k];
 	s->deliveries = sr->deliveries;
 	s->deliver_s = sr->last_arrival > t0 ? (double)(sr->last_arrival - t0) / 1e9 : NAN;
-	long long expected = (long long)s->ok * x->cl->c.open;
-	s->lost = expected > (long long)s->deliveries ? (long)(expected - (long long)s->deliveries) : 0;
 	s->behind = rate_recv_behind(&x->rv, x->cl, p->max_id);
 	long oe = 0, gaps = 0;
 	for (long i = 0; i < x->rv.n; i++) {
@@ -243,10 +245,34 @@ static void run_step(struct ctx *x, double rate)
 	}
 	s->order_errs = oe - oe_before;
 	s->gaps = gaps - gaps_before;
-	s->keeps_up = s->lost == 0 && s->order_errs == 0 && s->gaps == 0 && s->failed == 0 &&
-		      lat_pct_ms(&sr->lat, 99) < x->o.p99_limit_ms;
-	fprintf(stderr, "rate: step %d: %llu deliveries, p99 %.1f ms, lost %ld, server CPU %.2f s\n", k + 1,
-		(unsigned long long)s->deliveries, lat_pct_ms(&sr->lat, 99), s->lost, s->cpu_s);
+	fprintf(stderr, "rate: step %d: %llu deliveries, p99 %.1f ms, %ld readers behind, server CPU %.2f s\n", k + 1,
+		(unsigned long long)s->deliveries, lat_pct_ms(&sr->lat, 99), s->behind, s->cpu_s);
+}
+
+/* After the last step: wait (up to 4 drains) for whatever is still on its
+ * way, then count, per step, what never arrived and what came after its
+ * drain, and judge each step. */
+static void final_drain(struct ctx *x)
+{
+	struct rate_pub *p = &x->pub;
+	double t0 = tool_now_s(), limit = 4 * x->o.drain_s;
+	while (!stop_flag && tool_now_s() - t0 < limit) {
+		rate_pub_pump(p);
+		if (rate_pub_unanswered(p) == 0 && rate_recv_behind(&x->rv, x->cl, p->max_id) == 0)
+			break;
+		client_loop_once(x->cl, 5);
+	}
+	x->m.final_drain_s = tool_now_s() - t0;
+	x->m.final_behind = rate_recv_behind(&x->rv, x->cl, p->max_id);
+	for (int i = 0; i < x->m.nsteps; i++) {
+		struct rate_step *s = &x->m.s[i];
+		const struct rate_step_recv *sr = &x->rv.step[i];
+		long long expected = (long long)(s->sent - s->failed) * x->cl->c.open;
+		s->lost = expected > (long long)sr->deliveries ? (long)(expected - (long long)sr->deliveries) : 0;
+		s->late = sr->deliveries - s->deliveries;
+		s->keeps_up = s->lost == 0 && s->late == 0 && s->behind == 0 && s->order_errs == 0 && s->gaps == 0 &&
+			      s->failed == 0 && lat_pct_ms(&sr->lat, 99) < x->o.p99_limit_ms;
+	}
 }
 
 int main(int argc, char **argv)
@@ -321,6 +347,7 @@ int main(int argc, char **argv)
 			x->cl->other_arg = &x->pub;
 			for (int i = 0; i < o->nrates && !stop_flag; i++)
 				run_step(x, o->rates[i]);
+			final_drain(x);
 		}
 		rc = 0;
 	}

@@ -136,9 +136,10 @@ struct rate_step {
 	double wall_s;      /* the same window */
 	long rss_kb_max, rss_kb_end;
 	long long catchups; /* herald_readers_to_catchup_total over the step, -1 unknown */
-	long lost;          /* expected deliveries not had by the end of the drain */
+	long lost;          /* expected deliveries never had, by the end of the run's last drain */
+	uint64_t late;      /* deliveries of this step's events after its drain ended */
 	long order_errs, gaps;
-	long behind;        /* readers short of the step's last event when the drain ended */
+	long behind;        /* readers short of the newest event when the step's drain ended */
 	double max_lag_ms;  /* the latest a send left after its scheduled time */
 	int keeps_up;
 };
@@ -150,6 +151,8 @@ struct rate_run {
 	long rss_open_kb;
 	struct rate_step s[RATE_MAX_STEPS];
 	int nsteps;
+	double final_drain_s; /* the wait after the last step for what was still on its way */
+	long final_behind;    /* readers still short of the newest event after it */
 	int herald_exit;
 };
 

@@ -10,15 +10,19 @@
  *
  * Stream rounds: an event frame for a stream goes on the pool's stream
  * list instead, written in a "stream round" at a pass end. A round runs at
- * once when the last one ended at least STREAM_GAP_MS ago (an event after a
- * quiet spell leaves in the pass it came in); otherwise a timer holds the
- * list until then, so that while events keep coming each reader's frames
- * gather and leave in one writev. The system call, not the bytes, is most
- * of a delivery's cost (the receiver's side of loopback TCP runs inside
- * it), so frames per writev is what CPU per delivery follows. A stream
- * whose queue already holds STREAM_BATCH_BYTES (a catch-up page) is written
- * at the pass end as before, and one whose socket is full waits for
- * EPOLLOUT, which writes everything.
+ * once when the last one ended long enough ago (an event after a quiet
+ * spell leaves in the pass it came in); otherwise a timer holds the list
+ * until then, so that while events keep coming each reader's frames gather
+ * and leave in one writev. "Long enough" is STREAM_GAP_FACTOR times what the
+ * last round took, at most STREAM_GAP_MS: a few readers are written to
+ * almost at once, while rounds over thousands of readers, each a writev,
+ * take at most about 1 / (1 + STREAM_GAP_FACTOR) of the loop's time however
+ * fast events come. The system call, not the bytes, is most of a
+ * delivery's cost (the receiver's side of loopback TCP runs inside it), so
+ * frames per writev is what CPU per delivery follows. A stream whose queue
+ * already holds STREAM_BATCH_BYTES (a catch-up page) is written at the pass
+ * end as before, and one whose socket is full waits for EPOLLOUT, which
+ * writes everything.
  *
  * Closing: after a refusal the response is flushed, the write side shut
  * down, and input drained for a moment before close, so the client reads
@@ -45,10 +49,12 @@
 #define READ_BUDGET (64 * 1024)    /* bytes read per wakeup per connection */
 #define OUTPUT_PAUSE (1024 * 1024) /* stop reading requests past this much queued output */
 #define LINGER_MS 2000
-/* Least gap between stream rounds: the most a frame waits for company.
- * At 1,000 events/s to 1,000 readers, 20 ms halves the server's CPU per
- * delivery against writing every pass (docs/BENCHMARKS.md). */
+/* The gap between stream rounds: STREAM_GAP_FACTOR times the last round's
+ * length, at most STREAM_GAP_MS (the most a frame waits for company). At
+ * 1,000 events/s to 1,000 readers this halves the server's CPU per delivery
+ * against writing every pass (docs/BENCHMARKS.md). */
 #define STREAM_GAP_MS 20
+#define STREAM_GAP_FACTOR 4
 #define STREAM_BATCH_BYTES 4096 /* a queue this full is a batch already */
 
 static void on_io(void *arg, uint32_t events);
@@ -177,6 +183,7 @@ void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *c
 	p->m = m;
 	p->hooks = *hooks;
 	p->stream_gap_ms = STREAM_GAP_MS;
+	p->stream_gap_factor = STREAM_GAP_FACTOR;
 }
 
 struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen)
@@ -676,6 +683,8 @@ static void stream_round_due(void *arg)
 static void stream_round(struct conn_pool *p)
 {
 	uint64_t now = clock_mono_ns(), gap = p->stream_gap_ms * 1000000;
+	if (p->stream_round_ns * p->stream_gap_factor < gap)
+		gap = p->stream_round_ns * p->stream_gap_factor;
 	if (!p->stream_round_due && now - p->stream_round_end_ns < gap) {
 		if (!loop_timer_active(&p->stream_timer)) {
 			uint64_t wait_ms = (p->stream_round_end_ns + gap - now + 999999) / 1000000;
@@ -696,6 +705,7 @@ static void stream_round(struct conn_pool *p)
 			conn_flush(c);
 	}
 	p->stream_round_end_ns = clock_mono_ns();
+	p->stream_round_ns = p->stream_round_end_ns - now;
 }
 
 /* The end of a loop pass (deferred work): one flush for every connection

@@ -75,7 +75,9 @@ struct conn_pool {
 	 * conn.c: while the loop is busy, several events leave in one writev). */
 	struct conn *stream_list;
 	uint64_t stream_round_end_ns; /* when the last stream round ended */
-	uint64_t stream_gap_ms;       /* least gap between rounds (STREAM_GAP_MS) */
+	uint64_t stream_round_ns;     /* how long it took */
+	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
+	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
 	struct loop_timer stream_timer;
 	bool stream_round_due; /* stream_timer fired: the next pass end writes them */
 	uint64_t stream_rounds; /* stream rounds run */

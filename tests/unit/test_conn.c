@@ -8,8 +8,9 @@
  *
  * Each step runs from a timer the step before it started, so each runs in
  * a pass of its own after the previous pass's writes; the gap between
- * rounds is raised to 300 ms so that a busy machine cannot stretch a few
- * milliseconds between steps into a whole gap. */
+ * rounds is fixed at 300 ms (not a few lengths of the last round) so that a
+ * busy machine cannot stretch a few milliseconds between steps into a whole
+ * gap, except where the short gap itself is checked. */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -56,7 +57,10 @@ static void setup(struct fx *f)
 	f->cfg.max_body = 65536;
 	struct conn_hooks hooks = { .owner = f, .request = no_request, .expect_continue = no_continue };
 	conn_pool_init(&f->pool, f->lp, &f->cfg, &f->m, &hooks);
+	/* The gap is the longest one: the test's single socket makes rounds
+	 * too short for the gap in round lengths to hold anything. */
 	f->pool.stream_gap_ms = GAP_MS;
+	f->pool.stream_gap_factor = UINT32_MAX;
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -207,8 +211,29 @@ static void test_close_while_held(void)
 	teardown(&f);
 }
 
+/* With the default gap (a few lengths of the last round), one stream's
+ * round takes microseconds, so frames a few ms apart are not held: a
+ * server with few readers sends each event at once. */
+static void test_short_rounds_hold_nothing(void)
+{
+	struct fx f;
+	setup(&f);
+	f.pool.stream_gap_ms = GAP_MS;
+	f.pool.stream_gap_factor = 4;
+	struct step s[] = {
+		{ .frame = "a\n", .writes = 0 },
+		{ .frame = "b\n", .expect = "a\n", .writes = 1, .after = 10 },
+		{ .frame = "c\n", .expect = "a\nb\n", .writes = 2, .after = 10 },
+		{ .expect = "a\nb\nc\n", .writes = 3, .stop = true, .after = 10 },
+	};
+	run_steps(&f, s, ARRAY_LEN(s));
+	CHECK(f.pool.stream_rounds == 3);
+	teardown(&f);
+}
+
 int main(void)
 {
+	test_short_rounds_hold_nothing();
 	test_events_gather();
 	test_not_held();
 	test_close_while_held();
