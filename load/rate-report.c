@@ -74,9 +74,7 @@ int rate_report(const struct rate_opts *o, const struct rate_run *m, const struc
 	}
 	/* Every reader, over the whole run: exactly the events published, in order. */
 	long short_readers = 0, total_missing = 0, order = 0;
-	long published = 0;
-	for (int i = 0; i < m->nsteps; i++)
-		published += m->s[i].ok;
+	long published = m->published;
 	for (long i = 0; c && i < rv->n; i++) {
 		if (c->r[i].state != R_OPEN)
 			continue;

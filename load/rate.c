@@ -264,6 +264,7 @@ static void final_drain(struct ctx *x)
 	}
 	x->m.final_drain_s = tool_now_s() - t0;
 	x->m.final_behind = rate_recv_behind(&x->rv, x->cl, p->max_id);
+	x->m.published = p->ok;
 	for (int i = 0; i < x->m.nsteps; i++) {
 		struct rate_step *s = &x->m.s[i];
 		const struct rate_step_recv *sr = &x->rv.step[i];

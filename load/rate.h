@@ -153,6 +153,7 @@ struct rate_run {
 	int nsteps;
 	double final_drain_s; /* the wait after the last step for what was still on its way */
 	long final_behind;    /* readers still short of the newest event after it */
+	long published;       /* publishes answered 2xx by then */
 	int herald_exit;
 };
 
