@@ -37,32 +37,34 @@ static void write_csv(const struct rate_opts *o, const struct rate_run *m, const
 	for (int i = 0; i < m->nsteps; i++) {
 		const struct rate_step *s = &m->s[i];
 		const struct lat_hist *h = &rv->step[i].lat;
-		fprintf(f, "%g,%ld,%ld,%llu,%.0f,%.3f,%.3f,%.3f,%ld,%ld,%lld,%.3f,%.1f,%.1f,%ld,%.1f,%d\n", s->rate, s->sent,
-			s->ok, (unsigned long long)s->deliveries, deliveries_per_s(s), lat_pct_ms(h, 50),
+		fprintf(f, "%g,%ld,%ld,%llu,%.0f,%.3f,%.3f,%.3f,%ld,%ld,%lld,%.3f,%.1f,%.1f,%ld,%.1f,%d\n", s->rate,
+			s->sent, s->ok, (unsigned long long)s->deliveries, deliveries_per_s(s), lat_pct_ms(h, 50),
 			lat_pct_ms(h, 99), lat_pct_ms(h, 100), s->lost, s->order_errs + s->gaps, s->catchups,
 			us_per_delivery(s), pct(s->cpu_s, s->wall_s), pct(s->runq_s, s->wall_s), s->rss_kb_max,
-			pct(s->self_cpu_s, s->wall_s),
-			s->keeps_up);
+			pct(s->self_cpu_s, s->wall_s), s->keeps_up);
 	}
 	fclose(f);
 }
 
-int rate_report(const struct rate_opts *o, const struct rate_run *m, const struct rate_recv *rv,
-		const struct client *c, int interrupted)
+int rate_report(const struct rate_opts *o, const struct rate_run *m, const struct rate_recv *rv, const struct client *c,
+		int interrupted)
 {
 	char a[32], b[32], d[32], e[32], f[32], g[32], k[32];
 	long open = c ? c->c.open : 0;
-	printf("| rate (ev/s) | sent | deliveries/s | p50 | p99 | max | lost | order errors | catch-ups | server CPU per "
+	printf("| rate (ev/s) | sent | deliveries/s | p50 | p99 | max | lost | order errors | catch-ups | server CPU "
+	       "per "
 	       "delivery | server CPU | server waiting for a CPU | server RSS | client CPU | keeps up |\n");
 	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 	int best = -1, bad = 0;
 	for (int i = 0; i < m->nsteps; i++) {
 		const struct rate_step *s = &m->s[i];
 		const struct lat_hist *h = &rv->step[i].lat;
-		printf("| %s | %s | %s | %s | %s | %s | %ld | %ld | %s | **%.2f us** | %.0f %% | %.0f %% | %.1f MiB | %.0f %% | %s |\n",
+		printf("| %s | %s | %s | %s | %s | %s | %ld | %ld | %s | **%.2f us** | %.0f %% | %.0f %% | %.1f MiB | "
+		       "%.0f %% | %s |\n",
 		       tool_fmt_count((long long)s->rate, a, sizeof(a)), tool_fmt_count(s->sent, b, sizeof(b)),
 		       tool_fmt_count((long long)deliveries_per_s(s), d, sizeof(d)),
-		       tool_fmt_dur(lat_pct_ms(h, 50) / 1e3, e, sizeof(e)), tool_fmt_dur(lat_pct_ms(h, 99) / 1e3, f, sizeof(f)),
+		       tool_fmt_dur(lat_pct_ms(h, 50) / 1e3, e, sizeof(e)),
+		       tool_fmt_dur(lat_pct_ms(h, 99) / 1e3, f, sizeof(f)),
 		       tool_fmt_dur(lat_pct_ms(h, 100) / 1e3, g, sizeof(g)), s->lost, s->order_errs + s->gaps,
 		       s->catchups >= 0 ? tool_fmt_count(s->catchups, k, sizeof(k)) : "?", us_per_delivery(s),
 		       pct(s->cpu_s, s->wall_s), pct(s->runq_s, s->wall_s), (double)s->rss_kb_max / 1024,
@@ -102,11 +104,14 @@ int rate_report(const struct rate_opts *o, const struct rate_run *m, const struc
 	for (int i = 0; i < m->nsteps; i++) {
 		const struct rate_step *s = &m->s[i];
 		if (!s->keeps_up || s->catchups > 0)
-			printf("- %g ev/s: %lld readers moved to catch-up, RSS at most %.1f MiB (%.1f MiB with the readers "
-			       "open); when its drain ended %ld readers were behind, and %llu deliveries of its events came "
+			printf("- %g ev/s: %lld readers moved to catch-up, RSS at most %.1f MiB (%.1f MiB with the "
+			       "readers "
+			       "open); when its drain ended %ld readers were behind, and %llu deliveries of its events "
+			       "came "
 			       "later; sends up to %.1f ms late%s.\n",
-			       s->rate, s->catchups, (double)s->rss_kb_max / 1024, (double)m->rss_open_kb / 1024, s->behind,
-			       (unsigned long long)s->late, s->max_lag_ms, s->failed ? "; some publishes failed" : "");
+			       s->rate, s->catchups, (double)s->rss_kb_max / 1024, (double)m->rss_open_kb / 1024,
+			       s->behind, (unsigned long long)s->late, s->max_lag_ms,
+			       s->failed ? "; some publishes failed" : "");
 	}
 	if (m->final_behind)
 		printf("After the last step and %.1f s more, %ld readers had still not had the newest event.\n",

@@ -41,10 +41,10 @@ double lat_pct_ms(const struct lat_hist *h, double p);
 
 /* One reader's ids so far. */
 struct rate_reader {
-	int64_t last_id;  /* the newest id it had */
-	long got;         /* events it had */
-	long order_errs;  /* an id not above the one before (a repeat or out of order) */
-	long gaps;        /* an id more than one above the one before */
+	int64_t last_id; /* the newest id it had */
+	long got;        /* events it had */
+	long order_errs; /* an id not above the one before (a repeat or out of order) */
+	long gaps;       /* an id more than one above the one before */
 };
 
 /* What one step's readers received. */
@@ -75,12 +75,12 @@ long rate_recv_behind(const struct rate_recv *rv, const struct client *c, int64_
 /* ---- rate-pub.c ----------------------------------------------------------------- */
 
 struct rate_pconn {
-	int fd;            /* -1 once failed */
-	char *out;         /* requests not yet taken by the socket */
+	int fd;    /* -1 once failed */
+	char *out; /* requests not yet taken by the socket */
 	size_t outlen, outoff, outcap;
-	char in[8192];     /* answers not yet parsed */
+	char in[8192]; /* answers not yet parsed */
 	size_t inlen;
-	long inflight;     /* requests sent, not yet answered */
+	long inflight; /* requests sent, not yet answered */
 };
 
 struct rate_pub {
@@ -88,12 +88,12 @@ struct rate_pub {
 	int ep; /* the client's epoll set */
 	int k;
 	struct rate_pconn *c;
-	long next;            /* round robin */
+	long next; /* round robin */
 	long sent, ok, http_err, net_err;
-	int64_t max_id;       /* the newest id an answer gave */
-	int64_t max_lag_ns;   /* the latest a send left after its scheduled time */
-	long max_inflight;    /* most requests unanswered at once, over all connections */
-	size_t max_backlog;   /* most request bytes the sockets had not taken yet */
+	int64_t max_id;     /* the newest id an answer gave */
+	int64_t max_lag_ns; /* the latest a send left after its scheduled time */
+	long max_inflight;  /* most requests unanswered at once, over all connections */
+	size_t max_backlog; /* most request bytes the sockets had not taken yet */
 	char host[200];
 };
 
@@ -125,22 +125,22 @@ struct rate_opts {
 
 /* What one step measured. */
 struct rate_step {
-	double rate;        /* scheduled events per second */
-	double dur_s;       /* from the first scheduled send to the last */
+	double rate;  /* scheduled events per second */
+	double dur_s; /* from the first scheduled send to the last */
 	long sent, ok, failed;
 	uint64_t deliveries;
-	double deliver_s;   /* from the first send until the last delivery (or the drain's end) */
-	double cpu_s;       /* server utime+stime from the first send to the end of the drain */
-	double runq_s;      /* the server's time runnable but waiting for a CPU, the same window */
-	double self_cpu_s;  /* this client's CPU over the same */
-	double wall_s;      /* the same window */
+	double deliver_s;  /* from the first send until the last delivery (or the drain's end) */
+	double cpu_s;      /* server utime+stime from the first send to the end of the drain */
+	double runq_s;     /* the server's time runnable but waiting for a CPU, the same window */
+	double self_cpu_s; /* this client's CPU over the same */
+	double wall_s;     /* the same window */
 	long rss_kb_max, rss_kb_end;
 	long long catchups; /* herald_readers_to_catchup_total over the step, -1 unknown */
 	long lost;          /* expected deliveries never had, by the end of the run's last drain */
 	uint64_t late;      /* deliveries of this step's events after its drain ended */
 	long order_errs, gaps;
-	long behind;        /* readers short of the newest event when the step's drain ended */
-	double max_lag_ms;  /* the latest a send left after its scheduled time */
+	long behind;       /* readers short of the newest event when the step's drain ended */
+	double max_lag_ms; /* the latest a send left after its scheduled time */
 	int keeps_up;
 };
 
@@ -159,7 +159,7 @@ struct rate_run {
 
 /* Print the table, the notes, the JSON line (and write the CSV); returns
  * the exit status: 0 when every step lost nothing and kept order. */
-int rate_report(const struct rate_opts *o, const struct rate_run *m, const struct rate_recv *rv,
-		const struct client *c, int interrupted);
+int rate_report(const struct rate_opts *o, const struct rate_run *m, const struct rate_recv *rv, const struct client *c,
+		int interrupted);
 
 #endif

@@ -94,14 +94,14 @@ static void drain_peer(struct fx *f)
 struct step {
 	struct loop_timer t;
 	struct fx *f;
-	const char *frame; /* queued as an event frame, or ... */
-	bool not_event;    /* ... as a frame that is never held (a reset) */
-	size_t big;        /* ... or an event frame of this many bytes */
-	bool close;        /* ... or the stream closes */
+	const char *frame;  /* queued as an event frame, or ... */
+	bool not_event;     /* ... as a frame that is never held (a reset) */
+	size_t big;         /* ... or an event frame of this many bytes */
+	bool close;         /* ... or the stream closes */
 	const char *expect; /* checked: what the client has had so far */
 	long writes;        /* checked when >= 0: the pool's writes so far */
 	bool stop;
-	uint64_t after;     /* ms after the step before */
+	uint64_t after; /* ms after the step before */
 	struct step *next;
 };
 
