@@ -43,7 +43,7 @@ FUZZ_BUILD   ?= build/libfuzzer
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
-LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics
+LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics rate
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
@@ -132,6 +132,12 @@ load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED
 # parts it calls.
 TOPICS_PARTS := load/readers-net.c load/readers-tls.c load/readers-events.c load/readers.h
 load/topics: load/topics.c $(TOPICS_PARTS) $(LOAD_SHARED) load/.flags
+	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+
+# load/rate shares load/readers' epoll client (its network, TLS and event
+# parts) beside its own parts.
+RATE_SHARED := load/readers.h $(foreach p,net tls events,load/readers-$(p).c)
+load/rate: load/rate.c $(wildcard load/rate-*.c) load/rate.h $(RATE_SHARED) $(LOAD_SHARED) load/.flags
 	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)

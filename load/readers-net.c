@@ -206,6 +206,10 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 	if (len && line[len - 1] == '\r')
 		len--;
 	if (len == 0) {
+		if (c->frame && r->frame_id) {
+			c->frame(c->frame_arg, i, r->frame_id, r->frame_stamp, now);
+			r->frame_id = r->frame_stamp = 0;
+		}
 		if (r->state == R_OPENING) {
 			r->state = R_OPEN;
 			r->t_open = now;
@@ -217,19 +221,30 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 		}
 		return;
 	}
-	if (line[0] != 'i' || len < 4 || line[1] != 'd' || line[2] != ':')
+	size_t p;
+	int is_data = 0;
+	if (len >= 4 && memcmp(line, "id:", 3) == 0)
+		p = 3;
+	else if (c->frame && len >= 6 && memcmp(line, "data:", 5) == 0 && !r->frame_stamp)
+		p = 5, is_data = 1;
+	else
 		return;
-	size_t p = 3;
 	if (p < len && line[p] == ' ')
 		p++;
-	int64_t id = 0;
+	int64_t v = 0;
 	size_t digits = 0;
 	for (; p < len && isdigit((unsigned char)line[p]) && digits < 19; p++, digits++)
-		id = id * 10 + (line[p] - '0');
-	if (digits && c->saw)
-		c->saw(c->hook_arg, i, id, now);
-	else if (digits)
-		events_saw(c->ev, i, id, now);
+		v = v * 10 + (line[p] - '0');
+	if (!digits)
+		return;
+	if (is_data)
+		r->frame_stamp = v;
+	else if (c->frame)
+		r->frame_id = v;
+	else if (c->saw)
+		c->saw(c->hook_arg, i, v, now);
+	else
+		events_saw(c->ev, i, v, now);
 }
 
 /* Split stream bytes into lines; a line's start that is cut by the end of a

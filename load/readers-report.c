@@ -1,7 +1,7 @@
 /* readers-report.c: what load/readers prints at the end: the markdown table,
  * the per-event table, the notes (errors by kind beside the figures, always),
- * one JSON line with every figure, and the --csv file. It only reads what the
- * phases gathered. */
+ * one JSON line with every figure, and the --csv and --opens-csv files. It
+ * only reads what the phases gathered. */
 #include "readers.h"
 
 #include <errno.h>
@@ -73,6 +73,31 @@ static void write_csv(const struct client *c, const struct events *ev, const cha
 			else
 				fprintf(f, "%ld,%ld,%lld,\n", i, k + 1, (long long)ev->id[k]);
 		}
+	}
+	fclose(f);
+}
+
+/* Each reader's connect and open times, from the first connect. */
+static void write_opens_csv(const struct client *c, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "readers: cannot write %s: %s\n", path, strerror(errno));
+		return;
+	}
+	int64_t t0 = 0;
+	for (long i = 0; i < c->n; i++)
+		if (c->r[i].t_start && (!t0 || c->r[i].t_start < t0))
+			t0 = c->r[i].t_start;
+	fprintf(f, "reader,connect_ms,open_ms\n");
+	for (long i = 0; i < c->n; i++) {
+		const struct reader *r = &c->r[i];
+		if (!r->t_start)
+			continue;
+		if (r->t_open)
+			fprintf(f, "%ld,%.3f,%.3f\n", i, ms(r->t_start - t0), ms(r->t_open - t0));
+		else
+			fprintf(f, "%ld,%.3f,\n", i, ms(r->t_start - t0));
 	}
 	fclose(f);
 }
@@ -392,6 +417,8 @@ int report(const struct options *o, const struct run *m, const struct client *c,
 	print_json(&r);
 	if (o->csv)
 		write_csv(c, ev, o->csv);
+	if (o->opens_csv)
+		write_opens_csv(c, o->opens_csv);
 	free(r.fig);
 	return (c->c.opened < c->n || r.missing_total > 0 || r.failed_events > 0 || interrupted) ? 1 : 0;
 }

@@ -38,7 +38,8 @@ static const char USAGE[] =
 	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--backlog B] [--unix] "
 	"[--post]\n"
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
-	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--run LABEL] [--no-floor] [--keep]\n"
+	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--opens-csv FILE] [--run LABEL] [--no-floor]\n"
+	"       [--keep]\n"
 	"       [--tls [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE]]\n";
 
 static volatile int stop_flag; /* set by SIGINT and SIGTERM */
@@ -140,6 +141,10 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 			     "  --event-timeout S  wait S seconds after the last event for stragglers (default 10)\n"),
 		TOOL_STRING("--csv", &o->csv, "a file",
 			    "  --csv FILE         write reader,event,id,latency_ms for every reader and event\n"),
+		TOOL_STRING("--opens-csv", &o->opens_csv, "a file",
+			    "  --opens-csv FILE   write reader,connect_ms,open_ms for every reader: when it began\n"
+			    "                     to connect and when it had its opening frame, from the first\n"
+			    "                     connect (open_ms empty when it never opened)\n"),
 		TOOL_STRING("--run", &o->run, "a label",
 			    "  --run LABEL        the label in the table's run column (default 1)\n"),
 		TOOL_FLAG("--no-floor", &o->no_floor,

@@ -44,7 +44,7 @@ struct options {
 	long events;
 	double interval, idle, open_timeout, event_timeout;
 	long ramp, sources;
-	const char *path, *token, *csv, *run;
+	const char *path, *token, *csv, *opens_csv, *run;
 	int tls, insecure;
 	const char *cacert, *tls_cert, *tls_key;
 };
@@ -99,6 +99,7 @@ struct reader {
 	char *head; /* header bytes so far, when they came in pieces */
 	SSL *ssl;   /* with --tls */
 	int64_t t_start, t_open;
+	int64_t frame_id, frame_stamp; /* the frame being read, for client->frame */
 };
 
 /* ---- readers-events.c: the run's events --------------------------------- */
@@ -199,6 +200,12 @@ struct client {
 	const char *(*request_for)(void *arg, long i, size_t *len);
 	void (*saw)(void *arg, long i, int64_t id, int64_t t);
 	void *hook_arg;
+	/* When set, called at the end of each frame with an id instead of
+	 * recording into ev: reader i, the frame's id, the number that starts
+	 * its first data line (0 when none; load/rate puts the send time
+	 * there), and the time of the read that ended it. */
+	void (*frame)(void *arg, long i, int64_t id, int64_t stamp, int64_t now);
+	void *frame_arg;
 	char rbuf[65536];
 	struct epoll_event evbuf[4096];
 };

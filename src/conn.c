@@ -8,6 +8,22 @@
  * chunk, still in one pass). EPOLLOUT is requested only while bytes are
  * left over.
  *
+ * Stream rounds: an event frame for a stream goes on the pool's stream
+ * list instead, written in a "stream round" at a pass end. A round runs at
+ * once when the last one ended long enough ago (an event after a quiet
+ * spell leaves in the pass it came in); otherwise a timer holds the list
+ * until then, so that while events keep coming each reader's frames gather
+ * and leave in one writev. "Long enough" is STREAM_GAP_FACTOR times what the
+ * last round took, at most STREAM_GAP_MS: a few readers are written to
+ * almost at once, while rounds over thousands of readers, each a writev,
+ * take at most about 1 / (1 + STREAM_GAP_FACTOR) of the loop's time however
+ * fast events come. The system call, not the bytes, is most of a
+ * delivery's cost (the receiver's side of loopback TCP runs inside it), so
+ * frames per writev is what CPU per delivery follows. A stream whose queue
+ * already holds STREAM_BATCH_BYTES (a catch-up page) is written at the pass
+ * end as before, and one whose socket is full waits for EPOLLOUT, which
+ * writes everything.
+ *
  * Closing: after a refusal the response is flushed, the write side shut
  * down, and input drained for a moment before close, so the client reads
  * the response instead of a reset. The struct is freed at the end of the
@@ -33,6 +49,13 @@
 #define READ_BUDGET (64 * 1024)    /* bytes read per wakeup per connection */
 #define OUTPUT_PAUSE (1024 * 1024) /* stop reading requests past this much queued output */
 #define LINGER_MS 2000
+/* The gap between stream rounds: STREAM_GAP_FACTOR times the last round's
+ * length, at most STREAM_GAP_MS (the most a frame waits for company). At
+ * 1,000 events/s to 1,000 readers this halves the server's CPU per delivery
+ * against writing every pass (docs/BENCHMARKS.md). */
+#define STREAM_GAP_MS 20
+#define STREAM_GAP_FACTOR 4
+#define STREAM_BATCH_BYTES 4096 /* a queue this full is a batch already */
 
 static void on_io(void *arg, uint32_t events);
 static void conn_process(struct conn *c);
@@ -159,6 +182,8 @@ void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *c
 	p->cfg = cfg;
 	p->m = m;
 	p->hooks = *hooks;
+	p->stream_gap_ms = STREAM_GAP_MS;
+	p->stream_gap_factor = STREAM_GAP_FACTOR;
 }
 
 struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen)
@@ -225,6 +250,20 @@ static void schedule_flush(struct conn *c)
 	schedule_pass_end(c->pool);
 }
 
+/* Hold c's event frames for the next stream round. */
+static void schedule_stream(struct conn *c)
+{
+	if (c->stream_scheduled || c->flush_scheduled)
+		return;
+	/* A full socket: EPOLLOUT will write the whole queue. */
+	if (!c->tls && (c->want & EPOLLOUT))
+		return;
+	c->stream_scheduled = true;
+	c->stream_next = c->pool->stream_list;
+	c->pool->stream_list = c;
+	schedule_pass_end(c->pool);
+}
+
 static void enqueue(struct conn *c, struct chunk *ch, int64_t id, bool droppable)
 {
 	if (c->state == CONN_CLOSED)
@@ -232,7 +271,10 @@ static void enqueue(struct conn *c, struct chunk *ch, int64_t id, bool droppable
 	if (c->out.len == 0)
 		c->last_progress = loop_now(c->pool->lp);
 	outq_push(&c->out, ch, id, droppable);
-	schedule_flush(c);
+	if (droppable && c->state == CONN_STREAMING && c->out.bytes < STREAM_BATCH_BYTES)
+		schedule_stream(c);
+	else
+		schedule_flush(c);
 }
 
 void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id)
@@ -292,6 +334,7 @@ static void conn_flush(struct conn *c)
 		size_t total;
 		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
 		ssize_t w = io_writev(c, iov, n);
+		p->writes++;
 		if (w == -EINTR)
 			continue;
 		if (w == -EAGAIN)
@@ -628,16 +671,53 @@ void conn_close(struct conn *c, const char *why)
 	schedule_pass_end(p);
 }
 
+static void stream_round_due(void *arg)
+{
+	struct conn_pool *p = arg;
+	p->stream_round_due = true;
+	schedule_pass_end(p);
+}
+
+/* Write the streams on the stream list, when their round is due; else make
+ * sure the timer will bring it. */
+static void stream_round(struct conn_pool *p)
+{
+	uint64_t now = clock_mono_ns(), gap = p->stream_gap_ms * 1000000;
+	if (p->stream_round_ns * p->stream_gap_factor < gap)
+		gap = p->stream_round_ns * p->stream_gap_factor;
+	if (!p->stream_round_due && now - p->stream_round_end_ns < gap) {
+		if (!loop_timer_active(&p->stream_timer)) {
+			uint64_t wait_ms = (p->stream_round_end_ns + gap - now + 999999) / 1000000;
+			loop_timer_start(p->lp, &p->stream_timer, wait_ms, stream_round_due, p);
+		}
+		return;
+	}
+	p->stream_round_due = false;
+	loop_timer_stop(p->lp, &p->stream_timer);
+	struct conn *list = p->stream_list;
+	p->stream_list = NULL;
+	p->stream_rounds++;
+	while (list) {
+		struct conn *c = list;
+		list = c->stream_next;
+		c->stream_scheduled = false;
+		if (c->state != CONN_CLOSED && c->out.len)
+			conn_flush(c);
+	}
+	p->stream_round_end_ns = clock_mono_ns();
+	p->stream_round_ns = p->stream_round_end_ns - now;
+}
+
 /* The end of a loop pass (deferred work): one flush for every connection
- * queued to, requests parked behind output parsed again, and the free of
- * what was closed. */
+ * queued to, the stream round when due, requests parked behind output
+ * parsed again, and the free of what was closed. */
 static void pass_end(void *arg)
 {
 	struct conn_pool *p = arg;
 	p->pass_end_scheduled = false;
 	struct conn *list = p->flush_list;
 	p->flush_list = NULL;
-	uint64_t t0 = list ? clock_mono_ns() : 0;
+	uint64_t t0 = list || p->stream_list ? clock_mono_ns() : 0;
 	while (list) {
 		struct conn *c = list;
 		list = c->flush_next;
@@ -652,13 +732,17 @@ static void pass_end(void *arg)
 		if (c->tls && c->state != CONN_CLOSED && (c->want & EPOLLIN) && tls_conn_pending(c))
 			on_io(c, EPOLLIN);
 	}
+	if (p->stream_list)
+		stream_round(p);
+	else
+		p->stream_round_due = false;
 	if (t0)
 		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
-	/* Free what was closed, unless it went back on a flush list. */
+	/* Free what was closed, unless it is still on a list. */
 	struct conn **pp = &p->graveyard;
 	while (*pp) {
 		struct conn *c = *pp;
-		if (c->flush_scheduled) {
+		if (c->flush_scheduled || c->stream_scheduled) {
 			pp = &c->next;
 			continue;
 		}
@@ -681,7 +765,9 @@ void conn_pool_close_all(struct conn_pool *p)
 {
 	while (p->all)
 		conn_close(p->all, NULL);
+	p->stream_round_due = true; /* lets go of the stream list now */
 	pass_end(p);
+	loop_timer_stop(p->lp, &p->stream_timer);
 }
 
 const char *conn_client(const struct conn *c)

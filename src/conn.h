@@ -71,6 +71,17 @@ struct conn_pool {
 	struct conn *flush_list; /* connections with output to write this pass */
 	struct conn *graveyard;  /* closed, freed at the end of the pass */
 	bool pass_end_scheduled;
+	/* Streams with event frames held for the next stream round (see
+	 * conn.c: while the loop is busy, several events leave in one writev). */
+	struct conn *stream_list;
+	uint64_t stream_round_end_ns; /* when the last stream round ended */
+	uint64_t stream_round_ns;     /* how long it took */
+	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
+	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
+	struct loop_timer stream_timer;
+	bool stream_round_due;  /* stream_timer fired: the next pass end writes them */
+	uint64_t stream_rounds; /* stream rounds run */
+	uint64_t writes;        /* writev calls (or their TLS equivalent) */
 };
 
 struct conn {
@@ -90,6 +101,7 @@ struct conn {
 	struct outq out;
 	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */
 	bool flush_scheduled;
+	bool stream_scheduled; /* on the pool's stream_list */
 	bool close_after_flush;
 	bool keep_alive;
 	bool served;     /* answered at least one request */
@@ -105,6 +117,7 @@ struct conn {
 
 	struct conn *next, *prev; /* the pool's list of all connections */
 	struct conn *flush_next;  /* the pool's flush list */
+	struct conn *stream_next; /* the pool's stream list */
 };
 
 /* Set up an empty pool; the caller owns it (conn_pool_close_all at exit). */

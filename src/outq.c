@@ -1,4 +1,6 @@
-/* outq.c: the output ring of a connection (see outq.h for the invariant). */
+/* outq.c: the output ring of a connection (see outq.h for the invariant).
+ * Its capacity is always a power of two, so a slot is found with a mask:
+ * these run once per delivery, and a division there showed in profiles. */
 #include "outq.h"
 
 #include <stdlib.h>
@@ -7,7 +9,7 @@
 
 static struct outq_entry *at(const struct outq *q, size_t i)
 {
-	return &q->q[(q->head + i) % q->cap];
+	return &q->q[(q->head + i) & (q->cap - 1)];
 }
 
 void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
@@ -22,7 +24,7 @@ void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
 		q->cap = ncap;
 		q->head = 0;
 	}
-	q->q[(q->head + q->len) % q->cap] = (struct outq_entry){ chunk_ref(ch), 0, droppable, id };
+	q->q[(q->head + q->len) & (q->cap - 1)] = (struct outq_entry){ chunk_ref(ch), 0, droppable, id };
 	q->len++;
 	q->bytes += ch->len;
 }
@@ -55,7 +57,7 @@ void outq_consume(struct outq *q, size_t n)
 		if (e->id > 0)
 			q->written_id = e->id;
 		chunk_unref(e->c);
-		q->head = (q->head + 1) % q->cap;
+		q->head = (q->head + 1) & (q->cap - 1);
 		q->len--;
 	}
 }

@@ -19,8 +19,8 @@ import tempfile
 from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics"]
-SCRIPTS = ["bench", "bench-tokens", "bench-redis"]  # scripts beside the C tools
+TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate"]
+SCRIPTS = ["bench", "bench-tokens", "bench-redis", "plot"]  # scripts beside the C tools
 
 
 def tool(name):
@@ -257,6 +257,8 @@ def test_usage_errors():
         "backlog-experiment": [["--backlogs", "x"], ["--readers", "0"], ["surplus"]],
         "topics": [["0"], ["10", "--scenario", "nope"], ["10", "--scenario", "t4,"], ["10", "--pool", "8"],
                    ["10", "--events", "0"], ["10", "--nope"]],
+        "rate": [["0"], ["--rates", "x"], ["--rates", "100,"], ["--step", "0"], ["-k", "0"], ["10", "--bogus"]],
+        "plot": [[], ["/tmp/somewhere"], ["--rate"], ["a", "b", "--rate", "x.csv"]],
     }
     for name, cases in bad.items():
         for args in cases:
@@ -502,3 +504,74 @@ def test_readers_some_refused():
     row = next(l for l in out.splitlines() if l.startswith("| 1 | "))
     assert "(5 of 12) | 7 (429: 7) |" in row, row
     assert "| max (all 5) |" in out, out
+
+
+RATE_COLUMNS = ["rate", "sent", "ok", "deliveries", "deliveries_per_s", "p50_ms", "p99_ms", "max_ms", "lost",
+                "order_errors", "catchups", "cpu_us_per_delivery", "server_cpu_pct", "server_runq_wait_pct",
+                "server_rss_kb", "client_cpu_pct", "keeps_up"]
+
+
+def test_rate_small_two_steps_lose_nothing():
+    """load/rate with 20 readers and two short rates: every event it sent was
+    answered and reached every reader, in order, once; the table, the JSON
+    line and the CSV agree, and load/plot draws the rate curve from it."""
+    tmp = tempfile.mkdtemp(prefix="herald-rate-")
+    try:
+        csv_path = os.path.join(tmp, "rate.csv")
+        code, out, err, js = run("rate", 20, "--rates", "50,200", "--step", "1", "-k", "4", "--csv", csv_path,
+                                 timeout=90)
+        assert js["tool"] == "rate" and js["n"] == 20 and js["opened"] == 20, js
+        assert js["lost_total"] == 0 and js["readers_short"] == 0 and js["order_errors_total"] == 0, js
+        assert js["foreign_frames"] == 0 and js["herald_exit"] == 0, js
+        steps = js["steps"]
+        assert [s["rate"] for s in steps] == [50, 200], steps
+        for s, want in zip(steps, (50, 200)):
+            assert s["sent"] == want and s["ok"] == want and s["failed"] == 0, s
+            assert s["deliveries"] == 20 * want and s["lost"] == 0 and s["behind"] == 0, s
+            assert s["order_errors"] == 0 and s["gaps"] == 0, s
+            assert 0 <= s["p50_ms"] <= s["p99_ms"] <= s["max_ms"] < 10000, s
+            assert s["server_rss_kb_max"] > 0 and s["cpu_us_per_delivery"] >= 0 and s["catchups"] >= 0, s
+        assert js["published"] == 250
+        assert "| rate (ev/s) | sent | deliveries/s | p50 | p99 | max | lost |" in out, out
+        assert "| 200 | 200 |" in out, out
+        with open(csv_path) as f:
+            rows = list(csv.DictReader(f))
+        assert list(rows[0].keys()) == RATE_COLUMNS, rows[0].keys()
+        assert [int(float(r["rate"])) for r in rows] == [50, 200]
+        assert all(r["lost"] == "0" and r["order_errors"] == "0" for r in rows), rows
+        assert [int(r["deliveries"]) for r in rows] == [1000, 4000], rows
+        # The picture of the curve.
+        pics = os.path.join(tmp, "pics")
+        code, out, err, _ = run("plot", "--rate", csv_path, "--label", "test", pics)
+        with open(os.path.join(pics, "rate.png"), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        assert not os.path.exists(os.path.join(pics, "latency.png"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+test_rate_small_two_steps_lose_nothing.timeout = 120
+
+
+def test_readers_opens_csv_and_plots():
+    """load/readers --opens-csv gives every reader's connect and open time
+    (open after connect, from the first connect); load/plot draws the
+    latency and opens pictures from readers' two CSV files."""
+    tmp = tempfile.mkdtemp(prefix="herald-plot-")
+    try:
+        lat, opens = os.path.join(tmp, "lat.csv"), os.path.join(tmp, "opens.csv")
+        code, out, err, js = run("readers", 30, "--events", 3, "--interval", "0.1", "--idle", 0, "--no-floor",
+                                 "--csv", lat, "--opens-csv", opens)
+        check_readers(js, 30, 3)
+        with open(opens) as f:
+            rows = list(csv.DictReader(f))
+        assert [int(r["reader"]) for r in rows] == list(range(30)), rows
+        assert min(float(r["connect_ms"]) for r in rows) == 0
+        assert all(0 <= float(r["connect_ms"]) <= float(r["open_ms"]) for r in rows), rows
+        code, out, err, _ = run("plot", "--readers", lat, "--opens", opens, tmp)
+        for name in ("latency.png", "opens.png"):
+            with open(os.path.join(tmp, name), "rb") as f:
+                assert f.read(8) == b"\x89PNG\r\n\x1a\n", name
+        assert "wrote" in err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
