@@ -203,7 +203,7 @@ static void send_request(struct client *c, long i)
 	const char *req = c->request;
 	size_t len = c->request_len;
 	char again[sizeof(c->request) + 64];
-	if (c->resume && r->last_id > 0 && len >= 2) {
+	if (c->resume && !c->no_last_id && r->last_id > 0 && len >= 2) {
 		/* The request ends with its blank line: the header goes before it. */
 		int w = snprintf(again, sizeof(again), "%.*sLast-Event-ID: %lld\r\n\r\n", (int)(len - 2), req,
 				 (long long)r->last_id);

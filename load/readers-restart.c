@@ -56,7 +56,7 @@ struct storm {
 	long ended_by_ready, reopened, retries;
 	long long ovf, drop;
 	int old_exit, new_exit;
-	int64_t ready_id;
+	int64_t term_id, ready_id;
 };
 
 int restart_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
@@ -72,6 +72,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	}
 	c->track = 1;
 	c->resume = 1;
+	c->no_last_id = o->no_last_id;
 	struct storm s = { .term_to_exit = NAN,
 			   .term_to_ready = NAN,
 			   .ready_to_reopened = NAN,
@@ -107,6 +108,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	/* SIGTERM, and wait for the old herald to exit, publishing on. */
 	fprintf(stderr, "readers: SIGTERM to herald (pid %d) after id %lld\n", (int)h->pid, (long long)st.last_id);
 	int64_t t_term = tool_now_ns();
+	s.term_id = st.last_id;
 	kill(h->pid, SIGTERM);
 	int killed = 0;
 	while (h->pid > 0) {
@@ -233,6 +235,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	tool_json_int("events_published", events);
 	tool_json_int("events_failed", st.failed);
 	tool_json_int("first_id", st.first_id);
+	tool_json_int("term_id", s.term_id);
 	tool_json_int("ready_id", s.ready_id);
 	tool_json_int("last_id", st.last_id);
 	ids_json(&v);

@@ -188,6 +188,10 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 			     "  --before S         --restart: seconds of events before the restart (default 2)\n"),
 		TOOL_SECONDS("--after", &o->after, 0, 3600,
 			     "  --after S          --restart: seconds of events after all resumed (default 2)\n"),
+		TOOL_FLAG("--no-last-id", &o->no_last_id,
+			  "  --no-last-id       --restart: reconnect without Last-Event-ID, as a page that opens\n"
+			  "                     a new EventSource would; the events of the downtime are missed\n"
+			  "                     (the check must say so, and the exit status is 1)\n"),
 		TOOL_LONG("--churn", &o->churn, 0, 10000, "a number",
 			  "  --churn C          --soak: connects a second of the churning client (default 20)\n"),
 		TOOL_SECONDS("--sample", &o->sample, 0.1, 3600,
@@ -234,6 +238,12 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 	if (modes && (o->server || o->tls || o->unix_listener || o->post))
 		return tool_usage_error("--opens, --restart and --soak start their own herald: leave out --server, "
 					"--tls, --unix and --post");
+	if (o->no_last_id && !o->restart)
+		return tool_usage_error("--no-last-id goes with --restart");
+	if ((o->before != 2 || o->after != 2) && !o->restart)
+		return tool_usage_error("--before and --after go with --restart");
+	if (!o->soak && (o->churn != 20 || o->sample != 5 || o->warmup >= 0))
+		return tool_usage_error("--churn, --sample and --warmup go with --soak");
 	if (!o->restart && !o->soak && o->rate)
 		return tool_usage_error("--rate goes with --restart or --soak");
 	if (o->publish && tool_parse_addr(o->publish, &x->pub_addr) != 0)

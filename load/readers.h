@@ -66,6 +66,7 @@ struct options {
 	double sample;     /* --soak: seconds between RSS samples */
 	double warmup;     /* --soak: samples before this are the warm-up */
 	long churn;        /* --soak: connects a second of the churning client */
+	int no_last_id;    /* --restart: reconnect without Last-Event-ID */
 };
 
 /* A reading of the server's CPU (and this client's) at one moment. */
@@ -223,6 +224,7 @@ struct client {
 	int track;  /* check each reader's ids (struct reader's seen..last_id) */
 	int resume; /* a stream that ends waits (R_DOWN) to be reconnected with
 		     * Last-Event-ID by client_reconnect(), instead of failing */
+	int no_last_id; /* reconnect without Last-Event-ID (to show the check) */
 	/* Called when the socket watched with tag UINT64_MAX is readable. */
 	void (*other)(void *arg);
 	void *other_arg;
