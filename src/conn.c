@@ -70,7 +70,11 @@ static uint32_t wanted_events(const struct conn *c)
 	default:
 		break;
 	}
-	if (c->out.len)
+	/* Output the pass's flush has not tried yet needs no EPOLLOUT: the
+	 * flush writes it and arms EPOLLOUT only for what the socket did not
+	 * take. Arming it here would cost a stream two epoll_ctl calls per
+	 * open (armed with its head, disarmed once that is written). */
+	if (c->out.len && !c->flush_scheduled)
 		ev |= EPOLLOUT;
 	if (c->tls)
 		ev = tls_conn_events(c, ev);
