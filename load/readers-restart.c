@@ -25,6 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static const char *const ERR_KIND_NAMES[E_KINDS] = { "refused", "reset", "timeout", "non200", "closed", "other" };
+
 /* One pass of the client while publishing goes on. */
 static void pass(struct client *c, struct steady *st, int cap_ms)
 {
@@ -151,7 +153,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 			(int)h->pid, s.term_to_ready, c->c.ended, (long long)s.ready_id);
 
 		/* The storm: every reader whose stream ended reconnects now. */
-		int64_t storm_end = t_ready + 60 * (int64_t)1000000000;
+		int64_t storm_end = t_ready + (int64_t)(o->open_timeout * 1e9);
 		int reopened = 0;
 		while (!*stop && tool_now_ns() < storm_end) {
 			long down = client_reconnect(c);
@@ -186,8 +188,11 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	struct id_verdict v;
 	ids_verdict(c, st.first_id, st.last_id, &v);
 	s.reopened = c->c.reopened;
-	for (int k = 0; k < E_KINDS; k++)
-		s.retries += c->c.reconnect_errs[k];
+	long kinds[E_KINDS];
+	for (int k = 0; k < E_KINDS; k++) {
+		kinds[k] = c->c.reconnect_errs[k];
+		s.retries += kinds[k];
+	}
 	s.insert_max_s = st.insert_max_s;
 	client_free(c);
 	events_free(&ev);
@@ -198,7 +203,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	tool_fmt_count(o->n, cN, sizeof(cN));
 	tool_fmt_count(events, cE, sizeof(cE));
 	printf("| readers | events/s | SIGTERM to exit | SIGTERM to new herald ready | ready to all reopened | "
-	       "ready to all caught up | reconnects refused (retried) | ListenOverflows | ListenDrops | events | "
+	       "ready to all caught up | reconnects failed (retried) | ListenOverflows | ListenDrops | events | "
 	       "missed | duplicated | readers with every event once |\n");
 	printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 	printf("| %s | %ld | %s | %s | **%s** | **%s** | %ld | %lld | %lld | %s | %lld | %lld | %ld of %ld |\n", cN,
@@ -207,11 +212,21 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	       tool_fmt_dur(s.ready_to_caught_up, b[3], sizeof(b[3])), s.retries, s.ovf, s.drop, cE, v.gaps, v.dups,
 	       v.complete, v.readers);
 	printf("\nFirst opens: %ld of %ld in %s. Streams ended by the stop: %ld by the time the new herald was ready. "
-	       "New herald's CPU over the storm: %s (%.1f us per reconnect). Slowest INSERT: %s.\n\n",
+	       "New herald's CPU from ready to all caught up (the reconnects, their catch-up, and the fan-out of the "
+	       "events published meanwhile): %s. Slowest INSERT: %s.",
 	       opened, o->n, tool_fmt_dur(open_s, b[4], sizeof(b[4])), s.ended_by_ready,
-	       tool_fmt_dur(s.cpu_storm_s, b[5], sizeof(b[5])),
-	       s.reopened ? s.cpu_storm_s / (double)s.reopened * 1e6 : NAN,
-	       tool_fmt_dur(s.insert_max_s, b[0], sizeof(b[0])));
+	       tool_fmt_dur(s.cpu_storm_s, b[5], sizeof(b[5])), tool_fmt_dur(s.insert_max_s, b[0], sizeof(b[0])));
+	if (s.retries) {
+		printf(" Reconnects that failed and were retried:");
+		for (int k = 0; k < E_KINDS; k++)
+			if (kinds[k])
+				printf(" %s %ld", ERR_KIND_NAMES[k], kinds[k]);
+		printf(".");
+	}
+	if (isnan(s.ready_to_caught_up))
+		printf(" Not every reader had caught up %g s after the new herald was ready (--open-timeout).",
+		       o->open_timeout);
+	printf("\n\n");
 
 	tool_json_open(NULL, '{');
 	tool_json_text("tool", "readers");
@@ -227,7 +242,11 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	tool_json_num("ready_to_caught_up_ms", s.ready_to_caught_up * 1e3);
 	tool_json_int("streams_ended", s.ended_by_ready);
 	tool_json_int("reopened", s.reopened);
-	tool_json_int("reconnects_refused", s.retries);
+	tool_json_int("reconnects_failed", s.retries);
+	tool_json_open("reconnect_errors", '{');
+	for (int k = 0; k < E_KINDS; k++)
+		tool_json_int(ERR_KIND_NAMES[k], kinds[k]);
+	tool_json_close();
 	tool_json_int("listen_overflows", s.ovf);
 	tool_json_int("listen_drops", s.drop);
 	tool_json_num("storm_cpu_ms", s.cpu_storm_s * 1e3);

@@ -155,7 +155,8 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_CALL("--token", &o->token, take_token, "a value",
 			  "  --token T          send Authorization: Bearer T (stream and publish)\n"),
 		TOOL_SECONDS("--open-timeout", &o->open_timeout, 0.01, 86400,
-			     "  --open-timeout S   give up on opens after S seconds (default 300)\n"),
+			     "  --open-timeout S   give up on opens after S seconds (default 300); with\n"
+			     "                     --restart, on the storm S seconds after the new herald is ready\n"),
 		TOOL_SECONDS("--event-timeout", &o->event_timeout, 0.01, 3600,
 			     "  --event-timeout S  wait S seconds after the last event for stragglers (default 10)\n"),
 		TOOL_STRING("--csv", &o->csv, "a file",
