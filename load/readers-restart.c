@@ -188,6 +188,8 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	struct id_verdict v;
 	ids_verdict(c, st.first_id, st.last_id, &v);
 	s.reopened = c->c.reopened;
+	long non200[600];
+	memcpy(non200, c->c.non200, sizeof(non200));
 	long kinds[E_KINDS];
 	for (int k = 0; k < E_KINDS; k++) {
 		kinds[k] = c->c.reconnect_errs[k];
@@ -246,6 +248,15 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 	tool_json_open("reconnect_errors", '{');
 	for (int k = 0; k < E_KINDS; k++)
 		tool_json_int(ERR_KIND_NAMES[k], kinds[k]);
+	tool_json_close();
+	/* Opens and reconnects answered with another status than 200, by it. */
+	tool_json_open("non200_status", '{');
+	for (int k = 0; k < 600; k++)
+		if (non200[k]) {
+			char key[16];
+			snprintf(key, sizeof(key), "%d", k);
+			tool_json_int(key, non200[k]);
+		}
 	tool_json_close();
 	tool_json_int("listen_overflows", s.ovf);
 	tool_json_int("listen_drops", s.drop);

@@ -82,7 +82,8 @@ void ids_verdict(const struct client *c, int64_t first, int64_t last, struct id_
 		const struct reader *r = &c->r[i];
 		if (!r->t_open)
 			continue;
-		v->readers++;
+		if (v->readers++ == 0 || r->last_id < v->min_last)
+			v->min_last = r->last_id;
 		/* A first id after the first published one is a gap at the start. */
 		long long gaps = r->gaps + (r->seen && r->first_id > first ? r->first_id - first : 0);
 		v->gaps += gaps;
@@ -104,6 +105,7 @@ void ids_json(const struct id_verdict *v)
 	tool_json_int("readers_with_gaps", v->with_gaps);
 	tool_json_int("readers_with_duplicates", v->with_dups);
 	tool_json_int("readers_behind", v->behind);
+	tool_json_int("min_last_id", v->min_last);
 	tool_json_int("ids_missed", v->gaps);
 	tool_json_int("ids_duplicated", v->dups);
 }

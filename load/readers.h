@@ -316,6 +316,7 @@ struct id_verdict {
 	long behind;     /* readers whose last id is not last (or never read one) */
 	long long gaps;  /* ids missed, over all readers */
 	long long dups;  /* ids repeated, over all readers */
+	int64_t min_last; /* the oldest last id a reader read (0: one read none) */
 };
 void ids_verdict(const struct client *c, int64_t first, int64_t last, struct id_verdict *v);
 /* The verdict's JSON members (inside an open object). */
