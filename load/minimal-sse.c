@@ -141,7 +141,7 @@ int main(int argc, char **argv)
 	socklen_t bl = sizeof(bound);
 	getsockname(lfd, (struct sockaddr *)&bound, &bl);
 	int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-						      : ((struct sockaddr_in *)&bound)->sin_port);
+						     : ((struct sockaddr_in *)&bound)->sin_port);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event lev = { .events = EPOLLIN, .data.fd = lfd };
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &lev) != 0) {

@@ -118,8 +118,8 @@ static void settle(pid_t pid)
 }
 
 /* Open n readers at once against target, then close them all. */
-static struct round open_round(const struct options *o, const struct tool_addr *target, const char *request,
-			       pid_t pid, struct tls *tls, struct events *ev, volatile int *stop)
+static struct round open_round(const struct options *o, const struct tool_addr *target, const char *request, pid_t pid,
+			       struct tls *tls, struct events *ev, volatile int *stop)
 {
 	struct round r = { .open_s = NAN };
 	struct client *c = client_new(o->n, target, o->sources, request, tls, ev);
@@ -232,7 +232,8 @@ int opens_run(const struct options *o, struct tool_herald *h, const struct tool_
 			       r->opened ? r->server_cpu_s / (double)r->opened * 1e6 : NAN,
 			       tool_fmt_dur(r->client_cpu_s, b3, sizeof(b3)), r->ovf);
 		}
-	printf("\n| readers | herald, median of %ld | minimal server, median | herald / minimal | herald CPU per open | "
+	printf("\n| readers | herald, median of %ld | minimal server, median | herald / minimal | herald CPU per open "
+	       "| "
 	       "minimal CPU per open |\n",
 	       done);
 	printf("|---|---|---|---|---|---|\n");

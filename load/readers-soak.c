@@ -28,10 +28,10 @@ struct churn_counts {
 };
 
 struct sample {
-	double t;      /* seconds since the soak began */
-	long rss_kb;   /* herald's resident set */
-	double cpu_s;  /* herald's CPU since it started */
-	long events;   /* published by then */
+	double t;     /* seconds since the soak began */
+	long rss_kb;  /* herald's resident set */
+	double cpu_s; /* herald's CPU since it started */
+	long events;  /* published by then */
 };
 
 static double cpu_s(pid_t pid)
@@ -87,8 +87,8 @@ static void churn_loop(const struct tool_addr *a, long rate, struct churn_counts
 {
 	char stream[512], health[512];
 	const char *host = a->family == AF_UNIX ? "localhost" : a->text;
-	snprintf(stream, sizeof(stream), "GET /api/events/stream HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n",
-		 host);
+	snprintf(stream, sizeof(stream),
+		 "GET /api/events/stream HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", host);
 	snprintf(health, sizeof(health), "GET /api/health HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host);
 	double step = 1.0 / (double)rate, next = tool_now_s();
 	for (long k = 0;; k++) {
@@ -163,8 +163,7 @@ int soak_run(const struct options *o, struct tool_herald *h, const struct tool_a
 		return 1;
 	}
 	c->track = 1;
-	struct churn_counts *cc =
-		mmap(NULL, sizeof(*cc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct churn_counts *cc = mmap(NULL, sizeof(*cc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (cc == MAP_FAILED) {
 		fprintf(stderr, "readers: mmap: %s\n", strerror(errno));
 		client_free(c);
@@ -203,7 +202,8 @@ int soak_run(const struct options *o, struct tool_herald *h, const struct tool_a
 			next_sample += o->sample;
 		}
 		if (now >= next_note) {
-			fprintf(stderr, "readers: %.0f s: %ld events, herald RSS %ld KiB, %ld readers open, churn %ld+%ld\n",
+			fprintf(stderr,
+				"readers: %.0f s: %ld events, herald RSS %ld KiB, %ld readers open, churn %ld+%ld\n",
 				now - t0, st.published, smp[ns - 1].rss_kb, c->c.open, cc->streams, cc->requests);
 			next_note += 60;
 		}
@@ -219,10 +219,9 @@ int soak_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	}
 	/* The last sample, after the last event was published. */
 	if (ns < cap)
-		smp[ns++] = (struct sample){ .t = soak_s,
-					     .rss_kb = tool_rss_kb(h->pid, 0),
-					     .cpu_s = cpu_s(h->pid),
-					     .events = st.published };
+		smp[ns++] = (struct sample){
+			.t = soak_s, .rss_kb = tool_rss_kb(h->pid, 0), .cpu_s = cpu_s(h->pid), .events = st.published
+		};
 	int64_t wait_until = tool_now_ns() + (int64_t)(o->event_timeout * 1e9);
 	for (;;) {
 		int all = 1;

@@ -92,8 +92,7 @@ void ids_verdict(const struct client *c, int64_t first, int64_t last, struct id_
 		v->with_dups += r->dups > 0;
 		int at_end = r->seen > 0 && r->last_id == last;
 		v->behind += !at_end;
-		if (at_end && gaps == 0 && r->dups == 0 && r->first_id == first &&
-		    (int64_t)r->seen == last - first + 1)
+		if (at_end && gaps == 0 && r->dups == 0 && r->first_id == first && (int64_t)r->seen == last - first + 1)
 			v->complete++;
 	}
 }

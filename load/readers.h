@@ -57,16 +57,16 @@ struct options {
 	const char *path, *token, *csv, *run;
 	int tls, insecure;
 	const char *cacert, *tls_cert, *tls_key;
-	long opens;        /* --opens R: rounds against herald and minimal-sse */
-	int restart;       /* --restart */
-	double soak;       /* --soak S: its length in seconds, 0 = no soak */
-	long rate;         /* --rate: events per second for --restart and --soak */
-	double before;     /* --restart: publishing before the restart, and */
-	double after;      /* after every reader resumed */
-	double sample;     /* --soak: seconds between RSS samples */
-	double warmup;     /* --soak: samples before this are the warm-up */
-	long churn;        /* --soak: connects a second of the churning client */
-	int no_last_id;    /* --restart: reconnect without Last-Event-ID */
+	long opens;     /* --opens R: rounds against herald and minimal-sse */
+	int restart;    /* --restart */
+	double soak;    /* --soak S: its length in seconds, 0 = no soak */
+	long rate;      /* --rate: events per second for --restart and --soak */
+	double before;  /* --restart: publishing before the restart, and */
+	double after;   /* after every reader resumed */
+	double sample;  /* --soak: seconds between RSS samples */
+	double warmup;  /* --soak: samples before this are the warm-up */
+	long churn;     /* --soak: connects a second of the churning client */
+	int no_last_id; /* --restart: reconnect without Last-Event-ID */
 };
 
 /* A reading of the server's CPU (and this client's) at one moment. */
@@ -221,8 +221,8 @@ struct client {
 	struct counts c;
 	struct tls *tls;
 	struct events *ev;
-	int track;  /* check each reader's ids (struct reader's seen..last_id) */
-	int resume; /* a stream that ends waits (R_DOWN) to be reconnected with
+	int track;      /* check each reader's ids (struct reader's seen..last_id) */
+	int resume;     /* a stream that ends waits (R_DOWN) to be reconnected with
 		     * Last-Event-ID by client_reconnect(), instead of failing */
 	int no_last_id; /* reconnect without Last-Event-ID (to show the check) */
 	/* Called when the socket watched with tag UINT64_MAX is readable. */
@@ -309,13 +309,13 @@ void ids_check(struct reader *r, int64_t id);
 /* The check over every reader that opened: each must have read exactly
  * first..last, in order, once each. */
 struct id_verdict {
-	long readers;    /* readers that opened */
-	long complete;   /* read every id first..last once, in order */
-	long with_gaps;  /* readers that missed some */
-	long with_dups;  /* readers that read some twice */
-	long behind;     /* readers whose last id is not last (or never read one) */
-	long long gaps;  /* ids missed, over all readers */
-	long long dups;  /* ids repeated, over all readers */
+	long readers;     /* readers that opened */
+	long complete;    /* read every id first..last once, in order */
+	long with_gaps;   /* readers that missed some */
+	long with_dups;   /* readers that read some twice */
+	long behind;      /* readers whose last id is not last (or never read one) */
+	long long gaps;   /* ids missed, over all readers */
+	long long dups;   /* ids repeated, over all readers */
 	int64_t min_last; /* the oldest last id a reader read (0: one read none) */
 };
 void ids_verdict(const struct client *c, int64_t first, int64_t last, struct id_verdict *v);

@@ -320,9 +320,8 @@ int tool_herald_stop(struct tool_herald *h, int keep)
 	if (keep) {
 		fprintf(stderr, "herald's files are kept in %s\n", h->dir);
 	} else {
-		const char *suffix[] = { "herald.db",         "herald.db-wal", "herald.db-shm",
-					 "herald.db-journal", "herald.log",    "herald.sock",
-					 "herald.log.1" };
+		const char *suffix[] = { "herald.db",  "herald.db-wal", "herald.db-shm", "herald.db-journal",
+					 "herald.log", "herald.sock",   "herald.log.1" };
 		for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
 			char p[400];
 			snprintf(p, sizeof(p), "%s/%s", h->dir, suffix[i]);
