@@ -64,11 +64,27 @@ static void reader_close(struct reader *r)
 	r->ssl = NULL;
 }
 
-/* Fail reader r with kind k; an open reader counts as closed after open. */
+/* Fail reader r with kind k; an open reader counts as closed after open.
+ * With c->resume, an open reader whose stream ends, and a reconnect that
+ * fails, wait (R_DOWN) for client_reconnect() instead. */
 static void reader_fail(struct client *c, struct reader *r, enum err_kind k)
 {
-	if (r->state == R_DEAD)
+	if (r->state == R_DEAD || r->state == R_DOWN)
 		return;
+	if (c->resume && (r->state == R_OPEN || r->again)) {
+		if (r->state == R_OPEN) {
+			c->c.ended++;
+			c->c.open--;
+		} else {
+			c->c.reconnect_errs[k]++;
+			if (r->state >= R_CONNECTING)
+				c->c.inflight--;
+		}
+		r->state = R_DOWN;
+		c->c.down++;
+		reader_close(r);
+		return;
+	}
 	if (r->state == R_OPEN) {
 		c->c.closed_after_open[k]++;
 		c->c.open--;
@@ -179,7 +195,8 @@ static void on_writable(struct client *c, long i)
 	send_request(c, i);
 }
 
-/* Send the stream request and wait for the head. */
+/* Send the stream request and wait for the head; a reconnect names the
+ * last id it read in Last-Event-ID, as a browser does. */
 static void send_request(struct client *c, long i)
 {
 	struct reader *r = &c->r[i];
@@ -187,6 +204,14 @@ static void send_request(struct client *c, long i)
 	size_t len = c->request_len;
 	if (c->request_for)
 		req = c->request_for(c->hook_arg, i, &len);
+	char again[sizeof(c->request) + 64];
+	if (c->resume && !c->no_last_id && r->last_id > 0 && len >= 2) {
+		/* The request ends with its blank line: the header goes before it. */
+		int w = snprintf(again, sizeof(again), "%.*sLast-Event-ID: %lld\r\n\r\n", (int)(len - 2), req,
+				 (long long)r->last_id);
+		req = again;
+		len = (size_t)w;
+	}
 	ssize_t w = conn_write(c->tls, r, req, len);
 	if (w != (ssize_t)len) {
 		reader_fail(c, r, w < 0 ? kind_of(c, errno) : E_OTHER);
@@ -196,6 +221,22 @@ static void send_request(struct client *c, long i)
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)i };
 	if (epoll_ctl(c->ep, EPOLL_CTL_MOD, r->fd, &ev) != 0)
 		reader_fail(c, r, kind_of(c, errno));
+}
+
+/* One more id read by r (client->track): counted as the next, a gap or a
+ * repeat. */
+void ids_check(struct reader *r, int64_t id)
+{
+	if (r->seen == 0) {
+		r->first_id = id;
+	} else if (id <= r->last_id) {
+		r->dups++;
+		return; /* the last id stays the newest one read */
+	} else if (id != r->last_id + 1) {
+		r->gaps += (uint32_t)(id - r->last_id - 1);
+	}
+	r->seen++;
+	r->last_id = id;
 }
 
 /* ---- the stream scanner -------------------------------------------------- */
@@ -210,7 +251,13 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 			c->frame(c->frame_arg, i, r->frame_id, r->frame_stamp, now);
 			r->frame_id = r->frame_stamp = 0;
 		}
-		if (r->state == R_OPENING) {
+		if (r->state == R_OPENING && r->again) {
+			r->state = R_OPEN;
+			c->c.t_last_reopen = now;
+			c->c.open++;
+			c->c.reopened++;
+			c->c.inflight--;
+		} else if (r->state == R_OPENING) {
 			r->state = R_OPEN;
 			r->t_open = now;
 			c->c.t_last_open = now;
@@ -237,9 +284,13 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 		v = v * 10 + (line[p] - '0');
 	if (!digits)
 		return;
-	if (is_data)
+	if (is_data) {
 		r->frame_stamp = v;
-	else if (c->frame)
+		return;
+	}
+	if (c->track)
+		ids_check(r, v);
+	if (c->frame)
 		r->frame_id = v;
 	else if (c->saw)
 		c->saw(c->hook_arg, i, v, now);
@@ -481,6 +532,29 @@ void client_loop_once(struct client *c, int timeout_ms)
 		else
 			on_readable(c, i);
 	}
+}
+
+long client_reconnect(struct client *c)
+{
+	int started = 0;
+	for (long i = 0; i < c->n && c->c.down > 0 && started < 256; i++) {
+		struct reader *r = &c->r[i];
+		if (r->state != R_DOWN)
+			continue;
+		c->c.down--;
+		/* A new response: no head, chunk or line carried over. */
+		r->again = 1;
+		r->chunked = 0;
+		r->cstate = CH_SIZE;
+		r->chunk_left = 0;
+		r->midline = 0;
+		r->partlen = 0;
+		r->t_start = tool_now_ns();
+		c->c.inflight++;
+		reader_connect(c, i);
+		started++;
+	}
+	return c->c.down;
 }
 
 /* ---- the client ------------------------------------------------------------ */

@@ -40,7 +40,10 @@ static const char USAGE[] =
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
 	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--opens-csv FILE] [--run LABEL] [--no-floor]\n"
 	"       [--keep]\n"
-	"       [--tls [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE]]\n";
+	"       [--tls [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE]]\n"
+	"       load/readers N --opens R\n"
+	"       load/readers N --restart [--rate E] [--before S] [--after S]\n"
+	"       load/readers N --soak S [--rate E] [--churn C] [--sample S] [--warmup S]\n";
 
 static volatile int stop_flag; /* set by SIGINT and SIGTERM */
 
@@ -73,7 +76,24 @@ static void help(const struct tool_opt *t)
 	       "experiment.\n"
 	       "\n");
 	tool_opt_help(t);
-	printf("Exit status: 0 when every reader opened and had every event; 1 otherwise; 2 usage.\n");
+	printf("\n"
+	       "Modes (each starts its own herald; none takes --server, --tls or --unix):\n"
+	       "  --opens R: R rounds of opening the N readers at once against herald and\n"
+	       "    against load/minimal-sse (accept, read the head, write the same head),\n"
+	       "    alternating; herald's median beside the minimal server's, and each one's\n"
+	       "    CPU per open.\n"
+	       "  --restart: the N readers open, events are INSERTed at --rate from then on;\n"
+	       "    after --before seconds herald gets SIGTERM and a new herald starts on the\n"
+	       "    same port and database; once it is ready every reader reconnects at once\n"
+	       "    with Last-Event-ID. Times until all reopened and all caught up, the\n"
+	       "    listen-queue counters over the storm, and every reader's ids checked for\n"
+	       "    gaps and duplicates, --after seconds later.\n"
+	       "  --soak S: the N readers for S seconds while events are INSERTed at --rate\n"
+	       "    and another process connects and leaves --churn times a second (streams\n"
+	       "    and health requests in turn); herald's RSS and CPU every --sample seconds,\n"
+	       "    the RSS slope after --warmup, and every reader's ids checked.\n");
+	printf("Exit status: 0 when every reader opened and had every event (in the modes:\n"
+	       "none missed or repeated); 1 otherwise; 2 usage.\n");
 	tool_herald_help();
 }
 
@@ -136,7 +156,8 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_CALL("--token", &o->token, take_token, "a value",
 			  "  --token T          send Authorization: Bearer T (stream and publish)\n"),
 		TOOL_SECONDS("--open-timeout", &o->open_timeout, 0.01, 86400,
-			     "  --open-timeout S   give up on opens after S seconds (default 300)\n"),
+			     "  --open-timeout S   give up on opens after S seconds (default 300); with\n"
+			     "                     --restart, on the storm S seconds after the new herald is ready\n"),
 		TOOL_SECONDS("--event-timeout", &o->event_timeout, 0.01, 3600,
 			     "  --event-timeout S  wait S seconds after the last event for stragglers (default 10)\n"),
 		TOOL_STRING("--csv", &o->csv, "a file",
@@ -163,6 +184,28 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 			    "  --tls-cert FILE, --tls-key FILE\n"
 			    "                     with --tls, the pair for the herald started here (e.g. RSA)\n"),
 		TOOL_STRING("--tls-key", &o->tls_key, "a file", NULL),
+		TOOL_LONG("--opens", &o->opens, 1, 100, "a number",
+			  "  --opens R          compare opens with load/minimal-sse over R rounds (below)\n"),
+		TOOL_FLAG("--restart", &o->restart,
+			  "  --restart          a reconnect storm across a restart (below)\n"),
+		TOOL_SECONDS("--soak", &o->soak, 1, 7 * 86400, "  --soak S           a soak of S seconds (below)\n"),
+		TOOL_LONG("--rate", &o->rate, 1, 10000, "a number",
+			  "  --rate E           events a second with --restart (default 50) and --soak (100)\n"),
+		TOOL_SECONDS("--before", &o->before, 0, 3600,
+			     "  --before S         --restart: seconds of events before the restart (default 2)\n"),
+		TOOL_SECONDS("--after", &o->after, 0, 3600,
+			     "  --after S          --restart: seconds of events after all resumed (default 2)\n"),
+		TOOL_FLAG("--no-last-id", &o->no_last_id,
+			  "  --no-last-id       --restart: reconnect without Last-Event-ID, as a page that opens\n"
+			  "                     a new EventSource would; the events of the downtime are missed\n"
+			  "                     (the check must say so, and the exit status is 1)\n"),
+		TOOL_LONG("--churn", &o->churn, 0, 10000, "a number",
+			  "  --churn C          --soak: connects a second of the churning client (default 20)\n"),
+		TOOL_SECONDS("--sample", &o->sample, 0.1, 3600,
+			     "  --sample S         --soak: seconds between RSS samples (default 5)\n"),
+		TOOL_SECONDS("--warmup", &o->warmup, 0, 86400,
+			     "  --warmup S         --soak: the warm-up left out of the slope (default a fifth\n"
+			     "                     of the soak, at most 60 s)\n"),
 		TOOL_HELP("  --help             this text\n"),
 		TOOL_END,
 	};
@@ -196,6 +239,20 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		return tool_usage_error("--tls-cert and --tls-key go together");
 	if (o->server && o->tls_cert)
 		return tool_usage_error("--tls-cert and --tls-key are for the herald started here (no --server)");
+	int modes = (o->opens > 0) + o->restart + (o->soak > 0);
+	if (modes > 1)
+		return tool_usage_error("--opens, --restart and --soak exclude each other");
+	if (modes && (o->server || o->tls || o->unix_listener || o->post))
+		return tool_usage_error("--opens, --restart and --soak start their own herald: leave out --server, "
+					"--tls, --unix and --post");
+	if (o->no_last_id && !o->restart)
+		return tool_usage_error("--no-last-id goes with --restart");
+	if ((o->before != 2 || o->after != 2) && !o->restart)
+		return tool_usage_error("--before and --after go with --restart");
+	if (!o->soak && (o->churn != 20 || o->sample != 5 || o->warmup >= 0))
+		return tool_usage_error("--churn, --sample and --warmup go with --soak");
+	if (!o->restart && !o->soak && o->rate)
+		return tool_usage_error("--rate goes with --restart or --soak");
 	if (o->publish && tool_parse_addr(o->publish, &x->pub_addr) != 0)
 		return tool_usage_error("--publish wants http://127.0.0.1:PORT/api/events or unix:/path");
 	return -1;
@@ -536,6 +593,11 @@ int main(int argc, char **argv)
 		.open_timeout = 300,
 		.event_timeout = 10,
 		.run = "1",
+		.before = 2,
+		.after = 2,
+		.churn = 20,
+		.sample = 5,
+		.warmup = -1,
 	};
 	int rc = parse_args(x, argc, argv);
 	if (rc >= 0) {
@@ -555,7 +617,24 @@ int main(int argc, char **argv)
 	pub_init(&x->pub, &x->ev, x->opt.token);
 	x->pub.addr = x->pub_addr;
 	x->m.floor_s = NAN;
+	if (!x->opt.rate)
+		x->opt.rate = x->opt.soak > 0 ? 100 : 50;
+	if (x->opt.warmup < 0)
+		x->opt.warmup = x->opt.soak / 5 < 60 ? x->opt.soak / 5 : 60;
 	rc = setup(x);
+	if (rc == 0 && (x->opt.opens || x->opt.restart || x->opt.soak > 0)) {
+		/* The modes print their own report and stop herald themselves. */
+		if (x->opt.opens)
+			rc = opens_run(&x->opt, &x->h, &x->target, x->request, &stop_flag);
+		else if (x->opt.restart)
+			rc = restart_run(&x->opt, &x->h, &x->target, x->request, &x->pub, &stop_flag);
+		else
+			rc = soak_run(&x->opt, &x->h, &x->target, x->request, &x->pub, &stop_flag);
+		abandon(x);
+		events_free(&x->ev);
+		free(x);
+		return rc;
+	}
 	if (rc == 0) {
 		x->cl = client_new(x->opt.n, &x->target, x->opt.sources, x->request, &x->tls, &x->ev);
 		rc = x->cl ? 0 : 1;

@@ -18,6 +18,16 @@
  *   readers-events.c   the run's events: when each reader had each one,
  *                      and ids seen before the publisher knew them
  *                      (struct events)
+ *   readers-opens.c    --opens: the same opens against herald and against
+ *                      load/minimal-sse, alternating, in one run
+ *   readers-restart.c  --restart: a reconnect storm across a restart of
+ *                      herald while events keep coming, every reader's ids
+ *                      checked for gaps and duplicates
+ *   readers-soak.c     --soak: readers, a steady event rate and a client
+ *                      connecting and leaving in a loop, for minutes, with
+ *                      herald's RSS and CPU sampled
+ *   readers-steady.c   what --restart and --soak share: publishing at a
+ *                      rate by INSERT, and the per-reader id check
  *
  * The one upward path, the publisher's POST answers arriving in the
  * client's epoll loop, is a callback readers.c registers (client->other). */
@@ -47,6 +57,16 @@ struct options {
 	const char *path, *token, *csv, *opens_csv, *run;
 	int tls, insecure;
 	const char *cacert, *tls_cert, *tls_key;
+	long opens;     /* --opens R: rounds against herald and minimal-sse */
+	int restart;    /* --restart */
+	double soak;    /* --soak S: its length in seconds, 0 = no soak */
+	long rate;      /* --rate: events per second for --restart and --soak */
+	double before;  /* --restart: publishing before the restart, and */
+	double after;   /* after every reader resumed */
+	double sample;  /* --soak: seconds between RSS samples */
+	double warmup;  /* --soak: samples before this are the warm-up */
+	long churn;     /* --soak: connects a second of the churning client */
+	int no_last_id; /* --restart: reconnect without Last-Event-ID */
 };
 
 /* A reading of the server's CPU (and this client's) at one moment. */
@@ -78,7 +98,7 @@ static inline double ms(int64_t ns)
 
 /* ---- the reader ------------------------------------------------------------ */
 
-enum rstate { R_NEW, R_RETRY, R_CONNECTING, R_HANDSHAKE, R_HEAD, R_OPENING, R_OPEN, R_DEAD };
+enum rstate { R_NEW, R_RETRY, R_CONNECTING, R_HANDSHAKE, R_HEAD, R_OPENING, R_OPEN, R_DEAD, R_DOWN };
 enum chunk_state { CH_SIZE, CH_SIZE_LINE, CH_DATA, CH_DATA_END, CH_DONE };
 enum err_kind { E_REFUSED, E_RESET, E_TIMEOUT, E_NON200, E_CLOSED, E_OTHER, E_KINDS };
 
@@ -100,6 +120,11 @@ struct reader {
 	SSL *ssl;   /* with --tls */
 	int64_t t_start, t_open;
 	int64_t frame_id, frame_stamp; /* the frame being read, for client->frame */
+	/* With client->track: the ids this reader read, checked to follow one
+	 * another with no gap and no repeat (readers-steady.c's check). */
+	uint8_t again; /* reconnecting after its stream ended (client->resume) */
+	uint32_t seen, gaps, dups;
+	int64_t first_id, last_id;
 };
 
 /* ---- readers-events.c: the run's events --------------------------------- */
@@ -178,6 +203,11 @@ struct counts {
 	int first_other_errno;
 	long non200[600]; /* by status; [0] for an unparsable status line */
 	int64_t t_last_open;
+	/* With client->resume: streams that ended, readers waiting to
+	 * reconnect, reconnects that opened, and why reconnects failed. */
+	long ended, down, reopened;
+	long reconnect_errs[E_KINDS];
+	int64_t t_last_reopen;
 };
 
 struct client {
@@ -192,6 +222,10 @@ struct client {
 	struct counts c;
 	struct tls *tls;
 	struct events *ev;
+	int track;      /* check each reader's ids (struct reader's seen..last_id) */
+	int resume;     /* a stream that ends waits (R_DOWN) to be reconnected with
+		     * Last-Event-ID by client_reconnect(), instead of failing */
+	int no_last_id; /* reconnect without Last-Event-ID (to show the check) */
 	/* Called when the socket watched with tag UINT64_MAX is readable. */
 	void (*other)(void *arg);
 	void *other_arg;
@@ -227,6 +261,10 @@ int client_connect_more(struct client *c, long ramp);
 void client_give_up(struct client *c);
 /* One pass: wait up to timeout_ms and handle what is ready. */
 void client_loop_once(struct client *c, int timeout_ms);
+/* With c->resume: start reconnecting up to 256 readers whose streams ended
+ * (R_DOWN), each sending Last-Event-ID with the last id it read. Returns
+ * how many are still waiting. */
+long client_reconnect(struct client *c);
 
 /* ---- readers-publish.c: the publisher ---------------------------------------- */
 
@@ -257,6 +295,57 @@ void publish(struct publisher *p, long k);
 void pub_readable(void *arg);
 /* Close the connection and the database. */
 void pub_close(struct publisher *p);
+
+/* ---- readers-steady.c: publishing at a rate, and the id check -------------- */
+
+/* Events published by INSERT at a steady rate, on schedule from t0. */
+struct steady {
+	struct publisher *pub; /* its database must be open (pub_db_open) */
+	long rate;             /* events per second */
+	int64_t t0;
+	long published, failed;
+	int64_t first_id, last_id; /* of the events this run published */
+	double insert_max_s;       /* the slowest INSERT (a restart holds the lock) */
+};
+
+/* Start publishing through p at rate events a second from now. */
+void steady_start(struct steady *s, struct publisher *p, long rate);
+/* Publish what is due by now (at most a second's worth at once); returns the
+ * milliseconds until the next is due. */
+int steady_tick(struct steady *s);
+
+/* Reader r read an event with this id: count it, and a gap or a repeat when
+ * it does not follow the last one it read. */
+void ids_check(struct reader *r, int64_t id);
+
+/* The check over every reader that opened: each must have read exactly
+ * first..last, in order, once each. */
+struct id_verdict {
+	long readers;     /* readers that opened */
+	long complete;    /* read every id first..last once, in order */
+	long with_gaps;   /* readers that missed some */
+	long with_dups;   /* readers that read some twice */
+	long behind;      /* readers whose last id is not last (or never read one) */
+	long long gaps;   /* ids missed, over all readers */
+	long long dups;   /* ids repeated, over all readers */
+	int64_t min_last; /* the oldest last id a reader read (0: one read none) */
+};
+void ids_verdict(const struct client *c, int64_t first, int64_t last, struct id_verdict *v);
+/* The verdict's JSON members (inside an open object). */
+void ids_json(const struct id_verdict *v);
+
+/* ---- readers-opens.c, readers-restart.c, readers-soak.c: the other modes ---- */
+
+/* Each runs its whole experiment against the herald readers.c started (h,
+ * reached at target, the stream request in request), prints its table and
+ * JSON line, and returns the exit status: 0 when nothing was lost and every
+ * reader opened, 1 otherwise. */
+int opens_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
+	      volatile int *stop);
+int restart_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
+		struct publisher *pub, volatile int *stop);
+int soak_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
+	     struct publisher *pub, volatile int *stop);
 
 /* ---- readers-report.c ------------------------------------------------------------ */
 

@@ -134,22 +134,11 @@ static void log_tail(const char *path)
 	free(buf);
 }
 
-int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra)
+/* Fork and exec herald on h's database, listening on listen (plus the unix
+ * socket when h has one), its output into h->log (truncated). Sets h->pid;
+ * returns 0, or -1 after saying why. */
+static int spawn(struct tool_herald *h, const char *listen, int backlog, const char *const *extra)
 {
-	memset(h, 0, sizeof(*h));
-	if (tool_herald_bin(h->bin, sizeof(h->bin)) != 0)
-		return -1;
-	const char *tmp = getenv("TMPDIR");
-	snprintf(h->dir, sizeof(h->dir), "%s/herald-load-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(h->dir)) {
-		fprintf(stderr, "mkdtemp %s: %s\n", h->dir, strerror(errno));
-		return -1;
-	}
-	snprintf(h->db, sizeof(h->db), "%s/herald.db", h->dir);
-	snprintf(h->log, sizeof(h->log), "%s/herald.log", h->dir);
-	if (unix_listener)
-		snprintf(h->unix_path, sizeof(h->unix_path), "%s/herald.sock", h->dir);
-
 	char bl[32], ul[320];
 	snprintf(bl, sizeof(bl), "%d", backlog);
 	snprintf(ul, sizeof(ul), "unix:%s", h->unix_path);
@@ -159,8 +148,8 @@ int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, con
 	argv[ac++] = "--db";
 	argv[ac++] = h->db;
 	argv[ac++] = "--listen";
-	argv[ac++] = "127.0.0.1:0";
-	if (unix_listener) {
+	argv[ac++] = listen;
+	if (h->unix_path[0]) {
 		argv[ac++] = "--listen";
 		argv[ac++] = ul;
 	}
@@ -206,42 +195,55 @@ int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, con
 	close(logfd);
 	h->pid = pid;
 	h->backlog = backlog;
+	return 0;
+}
 
-	/* Wait for "herald ready" (ASan builds start slower), reading the port. */
-	double deadline = tool_now_s() + 30.0;
+int tool_herald_ready(struct tool_herald *h)
+{
 	char *buf = xmalloc(65536);
-	for (;;) {
-		ssize_t r = procstat_read_file(h->log, buf, 65536);
-		if (r > 0 && strstr(buf, "herald ready")) {
-			char *p = strstr(buf, "listening on tcp 127.0.0.1:");
-			if (p) {
-				h->port = atoi(p + strlen("listening on tcp 127.0.0.1:"));
-				char *b = strstr(p, "(backlog ");
-				char *nl = strchr(p, '\n');
-				if (b && (!nl || b < nl))
-					h->backlog = atoi(b + 9);
-			}
-			break;
+	int ready = 0;
+	ssize_t r = procstat_read_file(h->log, buf, 65536);
+	if (r > 0 && strstr(buf, "herald ready")) {
+		ready = 1;
+		char *p = strstr(buf, "listening on tcp 127.0.0.1:");
+		if (p) {
+			h->port = atoi(p + strlen("listening on tcp 127.0.0.1:"));
+			char *b = strstr(p, "(backlog ");
+			char *nl = strchr(p, '\n');
+			if (b && (!nl || b < nl))
+				h->backlog = atoi(b + 9);
 		}
+	} else {
 		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			h->pid = 0;
+		if (waitpid(h->pid, &st, WNOHANG) == h->pid) {
 			fprintf(stderr, "herald (%s) exited with %s %d before it was ready\n", h->bin,
 				WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			h->pid = 0;
 			log_tail(h->log);
-			free(buf);
-			return -1;
+			ready = -1;
 		}
+	}
+	free(buf);
+	return ready;
+}
+
+/* Wait up to 30 s (ASan builds start slower) for tool_herald_ready; 0 when
+ * herald is ready with a port, or -1 after saying why. */
+static int wait_ready(struct tool_herald *h)
+{
+	double deadline = tool_now_s() + 30.0;
+	int ready;
+	while ((ready = tool_herald_ready(h)) == 0) {
 		if (tool_now_s() > deadline) {
 			fprintf(stderr, "herald did not log \"herald ready\" within 30 s\n");
 			log_tail(h->log);
-			free(buf);
 			tool_herald_stop(h, 1);
 			return -1;
 		}
 		tool_sleep(0.01, NULL);
 	}
-	free(buf);
+	if (ready < 0)
+		return -1;
 	if (h->port <= 0) {
 		fprintf(stderr, "herald is ready but logged no \"listening on tcp 127.0.0.1:PORT\" line\n");
 		log_tail(h->log);
@@ -249,6 +251,39 @@ int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, con
 		return -1;
 	}
 	return 0;
+}
+
+int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra)
+{
+	memset(h, 0, sizeof(*h));
+	if (tool_herald_bin(h->bin, sizeof(h->bin)) != 0)
+		return -1;
+	const char *tmp = getenv("TMPDIR");
+	snprintf(h->dir, sizeof(h->dir), "%s/herald-load-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(h->dir)) {
+		fprintf(stderr, "mkdtemp %s: %s\n", h->dir, strerror(errno));
+		return -1;
+	}
+	snprintf(h->db, sizeof(h->db), "%s/herald.db", h->dir);
+	snprintf(h->log, sizeof(h->log), "%s/herald.log", h->dir);
+	if (unix_listener)
+		snprintf(h->unix_path, sizeof(h->unix_path), "%s/herald.sock", h->dir);
+	if (spawn(h, "127.0.0.1:0", backlog, extra) != 0)
+		return -1;
+	return wait_ready(h);
+}
+
+int tool_herald_start_again(struct tool_herald *h, const char *const *extra)
+{
+	if (h->pid > 0 || h->port <= 0 || !h->dir[0]) {
+		fprintf(stderr, "%s: no stopped herald to start again\n", tool_name());
+		return -1;
+	}
+	char old[320], listen[64];
+	snprintf(old, sizeof(old), "%s.1", h->log);
+	rename(h->log, old);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", h->port);
+	return spawn(h, listen, h->backlog, extra);
 }
 
 int tool_herald_stop(struct tool_herald *h, int keep)
@@ -285,8 +320,8 @@ int tool_herald_stop(struct tool_herald *h, int keep)
 	if (keep) {
 		fprintf(stderr, "herald's files are kept in %s\n", h->dir);
 	} else {
-		const char *suffix[] = { "herald.db",         "herald.db-wal", "herald.db-shm",
-					 "herald.db-journal", "herald.log",    "herald.sock" };
+		const char *suffix[] = { "herald.db",  "herald.db-wal", "herald.db-shm", "herald.db-journal",
+					 "herald.log", "herald.sock",   "herald.log.1" };
 		for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
 			char p[400];
 			snprintf(p, sizeof(p), "%s/%s", h->dir, suffix[i]);

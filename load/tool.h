@@ -199,6 +199,15 @@ void tool_herald_help(void);
  * set) plus extra args; wait for "herald ready" and read the port from its
  * log. Returns 0, or -1 after printing why (with the log's tail). */
 int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra);
+/* Start the herald h was (it must have exited, and h->pid be 0) again, on
+ * the same port, database and folder with the same backlog and extra args;
+ * the previous log is kept as herald.log.1. Does not wait for it: see
+ * tool_herald_ready. Returns 0, or -1 after saying why. */
+int tool_herald_start_again(struct tool_herald *h, const char *const *extra);
+/* 1 once h's herald logged "herald ready" (its port and backlog read from
+ * the log), 0 while not yet, -1 when it exited first (h->pid is then 0,
+ * and the log's tail printed). */
+int tool_herald_ready(struct tool_herald *h);
 /* SIGTERM it, wait up to 10 s (then SIGKILL), remove its temporary files
  * unless keep is set. Returns its exit status (or -1 when killed). */
 int tool_herald_stop(struct tool_herald *h, int keep);

@@ -93,7 +93,11 @@ static uint32_t wanted_events(const struct conn *c)
 	default:
 		break;
 	}
-	if (c->out.len)
+	/* Output the pass's flush has not tried yet needs no EPOLLOUT: the
+	 * flush writes it and arms EPOLLOUT only for what the socket did not
+	 * take. Arming it here would cost a stream two epoll_ctl calls per
+	 * open (armed with its head, disarmed once that is written). */
+	if (c->out.len && !c->flush_scheduled)
 		ev |= EPOLLOUT;
 	if (c->tls)
 		ev = tls_conn_events(c, ev);
@@ -229,6 +233,15 @@ struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const st
 	p->all = c;
 	p->n++;
 	start_request_timer(c);
+	/* A client writes its request as soon as its connect completes, which
+	 * in a burst of connects is long before we accept it: read it now
+	 * rather than after a trip through epoll, where a connection would
+	 * wait its turn among 128 events a pass, behind every pass's fan-out,
+	 * and a storm of reconnects could outwait header_timeout (408) in
+	 * the queue. Nothing there yet costs one read that finds EAGAIN.
+	 * TLS connections start with the handshake's own wake-ups. */
+	if (!c->tls)
+		on_io(c, EPOLLIN);
 	return c;
 }
 

@@ -131,9 +131,11 @@ void conn_pool_drain(struct conn_pool *p);
 /* Close every connection now and free them (at exit). */
 void conn_pool_close_all(struct conn_pool *p);
 
-/* Take ownership of an accepted, non-blocking fd (TLS when ls serves TLS).
- * Returns the connection (freed after conn_close) or NULL when the fd
- * cannot be watched (the fd is closed then). */
+/* Take ownership of an accepted, non-blocking fd (TLS when ls serves TLS),
+ * and read a plain connection's request at once when it has arrived (its
+ * handler may run, and close it, before this returns). Returns the
+ * connection (freed after conn_close) or NULL when the fd cannot be
+ * watched (the fd is closed then). */
 struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen);
 
 /* Attach a handler's state to c: user->drained and user->closed are called
