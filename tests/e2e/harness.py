@@ -47,7 +47,8 @@ def redis_stream_for(db):
 
 class Herald:
     def __init__(self, args=(), unix=False, db=None, dir=None, env=None, config=None, wait=True,
-                 listen=True, stdin=None, pass_fds=(), preexec_fn=None, redis=_DEFAULT, redis_stream=None):
+                 listen=True, stdin=None, pass_fds=(), preexec_fn=None, redis=_DEFAULT, redis_stream=None,
+                 redis_db=None):
         self.dir = dir or tempfile.mkdtemp(prefix="herald-test-")
         self.db = db or os.path.join(self.dir, "herald.db")
         self.sock_path = os.path.join(self.dir, "herald.sock") if unix else None
@@ -56,9 +57,10 @@ class Herald:
         # SQLite; by default whatever use_redis() chose.
         self.redis = REDIS if redis is _DEFAULT else redis
         self.redis_stream = redis_stream or redis_stream_for(self.db)
+        self.redis_db = redis_db  # a database number other than 0, in the URL
         cmd = [HERALD_BIN, "--db", self.db]
         if self.redis is not None:
-            cmd += ["--redis-url", self.redis.url, "--redis-stream", self.redis_stream]
+            cmd += ["--redis-url", self.redis.url_for(redis_db), "--redis-stream", self.redis_stream]
         if config is not None:
             cpath = os.path.join(self.dir, "herald.conf")
             with open(cpath, "w") as f:
@@ -151,14 +153,14 @@ class Herald:
         """Write [(type, topic, data, public), ...] in one transaction (one
         FCALL with Redis); returns the first id (the rest follow it)."""
         if self.redis is not None:
-            return self.redis.publish(self.redis_stream, events)
+            return self.redis.publish(self.redis_stream, events, db=self.redis_db)
         return insert_sqlite(self.db, events)
 
     def stored_events(self):
         """Every event in the log, oldest first: [{'id', 'type', 'topic',
         'data', 'public'}], read as another program would."""
         if self.redis is not None:
-            return self.redis.stored_events(self.redis_stream)
+            return self.redis.stored_events(self.redis_stream, db=self.redis_db)
         out = subprocess.run(["sqlite3", "-json", "-cmd", ".timeout 5000", self.db,
                               "SELECT id, type, topic, data, public FROM events ORDER BY id"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
@@ -170,7 +172,7 @@ class Herald:
     def last_id(self):
         """The newest id in the log (0 when it is empty)."""
         if self.redis is not None:
-            return self.redis.last_id(self.redis_stream)
+            return self.redis.last_id(self.redis_stream, db=self.redis_db)
         return int(sqlite(self.db, "SELECT coalesce(max(id), 0) FROM events"))
 
     def signal(self, sig):
@@ -817,6 +819,12 @@ class RedisServer:
         """What herald's redis_url says for this server."""
         return f"unix:{self.sock_path}" if self.unix else f"redis://127.0.0.1:{self.port}"
 
+    def url_for(self, db=None):
+        """The url with a database number (None or 0: the default one)."""
+        if not db:
+            return self.url
+        return f"{self.url}?db={db}" if self.unix else f"{self.url}/{db}"
+
     @property
     def pid(self):
         return self.proc.pid
@@ -962,9 +970,12 @@ class RedisServer:
                         "public": f["public"] == "1"})
         return out
 
-    def last_id(self, stream):
+    def last_id(self, stream, db=None):
         """The id of the newest entry of the stream (0 when empty)."""
-        r = self.command("XREVRANGE", self.keys(stream)[0], "+", "-", "COUNT", 1)
+        with self.client() as c:
+            if db is not None:
+                c.command("SELECT", db)
+            r = c.command("XREVRANGE", self.keys(stream)[0], "+", "-", "COUNT", 1)
         return int(r[0][0].split(b"-")[0]) if r else 0
 
     def __enter__(self):
