@@ -793,11 +793,13 @@ class RedisServer:
     service): on a spare 127.0.0.1 port, or on DIR/redis.sock with unix=True,
     with its AOF (appendfsync everysec) in a temporary folder and no RDB
     snapshots. stop() (SIGTERM: Redis writes its AOF out and exits), kill()
-    (SIGKILL) and start() again on the same port and folder, by pid only."""
+    (SIGKILL) and start() again on the same port and folder, by pid only.
+    password: the default user's (requirepass), then also in url."""
 
-    def __init__(self, unix=False, dir=None, args=()):
+    def __init__(self, unix=False, dir=None, args=(), password=None):
         self.dir = dir or tempfile.mkdtemp(prefix="herald-redis-")
         self.unix = unix
+        self.password = password
         self.sock_path = os.path.join(self.dir, "redis.sock") if unix else None
         self.args = list(args)
         self.logpath = os.path.join(self.dir, "redis.log")
@@ -817,7 +819,10 @@ class RedisServer:
     @property
     def url(self):
         """What herald's redis_url says for this server."""
-        return f"unix:{self.sock_path}" if self.unix else f"redis://127.0.0.1:{self.port}"
+        if self.unix:
+            return f"unix:{self.sock_path}"
+        auth = f"default:{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
 
     def url_for(self, db=None):
         """The url with a database number (None or 0: the default one)."""
@@ -835,6 +840,8 @@ class RedisServer:
                "--logfile", "", "--loglevel", "notice"]
         if self.unix:
             cmd += ["--unixsocket", self.sock_path, "--unixsocketperm", "700"]
+        if self.password:
+            cmd += ["--requirepass", self.password]
         return cmd + self.args
 
     def _start(self, port):
@@ -923,7 +930,14 @@ class RedisServer:
             return 0
 
     def client(self, timeout=5.0):
-        return RedisClient(self.port, self.sock_path, timeout)
+        c = RedisClient(self.port, self.sock_path, timeout)
+        if self.password:
+            try:
+                c.command("AUTH", self.password)
+            except BaseException:
+                c.close()
+                raise
+        return c
 
     def command(self, *args):
         """One command on a new connection; its reply."""
@@ -935,6 +949,8 @@ class RedisServer:
         cmd = ["redis-cli"] + (["-s", self.sock_path] if self.unix else ["-h", "127.0.0.1", "-p", str(self.port)])
         if db is not None:
             cmd += ["-n", str(db)]
+        if self.password:
+            cmd += ["--no-auth-warning", "-a", self.password]
         r = subprocess.run(cmd + [str(a) for a in args], input=stdin, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=30)
         return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")

@@ -126,6 +126,25 @@ def test_redis_keys_from_environment_and_db_ignored():
         assert not os.path.exists(h.db), "herald created the SQLite database although redis_url was set"
 
 
+def test_redis_password_in_url_is_used_and_never_shown():
+    secret = "pw-" + os.urandom(6).hex()
+    with RedisServer(password=secret) as r:
+        assert secret in r.url
+        with Herald(redis=r) as h:
+            s = Stream(h.port)
+            s.opening()
+            a = publish(h.port, data="authenticated")
+            b = h.insert(data="fcall")
+            _events_exactly(s, [_ev(a, "authenticated"), _ev(b, "fcall")], "reader")
+            s.close()
+        assert secret not in h.log(), "herald logged the Redis password"
+        # --check-config lists the settings; the password is not among them.
+        out = subprocess.run([harness.HERALD_BIN, "--redis-url", r.url, "--check-config"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=30)
+        text = out.stdout.decode(errors="replace")
+        assert out.returncode == 0 and "redis_url" in text and secret not in text, text
+
+
 def test_redis_config_errors_name_the_key():
     for url in ("http://127.0.0.1:6379", "redis://127.0.0.1:notaport", "redis://127.0.0.1:6379/x", "unix:"):
         r = subprocess.run([harness.HERALD_BIN, "--redis-url", url, "--check-config"], stdout=subprocess.PIPE,
