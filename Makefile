@@ -3,7 +3,7 @@
 #   make test   install missing packages, build with ASan+UBSan, run every test
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
-PKGS      := sqlite3 openssl libsystemd inih
+PKGS      := sqlite3 openssl libsystemd inih hiredis
 CC        ?= cc
 OPT       ?= -O2 -g
 WARN      ?= -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
@@ -27,7 +27,7 @@ ALL_CFLAGS := -std=gnu11 $(OPT) $(WARN) $(SAN_FLAGS) -D_GNU_SOURCE -DHERALD_VERS
 ALL_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 
 SRC      := $(wildcard src/*.c)
-OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/console_page.o
+OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/console_page.o $(BUILD)/obj/store_redis_function.o
 LIB_OBJ  := $(filter-out $(BUILD)/obj/main.o,$(OBJ))
 HERALD   := $(BUILD)/herald
 
@@ -74,6 +74,19 @@ $(BUILD)/gen/console_page.c: src/console.html
 	  printf 'const char console_page[] =\n'; \
 	  od -An -v -to1 '$<' | awk '{ s = ""; for (i = 1; i <= NF; i++) s = s "\\" $$i; print "\t\"" s "\"" }'; \
 	  printf '\t"";\nconst size_t console_page_len = sizeof(console_page) - 1;\n'; } > $@.tmp && mv $@.tmp $@
+
+# The same for the Redis function library (src/store_redis.lua), loaded
+# into Redis at every connect and printed by herald --redis-function.
+$(BUILD)/gen/store_redis_function.c: src/store_redis.lua
+	@mkdir -p $(dir $@)
+	@{ printf '/* Generated from %s by the Makefile: do not edit. */\n#include "store_redis.h"\n\n' '$<'; \
+	  printf 'const char store_redis_function[] =\n'; \
+	  od -An -v -to1 '$<' | awk '{ s = ""; for (i = 1; i <= NF; i++) s = s "\\" $$i; print "\t\"" s "\"" }'; \
+	  printf '\t"";\n'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/store_redis_function.o: $(BUILD)/gen/store_redis_function.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
 
 $(BUILD)/obj/console_page.o: $(BUILD)/gen/console_page.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)

@@ -44,17 +44,25 @@ static void method_not_allowed(struct conn *c, const char *allow)
 
 static void health(struct api *a, struct conn *c, bool head_only)
 {
-	char body[256];
+	char body[320];
+	/* A node whose log is unreachable answers 503, so a balancer's health
+	 * check sends new readers and publishes elsewhere. */
+	bool log_ok = store_available(a->hub->st);
+	int status = log_ok ? 200 : 503;
 	int n = snprintf(body, sizeof(body),
-			 "{\"status\":\"%s\",\"readers\":%zu,\"connections\":%zu,\"last_id\":%lld,\"uptime_s\":%llu}\n",
-			 conn_draining(c) ? "draining" : "ok", hub_readers(a->hub), a->pool->n,
-			 (long long)a->hub->high_water, (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
+			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"readers\":%zu,\"connections\":%zu,"
+			 "\"last_id\":%lld,\"uptime_s\":%llu}\n",
+			 !log_ok ? "unavailable" : conn_draining(c) ? "draining" : "ok", log_ok ? "ok" : "unavailable",
+			 store_kind(a->hub->st), hub_readers(a->hub), a->pool->n, (long long)a->hub->high_water,
+			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
 	bool keep = conn_keep_alive(c);
-	struct chunk *resp =
-		http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, (size_t)n, keep);
+	struct chunk *resp = http_format_response(status, "application/json",
+						  log_ok ? "Cache-Control: no-store\r\n"
+							 : "Cache-Control: no-store\r\nRetry-After: 1\r\n",
+						  body, (size_t)n, keep);
 	if (head_only)
 		resp->len -= (uint32_t)n; /* the same head, with its Content-Length, and no body */
-	conn_respond(c, 200, resp, keep);
+	conn_respond(c, status, resp, keep);
 }
 
 /* /metrics for whom metrics_access allows: anyone; only a client on this
@@ -78,8 +86,8 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 			return;
 		}
 	}
-	struct metrics_gauges g = { hub_readers(a->hub), a->hub->ncatchup, a->pool->n, a->hub->high_water,
-				    publish_pending(a->pubq) };
+	struct metrics_gauges g = { hub_readers(a->hub),   a->hub->ncatchup,         a->pool->n,
+				    a->hub->high_water,    publish_pending(a->pubq), store_available(a->hub->st) };
 	conn_respond(c, 200, metrics_render(a->m, &g, conn_keep_alive(c)), conn_keep_alive(c));
 }
 

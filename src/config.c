@@ -4,6 +4,8 @@
  * together). Each key remembers where its value came from, so that every
  * error names it; errors go through config_err to the log. */
 #include "config.h"
+#include "redis_url.h"
+#include "store_redis.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -29,6 +31,7 @@ enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K
 enum {
 	KF_SECRET = 1,  /* never printed nor echoed in an error */
 	KF_ZERO_OK = 2, /* 0 is allowed below min (0 = off) */
+	KF_URL = 4,     /* may hold a password: printed and echoed without it */
 };
 
 /* Extra validation of a string value: NULL, or the reason (static, or
@@ -46,7 +49,8 @@ struct key {
 	const char *const *choices; /* K_CHOICE: the names, NULL-terminated; the value is the index */
 };
 
-static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_claim, check_cookie;
+static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_claim, check_cookie, check_redis_url,
+	check_redis_stream;
 
 /* Indexed by enum metrics_mode. */
 static const char *const metrics_modes[] = { "any", "local", "token", NULL };
@@ -102,6 +106,10 @@ static const struct key keys[] = {
 	KEY("jwt_publish_claim", K_STR, jwt_publish_claim, 1, 256, "publish", .check = check_claim),
 	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
 	KEY("console", K_BOOL, console, 0, 0, "on"),
+	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL, .check = check_redis_url),
+	KEY("redis_stream", K_STR, redis_stream, 1, 200, "herald", .check = check_redis_stream),
+	KEY("redis_wait_replicas", K_INT, redis_wait_replicas, 0, 64, "0"),
+	KEY("redis_wait_timeout", K_DUR_MS, redis_wait_timeout_ms, 1, 60000, "1s"),
 };
 #define NKEYS ARRAY_LEN(keys)
 
@@ -243,6 +251,11 @@ static void bad_value(struct load *ld, const char *origin, const struct key *k, 
 			 (long long)k->min, (long long)k->max, unit);
 	}
 	/* A token is a secret: name it, never echo it into a log. */
+	char redacted[REDIS_URL_MAX + 8];
+	if (k->flags & KF_URL) {
+		redis_url_redact(v, redacted, sizeof(redacted));
+		v = redacted;
+	}
 	config_err("%s: %s = %s: %s%s", origin, k->name,
 		   k->flags & KF_SECRET ? "(value not shown)" : quoted(v, shown, sizeof(shown)), why, hint);
 	ld->errors++;
@@ -357,6 +370,28 @@ static const char *check_cookie(const char *v, char *buf, size_t len)
 	for (const char *p = v; *p; p++)
 		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.')
 			return "a cookie name has only letters, digits, _ - and .";
+	return NULL;
+}
+
+static const char *check_redis_url(const char *v, char *buf, size_t len)
+{
+	struct redis_url u;
+	const char *why = v[0] ? redis_url_parse(v, &u) : NULL;
+	if (why)
+		snprintf(buf, len, "%s", why);
+	return why ? buf : NULL;
+}
+
+/* The name goes inside {...} in every key (a Redis Cluster hash tag), so
+ * it may not hold braces; it is kept to characters that need no quoting in
+ * a shell or a log. */
+static const char *check_redis_stream(const char *v, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("_-.:", *p))
+			return "a stream name has only letters, digits, _ - . and :";
 	return NULL;
 }
 
@@ -682,15 +717,16 @@ static void load_env(struct load *ld)
 void config_usage(FILE *out)
 {
 	fprintf(out, "usage: herald [--config FILE] [--listen ADDR[,ADDR...]]... [--db PATH] [--backlog N]\n"
-		     "              [--KEY VALUE]... [--check-config] [--help] [--version]\n"
+		     "              [--KEY VALUE]... [--check-config] [--redis-function] [--help] [--version]\n"
 		     "\n"
-		     "Server-Sent Events from a SQLite table to many readers.\n"
+		     "Server-Sent Events from a SQLite table (or a Redis stream) to many readers.\n"
 		     "\n"
 		     "  --config FILE     read settings from an INI file (keys as below)\n"
 		     "  --check-config    validate the settings, print them, and exit\n"
 		     "  --listen ADDR     127.0.0.1:8199, [::1]:8199, unix:/path or tls:ADDR;\n"
 		     "                    comma-separated, repeatable\n"
 		     "  --KEY VALUE       set any configuration key (dashes or underscores)\n"
+		     "  --redis-function  print the Redis function library herald loads, and exit\n"
 		     "  --help, --version\n"
 		     "\n"
 		     "Keys and defaults (environment: HERALD_<KEY>; BACKLOG also sets backlog):\n");
@@ -949,6 +985,12 @@ static int scan_args(int argc, char **argv, const char **path, bool *check_only,
 			printf("herald %s\n", HERALD_VERSION);
 			return 1;
 		}
+		if (strcmp(a, "--redis-function") == 0) {
+			/* For redis-cli -x FUNCTION LOAD REPLACE, where herald
+			 * itself has not connected yet. */
+			fputs(store_redis_function, stdout);
+			return 1;
+		}
 		if (strcmp(a, "--check-config") == 0) {
 			*check_only = true;
 		} else if (strcmp(a, "--config") == 0) {
@@ -1063,7 +1105,13 @@ void config_print(const struct config *cfg, FILE *out)
 			break;
 		case K_STR: {
 			const char *s = *(char *const *)(const void *)base;
-			fprintf(out, "%s", (k->flags & KF_SECRET) && s[0] ? "(set)" : s);
+			if (k->flags & KF_URL) {
+				char shown[REDIS_URL_MAX + 8];
+				redis_url_redact(s, shown, sizeof(shown));
+				fprintf(out, "%s", shown);
+			} else {
+				fprintf(out, "%s", (k->flags & KF_SECRET) && s[0] ? "(set)" : s);
+			}
 			break;
 		}
 		case K_LEVEL:

@@ -64,6 +64,11 @@ struct config {
 		*jwt_publish_claim, *jwt_cookie;
 	int64_t jwt_leeway_s;
 	bool console;      /* serve the console page at GET / */
+	/* The event log on Redis Streams (store_redis.c) when redis_url is set. */
+	char *redis_url;
+	char *redis_stream; /* the keys' hash tag: {name}:events, {name}:last */
+	int64_t redis_wait_replicas;
+	int64_t redis_wait_timeout_ms;
 	char *config_path; /* the file read, or NULL */
 };
 

@@ -120,6 +120,8 @@ static void to_live(struct hub *h, struct reader *r)
 	list_del(&h->catchup, r);
 	h->ncatchup--;
 	r->mode = READER_LIVE;
+	if (r->skip_through < r->cursor)
+		r->skip_through = r->cursor;
 	list_push(&h->live, r);
 	h->nlive++;
 }
@@ -202,6 +204,8 @@ static void poll_pages(struct hub *h)
 		}
 		struct fanout f = { h, h->high_water };
 		int n = store_read_range(h->st, h->high_water, INT64_MAX, POLL_PAGE, fanout_row, &f);
+		if (n == -EAGAIN)
+			return; /* the store fetches; its changed hook calls again */
 		if (n == -EBUSY) {
 			h->m->store_busy++;
 			loop_timer_start(h->lp, &h->retry_timer, STORE_BUSY_RETRY_MS, retry_poll, h);
@@ -216,75 +220,24 @@ static void poll_pages(struct hub *h)
 	}
 }
 
-/* A writer's commit shows in the -wal file (inotify) a moment before it
- * becomes visible: the wal-index in the -shm file is updated through mmap,
- * which inotify does not see. So a wake-up without a data_version change is
- * checked again a few times: on the next pass, then from 1 ms to a quarter
- * second later (the writer may still be syncing the -wal file in between). */
-static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250 };
-
-/* The database file was deleted or replaced under us: what we write would go
- * to an unlinked file. Stop with an error, so systemd starts herald again on
- * the file that is there now. Returns true when stopping. */
-static bool store_file_gone(struct hub *h)
+/* The store says rows may have been added, or a fetch it started for a
+ * read that returned -EAGAIN is in: fan out, and feed the catch-up readers
+ * that were waiting for it. */
+static void on_store_changed(void *arg)
 {
-	int r = store_check_file(h->st);
-	if (r == 0)
-		return false;
-	log_err("the database file %s was %s while herald had it open; stopping so that a restart opens the "
-		"file that is there now",
-		h->cfg->db, r == -ENOENT ? "deleted" : "replaced by another file");
+	struct hub *h = arg;
+	if (h->catchup_waiting) {
+		h->catchup_waiting = false;
+		catchup_retry(h); /* polls first */
+	} else {
+		hub_poll(h);
+	}
+}
+
+static void on_store_fatal(void *arg)
+{
+	struct hub *h = arg;
 	h->on_fatal(h->fatal_arg);
-	return true;
-}
-
-static void confirm_change(void *arg)
-{
-	struct hub *h = arg;
-	bool changed = store_changed(h->st);
-	if (store_file_gone(h))
-		return;
-	if (changed) {
-		h->confirm_step = 0;
-		hub_poll(h);
-		return;
-	}
-	if (h->confirm_step < ARRAY_LEN(confirm_delays_ms))
-		loop_timer_start(h->lp, &h->confirm_timer, confirm_delays_ms[h->confirm_step++], confirm_change, h);
-	else
-		h->confirm_step = 0;
-}
-
-static void on_store_change(void *arg, uint32_t events)
-{
-	struct hub *h = arg;
-	(void)events;
-	h->confirm_step = 0;
-	loop_timer_stop(h->lp, &h->confirm_timer);
-	confirm_change(h);
-}
-
-static void slow_poll(void *arg)
-{
-	struct hub *h = arg;
-	bool changed = store_changed(h->st);
-	if (store_file_gone(h))
-		return;
-	if (changed)
-		hub_poll(h);
-	loop_timer_start(h->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
-}
-
-static int watch_store(struct hub *h)
-{
-	int fd = store_watch_fd(h->st);
-	if (fd < 0) {
-		log_warn("inotify is not available; checking the database for other writers every %d ms",
-			 NO_INOTIFY_POLL_MS);
-		loop_timer_start(h->lp, &h->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, h);
-		return 0;
-	}
-	return loop_watch(h->lp, fd, EPOLLIN, on_store_change, h);
 }
 
 /* Every reader is visited once per heartbeat_interval, in one of
@@ -349,10 +302,7 @@ int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct conf
 		log_err("reading the newest event id: %s", strerror(-r));
 		return -1;
 	}
-	if (watch_store(h) < 0) {
-		log_err("watching the database for other writers failed");
-		return -1;
-	}
+	store_watch(st, &(struct store_hooks){ on_store_changed, on_store_fatal, h });
 	h->counts = xcalloc(1, sizeof(*h->counts));
 	h->heartbeat = frame_heartbeat();
 	return 0;
@@ -373,13 +323,9 @@ void hub_shutdown(struct hub *h)
 		h->live->ops->close(h->live->sink);
 	while (h->catchup)
 		h->catchup->ops->close(h->catchup->sink);
-	struct loop_timer *timers[] = { &h->heartbeat_timer, &h->retry_timer,   &h->watch_timer,
-					&h->catchup_timer,   &h->confirm_timer, &h->upkeep_timer };
+	struct loop_timer *timers[] = { &h->heartbeat_timer, &h->retry_timer, &h->catchup_timer };
 	for (size_t i = 0; i < ARRAY_LEN(timers); i++)
 		loop_timer_stop(h->lp, timers[i]);
-	int fd = store_watch_fd(h->st);
-	if (fd >= 0)
-		loop_unwatch(h->lp, fd);
 	if (h->counts) {
 		for (size_t i = 0; i < COUNT_BUCKETS; i++)
 			while (h->counts->b[i]) {
@@ -393,6 +339,16 @@ void hub_shutdown(struct hub *h)
 	chunk_unref(h->heartbeat);
 	h->heartbeat = NULL;
 	h->lp = NULL;
+}
+
+/* The newest id there is, as far as this node knows: what the hub has read,
+ * or more when the store knows of rows not yet read (a busy store). */
+static int64_t newest_id(struct hub *h)
+{
+	int64_t newest = h->high_water;
+	if (store_max_id(h->st, &newest) < 0 || newest < h->high_water)
+		newest = h->high_water;
+	return newest;
 }
 
 static void send_reset(struct hub *h, struct reader *r, const char *reason, int64_t resume)
@@ -465,18 +421,25 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 		 * compare against the real newest id. If the store was busy the
 		 * hub may still lag it; the store's own newest id decides then. */
 		hub_poll(h);
-		int64_t newest = h->high_water;
-		if (store_max_id(h->st, &newest) < 0 || newest < h->high_water)
-			newest = h->high_water;
-		if (resume_id > newest) {
-			send_reset(h, r, "unknown_id", resume_id);
-			resume_id = -1;
+		if (resume_id > newest_id(h)) {
+			uint64_t ticket = store_sync_begin(h->st);
+			if (store_sync_done(h->st, ticket)) {
+				send_reset(h, r, "unknown_id", resume_id);
+				resume_id = -1;
+			} else {
+				/* Another node may have assigned it a moment ago:
+				 * decided once this node has read everything
+				 * committed before now (hub_reader_drained). */
+				r->sync_pending = true;
+				r->sync_ticket = ticket;
+				r->opened_at_id = h->high_water;
+			}
 		} else if (resume_id < store_pruned_through(h->st)) {
 			send_reset(h, r, "retention", resume_id);
 			resume_id = -1;
 		}
 	}
-	if (resume_id < 0 || resume_id >= h->high_water) {
+	if (!r->sync_pending && (resume_id < 0 || resume_id >= h->high_water)) {
 		/* Live from here; a resume point past what the hub has read yet
 		 * (the store was busy) means those ids were already seen. */
 		int64_t from = resume_id > h->high_water ? resume_id : h->high_water;
@@ -578,10 +541,31 @@ static int feed_row(void *arg, const struct store_event *ev)
 	return 0;
 }
 
+/* A resume point beyond the newest id: once the store has caught up with
+ * everything committed before the reader came, either the id has turned up
+ * (go on as usual) or it is unknown: a reset, then every event after the
+ * newest id of the moment the reader came. Returns false while waiting. */
+static bool resume_checked(struct hub *h, struct reader *r)
+{
+	if (!r->sync_pending)
+		return true;
+	if (!store_sync_done(h->st, r->sync_ticket)) {
+		h->catchup_waiting = true;
+		return false;
+	}
+	r->sync_pending = false;
+	hub_poll(h);
+	if (r->cursor > newest_id(h)) {
+		send_reset(h, r, "unknown_id", r->cursor);
+		r->cursor = r->opened_at_id;
+	}
+	return true;
+}
+
 void hub_reader_drained(struct reader *r)
 {
 	struct hub *h = r->hub;
-	if (r->mode != READER_CATCHUP)
+	if (r->mode != READER_CATCHUP || !resume_checked(h, r))
 		return;
 	if (r->cursor < store_pruned_through(h->st)) {
 		/* Retention removed events this reader had not yet been sent. */
@@ -592,16 +576,31 @@ void hub_reader_drained(struct reader *r)
 	}
 	struct store_filter filter = { r->see_private, r->ntopics, r->topics, r->ngrants, r->grants };
 	for (int page = 0; page < CATCHUP_PAGES; page++) {
+		if (r->cursor >= h->high_water) {
+			to_live(h, r);
+			return;
+		}
 		struct feed f = { h, r, false };
-		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f);
+		int64_t through = r->cursor;
+		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f,
+					    &through);
+		if (n == -EAGAIN) {
+			h->catchup_waiting = true; /* the store fetches; its changed hook feeds us */
+			return;
+		}
 		if (n < 0) {
 			if (n == -EBUSY)
 				h->m->store_busy++;
 			loop_timer_start(h->lp, &h->catchup_timer, STORE_BUSY_RETRY_MS, catchup_retry, h);
 			return;
 		}
-		if (!f.full && n < CATCHUP_PAGE)
-			r->cursor = h->high_water;
+		if (through > r->cursor)
+			r->cursor = through;
+		if (r->cursor < store_pruned_through(h->st)) {
+			/* The fetch found the rows after the cursor pruned. */
+			hub_reader_drained(r);
+			return;
+		}
 		if (r->cursor >= h->high_water) {
 			to_live(h, r);
 			return;
@@ -625,24 +624,6 @@ static void catchup_retry(void *arg)
 		if (r->ops->queued(r->sink) == 0)
 			hub_reader_drained(r);
 	}
-}
-
-/* The store's checkpoint policy runs after our own writes: at the next
- * pause, or at once in a long busy stretch (store_upkeep decides). */
-static void upkeep_tick(void *arg)
-{
-	struct hub *h = arg;
-	uint64_t ns = 0;
-	int64_t next = store_upkeep(h->st, &ns);
-	if (ns)
-		metrics_observe(&h->m->checkpoint_seconds, ns);
-	if (next >= 0)
-		loop_timer_start(h->lp, &h->upkeep_timer, (uint64_t)next, upkeep_tick, h);
-}
-
-void hub_store_written(struct hub *h)
-{
-	upkeep_tick(h);
 }
 
 size_t hub_readers(const struct hub *h)

@@ -75,6 +75,12 @@ struct reader {
 	enum reader_mode mode;
 	int64_t cursor;       /* CATCHUP: the last id read from the store */
 	int64_t skip_through; /* LIVE: ids up to this were seen already */
+	/* A resume point beyond the newest id known, to be checked once the
+	 * store has caught up (store_sync_done); opened_at_id is where the
+	 * reader continues if the id turns out unknown. */
+	bool sync_pending;
+	uint64_t sync_ticket;
+	int64_t opened_at_id;
 	bool see_private;
 	bool envelope;  /* frame_event_envelope instead of frame_event */
 	size_t ntopics; /* 0 = every topic */
@@ -108,17 +114,14 @@ struct hub {
 	struct loop_timer heartbeat_timer; /* runs while there are readers */
 	struct loop_timer retry_timer;     /* store busy: poll again soon */
 	struct loop_timer catchup_timer;   /* feed catch-up readers with empty queues */
-	struct loop_timer watch_timer;     /* only without inotify: slow poll */
-	struct loop_timer confirm_timer;   /* re-check data_version after a wake-up */
-	struct loop_timer upkeep_timer;    /* the store's checkpoint after our writes */
-	size_t confirm_step;
+	bool catchup_waiting;              /* a catch-up read waits for the store's fetch */
 	unsigned sweep_slot; /* the heartbeat turn due next */
 	unsigned next_slot;  /* the turn the next new reader joins */
 };
 
-/* Set up the hub: high_water = the store's newest id, the store's change
- * descriptor watched. on_fatal is called when the database file is deleted
- * or replaced. Returns 0, or -1 after logging why. */
+/* Set up the hub: high_water = the store's newest id, the store's changed
+ * hook registered. on_fatal is called when the store cannot go on (the
+ * database file deleted or replaced). Returns 0, or -1 after logging why. */
 int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
 	     void (*on_fatal)(void *arg), void *fatal_arg);
 /* Close every reader (the streams end) and free the hub's state. */
@@ -127,10 +130,6 @@ void hub_shutdown(struct hub *h);
 /* Read every row past high_water from the store and fan it out. Called after
  * own commits and when another process committed. */
 void hub_poll(struct hub *h);
-
-/* herald wrote to the store (a commit, a prune): let the store checkpoint
- * its log at the next pause (store_upkeep). */
-void hub_store_written(struct hub *h);
 
 /* Open a reader that writes to sink through ops: LIVE from high_water when
  * spec->resume < 0, else CATCHUP from it (or a reset first when the resume

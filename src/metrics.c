@@ -225,6 +225,10 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	    (double)m->readers_expired);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
 	    (double)m->store_busy);
+	put(&o, "herald_log_available", "gauge", "1 while the event log can be read and written (0: Redis unreachable).",
+	    g->log_available ? 1.0 : 0.0);
+	put(&o, "herald_log_outages_total", "counter", "Times the connection to the event log (Redis) was lost.",
+	    (double)m->log_outages);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
 		      &m->publish_seconds);
 	put_histogram(&o, "herald_store_commit_seconds", "One group commit's transaction.", &m->commit_seconds);

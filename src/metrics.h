@@ -43,6 +43,7 @@ struct metrics {
 	uint64_t resets_sent;
 	uint64_t store_busy; /* calls that met another writer's lock */
 	uint64_t group_commits;
+	uint64_t log_outages; /* the event log's server (Redis) lost */
 	struct histogram publish_seconds;    /* POST parsed until its 201 is queued */
 	struct histogram commit_seconds;     /* one group commit's transaction */
 	struct histogram fanout_seconds;     /* reading new rows and queueing them to readers */
@@ -64,6 +65,7 @@ struct metrics_gauges {
 	size_t readers, readers_catching_up, connections;
 	int64_t last_event_id;
 	size_t publish_pending;
+	bool log_available; /* store_available */
 };
 
 /* Render the metrics page as a complete 200 response chunk (one reference,

@@ -41,6 +41,9 @@ struct publish_queue {
 	struct publish_item *items;
 	size_t n, cap;
 	bool scheduled;
+	size_t committing;  /* the first this many items are being appended now */
+	bool closed;        /* publish_free ran while an append was in flight */
+	uint64_t commit_t0; /* when that append started */
 	uint64_t busy_since;
 	bool single_attempt;      /* shutting down: one commit, no retries */
 	bool warned_unreadable;   /* said once that private events cannot be read */
@@ -419,9 +422,11 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	schedule(q);
 }
 
-static void answer_all(struct publish_queue *q, int status, const char *message, const int64_t *ids)
+/* Answer the k oldest items (201 with ids[i] when ids is given, else status
+ * with message); the rest move up and keep their order. */
+static void answer_oldest(struct publish_queue *q, size_t k, int status, const char *message, const int64_t *ids)
 {
-	for (size_t i = 0; i < q->n; i++) {
+	for (size_t i = 0; i < k; i++) {
 		struct publish_item *it = &q->items[i];
 		if (it->c) {
 			if (ids) {
@@ -438,7 +443,8 @@ static void answer_all(struct publish_queue *q, int status, const char *message,
 		}
 		item_free(it);
 	}
-	q->n = 0;
+	memmove(q->items, q->items + k, (q->n - k) * sizeof(*q->items));
+	q->n -= k;
 }
 
 /* The 503 message for a store failure that ends without herald's help, or
@@ -452,6 +458,8 @@ static const char *fault_cause(int r)
 		return "the database is read-only";
 	case -ENOSPC:
 		return "the disk holding the database is full";
+	case -ENOTCONN:
+		return "the event log (Redis) is unreachable";
 	default:
 		return NULL;
 	}
@@ -469,18 +477,15 @@ static void refuse_oldest(struct publish_queue *q, size_t n, int r)
 			q->fault_refused = 0;
 		}
 		q->fault = r;
+		const char *where = q->cfg->redis_url[0] ? "redis_url" : q->cfg->db;
 		if (r == -EBUSY)
 			log_warn("publish: %s (%s); publishes are answered 503 after waiting %d ms for it", cause,
-				 q->cfg->db, BUSY_GIVE_UP_MS);
+				 where, BUSY_GIVE_UP_MS);
 		else
-			log_warn("publish: %s (%s); publishes are answered 503 until that ends", cause, q->cfg->db);
+			log_warn("publish: %s (%s); publishes are answered 503 until that ends", cause, where);
 	}
 	q->fault_refused += n;
-	size_t total = q->n;
-	q->n = n;
-	answer_all(q, 503, cause, NULL);
-	memmove(q->items, q->items + n, (total - n) * sizeof(*q->items));
-	q->n = total - n;
+	answer_oldest(q, n, 503, cause, NULL);
 }
 
 /* How many of the oldest waiting publishes have waited BUSY_GIVE_UP_MS for
@@ -497,21 +502,21 @@ static size_t busy_expired(const struct publish_queue *q)
 	return k;
 }
 
-static void commit(void *arg)
+static void queue_free(struct publish_queue *q);
+
+/* The store's answer for the batch of the q->committing oldest items. */
+static void committed(void *arg, int r, const int64_t *ids)
 {
 	struct publish_queue *q = arg;
-	q->scheduled = false;
-	if (q->n == 0)
+	size_t k = q->committing;
+	q->committing = 0;
+	metrics_observe(&q->m->commit_seconds, clock_mono_ns() - q->commit_t0);
+	if (q->closed) {
+		/* Shut down meanwhile: the clients are gone. */
+		answer_oldest(q, q->n, 503, "the server is shutting down", NULL);
+		queue_free(q);
 		return;
-	struct store_new_event *evs = xmalloc(q->n * sizeof(*evs));
-	int64_t *ids = xmalloc(q->n * sizeof(*ids));
-	for (size_t i = 0; i < q->n; i++)
-		evs[i] = (struct store_new_event){ q->items[i].type, q->items[i].topic, q->items[i].data,
-						   q->items[i].data_len, q->items[i].public };
-	uint64_t t0 = clock_mono_ns();
-	int r = store_append_batch(q->st, evs, q->n, ids);
-	metrics_observe(&q->m->commit_seconds, clock_mono_ns() - t0);
-	free(evs);
+	}
 	if (r == -EBUSY) {
 		/* Another process holds the write lock: try again shortly,
 		 * without blocking the loop, for a bounded time. */
@@ -522,30 +527,57 @@ static void commit(void *arg)
 		if (expired)
 			refuse_oldest(q, expired, r);
 		if (q->n) {
-			free(ids);
-			loop_timer_start(q->lp, &q->retry, STORE_BUSY_RETRY_MS, commit, q);
+			if (!q->single_attempt)
+				loop_timer_start(q->lp, &q->retry, STORE_BUSY_RETRY_MS, commit, q);
 			return;
 		}
 	} else if (fault_cause(r)) {
-		/* Read-only or full: waiting a moment would not help, and the
-		 * client's Retry-After brings the publish back. */
-		refuse_oldest(q, q->n, r);
+		/* Read-only, full or unreachable: waiting a moment would not
+		 * help, and the client's Retry-After brings the publish back. */
+		refuse_oldest(q, k, r);
 	} else if (r < 0) {
-		answer_all(q, 500, "the event could not be stored", NULL);
+		answer_oldest(q, k, 500, "the event could not be stored", NULL);
 	} else {
-		q->m->events_published += q->n;
+		q->m->events_published += k;
 		q->m->group_commits++;
-		answer_all(q, 201, NULL, ids);
+		answer_oldest(q, k, 0, NULL, ids);
 		hub_poll(q->hub);
-		hub_store_written(q->hub);
 		if (q->fault) {
-			log_notice("publish: the database takes writes again; %zu publishes were refused in %.1f s",
-				   q->fault_refused, (double)(loop_now(q->lp) - q->fault_since) / 1000.0);
+			log_notice("publish: %s takes writes again; %zu publishes were refused in %.1f s",
+				   q->cfg->redis_url[0] ? "the event log (Redis)" : "the database", q->fault_refused,
+				   (double)(loop_now(q->lp) - q->fault_since) / 1000.0);
 			q->fault = 0;
 		}
 	}
 	q->busy_since = 0;
-	free(ids);
+	/* Publishes that came while this batch was out form the next one. */
+	if (q->n && !q->single_attempt)
+		schedule(q);
+}
+
+static void commit(void *arg)
+{
+	struct publish_queue *q = arg;
+	q->scheduled = false;
+	if (q->n == 0 || q->committing)
+		return; /* committed() schedules the next batch */
+	struct store_new_event *evs = xmalloc(q->n * sizeof(*evs));
+	for (size_t i = 0; i < q->n; i++)
+		evs[i] = (struct store_new_event){ q->items[i].type, q->items[i].topic, q->items[i].data,
+						   q->items[i].data_len, q->items[i].public };
+	q->committing = q->n;
+	q->commit_t0 = clock_mono_ns();
+	store_append(q->st, evs, q->n, committed, q); /* may answer before it returns */
+	free(evs);
+}
+
+static void queue_free(struct publish_queue *q)
+{
+	free(q->items);
+	sqlite3_finalize(q->check);
+	sqlite3_finalize(q->fields);
+	sqlite3_close(q->json);
+	free(q);
 }
 
 void publish_free(struct publish_queue *q)
@@ -553,15 +585,16 @@ void publish_free(struct publish_queue *q)
 	if (!q)
 		return;
 	loop_timer_stop(q->lp, &q->retry);
-	if (q->n) {
-		q->single_attempt = true;
-		commit(q);
-		if (q->n)
-			answer_all(q, 503, "the server is shutting down", NULL);
+	q->single_attempt = true;
+	if (q->n && !q->committing)
+		commit(q); /* answered at once by a store that answers at once */
+	if (q->committing) {
+		/* An append is out (Redis): its answer, which store_close
+		 * gives at the latest, frees the queue. */
+		q->closed = true;
+		return;
 	}
-	free(q->items);
-	sqlite3_finalize(q->check);
-	sqlite3_finalize(q->fields);
-	sqlite3_close(q->json);
-	free(q);
+	if (q->n)
+		answer_oldest(q, q->n, 503, "the server is shutting down", NULL);
+	queue_free(q);
 }

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "publish.h"
+#include "redis_url.h"
 #include "service.h"
 #include "tls.h"
 #include "util.h"
@@ -123,7 +124,6 @@ static void prune_tick(void *arg)
 		if (n == PRUNE_STEP_ROWS || n == -EBUSY)
 			next = PRUNE_AGAIN_MS;
 		if (n > 0) {
-			hub_store_written(&srv->hub);
 			log_debug("retention removed %d events; oldest kept id is above %lld", n,
 				  (long long)store_pruned_through(srv->st));
 		}
@@ -170,7 +170,7 @@ static void status_line(void *arg, char *buf, size_t len)
 		 (unsigned long long)srv->m.frames_queued);
 }
 
-/* Keep what a reload cannot change (sockets, the database) from the running
+/* Keep what a reload cannot change (sockets, the event log) from the running
  * configuration, with a warning when the file asks for a change. */
 static void keep_restart_only(struct config *fresh, struct config *cur)
 {
@@ -181,14 +181,20 @@ static void keep_restart_only(struct config *fresh, struct config *cur)
 		log_warn("listen and backlog changes take effect at the next restart");
 	if (strcmp(fresh->db, cur->db) != 0)
 		log_warn("db changes take effect at the next restart");
+	if (strcmp(fresh->redis_url, cur->redis_url) != 0 || strcmp(fresh->redis_stream, cur->redis_stream) != 0)
+		log_warn("redis_url and redis_stream changes take effect at the next restart");
 	for (size_t i = 0; i < fresh->nlisten; i++)
 		free(fresh->listen[i]);
 	memcpy(fresh->listen, cur->listen, sizeof(fresh->listen));
 	fresh->nlisten = cur->nlisten;
 	cur->nlisten = 0;
-	free(fresh->db);
-	fresh->db = cur->db;
-	cur->db = NULL;
+	char **keep[] = { &fresh->db, &fresh->redis_url, &fresh->redis_stream };
+	char **from[] = { &cur->db, &cur->redis_url, &cur->redis_stream };
+	for (size_t i = 0; i < ARRAY_LEN(keep); i++) {
+		free(*keep[i]);
+		*keep[i] = *from[i];
+		*from[i] = NULL;
+	}
 	fresh->backlog = cur->backlog;
 }
 
@@ -294,11 +300,15 @@ int server_start(struct server *srv, int argc, char **argv)
 		log_err("signal setup: %s", strerror(errno));
 		return -1;
 	}
-	if (ensure_db_dir(srv->cfg.db) < 0)
+	bool redis = srv->cfg.redis_url[0] != '\0';
+	if (!redis && ensure_db_dir(srv->cfg.db) < 0)
 		return -1;
-	srv->st = store_open(srv->cfg.db, (int)srv->cfg.busy_timeout_ms, err, sizeof(err));
+	srv->st = store_open(&srv->cfg, srv->lp, &srv->m, err, sizeof(err));
 	if (!srv->st) {
-		log_err("database %s: %s", srv->cfg.db, err);
+		if (redis)
+			log_err("the event log on Redis: %s", err);
+		else
+			log_err("database %s: %s", srv->cfg.db, err);
 		return -1;
 	}
 	if (hub_init(&srv->hub, srv->lp, srv->st, &srv->cfg, &srv->m, fail, srv) < 0)
@@ -336,8 +346,16 @@ int server_start(struct server *srv, int argc, char **argv)
 	loop_timer_start(srv->lp, &srv->prune_timer, 0, prune_tick, srv);
 	warn_open_publish(srv);
 	service_start(srv->lp, status_line, srv);
-	log_info("herald ready: %zu listener(s), database %s, last event id %lld, up to %lld readers", srv->listeners.n,
-		 srv->cfg.db, (long long)srv->hub.high_water, (long long)srv->streams.max_readers);
+	char where[REDIS_URL_MAX + 64];
+	if (redis) {
+		char url[REDIS_URL_MAX + 8];
+		redis_url_redact(srv->cfg.redis_url, url, sizeof(url));
+		snprintf(where, sizeof(where), "event log on Redis %s, stream {%s}:events", url, srv->cfg.redis_stream);
+	} else {
+		snprintf(where, sizeof(where), "database %s", srv->cfg.db);
+	}
+	log_info("herald ready: %zu listener(s), %s, last event id %lld, up to %lld readers", srv->listeners.n, where,
+		 (long long)srv->hub.high_water, (long long)srv->streams.max_readers);
 	service_ready();
 	return 0;
 }

@@ -2,7 +2,7 @@
  * with a second SQLite connection (and once the sqlite3 command-line tool)
  * playing the other processes that insert into the events table. */
 #include "check.h"
-#include "store.h"
+#include "store_sqlite.h"
 #include "util.h"
 
 #include <dirent.h>
@@ -26,12 +26,12 @@ static const char *db_path(const char *name)
 	return p;
 }
 
-static struct store *open_ok(const char *path)
+static struct store_sqlite *open_ok(const char *path)
 {
 	char err[512] = "";
-	struct store *st = store_open(path, 5, err, sizeof(err));
+	struct store_sqlite *st = store_sqlite_open(path, 5, err, sizeof(err));
 	if (!st)
-		fprintf(stderr, "store_open(%s): %s\n", path, err);
+		fprintf(stderr, "store_sqlite_open(%s): %s\n", path, err);
 	CHECK(st != NULL);
 	return st;
 }
@@ -127,17 +127,17 @@ static int collect_none(void *arg, const struct store_event *ev)
 	return 0;
 }
 
-static int read_all(struct store *st, int64_t after, int64_t upto, size_t limit, struct rows *r)
+static int read_all(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, struct rows *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->terminated = true;
-	return store_read_range(st, after, upto, limit, collect, r);
+	return store_sqlite_read_range(st, after, upto, limit, collect, r);
 }
 
-static int append_one(struct store *st, const char *type, const char *topic, const char *data, bool pub, int64_t *id)
+static int append_one(struct store_sqlite *st, const char *type, const char *topic, const char *data, bool pub, int64_t *id)
 {
 	struct store_new_event ev = { type, topic, data, data ? strlen(data) : 0, pub };
-	return store_append_batch(st, &ev, 1, id);
+	return store_sqlite_append_batch(st, &ev, 1, id);
 }
 
 static bool readable(int fd, int timeout_ms)
@@ -160,13 +160,13 @@ static void test_open_creates_schema_and_wal(void)
 	char wal[300], mode[32];
 	snprintf(wal, sizeof(wal), "%s-wal", path);
 
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	int64_t id = 0, max = -1;
-	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(store_sqlite_max_id(st, &max), 0);
 	CHECK_EQ_INT(max, 0);
-	CHECK_EQ_INT(store_pruned_through(st), 0);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 0);
 	CHECK_EQ_INT(append_one(st, "t", "news", "hello", true, &id), 0);
 	CHECK_EQ_INT(id, 1);
 	CHECK(file_size(wal) > 0);
@@ -190,14 +190,14 @@ static void test_open_creates_schema_and_wal(void)
 	CHECK(llabs(ext_int(db, "SELECT created_at FROM events WHERE id=2") - clock_wall_s()) <= 5);
 	ext_close(db);
 
-	store_close(st);
+	store_sqlite_close(st);
 	/* The last connection checkpointed: nothing is left to recover. */
 	CHECK(file_size(wal) <= 0);
 }
 
 static void test_append_and_read_range(void)
 {
-	struct store *st = open_ok(db_path("range.db"));
+	struct store_sqlite *st = open_ok(db_path("range.db"));
 	if (!st)
 		return;
 	struct store_new_event evs[5] = {
@@ -206,13 +206,13 @@ static void test_append_and_read_range(void)
 		{ "bin", "x", "a\0b", 3, false },
 	};
 	int64_t ids[5] = { 0 };
-	CHECK_EQ_INT(store_append_batch(st, evs, 2, ids), 0);
-	CHECK_EQ_INT(store_append_batch(st, evs + 2, 3, ids + 2), 0);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), 0);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, evs + 2, 3, ids + 2), 0);
 	for (int i = 0; i < 5; i++)
 		CHECK_EQ_INT(ids[i], i + 1);
-	CHECK_EQ_INT(store_append_batch(st, evs, 0, NULL), 0);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 0, NULL), 0);
 	int64_t max = 0;
-	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(store_sqlite_max_id(st, &max), 0);
 	CHECK_EQ_INT(max, 5);
 
 	struct rows r;
@@ -247,13 +247,13 @@ static void test_append_and_read_range(void)
 	/* A callback that stops early: the stopping row counts. */
 	memset(&r, 0, sizeof(r));
 	r.stop_after = 2;
-	CHECK_EQ_INT(store_read_range(st, 0, 5, 100, collect, &r), 2);
+	CHECK_EQ_INT(store_sqlite_read_range(st, 0, 5, 100, collect, &r), 2);
 	CHECK_EQ_INT(r.n, 2);
 	/* After an early stop the statement is reset: a new read starts clean. */
 	CHECK_EQ_INT(read_all(st, 2, 5, 100, &r), 3);
 	CHECK_EQ_INT(r.id[0], 3);
 
-	store_close(st);
+	store_sqlite_close(st);
 }
 
 static bool run_sqlite3_cli(const char *path, const char *sql)
@@ -274,14 +274,14 @@ static bool run_sqlite3_cli(const char *path, const char *sql)
 static void test_external_insert_is_noticed(void)
 {
 	const char *path = db_path("notify.db");
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
-	int fd = store_watch_fd(st);
+	int fd = store_sqlite_watch_fd(st);
 	CHECK(fd >= 0);
 
 	/* Opening created files in the folder; those events are ours. */
-	CHECK(!store_changed(st));
+	CHECK(!store_sqlite_changed(st));
 	if (fd >= 0)
 		CHECK(!readable(fd, 0));
 
@@ -289,7 +289,7 @@ static void test_external_insert_is_noticed(void)
 	 * reported as another writer's. */
 	int64_t id = 0;
 	CHECK_EQ_INT(append_one(st, "t", "", "own", false, &id), 0);
-	CHECK(!store_changed(st));
+	CHECK(!store_sqlite_changed(st));
 	if (fd >= 0)
 		CHECK(!readable(fd, 0));
 
@@ -297,8 +297,8 @@ static void test_external_insert_is_noticed(void)
 	ext_exec(db, "INSERT INTO events(type, topic, data, public) VALUES ('t','news','from outside',1)");
 	if (fd >= 0)
 		CHECK(readable(fd, 2000));
-	CHECK(store_changed(st));
-	CHECK(!store_changed(st)); /* reported once */
+	CHECK(store_sqlite_changed(st));
+	CHECK(!store_sqlite_changed(st)); /* reported once */
 	if (fd >= 0)
 		CHECK(!readable(fd, 0)); /* drained */
 
@@ -308,8 +308,8 @@ static void test_external_insert_is_noticed(void)
 
 	/* A pending external commit seen before draining is not lost. */
 	ext_exec(db, "INSERT INTO events(data) VALUES ('second')");
-	CHECK(store_changed(st));
-	CHECK(!store_changed(st));
+	CHECK(store_sqlite_changed(st));
+	CHECK(!store_sqlite_changed(st));
 	ext_close(db);
 
 	/* Once with the real command-line tool, a genuinely separate process. */
@@ -318,20 +318,20 @@ static void test_external_insert_is_noticed(void)
 				      "INSERT INTO events(type, topic, data, public) VALUES ('t','news','cli',1)"));
 		if (fd >= 0)
 			CHECK(readable(fd, 2000));
-		CHECK(store_changed(st));
+		CHECK(store_sqlite_changed(st));
 		CHECK_EQ_INT(read_all(st, id + 2, INT64_MAX, 100, &r), 1);
 		CHECK(r.n == 1 && strcmp(r.data[0], "cli") == 0 && strcmp(r.type[0], "t") == 0);
-		CHECK(!store_changed(st));
+		CHECK(!store_sqlite_changed(st));
 	} else {
 		printf("store: /usr/bin/sqlite3 missing, CLI insert not tested\n");
 	}
-	store_close(st);
+	store_sqlite_close(st);
 }
 
 static void test_busy(void)
 {
 	const char *path = db_path("busy.db");
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	int64_t id = 0, max = 0;
@@ -344,58 +344,58 @@ static void test_busy(void)
 	struct store_new_event evs[2] = { { "t", "", "a", 1, false }, { "t", "", "b", 1, false } };
 	int64_t ids[2] = { -1, -1 };
 	uint64_t t0 = clock_mono_ms();
-	CHECK_EQ_INT(store_append_batch(st, evs, 2, ids), -EBUSY);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), -EBUSY);
 	uint64_t t1 = clock_mono_ms();
 	CHECK(t1 - t0 < 100);
-	CHECK_EQ_INT(store_prune(st, 0, 1, 100), -EBUSY);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 1, 100), -EBUSY);
 	CHECK(clock_mono_ms() - t1 < 100);
 	/* WAL: reading goes on while another process writes. */
 	struct rows r;
 	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 1);
-	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(store_sqlite_max_id(st, &max), 0);
 	CHECK_EQ_INT(max, id);
 	ext_exec(db, "ROLLBACK");
 	ext_close(db);
 
 	/* Nothing of the refused batch was written; the store still works. */
-	CHECK_EQ_INT(store_append_batch(st, evs, 2, ids), 0);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), 0);
 	CHECK(ids[0] == id + 1 && ids[1] == id + 2);
 	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 3);
 	CHECK(strcmp(r.data[1], "a") == 0 && strcmp(r.data[2], "b") == 0);
-	store_close(st);
+	store_sqlite_close(st);
 }
 
 static void test_prune(void)
 {
 	const char *path = db_path("prune.db");
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	struct store_new_event ev = { "t", "", "x", 1, false };
 	struct rows r;
 	int64_t max = 0;
 	for (int i = 0; i < 10; i++)
-		CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
+		CHECK_EQ_INT(store_sqlite_append_batch(st, &ev, 1, NULL), 0);
 
 	/* Nothing configured, nothing due. */
-	CHECK_EQ_INT(store_prune(st, 0, 0, 100), 0);
-	CHECK_EQ_INT(store_prune(st, 3600, 100, 100), 0);
-	CHECK_EQ_INT(store_pruned_through(st), 0);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 0, 100), 0);
+	CHECK_EQ_INT(store_sqlite_prune(st, 3600, 100, 100), 0);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 0);
 
 	/* By count: keep the newest 4 of ids 1..10. */
-	CHECK_EQ_INT(store_prune(st, 0, 4, 100), 6);
-	CHECK_EQ_INT(store_pruned_through(st), 6);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 4, 100), 6);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 6);
 	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 4);
 	CHECK(r.id[0] == 7 && r.id[3] == 10);
-	CHECK_EQ_INT(store_prune(st, 0, 4, 100), 0);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 4, 100), 0);
 
 	/* max_rows bounds one call. */
 	for (int i = 0; i < 10; i++)
-		CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
-	CHECK_EQ_INT(store_prune(st, 0, 4, 3), 3);
-	CHECK_EQ_INT(store_pruned_through(st), 9);
-	CHECK_EQ_INT(store_prune(st, 0, 4, 100), 7);
-	CHECK_EQ_INT(store_pruned_through(st), 16);
+		CHECK_EQ_INT(store_sqlite_append_batch(st, &ev, 1, NULL), 0);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 4, 3), 3);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 9);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 4, 100), 7);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 16);
 
 	/* By age: rows another process inserted with old timestamps go, the
 	 * fresh ones (lower and higher ids) stay. */
@@ -404,50 +404,50 @@ static void test_prune(void)
 		 "INSERT INTO events(data, created_at) VALUES ('old1', CAST(strftime('%s','now') AS INTEGER) - 1000),"
 		 " ('old2', CAST(strftime('%s','now') AS INTEGER) - 1000),"
 		 " ('old3', CAST(strftime('%s','now') AS INTEGER) - 2000)");
-	CHECK_EQ_INT(store_append_batch(st, &ev, 1, NULL), 0);
-	CHECK_EQ_INT(store_prune(st, 500, 0, 2), 2);
-	CHECK_EQ_INT(store_prune(st, 500, 0, 100), 1);
-	CHECK_EQ_INT(store_prune(st, 500, 0, 100), 0);
-	CHECK_EQ_INT(store_pruned_through(st), 23);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, &ev, 1, NULL), 0);
+	CHECK_EQ_INT(store_sqlite_prune(st, 500, 0, 2), 2);
+	CHECK_EQ_INT(store_sqlite_prune(st, 500, 0, 100), 1);
+	CHECK_EQ_INT(store_sqlite_prune(st, 500, 0, 100), 0);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 23);
 	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 5);
 	CHECK(r.id[0] == 17 && r.id[3] == 20 && r.id[4] == 24);
 	CHECK_EQ_INT(ext_int(db, "SELECT value FROM herald_meta WHERE key='pruned_through'"), 23);
 
 	/* Prune everything: the id sequence survives. */
 	ext_exec(db, "UPDATE events SET created_at = created_at - 10000");
-	CHECK_EQ_INT(store_prune(st, 500, 0, 1000), 5);
+	CHECK_EQ_INT(store_sqlite_prune(st, 500, 0, 1000), 5);
 	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 0);
-	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(store_sqlite_max_id(st, &max), 0);
 	CHECK_EQ_INT(max, 24);
-	CHECK_EQ_INT(store_pruned_through(st), 24);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 24);
 	ext_close(db);
-	store_close(st);
+	store_sqlite_close(st);
 
 	/* Reopen: pruned_through and the sequence are persistent. */
 	st = open_ok(path);
 	if (!st)
 		return;
-	CHECK_EQ_INT(store_pruned_through(st), 24);
-	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(store_sqlite_pruned_through(st), 24);
+	CHECK_EQ_INT(store_sqlite_max_id(st, &max), 0);
 	CHECK_EQ_INT(max, 24);
 	int64_t id = 0;
-	CHECK_EQ_INT(store_append_batch(st, &ev, 1, &id), 0);
+	CHECK_EQ_INT(store_sqlite_append_batch(st, &ev, 1, &id), 0);
 	CHECK_EQ_INT(id, 25);
 	/* A count limit larger than the log deletes nothing. */
-	CHECK_EQ_INT(store_prune(st, 0, 1000, 100), 0);
-	store_close(st);
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 1000, 100), 0);
+	store_sqlite_close(st);
 }
 
 static void test_reopen(void)
 {
 	const char *path = db_path("reopen.db");
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	int64_t id = 0;
 	CHECK_EQ_INT(append_one(st, "t", "a", "one", true, &id), 0);
 	CHECK_EQ_INT(append_one(st, "t", "a", "two", true, &id), 0);
-	store_close(st);
+	store_sqlite_close(st);
 
 	st = open_ok(path);
 	if (!st)
@@ -457,8 +457,8 @@ static void test_reopen(void)
 	CHECK(strcmp(r.data[0], "one") == 0 && strcmp(r.data[1], "two") == 0);
 	CHECK_EQ_INT(append_one(st, "t", "a", "three", true, &id), 0);
 	CHECK_EQ_INT(id, 3);
-	CHECK(!store_changed(st));
-	store_close(st);
+	CHECK(!store_sqlite_changed(st));
+	store_sqlite_close(st);
 }
 
 static void test_newer_schema_refused(void)
@@ -469,9 +469,9 @@ static void test_newer_schema_refused(void)
 	ext_exec(db, "CREATE TABLE something(a); PRAGMA user_version=7");
 	ext_close(db);
 
-	struct store *st = store_open(path, 5, err, sizeof(err));
+	struct store_sqlite *st = store_sqlite_open(path, 5, err, sizeof(err));
 	CHECK(st == NULL);
-	store_close(st);
+	store_sqlite_close(st);
 	CHECK(strstr(err, path) != NULL);
 	CHECK(strstr(err, "version 7") != NULL);
 	CHECK(strstr(err, "newer") != NULL);
@@ -488,7 +488,7 @@ static void test_open_failure(void)
 {
 	char err[512] = "";
 	const char *path = db_path("no/such/folder/x.db");
-	struct store *st = store_open(path, 5, err, sizeof(err));
+	struct store_sqlite *st = store_sqlite_open(path, 5, err, sizeof(err));
 	CHECK(st == NULL);
 	CHECK(strstr(err, path) != NULL);
 	CHECK(strstr(err, "unable to open") != NULL);
@@ -498,7 +498,7 @@ static void test_odd_external_rows(void)
 {
 	/* Non-text values in the current schema. */
 	const char *path = db_path("odd.db");
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	sqlite3 *db = ext_open(path);
@@ -517,7 +517,7 @@ static void test_odd_external_rows(void)
 	CHECK(r.pub[0]);
 	CHECK(strcmp(r.data[1], "2.5") == 0 && r.data_len[1] == 3);
 	CHECK(!r.pub[1]);
-	store_close(st);
+	store_sqlite_close(st);
 
 	/* NULLs, possible in a lenient table an older program made: it has
 	 * every column and AUTOINCREMENT, so it is adopted as it is. */
@@ -538,7 +538,7 @@ static void test_odd_external_rows(void)
 	for (int i = 0; i < 2; i++)
 		CHECK(r.type_len[i] == 0 && r.topic_len[i] == 0 && r.data_len[i] == 0 && !r.pub[i]);
 	CHECK_EQ_INT(r.created_at[0], 0);
-	store_close(st);
+	store_sqlite_close(st);
 }
 
 static void test_older_layouts(void)
@@ -557,13 +557,13 @@ static void test_older_layouts(void)
 		 " created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER)));"
 		 "INSERT INTO events(data) VALUES ('a'), ('b');");
 	ext_close(db);
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	CHECK_EQ_INT(read_all(st, 0, 100, 100, &r), 2);
 	CHECK_EQ_INT(append_one(st, "t", "", "c", false, &id), 0);
 	CHECK_EQ_INT(id, 3);
-	store_close(st);
+	store_sqlite_close(st);
 	db = ext_open(path);
 	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 2);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='herald_meta'"), 1);
@@ -590,7 +590,7 @@ static void test_older_layouts(void)
 	CHECK(llabs(r.created_at[1] - clock_wall_s()) <= 5);
 	CHECK_EQ_INT(append_one(st, "t", "", "new", false, &id), 0);
 	CHECK_EQ_INT(id, 8);
-	store_close(st);
+	store_sqlite_close(st);
 	db = ext_open(path);
 	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 2);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM recent"), 4);
@@ -611,11 +611,11 @@ static void test_older_layouts(void)
 	if (!st)
 		return;
 	int64_t max = 0;
-	CHECK_EQ_INT(store_max_id(st, &max), 0);
+	CHECK_EQ_INT(store_sqlite_max_id(st, &max), 0);
 	CHECK_EQ_INT(max, 5);
 	CHECK_EQ_INT(append_one(st, "t", "", "6", false, &id), 0);
 	CHECK_EQ_INT(id, 6);
-	store_close(st);
+	store_sqlite_close(st);
 }
 
 static void rm_tree(const char *dir)
@@ -678,19 +678,19 @@ static void use_counting_vfs(void)
 	sqlite3_vfs_register(&counting_vfs, 1);
 }
 
-static int read_matching(struct store *st, int64_t after, size_t limit, bool see_private, const char *const *topics,
+static int read_matching(struct store_sqlite *st, int64_t after, size_t limit, bool see_private, const char *const *topics,
 			 size_t ntopics, struct rows *r)
 {
 	struct store_filter f = { .see_private = see_private, .ntopics = ntopics, .topics = (char *const *)topics };
 	memset(r, 0, sizeof(*r));
 	r->terminated = true;
-	return store_read_matching(st, after, INT64_MAX, limit, &f, collect, r);
+	return store_sqlite_read_matching(st, after, INT64_MAX, limit, &f, collect, r);
 }
 
 static void test_read_matching(void)
 {
 	const char *path = db_path("matching.db");
-	struct store *st = open_ok(path);
+	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
 	/* ids 1..12: topic a/b/c in turn; every third row private. */
@@ -724,22 +724,22 @@ static void test_read_matching(void)
 	char *const sub1[] = { "u/1/*" }, *const all_u[] = { "u/*" }, *const star[] = { "*" };
 	struct store_filter g = { .ngrants = 1, .grants = sub1 };
 	memset(&r, 0, sizeof(r));
-	CHECK_EQ_INT(store_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 3);
+	CHECK_EQ_INT(store_sqlite_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 3);
 	CHECK(r.id[0] == 13 && r.id[1] == 16 && r.id[2] == 17);
 	g = (struct store_filter){ .ntopics = 1, .topics = all_u, .ngrants = 1, .grants = sub1 };
 	memset(&r, 0, sizeof(r));
-	CHECK_EQ_INT(store_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 3);
+	CHECK_EQ_INT(store_sqlite_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 3);
 	CHECK(r.id[0] == 13 && r.id[1] == 16 && r.id[2] == 17);
 	/* Overlapping patterns give each row once. */
 	char *const overlap[] = { "u/*", "u/1/*", "u/1/x" };
 	g = (struct store_filter){ .see_private = true, .ntopics = 3, .topics = overlap };
 	memset(&r, 0, sizeof(r));
-	CHECK_EQ_INT(store_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 5);
+	CHECK_EQ_INT(store_sqlite_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 5);
 	CHECK(r.id[0] == 13 && r.id[4] == 17);
 	/* "*" as a topic is every topic; as a grant, every private row. */
 	g = (struct store_filter){ .ntopics = 1, .topics = star, .ngrants = 1, .grants = star };
 	memset(&r, 0, sizeof(r));
-	CHECK_EQ_INT(store_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 5);
+	CHECK_EQ_INT(store_sqlite_read_matching(st, 12, INT64_MAX, 100, &g, collect, &r), 5);
 
 	/* 30,000 more rows on topic a, all private: a reader of a topic
 	 * nobody writes, or of public events only, resuming from 0, must not
@@ -749,9 +749,9 @@ static void test_read_matching(void)
 		batch[i] =
 			(struct store_new_event){ "t", "a", "some data of a modest size, as events have", 43, false };
 	for (int k = 0; k < 30; k++)
-		CHECK_EQ_INT(store_append_batch(st, batch, 1000, NULL), 0);
-	store_checkpoint(st);
-	store_close(st);
+		CHECK_EQ_INT(store_sqlite_append_batch(st, batch, 1000, NULL), 0);
+	store_sqlite_checkpoint(st);
+	store_sqlite_close(st);
 	st = open_ok(path); /* a cold page cache */
 	if (!st)
 		return;
@@ -760,12 +760,12 @@ static void test_read_matching(void)
 	CHECK_EQ_INT(read_matching(st, 17, 128, false, NULL, 0, &r), 0);
 	long reads = file_reads - before;
 	before = file_reads;
-	CHECK_EQ_INT(store_read_range(st, 17, INT64_MAX, 100000, collect_none, NULL), 30000);
+	CHECK_EQ_INT(store_sqlite_read_range(st, 17, INT64_MAX, 100000, collect_none, NULL), 30000);
 	long scan = file_reads - before;
 	fprintf(stderr, "file reads: filtered %ld, whole log %ld\n", reads, scan);
 	CHECK(reads < 30);
 	CHECK(scan > 200);
-	store_close(st);
+	store_sqlite_close(st);
 }
 
 int main(void)

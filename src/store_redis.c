@@ -1,0 +1,980 @@
+/* store_redis.c: the event log on a Redis stream, for several herald nodes
+ * that serve one ordered stream. Owns two connections driven by the event
+ * loop (redis_loop.c): one for commands (appends, catch-up reads, retention,
+ * id checks) and one that tails the stream with XREAD BLOCK. What the tail
+ * brings is kept in memory (the window: the newest WINDOW_ROWS entries), so
+ * the hub's fan-out and a reader resuming a little behind read memory; older
+ * ranges are fetched with XRANGE into a few cached pages, and the read that
+ * asked returns -EAGAIN until they are in.
+ *
+ * Ids: the function library (store_redis.lua, loaded at every connect)
+ * assigns consecutive integers from one counter and adds entry "<n>-0", so
+ * every node and every other publisher share one id space, the integers
+ * Last-Event-ID carries. Entries are never missing between two that exist,
+ * except where retention removed them: a read that finds the first entry
+ * after a range's start further on than the next id learns that retention
+ * removed the ones between.
+ *
+ * Faults: an error, a closed connection or an answer overdue by DEAD_AFTER_MS
+ * closes both connections; appends out are answered -ENOTCONN, later ones
+ * too until Redis answers again; reconnects back off from BACKOFF_MIN_MS to
+ * BACKOFF_MAX_MS; the tail resumes after the newest id seen, so nothing is
+ * skipped or read twice. */
+#include "store_redis.h"
+
+#include "config.h"
+#include "log.h"
+#include "loop.h"
+#include "metrics.h"
+#include "redis_loop.h"
+#include "redis_url.h"
+#include "topic.h"
+#include "util.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TAIL_COUNT 1000      /* entries per XREAD answer */
+#define TAIL_BLOCK_MS 2000   /* how long one XREAD waits for entries */
+#define DEAD_AFTER_MS 3000   /* an answer overdue by this much: the connection is dead */
+#define WINDOW_ROWS 16384    /* newest entries kept in memory */
+#define FETCH_ROWS 512       /* entries per catch-up XRANGE */
+#define PAGES 64             /* fetched ranges kept */
+#define MAX_FETCHES 32       /* catch-up XRANGEs out at once */
+#define BACKOFF_MIN_MS 100   /* first reconnect delay, doubled per failure */
+#define BACKOFF_MAX_MS 5000
+#define CONNECT_TIMEOUT_MS 2000 /* at start-up only, before the loop runs */
+#define WATCHDOG_MS 500
+
+/* One entry as read, its strings in the same allocation. */
+struct row {
+	struct store_event ev;
+};
+
+/* Every entry with lo < id <= hi that exists, in id order. */
+struct span {
+	int64_t lo, hi;
+	struct row **rows;
+	size_t start, n, cap; /* rows[start .. start+n) */
+	uint64_t used;        /* last read, for evicting pages */
+};
+
+struct fetch {
+	struct store_redis *st;
+	int64_t after;
+	int64_t known; /* the newest id committed when it was sent */
+	struct fetch *next;
+};
+
+struct append {
+	struct store_redis *st;
+	store_append_cb done;
+	void *arg;
+	size_t n;
+	int rc;
+	int64_t first;
+	bool wait; /* a WAIT follows; its answer finishes */
+};
+
+struct store_redis {
+	const struct config *cfg;
+	struct loop *lp;
+	struct metrics *m;
+	struct store_hooks hooks;
+	bool watching;
+	struct redis_url url;
+	char where[REDIS_URL_MAX + 8]; /* the address without password, for logs */
+	char key_events[256], key_last[256];
+
+	redisAsyncContext *cmd, *tail;
+	bool up;               /* both connected, the function loaded */
+	uint64_t down_since;   /* loop time the outage began */
+	uint64_t backoff_ms;
+	struct loop_timer reconnect_timer, watchdog_timer;
+	size_t cmd_out;        /* commands waiting for an answer */
+	uint64_t cmd_progress; /* loop time of the last answer, or of the first command out */
+	bool tail_out;
+	uint64_t tail_sent;
+
+	struct span window;    /* the newest entries; window.hi = newest id seen */
+	struct span pages[PAGES];
+	size_t npages;
+	uint64_t clock;
+	struct fetch *fetches; /* catch-up XRANGEs out */
+	size_t nfetches;
+	int64_t pruned_through;
+	bool trim_out;
+
+	uint64_t sync_sent, sync_done; /* tickets (store_sync_begin) */
+	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */
+	int64_t sync_wait_target;
+	uint64_t sync_wait_since;
+	bool warned_odd_id;
+};
+
+/* ---- rows and spans ---- */
+
+static char *put_str(char **p, const char *s, size_t n)
+{
+	char *at = *p;
+	memcpy(at, s, n);
+	at[n] = '\0';
+	*p += n + 1;
+	return at;
+}
+
+/* The id of "<n>-0", or -1 for any other shape. */
+static int64_t parse_id(const char *s, size_t len)
+{
+	int64_t v = 0;
+	size_t i = 0;
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		if (v > (INT64_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (i == 0 || i + 2 != len || s[i] != '-' || s[i + 1] != '0')
+		return -1;
+	return v;
+}
+
+/* An entry of an XRANGE or XREAD answer: [id, [field, value, ...]]. */
+static struct row *row_from_reply(struct store_redis *st, const redisReply *e)
+{
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+	    e->element[1]->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	int64_t id = parse_id(e->element[0]->str, e->element[0]->len);
+	if (id <= 0) {
+		if (!st->warned_odd_id)
+			log_warn("redis: skipping entry %s of %s: herald's entries have ids <n>-0 (publish with "
+				 "FCALL herald_publish; logged once)",
+				 e->element[0]->str, st->key_events);
+		st->warned_odd_id = true;
+		return NULL;
+	}
+	const redisReply *f = e->element[1];
+	const char *type = "message", *topic = "", *data = "";
+	size_t type_len = 7, topic_len = 0, data_len = 0;
+	bool public = false;
+	int64_t t = 0;
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			continue;
+		if (strcmp(k->str, "type") == 0 && v->len > 0) {
+			type = v->str;
+			type_len = v->len;
+		} else if (strcmp(k->str, "topic") == 0) {
+			topic = v->str;
+			topic_len = v->len;
+		} else if (strcmp(k->str, "data") == 0) {
+			data = v->str;
+			data_len = v->len;
+		} else if (strcmp(k->str, "public") == 0) {
+			public = v->len == 1 && v->str[0] == '1';
+		} else if (strcmp(k->str, "time") == 0) {
+			t = strtoll(v->str, NULL, 10);
+		}
+	}
+	struct row *r = xmalloc(sizeof(*r) + type_len + topic_len + data_len + 3);
+	char *p = (char *)(r + 1);
+	r->ev = (struct store_event){ .id = id,
+				      .type_len = type_len,
+				      .topic_len = topic_len,
+				      .data_len = data_len,
+				      .public = public,
+				      .created_at = t };
+	r->ev.type = put_str(&p, type, type_len);
+	r->ev.topic = put_str(&p, topic, topic_len);
+	r->ev.data = put_str(&p, data, data_len);
+	return r;
+}
+
+static void span_push(struct span *s, struct row *r)
+{
+	if (s->start + s->n == s->cap) {
+		if (s->start > s->cap / 2) {
+			memmove(s->rows, s->rows + s->start, s->n * sizeof(*s->rows));
+			s->start = 0;
+		} else {
+			s->cap = s->cap ? s->cap * 2 : 64;
+			s->rows = xrealloc(s->rows, s->cap * sizeof(*s->rows));
+		}
+	}
+	s->rows[s->start + s->n++] = r;
+}
+
+/* Drop the oldest row; the span then starts after it. */
+static void span_shift(struct span *s)
+{
+	struct row *r = s->rows[s->start];
+	s->lo = r->ev.id;
+	free(r);
+	s->start++;
+	s->n--;
+}
+
+static void span_clear(struct span *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->rows[s->start + i]);
+	free(s->rows);
+	memset(s, 0, sizeof(*s));
+}
+
+/* The first row with an id above after. */
+static size_t span_find(const struct span *s, int64_t after)
+{
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->rows[s->start + mid]->ev.id <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* What holds the rows right after pos: the window, or a fetched page. */
+static struct span *covering(struct store_redis *st, int64_t pos)
+{
+	if (st->window.lo <= pos && pos < st->window.hi)
+		return &st->window;
+	for (size_t i = 0; i < st->npages; i++)
+		if (st->pages[i].lo <= pos && pos < st->pages[i].hi)
+			return &st->pages[i];
+	return NULL;
+}
+
+static void note_pruned(struct store_redis *st, int64_t through)
+{
+	if (through > st->pruned_through)
+		st->pruned_through = through;
+}
+
+static bool any_match(char *const *patterns, size_t n, const struct store_event *ev)
+{
+	for (size_t i = 0; i < n; i++)
+		if (topic_pattern_match(patterns[i], ev->topic, ev->topic_len))
+			return true;
+	return false;
+}
+
+/* The same rule as the SQLite backend's filtered reads. */
+static bool passes(const struct store_filter *f, const struct store_event *ev)
+{
+	if (!f)
+		return true;
+	if (f->ntopics && !any_match(f->topics, f->ntopics, ev))
+		return false;
+	return ev->public || f->see_private || any_match(f->grants, f->ngrants, ev);
+}
+
+/* ---- connections ---- */
+
+static void connect_all(void *arg);
+static void send_tail(struct store_redis *st);
+static void send_sync(struct store_redis *st);
+
+static void changed(struct store_redis *st)
+{
+	if (st->watching)
+		st->hooks.changed(st->hooks.arg);
+}
+
+static void schedule_reconnect(struct store_redis *st)
+{
+	if (!st->watching || loop_timer_active(&st->reconnect_timer))
+		return;
+	loop_timer_start(st->lp, &st->reconnect_timer, st->backoff_ms, connect_all, st);
+	st->backoff_ms = st->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : st->backoff_ms * 2;
+}
+
+/* Both connections closed (the one that failed is already gone); what was
+ * out is answered NULL by hiredis as each is freed. */
+static void lost(struct store_redis *st, const char *why)
+{
+	if (st->up) {
+		log_warn("redis: lost the event log at %s (%s); publishes are answered 503 and streams wait "
+			 "until it is back",
+			 st->where, why);
+		st->m->log_outages++;
+		st->down_since = loop_now(st->lp);
+	} else if (st->watching) {
+		log_debug("redis: %s: %s; trying again in %llu ms", st->where, why, (unsigned long long)st->backoff_ms);
+	}
+	st->up = false;
+	redisAsyncContext *c = st->cmd, *t = st->tail;
+	st->cmd = st->tail = NULL;
+	if (c)
+		redisAsyncFree(c);
+	if (t)
+		redisAsyncFree(t);
+	st->cmd_out = 0;
+	st->tail_out = false;
+	st->trim_out = false;
+	schedule_reconnect(st);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct store_redis *st = ac->data;
+	if (ac == st->cmd)
+		st->cmd = NULL;
+	else if (ac == st->tail)
+		st->tail = NULL;
+	else
+		return; /* freed by lost() */
+	lost(st, status == REDIS_OK ? "the server closed the connection" : (ac->errstr[0] ? ac->errstr : "error"));
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	if (status == REDIS_OK) {
+		redisEnableKeepAlive((redisContext *)&ac->c);
+		return;
+	}
+	/* hiredis frees it after this returns, without on_disconnect. */
+	on_disconnect(ac, REDIS_ERR);
+}
+
+static void answered(struct store_redis *st)
+{
+	if (st->cmd_out)
+		st->cmd_out--;
+	st->cmd_progress = loop_now(st->lp);
+}
+
+static void sent(struct store_redis *st)
+{
+	if (st->cmd_out++ == 0)
+		st->cmd_progress = loop_now(st->lp);
+}
+
+/* Send on the command connection; cb gets privdata. */
+static int cmd_argv(struct store_redis *st, redisCallbackFn *cb, void *privdata, int argc, const char **argv,
+		    const size_t *lens)
+{
+	if (!st->cmd || redisAsyncCommandArgv(st->cmd, cb, privdata, argc, argv, lens) != REDIS_OK)
+		return -1;
+	sent(st);
+	return 0;
+}
+
+static bool is_error(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR;
+}
+
+static void on_setup(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	(void)privdata;
+	if (!r)
+		return;
+	answered(st);
+	if (is_error(r)) {
+		log_err("redis: %s: %s", st->where, r->str);
+		lost(st, "setting up the connection failed");
+	}
+}
+
+/* The answer of herald_floor, the last setup step: the node is up. */
+static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	(void)privdata;
+	if (!r)
+		return;
+	answered(st);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER) {
+		log_err("redis: %s: herald_floor: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+		lost(st, "herald's function did not answer as expected");
+		return;
+	}
+	int64_t before = r->element[0]->integer;
+	note_pruned(st, r->element[2]->integer);
+	if (before < st->window.hi)
+		log_err("redis: the log at %s went back from id %" PRId64 " to %" PRId64
+			" (restarted without its data?); new events continue after %" PRId64,
+			st->where, st->window.hi, before, st->window.hi);
+	st->up = true;
+	st->backoff_ms = BACKOFF_MIN_MS;
+	if (st->down_since)
+		log_notice("redis: the event log at %s is back after %.1f s", st->where,
+			   (double)(loop_now(st->lp) - st->down_since) / 1000.0);
+	else
+		log_info("redis: connected to %s, stream %s", st->where, st->key_events);
+	st->down_since = 0;
+	send_tail(st);
+	if (st->sync_sent > st->sync_done)
+		send_sync(st);
+	changed(st); /* reads that waited for the connection go again */
+}
+
+static redisAsyncContext *open_async(struct store_redis *st)
+{
+	redisAsyncContext *ac = st->url.path[0] ? redisAsyncConnectUnix(st->url.path)
+						: redisAsyncConnect(st->url.host, st->url.port);
+	if (!ac)
+		return NULL;
+	if (ac->err) {
+		log_warn("redis: connecting to %s: %s", st->where, ac->errstr);
+		redisAsyncFree(ac);
+		return NULL;
+	}
+	ac->data = st;
+	redis_loop_attach(ac, st->lp);
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	return ac;
+}
+
+/* AUTH and SELECT, queued before the connection is even up; count: the
+ * answers come on the command connection (watched for progress). */
+static void queue_login(struct store_redis *st, redisAsyncContext *ac, bool count)
+{
+	char db[16];
+	snprintf(db, sizeof(db), "%d", st->url.db);
+	const char *auth_user[3] = { "AUTH", st->url.user, st->url.password };
+	const char *auth[2] = { "AUTH", st->url.password };
+	const char *select[2] = { "SELECT", db };
+	int ok = REDIS_OK;
+	if (st->url.password[0] && st->url.user[0])
+		ok = redisAsyncCommandArgv(ac, on_setup, NULL, 3, auth_user, NULL);
+	else if (st->url.password[0])
+		ok = redisAsyncCommandArgv(ac, on_setup, NULL, 2, auth, NULL);
+	if (ok == REDIS_OK && st->url.password[0] && count)
+		sent(st);
+	if (st->url.db && redisAsyncCommandArgv(ac, on_setup, NULL, 2, select, NULL) == REDIS_OK && count)
+		sent(st);
+}
+
+static void connect_all(void *arg)
+{
+	struct store_redis *st = arg;
+	if (st->cmd || st->tail)
+		return;
+	st->cmd = open_async(st);
+	st->tail = st->cmd ? open_async(st) : NULL;
+	if (!st->cmd || !st->tail) {
+		lost(st, "could not start a connection");
+		return;
+	}
+	queue_login(st, st->cmd, true);
+	queue_login(st, st->tail, false);
+	const char *load[4] = { "FUNCTION", "LOAD", "REPLACE", store_redis_function };
+	cmd_argv(st, on_setup, NULL, 4, load, NULL);
+	char seen[24];
+	snprintf(seen, sizeof(seen), "%" PRId64, st->window.hi);
+	const char *floor[6] = { "FCALL", "herald_floor", "2", st->key_events, st->key_last, seen };
+	cmd_argv(st, on_floor, NULL, 6, floor, NULL);
+}
+
+/* ---- the tail ---- */
+
+static void check_sync(struct store_redis *st)
+{
+	if (st->sync_wait_ticket && st->window.hi >= st->sync_wait_target) {
+		st->sync_done = st->sync_wait_ticket;
+		st->sync_wait_ticket = 0;
+	}
+}
+
+static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	(void)privdata;
+	if (!r || ac != st->tail)
+		return;
+	st->tail_out = false;
+	if (is_error(r)) {
+		log_err("redis: reading %s: %s", st->key_events, r->str);
+		lost(st, "XREAD failed");
+		return;
+	}
+	size_t added = 0;
+	/* [[key, [entry, ...]]], or nil when BLOCK ran out. */
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+	    r->element[0]->elements == 2) {
+		const redisReply *entries = r->element[0]->element[1];
+		for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; i++) {
+			struct row *row = row_from_reply(st, entries->element[i]);
+			if (!row || row->ev.id <= st->window.hi) {
+				free(row);
+				continue;
+			}
+			span_push(&st->window, row);
+			st->window.hi = row->ev.id;
+			added++;
+			if (st->window.n > WINDOW_ROWS)
+				span_shift(&st->window);
+		}
+	}
+	send_tail(st);
+	if (added) {
+		check_sync(st);
+		changed(st);
+	}
+}
+
+static void send_tail(struct store_redis *st)
+{
+	if (!st->tail || st->tail_out || !st->up)
+		return;
+	char count[16], block[16], from[32];
+	snprintf(count, sizeof(count), "%d", TAIL_COUNT);
+	snprintf(block, sizeof(block), "%d", TAIL_BLOCK_MS);
+	snprintf(from, sizeof(from), "%" PRId64 "-0", st->window.hi);
+	const char *argv[7] = { "XREAD", "COUNT", count, "BLOCK", block, "STREAMS", st->key_events };
+	const char *all[8] = { argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], from };
+	if (redisAsyncCommandArgv(st->tail, on_tail, NULL, 8, all, NULL) == REDIS_OK) {
+		st->tail_out = true;
+		st->tail_sent = loop_now(st->lp);
+	}
+}
+
+/* Connections that stopped answering (a host gone, a network cut) close
+ * here: TCP would take minutes to notice. */
+static void watchdog(void *arg)
+{
+	struct store_redis *st = arg;
+	uint64_t now = loop_now(st->lp);
+	if (st->tail_out && now - st->tail_sent > TAIL_BLOCK_MS + DEAD_AFTER_MS)
+		lost(st, "no answer to XREAD");
+	else if ((st->cmd || st->tail) && st->cmd_out && now - st->cmd_progress > DEAD_AFTER_MS)
+		lost(st, "no answer for 3 s");
+	if (st->sync_wait_ticket && now - st->sync_wait_since > DEAD_AFTER_MS) {
+		/* The ids asked about were trimmed before the tail saw them. */
+		st->sync_done = st->sync_wait_ticket;
+		st->sync_wait_ticket = 0;
+		changed(st);
+	}
+	loop_timer_start(st->lp, &st->watchdog_timer, WATCHDOG_MS, watchdog, st);
+}
+
+/* ---- the interface ---- */
+
+static int sync_connect(struct store_redis *st, char *err, size_t errlen)
+{
+	struct timeval tv = { CONNECT_TIMEOUT_MS / 1000, (CONNECT_TIMEOUT_MS % 1000) * 1000 };
+	redisContext *c = st->url.path[0] ? redisConnectUnixWithTimeout(st->url.path, tv)
+					  : redisConnectWithTimeout(st->url.host, st->url.port, tv);
+	if (!c || c->err) {
+		snprintf(err, errlen, "connecting to %s: %s", st->where, c ? c->errstr : "out of memory");
+		redisFree(c);
+		return -1;
+	}
+	redisSetTimeout(c, tv);
+	char db[16], zero[] = "0";
+	snprintf(db, sizeof(db), "%d", st->url.db);
+	struct step {
+		const char *what;
+		int argc;
+		const char *argv[6];
+	} steps[] = {
+		{ "AUTH", st->url.user[0] ? 3 : 2,
+		  { "AUTH", st->url.user[0] ? st->url.user : st->url.password, st->url.password } },
+		{ "SELECT", 2, { "SELECT", db } },
+		{ "loading herald's function (FUNCTION LOAD)", 4, { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
+		{ "herald_floor", 6, { "FCALL", "herald_floor", "2", st->key_events, st->key_last, zero } },
+	};
+	int rc = 0;
+	for (size_t i = 0; i < ARRAY_LEN(steps) && rc == 0; i++) {
+		if ((i == 0 && !st->url.password[0]) || (i == 1 && !st->url.db))
+			continue;
+		redisReply *r = redisCommandArgv(c, steps[i].argc, steps[i].argv, NULL);
+		if (!r) {
+			snprintf(err, errlen, "%s at %s: %s", steps[i].what, st->where, c->errstr);
+			rc = -1;
+		} else if (r->type == REDIS_REPLY_ERROR) {
+			snprintf(err, errlen, "%s at %s: %s", steps[i].what, st->where, r->str);
+			rc = -1;
+		} else if (i == 3) {
+			if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+				snprintf(err, errlen, "herald_floor at %s: unexpected answer", st->where);
+				rc = -1;
+			} else {
+				st->window.lo = st->window.hi = r->element[1]->integer;
+				st->pruned_through = r->element[2]->integer;
+			}
+		}
+		freeReplyObject(r);
+	}
+	redisFree(c);
+	return rc;
+}
+
+struct store_redis *store_redis_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err,
+				     size_t errlen)
+{
+	struct store_redis *st = xcalloc(1, sizeof(*st));
+	st->cfg = cfg;
+	st->lp = lp;
+	st->m = m;
+	st->backoff_ms = BACKOFF_MIN_MS;
+	redis_url_redact(cfg->redis_url, st->where, sizeof(st->where));
+	const char *why = redis_url_parse(cfg->redis_url, &st->url);
+	if (why) {
+		snprintf(err, errlen, "redis_url %s: %s", st->where, why);
+		free(st);
+		return NULL;
+	}
+	snprintf(st->key_events, sizeof(st->key_events), "{%s}:events", cfg->redis_stream);
+	snprintf(st->key_last, sizeof(st->key_last), "{%s}:last", cfg->redis_stream);
+	if (sync_connect(st, err, errlen) < 0) {
+		free(st);
+		return NULL;
+	}
+	st->up = false;
+	return st;
+}
+
+void store_redis_watch(struct store_redis *st, const struct store_hooks *h)
+{
+	st->hooks = *h;
+	st->watching = true;
+	connect_all(st);
+	loop_timer_start(st->lp, &st->watchdog_timer, WATCHDOG_MS, watchdog, st);
+}
+
+void store_redis_close(struct store_redis *st)
+{
+	if (!st)
+		return;
+	st->watching = false; /* no reconnect, no hooks */
+	loop_timer_stop(st->lp, &st->reconnect_timer);
+	loop_timer_stop(st->lp, &st->watchdog_timer);
+	st->up = false;
+	redisAsyncContext *c = st->cmd, *t = st->tail;
+	st->cmd = st->tail = NULL;
+	if (c)
+		redisAsyncFree(c); /* appends out are answered -ENOTCONN */
+	if (t)
+		redisAsyncFree(t);
+	while (st->fetches) {
+		struct fetch *f = st->fetches;
+		st->fetches = f->next;
+		free(f);
+	}
+	span_clear(&st->window);
+	for (size_t i = 0; i < st->npages; i++)
+		span_clear(&st->pages[i]);
+	free(st);
+}
+
+static void finish_append(struct append *a)
+{
+	if (a->rc == 0) {
+		int64_t *ids = xmalloc(a->n * sizeof(*ids));
+		for (size_t i = 0; i < a->n; i++)
+			ids[i] = a->first + (int64_t)i;
+		a->done(a->arg, 0, ids);
+		free(ids);
+	} else {
+		a->done(a->arg, a->rc, NULL);
+	}
+	free(a);
+}
+
+static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct append *a = privdata;
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	if (!r) {
+		a->rc = -ENOTCONN;
+	} else {
+		answered(st);
+		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+			a->rc = 0;
+			a->first = r->integer;
+		} else {
+			log_err("redis: herald_publish at %s: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+			a->rc = -EIO;
+		}
+	}
+	if (!a->wait)
+		finish_append(a);
+}
+
+static void on_wait(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct append *a = privdata;
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	if (r) {
+		answered(st);
+		if (a->rc == 0 && r->type == REDIS_REPLY_INTEGER && r->integer < st->cfg->redis_wait_replicas)
+			log_warn("redis: events %" PRId64 "-%" PRId64 " reached %lld of %lld replicas within %lld ms",
+				 a->first, a->first + (int64_t)a->n - 1, r->integer,
+				 (long long)st->cfg->redis_wait_replicas, (long long)st->cfg->redis_wait_timeout_ms);
+	}
+	finish_append(a);
+}
+
+void store_redis_append(struct store_redis *st, const struct store_new_event *evs, size_t n, store_append_cb done,
+			void *arg)
+{
+	if (!st->up || n == 0) {
+		done(arg, n ? -ENOTCONN : 0, NULL);
+		return;
+	}
+	int argc = 5 + 4 * (int)n;
+	const char **argv = xmalloc((size_t)argc * sizeof(*argv));
+	size_t *lens = xmalloc((size_t)argc * sizeof(*lens));
+	const char *head[5] = { "FCALL", "herald_publish", "2", st->key_events, st->key_last };
+	for (int i = 0; i < 5; i++) {
+		argv[i] = head[i];
+		lens[i] = strlen(head[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char **a = argv + 5 + 4 * i;
+		size_t *l = lens + 5 + 4 * i;
+		a[0] = evs[i].type;
+		l[0] = strlen(evs[i].type);
+		a[1] = evs[i].topic;
+		l[1] = strlen(evs[i].topic);
+		a[2] = evs[i].data;
+		l[2] = evs[i].data_len;
+		a[3] = evs[i].public ? "1" : "0";
+		l[3] = 1;
+	}
+	struct append *ap = xcalloc(1, sizeof(*ap));
+	*ap = (struct append){ st, done, arg, n, -ENOTCONN, 0, st->cfg->redis_wait_replicas > 0 };
+	int r = cmd_argv(st, on_append, ap, argc, argv, lens);
+	free(argv);
+	free(lens);
+	if (r < 0) {
+		free(ap);
+		done(arg, -ENOTCONN, NULL);
+		return;
+	}
+	if (ap->wait) {
+		char want[16], ms[24];
+		snprintf(want, sizeof(want), "%lld", (long long)st->cfg->redis_wait_replicas);
+		snprintf(ms, sizeof(ms), "%lld", (long long)st->cfg->redis_wait_timeout_ms);
+		const char *w[3] = { "WAIT", want, ms };
+		if (cmd_argv(st, on_wait, ap, 3, w, NULL) < 0)
+			ap->wait = false; /* on_append finishes it */
+	}
+}
+
+static struct span *new_page(struct store_redis *st)
+{
+	if (st->npages < PAGES)
+		return &st->pages[st->npages++];
+	struct span *oldest = &st->pages[0];
+	for (size_t i = 1; i < PAGES; i++)
+		if (st->pages[i].used < oldest->used)
+			oldest = &st->pages[i];
+	span_clear(oldest);
+	return oldest;
+}
+
+static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct fetch *f = privdata;
+	struct store_redis *st = f->st;
+	redisReply *r = reply;
+	for (struct fetch **pp = &st->fetches; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			st->nfetches--;
+			break;
+		}
+	if (!r) {
+		free(f);
+		return; /* the reconnect says changed */
+	}
+	(void)ac;
+	answered(st);
+	if (r->type != REDIS_REPLY_ARRAY) {
+		log_err("redis: XRANGE %s: %s", st->key_events, is_error(r) ? r->str : "unexpected answer");
+		free(f);
+		return;
+	}
+	struct span *p = new_page(st);
+	p->lo = f->after;
+	for (size_t i = 0; i < r->elements; i++) {
+		struct row *row = row_from_reply(st, r->element[i]);
+		if (!row)
+			continue;
+		if (row->ev.id <= f->after || (p->n && row->ev.id <= p->rows[p->start + p->n - 1]->ev.id)) {
+			free(row);
+			continue;
+		}
+		span_push(p, row);
+	}
+	int64_t last = p->n ? p->rows[p->start + p->n - 1]->ev.id : f->after;
+	/* A full page ends at its last entry; a short one reached the end of
+	 * the stream, so it covers every id committed when it was asked. */
+	p->hi = r->elements >= FETCH_ROWS ? last : (last > f->known ? last : f->known);
+	int64_t first = p->n ? p->rows[p->start]->ev.id : p->hi + 1;
+	if (first > f->after + 1)
+		note_pruned(st, first - 1);
+	p->used = ++st->clock;
+	free(f);
+	changed(st);
+}
+
+/* Ask for the entries after pos (unless that is already out). */
+static void fetch_after(struct store_redis *st, int64_t pos)
+{
+	if (!st->up || st->nfetches >= MAX_FETCHES)
+		return;
+	for (struct fetch *f = st->fetches; f; f = f->next)
+		if (f->after == pos)
+			return;
+	char from[32], count[16];
+	snprintf(from, sizeof(from), "(%" PRId64 "-0", pos);
+	snprintf(count, sizeof(count), "%d", FETCH_ROWS);
+	const char *argv[6] = { "XRANGE", st->key_events, from, "+", "COUNT", count };
+	struct fetch *f = xcalloc(1, sizeof(*f));
+	*f = (struct fetch){ st, pos, st->window.hi, st->fetches };
+	if (cmd_argv(st, on_fetch, f, 6, argv, NULL) < 0) {
+		free(f);
+		return;
+	}
+	st->fetches = f;
+	st->nfetches++;
+}
+
+int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+		     store_row_cb cb, void *arg, int64_t *through)
+{
+	if (f && (f->ntopics > STORE_MAX_TOPICS || f->ngrants > STORE_MAX_GRANTS))
+		return -EINVAL;
+	if (upto > st->window.hi)
+		upto = st->window.hi;
+	int64_t pos = after;
+	size_t n = 0;
+	bool stopped = false;
+	while (pos < upto && n < limit && !stopped) {
+		struct span *s = covering(st, pos);
+		if (!s)
+			break;
+		s->used = ++st->clock;
+		size_t i = span_find(s, pos);
+		int64_t end = s->hi < upto ? s->hi : upto;
+		for (; i < s->n; i++) {
+			const struct store_event *ev = &s->rows[s->start + i]->ev;
+			if (ev->id > end)
+				break;
+			pos = ev->id;
+			if (!passes(f, ev))
+				continue;
+			n++;
+			if (cb(arg, ev) != 0)
+				stopped = true;
+			if (stopped || n == limit)
+				break;
+		}
+		if (!stopped && n < limit)
+			pos = end;
+	}
+	if (pos < upto && n < limit && !stopped)
+		fetch_after(st, pos); /* a gap: what follows comes later */
+	if (pos == after && after < upto)
+		return -EAGAIN;
+	if (through)
+		*through = pos;
+	return (int)n;
+}
+
+int store_redis_max_id(struct store_redis *st, int64_t *max_id)
+{
+	*max_id = st->window.hi;
+	return 0;
+}
+
+int64_t store_redis_pruned_through(const struct store_redis *st)
+{
+	return st->pruned_through;
+}
+
+static void on_sync(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	uint64_t ticket = (uint64_t)(uintptr_t)privdata;
+	if (!r)
+		return; /* sent again once reconnected */
+	answered(st);
+	int64_t newest = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+	if (st->window.hi >= newest) {
+		if (ticket > st->sync_done)
+			st->sync_done = ticket;
+		changed(st);
+	} else {
+		st->sync_wait_ticket = ticket;
+		st->sync_wait_target = newest;
+		st->sync_wait_since = loop_now(st->lp);
+	}
+}
+
+static void send_sync(struct store_redis *st)
+{
+	const char *argv[2] = { "GET", st->key_last };
+	cmd_argv(st, on_sync, (void *)(uintptr_t)st->sync_sent, 2, argv, NULL);
+}
+
+uint64_t store_redis_sync_begin(struct store_redis *st)
+{
+	st->sync_sent++;
+	if (st->up)
+		send_sync(st);
+	return st->sync_sent;
+}
+
+bool store_redis_sync_done(const struct store_redis *st, uint64_t ticket)
+{
+	return st->sync_done >= ticket;
+}
+
+static void on_trim(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = ac->data;
+	redisReply *r = reply;
+	(void)privdata;
+	if (!r)
+		return;
+	answered(st);
+	st->trim_out = false;
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER) {
+		if (r->element[0]->integer > 0)
+			log_debug("retention removed %lld events from %s; oldest kept id is above %lld",
+				  r->element[0]->integer, st->key_events, r->element[1]->integer);
+		note_pruned(st, r->element[1]->integer);
+	} else {
+		log_err("redis: herald_trim at %s: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+	}
+}
+
+int store_redis_prune(struct store_redis *st, int64_t max_age_s, int64_t max_count, size_t max_rows)
+{
+	if (!st->up || st->trim_out)
+		return 0;
+	char count[24], age[24], step[24];
+	snprintf(count, sizeof(count), "%lld", (long long)max_count);
+	snprintf(age, sizeof(age), "%lld", (long long)max_age_s);
+	snprintf(step, sizeof(step), "%zu", max_rows);
+	const char *argv[8] = { "FCALL", "herald_trim", "2", st->key_events, st->key_last, count, age, step };
+	if (cmd_argv(st, on_trim, NULL, 8, argv, NULL) == 0)
+		st->trim_out = true;
+	return 0;
+}
+
+bool store_redis_available(const struct store_redis *st)
+{
+	return st->up;
+}
