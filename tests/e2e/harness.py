@@ -118,7 +118,16 @@ class Herald:
         m = re.search(r"listening on tls 127\.0\.0\.1:(\d+)", self.log())
         if m:
             self.tls_port = int(m.group(1))
+        # herald is ready before its Redis connections are up (until then it
+        # answers publishes 503); with a Redis running, wait for them too.
+        if self.redis is not None and self.redis.running() and self.port is not None:
+            wait_until(self.log_ok, timeout=timeout, what=f"herald to reach Redis at {self.redis.url}:\n{self.log()}")
         return self
+
+    def log_ok(self):
+        """True if /api/health says the event log is reachable."""
+        st, _, body = request(self.port, "GET", "/api/health")
+        return st == 200 and json.loads(body).get("log") == "ok"
 
     def listeners(self):
         """[(kind, address, backlog)] from the `listening on` log lines, e.g.
