@@ -121,7 +121,10 @@ class Herald:
         # herald is ready before its Redis connections are up (until then it
         # answers publishes 503); with a Redis running, wait for them too.
         if self.redis is not None and self.redis.running() and self.port is not None:
-            wait_until(self.log_ok, timeout=timeout, what=f"herald to reach Redis at {self.redis.url}:\n{self.log()}")
+            try:
+                wait_until(self.log_ok, timeout=timeout, what=f"herald to reach Redis at {self.redis.url}")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; herald's log:\n{self.log()}") from None
         return self
 
     def log_ok(self):
