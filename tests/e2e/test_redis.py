@@ -8,9 +8,12 @@ names; two nodes on one Redis share one id space; while Redis is away
 publishes get 503 with Retry-After, streams stay open with heartbeats and
 health and metrics say so, and once it is back nothing is missed or
 repeated; a Redis restarted mid-flow (SIGTERM, AOF) loses no acknowledged
-event; retention trims the stream and a resume point below it gets a reset;
-`herald --redis-function` is the library Redis loads; the keys work from
-the environment as well as from flags."""
+event; a Redis back without its data never makes an id name two events;
+herald does not start without its Redis; retention trims the stream and a
+resume point below it gets a reset; `herald --redis-function` is the
+library Redis loads; the URL forms (a database, a unix socket, a password
+that is never shown) and the keys from the environment; with
+redis_wait_replicas a 201 means the replica has the event."""
 import json
 import os
 import re
@@ -328,6 +331,45 @@ def test_redis_restart_mid_stream_loses_no_acknowledged_event():
 
 
 test_redis_restart_mid_stream_loses_no_acknowledged_event.timeout = 90
+
+
+def test_redis_unreachable_at_start_exits_1():
+    with RedisServer() as r:
+        r.stop()
+        h = Herald(redis=r, wait=False)
+        try:
+            code = h.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            h.kill()
+            raise AssertionError(f"herald kept running without its Redis:\n{h.log()}")
+        h.logf.close()
+        assert code == 1, f"exit {code}:\n{h.log()}"
+        assert re.search(r"redis.*127\.0\.0\.1:%d" % r.port, h.log(), re.I), h.log()
+        assert "herald ready" not in h.log(), h.log()
+
+
+def test_redis_back_without_its_data_never_reuses_an_id():
+    # Redis loses everything (killed, its AOF removed) and comes back empty:
+    # herald moves the counter past the ids it handed out, so an id never
+    # names two events, and its readers go on without a duplicate.
+    with RedisServer() as r, Herald(redis=r) as h:
+        s = Stream(h.port)
+        s.opening()
+        ids = [publish(h.port, data=f"e{k}") for k in range(5)]
+        _events_exactly(s, [_ev(i, f"e{k}") for k, i in enumerate(ids)], "reader before the loss")
+        r.kill()
+        import shutil
+        shutil.rmtree(os.path.join(r.dir, "appendonlydir"))
+        r.start()
+        assert r.command("DBSIZE") == 0
+        wait_until(h.log_ok, timeout=15, what="herald to reach the emptied Redis")
+        n = publish(h.port, data="after")
+        assert n > ids[-1], f"id {n} handed out again after Redis lost its data (last before: {ids[-1]})"
+        m = h.insert(data="fcall after")
+        assert m == n + 1, (n, m)
+        _events_exactly(s, [_ev(n, "after"), _ev(m, "fcall after")], "reader after the loss")
+        assert re.search(r"error: .*redis", h.log(), re.I), f"no error logged for the lost data:\n{h.log()}"
+        s.close()
 
 
 def _first_event(port, last_id):
