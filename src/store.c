@@ -63,10 +63,10 @@ void store_append(struct store *st, const struct store_new_event *evs, size_t n,
 	}
 	int64_t *ids = xmalloc((n ? n : 1) * sizeof(*ids));
 	int r = store_sqlite_append_batch(st->sql, evs, n, ids);
+	done(arg, r, r == 0 ? ids : NULL); /* the answers and the fan-out first */
+	free(ids);
 	if (r == 0)
 		store_sqlite_written(st->sql);
-	done(arg, r, r == 0 ? ids : NULL);
-	free(ids);
 }
 
 int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)

@@ -20,7 +20,7 @@ from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment"]
-SCRIPTS = ["bench", "bench-tokens"]  # scripts beside the C tools
+SCRIPTS = ["bench", "bench-tokens", "bench-redis"]  # scripts beside the C tools
 
 
 def tool(name):
@@ -280,6 +280,23 @@ def test_bench_tokens_opens_with_each_kind_of_token():
 
 
 test_bench_tokens_opens_with_each_kind_of_token.timeout = 150
+
+
+def test_bench_redis_small():
+    # Every step ran against real nodes: no reader missed an event on either
+    # backend, every POST was answered 201 through one and three nodes, and
+    # the three nodes held every reader asked for.
+    code, out, err, js = run("bench-redis", "--readers", 20, "--events", 2, "--publish", 300, "--held", 40,
+                             timeout=150)
+    for node in ("sqlite", "redis-1"):
+        assert js["latency"][node]["missing_total"] == 0, js
+        assert js["publish"][node]["ok"] == 300, js
+    assert js["publish"]["three"]["ok"] == 300 and js["publish"]["three"]["errors"] == 0, js
+    assert js["held"]["opened"] == 120, js
+    assert "| redis-1 |" in out and "Three nodes held 120 streams" in out, out
+
+
+test_bench_redis_small.timeout = 180
 
 
 def test_help_every_tool():
