@@ -229,6 +229,8 @@ def test_cluster_unit_verifies_and_is_hardened():
         shutil.rmtree(d, ignore_errors=True)
     s = _unit_settings()
     assert s["Type"] == ["notify"] and s["Restart"] == ["on-failure"] and "WatchdogSec" in s, s
+    # A node started while Redis is down exits 1; systemd must keep trying.
+    assert s["StartLimitIntervalSec"] == ["0"], s.get("StartLimitIntervalSec")
     assert s["EnvironmentFile"] == ["/etc/herald/cluster.env", "-/etc/herald/%i.env"], s["EnvironmentFile"]
     assert s["StateDirectory"] == ["herald/%i"], s["StateDirectory"]
     assert " --listen 127.0.0.1:%i " in s["ExecStart"][0] and " --db /var/lib/herald/%i/" in s["ExecStart"][0], s
