@@ -361,8 +361,7 @@ def test_redis_back_without_its_data_never_reuses_an_id():
         r.kill()
         import shutil
         shutil.rmtree(os.path.join(r.dir, "appendonlydir"))
-        r.start()
-        assert r.command("DBSIZE") == 0
+        r.start()  # empty (herald may already be writing to it again)
         wait_until(h.log_ok, timeout=15, what="herald to reach the emptied Redis")
         n = publish(h.port, data="after")
         assert n > ids[-1], f"id {n} handed out again after Redis lost its data (last before: {ids[-1]})"
