@@ -43,7 +43,7 @@ FUZZ_BUILD   ?= build/libfuzzer
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
-LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment
+LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
@@ -126,6 +126,12 @@ load/.flags: FORCE
 LOAD_SHARED := $(wildcard load/tool*.c load/tool*.h) $(foreach m,util procstat sockdiag,src/$(m).c src/$(m).h)
 .SECONDEXPANSION:
 load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED) load/.flags
+	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+
+# load/topics drives load/readers' epoll client: readers-net.c and the
+# parts it calls.
+TOPICS_PARTS := load/readers-net.c load/readers-tls.c load/readers-events.c load/readers.h
+load/topics: load/topics.c $(TOPICS_PARTS) $(LOAD_SHARED) load/.flags
 	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)

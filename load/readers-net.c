@@ -183,8 +183,12 @@ static void on_writable(struct client *c, long i)
 static void send_request(struct client *c, long i)
 {
 	struct reader *r = &c->r[i];
-	ssize_t w = conn_write(c->tls, r, c->request, c->request_len);
-	if (w != (ssize_t)c->request_len) {
+	const char *req = c->request;
+	size_t len = c->request_len;
+	if (c->request_for)
+		req = c->request_for(c->hook_arg, i, &len);
+	ssize_t w = conn_write(c->tls, r, req, len);
+	if (w != (ssize_t)len) {
 		reader_fail(c, r, w < 0 ? kind_of(c, errno) : E_OTHER);
 		return;
 	}
@@ -222,7 +226,9 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 	size_t digits = 0;
 	for (; p < len && isdigit((unsigned char)line[p]) && digits < 19; p++, digits++)
 		id = id * 10 + (line[p] - '0');
-	if (digits)
+	if (digits && c->saw)
+		c->saw(c->hook_arg, i, id, now);
+	else if (digits)
 		events_saw(c->ev, i, id, now);
 }
 

@@ -194,6 +194,11 @@ struct client {
 	/* Called when the socket watched with tag UINT64_MAX is readable. */
 	void (*other)(void *arg);
 	void *other_arg;
+	/* When set: reader i's stream request (else `request` for all), and
+	 * every id reader i reads (else recorded in ev, which may be NULL). */
+	const char *(*request_for)(void *arg, long i, size_t *len);
+	void (*saw)(void *arg, long i, int64_t id, int64_t t);
+	void *hook_arg;
 	char rbuf[65536];
 	struct epoll_event evbuf[4096];
 };

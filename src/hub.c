@@ -1,7 +1,8 @@
 /* hub.c: live readers, fan-out of each new event (encoded once, shared by
- * every matching reader), heartbeats and stall checks, and catch-up from
- * the store for readers that resume or fall behind. See hub.h for the
- * invariant that keeps every reader's ids gap-free and duplicate-free. */
+ * every matching reader, found through the topic index), heartbeats and
+ * stall checks, and catch-up from the store for readers that resume or
+ * fall behind. See hub.h for the invariant that keeps every reader's ids
+ * gap-free and duplicate-free. */
 #include "hub.h"
 
 #include <errno.h>
@@ -105,33 +106,77 @@ static bool matches_any(char *const *patterns, size_t n, const struct store_even
 	return false;
 }
 
+/* Visibility: public, or private with the read token or a granted topic. */
+static bool reader_may_see(const struct reader *r, const struct store_event *ev)
+{
+	return ev->public || r->see_private || matches_any(r->grants, r->ngrants, ev);
+}
+
 /* The rule, the same on every path an event takes (live, catch-up, resume):
- * a topic the reader asked for, and public, or private with the read
- * token or a granted topic. store_read_matching applies it in SQL. */
+ * a topic the reader asked for, and visible to it. store_read_matching
+ * applies it in SQL; the live fan-out gets the topic part from the index. */
 static bool reader_wants(const struct reader *r, const struct store_event *ev)
 {
 	if (r->ntopics && !matches_any(r->topics, r->ntopics, ev))
 		return false;
-	return ev->public || r->see_private || matches_any(r->grants, r->ngrants, ev);
+	return reader_may_see(r, ev);
+}
+
+/* Index r's patterns. No topic, or "*" among them, is one subscription to
+ * every topic (the others add nothing); a pattern given twice is indexed
+ * once, since the index wants no owner twice on one key. */
+static void index_reader(struct hub *h, struct reader *r)
+{
+	bool every = r->ntopics == 0;
+	for (size_t i = 0; i < r->ntopics && !every; i++)
+		every = strcmp(r->topics[i], "*") == 0;
+	r->nsubs = 0;
+	if (every) {
+		topic_index_add(h->index, &r->subs[r->nsubs++], "*", r);
+		return;
+	}
+	for (size_t i = 0; i < r->ntopics; i++) {
+		bool repeated = false;
+		for (size_t j = 0; j < i && !repeated; j++)
+			repeated = strcmp(r->topics[i], r->topics[j]) == 0;
+		if (!repeated)
+			topic_index_add(h->index, &r->subs[r->nsubs++], r->topics[i], r);
+	}
+}
+
+/* r becomes LIVE: on the live list and in the index. */
+static void live_add(struct hub *h, struct reader *r)
+{
+	r->mode = READER_LIVE;
+	list_push(&h->live, r);
+	h->nlive++;
+	index_reader(h, r);
+}
+
+/* r stops being LIVE (its caller sets the new mode). */
+static void live_del(struct hub *h, struct reader *r)
+{
+	for (size_t i = 0; i < r->nsubs; i++)
+		topic_index_del(h->index, &r->subs[i]);
+	r->nsubs = 0;
+	list_del(&h->live, r);
+	h->nlive--;
 }
 
 static void to_live(struct hub *h, struct reader *r)
 {
 	list_del(&h->catchup, r);
 	h->ncatchup--;
-	r->mode = READER_LIVE;
 	if (r->skip_through < r->cursor)
 		r->skip_through = r->cursor;
-	list_push(&h->live, r);
-	h->nlive++;
+	live_add(h, r);
 }
 
 static void catchup_retry(void *arg);
 
 static void to_catchup(struct hub *h, struct reader *r)
 {
-	list_del(&h->live, r);
-	h->nlive--;
+	live_del(h, r);
 	r->mode = READER_CATCHUP;
 	r->cursor = r->ops->drop(r->sink);
 	list_push(&h->catchup, r);
@@ -147,29 +192,46 @@ struct fanout {
 	int64_t last;
 };
 
+/* One event on its way through the index to the live readers. */
+struct offer {
+	struct hub *h;
+	const struct store_event *ev;
+	struct chunk *frames[2]; /* each format encoded once, when a reader needs it */
+};
+
+/* The index found r by one of its patterns. r may be visited again through
+ * another: skip_through, raised to the event's id on the first visit,
+ * turns that one away. r may leave the index here (to catch-up) or be
+ * freed (its sink closes as it is sent to), which the walk allows. */
+static void offer_event(void *owner, void *arg)
+{
+	struct reader *r = owner;
+	struct offer *o = arg;
+	const struct store_event *ev = o->ev;
+	if (ev->id <= r->skip_through)
+		return;
+	r->skip_through = ev->id;
+	if (!reader_may_see(r, ev))
+		return;
+	struct chunk **ch = &o->frames[r->envelope];
+	if (!*ch)
+		*ch = r->envelope ? frame_event_envelope(ev) : frame_event(ev);
+	if (r->ops->queued(r->sink) + (*ch)->len > (size_t)o->h->cfg->queue_limit) {
+		to_catchup(o->h, r);
+		return;
+	}
+	r->ops->send(r->sink, *ch, ev->id, true);
+	o->h->m->frames_queued++;
+}
+
 static int fanout_row(void *arg, const struct store_event *ev)
 {
 	struct fanout *f = arg;
 	struct hub *h = f->h;
-	size_t limit = (size_t)h->cfg->queue_limit;
-	struct chunk *frames[2] = { NULL, NULL }; /* each format encoded once, when a reader needs it */
-	struct reader *r = h->live, *next;
-	for (; r; r = next) {
-		next = r->next;
-		if (ev->id <= r->skip_through || !reader_wants(r, ev))
-			continue;
-		struct chunk **ch = &frames[r->envelope];
-		if (!*ch)
-			*ch = r->envelope ? frame_event_envelope(ev) : frame_event(ev);
-		if (r->ops->queued(r->sink) + (*ch)->len > limit) {
-			to_catchup(h, r);
-			continue;
-		}
-		r->ops->send(r->sink, *ch, ev->id, true);
-		h->m->frames_queued++;
-	}
-	chunk_unref(frames[0]);
-	chunk_unref(frames[1]);
+	struct offer o = { h, ev, { NULL, NULL } };
+	topic_index_each(h->index, ev->topic, ev->topic_len, offer_event, &o);
+	chunk_unref(o.frames[0]);
+	chunk_unref(o.frames[1]);
 	f->last = ev->id;
 	h->high_water = ev->id;
 	h->m->events_read++;
@@ -304,6 +366,7 @@ int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct conf
 	}
 	store_watch(st, &(struct store_hooks){ on_store_changed, on_store_fatal, h });
 	h->counts = xcalloc(1, sizeof(*h->counts));
+	h->index = topic_index_new();
 	h->heartbeat = frame_heartbeat();
 	return 0;
 }
@@ -336,6 +399,8 @@ void hub_shutdown(struct hub *h)
 		free(h->counts);
 		h->counts = NULL;
 	}
+	topic_index_free(h->index); /* empty: every reader has closed */
+	h->index = NULL;
 	chunk_unref(h->heartbeat);
 	h->heartbeat = NULL;
 	h->lp = NULL;
@@ -387,7 +452,8 @@ static uint64_t rotation_due(uint64_t opened_ms, int64_t rotate_after_ms)
 
 struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hub_sink_ops *ops, void *sink)
 {
-	struct reader *r = xcalloc(1, sizeof(*r));
+	size_t nsubs = spec->ntopics ? spec->ntopics : 1;
+	struct reader *r = xcalloc(1, sizeof(*r) + nsubs * sizeof(r->subs[0]));
 	r->hub = h;
 	r->ops = ops;
 	r->sink = sink;
@@ -443,11 +509,9 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 		/* Live from here; a resume point past what the hub has read yet
 		 * (the store was busy) means those ids were already seen. */
 		int64_t from = resume_id > h->high_water ? resume_id : h->high_water;
-		r->mode = READER_LIVE;
 		r->skip_through = from;
 		ops->set_resume_point(sink, from);
-		list_push(&h->live, r);
-		h->nlive++;
+		live_add(h, r);
 		return r;
 	}
 	r->mode = READER_CATCHUP;
@@ -463,8 +527,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 static void unlist(struct hub *h, struct reader *r)
 {
 	if (r->mode == READER_LIVE) {
-		list_del(&h->live, r);
-		h->nlive--;
+		live_del(h, r);
 	} else if (r->mode == READER_CATCHUP) {
 		list_del(&h->catchup, r);
 		h->ncatchup--;

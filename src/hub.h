@@ -7,6 +7,10 @@
  * what it has not started writing and moves to CATCHUP from the last event
  * it keeps, so memory per reader stays bounded and nothing is lost.
  *
+ * Live readers are also indexed by their topic patterns (topic_index.h),
+ * so an event visits only the readers whose patterns match its topic; a
+ * reader is in the index exactly while it is LIVE.
+ *
  * Invariant: high_water is the highest id the hub has read from the store;
  * every event <= high_water has been offered to every live reader, and a
  * catch-up reader reads only ids in (cursor, high_water]. So ids reach each
@@ -28,6 +32,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "store.h"
+#include "topic_index.h"
 
 #define READER_MAX_TOPICS STORE_MAX_TOPICS
 #define READER_MAX_GRANTS STORE_MAX_GRANTS
@@ -74,7 +79,7 @@ struct reader {
 	void *sink;
 	enum reader_mode mode;
 	int64_t cursor;       /* CATCHUP: the last id read from the store */
-	int64_t skip_through; /* LIVE: ids up to this were seen already */
+	int64_t skip_through; /* LIVE: ids up to this were seen or offered already */
 	/* A resume point beyond the newest id known, to be checked once the
 	 * store has caught up (store_sync_done); opened_at_id is where the
 	 * reader continues if the id turns out unknown. */
@@ -94,6 +99,8 @@ struct reader {
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
 	struct reader *next, *prev; /* the hub's list for its mode */
+	size_t nsubs;               /* LIVE: its patterns in the hub's index */
+	struct topic_sub subs[];    /* room for max(1, ntopics) */
 };
 
 struct addr_counts;
@@ -108,6 +115,7 @@ struct hub {
 	int64_t high_water;
 	struct reader *live;
 	struct reader *catchup;
+	struct topic_index *index; /* the live readers by the topics they want */
 	size_t nlive, ncatchup;
 	struct addr_counts *counts; /* open readers per count key */
 	struct chunk *heartbeat;

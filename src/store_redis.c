@@ -2,10 +2,13 @@
  * that serve one ordered stream. Owns two connections driven by the event
  * loop (redis_loop.c): one for commands (appends, catch-up reads, retention,
  * id checks) and one that tails the stream with XREAD BLOCK. What the tail
- * brings is kept in memory (the window: the newest WINDOW_ROWS entries), so
- * the hub's fan-out and a reader resuming a little behind read memory; older
- * ranges are fetched with XRANGE into a few cached pages, and the read that
- * asked returns -EAGAIN until they are in.
+ * brings is kept in memory (the window: the newest entries, at most
+ * WINDOW_ROWS and WINDOW_BYTES), so the hub's fan-out and a reader resuming a
+ * little behind read memory; older ranges are fetched with XRANGE into a few
+ * cached pages (PAGES_BYTES in all), and the read that asked returns -EAGAIN
+ * until they are in. Memory per node is so bounded whatever the events'
+ * size: entries the hub has not fanned out yet are offered to it before
+ * they are dropped.
  *
  * Ids: the function library (store_redis.lua, loaded at every connect)
  * assigns consecutive integers from one counter and adds entry "<n>-0", so
@@ -41,9 +44,12 @@
 #define TAIL_COUNT 1000      /* entries per XREAD answer */
 #define TAIL_BLOCK_MS 2000   /* how long one XREAD waits for entries */
 #define DEAD_AFTER_MS 3000   /* an answer overdue by this much: the connection is dead */
-#define WINDOW_ROWS 16384    /* newest entries kept in memory */
-#define FETCH_ROWS 512       /* entries per catch-up XRANGE */
-#define PAGES 64             /* fetched ranges kept */
+#define WINDOW_ROWS 16384             /* newest entries kept in memory */
+#define WINDOW_BYTES (4u << 20)       /* and their bytes */
+#define FETCH_ROWS 512                /* entries per catch-up XRANGE, at most */
+#define FETCH_BYTES (256u << 10)      /* about this much per XRANGE */
+#define PAGES 64                      /* fetched ranges kept */
+#define PAGES_BYTES (4u << 20)        /* and their bytes */
 #define MAX_FETCHES 32       /* catch-up XRANGEs out at once */
 #define BACKOFF_MIN_MS 100   /* first reconnect delay, doubled per failure */
 #define BACKOFF_MAX_MS 5000
@@ -60,6 +66,7 @@ struct span {
 	int64_t lo, hi;
 	struct row **rows;
 	size_t start, n, cap; /* rows[start .. start+n) */
+	size_t bytes;         /* the rows' allocations */
 	uint64_t used;        /* last read, for evicting pages */
 };
 
@@ -67,6 +74,7 @@ struct fetch {
 	struct store_redis *st;
 	int64_t after;
 	int64_t known; /* the newest id committed when it was sent */
+	int count;     /* the COUNT asked for */
 	struct fetch *next;
 };
 
@@ -108,12 +116,15 @@ struct store_redis {
 	size_t nfetches;
 	int64_t pruned_through;
 	bool trim_out;
+	int64_t polled_through; /* the hub's fan-out has read the window to here */
+	bool offering;          /* inside changed() to make room in the window */
 
 	uint64_t sync_sent, sync_done; /* tickets (store_sync_begin) */
 	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */
 	int64_t sync_wait_target;
 	uint64_t sync_wait_since;
 	bool warned_odd_id;
+	bool warned_down; /* this outage has been logged */
 };
 
 /* ---- rows and spans ---- */
@@ -195,8 +206,14 @@ static struct row *row_from_reply(struct store_redis *st, const redisReply *e)
 	return r;
 }
 
+static size_t row_bytes(const struct row *r)
+{
+	return sizeof(*r) + r->ev.type_len + r->ev.topic_len + r->ev.data_len + 3;
+}
+
 static void span_push(struct span *s, struct row *r)
 {
+	s->bytes += row_bytes(r);
 	if (s->start + s->n == s->cap) {
 		if (s->start > s->cap / 2) {
 			memmove(s->rows, s->rows + s->start, s->n * sizeof(*s->rows));
@@ -214,6 +231,7 @@ static void span_shift(struct span *s)
 {
 	struct row *r = s->rows[s->start];
 	s->lo = r->ev.id;
+	s->bytes -= row_bytes(r);
 	free(r);
 	s->start++;
 	s->n--;
@@ -306,9 +324,16 @@ static void lost(struct store_redis *st, const char *why)
 			 st->where, why);
 		st->m->log_outages++;
 		st->down_since = loop_now(st->lp);
+	} else if (st->watching && !st->warned_down) {
+		/* Unreachable since start-up, or again after a reconnect
+		 * failed: said once, then the retries at debug level. */
+		log_warn("redis: cannot reach the event log at %s (%s); publishes are answered 503 until it "
+			 "answers; trying again with backoff",
+			 st->where, why);
 	} else if (st->watching) {
 		log_debug("redis: %s: %s; trying again in %llu ms", st->where, why, (unsigned long long)st->backoff_ms);
 	}
+	st->warned_down = true;
 	st->up = false;
 	redisAsyncContext *c = st->cmd, *t = st->tail;
 	st->cmd = st->tail = NULL;
@@ -337,7 +362,9 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 static void on_connect(const redisAsyncContext *ac, int status)
 {
 	if (status == REDIS_OK) {
-		redisEnableKeepAlive((redisContext *)&ac->c);
+		struct store_redis *st = ac->data;
+		if (!st->url.path[0]) /* a dead peer over TCP is noticed in minutes, not hours */
+			redisEnableKeepAlive((redisContext *)&ac->c);
 		return;
 	}
 	/* hiredis frees it after this returns, without on_disconnect. */
@@ -407,6 +434,7 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 			" (restarted without its data?); new events continue after %" PRId64,
 			st->where, st->window.hi, before, st->window.hi);
 	st->up = true;
+	st->warned_down = false;
 	st->backoff_ms = BACKOFF_MIN_MS;
 	if (st->down_since)
 		log_notice("redis: the event log at %s is back after %.1f s", st->where,
@@ -489,6 +517,26 @@ static void check_sync(struct store_redis *st)
 	}
 }
 
+static void changed(struct store_redis *st);
+
+/* Room for one more row of size bytes: the oldest rows go, but rows the
+ * hub has not fanned out yet are first offered to it (once per call). */
+static void window_make_room(struct store_redis *st, size_t size)
+{
+	struct span *w = &st->window;
+	bool offered = false;
+	while (w->n && (w->n >= WINDOW_ROWS || w->bytes + size > WINDOW_BYTES)) {
+		if (w->rows[w->start]->ev.id > st->polled_through && !offered && !st->offering) {
+			st->offering = true;
+			changed(st);
+			st->offering = false;
+			offered = true;
+			continue;
+		}
+		span_shift(w);
+	}
+}
+
 static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_redis *st = ac->data;
@@ -513,11 +561,10 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 				free(row);
 				continue;
 			}
+			window_make_room(st, row_bytes(row));
 			span_push(&st->window, row);
 			st->window.hi = row->ev.id;
 			added++;
-			if (st->window.n > WINDOW_ROWS)
-				span_shift(&st->window);
 		}
 	}
 	send_tail(st);
@@ -769,16 +816,31 @@ void store_redis_append(struct store_redis *st, const struct store_new_event *ev
 	}
 }
 
-static struct span *new_page(struct store_redis *st)
+static size_t pages_bytes(const struct store_redis *st)
 {
-	if (st->npages < PAGES)
-		return &st->pages[st->npages++];
-	struct span *oldest = &st->pages[0];
-	for (size_t i = 1; i < PAGES; i++)
-		if (st->pages[i].used < oldest->used)
-			oldest = &st->pages[i];
-	span_clear(oldest);
-	return oldest;
+	size_t b = 0;
+	for (size_t i = 0; i < st->npages; i++)
+		b += st->pages[i].bytes;
+	return b;
+}
+
+/* Drop the least recently read page (not keep) until there is a free slot
+ * and the pages hold at most PAGES_BYTES. */
+static void evict_pages(struct store_redis *st, const struct span *keep)
+{
+	while (st->npages && (st->npages == PAGES || pages_bytes(st) > PAGES_BYTES)) {
+		size_t oldest = st->npages;
+		for (size_t i = 0; i < st->npages; i++)
+			if (&st->pages[i] != keep && (oldest == st->npages || st->pages[i].used < st->pages[oldest].used))
+				oldest = i;
+		if (oldest == st->npages)
+			return;
+		span_clear(&st->pages[oldest]);
+		st->pages[oldest] = st->pages[--st->npages];
+		memset(&st->pages[st->npages], 0, sizeof(st->pages[st->npages]));
+		if (keep == &st->pages[st->npages])
+			keep = &st->pages[oldest]; /* moved into the freed slot */
+	}
 }
 
 static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
@@ -803,7 +865,8 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 		free(f);
 		return;
 	}
-	struct span *p = new_page(st);
+	evict_pages(st, NULL);
+	struct span *p = &st->pages[st->npages++];
 	p->lo = f->after;
 	for (size_t i = 0; i < r->elements; i++) {
 		struct row *row = row_from_reply(st, r->element[i]);
@@ -818,11 +881,12 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 	int64_t last = p->n ? p->rows[p->start + p->n - 1]->ev.id : f->after;
 	/* A full page ends at its last entry; a short one reached the end of
 	 * the stream, so it covers every id committed when it was asked. */
-	p->hi = r->elements >= FETCH_ROWS ? last : (last > f->known ? last : f->known);
+	p->hi = r->elements >= (size_t)f->count ? last : (last > f->known ? last : f->known);
 	int64_t first = p->n ? p->rows[p->start]->ev.id : p->hi + 1;
 	if (first > f->after + 1)
 		note_pruned(st, first - 1);
 	p->used = ++st->clock;
+	evict_pages(st, p); /* the new page stays: its reader is about to read it */
 	free(f);
 	changed(st);
 }
@@ -837,10 +901,14 @@ static void fetch_after(struct store_redis *st, int64_t pos)
 			return;
 	char from[32], count[16];
 	snprintf(from, sizeof(from), "(%" PRId64 "-0", pos);
-	snprintf(count, sizeof(count), "%d", FETCH_ROWS);
+	/* About FETCH_BYTES of entries as large as the recent ones. */
+	size_t avg = st->window.n ? st->window.bytes / st->window.n : 256;
+	size_t rows = FETCH_BYTES / (avg ? avg : 1);
+	int n = rows < 16 ? 16 : rows > FETCH_ROWS ? FETCH_ROWS : (int)rows;
+	snprintf(count, sizeof(count), "%d", n);
 	const char *argv[6] = { "XRANGE", st->key_events, from, "+", "COUNT", count };
 	struct fetch *f = xcalloc(1, sizeof(*f));
-	*f = (struct fetch){ st, pos, st->window.hi, st->fetches };
+	*f = (struct fetch){ st, pos, st->window.hi, n, st->fetches };
 	if (cmd_argv(st, on_fetch, f, 6, argv, NULL) < 0) {
 		free(f);
 		return;
@@ -884,6 +952,8 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 	}
 	if (pos < upto && n < limit && !stopped)
 		fetch_after(st, pos); /* a gap: what follows comes later */
+	if (!f && pos > st->polled_through)
+		st->polled_through = pos; /* only the hub's fan-out reads unfiltered */
 	if (pos == after && after < upto)
 		return -EAGAIN;
 	if (through)

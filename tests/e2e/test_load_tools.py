@@ -19,7 +19,7 @@ import tempfile
 from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment"]
+TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics"]
 SCRIPTS = ["bench", "bench-tokens", "bench-redis"]  # scripts beside the C tools
 
 
@@ -255,6 +255,8 @@ def test_usage_errors():
         "publish": [[], ["10", "-c", "0"], ["10", "-c", "2", "-k", "4"], ["10", "--db", "x.db"]],
         "fanout-floor": [[], ["0"], ["10", "--rounds", "0"], ["10", "--nope"]],
         "backlog-experiment": [["--backlogs", "x"], ["--readers", "0"], ["surplus"]],
+        "topics": [["0"], ["10", "--scenario", "nope"], ["10", "--scenario", "t4,"], ["10", "--pool", "8"],
+                   ["10", "--events", "0"], ["10", "--nope"]],
     }
     for name, cases in bad.items():
         for args in cases:
@@ -265,6 +267,27 @@ def test_usage_errors():
     # More readers than the fd limit allows is said plainly, exit 2.
     code, out, err, _ = run("readers", 999999, expect=2)
     assert "open files" in err and "hard limit" in err, err
+
+
+def test_topics_every_scenario():
+    # Every scenario's readers open and have exactly the events of their
+    # topics (the tool counts what is missing, doubled or not wanted), with
+    # the figures beside; the floor's events reach only its last one's reader.
+    code, out, err, js = run("topics", 40, "--events", 60, "--batch", 20, "--pool", 16, timeout=120)
+    assert js["tool"] == "topics" and js["readers"] == 40 and js["events"] == 60, js
+    sc = {s["name"]: s for s in js["scenarios"]}
+    assert set(sc) == {"floor", "one", "t1", "t4", "t16", "own", "own-subtree"}, js
+    for s in sc.values():
+        assert s["opened"] == 40 and s["events"] == 60, s
+        assert s["missing"] == 0 and s["doubled"] == 0 and s["unwanted"] == 0, s
+        assert s["frames"] == s["frames_expected"] > 0, s
+        assert s["sched_us_per_event"] > 0, s
+    assert sc["floor"]["frames"] == 1 and sc["one"]["frames"] == 40 * 60 and sc["own"]["frames"] == 60, js
+    assert sc["t16"]["frames"] > sc["t4"]["frames"] > sc["t1"]["frames"], js
+    assert "Every reader had exactly the events of its topics" in out, out
+
+
+test_topics_every_scenario.timeout = 150
 
 
 def test_bench_tokens_opens_with_each_kind_of_token():
