@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -928,7 +929,6 @@ class RedisServer:
         if self.logf is not None:
             self.logf.close()
             self.logf = None
-        import shutil
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def log(self):

@@ -17,6 +17,7 @@ redis_wait_replicas a 201 means the replica has the event."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -359,7 +360,6 @@ def test_redis_back_without_its_data_never_reuses_an_id():
         ids = [publish(h.port, data=f"e{k}") for k in range(5)]
         _events_exactly(s, [_ev(i, f"e{k}") for k, i in enumerate(ids)], "reader before the loss")
         r.kill()
-        import shutil
         shutil.rmtree(os.path.join(r.dir, "appendonlydir"))
         r.start()  # empty (herald may already be writing to it again)
         wait_until(h.log_ok, timeout=15, what="herald to reach the emptied Redis")
