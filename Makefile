@@ -190,7 +190,8 @@ fuzz:
 # install: the binary, the load tools, /etc/herald/herald.conf (never over
 # an existing one; mode 0640, group herald or else root, since it may hold
 # tokens; a DESTDIR install by a user keeps the user's group), the units
-# with PREFIX filled in, the sysusers.d entry for user herald, herald(8),
+# (herald.service and .socket, and the template herald@.service for several
+# nodes on one Redis) with PREFIX filled in, the sysusers.d entry for user herald, herald(8),
 # and examples in SHAREDIR. Installing to the real root (no DESTDIR) also
 # creates the user and reloads systemd.
 CONF_FOR_SERVICE := sed -e 's|^db = .*|db = /var/lib/herald/herald.db|' conf/herald.conf
@@ -207,12 +208,16 @@ install: all
 	sed -e 's|/usr/local/bin/herald|$(PREFIX)/bin/herald|g' -e 's|/etc/herald/|$(SYSCONFDIR)/herald/|g' \
 		systemd/herald.service > $(DESTDIR)$(UNITDIR)/herald.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/herald.service
+	sed -e 's|/usr/local/bin/herald|$(PREFIX)/bin/herald|g' -e 's|/etc/herald/|$(SYSCONFDIR)/herald/|g' \
+		systemd/herald@.service > $(DESTDIR)$(UNITDIR)/herald@.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/herald@.service
 	install -m 644 systemd/herald.socket $(DESTDIR)$(UNITDIR)/herald.socket
 	install -m 644 systemd/herald.sysusers $(DESTDIR)$(SYSUSERSDIR)/herald.conf
 	sed -e 's|/usr/local/|$(PREFIX)/|g' -e 's|/etc/herald/|$(SYSCONFDIR)/herald/|g' docs/herald.8 \
 		> $(DESTDIR)$(MANDIR)/man8/herald.8
 	chmod 644 $(DESTDIR)$(MANDIR)/man8/herald.8
-	install -m 644 systemd/herald-unix.conf conf/Caddyfile conf/sysctl.d/60-herald.conf $(DESTDIR)$(SHAREDIR)/
+	install -m 644 systemd/herald-unix.conf conf/Caddyfile conf/Caddyfile.cluster conf/sysctl.d/60-herald.conf \
+		$(DESTDIR)$(SHAREDIR)/
 	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
 		systemd-sysusers $(SYSUSERSDIR)/herald.conf; \
 	fi; true
@@ -236,7 +241,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/herald
 	rm -rf $(DESTDIR)$(TOOLDIR)
 	rmdir $(DESTDIR)$(PREFIX)/lib/herald 2>/dev/null || true
-	rm -f $(DESTDIR)$(UNITDIR)/herald.service $(DESTDIR)$(UNITDIR)/herald.socket
+	rm -f $(DESTDIR)$(UNITDIR)/herald.service $(DESTDIR)$(UNITDIR)/herald.socket $(DESTDIR)$(UNITDIR)/herald@.service
 	rm -f $(DESTDIR)$(SYSUSERSDIR)/herald.conf $(DESTDIR)$(MANDIR)/man8/herald.8
 	rm -rf $(DESTDIR)$(SHAREDIR)
 	@conf=$(DESTDIR)$(SYSCONFDIR)/herald/herald.conf; \

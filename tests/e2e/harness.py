@@ -4,11 +4,20 @@ Herald(args=[...]) starts $HERALD_BIN on a fresh temporary folder with its
 database there, listening on 127.0.0.1 with a kernel-chosen port (and a unix
 socket when unix=True), logging to DIR/herald.log; it returns once herald has
 logged that it is ready. stop() sends SIGTERM and checks the exit code.
+
+The event log is SQLite unless a Redis is in use: Herald(redis=RedisServer)
+for one herald, or use_redis(server) for every Herald the process starts
+after it (test_redis_backend.py reruns SQLite tests that way). With Redis,
+a herald's stream name is derived from its database path, so Herald(db=
+other.db) shares other's log on either backend. h.insert() and
+h.stored_events() write and read the log as another program would.
 """
+import hashlib
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,14 +27,41 @@ import time
 HERALD_BIN = os.environ.get("HERALD_BIN", "build/herald")
 
 
+# The RedisServer every Herald() uses for its event log unless told otherwise
+# (use_redis); None: SQLite.
+REDIS = None
+_DEFAULT = object()
+
+
+def use_redis(server):
+    """Make every Herald started afterwards in this process keep its log in
+    server (a RedisServer), or in SQLite again with None."""
+    global REDIS
+    REDIS = server
+
+
+def redis_stream_for(db):
+    """The redis_stream name a herald with database path db uses: equal paths,
+    equal names, so Herald(db=...) shares a log on both backends."""
+    return "t" + hashlib.sha1(os.path.abspath(db).encode()).hexdigest()[:12]
+
+
 class Herald:
     def __init__(self, args=(), unix=False, db=None, dir=None, env=None, config=None, wait=True,
-                 listen=True, stdin=None, pass_fds=(), preexec_fn=None):
+                 listen=True, stdin=None, pass_fds=(), preexec_fn=None, redis=_DEFAULT, redis_stream=None,
+                 redis_db=None):
         self.dir = dir or tempfile.mkdtemp(prefix="herald-test-")
         self.db = db or os.path.join(self.dir, "herald.db")
         self.sock_path = os.path.join(self.dir, "herald.sock") if unix else None
         self.logpath = os.path.join(self.dir, "herald.log")
+        # redis: a RedisServer holding the log (the `redis_url` key), None for
+        # SQLite; by default whatever use_redis() chose.
+        self.redis = REDIS if redis is _DEFAULT else redis
+        self.redis_stream = redis_stream or redis_stream_for(self.db)
+        self.redis_db = redis_db  # a database number other than 0, in the URL
         cmd = [HERALD_BIN, "--db", self.db]
+        if self.redis is not None:
+            cmd += ["--redis-url", self.redis.url_for(redis_db), "--redis-stream", self.redis_stream]
         if config is not None:
             cpath = os.path.join(self.dir, "herald.conf")
             with open(cpath, "w") as f:
@@ -83,7 +119,19 @@ class Herald:
         m = re.search(r"listening on tls 127\.0\.0\.1:(\d+)", self.log())
         if m:
             self.tls_port = int(m.group(1))
+        # herald is ready before its Redis connections are up (until then it
+        # answers publishes 503); with a Redis running, wait for them too.
+        if self.redis is not None and self.redis.running() and self.port is not None:
+            try:
+                wait_until(self.log_ok, timeout=timeout, what=f"herald to reach Redis at {self.redis.url}")
+            except AssertionError as e:
+                raise AssertionError(f"{e}; herald's log:\n{self.log()}") from None
         return self
+
+    def log_ok(self):
+        """True if /api/health says the event log is reachable."""
+        st, _, body = request(self.port, "GET", "/api/health")
+        return st == 200 and json.loads(body).get("log") == "ok"
 
     def listeners(self):
         """[(kind, address, backlog)] from the `listening on` log lines, e.g.
@@ -107,6 +155,38 @@ class Herald:
     @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
+
+    def insert(self, type="message", topic="news", data="", public=True):
+        """Write one event into the log the way another program would
+        (sqlite3 INSERT, or redis-cli FCALL herald_publish); returns its id.
+        Works while herald is stopped too."""
+        return self.insert_many([(type, topic, data, public)])
+
+    def insert_many(self, events):
+        """Write [(type, topic, data, public), ...] in one transaction (one
+        FCALL with Redis); returns the first id (the rest follow it)."""
+        if self.redis is not None:
+            return self.redis.publish(self.redis_stream, events, db=self.redis_db)
+        return insert_sqlite(self.db, events)
+
+    def stored_events(self):
+        """Every event in the log, oldest first: [{'id', 'type', 'topic',
+        'data', 'public'}], read as another program would."""
+        if self.redis is not None:
+            return self.redis.stored_events(self.redis_stream, db=self.redis_db)
+        out = subprocess.run(["sqlite3", "-json", "-cmd", ".timeout 5000", self.db,
+                              "SELECT id, type, topic, data, public FROM events ORDER BY id"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        assert out.returncode == 0, out.stderr.decode(errors="replace")
+        rows = json.loads(out.stdout or b"[]")
+        return [{"id": r["id"], "type": r["type"], "topic": r["topic"], "data": r["data"],
+                 "public": bool(r["public"])} for r in rows]
+
+    def last_id(self):
+        """The newest id in the log (0 when it is empty)."""
+        if self.redis is not None:
+            return self.redis.last_id(self.redis_stream, db=self.redis_db)
+        return int(sqlite(self.db, "SELECT coalesce(max(id), 0) FROM events"))
 
     def signal(self, sig):
         self.proc.send_signal(sig)
@@ -635,3 +715,299 @@ def check_refusal(status, headers, body, expected):
     assert isinstance(j, dict) and set(j) == {"error", "status"}, f"refusal body keys: {body!r}"
     assert j["status"] == expected and isinstance(j["error"], str) and j["error"], f"refusal body: {body!r}"
     assert headers.get("content-type", "").startswith("application/json"), f"refusal Content-Type: {headers}"
+
+
+def _sql_text(v):
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def insert_sqlite(db, events):
+    """INSERT [(type, topic, data, public), ...] into db's events table in one
+    transaction with the sqlite3 CLI; returns the first id (the others follow
+    it, since the transaction holds the write lock)."""
+    sql = "BEGIN IMMEDIATE; " + "".join(
+        f"INSERT INTO events(type,topic,data,public) VALUES({_sql_text(t)},{_sql_text(tp)},{_sql_text(d)},"
+        f"{1 if p else 0}); " for t, tp, d, p in events) + \
+        f"SELECT last_insert_rowid() - {len(events) - 1}; COMMIT;"
+    return int(sqlite(db, sql))
+
+
+class RedisError(Exception):
+    """An error reply (-ERR ...) from Redis."""
+
+
+class RedisClient:
+    """A minimal blocking RESP2 client, enough to read what herald stored and
+    to watch a Redis come up (herald's own inserts go through redis-cli)."""
+
+    def __init__(self, port=None, path=None, timeout=5.0):
+        self.sock = connect(port, path, timeout)
+        self.buf = b""
+
+    def command(self, *args):
+        """Send one command (arguments as str, bytes or int); return the reply:
+        int, bytes, None, a list of those, or raise RedisError."""
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.sock.sendall(out)
+        return self._reply()
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            d = self.sock.recv(65536)
+            if not d:
+                raise ConnectionError("redis closed the connection")
+            self.buf += d
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest
+        if kind == b"-":
+            raise RedisError(rest.decode(errors="replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                d = self.sock.recv(65536)
+                if not d:
+                    raise ConnectionError("redis closed the connection")
+                self.buf += d
+            v, self.buf = self.buf[:n], self.buf[n + 2:]
+            return v
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise AssertionError(f"unexpected RESP line {line!r}")
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+
+
+class RedisServer:
+    """Debian's redis-server run by the test itself (never the system
+    service): on a spare 127.0.0.1 port, or on DIR/redis.sock with unix=True,
+    with its AOF (appendfsync everysec) in a temporary folder and no RDB
+    snapshots. stop() (SIGTERM: Redis writes its AOF out and exits), kill()
+    (SIGKILL) and start() again on the same port and folder, by pid only.
+    password: the default user's (requirepass), then also in url."""
+
+    def __init__(self, unix=False, dir=None, args=(), password=None):
+        self.dir = dir or tempfile.mkdtemp(prefix="herald-redis-")
+        self.unix = unix
+        self.password = password
+        self.sock_path = os.path.join(self.dir, "redis.sock") if unix else None
+        self.args = list(args)
+        self.logpath = os.path.join(self.dir, "redis.log")
+        self.port = None
+        self.proc = None
+        self.logf = None
+        try:
+            if unix:
+                self.start()
+            else:
+                self.port = on_spare_ports(self._start)
+                self._wait_ping()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def url(self):
+        """What herald's redis_url says for this server."""
+        if self.unix:
+            return f"unix:{self.sock_path}"
+        auth = f"default:{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}"
+
+    def url_for(self, db=None):
+        """The url with a database number (None or 0: the default one)."""
+        if not db:
+            return self.url
+        return f"{self.url}?db={db}" if self.unix else f"{self.url}/{db}"
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def _cmd(self, port):
+        cmd = [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(port or 0), "--dir", self.dir,
+               "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no",
+               "--logfile", "", "--loglevel", "notice"]
+        if self.unix:
+            cmd += ["--unixsocket", self.sock_path, "--unixsocketperm", "700"]
+        if self.password:
+            cmd += ["--requirepass", self.password]
+        return cmd + self.args
+
+    def _start(self, port):
+        """Start redis-server on port; PortTaken (after it exited) when the
+        port was held by another socket."""
+        if self.logf is not None:
+            self.logf.close()
+        self.logf = open(self.logpath, "ab")
+        since = self.log_size()
+        self.proc = subprocess.Popen(self._cmd(port), stdout=self.logf, stderr=self.logf,
+                                     stdin=subprocess.DEVNULL)
+        # Redis logs this once it listens, and exits when it cannot bind.
+        # ("Ready to accept connections tcp", or "... ready to accept
+        # connections at PATH" for a unix socket alone).
+        wait_until(lambda: self.proc.poll() is not None or
+                   "ready to accept connections" in self.log()[since:].lower(),
+                   timeout=15, what="redis-server to start")
+        if self.proc.poll() is not None:
+            if "Address already in use" in self.log()[since:]:
+                raise PortTaken(f"redis-server on 127.0.0.1:{port}: {self.log()[since:][-300:]}")
+            raise AssertionError(f"redis-server exited with {self.proc.returncode}:\n{self.log()[since:]}")
+        return port
+
+    def _ping(self):
+        try:
+            with self.client(timeout=1) as c:
+                return c.command("PING") == b"PONG"
+        except (OSError, RedisError):  # not listening yet, or LOADING its AOF
+            return False
+
+    def _wait_ping(self):
+        wait_until(self._ping, timeout=15, what="redis-server to answer PING")
+
+    def start(self):
+        """Start (again) on the same port or socket and folder; returns once
+        it answers PING. A port taken in the meantime is retried for 5 s."""
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                self._start(self.port)
+                break
+            except PortTaken:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self._wait_ping()
+        return self
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=10.0):
+        """SIGTERM: Redis flushes its AOF and exits; wait for it."""
+        if self.running():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"redis-server did not exit within {timeout} s of SIGTERM")
+
+    def kill(self):
+        """SIGKILL: whatever the AOF has not written yet is lost."""
+        if self.running():
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self):
+        """Stop it and remove its folder."""
+        self.kill()
+        if self.logf is not None:
+            self.logf.close()
+            self.logf = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self):
+        with open(self.logpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def log_size(self):
+        try:
+            return len(self.log())
+        except FileNotFoundError:
+            return 0
+
+    def client(self, timeout=5.0):
+        c = RedisClient(self.port, self.sock_path, timeout)
+        if self.password:
+            try:
+                c.command("AUTH", self.password)
+            except BaseException:
+                c.close()
+                raise
+        return c
+
+    def command(self, *args):
+        """One command on a new connection; its reply."""
+        with self.client() as c:
+            return c.command(*args)
+
+    def cli(self, *args, stdin=None, db=None):
+        """redis-cli against this server; (exit code, stdout text, stderr text)."""
+        cmd = ["redis-cli"] + (["-s", self.sock_path] if self.unix else ["-h", "127.0.0.1", "-p", str(self.port)])
+        if db is not None:
+            cmd += ["-n", str(db)]
+        if self.password:
+            cmd += ["--no-auth-warning", "-a", self.password]
+        r = subprocess.run(cmd + [str(a) for a in args], input=stdin, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30)
+        return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+    @staticmethod
+    def keys(stream):
+        """(the stream key, the id counter key) of redis_stream = stream."""
+        return "{%s}:events" % stream, "{%s}:last" % stream
+
+    def publish(self, stream, events, db=None):
+        """FCALL herald_publish with redis-cli, as another program publishes:
+        [(type, topic, data, public), ...] in one call; returns the first id."""
+        args = []
+        for t, tp, d, p in events:
+            args += [t, tp, d, 1 if p else 0]
+        rc, out, err = self.cli("FCALL", "herald_publish", 2, *self.keys(stream), *args, db=db)
+        text = out.strip()
+        assert rc == 0 and text.lstrip("-").isdigit(), f"FCALL herald_publish: exit {rc}: {out!r} {err!r}"
+        return int(text)
+
+    def stored_events(self, stream, db=None):
+        """Every entry of the stream, oldest first, as herald's events."""
+        with self.client() as c:
+            if db is not None:
+                c.command("SELECT", db)
+            entries = c.command("XRANGE", self.keys(stream)[0], "-", "+")
+        out = []
+        for sid, fields in entries:
+            f = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
+            n, _, seq = sid.decode().partition("-")
+            assert seq == "0", f"stream id {sid!r} is not <n>-0"
+            out.append({"id": int(n), "type": f["type"], "topic": f["topic"], "data": f["data"],
+                        "public": f["public"] == "1"})
+        return out
+
+    def last_id(self, stream, db=None):
+        """The id of the newest entry of the stream (0 when empty)."""
+        with self.client() as c:
+            if db is not None:
+                c.command("SELECT", db)
+            r = c.command("XREVRANGE", self.keys(stream)[0], "+", "-", "COUNT", 1)
+        return int(r[0][0].split(b"-")[0]) if r else 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -53,9 +53,11 @@ def _expected(prefix="usr/local", etc="etc"):
         f"{prefix}/bin/herald",
         f"{prefix}/lib/systemd/system/herald.service",
         f"{prefix}/lib/systemd/system/herald.socket",
+        f"{prefix}/lib/systemd/system/herald@.service",
         f"{prefix}/lib/sysusers.d/herald.conf",
         f"{prefix}/share/man/man8/herald.8",
         f"{prefix}/share/herald/Caddyfile",
+        f"{prefix}/share/herald/Caddyfile.cluster",
         f"{prefix}/share/herald/herald-unix.conf",
         f"{prefix}/share/herald/60-herald.conf",
         f"{etc}/herald/herald.conf",
@@ -160,7 +162,8 @@ def test_install_prefix_and_installed_units_verify():
         env["MANPATH"] = os.path.join(prefix, "share/man") + ":"
         env["SYSTEMD_LOG_COLOR"] = "0"
         man = [] if shutil.which("man") else ["--man=no"]
-        r = subprocess.run(["systemd-analyze", "verify"] + man + ["herald.service", "herald.socket"], env=env, cwd=top,
+        r = subprocess.run(["systemd-analyze", "verify"] + man + ["herald.service", "herald.socket",
+                                                                  "herald@8201.service"], env=env, cwd=top,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
         out = r.stdout.decode(errors="replace")
         assert r.returncode == 0 and not out.strip(), f"verify of the installed units ({r.returncode}):\n{out}"

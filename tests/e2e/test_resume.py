@@ -1,12 +1,12 @@
 """End-to-end: resuming a stream. Last-Event-ID (header or query) gives
 exactly the stored events after it, in order, then live ones, also across a
-server restart with rows inserted by another process while herald was down;
+server restart with events written by another process while herald was down;
 a resume point that fell out of retention, or lies beyond the newest id,
 gets a `reset` event first."""
 import json
 import time
 
-from harness import Herald, Stream, publish, sqlite
+from harness import Herald, Stream, publish
 
 
 def _ev(i, data, type="message"):
@@ -31,7 +31,7 @@ def test_resume_after_restart_gets_exactly_the_missed_events():
             h1.kill()
     # Another program writes while herald is down.
     for k in range(3):
-        sqlite(h1.db, f"INSERT INTO events(type,topic,data,public) VALUES('down','news','d{k}',1)")
+        h1.insert(type="down", topic="news", data=f"d{k}")
     with Herald(db=h1.db) as h2:
         s = Stream(h2.port, headers={"Last-Event-ID": str(last)})
         assert s.status == 200

@@ -1,7 +1,9 @@
 """End-to-end: the stream endpoint's headers and opening frame, the event
-frame format, fan-out of a POSTed event and of a row inserted by another
-process (the sqlite3 CLI) to 100 concurrent readers in order, the topic
-filter, heartbeats, health and metrics."""
+frame format, fan-out of a POSTed event and of an event written by another
+process (the sqlite3 CLI, or redis-cli FCALL with Redis) to 100 concurrent
+readers in order, the topic filter, heartbeats, health and metrics.
+test_redis_backend.py reruns most of these with the log in Redis; the idle
+check (inotify, no polling) is SQLite's alone."""
 import json
 import time
 
@@ -97,8 +99,7 @@ def test_fanout_100_readers_post_and_cli_insert():
             for s in readers:
                 assert s.read_exact(len(OPENING), timeout=10) == OPENING
             i1 = publish(h.port, type="t", topic="news", data="from-post")
-            sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('t','news','from-cli',1)")
-            i2 = int(sqlite(h.db, "SELECT max(id) FROM events"))
+            i2 = h.insert(type="t", topic="news", data="from-cli")
             assert i2 > i1, (i1, i2)
             want = [{"id": i1, "event": "t", "data": "from-post"}, {"id": i2, "event": "t", "data": "from-cli"}]
             for n, s in enumerate(readers):
@@ -114,14 +115,15 @@ test_fanout_100_readers_post_and_cli_insert.timeout = 90
 
 def test_cli_insert_alone_is_noticed_promptly():
     # A row from another process, with nothing else happening on the server,
-    # must be pushed without waiting for some slow poll (inotify): 2 s bound.
+    # must be pushed without waiting for some slow poll (inotify, or XREAD
+    # BLOCK with Redis): 2 s bound.
     with Herald() as h:
         s = Stream(h.port)
         s.opening()
         publish(h.port, data="warm")  # the table exists and the reader is live
         assert [e["data"] for e in s.events(1, timeout=5)] == ["warm"]
         for k in range(3):
-            sqlite(h.db, f"INSERT INTO events(type,topic,data,public) VALUES('cli','news','cli-{k}',1)")
+            h.insert(type="cli", topic="news", data=f"cli-{k}")
             got = s.events(1, timeout=2)
             assert [e["data"] for e in got] == [f"cli-{k}"], f"cli insert {k}: got {got}"
         s.close()
@@ -217,11 +219,9 @@ def test_order_with_concurrent_publishers_and_cli_writers():
         def cli():
             try:
                 for k in range(15):
-                    sqlite(h.db, f"INSERT INTO events(type,topic,data,public) VALUES('c','news','c-{k}',1)")
-                # A multi-row transaction from the other process, too.
-                sqlite(h.db, "BEGIN; " + "".join(
-                    f"INSERT INTO events(type,topic,data,public) VALUES('c','news','tx-{k}',1); " for k in range(10))
-                    + "COMMIT;")
+                    h.insert(type="c", topic="news", data=f"c-{k}")
+                # A multi-row transaction (one FCALL) from the other process, too.
+                h.insert_many([("c", "news", f"tx-{k}", True) for k in range(10)])
             except BaseException as e:
                 errors.append(e)
 
@@ -231,8 +231,7 @@ def test_order_with_concurrent_publishers_and_cli_writers():
         for t in threads:
             t.join(60)
         assert not errors, errors
-        rows = [ln.split("|", 2) for ln in sqlite(h.db, "SELECT id, type, data FROM events ORDER BY id").splitlines()]
-        want = [{"id": int(i), "event": t, "data": d} for i, t, d in rows]
+        want = [{"id": e["id"], "event": e["type"], "data": e["data"]} for e in h.stored_events()]
         assert len(want) == 4 * 150 + 15 + 10, len(want)
         for n, s in enumerate(readers):
             got = s.events(len(want), timeout=20)
