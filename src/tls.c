@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,10 +75,16 @@ struct tls_ctx {
 	const struct config *cfg; /* tls_ticket_rotate, read again after a reload */
 	struct loop_timer rotate_timer;
 	int64_t rotate_ms; /* the period the timer was armed with; 0 = never */
+	/* Handshake memory given back to the kernel (see trim_heap). */
+	long handshaking;    /* handshakes in progress */
+	long since_trim;     /* handshakes ended since the last trim */
+	uint64_t last_trim;  /* loop_now() of the last trim */
+	struct loop_timer trim_timer;
 };
 
 struct tls_conn {
 	SSL *ssl;
+	struct tls_ctx *tc;
 	bool handshaking;
 	bool hs_wants_write;   /* the handshake waits for EPOLLOUT (else EPOLLIN) */
 	bool read_wants_write; /* the last SSL_read needs the socket writable */
@@ -415,9 +422,52 @@ void tls_teardown(struct tls_ctx *tc)
 	if (!tc)
 		return;
 	loop_timer_stop(tc->lp, &tc->rotate_timer);
+	loop_timer_stop(tc->lp, &tc->trim_timer);
 	SSL_CTX_free(tc->ssl_ctx);
 	OPENSSL_cleanse(tc->keys, sizeof(tc->keys));
 	free(tc);
+}
+
+/* A handshake holds about 40 KiB for a moment (record buffers, the
+ * handshake messages and hashes, key shares) and leaves about 14 KiB behind
+ * for the life of the connection (the SSL object, the session, two cipher
+ * contexts). After a burst of handshakes at once (a reconnect storm) the
+ * freed part lies in holes between the survivors, where malloc keeps it
+ * resident: about 10 KiB per connection that never returns. So once a burst
+ * is over (no handshake in progress) the free pages are handed back to the
+ * kernel, at most once per TRIM_GAP_MS and only after TRIM_MIN handshakes,
+ * so a steady trickle of connections costs nothing. */
+#define TRIM_MIN 64
+#define TRIM_GAP_MS 1000
+
+static void trim_heap(struct tls_ctx *tc)
+{
+	tc->since_trim = 0;
+	tc->last_trim = loop_now(tc->lp);
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
+
+static void trim_tick(void *arg)
+{
+	struct tls_ctx *tc = arg;
+	if (tc->handshaking == 0 && tc->since_trim >= TRIM_MIN)
+		trim_heap(tc);
+}
+
+/* A handshake ended (done, failed, or its connection closed). */
+static void handshake_ended(struct tls_ctx *tc)
+{
+	tc->handshaking--;
+	tc->since_trim++;
+	if (tc->handshaking > 0 || tc->since_trim < TRIM_MIN)
+		return;
+	uint64_t now = loop_now(tc->lp);
+	if (now - tc->last_trim >= TRIM_GAP_MS)
+		trim_heap(tc);
+	else if (!loop_timer_active(&tc->trim_timer))
+		loop_timer_start(tc->lp, &tc->trim_timer, tc->last_trim + TRIM_GAP_MS - now, trim_tick, tc);
 }
 
 int tls_conn_start(struct conn *c, struct listener *ls)
@@ -434,7 +484,9 @@ int tls_conn_start(struct conn *c, struct listener *ls)
 	SSL_set_accept_state(ssl);
 	struct tls_conn *t = xcalloc(1, sizeof(*t));
 	t->ssl = ssl;
+	t->tc = tc;
 	t->handshaking = true;
+	tc->handshaking++;
 	c->tls = t;
 	return 0;
 }
@@ -446,6 +498,8 @@ void tls_conn_free(struct conn *c)
 		return;
 	tls_conn_shutdown(c);
 	SSL_free(t->ssl);
+	if (t->handshaking)
+		handshake_ended(t->tc);
 	free(t);
 	c->tls = NULL;
 }
@@ -463,6 +517,7 @@ static void handshake(struct conn *c)
 	int r = SSL_do_handshake(t->ssl);
 	if (r == 1) {
 		t->handshaking = false;
+		handshake_ended(t->tc);
 		log_debug("tls: %s from %s%s", SSL_get_version(t->ssl), c->peer,
 			  SSL_session_reused(t->ssl) ? " (resumed)" : "");
 		return;
