@@ -536,3 +536,71 @@ def test_session_ticket_keys_rotate():
 
 
 test_session_ticket_keys_rotate.timeout = 60
+
+
+def _tickets_seen(port, cafile):
+    """How many TLS 1.3 session tickets one connection receives (s_client
+    prints a line for each), reading a whole HTTP/1.0 answer after them."""
+    r = _run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_3", "-CAfile", cafile, "-ign_eof",
+              "-msg"], input=b"GET /api/health HTTP/1.0\r\nHost: x\r\n\r\n", timeout=15)
+    out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    assert '"status":"ok"' in out, out
+    return out.count("NewSessionTicket")
+
+
+def test_one_ticket_per_handshake_and_it_resumes():
+    """herald sends one TLS 1.3 session ticket per handshake (OpenSSL's
+    default is two), and that ticket resumes, again and again: every
+    resumption brings the next ticket."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key) as h:
+        assert _tickets_seen(h.tls_port, cert) == 1
+        ctx = _client_ctx(cert)
+        sess = None
+        for i in range(4):
+            s = _tls_connect(h.tls_port, cert, ctx=ctx, session=sess)
+            assert s.session_reused == (i > 0), f"connection {i}: resumed {s.session_reused}"
+            c = _tls_http(s)
+            assert c.request("GET", "/api/health")[0] == 200  # the ticket comes before the answer
+            sess = s.session
+            assert sess.has_ticket
+            c.close()
+
+
+def test_after_a_burst_of_handshakes_memory_is_trimmed_and_streams_go_on():
+    """Once a burst of handshakes is over, herald hands the heap's free pages
+    back (logged at debug); a stream opened before the burst then still gets
+    a large event whole after being idle (its record buffers were released
+    and are allocated again), and tickets issued before it still resume."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--log-level", "debug"]) as h:
+        ctx = _client_ctx(cert)
+        early = Stream(sock=_tls_connect(h.tls_port, cert, ctx=ctx))
+        assert early.opening() == b"retry: 3000\n: stream open\n\n"
+        first = _tls_connect(h.tls_port, cert, ctx=ctx)
+        assert _tls_http(first).request("GET", "/api/health")[0] == 200
+        ticket = first.session
+        first.close()
+        # 70 handshakes, a few at a time, then none in progress.
+        socks = []
+        for _ in range(70):
+            socks.append(_tls_connect(h.tls_port, cert, ctx=ctx))
+            if len(socks) == 10:
+                for s in socks:
+                    s.close()
+                socks = []
+        for s in socks:
+            s.close()
+        h.wait_log(r"tls: \d+ handshakes since the last trim; free heap pages", timeout=5)
+        time.sleep(0.5)
+        big = "".join(chr(ord("a") + i % 26) for i in range(60000))  # four TLS records
+        eid = publish(h.port, data=big)
+        evs = early.events(n=1, timeout=10)
+        assert [e["id"] for e in evs] == [eid] and evs[0]["data"] == big
+        again = _tls_connect(h.tls_port, cert, ctx=ctx, session=ticket)
+        assert again.session_reused, "a ticket issued before the burst did not resume"
+        assert _tls_http(again).request("GET", "/api/health")[0] == 200
+        again.close()
+        early.close()
