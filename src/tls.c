@@ -447,9 +447,10 @@ void tls_teardown(struct tls_ctx *tc)
 static void trim_heap(struct tls_ctx *tc)
 {
 #ifdef __GLIBC__
+	uint64_t t0 = clock_mono_ns();
 	int released = malloc_trim(0);
-	log_debug("tls: %ld handshakes since the last trim; free heap pages %s", tc->since_trim,
-		  released ? "returned to the kernel" : "none to return");
+	log_debug("tls: %ld handshakes since the last trim; free heap pages %s (%.2f ms)", tc->since_trim,
+		  released ? "returned to the kernel" : "none to return", (double)(clock_mono_ns() - t0) / 1e6);
 #endif
 	tc->since_trim = 0;
 	tc->last_trim = loop_now(tc->lp);
