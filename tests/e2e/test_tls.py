@@ -604,3 +604,65 @@ def test_after_a_burst_of_handshakes_memory_is_trimmed_and_streams_go_on():
         assert _tls_http(again).request("GET", "/api/health")[0] == 200
         again.close()
         early.close()
+
+
+def _raw_stream(port, cafile, max_version=None):
+    """A TLS socket that reports an end without close_notify as an error,
+    with the stream request sent and its head and opening frame read."""
+    ctx = _client_ctx(cafile, max_version=max_version)
+    s = ctx.wrap_socket(connect(port, timeout=10), server_hostname="127.0.0.1", suppress_ragged_eofs=False)
+    s.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    while b": stream open\n\n" not in got:
+        chunk = s.recv(65536)
+        assert chunk, got
+        got += chunk
+    return s, got
+
+
+def _read_until(s, marker, got=b""):
+    while marker not in got:
+        chunk = s.recv(65536)
+        assert chunk, f"stream ended before {marker!r}: {got[-200:]!r}"
+        got += chunk
+    return got
+
+
+def test_open_tls13_streams_are_parked_and_stay_correct():
+    """A TLS 1.3 stream gives up its OpenSSL session on its first write and
+    keeps only its traffic key, IV and record sequence (logged at debug):
+    events of one record and of several still arrive whole and in order,
+    and when herald stops, the stream ends with a close_notify this client
+    accepts (sealed with the right key and sequence; a wrong one would be a
+    bad record MAC). A TLS 1.2 stream keeps its session and works the same.
+    A client's own close_notify ends a parked stream at once."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--log-level", "debug"]) as h:
+        s13, _ = _raw_stream(h.tls_port, cert)
+        s12, _ = _raw_stream(h.tls_port, cert, max_version=ssl.TLSVersion.TLSv1_2)
+        assert s13.version() == "TLSv1.3" and s12.version() == "TLSv1.2"
+        h.wait_log(r"tls: stream from 127\.0\.0\.1 parked \(sequence \d+\)", timeout=5)
+        assert len(re.findall(r"parked \(sequence", h.log())) == 1, h.log()
+        big = "".join(chr(ord("a") + i % 26) for i in range(50000))  # four records
+        ids = [publish(h.port, data="small"), publish(h.port, data=big), publish(h.port, data="after")]
+        for s in (s13, s12):
+            got = _read_until(s, b"data: after\n")
+            at = [got.find(f"id: {i}\n".encode()) for i in ids]
+            assert 0 <= at[0] < at[1] < at[2], at
+            assert got.find(b"data: small\n") > at[0] and got.find(f"data: {big}\n".encode()) > at[1]
+        # A second parked stream that the client ends with close_notify.
+        s3, _ = _raw_stream(h.tls_port, cert)
+        wait_until(lambda: len(re.findall(r"parked \(sequence", h.log())) == 2, timeout=5)
+        raw = s3.unwrap()  # sends close_notify, waits for herald's answer or its close
+        raw.close()
+        wait_until(lambda: b'"readers":2,' in request(h.port, "GET", "/api/health")[2], timeout=5)
+        h.stop()
+        for s in (s13, s12):
+            tail = b""
+            while True:
+                chunk = s.recv(65536)  # ssl.SSLEOFError without a valid close_notify
+                if not chunk:
+                    break
+                tail += chunk
+            s.close()
