@@ -7,6 +7,11 @@
  *   HANDSHAKING --SSL_do_handshake ok--> OPEN --SSL_shutdown--> (closed by conn)
  *        |  want read  -> EPOLLIN          |  reads and writes map
  *        |  want write -> EPOLLOUT         |  WANT_READ/WANT_WRITE to -EAGAIN
+ *        |                                 |
+ *        |             first write as a stream, TLS 1.3, first record matched
+ *        |                                 v
+ *        |                  PARKED (no SSL: key, IV, sequence; records sealed
+ *        |                  here; any input ends it; close_notify sealed here)
  *        +-- error or header_timeout -> closed without close_notify
  *
  * Invariants:
@@ -24,6 +29,10 @@
  * - The server context is swapped on reload; every SSL holds a reference to
  *   the context it was made from, so open connections are untouched and the
  *   old context is freed with its last connection.
+ * - A parked stream's sequence number only ever grows, and parking happens
+ *   only after OpenSSL's own record and ours matched under it, so no nonce
+ *   is used twice; a write that the socket takes in part keeps the sealed
+ *   record (write_pending) exactly as OpenSSL does.
  * - Session-ticket keys belong to this module, not to a context: keys[0]
  *   seals new tickets, keys[1] (the one before) still opens tickets, so a
  *   ticket resumes for one to two tls_ticket_rotate periods. A loop timer
