@@ -294,6 +294,11 @@ static int check_file(const char *path, char *err, size_t errlen)
 	return r;
 }
 
+static int nibble(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* OpenSSL hands each secret of a handshake to this callback as a key log
  * line; only the server's first application traffic secret (TLS 1.3) is
  * kept, in the connection, for park(). Nothing is written anywhere. */
@@ -311,10 +316,10 @@ static void keylog_cb(const SSL *ssl, const char *line)
 	if (n > sizeof(t->secret) || strlen(hex) % 2)
 		return;
 	for (size_t i = 0; i < n; i++) {
-		unsigned int b;
-		if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+		int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
 			return;
-		t->secret[i] = (unsigned char)b;
+		t->secret[i] = (unsigned char)(hi << 4 | lo);
 	}
 	t->secret_len = (uint8_t)n;
 }
