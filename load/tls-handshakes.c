@@ -37,9 +37,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
-static const char USAGE[] = "usage: load/tls-handshakes N [--storm M] [--phases LIST] [--server ADDR --plain ADDR --pid PID]\n"
-			    "       [--tls12] [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE] [--timeout S]\n"
-			    "       [--run LABEL] [--keep]\n";
+static const char USAGE[] =
+	"usage: load/tls-handshakes N [--storm M] [--phases LIST] [--server ADDR --plain ADDR --pid PID]\n"
+	"       [--tls12] [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE] [--timeout S]\n"
+	"       [--run LABEL] [--keep]\n";
 
 static volatile int stop_flag;
 
@@ -362,7 +363,7 @@ static void run_phase(struct ctx *x, struct phase *p, struct hs *conns, long n, 
 			SSL_SESSION *offer = NULL;
 			if (p->resume)
 				offer = !p->storm && next > 0 && conns[next - 1].sess ? conns[next - 1].sess
-										     : conns[next].sess;
+										      : conns[next].sess;
 			conns[next].state = H_IDLE;
 			hs_start(x, &conns[next], next, p, offer);
 			if (conns[next].state == H_FAILED)
@@ -416,8 +417,8 @@ static void run_phase(struct ctx *x, struct phase *p, struct hs *conns, long n, 
 	long failed = 0;
 	for (int k = 0; k < F_KINDS; k++)
 		failed += p->failed[k];
-	fprintf(stderr, "tls-handshakes: %s: %ld of %ld open (%ld resumed, %ld failed) in %.3f s\n", p->name,
-		p->opened, n, p->reused, failed, p->secs);
+	fprintf(stderr, "tls-handshakes: %s: %ld of %ld open (%ld resumed, %ld failed) in %.3f s\n", p->name, p->opened,
+		n, p->reused, failed, p->secs);
 }
 
 static struct phase *new_phase(struct ctx *x, const char *name, int tls, int resume, int storm)
@@ -591,9 +592,9 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 			    "  --plain ADDR       with --server, its plain listener for the floor (else no floor)\n"),
 		TOOL_LONG("--pid", &x->pid_opt, 1, 1L << 30, "a process id",
 			  "  --pid PID          with --server, the process to read CPU from\n"),
-		TOOL_FLAG("--tls12", &x->tls12, "  --tls12            offer TLS 1.2 only (default: 1.3 when herald has it)\n"),
-		TOOL_FLAG("--insecure", &x->insecure,
-			  "  --insecure         do not verify the server's certificate\n"),
+		TOOL_FLAG("--tls12", &x->tls12,
+			  "  --tls12            offer TLS 1.2 only (default: 1.3 when herald has it)\n"),
+		TOOL_FLAG("--insecure", &x->insecure, "  --insecure         do not verify the server's certificate\n"),
 		TOOL_STRING("--cacert", &x->cacert, "a file",
 			    "  --cacert FILE      trust this PEM (default: the certificate made here, or the\n"
 			    "                     system's CAs with --server)\n"),
@@ -657,8 +658,8 @@ static int start_own(struct ctx *x)
 	tool_parse_addr(s, &x->plain_addr);
 	x->plain = "own";
 	x->pid = x->h.pid;
-	fprintf(stderr, "tls-handshakes: started herald %s (pid %d), tls on %s, plain on %s\n", x->h.bin,
-		(int)x->h.pid, x->tls_addr.text, x->plain_addr.text);
+	fprintf(stderr, "tls-handshakes: started herald %s (pid %d), tls on %s, plain on %s\n", x->h.bin, (int)x->h.pid,
+		x->tls_addr.text, x->plain_addr.text);
 	return 0;
 }
 

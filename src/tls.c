@@ -86,9 +86,9 @@ struct tls_ctx {
 	struct loop_timer rotate_timer;
 	int64_t rotate_ms; /* the period the timer was armed with; 0 = never */
 	/* Handshake memory given back to the kernel (see trim_heap). */
-	long handshaking;    /* handshakes in progress */
-	long since_trim;     /* handshakes ended since the last trim */
-	uint64_t last_trim;  /* loop_now() of the last trim */
+	long handshaking;   /* handshakes in progress */
+	long since_trim;    /* handshakes ended since the last trim */
+	uint64_t last_trim; /* loop_now() of the last trim */
 	struct loop_timer trim_timer;
 	/* Shared by every parked stream: the TLS 1.3 AEADs, fetched once, one
 	 * cipher context, and a record's worth of room to seal into. */
@@ -118,7 +118,7 @@ struct tls_conn {
 	struct tls_park *park;
 	unsigned char secret[48]; /* the server's application traffic secret, until parked */
 	uint8_t secret_len;
-	bool no_park;     /* parking was tried, or cannot be */
+	bool no_park; /* parking was tried, or cannot be */
 	bool handshaking;
 	bool hs_wants_write;   /* the handshake waits for EPOLLOUT (else EPOLLIN) */
 	bool read_wants_write; /* the last SSL_read needs the socket writable */
@@ -296,7 +296,10 @@ static int check_file(const char *path, char *err, size_t errlen)
 
 static int nibble(char c)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
 }
 
 /* OpenSSL hands each secret of a handshake to this callback as a key log
@@ -576,8 +579,8 @@ static void handshake_ended(struct tls_ctx *tc)
  * the hash's size: one HMAC block, T(1) = HMAC(secret, HkdfLabel || 1),
  * with an HMAC context kept per hash (OpenSSL's HKDF object costs ten
  * times as much to set up per call). */
-static int expand_label(struct tls_ctx *tc, int sha384, const unsigned char *secret, size_t slen,
-			const char *label, unsigned char *out, size_t len)
+static int expand_label(struct tls_ctx *tc, int sha384, const unsigned char *secret, size_t slen, const char *label,
+			unsigned char *out, size_t len)
 {
 	unsigned char info[32], block[EVP_MAX_MD_SIZE];
 	size_t ll = strlen(label), blen = 0;
@@ -586,13 +589,14 @@ static int expand_label(struct tls_ctx *tc, int sha384, const unsigned char *sec
 	info[2] = (unsigned char)(6 + ll);
 	memcpy(info + 3, "tls13 ", 6);
 	memcpy(info + 9, label, ll);
-	info[9 + ll] = 0; /* no context */
+	info[9 + ll] = 0;  /* no context */
 	info[10 + ll] = 1; /* the block counter */
 	EVP_MAC_CTX **m = &tc->hmac[sha384];
 	if (!*m) {
 		EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
 		OSSL_PARAM params[] = {
-			OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)(sha384 ? "SHA384" : "SHA256"), 0),
+			OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)(sha384 ? "SHA384" : "SHA256"),
+							 0),
 			OSSL_PARAM_construct_end(),
 		};
 		*m = mac ? EVP_MAC_CTX_new(mac) : NULL;
@@ -615,8 +619,8 @@ static int expand_label(struct tls_ctx *tc, int sha384, const unsigned char *sec
 /* Seal n bytes (at most 16384) of content type `type` as one TLS 1.3
  * record with sequence number seq into tc->seal_buf. Returns the record's
  * length, or -1. */
-static int seal(struct tls_ctx *tc, const struct tls_park *pk, uint64_t seq, unsigned char type,
-		const unsigned char *p, size_t n)
+static int seal(struct tls_ctx *tc, const struct tls_park *pk, uint64_t seq, unsigned char type, const unsigned char *p,
+		size_t n)
 {
 	unsigned char *out = tc->seal_buf, nonce[12];
 	size_t clen = n + 1 + 16;
@@ -630,9 +634,9 @@ static int seal(struct tls_ctx *tc, const struct tls_park *pk, uint64_t seq, uns
 	for (int i = 0; i < 8; i++)
 		nonce[11 - i] ^= (unsigned char)(seq >> (8 * i));
 	EVP_CIPHER_CTX *cx = tc->seal_ctx;
-	if (EVP_EncryptInit_ex(cx, pk->cipher, NULL, pk->key, nonce) != 1 || EVP_EncryptUpdate(cx, NULL, &len, out, 5) != 1 ||
-	    EVP_EncryptUpdate(cx, out + 5, &len, p, (int)n) != 1 || len != (int)n ||
-	    EVP_EncryptUpdate(cx, out + 5 + n, &len, &type, 1) != 1 || len != 1 ||
+	if (EVP_EncryptInit_ex(cx, pk->cipher, NULL, pk->key, nonce) != 1 ||
+	    EVP_EncryptUpdate(cx, NULL, &len, out, 5) != 1 || EVP_EncryptUpdate(cx, out + 5, &len, p, (int)n) != 1 ||
+	    len != (int)n || EVP_EncryptUpdate(cx, out + 5 + n, &len, &type, 1) != 1 || len != 1 ||
 	    EVP_EncryptFinal_ex(cx, out + 6 + n, &len) != 1 ||
 	    EVP_CIPHER_CTX_ctrl(cx, EVP_CTRL_AEAD_GET_TAG, 16, out + 6 + n) != 1)
 		return -1;
