@@ -1,7 +1,7 @@
 /* readers-tls.c: OpenSSL for load/readers (--tls): the client context, a
  * fresh certificate for the herald started here, and reader I/O through
  * SSL_read/SSL_write behind conn_read()/conn_write(), so the stream scanner
- * never knows. The handshake itself is driven from the epoll loop in
+ * never knows (the certificate is made by tool-tls.c). The handshake itself is driven from the epoll loop in
  * readers-net.c; the publisher stays plain. */
 #include "readers.h"
 
@@ -9,15 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+#include <openssl/x509_vfy.h>
 
 /* ---- reader I/O (plain sockets, or TLS) ------------------------------------ */
 
@@ -79,56 +77,18 @@ ssize_t conn_write(struct tls *t, struct reader *r, const void *buf, size_t len)
 
 /* ---- TLS set-up ------------------------------------------------------------ */
 
-/* Write a fresh self-signed P-256 certificate for 127.0.0.1 (valid a day)
- * and its key into a temporary folder. Returns 0, or -1 after saying why. */
+/* The certificate itself is tool-tls.c's; struct tls keeps its paths. */
 int tls_make_cert(struct tls *t)
 {
-	const char *tmp = getenv("TMPDIR");
-	snprintf(t->dir, sizeof(t->dir), "%s/readers-tls-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(t->dir)) {
-		fprintf(stderr, "readers: mkdtemp %s: %s\n", t->dir, strerror(errno));
-		t->dir[0] = '\0';
+	struct tool_cert c;
+	char err[600];
+	if (tool_tls_make_cert(&c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "readers: %s\n", err);
 		return -1;
 	}
-	snprintf(t->cert_path, sizeof(t->cert_path), "%s/cert.pem", t->dir);
-	snprintf(t->key_path, sizeof(t->key_path), "%s/key.pem", t->dir);
-	int ok = 0;
-	EVP_PKEY *pk = EVP_EC_gen("P-256");
-	X509 *x = X509_new();
-	X509_EXTENSION *san = NULL;
-	FILE *fc = NULL, *fk = NULL;
-	if (!pk || !x)
-		goto done;
-	X509_set_version(x, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(time(NULL) & 0x7fffffff));
-	X509_gmtime_adj(X509_getm_notBefore(x), -60);
-	X509_gmtime_adj(X509_getm_notAfter(x), 86400);
-	X509_set_pubkey(x, pk);
-	X509_NAME *name = X509_get_subject_name(x);
-	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"herald-load", -1, -1, 0);
-	X509_set_issuer_name(x, name);
-	X509V3_CTX v3;
-	X509V3_set_ctx_nodb(&v3);
-	X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
-	san = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
-	if (!san || X509_add_ext(x, san, -1) != 1 || X509_sign(x, pk, EVP_sha256()) <= 0)
-		goto done;
-	fc = fopen(t->cert_path, "w");
-	fk = fopen(t->key_path, "w");
-	ok = fc && fk && PEM_write_X509(fc, x) == 1 && PEM_write_PrivateKey(fk, pk, NULL, NULL, 0, NULL, NULL) == 1;
-done:
-	if (fc && fclose(fc) != 0)
-		ok = 0;
-	if (fk && fclose(fk) != 0)
-		ok = 0;
-	X509_EXTENSION_free(san);
-	X509_free(x);
-	EVP_PKEY_free(pk);
-	if (!ok) {
-		tls_note_error(t, "making a certificate");
-		fprintf(stderr, "readers: cannot make a certificate in %s: %s\n", t->dir, t->first_error);
-		return -1;
-	}
+	snprintf(t->dir, sizeof(t->dir), "%s", c.dir);
+	snprintf(t->cert_path, sizeof(t->cert_path), "%s", c.cert);
+	snprintf(t->key_path, sizeof(t->key_path), "%s", c.key);
 	return 0;
 }
 
@@ -141,20 +101,9 @@ void tls_remove_cert(struct tls *t, int keep)
 	rmdir(t->dir);
 }
 
-/* The port of the started herald's tls: listener, from its log; 0 if none. */
 int tls_port_from_log(const char *log)
 {
-	FILE *f = fopen(log, "r");
-	char line[512];
-	int port = 0;
-	while (f && !port && fgets(line, sizeof(line), f)) {
-		char *p = strstr(line, "listening on tls 127.0.0.1:");
-		if (p)
-			port = atoi(p + strlen("listening on tls 127.0.0.1:"));
-	}
-	if (f)
-		fclose(f);
-	return port;
+	return tool_tls_port_from_log(log);
 }
 
 /* The client context: TLS 1.2 or later, ALPN http/1.1, and unless

@@ -9,6 +9,8 @@
  *   tool-herald.c  finding, starting and stopping a private herald
  *   tool-proc.c    a process and its children summed (CPU, threads, RSS),
  *                  TcpExt counters now, a listener's backlog, socket owners
+ *   tool-tls.c     a throwaway certificate for a herald's tls: listener, and
+ *                  that listener's port
  *
  * Every function is prefixed tool_. One thread; the only state kept between
  * calls is the tool's name and usage (tool_usage), the JSON line's nesting,
@@ -240,5 +242,22 @@ struct tool_owner {
 /* Fill in pid and comm of each of o[0..n), in one walk over /proc/N/fd
  * (only processes we may look into). */
 void tool_socket_owners(struct tool_owner *o, int n);
+
+/* ---- tool-tls.c: TLS for the herald started here ------------------------------- */
+
+/* A throwaway certificate: a temporary folder holding cert.pem and key.pem. */
+struct tool_cert {
+	char dir[300]; /* "" when none was made */
+	char cert[400];
+	char key[400];
+};
+/* Write a fresh self-signed P-256 certificate for IP 127.0.0.1 (valid a day)
+ * and its key into a new temporary folder. Returns 0, or -1 with the reason
+ * in err. */
+int tool_tls_make_cert(struct tool_cert *c, char *err, size_t errlen);
+/* Remove the folder and both files, unless keep is set. */
+void tool_tls_remove_cert(struct tool_cert *c, int keep);
+/* The port of a herald's tls:127.0.0.1 listener, from its log; 0 if none. */
+int tool_tls_port_from_log(const char *log);
 
 #endif

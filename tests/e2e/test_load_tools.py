@@ -20,7 +20,7 @@ from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
-         "minimal-sse"]
+         "minimal-sse", "tls-handshakes"]
 SCRIPTS = ["bench", "bench-tokens", "bench-redis", "plot"]  # scripts beside the C tools
 
 
@@ -435,7 +435,7 @@ def test_tool_outside_the_tree_finds_herald():
         gone = os.path.join(d, "gone", "build", "herald")
         built = os.path.join(d, "open-only-gone")
         cc = subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-Isrc", f'-DHERALD_TREE_BIN="{gone}"', "-o", built,
-                             "load/open-only.c"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c"))) + ["src/util.c", "src/procstat.c", "src/sockdiag.c", "-lm"], cwd=ROOT,
+                             "load/open-only.c"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c"))) + ["src/util.c", "src/procstat.c", "src/sockdiag.c", "-lssl", "-lcrypto", "-lm"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
         assert cc.returncode == 0, cc.stdout.decode(errors="replace")
         if os.path.exists(mark):
@@ -711,3 +711,39 @@ def test_readers_mode_usage_errors():
         assert "usage: load/readers" in err, (args, err)
     code, out, err, _ = run("minimal-sse", "--listen", "unix:/tmp/x", expect=2)
     assert "usage: load/minimal-sse" in err
+
+
+def test_tls_handshakes_counts_resumed_sessions():
+    """load/tls-handshakes small: every open of every phase succeeds; the
+    phases that offer tickets resume every one (counted by the client), the
+    others none; herald's CPU is read for each; the table and the JSON line
+    agree. Bad arguments are usage errors."""
+    code, out, err, js = run("tls-handshakes", 20, "--storm", 20, timeout=120)
+    assert js["tool"] == "tls-handshakes" and js["n"] == 20 and js["storm"] == 20, js
+    assert js["protocol"] == "TLSv1.3", js
+    phases = {p["phase"]: p for p in js["phases"]}
+    assert list(phases) == ["plain", "full", "resumed", "storm: open", "storm: reconnect with tickets",
+                            "storm: reconnect without"], list(phases)
+    for name, p in phases.items():
+        assert p["opened"] == p["n"] == 20 and p["failed"] == 0, p
+        assert set(p["failures"]) == {"connect", "tls", "http", "timeout"}, p
+        assert p["server_cpu_ms"] is not None and p["server_cpu_ms"] >= 0, p
+        assert 0 < p["p50_ms"] <= p["p99_ms"], p
+        assert f"| {name} | 20 | {p['resumed']} | 0 |" in out, (name, out)
+    want_resumed = {"plain": 0, "full": 0, "resumed": 20, "storm: open": 0, "storm: reconnect with tickets": 20,
+                    "storm: reconnect without": 0}
+    assert {k: p["resumed"] for k, p in phases.items()} == want_resumed, phases
+    assert not phases["plain"]["tls"] and phases["storm: reconnect with tickets"]["at_once"], phases
+    assert phases["storm: reconnect with tickets"]["dropped_first"], phases
+    assert "20 of 20 offered tickets resumed" in out, out
+    # The TLS 1.2 path resumes too (tickets under herald's own keys).
+    code, out, err, js = run("tls-handshakes", 5, "--storm", 0, "--tls12", "--phases", "full,resumed", timeout=60)
+    assert js["protocol"] == "TLSv1.2" and [p["phase"] for p in js["phases"]] == ["full", "resumed"], js
+    assert [p["resumed"] for p in js["phases"]] == [0, 5], js
+    for args in ([], ["0"], ["5", "--phases", "fast"], ["5", "--tls-cert", "x"], ["5", "--plain", "127.0.0.1:1"],
+                 ["5", "--insecure", "--cacert", "x"], ["5", "--server", "unix:/tmp/x"]):
+        code, out, err, _ = run("tls-handshakes", *args, expect=2)
+        assert "usage: load/tls-handshakes" in err, (args, err)
+
+
+test_tls_handshakes_counts_resumed_sessions.timeout = 180

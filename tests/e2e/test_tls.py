@@ -536,3 +536,133 @@ def test_session_ticket_keys_rotate():
 
 
 test_session_ticket_keys_rotate.timeout = 60
+
+
+def _tickets_seen(port, cafile):
+    """How many TLS 1.3 session tickets one connection receives (s_client
+    prints a line for each), reading a whole HTTP/1.0 answer after them."""
+    r = _run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_3", "-CAfile", cafile, "-ign_eof",
+              "-msg"], input=b"GET /api/health HTTP/1.0\r\nHost: x\r\n\r\n", timeout=15)
+    out = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+    assert '"status":"ok"' in out, out
+    return out.count("NewSessionTicket")
+
+
+def test_one_ticket_per_handshake_and_it_resumes():
+    """herald sends one TLS 1.3 session ticket per handshake (OpenSSL's
+    default is two), and that ticket resumes, again and again: every
+    resumption brings the next ticket."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key) as h:
+        assert _tickets_seen(h.tls_port, cert) == 1
+        ctx = _client_ctx(cert)
+        sess = None
+        for i in range(4):
+            s = _tls_connect(h.tls_port, cert, ctx=ctx, session=sess)
+            assert s.session_reused == (i > 0), f"connection {i}: resumed {s.session_reused}"
+            c = _tls_http(s)
+            assert c.request("GET", "/api/health")[0] == 200  # the ticket comes before the answer
+            sess = s.session
+            assert sess.has_ticket
+            c.close()
+
+
+def test_after_a_burst_of_handshakes_memory_is_trimmed_and_streams_go_on():
+    """Once a burst of handshakes is over, herald hands the heap's free pages
+    back (logged at debug); a stream opened before the burst then still gets
+    a large event whole after being idle (its record buffers were released
+    and are allocated again), and tickets issued before it still resume."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--log-level", "debug"]) as h:
+        ctx = _client_ctx(cert)
+        early = Stream(sock=_tls_connect(h.tls_port, cert, ctx=ctx))
+        assert early.opening() == b"retry: 3000\n: stream open\n\n"
+        first = _tls_connect(h.tls_port, cert, ctx=ctx)
+        assert _tls_http(first).request("GET", "/api/health")[0] == 200
+        ticket = first.session
+        first.close()
+        # 70 handshakes, a few at a time, then none in progress.
+        socks = []
+        for _ in range(70):
+            socks.append(_tls_connect(h.tls_port, cert, ctx=ctx))
+            if len(socks) == 10:
+                for s in socks:
+                    s.close()
+                socks = []
+        for s in socks:
+            s.close()
+        h.wait_log(r"tls: \d+ handshakes since the last trim; free heap pages", timeout=5)
+        time.sleep(0.5)
+        big = "".join(chr(ord("a") + i % 26) for i in range(60000))  # four TLS records
+        eid = publish(h.port, data=big)
+        evs = early.events(n=1, timeout=10)
+        assert [e["id"] for e in evs] == [eid] and evs[0]["data"] == big
+        again = _tls_connect(h.tls_port, cert, ctx=ctx, session=ticket)
+        assert again.session_reused, "a ticket issued before the burst did not resume"
+        assert _tls_http(again).request("GET", "/api/health")[0] == 200
+        again.close()
+        early.close()
+
+
+def _raw_stream(port, cafile, max_version=None):
+    """A TLS socket that reports an end without close_notify as an error,
+    with the stream request sent and its head and opening frame read."""
+    ctx = _client_ctx(cafile, max_version=max_version)
+    s = ctx.wrap_socket(connect(port, timeout=10), server_hostname="127.0.0.1", suppress_ragged_eofs=False)
+    s.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    while b": stream open\n\n" not in got:
+        chunk = s.recv(65536)
+        assert chunk, got
+        got += chunk
+    return s, got
+
+
+def _read_until(s, marker, got=b""):
+    while marker not in got:
+        chunk = s.recv(65536)
+        assert chunk, f"stream ended before {marker!r}: {got[-200:]!r}"
+        got += chunk
+    return got
+
+
+def test_open_tls13_streams_are_parked_and_stay_correct():
+    """A TLS 1.3 stream gives up its OpenSSL session on its first write and
+    keeps only its traffic key, IV and record sequence (logged at debug):
+    events of one record and of several still arrive whole and in order,
+    and when herald stops, the stream ends with a close_notify this client
+    accepts (sealed with the right key and sequence; a wrong one would be a
+    bad record MAC). A TLS 1.2 stream keeps its session and works the same.
+    A client's own close_notify ends a parked stream at once."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--log-level", "debug"]) as h:
+        s13, _ = _raw_stream(h.tls_port, cert)
+        s12, _ = _raw_stream(h.tls_port, cert, max_version=ssl.TLSVersion.TLSv1_2)
+        assert s13.version() == "TLSv1.3" and s12.version() == "TLSv1.2"
+        h.wait_log(r"tls: stream from 127\.0\.0\.1 parked \(sequence \d+\)", timeout=5)
+        assert len(re.findall(r"parked \(sequence", h.log())) == 1, h.log()
+        big = "".join(chr(ord("a") + i % 26) for i in range(50000))  # four records
+        ids = [publish(h.port, data="small"), publish(h.port, data=big), publish(h.port, data="after")]
+        for s in (s13, s12):
+            got = _read_until(s, b"data: after\n")
+            at = [got.find(f"id: {i}\n".encode()) for i in ids]
+            assert 0 <= at[0] < at[1] < at[2], at
+            assert got.find(b"data: small\n") > at[0] and got.find(f"data: {big}\n".encode()) > at[1]
+        # A second parked stream that the client ends with close_notify.
+        s3, _ = _raw_stream(h.tls_port, cert)
+        wait_until(lambda: len(re.findall(r"parked \(sequence", h.log())) == 2, timeout=5)
+        raw = s3.unwrap()  # sends close_notify, waits for herald's answer or its close
+        raw.close()
+        wait_until(lambda: b'"readers":2,' in request(h.port, "GET", "/api/health")[2], timeout=5)
+        h.stop()
+        for s in (s13, s12):
+            tail = b""
+            while True:
+                chunk = s.recv(65536)  # ssl.SSLEOFError without a valid close_notify
+                if not chunk:
+                    break
+                tail += chunk
+            s.close()
