@@ -999,12 +999,16 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 
 #define NO_INOTIFY_POLL_MS 1000
 
-/* A writer's commit shows in the -wal file (inotify) a moment before it
- * becomes visible: the wal-index in the -shm file is updated through mmap,
- * which inotify does not see. So a wake-up without a data_version change is
- * checked again a few times: on the next pass, then from 1 ms to a quarter
- * second later (the writer may still be syncing the -wal file in between). */
-static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250 };
+/* A writer's commit shows in the -wal file (inotify) before it becomes
+ * visible: the wal-index in the -shm file is updated through mmap, which
+ * inotify does not see, and a writer with synchronous=FULL syncs the -wal
+ * file in between, which on a busy disk takes a good part of a second or
+ * more. So a wake-up is followed by checks of data_version on the next pass,
+ * then from 1 ms to 2 s later (about 3.8 s in all), and a change found does
+ * not end them: the same wake-up may stand for a second commit that is still
+ * syncing. Without a change the checks end, and no timer runs while nothing
+ * happens. */
+static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250, 500, 1000, 2000 };
 
 /* The database file was deleted or replaced under us: what we write would go
  * to an unlinked file. Say so and report it, so the process stops and a
@@ -1028,9 +1032,8 @@ static void confirm_change(void *arg)
 	if (file_gone(st))
 		return;
 	if (changed) {
-		st->confirm_step = 0;
 		st->hooks.changed(st->hooks.arg);
-		return;
+		st->confirm_step = 1; /* go on checking from the shortest delay */
 	}
 	if (st->confirm_step < ARRAY_LEN(confirm_delays_ms))
 		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change,

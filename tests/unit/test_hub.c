@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -151,6 +153,7 @@ static char tmpdir[] = "/tmp/herald-test-hub-XXXXXX";
 static int dbs;
 
 struct fixture {
+	char db[256];
 	struct loop *lp;
 	struct store *st;
 	struct config cfg;
@@ -169,6 +172,7 @@ static void setup(struct fixture *fx, int64_t queue_limit)
 	memset(fx, 0, sizeof(*fx));
 	char path[256], err[256];
 	snprintf(path, sizeof(path), "%s/hub%d.db", tmpdir, dbs++);
+	snprintf(fx->db, sizeof(fx->db), "%s", path);
 	fx->lp = loop_new();
 	fx->cfg.db = path;
 	fx->cfg.busy_timeout_ms = 5;
@@ -799,6 +803,107 @@ static void rm_tree(void)
 		fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
+/* ---- another writer whose commit becomes visible late ---- */
+
+/* A VFS whose sync of a -wal file takes SLOW_SYNC_MS: a writer with
+ * synchronous=FULL writes its frames (inotify fires), syncs, and only then
+ * makes the commit visible; on a busy machine the sync can take that long. */
+#define SLOW_SYNC_MS 700
+static sqlite3_vfs slow_vfs, *base_vfs;
+static struct sqlite3_io_methods slow_io;
+static const struct sqlite3_io_methods *base_io;
+static const char *slow_wal;
+
+static int slow_sync(sqlite3_file *f, int flags)
+{
+	(void)flags;
+	usleep(SLOW_SYNC_MS * 1000);
+	return base_io->xSync(f, flags);
+}
+
+static int slow_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out_flags)
+{
+	(void)vfs;
+	int rc = base_vfs->xOpen(base_vfs, name, f, flags, out_flags);
+	if (rc == SQLITE_OK && f->pMethods && name && strlen(name) > 4 && strcmp(name + strlen(name) - 4, "-wal") == 0) {
+		if (!base_io) {
+			base_io = f->pMethods;
+			slow_io = *base_io;
+			slow_io.xSync = slow_sync;
+		}
+		slow_wal = name;
+		if (f->pMethods == base_io)
+			f->pMethods = &slow_io;
+	}
+	return rc;
+}
+
+/* In a child process: one INSERT through the slow VFS, the connection kept
+ * for 3 s; exit 0 if committed. */
+static void slow_writer(const char *db, const char *data)
+{
+	base_vfs = sqlite3_vfs_find(NULL);
+	slow_vfs = *base_vfs;
+	slow_vfs.zName = "slow-wal-sync";
+	slow_vfs.xOpen = slow_open;
+	sqlite3_vfs_register(&slow_vfs, 0);
+	sqlite3 *conn = NULL;
+	char sql[256];
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA synchronous=FULL; INSERT INTO events(type, topic, data, public) VALUES ('t', 't', '%s', 1);",
+		 data);
+	int ok = sqlite3_open_v2(db, &conn, SQLITE_OPEN_READWRITE, "slow-wal-sync") == SQLITE_OK &&
+		 sqlite3_busy_timeout(conn, 5000) == SQLITE_OK && sqlite3_exec(conn, sql, NULL, NULL, NULL) == SQLITE_OK;
+	/* Stay connected a while, as a long-running writer does: closing the
+	 * files would give inotify another event, after the commit. */
+	usleep(3000 * 1000);
+	sqlite3_close(conn);
+	_exit(ok && slow_wal ? 0 : 1);
+}
+
+/* Another program's commit that becomes visible SLOW_SYNC_MS after its
+ * frames were written (and so after the wake-up inotify gave) still reaches
+ * the live reader; so does one whose wake-up came together with an earlier
+ * commit's. */
+static void test_late_visible_commit_reaches_reader(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	struct fake *f = open_reader(&fx, -1, false, NULL);
+	CHECK(f->r && f->r->mode == READER_LIVE);
+	for (int round = 0; round < 2; round++) {
+		sqlite3 *quick = NULL;
+		pid_t a = fork();
+		if (a == 0)
+			slow_writer(fx.db, "slow");
+		if (round == 1) {
+			/* A second, quick commit right behind the slow one:
+			 * its visibility must not end the wait for the first. */
+			usleep(50 * 1000);
+			quick = NULL;
+			CHECK(sqlite3_open_v2(fx.db, &quick, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+			sqlite3_busy_timeout(quick, 5000);
+			CHECK(sqlite3_exec(quick, "PRAGMA synchronous=OFF; INSERT INTO events(type, topic, data, public) "
+						  "VALUES ('t', 't', 'quick', 1);",
+					   NULL, NULL, NULL) == SQLITE_OK);
+		}
+		spin(&fx, SLOW_SYNC_MS + 1500);
+		/* Checked while both writers are still connected. */
+		drain(f);
+		struct expect e;
+		expected(&fx, 0, false, NULL, &e);
+		CHECK_EQ_INT(e.n, round == 0 ? 1 : 3);
+		CHECK(same_ids(f, &e, round == 0 ? "late commit" : "late commit behind a quick one"));
+		sqlite3_close(quick);
+		int status = 0;
+		CHECK(waitpid(a, &status, 0) == a && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	fake_close(f);
+	fake_free(f);
+	free(f);
+	teardown(&fx);
+}
+
 int main(void)
 {
 	/* A reader linked twice in the index makes a walk loop forever: let
@@ -819,6 +924,7 @@ int main(void)
 	test_index_live_catchup_moves();
 	test_index_closed_mid_fanout();
 	test_index_end();
+	test_late_visible_commit_reaches_reader();
 	rm_tree();
 	return check_done("test_hub");
 }
