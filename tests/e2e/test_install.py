@@ -23,8 +23,18 @@ import tempfile
 import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LOAD_TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
-              "minimal-sse"]
+
+
+def _load_tools():
+    """The tools the Makefile installs: its LOAD_TOOLS line (with any
+    continuation lines)."""
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        text = f.read().replace("\\\n", " ")
+    line = next(l for l in text.splitlines() if l.startswith("LOAD_TOOLS "))
+    return line.split(":=", 1)[1].split()
+
+
+LOAD_TOOLS = _load_tools()
 
 
 def _make(target, **vars):
