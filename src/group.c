@@ -283,11 +283,15 @@ void group_worker_gone(unsigned index)
 	struct slot *s = &g->slot[index];
 	lock();
 	for (size_t i = 0; i < g->nused; i++) {
+		/* The total is summed again from the other columns: a worker
+		 * killed inside the lock may have changed its column and not
+		 * yet the total. */
 		struct entry *e = entry_at(used_index()[i]);
-		if (e->n[index]) {
-			e->total -= e->n[index];
-			e->n[index] = 0;
-		}
+		uint32_t total = 0;
+		e->n[index] = 0;
+		for (unsigned w = 0; w < g->nworkers; w++)
+			total += e->n[w];
+		e->total = total;
 	}
 	metrics_add(&g->retired, &s->m);
 	memset(s, 0, sizeof(*s));

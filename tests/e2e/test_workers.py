@@ -214,3 +214,25 @@ def test_workers_under_systemd_socket_activation_ready_once_and_watchdog():
 
 
 test_workers_under_systemd_socket_activation_ready_once_and_watchdog.timeout = 90
+
+
+def test_workers_bench_small():
+    # load/bench-workers against real groups, small: every reader had every
+    # event at W = 1 and W = 2, every POST got its 201, both clients' readers
+    # were held, and each herald stopped with exit 0.
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([os.path.join(root, "load", "bench-workers"), "--latency", "30", "--hold", "20",
+                        "--held", "25", "--publish", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=150, cwd=root)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    js = json.loads(p.stdout.strip().splitlines()[-1])
+    assert [r["workers"] for r in js["runs"]] == [1, 2], js
+    for r in js["runs"]:
+        assert r["exit"] == 0, r
+        assert r["latency"]["missing_total"] == 0 and r["latency2"]["missing_total"] == 0, r
+        assert r["held"] == {"opened": 50, "not_opened": 0}, r
+        assert r["publish"]["ok"] == 300, r
+
+
+test_workers_bench_small.timeout = 180
