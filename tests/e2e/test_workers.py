@@ -216,6 +216,19 @@ def test_workers_under_systemd_socket_activation_ready_once_and_watchdog():
 test_workers_under_systemd_socket_activation_ready_once_and_watchdog.timeout = 90
 
 
+def test_workers_setting_range_and_auto():
+    import subprocess
+    import harness
+    for bad in ("0", "65", "two"):
+        p = subprocess.run([harness.HERALD_BIN, "--workers", bad, "--check-config"], capture_output=True, text=True,
+                           timeout=10)
+        assert p.returncode == 1 and "workers" in p.stderr, (bad, p.returncode, p.stderr)
+    p = subprocess.run([harness.HERALD_BIN, "--workers", "auto", "--check-config"], capture_output=True, text=True,
+                       timeout=10)
+    assert p.returncode == 0, p.stderr
+    assert re.search(rf"^workers = {min(os.cpu_count(), 64)}$", p.stdout, re.M), p.stdout
+
+
 def test_workers_bench_small():
     # load/bench-workers against real groups, small: every reader had every
     # event at W = 1 and W = 2, every POST got its 201, both clients' readers
