@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -244,6 +245,7 @@ void group_stamp(const struct group_figures *f, const struct metrics *m)
 
 void group_set_ready(void)
 {
+	__atomic_store_n(&g->slot[self].pid, getpid(), __ATOMIC_RELAXED);
 	__atomic_store_n(&g->slot[self].alive_ms, group_clock_ms(), __ATOMIC_RELAXED);
 	__atomic_store_n(&g->slot[self].ready, true, __ATOMIC_RELEASE);
 }
@@ -270,11 +272,13 @@ unsigned group_sum(struct metrics *m, struct group_figures *f, struct group_work
 
 void group_worker_started(unsigned index, pid_t pid)
 {
+	/* The slot was emptied when its last worker went (or never used);
+	 * the new worker may already have marked itself ready: keep that. */
 	struct slot *s = &g->slot[index];
 	lock();
-	memset(s, 0, sizeof(*s));
 	s->pid = pid;
-	s->alive_ms = group_clock_ms();
+	if (!s->alive_ms)
+		s->alive_ms = group_clock_ms();
 	unlock();
 }
 
@@ -310,8 +314,10 @@ bool group_all_alive(uint64_t within_ms)
 {
 	uint64_t now = group_clock_ms();
 	for (unsigned i = 0; i < g->nworkers; i++) {
+		/* A worker waiting to be started again is the main process's
+		 * business, which is alive; a running one must stamp. */
 		uint64_t at = __atomic_load_n(&g->slot[i].alive_ms, __ATOMIC_RELAXED);
-		if (!g->slot[i].pid || now - at > within_ms)
+		if (g->slot[i].pid && now > at && now - at > within_ms)
 			return false;
 	}
 	return true;

@@ -75,7 +75,8 @@ void group_set_ready(void);
  * Returns the number of workers. */
 unsigned group_sum(struct metrics *m, struct group_figures *f, struct group_worker *w);
 
-/* Main process: worker index now runs as pid. */
+/* Main process: worker index now runs as pid (the worker may have marked
+ * itself ready already). */
 void group_worker_started(unsigned index, pid_t pid);
 
 /* Main process: worker index is gone: its readers leave every count, its
@@ -85,7 +86,8 @@ void group_worker_gone(unsigned index);
 /* Main process: every worker running and ready. */
 bool group_all_ready(void);
 
-/* Main process: every worker stamped within the last within_ms. */
+/* Main process: every running worker stamped within the last within_ms
+ * (one waiting to be started again does not count). */
 bool group_all_alive(uint64_t within_ms);
 
 /* The monotonic clock in ms, as the stamps use it. */

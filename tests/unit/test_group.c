@@ -139,15 +139,22 @@ static void test_sum_and_dead_counters_kept(void)
 	struct group_figures f;
 	struct group_worker w[GROUP_MAX_WORKERS];
 	CHECK_EQ_INT(group_create(2, 10), 0);
-	group_worker_started(1, 4242);
+	/* The worker may be ready before the main process records its pid
+	 * (fork returns to both in either order): ready must stay. */
 	as_worker(1, stamp_worker1);
+	group_worker_started(1, 4242);
 	CHECK(!group_all_ready()); /* worker 0 is not running */
+	group_worker_started(0, 4241);
+	CHECK(!group_all_ready()); /* nor ready */
 	CHECK_EQ_INT(group_sum(&sum, &f, w), 2);
 	CHECK_EQ_INT(sum.requests, 5);
 	CHECK_EQ_INT(f.connections, 7);
 	CHECK_EQ_INT(f.last_event_id, 40);
 	CHECK_EQ_INT(w[1].pid, 4242);
 	CHECK(w[1].ready);
+	CHECK(group_all_alive(1000));
+	usleep(30000);
+	CHECK(!group_all_alive(10)); /* running, and no stamp for 30 ms */
 	/* Its counters stay in the sum after it dies; its gauges do not. */
 	group_worker_gone(1);
 	group_sum(&sum, &f, w);
@@ -156,6 +163,8 @@ static void test_sum_and_dead_counters_kept(void)
 	CHECK_EQ_INT(sum.fanout_seconds.n, 1);
 	CHECK_EQ_INT(f.connections, 0);
 	CHECK_EQ_INT(w[1].pid, 0);
+	group_worker_gone(0);
+	CHECK(group_all_alive(10)); /* none running: nothing overdue */
 	group_destroy();
 }
 
