@@ -38,7 +38,7 @@ struct region {
 	unsigned nworkers;
 	size_t nentries; /* a power of two */
 	size_t entry_size;
-	size_t nused; /* entries ever used, listed in the index after the table */
+	size_t nused;           /* entries ever used, listed in the index after the table */
 	struct metrics retired; /* counters of workers that died */
 	struct slot slot[GROUP_MAX_WORKERS];
 };

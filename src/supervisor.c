@@ -27,8 +27,8 @@
 #include "store.h"
 #include "util.h"
 
-#define TICK_MS 100            /* readiness, stop deadline */
-#define RESTART_FIRST_MS 100   /* backoff before the first restart, doubling */
+#define TICK_MS 100          /* readiness, stop deadline */
+#define RESTART_FIRST_MS 100 /* backoff before the first restart, doubling */
 #define RESTART_MAX_MS 5000
 #define RESTART_RESET_MS 10000 /* a worker that ran this long starts the backoff afresh */
 #define STOP_GRACE_MS 8000     /* after SIGTERM: then SIGKILL to what remains */
@@ -55,7 +55,7 @@ struct supervisor {
 	struct worker_proc w[GROUP_MAX_WORKERS];
 	struct loop_timer tick;
 	bool stopping;
-	bool ready;        /* READY=1 sent */
+	bool ready; /* READY=1 sent */
 	int exit_code;
 	uint64_t stop_deadline;
 	uint64_t alive_ms; /* the watchdog's window for every worker's stamp */
