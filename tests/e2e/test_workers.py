@@ -99,6 +99,20 @@ def test_workers_start_as_children_and_every_reader_gets_every_event():
         assert _children(h.pid) == [], "workers outlived the main process"
 
 
+def test_workers_share_a_unix_socket():
+    # One unix socket for the group, watched by both workers (one wakes per
+    # connection); the main process removes it at the end, not a worker.
+    with Herald(config=GROUP, unix=True) as h:
+        both = _spread(h.port, 1, path=h.sock_path)
+        eid = publish(None, data="through the socket", path=h.sock_path)
+        for s in both[0] + both[1]:
+            assert [e["id"] for e in s.events(1)] == [eid]
+            s.close()
+        assert os.path.exists(h.sock_path)
+        h.stop()
+        assert not os.path.exists(h.sock_path), "the unix socket was left behind"
+
+
 def test_workers_caps_hold_across_the_group():
     with Herald(config=GROUP + "per_address_limit = 4\nmax_readers = 6\n") as h:
         mine = _spread(h.port, 2)  # 4 from 127.0.0.1, two on each worker
