@@ -183,6 +183,26 @@ def test_workers_killed_worker_restarts_and_its_readers_leave_the_counts():
         h.stop()
 
 
+def test_workers_connections_to_a_dead_worker_wait_for_its_restart():
+    # The main process keeps each worker's SO_REUSEPORT socket: connections
+    # the kernel hands to a dead worker's socket queue there and are served
+    # by the worker started again, none refused or reset.
+    with Herald(config=GROUP) as h:
+        victim = _metrics(h.port)[2][1]
+        os.kill(victim, signal.SIGKILL)
+        streams = [Stream(h.port, timeout=10) for _ in range(12)]
+        assert [s.status for s in streams] == [200] * 12
+        for s in streams:
+            s.opening()
+        pids = _metrics(h.port)[2]
+        assert pids[1] not in (0, victim), pids
+        readers = _worker_readers(h.port)
+        assert sum(readers.values()) == 12, readers
+        for s in streams:
+            s.close()
+        h.stop()
+
+
 def test_workers_under_systemd_socket_activation_ready_once_and_watchdog():
     n = Notifications()
     watchdog_usec = 400000
