@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "console.h"
+#include "group.h"
 #include "log.h"
+#include "util.h"
 
 static bool path_is(const struct http_request *req, const char *path)
 {
@@ -49,11 +51,18 @@ static void health(struct api *a, struct conn *c, bool head_only)
 	 * check sends new readers and publishes elsewhere. */
 	bool log_ok = store_available(a->hub->st);
 	int status = log_ok ? 200 : 503;
+	/* In a group, readers counts every worker's; connections are this
+	 * worker's (worker names it). */
+	bool group = group_on();
+	char who[48] = "";
+	if (group)
+		snprintf(who, sizeof(who), ",\"worker\":%d", group_index());
 	int n = snprintf(body, sizeof(body),
-			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"readers\":%zu,\"connections\":%zu,"
-			 "\"last_id\":%lld,\"uptime_s\":%llu}\n",
+			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"workers\":%u%s,\"readers\":%zu,"
+			 "\"connections\":%zu,\"last_id\":%lld,\"uptime_s\":%llu}\n",
 			 !log_ok ? "unavailable" : conn_draining(c) ? "draining" : "ok", log_ok ? "ok" : "unavailable",
-			 store_kind(a->hub->st), hub_readers(a->hub), a->pool->n, (long long)a->hub->high_water,
+			 store_kind(a->hub->st), group ? group_workers() : 1u, who,
+			 group ? group_readers() : hub_readers(a->hub), a->pool->n, (long long)a->hub->high_water,
 			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
 	bool keep = conn_keep_alive(c);
 	struct chunk *resp = http_format_response(status, "application/json",
@@ -63,6 +72,40 @@ static void health(struct api *a, struct conn *c, bool head_only)
 	if (head_only)
 		resp->len -= (uint32_t)n; /* the same head, with its Content-Length, and no body */
 	conn_respond(c, status, resp, keep);
+}
+
+/* /metrics in a worker of a group: counters summed over the group (this
+ * worker's stamped first, so its own are current; the others' are at most
+ * a stamp old), gauges summed, and each worker's line. g holds this
+ * worker's gauges (log_available stays its own). */
+static void group_metrics(struct api *a, struct conn *c, struct metrics_gauges *g)
+{
+	struct group_figures mine = { .connections = g->connections,
+				      .readers_catching_up = g->readers_catching_up,
+				      .publish_pending = g->publish_pending,
+				      .last_event_id = g->last_event_id };
+	group_stamp(&mine, a->m);
+	struct metrics *sum = xcalloc(1, sizeof(*sum));
+	struct group_figures f;
+	struct group_worker w[GROUP_MAX_WORKERS];
+	int pids[GROUP_MAX_WORKERS];
+	size_t readers[GROUP_MAX_WORKERS];
+	unsigned n = group_sum(sum, &f, w);
+	g->readers = 0;
+	for (unsigned i = 0; i < n; i++) {
+		pids[i] = (int)w[i].pid;
+		readers[i] = w[i].readers;
+		g->readers += w[i].readers;
+	}
+	g->readers_catching_up = f.readers_catching_up;
+	g->connections = f.connections;
+	g->publish_pending = f.publish_pending;
+	g->last_event_id = f.last_event_id;
+	g->workers = n;
+	g->worker_pids = pids;
+	g->worker_readers = readers;
+	conn_respond(c, 200, metrics_render(sum, g, conn_keep_alive(c)), conn_keep_alive(c));
+	free(sum);
 }
 
 /* /metrics for whom metrics_access allows: anyone; only a client on this
@@ -86,8 +129,16 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 			return;
 		}
 	}
-	struct metrics_gauges g = { hub_readers(a->hub),   a->hub->ncatchup,         a->pool->n,
-				    a->hub->high_water,    publish_pending(a->pubq), store_available(a->hub->st) };
+	struct metrics_gauges g = { .readers = hub_readers(a->hub),
+				    .readers_catching_up = a->hub->ncatchup,
+				    .connections = a->pool->n,
+				    .last_event_id = a->hub->high_water,
+				    .publish_pending = publish_pending(a->pubq),
+				    .log_available = store_available(a->hub->st) };
+	if (group_on()) {
+		group_metrics(a, c, &g);
+		return;
+	}
 	conn_respond(c, 200, metrics_render(a->m, &g, conn_keep_alive(c)), conn_keep_alive(c));
 }
 

@@ -66,6 +66,7 @@ static const struct key keys[] = {
 	KEY("db", K_STR, db, 1, 4096, "var/herald.db"),
 	KEY("unix_mode", K_MODE, unix_mode, 0, 0777, "0660"),
 	KEY("backlog", K_INT, backlog, 1, 65535, "1024"),
+	KEY("workers", K_INT, workers, 1, 64, "1"),
 	KEY("log_level", K_LEVEL, log_level, 0, 0, "info"),
 	KEY("per_address_limit", K_INT, per_address_limit, 0, 1000000, "32"),
 	KEY("ipv6_prefix", K_INT, ipv6_prefix, 1, 128, "64"),
@@ -458,6 +459,12 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 		return buf;
 	}
 	case K_INT:
+		if (k->off == OFF(workers) && strcmp(v, "auto") == 0) {
+			/* One worker per CPU this process may run on. */
+			long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+			n = cpus < 1 ? 1 : cpus > k->max ? k->max : cpus;
+			break;
+		}
 		why = parse_scaled(v, units_int, &n);
 		break;
 	case K_MODE: {

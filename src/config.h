@@ -26,6 +26,7 @@ struct config {
 	char *db;
 	int64_t unix_mode; /* permissions of our own unix sockets */
 	int backlog;
+	int64_t workers; /* worker processes sharing the listeners (1: this process serves) */
 	int log_level;
 	int64_t per_address_limit;
 	int64_t ipv6_prefix; /* IPv6 clients count per /ipv6_prefix network */

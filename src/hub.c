@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "frame.h"
+#include "group.h"
 #include "log.h"
 #include "store.h"
 #include "topic.h"
@@ -72,14 +73,22 @@ static struct addr_count **count_slot(struct addr_counts *t, const char *key)
 	return pp;
 }
 
+/* In a group of workers the counts live in the shared region (group.h),
+ * so that the cap holds across the group; otherwise in this table. */
 size_t hub_count(const struct hub *h, const char *key)
 {
+	if (group_on())
+		return group_count(key);
 	struct addr_count **pp = count_slot(h->counts, key);
 	return *pp ? (*pp)->n : 0;
 }
 
 static void count_add(struct hub *h, const char *key)
 {
+	if (group_on()) {
+		group_count_add(key);
+		return;
+	}
 	struct addr_count **pp = count_slot(h->counts, key);
 	if (!*pp) {
 		*pp = xcalloc(1, sizeof(**pp));
@@ -90,6 +99,10 @@ static void count_add(struct hub *h, const char *key)
 
 static void count_del(struct hub *h, const char *key)
 {
+	if (group_on()) {
+		group_count_del(key);
+		return;
+	}
 	struct addr_count **pp = count_slot(h->counts, key);
 	if (*pp && --(*pp)->n == 0) {
 		struct addr_count *dead = *pp;

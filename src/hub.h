@@ -168,7 +168,8 @@ void hub_reconfigure(struct hub *h);
 
 size_t hub_readers(const struct hub *h);
 
-/* Open readers counted under key (the per-address cap). */
+/* Open readers counted under key (the per-address cap); in a worker of a
+ * group, the whole group's (group.h). */
 size_t hub_count(const struct hub *h, const char *key);
 
 #endif

@@ -179,7 +179,37 @@ static void remove_stale_socket(const char *path)
 		close(fd);
 }
 
-static int open_one(struct listeners *set, const struct config *cfg, const char *addr, struct listener *ls)
+/* Bind one more SO_REUSEPORT socket to the address ls->fd is bound to (its
+ * port as bound, should the address ask for port 0). Returns the listening
+ * fd, or -1 with errno set. */
+static int open_copy(const struct listener *ls, int backlog)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	if (getsockname(ls->fd, (struct sockaddr *)&ss, &len) < 0)
+		return -1;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int one = 1, v6only = 0;
+	socklen_t vlen = sizeof(v6only);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ss.ss_family == AF_INET6 && getsockopt(ls->fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vlen) == 0)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, backlog) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Open addr into ls; with reuseport, the socket takes SO_REUSEPORT (a
+ * group's first copy of a TCP address). */
+static int open_one(struct listeners *set, const struct config *cfg, const char *addr, struct listener *ls,
+		    bool reuseport)
 {
 	char err[256] = "";
 	struct listen_addr la;
@@ -191,7 +221,8 @@ static int open_one(struct listeners *set, const struct config *cfg, const char 
 		log_err("listen %s: %s", addr, err);
 		return -1;
 	}
-	if (la.tls && !set->tls) {
+	ls->tls_wanted = la.tls;
+	if (la.tls && !set->tls && !reuseport) {
 		log_err("listen %s: a tls: listener needs tls_cert and tls_key", addr);
 		return -1;
 	}
@@ -217,6 +248,8 @@ static int open_one(struct listeners *set, const struct config *cfg, const char 
 			goto fail;
 		int one = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)
+			goto fail;
 		if (la.ss.ss_family == AF_INET6) {
 			/* "[::]:port" serves IPv6 only; list 0.0.0.0:port too for IPv4. */
 			struct sockaddr_in6 *in6 = (void *)&la.ss;
@@ -244,7 +277,7 @@ fail:
 
 /* Take the sockets systemd passed. One whose name (FileDescriptorName= in
  * the socket unit) is "tls" serves TLS with tls_cert/tls_key. */
-static int adopt_systemd(struct listeners *set, int n, char **names)
+static int adopt_systemd(struct listeners *set, int n, char **names, bool group)
 {
 	set->ls = xcalloc((size_t)n, sizeof(*set->ls));
 	for (int i = 0; i < n; i++) {
@@ -263,13 +296,14 @@ static int adopt_systemd(struct listeners *set, int n, char **names)
 				snprintf(ls->name, sizeof(ls->name), "unix (unnamed)");
 		} else if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
 			bool tls = names && names[i] && strcmp(names[i], "tls") == 0;
-			if (tls && !set->tls) {
+			if (tls && !set->tls && !group) {
 				log_err("systemd passed a socket named tls (fd %d), but tls_cert and tls_key are not "
 					"set",
 					fd);
 				return -1;
 			}
 			ls->tls = tls ? set->tls : NULL;
+			ls->tls_wanted = tls;
 			name_tcp(fd, tls ? "tls" : "tcp", ls->name, sizeof(ls->name));
 		} else {
 			log_err("systemd passed fd %d, which is not a listening stream socket", fd);
@@ -324,8 +358,10 @@ static void log_listener(const struct listener *ls, int requested, int somaxconn
 			 ls->name, requested, somaxconn, requested, cost);
 }
 
-int listeners_open(struct listeners *set, const struct config *cfg)
+/* listeners_open, or with nworkers > 1 listeners_open_group. */
+static int open_all(struct listeners *set, const struct config *cfg, unsigned nworkers)
 {
+	bool group = nworkers > 1;
 	int somaxconn = read_somaxconn();
 	char **names = NULL;
 	int n = sd_listen_fds_with_names(1, &names);
@@ -334,7 +370,7 @@ int listeners_open(struct listeners *set, const struct config *cfg)
 		return -1;
 	}
 	if (n > 0) {
-		int r = adopt_systemd(set, n, names);
+		int r = adopt_systemd(set, n, names, group);
 		for (int i = 0; names && i < n; i++)
 			free(names[i]);
 		free(names);
@@ -344,9 +380,27 @@ int listeners_open(struct listeners *set, const struct config *cfg)
 	} else {
 		set->ls = xcalloc(cfg->nlisten, sizeof(*set->ls));
 		for (size_t i = 0; i < cfg->nlisten; i++) {
-			if (open_one(set, cfg, cfg->listen[i], &set->ls[i]) < 0)
+			struct listener *ls = &set->ls[i];
+			if (open_one(set, cfg, cfg->listen[i], ls, group) < 0)
 				return -1;
 			set->n++;
+			if (!group || ls->is_unix)
+				continue;
+			/* One socket per worker: the kernel spreads connections
+			 * over them, and a restarted worker finds its own again
+			 * with what queued on it meanwhile. */
+			ls->copies = xcalloc(nworkers, sizeof(*ls->copies));
+			ls->copies[0] = ls->fd;
+			ls->ncopies = 1;
+			for (unsigned w = 1; w < nworkers; w++) {
+				int fd = open_copy(ls, cfg->backlog);
+				if (fd < 0) {
+					log_err("listen %s (worker %u's socket): %s", cfg->listen[i], w,
+						strerror(errno));
+					return -1;
+				}
+				ls->copies[ls->ncopies++] = fd;
+			}
 		}
 	}
 	for (size_t i = 0; i < set->n; i++)
@@ -354,12 +408,83 @@ int listeners_open(struct listeners *set, const struct config *cfg)
 	return 0;
 }
 
+int listeners_open(struct listeners *set, const struct config *cfg)
+{
+	return open_all(set, cfg, 1);
+}
+
+int listeners_open_group(struct listeners *set, const struct config *cfg, unsigned nworkers)
+{
+	return open_all(set, cfg, nworkers);
+}
+
+void listeners_pick(struct listeners *group, unsigned index, struct listeners *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->ls = xcalloc(group->n ? group->n : 1, sizeof(*out->ls));
+	out->n = group->n;
+	for (size_t i = 0; i < group->n; i++) {
+		struct listener *g = &group->ls[i];
+		struct listener *ls = &out->ls[i];
+		*ls = *g;
+		ls->set = out;
+		ls->unix_path = NULL;
+		ls->copies = NULL;
+		ls->ncopies = 0;
+		memset(&ls->resume_timer, 0, sizeof(ls->resume_timer));
+		ls->exclusive = g->copies == NULL;
+		if (!g->copies)
+			continue;
+		ls->fd = g->copies[index];
+		for (unsigned w = 0; w < g->ncopies; w++)
+			if (w != index)
+				close(g->copies[w]);
+	}
+	for (size_t i = 0; i < group->n; i++) {
+		free(group->ls[i].copies);
+		free(group->ls[i].unix_path);
+	}
+	free(group->ls);
+	memset(group, 0, sizeof(*group));
+}
+
+int listeners_adopt(struct listeners *set)
+{
+	for (size_t i = 0; i < set->n; i++) {
+		struct listener *ls = &set->ls[i];
+		if (ls->tls_wanted && !set->tls) {
+			log_err("%s: a tls listener needs tls_cert and tls_key", ls->name);
+			return -1;
+		}
+		ls->tls = ls->tls_wanted ? set->tls : NULL;
+	}
+	return 0;
+}
+
 static void on_accept(void *arg, uint32_t events);
+
+static uint32_t accept_events(const struct listener *ls)
+{
+	return ls->exclusive ? EPOLLIN | EPOLLEXCLUSIVE : EPOLLIN;
+}
+
+/* Stop taking connections for a while. An EPOLLEXCLUSIVE watch cannot be
+ * modified, only removed and added again. */
+static void pause_accept(struct listener *ls)
+{
+	if (ls->exclusive)
+		loop_unwatch(ls->set->lp, ls->fd);
+	else
+		loop_modify(ls->set->lp, ls->fd, 0);
+}
 
 static void resume_accept(void *arg)
 {
 	struct listener *ls = arg;
-	loop_modify(ls->set->lp, ls->fd, EPOLLIN);
+	if (ls->exclusive)
+		loop_watch(ls->set->lp, ls->fd, accept_events(ls), on_accept, ls);
+	else
+		loop_modify(ls->set->lp, ls->fd, EPOLLIN);
 	on_accept(ls, EPOLLIN);
 }
 
@@ -398,7 +523,7 @@ static void on_accept(void *arg, uint32_t events)
 					 (unsigned long long)set->m->accept_fd_exhausted);
 				set->last_exhausted_log = loop_now(set->lp);
 			}
-			loop_modify(set->lp, ls->fd, 0);
+			pause_accept(ls);
 			loop_timer_start(set->lp, &ls->resume_timer, ACCEPT_RETRY_MS, resume_accept, ls);
 			return;
 		default:
@@ -411,7 +536,7 @@ static void on_accept(void *arg, uint32_t events)
 int listeners_start(struct listeners *set)
 {
 	for (size_t i = 0; i < set->n; i++) {
-		int r = loop_watch(set->lp, set->ls[i].fd, EPOLLIN, on_accept, &set->ls[i]);
+		int r = loop_watch(set->lp, set->ls[i].fd, accept_events(&set->ls[i]), on_accept, &set->ls[i]);
 		if (r < 0) {
 			log_err("%s: epoll: %s", set->ls[i].name, strerror(-r));
 			return -1;
@@ -426,8 +551,15 @@ void listeners_close(struct listeners *set)
 		struct listener *ls = &set->ls[i];
 		if (ls->fd < 0)
 			continue;
-		loop_timer_stop(set->lp, &ls->resume_timer);
-		loop_unwatch(set->lp, ls->fd);
+		if (set->lp) {
+			loop_timer_stop(set->lp, &ls->resume_timer);
+			loop_unwatch(set->lp, ls->fd);
+		}
+		for (unsigned w = 1; w < ls->ncopies; w++)
+			close(ls->copies[w]);
+		free(ls->copies);
+		ls->copies = NULL;
+		ls->ncopies = 0;
 		close(ls->fd);
 		ls->fd = -1;
 		if (ls->unix_path)

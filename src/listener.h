@@ -28,6 +28,14 @@ struct listener {
 	struct listeners *set;
 	struct loop_timer resume_timer; /* accepts paused after EMFILE/ENFILE */
 	struct tls_ctx *tls;            /* for a tls: listener, else NULL */
+	bool tls_wanted;                /* a tls: address (or systemd's socket named tls) */
+	/* A group of workers: the main process holds one SO_REUSEPORT socket
+	 * per worker for a TCP address it opened (copies[i] is worker i's; fd
+	 * is copies[0]); a unix or systemd socket is one fd every worker
+	 * watches with EPOLLEXCLUSIVE (exclusive set in the workers). */
+	int *copies;
+	unsigned ncopies;
+	bool exclusive;
 };
 
 /* Every listening socket, and where their connections go. */
@@ -62,6 +70,22 @@ int listen_addr_parse(const char *text, struct listen_addr *la, char *err, size_
  * each one as "listening on ...". Returns 0, or -1 after logging which
  * address failed and why. */
 int listeners_open(struct listeners *set, const struct config *cfg);
+
+/* The main process of a group of nworkers workers: as listeners_open, but
+ * each TCP address herald opens itself gets nworkers SO_REUSEPORT sockets,
+ * and tls: listeners are checked by the workers (set->tls stays NULL). */
+int listeners_open_group(struct listeners *set, const struct config *cfg, unsigned nworkers);
+
+/* A worker, after fork: fill out (lp, pool, m and tls filled in later by
+ * the caller, who then calls listeners_adopt) with worker index's sockets
+ * from the group's set, closing the other workers' copies in this process
+ * only; the group's set is emptied (its memory freed). The worker never
+ * unlinks a unix socket: the main process does. */
+void listeners_pick(struct listeners *group, unsigned index, struct listeners *out);
+
+/* A worker: give its tls: listeners set->tls. Returns 0, or -1 after
+ * logging that a tls: listener has no certificate. */
+int listeners_adopt(struct listeners *set);
 
 /* Start accepting on every listener. */
 int listeners_start(struct listeners *set);

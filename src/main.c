@@ -7,6 +7,7 @@
 #include "config.h"
 #include "log.h"
 #include "server.h"
+#include "supervisor.h"
 
 int main(int argc, char **argv)
 {
@@ -32,12 +33,25 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
+	if (srv.cfg.workers > 1) {
+		/* The main process supervises the group until it stops; each
+		 * worker comes back here, with its sockets, and serves. */
+		int worker;
+		code = supervisor_run(&srv.cfg, argc, argv, &srv.listeners, &worker);
+		if (worker < 0) {
+			config_free(&srv.cfg);
+			log_info("herald stopped");
+			return code;
+		}
+	}
 	if (server_start(&srv, argc, argv) < 0) {
 		server_free(&srv);
 		return 1;
 	}
+	bool worker = srv.cfg.workers > 1;
 	code = server_run(&srv);
 	server_free(&srv);
-	log_info("herald stopped");
+	if (!worker)
+		log_info("herald stopped");
 	return code;
 }

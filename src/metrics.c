@@ -53,6 +53,56 @@ void metrics_count_refusal(struct metrics *m, int status, const char *cause)
 		m->refusals[m->nrefusals++] = (struct refusal_count){ status, cause, 1 };
 }
 
+static void hist_add(struct histogram *to, const struct histogram *from)
+{
+	for (size_t i = 0; i <= HIST_BUCKETS; i++)
+		to->counts[i] += from->counts[i];
+	to->n += from->n;
+	to->sum += from->sum;
+}
+
+void metrics_add(struct metrics *to, const struct metrics *from)
+{
+	/* Every field but the refusals and the start time is a counter or a
+	 * histogram: listed here, so a new one must be added here too. */
+	to->connections_accepted += from->connections_accepted;
+	to->accept_fd_exhausted += from->accept_fd_exhausted;
+	to->requests += from->requests;
+	for (size_t i = 0; i < ARRAY_LEN(to->responses); i++)
+		to->responses[i] += from->responses[i];
+	for (size_t i = 0; i < from->nrefusals; i++) {
+		const struct refusal_count *r = &from->refusals[i];
+		size_t j = 0;
+		while (j < to->nrefusals &&
+		       !(to->refusals[j].status == r->status &&
+			 (to->refusals[j].cause == r->cause || strcmp(to->refusals[j].cause, r->cause) == 0)))
+			j++;
+		if (j < to->nrefusals)
+			to->refusals[j].n += r->n;
+		else if (j < METRICS_CAUSES)
+			to->refusals[to->nrefusals++] = *r;
+	}
+	if (from->start_time_s && (!to->start_time_s || from->start_time_s < to->start_time_s))
+		to->start_time_s = from->start_time_s;
+	to->events_published += from->events_published;
+	to->events_read += from->events_read;
+	to->frames_queued += from->frames_queued;
+	to->bytes_written += from->bytes_written;
+	to->readers_to_catchup += from->readers_to_catchup;
+	to->readers_stalled_closed += from->readers_stalled_closed;
+	to->readers_rotated += from->readers_rotated;
+	to->readers_expired += from->readers_expired;
+	to->resets_sent += from->resets_sent;
+	to->store_busy += from->store_busy;
+	to->group_commits += from->group_commits;
+	to->log_outages += from->log_outages;
+	hist_add(&to->publish_seconds, &from->publish_seconds);
+	hist_add(&to->commit_seconds, &from->commit_seconds);
+	hist_add(&to->fanout_seconds, &from->fanout_seconds);
+	hist_add(&to->flush_seconds, &from->flush_seconds);
+	hist_add(&to->checkpoint_seconds, &from->checkpoint_seconds);
+}
+
 struct self_sample {
 	double cpu_seconds;
 	long rss_bytes;
@@ -188,6 +238,28 @@ static void put_refusals(struct out *o, const struct metrics *m)
 	}
 }
 
+/* herald_workers and one line per worker for its pid and its readers. */
+static void put_workers(struct out *o, const struct metrics_gauges *g)
+{
+	char line[160];
+	put(o, "herald_workers", "gauge", "Worker processes in the group.", (double)g->workers);
+	static const char *const heads[] = {
+		"# HELP herald_worker_readers Open event streams per worker.\n# TYPE herald_worker_readers gauge\n",
+		"# HELP herald_worker_pid Process id of each running worker (0 while restarting).\n"
+		"# TYPE herald_worker_pid gauge\n",
+	};
+	for (size_t h = 0; h < ARRAY_LEN(heads); h++) {
+		append(o, heads[h], strlen(heads[h]));
+		for (unsigned i = 0; i < g->workers; i++) {
+			int n = h == 0 ? snprintf(line, sizeof(line), "herald_worker_readers{worker=\"%u\"} %zu\n", i,
+						  g->worker_readers[i])
+				       : snprintf(line, sizeof(line), "herald_worker_pid{worker=\"%u\"} %d\n", i,
+						  g->worker_pids[i]);
+			append(o, line, (size_t)n);
+		}
+	}
+}
+
 struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauges *g, bool keep_alive)
 {
 	struct self_sample s;
@@ -199,6 +271,8 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put(&o, "herald_connections", "gauge", "Open client connections.", (double)g->connections);
 	put(&o, "herald_last_event_id", "gauge", "Newest event id fanned out.", (double)g->last_event_id);
 	put(&o, "herald_publish_pending", "gauge", "Publishes waiting for commit.", (double)g->publish_pending);
+	if (g->workers)
+		put_workers(&o, g);
 	put(&o, "herald_connections_accepted_total", "counter", "Connections accepted.",
 	    (double)m->connections_accepted);
 	put(&o, "herald_accept_fd_exhausted_total", "counter", "Accepts that met EMFILE/ENFILE.",

@@ -60,12 +60,21 @@ void metrics_count_refusal(struct metrics *m, int status, const char *cause);
 /* Add one observation of ns nanoseconds to h. */
 void metrics_observe(struct histogram *h, uint64_t ns);
 
+/* Add every counter and histogram of from into to (refusals merged by
+ * status and cause; start_time_s the earliest). */
+void metrics_add(struct metrics *to, const struct metrics *from);
+
 /* Figures of the moment that belong to other modules, given to the page. */
 struct metrics_gauges {
 	size_t readers, readers_catching_up, connections;
 	int64_t last_event_id;
 	size_t publish_pending;
 	bool log_available; /* store_available */
+	/* A group of workers (0: one process): herald_workers, and each
+	 * worker's pid and readers. */
+	unsigned workers;
+	const int *worker_pids;
+	const size_t *worker_readers;
 };
 
 /* Render the metrics page as a complete 200 response chunk (one reference,

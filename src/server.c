@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "group.h"
 #include "log.h"
 #include "publish.h"
 #include "redis_url.h"
@@ -25,6 +26,7 @@
 #define PRUNE_EVERY_MS 5000
 #define PRUNE_STEP_ROWS 1000 /* rows per transaction: the loop never waits long */
 #define PRUNE_AGAIN_MS 10    /* between steps while a backlog of old rows remains */
+#define STAMP_MS 250         /* a worker's stamp into the group's region */
 
 /* Create the database's folder and any missing parents (as mkdir -p). */
 static int ensure_db_dir(const char *db)
@@ -96,6 +98,18 @@ static void compute_limits(struct server *srv)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds = rl.rlim_cur == RLIM_INFINITY ? INT64_C(1) << 20 : (int64_t)rl.rlim_cur;
 	int64_t derived = fds > FD_RESERVE * 2 ? fds - FD_RESERVE : fds / 2;
+	if (group_on()) {
+		/* max_readers counts the whole group; each worker also stays
+		 * within its own open-file limit. */
+		int64_t all = derived * (int64_t)group_workers();
+		srv->streams.max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, all) : all;
+		srv->streams.max_local = derived;
+		if (srv->cfg.max_readers > all && group_index() == 0)
+			log_warn("max_readers %lld is above what the workers' open-file limits allow; using %lld "
+				 "(raise LimitNOFILE)",
+				 (long long)srv->cfg.max_readers, (long long)all);
+		return;
+	}
 	srv->streams.max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, derived) : derived;
 	if (srv->cfg.max_readers > derived)
 		log_warn("max_readers %lld is above what the open-file limit allows; using %lld (raise LimitNOFILE)",
@@ -129,6 +143,20 @@ static void prune_tick(void *arg)
 		}
 	}
 	loop_timer_start(srv->lp, &srv->prune_timer, next, prune_tick, srv);
+}
+
+/* A worker of a group: show life and copy its figures and counters into
+ * the shared region, for the main process's watchdog and the group's
+ * /metrics. */
+static void stamp_tick(void *arg)
+{
+	struct server *srv = arg;
+	struct group_figures f = { .connections = srv->pool.n,
+				   .readers_catching_up = srv->hub.ncatchup,
+				   .publish_pending = publish_pending(srv->pubq),
+				   .last_event_id = srv->hub.high_water };
+	group_stamp(&f, &srv->m);
+	loop_timer_start(srv->lp, &srv->stamp_timer, STAMP_MS, stamp_tick, srv);
 }
 
 static void drain_tick(void *arg)
@@ -179,6 +207,9 @@ static void keep_restart_only(struct config *fresh, struct config *cur)
 		same_listen = strcmp(fresh->listen[i], cur->listen[i]) == 0;
 	if (!same_listen || fresh->backlog != cur->backlog)
 		log_warn("listen and backlog changes take effect at the next restart");
+	if (fresh->workers != cur->workers && !group_on())
+		log_warn("workers changes take effect at the next restart");
+	fresh->workers = cur->workers;
 	if (strcmp(fresh->db, cur->db) != 0)
 		log_warn("db changes take effect at the next restart");
 	if (strcmp(fresh->redis_url, cur->redis_url) != 0 || strcmp(fresh->redis_stream, cur->redis_stream) != 0)
@@ -340,11 +371,26 @@ int server_start(struct server *srv, int argc, char **argv)
 
 	if (tls_setup(&srv->tls, srv->lp, &srv->cfg) < 0)
 		return -1;
-	srv->listeners = (struct listeners){ .lp = srv->lp, .pool = &srv->pool, .m = &srv->m, .tls = srv->tls };
-	if (listeners_open(&srv->listeners, &srv->cfg) < 0 || listeners_start(&srv->listeners) < 0)
+	if (group_on()) {
+		/* A worker: its sockets came from the main process. */
+		srv->listeners.lp = srv->lp;
+		srv->listeners.pool = &srv->pool;
+		srv->listeners.m = &srv->m;
+		srv->listeners.tls = srv->tls;
+		if (listeners_adopt(&srv->listeners) < 0)
+			return -1;
+	} else {
+		srv->listeners = (struct listeners){ .lp = srv->lp, .pool = &srv->pool, .m = &srv->m, .tls = srv->tls };
+		if (listeners_open(&srv->listeners, &srv->cfg) < 0)
+			return -1;
+	}
+	if (listeners_start(&srv->listeners) < 0)
 		return -1;
-	loop_timer_start(srv->lp, &srv->prune_timer, 0, prune_tick, srv);
-	warn_open_publish(srv);
+	/* One worker of a group prunes: the others would only contend. */
+	if (group_index() <= 0) {
+		loop_timer_start(srv->lp, &srv->prune_timer, 0, prune_tick, srv);
+		warn_open_publish(srv);
+	}
 	service_start(srv->lp, status_line, srv);
 	char where[REDIS_URL_MAX + 64];
 	if (redis) {
@@ -353,6 +399,14 @@ int server_start(struct server *srv, int argc, char **argv)
 		snprintf(where, sizeof(where), "event log on Redis %s, stream {%s}:events", url, srv->cfg.redis_stream);
 	} else {
 		snprintf(where, sizeof(where), "database %s", srv->cfg.db);
+	}
+	if (group_on()) {
+		stamp_tick(srv);
+		group_set_ready();
+		log_info("worker %d ready: %zu listener(s), %s, last event id %lld, up to %lld readers in the group",
+			 group_index(), srv->listeners.n, where, (long long)srv->hub.high_water,
+			 (long long)srv->streams.max_readers);
+		return 0;
 	}
 	log_info("herald ready: %zu listener(s), %s, last event id %lld, up to %lld readers", srv->listeners.n, where,
 		 (long long)srv->hub.high_water, (long long)srv->streams.max_readers);
@@ -383,6 +437,7 @@ void server_free(struct server *srv)
 		service_stop();
 		loop_timer_stop(srv->lp, &srv->drain_timer);
 		loop_timer_stop(srv->lp, &srv->prune_timer);
+		loop_timer_stop(srv->lp, &srv->stamp_timer);
 	}
 	streams_free(&srv->streams);
 	cors_free(&srv->cors);
@@ -399,4 +454,5 @@ void server_free(struct server *srv)
 	loop_free(srv->lp);
 	srv->lp = NULL;
 	config_free(&srv->cfg);
+	group_destroy();
 }

@@ -46,6 +46,7 @@ struct server {
 	uint64_t drain_deadline;
 	struct loop_timer drain_timer;
 	struct loop_timer prune_timer;
+	struct loop_timer stamp_timer; /* a worker's stamp into the group's region */
 	bool draining; /* SIGTERM seen: no new work */
 	int exit_code; /* what server_run returns */
 	uint64_t started_ms;

@@ -13,6 +13,8 @@ static struct loop_timer watchdog_timer, status_timer;
 static uint64_t watchdog_ms;
 static service_status_fn status_fn;
 static void *status_arg;
+static bool (*alive_fn)(void *arg);
+static void *alive_arg;
 
 static void send_status(void)
 {
@@ -26,7 +28,10 @@ static void send_status(void)
 static void watchdog_tick(void *arg)
 {
 	(void)arg;
-	sd_notify(0, "WATCHDOG=1");
+	/* A group's main process vouches only for workers that show life;
+	 * otherwise systemd's watchdog restarts the group. */
+	if (!alive_fn || alive_fn(alive_arg))
+		sd_notify(0, "WATCHDOG=1");
 	loop_timer_start(lp, &watchdog_timer, watchdog_ms, watchdog_tick, NULL);
 }
 
@@ -54,6 +59,12 @@ void service_start(struct loop *loop, service_status_fn status, void *arg)
 		loop_timer_start(lp, &status_timer, STATUS_EVERY_MS, status_tick, NULL);
 }
 
+void service_watch_alive(bool (*alive)(void *arg), void *arg)
+{
+	alive_fn = alive;
+	alive_arg = arg;
+}
+
 void service_ready(void)
 {
 	sd_notify(0, "READY=1");
@@ -75,6 +86,8 @@ void service_stopping(void)
 
 void service_stop(void)
 {
+	alive_fn = NULL;
+	alive_arg = NULL;
 	if (!lp)
 		return;
 	loop_timer_stop(lp, &watchdog_timer);

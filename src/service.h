@@ -5,6 +5,7 @@
 #ifndef HERALD_SERVICE_H
 #define HERALD_SERVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "loop.h"
@@ -15,6 +16,9 @@ typedef void (*service_status_fn)(void *arg, char *buf, size_t len);
 /* Arm the watchdog and status timers on lp (if systemd asked for them);
  * status(arg) supplies the STATUS= line every few seconds. */
 void service_start(struct loop *lp, service_status_fn status, void *arg);
+/* Ping the watchdog only while alive(arg) says so (the main process of a
+ * group: every worker's loop stamped recently). Cleared by service_stop. */
+void service_watch_alive(bool (*alive)(void *arg), void *arg);
 void service_ready(void);
 void service_reloading(void);
 void service_stopping(void);

@@ -11,6 +11,7 @@
 
 #include "addr.h"
 #include "frame.h"
+#include "group.h"
 #include "topic.h"
 #include "util.h"
 
@@ -299,6 +300,16 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 	return 0; /* no token is used here: public events, as without one */
 }
 
+/* Whether one more stream would pass max_readers: in a group of workers
+ * the cap counts the whole group's readers, and this worker also stays
+ * within what its own open-file limit allows (max_local). */
+static bool at_capacity(const struct streams *s)
+{
+	if (!group_on())
+		return (int64_t)hub_readers(s->hub) >= s->max_readers;
+	return (int64_t)group_readers() >= s->max_readers || (int64_t)hub_readers(s->hub) >= s->max_local;
+}
+
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
 {
 	const struct config *cfg = s->cfg;
@@ -335,7 +346,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	} else if (conn_draining(c)) {
 		status = 503;
 		why = "the server is shutting down";
-	} else if ((int64_t)hub_readers(s->hub) >= s->max_readers) {
+	} else if (at_capacity(s)) {
 		status = 503;
 		why = "the server is at its reader capacity (max_readers)";
 	} else if (cfg->per_address_limit > 0 && (int64_t)hub_count(s->hub, key) >= cfg->per_address_limit) {

@@ -37,6 +37,7 @@ struct streams {
 	const struct cors *cors;  /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt; /* signed tokens, or NULL: set by the server at start and reload */
 	int64_t max_readers;      /* the global cap, set by the server from the open-file limit */
+	int64_t max_local;        /* in a group of workers: this worker's own cap (its open-file limit) */
 	struct chunk *head;       /* the shared head and opening frame (with CORS * when so set) */
 };
 

@@ -1,0 +1,96 @@
+/* group.h: what the worker processes of one herald share (workers > 1): a
+ * region of shared memory, mapped by the main process before it forks,
+ * holding one slot per worker (its pid, whether it is ready, when its loop
+ * last showed life, its gauges and a copy of its counters) and the open
+ * readers per count key, with a column per worker, so that max_readers and
+ * per_address_limit hold for the whole group and the main process can drop
+ * a dead worker's share at once.
+ *
+ * One region per process, as this file's state: the main process creates
+ * it, each worker enters it with its index after fork. A robust,
+ * process-shared mutex guards the table and the copies, so a worker killed
+ * while holding it leaves the lock usable. With workers = 1 nothing is
+ * mapped and group_on() is false: callers keep their private state. */
+#ifndef HERALD_GROUP_H
+#define HERALD_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "metrics.h"
+
+#define GROUP_MAX_WORKERS 64
+
+/* Figures of the moment a worker stamps into its slot. */
+struct group_figures {
+	size_t connections, readers_catching_up, publish_pending;
+	int64_t last_event_id;
+};
+
+/* One worker as the group sees it, for /metrics and STATUS=. */
+struct group_worker {
+	pid_t pid; /* 0 while not running */
+	bool ready;
+	size_t readers;
+};
+
+/* Map the region for nworkers (2..GROUP_MAX_WORKERS) with room for
+ * max_keys distinct count keys at once. Main process, before any fork.
+ * Returns 0, or -errno (nothing mapped). */
+int group_create(unsigned nworkers, size_t max_keys);
+
+/* Unmap the region (main process at exit; a worker before it exits). */
+void group_destroy(void);
+
+/* This process is worker index (after fork, before it serves). */
+void group_enter(unsigned index);
+
+/* True in a worker of a group: counts and caps go through the region. */
+bool group_on(void);
+
+unsigned group_workers(void); /* 0 when no region */
+int group_index(void);        /* this worker's index, or -1 */
+
+/* The per-address counts (hub.c's count functions in a group). add and
+ * del change this worker's column; count is the group's total for key. */
+void group_count_add(const char *key);
+void group_count_del(const char *key);
+size_t group_count(const char *key);
+
+/* Open readers in the whole group. */
+size_t group_readers(void);
+
+/* A worker: stamp "alive now" with its figures and a copy of its counters
+ * (from its loop, a few times a second, and before /metrics). */
+void group_stamp(const struct group_figures *f, const struct metrics *m);
+
+/* A worker: start-up done, serving. */
+void group_set_ready(void);
+
+/* Sum over the group: counters of every worker (and of workers that died,
+ * so counters never go back), gauges of the running ones, into m and f
+ * (both overwritten); w[GROUP_MAX_WORKERS] gets each worker's line.
+ * Returns the number of workers. */
+unsigned group_sum(struct metrics *m, struct group_figures *f, struct group_worker *w);
+
+/* Main process: worker index now runs as pid (the worker may have marked
+ * itself ready already). */
+void group_worker_started(unsigned index, pid_t pid);
+
+/* Main process: worker index is gone: its readers leave every count, its
+ * counters are kept with the dead ones', its slot is emptied. */
+void group_worker_gone(unsigned index);
+
+/* Main process: every worker running and ready. */
+bool group_all_ready(void);
+
+/* Main process: every running worker stamped within the last within_ms
+ * (one waiting to be started again does not count). */
+bool group_all_alive(uint64_t within_ms);
+
+/* The monotonic clock in ms, as the stamps use it. */
+uint64_t group_clock_ms(void);
+
+#endif

@@ -1,0 +1,178 @@
+/* test_group.c: the workers' shared region with real processes: counts with
+ * a column per worker, a dead worker's share dropped, entries reused without
+ * breaking other keys' probe chains, the lock surviving a process killed
+ * while it may hold it, and counters summed over the slots. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "group.h"
+
+/* Run fn as worker index in a child process; wait for it. */
+static void as_worker(unsigned index, void (*fn)(void))
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		group_enter(index);
+		fn();
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void worker0_adds(void)
+{
+	group_count_add("10.0.0.1");
+	group_count_add("10.0.0.1");
+	group_count_add("10.0.0.2");
+}
+
+static void worker1_adds(void)
+{
+	group_count_add("10.0.0.1");
+	group_count_add("10.0.0.3");
+	group_count_del("10.0.0.3");
+}
+
+static void test_counts_across_workers(void)
+{
+	CHECK_EQ_INT(group_create(2, 100), 0);
+	as_worker(0, worker0_adds);
+	as_worker(1, worker1_adds);
+	group_enter(0);
+	CHECK_EQ_INT(group_count("10.0.0.1"), 3);
+	CHECK_EQ_INT(group_count("10.0.0.2"), 1);
+	CHECK_EQ_INT(group_count("10.0.0.3"), 0);
+	CHECK_EQ_INT(group_readers(), 4);
+	/* Worker 1 dies: its one reader on 10.0.0.1 leaves the counts. */
+	group_worker_gone(1);
+	CHECK_EQ_INT(group_count("10.0.0.1"), 2);
+	CHECK_EQ_INT(group_readers(), 3);
+	group_enter(0);
+	group_count_del("10.0.0.1");
+	CHECK_EQ_INT(group_count("10.0.0.1"), 1);
+	group_destroy();
+}
+
+static void test_reuse_keeps_chains(void)
+{
+	/* 1024 entries: many keys collide; emptied entries serve new keys
+	 * while keys further along their chains stay found. */
+	CHECK_EQ_INT(group_create(2, 10), 0);
+	group_enter(1);
+	char key[32];
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 600; i++) {
+			snprintf(key, sizeof(key), "r%d-%d", round, i);
+			group_count_add(key);
+		}
+		for (int i = 0; i < 600; i += 2) {
+			snprintf(key, sizeof(key), "r%d-%d", round, i);
+			group_count_del(key);
+		}
+		int found = 0;
+		for (int i = 1; i < 600; i += 2) {
+			snprintf(key, sizeof(key), "r%d-%d", round, i);
+			found += group_count(key) == 1;
+		}
+		CHECK_EQ_INT(found, 300);
+		for (int i = 1; i < 600; i += 2) {
+			snprintf(key, sizeof(key), "r%d-%d", round, i);
+			group_count_del(key);
+		}
+	}
+	CHECK_EQ_INT(group_readers(), 0);
+	group_destroy();
+}
+
+static void churn(void)
+{
+	for (;;) {
+		group_count_add("10.9.9.9");
+		group_count_del("10.9.9.9");
+	}
+}
+
+static void test_lock_survives_a_killed_holder(void)
+{
+	CHECK_EQ_INT(group_create(2, 10), 0);
+	/* A worker killed while it churns is most often inside the lock; a
+	 * lock that did not survive would hang the next caller (the alarm
+	 * fails the test instead). */
+	alarm(20);
+	for (int i = 0; i < 20; i++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			group_enter(1);
+			churn();
+		}
+		usleep(2000 + (useconds_t)(i * 337 % 3000));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		group_worker_gone(1);
+		group_enter(0);
+		CHECK_EQ_INT(group_count("10.9.9.9"), 0);
+	}
+	alarm(0);
+	group_destroy();
+}
+
+static void stamp_worker1(void)
+{
+	struct metrics m = { 0 };
+	m.requests = 5;
+	metrics_count_refusal(&m, 429, "too many");
+	metrics_observe(&m.fanout_seconds, 2000000);
+	struct group_figures f = { .connections = 7, .last_event_id = 40 };
+	group_stamp(&f, &m);
+	group_set_ready();
+}
+
+static void test_sum_and_dead_counters_kept(void)
+{
+	static struct metrics sum;
+	struct group_figures f;
+	struct group_worker w[GROUP_MAX_WORKERS];
+	CHECK_EQ_INT(group_create(2, 10), 0);
+	/* The worker may be ready before the main process records its pid
+	 * (fork returns to both in either order): ready must stay. */
+	as_worker(1, stamp_worker1);
+	group_worker_started(1, 4242);
+	CHECK(!group_all_ready()); /* worker 0 is not running */
+	group_worker_started(0, 4241);
+	CHECK(!group_all_ready()); /* nor ready */
+	CHECK_EQ_INT(group_sum(&sum, &f, w), 2);
+	CHECK_EQ_INT(sum.requests, 5);
+	CHECK_EQ_INT(f.connections, 7);
+	CHECK_EQ_INT(f.last_event_id, 40);
+	CHECK_EQ_INT(w[1].pid, 4242);
+	CHECK(w[1].ready);
+	CHECK(group_all_alive(1000));
+	usleep(30000);
+	CHECK(!group_all_alive(10)); /* running, and no stamp for 30 ms */
+	/* Its counters stay in the sum after it dies; its gauges do not. */
+	group_worker_gone(1);
+	group_sum(&sum, &f, w);
+	CHECK_EQ_INT(sum.requests, 5);
+	CHECK_EQ_INT(sum.nrefusals, 1);
+	CHECK_EQ_INT(sum.fanout_seconds.n, 1);
+	CHECK_EQ_INT(f.connections, 0);
+	CHECK_EQ_INT(w[1].pid, 0);
+	group_worker_gone(0);
+	CHECK(group_all_alive(10)); /* none running: nothing overdue */
+	group_destroy();
+}
+
+int main(void)
+{
+	test_counts_across_workers();
+	test_reuse_keeps_chains();
+	test_lock_survives_a_killed_holder();
+	test_sum_and_dead_counters_kept();
+	return check_done("test_group");
+}
