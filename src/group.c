@@ -179,9 +179,10 @@ static struct entry *find(const char *key, struct entry **spare)
 	return NULL;
 }
 
-void group_count_add(const char *key)
+/* key's entry, taken from a spare one when new; NULL when the table is
+ * full. Under the lock. */
+static struct entry *entry_for(const char *key)
 {
-	lock();
 	struct entry *spare, *e = find(key, &spare);
 	if (!e && spare) {
 		e = spare;
@@ -191,6 +192,13 @@ void group_count_add(const char *key)
 		e->used = 1;
 		snprintf(e->key, sizeof(e->key), "%s", key);
 	}
+	return e;
+}
+
+/* Count one more reader under key in this worker's column. Under the lock. */
+static void add_locked(const char *key)
+{
+	struct entry *e = entry_for(key);
 	if (e) {
 		e->n[self]++;
 		e->total++;
@@ -200,7 +208,31 @@ void group_count_add(const char *key)
 		log_warn("the group's count table is full; %s is not counted", key);
 	}
 	g->slot[self].readers++;
+}
+
+void group_count_add(const char *key)
+{
+	lock();
+	add_locked(key);
 	unlock();
+}
+
+int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit)
+{
+	int r = 0;
+	lock();
+	size_t total = 0;
+	for (unsigned i = 0; i < g->nworkers; i++)
+		total += g->slot[i].readers;
+	struct entry *e = per_key_limit ? find(key, NULL) : NULL;
+	if (total_limit && total >= total_limit)
+		r = -1;
+	else if (e && e->total >= per_key_limit)
+		r = -2;
+	else
+		add_locked(key);
+	unlock();
+	return r;
 }
 
 void group_count_del(const char *key)

@@ -56,6 +56,12 @@ int group_index(void);        /* this worker's index, or -1 */
 /* The per-address counts (hub.c's count functions in a group). add and
  * del change this worker's column; count is the group's total for key. */
 void group_count_add(const char *key);
+/* The cap check and the count in one step, so that streams opening at the
+ * same moment on several workers cannot pass a cap together: counts one
+ * more reader under key and returns 0, or counts nothing and returns -1
+ * when the group holds total_limit readers, -2 when key has per_key_limit
+ * (a limit of 0: none). */
+int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit);
 void group_count_del(const char *key);
 size_t group_count(const char *key);
 

@@ -83,6 +83,22 @@ size_t hub_count(const struct hub *h, const char *key)
 	return *pp ? (*pp)->n : 0;
 }
 
+int hub_admit(struct hub *h, const char *key, int64_t per_key_limit, int64_t max_readers, bool *counted)
+{
+	*counted = false;
+	if (group_on()) {
+		int r = group_count_admit(key, per_key_limit > 0 ? (size_t)per_key_limit : 0,
+					  max_readers > 0 ? (size_t)max_readers : 0);
+		*counted = r == 0;
+		return r == -1 ? 503 : r == -2 ? 429 : 0;
+	}
+	if (max_readers > 0 && (int64_t)hub_readers(h) >= max_readers)
+		return 503;
+	if (per_key_limit > 0 && (int64_t)hub_count(h, key) >= per_key_limit)
+		return 429;
+	return 0;
+}
+
 static void count_add(struct hub *h, const char *key)
 {
 	if (group_on()) {
@@ -485,7 +501,8 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	}
 	snprintf(r->client, sizeof(r->client), "%s", spec->client);
 	snprintf(r->count_key, sizeof(r->count_key), "%s", spec->count_key);
-	count_add(h, r->count_key);
+	if (!spec->counted)
+		count_add(h, r->count_key);
 	r->opened_ms = loop_now(h->lp);
 	if (spec->rotate_after_ms > 0)
 		r->rotate_at = rotation_due(r->opened_ms, spec->rotate_after_ms);

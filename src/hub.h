@@ -69,6 +69,7 @@ struct reader_spec {
 	const char *client;              /* for logs */
 	const char *count_key;           /* what the per-address cap counts */
 	int64_t rotate_after_ms;         /* 0: never */
+	bool counted;                    /* hub_admit counted it already (a group of workers) */
 };
 
 enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
@@ -167,6 +168,12 @@ void hub_end_private(struct hub *h);
 void hub_reconfigure(struct hub *h);
 
 size_t hub_readers(const struct hub *h);
+
+/* Whether one more reader counted under key may open: 0, or the status
+ * refusing it (503: max_readers readers are open; 429: per_key_limit under
+ * key; a limit of 0 is none). In a group of workers the check counts the
+ * reader in the same step (*counted; pass it on in reader_spec.counted). */
+int hub_admit(struct hub *h, const char *key, int64_t per_key_limit, int64_t max_readers, bool *counted);
 
 /* Open readers counted under key (the per-address cap); in a worker of a
  * group, the whole group's (group.h). */

@@ -300,14 +300,12 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 	return 0; /* no token is used here: public events, as without one */
 }
 
-/* Whether one more stream would pass max_readers: in a group of workers
- * the cap counts the whole group's readers, and this worker also stays
- * within what its own open-file limit allows (max_local). */
-static bool at_capacity(const struct streams *s)
+/* In a group of workers, this worker also stays within what its own
+ * open-file limit allows (max_local); max_readers counts the whole group
+ * (hub_admit). */
+static bool at_local_capacity(const struct streams *s)
 {
-	if (!group_on())
-		return (int64_t)hub_readers(s->hub) >= s->max_readers;
-	return (int64_t)group_readers() >= s->max_readers || (int64_t)hub_readers(s->hub) >= s->max_local;
+	return group_on() && (int64_t)hub_readers(s->hub) >= s->max_local;
 }
 
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
@@ -340,17 +338,18 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
 	}
 	char key[64];
+	bool counted = false;
 	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
 	if (status) {
 		/* refused above */
 	} else if (conn_draining(c)) {
 		status = 503;
 		why = "the server is shutting down";
-	} else if (at_capacity(s)) {
+	} else if (at_local_capacity(s) ||
+		   (status = hub_admit(s->hub, key, cfg->per_address_limit, s->max_readers, &counted)) == 503) {
 		status = 503;
 		why = "the server is at its reader capacity (max_readers)";
-	} else if (cfg->per_address_limit > 0 && (int64_t)hub_count(s->hub, key) >= cfg->per_address_limit) {
-		status = 429;
+	} else if (status == 429) {
 		why = "too many open streams from this address (per_address_limit)";
 	}
 	if (status >= 429 && accepts_event_stream(req)) {
@@ -389,7 +388,8 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 				    .envelope = p.envelope,
 				    .client = conn_client(c),
 				    .count_key = key,
-				    .rotate_after_ms = cfg->rotate_after_ms };
+				    .rotate_after_ms = cfg->rotate_after_ms,
+				    .counted = counted };
 	memcpy(spec.topics, p.topics, sizeof(spec.topics));
 	p.ntopics = 0; /* the hub takes the topics and the grants */
 	rights.subscribe = NULL;

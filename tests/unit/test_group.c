@@ -168,9 +168,56 @@ static void test_sum_and_dead_counters_kept(void)
 	group_destroy();
 }
 
+/* Two workers admitting as fast as they can against the same caps: the
+ * check and the count are one step, so together they stop exactly at the
+ * caps, and a refused reader is not counted. */
+static void admit_until_refused(void)
+{
+	for (int i = 0; i < 5000; i++)
+		group_count_admit(i % 2 ? "10.0.0.9" : "10.0.0.8", 700, 1000);
+	_exit(0);
+}
+
+static void test_admit_stops_at_the_caps(void)
+{
+	CHECK_EQ_INT(group_create(2, 100), 0);
+	pid_t a = fork();
+	if (a == 0) {
+		group_enter(0);
+		admit_until_refused();
+	}
+	pid_t b = fork();
+	if (b == 0) {
+		group_enter(1);
+		admit_until_refused();
+	}
+	int st;
+	CHECK(waitpid(a, &st, 0) == a && WIFEXITED(st));
+	CHECK(waitpid(b, &st, 0) == b && WIFEXITED(st));
+	group_enter(0);
+	CHECK_EQ_INT(group_readers(), 1000);
+	CHECK(group_count("10.0.0.8") <= 700 && group_count("10.0.0.9") <= 700);
+	CHECK_EQ_INT(group_count("10.0.0.8") + group_count("10.0.0.9"), 1000);
+	/* Per key: the 701st under one key is refused, another key still fits
+	 * while the total allows. */
+	group_destroy();
+	CHECK_EQ_INT(group_create(2, 100), 0);
+	group_enter(0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(group_count_admit("10.0.0.1", 3, 10), 0);
+	CHECK_EQ_INT(group_count_admit("10.0.0.1", 3, 10), -2);
+	CHECK_EQ_INT(group_count_admit("10.0.0.2", 3, 10), 0);
+	CHECK_EQ_INT(group_count("10.0.0.1"), 3);
+	CHECK_EQ_INT(group_readers(), 4);
+	CHECK_EQ_INT(group_count_admit("10.0.0.3", 0, 4), -1);
+	CHECK_EQ_INT(group_count_admit("10.0.0.3", 0, 0), 0); /* 0: no cap */
+	group_destroy();
+}
+
 int main(void)
 {
 	test_counts_across_workers();
+	test_admit_stops_at_the_caps();
 	test_reuse_keeps_chains();
 	test_lock_survives_a_killed_holder();
 	test_sum_and_dead_counters_kept();
