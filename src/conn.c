@@ -684,28 +684,28 @@ void conn_close(struct conn *c, const char *why)
 	schedule_pass_end(p);
 }
 
-static void stream_round_due(void *arg)
+static void frame_round_due(void *arg)
 {
 	struct conn_pool *p = arg;
-	p->stream_round_due = true;
+	p->frame_round_due = true;
 	schedule_pass_end(p);
 }
 
 /* Write the streams on the stream list, when their round is due; else make
  * sure the timer will bring it. */
-static void stream_round(struct conn_pool *p)
+static void frame_round(struct conn_pool *p)
 {
 	uint64_t now = clock_mono_ns(), gap = p->stream_gap_ms * 1000000;
 	if (p->stream_round_ns * p->stream_gap_factor < gap)
 		gap = p->stream_round_ns * p->stream_gap_factor;
-	if (!p->stream_round_due && now - p->stream_round_end_ns < gap) {
+	if (!p->frame_round_due && now - p->stream_round_end_ns < gap) {
 		if (!loop_timer_active(&p->stream_timer)) {
 			uint64_t wait_ms = (p->stream_round_end_ns + gap - now + 999999) / 1000000;
-			loop_timer_start(p->lp, &p->stream_timer, wait_ms, stream_round_due, p);
+			loop_timer_start(p->lp, &p->stream_timer, wait_ms, frame_round_due, p);
 		}
 		return;
 	}
-	p->stream_round_due = false;
+	p->frame_round_due = false;
 	loop_timer_stop(p->lp, &p->stream_timer);
 	struct conn *list = p->stream_list;
 	p->stream_list = NULL;
@@ -746,9 +746,9 @@ static void pass_end(void *arg)
 			on_io(c, EPOLLIN);
 	}
 	if (p->stream_list)
-		stream_round(p);
+		frame_round(p);
 	else
-		p->stream_round_due = false;
+		p->frame_round_due = false;
 	if (t0)
 		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it is still on a list. */
@@ -778,7 +778,7 @@ void conn_pool_close_all(struct conn_pool *p)
 {
 	while (p->all)
 		conn_close(p->all, NULL);
-	p->stream_round_due = true; /* lets go of the stream list now */
+	p->frame_round_due = true; /* lets go of the stream list now */
 	pass_end(p);
 	loop_timer_stop(p->lp, &p->stream_timer);
 }

@@ -79,7 +79,7 @@ struct conn_pool {
 	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
 	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
 	struct loop_timer stream_timer;
-	bool stream_round_due;  /* stream_timer fired: the next pass end writes them */
+	bool frame_round_due;  /* stream_timer fired: the next pass end writes them */
 	uint64_t stream_rounds; /* stream rounds run */
 	uint64_t writes;        /* writev calls (or their TLS equivalent) */
 };
