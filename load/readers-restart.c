@@ -66,13 +66,9 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 {
 	struct tls tls = { 0 };
 	struct events ev;
-	events_init(&ev, o->n, 1);
-	struct client *c = client_new(o->n, target, o->sources, request, &tls, &ev);
-	if (!c) {
-		events_free(&ev);
+	struct client *c = tracked_client_new(o, target, request, &tls, &ev);
+	if (!c)
 		return 1;
-	}
-	c->track = 1;
 	c->resume = 1;
 	c->no_last_id = o->no_last_id;
 	struct storm s = { .term_to_exit = NAN,

@@ -156,13 +156,9 @@ int soak_run(const struct options *o, struct tool_herald *h, const struct tool_a
 {
 	struct tls tls = { 0 };
 	struct events ev;
-	events_init(&ev, o->n, 1);
-	struct client *c = client_new(o->n, target, o->sources, request, &tls, &ev);
-	if (!c) {
-		events_free(&ev);
+	struct client *c = tracked_client_new(o, target, request, &tls, &ev);
+	if (!c)
 		return 1;
-	}
-	c->track = 1;
 	struct churn_counts *cc = mmap(NULL, sizeof(*cc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (cc == MAP_FAILED) {
 		fprintf(stderr, "readers: mmap: %s\n", strerror(errno));

@@ -61,6 +61,19 @@ int steady_tick(struct steady *s)
 	return left < 0 ? 0 : (int)left;
 }
 
+struct client *tracked_client_new(const struct options *o, const struct tool_addr *target, const char *request,
+				  struct tls *tls, struct events *ev)
+{
+	events_init(ev, o->n, 1);
+	struct client *c = client_new(o->n, target, o->sources, request, tls, ev);
+	if (!c) {
+		events_free(ev);
+		return NULL;
+	}
+	c->track = 1;
+	return c;
+}
+
 void ids_verdict(const struct client *c, int64_t first, int64_t last, struct id_verdict *v)
 {
 	memset(v, 0, sizeof(*v));

@@ -316,6 +316,10 @@ int steady_tick(struct steady *s);
 
 /* Reader r read an event with this id: count it, and a gap or a repeat when
  * it does not follow the last one it read. */
+/* A client of o->n readers whose ids are checked (client->track), its
+ * records in ev (set up here, and freed again when NULL is returned). */
+struct client *tracked_client_new(const struct options *o, const struct tool_addr *target, const char *request,
+				  struct tls *tls, struct events *ev);
 void ids_check(struct reader *r, int64_t id);
 
 /* The check over every reader that opened: each must have read exactly
