@@ -399,14 +399,23 @@ static bool is_error(const redisReply *r)
 	return r && r->type == REDIS_REPLY_ERROR;
 }
 
+/* An answer on the command connection: counted as progress for the
+ * watchdog. NULL (the connection went away, nothing was answered) passes
+ * through uncounted. */
+static redisReply *command_answer(struct store_redis *st, void *reply)
+{
+	if (reply)
+		answered(st);
+	return reply;
+}
+
 static void on_setup(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_redis *st = ac->data;
-	redisReply *r = reply;
+	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
 		return;
-	answered(st);
 	if (is_error(r)) {
 		log_err("redis: %s: %s", st->where, r->str);
 		lost(st, "setting up the connection failed");
@@ -417,11 +426,10 @@ static void on_setup(redisAsyncContext *ac, void *reply, void *privdata)
 static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_redis *st = ac->data;
-	redisReply *r = reply;
+	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
 		return;
-	answered(st);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER) {
 		log_err("redis: %s: herald_floor: %s", st->where, is_error(r) ? r->str : "unexpected answer");
 		lost(st, "herald's function did not answer as expected");
@@ -975,11 +983,10 @@ int64_t store_redis_pruned_through(const struct store_redis *st)
 static void on_sync(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_redis *st = ac->data;
-	redisReply *r = reply;
+	redisReply *r = command_answer(st, reply);
 	uint64_t ticket = (uint64_t)(uintptr_t)privdata;
 	if (!r)
 		return; /* sent again once reconnected */
-	answered(st);
 	int64_t newest = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
 	if (st->window.hi >= newest) {
 		if (ticket > st->sync_done)
@@ -1014,11 +1021,10 @@ bool store_redis_sync_done(const struct store_redis *st, uint64_t ticket)
 static void on_trim(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_redis *st = ac->data;
-	redisReply *r = reply;
+	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
 		return;
-	answered(st);
 	st->trim_out = false;
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER) {
 		if (r->element[0]->integer > 0)
