@@ -190,18 +190,23 @@ static const char *quoted(const char *v, char *buf, size_t len)
 }
 
 /* Parse a whole decimal number with an optional unit suffix from units[]
- * (each with its multiplier); bare numbers use the multiplier of "". */
+ * (each with its multiplier); bare numbers use the multiplier of "". A
+ * value that is not one says what one looks like (form), so that "lots"
+ * or "1.5m" is answered with the accepted spelling, and a negative one
+ * says that, rather than that it is not a number. */
 struct unit {
 	const char *suffix;
 	int64_t mult;
 };
 
-static const char *parse_scaled(const char *s, const struct unit *units, int64_t *out)
+static const char *parse_scaled(const char *s, const struct unit *units, const char *form, int64_t *out)
 {
 	while (isspace((unsigned char)*s))
 		s++;
+	if (s[0] == '-' && isdigit((unsigned char)s[1]))
+		return "must not be negative";
 	if (!isdigit((unsigned char)*s))
-		return "not a whole number";
+		return form;
 	errno = 0;
 	char *end;
 	long long v = strtoll(s, &end, 10);
@@ -220,7 +225,7 @@ static const char *parse_scaled(const char *s, const struct unit *units, int64_t
 			return NULL;
 		}
 	}
-	return NULL == units[1].suffix ? "not a whole number" : "unknown unit";
+	return form;
 }
 
 static const struct unit units_int[] = { { "", 1 }, { NULL, 0 } };
@@ -230,6 +235,12 @@ static const struct unit units_s[] = { { "", 1 }, { "s", 1 }, { "m", 60 }, { "h"
 static const struct unit units_size[] = { { "", 1 },           { "b", 1 },           { "k", 1024 },
 					  { "kb", 1024 },      { "m", 1048576 },     { "mb", 1048576 },
 					  { "g", 1073741824 }, { "gb", 1073741824 }, { NULL, 0 } };
+static const char form_int[] = "not a whole number";
+static const char form_ms[] =
+	"not a duration: a whole number, optionally followed by ms, s, m, h or d (a bare number is seconds)";
+static const char form_s[] =
+	"not a duration: a whole number, optionally followed by s, m, h or d (a bare number is seconds)";
+static const char form_size[] = "not a size: a whole number of bytes, optionally followed by k, m or g";
 
 static void list_clear(struct config *cfg)
 {
@@ -465,7 +476,7 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 			n = cpus < 1 ? 1 : cpus > k->max ? k->max : cpus;
 			break;
 		}
-		why = parse_scaled(v, units_int, &n);
+		why = parse_scaled(v, units_int, form_int, &n);
 		break;
 	case K_MODE: {
 		char *end;
@@ -477,13 +488,13 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 		break;
 	}
 	case K_DUR_MS:
-		why = parse_scaled(v, units_ms, &n);
+		why = parse_scaled(v, units_ms, form_ms, &n);
 		break;
 	case K_DUR_S:
-		why = parse_scaled(v, units_s, &n);
+		why = parse_scaled(v, units_s, form_s, &n);
 		break;
 	case K_SIZE:
-		why = parse_scaled(v, units_size, &n);
+		why = parse_scaled(v, units_size, form_size, &n);
 		break;
 	}
 	if (why)

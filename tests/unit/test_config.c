@@ -448,12 +448,18 @@ static void test_units(void)
 	VALUE_REFUSED("heartbeat-interval", "1d", "out of range");
 	VALUE_REFUSED("heartbeat-interval", "3601s", "out of range");
 	VALUE_REFUSED("heartbeat-interval", "0", "out of range");
-	VALUE_REFUSED("heartbeat-interval", "5x", "unit");
-	VALUE_REFUSED("heartbeat-interval", "1.5s", "unit");
-	VALUE_REFUSED("heartbeat-interval", "-1s", "not a whole number");
-	VALUE_REFUSED("heartbeat-interval", "s", "not a whole number");
-	VALUE_REFUSED("heartbeat-interval", "", "not a whole number");
-	VALUE_REFUSED("heartbeat-interval", "1s1", "unit");
+	/* A refused duration says what a duration looks like; a negative one
+	 * says that it is negative, not that it is not a number. */
+	VALUE_REFUSED("heartbeat-interval", "5x",
+		      "not a duration: a whole number, optionally followed by ms, s, m, h or d");
+	VALUE_REFUSED("heartbeat-interval", "1.5s", "not a duration");
+	VALUE_REFUSED("heartbeat-interval", "-1s", "must not be negative");
+	VALUE_REFUSED("heartbeat-interval", "-3s", "must not be negative");
+	VALUE_REFUSED("heartbeat-interval", " -3", "must not be negative");
+	VALUE_REFUSED("heartbeat-interval", "s", "not a duration");
+	VALUE_REFUSED("heartbeat-interval", "", "not a duration");
+	VALUE_REFUSED("heartbeat-interval", "1s1", "not a duration");
+	VALUE_REFUSED("heartbeat-interval", "-", "not a duration");
 	VALUE_IS("rotate-after", "0", 0);
 	VALUE_IS("rotate-after", "365d", INT64_C(31536000000));
 	VALUE_REFUSED("rotate-after", "366d", "out of range");
@@ -469,8 +475,9 @@ static void test_units(void)
 	VALUE_IS("retention-age", "0", 0);
 	VALUE_IS("retention-age", "36500d", INT64_C(3153600000));
 	VALUE_REFUSED("retention-age", "36501d", "out of range");
-	VALUE_REFUSED("retention-age", "1ms", "unit");
-	VALUE_REFUSED("retention-age", "1y", "unit");
+	VALUE_REFUSED("retention-age", "1ms", "not a duration: a whole number, optionally followed by s, m, h or d");
+	VALUE_REFUSED("retention-age", "1y", "not a duration");
+	VALUE_REFUSED("retention-age", "-7d", "must not be negative");
 
 	/* Sizes. */
 	VALUE_IS("queue-limit", "256k", 262144);
@@ -483,7 +490,11 @@ static void test_units(void)
 	VALUE_IS("queue-limit", "4096b", 4096);
 	VALUE_REFUSED("queue-limit", "4095", "out of range");
 	VALUE_REFUSED("queue-limit", "2g", "out of range");
-	VALUE_REFUSED("queue-limit", "1t", "unit");
+	/* A refused size names the form a size takes. */
+	VALUE_REFUSED("queue-limit", "1t", "not a size: a whole number of bytes, optionally followed by k, m or g");
+	VALUE_REFUSED("max-body", "lots", "not a size: a whole number of bytes, optionally followed by k, m or g");
+	VALUE_REFUSED("max-body", "1.5m", "not a size");
+	VALUE_REFUSED("max-body", "-64k", "must not be negative");
 	VALUE_REFUSED("queue-limit", "9223372036854775807k", "out of range");
 	VALUE_IS("max-body", "64", 64);
 	VALUE_IS("max-body", "16m", 16777216);
@@ -500,6 +511,7 @@ static void test_units(void)
 	VALUE_REFUSED("backlog", "+5", "not a whole number");
 	VALUE_REFUSED("backlog", "0x10", "not a whole number");
 	VALUE_REFUSED("backlog", "ten", "not a whole number");
+	VALUE_REFUSED("backlog", "-5", "must not be negative");
 	VALUE_REFUSED("backlog", "99999999999999999999999", "out of range");
 	VALUE_IS("retention-count", "1000000000000", INT64_C(1000000000000));
 	VALUE_REFUSED("retention-count", "1000000000001", "out of range");
@@ -541,8 +553,19 @@ static void test_refusals_in_file(void)
 	CHECK(err_has("must not be empty"));
 	snprintf(origin, sizeof(origin), "%s:6: queue_limit = \"99999999999999999999999\"", p);
 	CHECK(err_has(origin));
-	CHECK(err_has("unknown unit"));
+	CHECK(err_has("not a duration"));
 	CHECK(err_has("not one of"));
+
+	/* A quoted negative duration and a size in words, from a file. */
+	p = write_file("heartbeat_interval = \"-3s\"\n"
+		       "max_body = lots\n");
+	r = load("--config", p, NULL);
+	CHECK_EQ_INT(r->r, -1);
+	snprintf(origin, sizeof(origin), "%s:1: heartbeat_interval = \"-3s\": must not be negative", p);
+	CHECK(err_has(origin));
+	snprintf(origin, sizeof(origin),
+		 "%s:2: max_body = \"lots\": not a size: a whole number of bytes, optionally followed by k, m or g", p);
+	CHECK(err_has(origin));
 
 	/* Control characters in strings. */
 	p = write_file("db = a\x01"
@@ -1181,7 +1204,7 @@ static void test_jwt_keys(void)
 	VALUE_IS("jwt-leeway", "30s", 30);
 	VALUE_REFUSED("jwt-leeway", "301", "allowed: 0 to 300 s");
 	VALUE_REFUSED("jwt-leeway", "1h", "out of range");
-	VALUE_REFUSED("jwt-leeway", "-1", "not a whole number");
+	VALUE_REFUSED("jwt-leeway", "-1", "must not be negative");
 	VALUE_REFUSED("jwt-subscribe-claim", "mercure..subscribe", "not a claim name");
 	VALUE_REFUSED("jwt-subscribe-claim", "", "must not be empty");
 	VALUE_REFUSED("jwt-publish-claim", "a b", "not a claim name");
