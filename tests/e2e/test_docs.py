@@ -40,3 +40,26 @@ def test_example_configuration_is_valid():
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 0, r.stderr
     assert "configuration OK" in r.stdout, r.stdout
+
+
+def _git(*args):
+    return subprocess.run(["git", "-C", ROOT] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=30)
+
+
+# What a run leaves behind: logs, databases, Redis' snapshots and AOF.
+RUN_LEFTOVERS = ["r2.log", "redis.log", "herald.log", "dump.rdb", "appendonly.aof", "appendonlydir/x.aof",
+                 "herald.db", "herald.db-wal", "load/x.log", "tests/e2e/x.log"]
+
+
+def test_no_run_leftovers_in_the_tree():
+    """No log, database or Redis file is part of the source, and git ignores
+    such files wherever a run leaves them."""
+    if _git("rev-parse", "--is-inside-work-tree").returncode != 0:
+        return  # not a git checkout (an unpacked archive): nothing tracked to check
+    tracked = [f for f in _git("ls-files").stdout.splitlines()
+               if re.search(r"(\.log|\.rdb|\.aof|\.db|\.db-wal|\.db-shm)$|(^|/)appendonlydir/", f)]
+    assert not tracked, f"run leftovers committed: {tracked}"
+    r = _git("check-ignore", "--no-index", *RUN_LEFTOVERS)
+    ignored = set(r.stdout.split())
+    assert ignored == set(RUN_LEFTOVERS), f"not ignored: {sorted(set(RUN_LEFTOVERS) - ignored)}"
