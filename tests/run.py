@@ -5,7 +5,12 @@ Unit and fuzz-replay binaries under $HERALD_BUILD/tests and $HERALD_BUILD/fuzz
 are one test each (pass = exit 0). End-to-end tests are the functions named
 test_* in tests/e2e/test_*.py; each runs in its own child process with a time
 limit, so a hang fails that test instead of the run. Arguments filter tests by
-substring: tests/run.py stream resume
+substring: tests/run.py stream resume; a word that matches no test is named and
+fails the run.
+
+$HERALD_BUILD names the build folder under test. Unset, it is the build that
+has test binaries (build/asan after `make test`, build after `make all unit`),
+the newer when both have; the first line says which, and which herald.
 """
 import importlib.util
 import multiprocessing
@@ -16,18 +21,43 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("HERALD_BUILD", "build")
 DEFAULT_TIMEOUT = 60
+# The build folders the Makefile makes: `make` and `make test`.
+BUILDS = ("build", "build/asan")
 
 
-def binaries():
+def binaries(build):
     for sub in ("tests", "fuzz"):
-        d = os.path.join(ROOT, BUILD, sub)
+        d = os.path.join(ROOT, build, sub)
         if os.path.isdir(d):
             for name in sorted(os.listdir(d)):
                 p = os.path.join(d, name)
                 if os.access(p, os.X_OK) and not name.endswith(".d"):
                     yield f"{sub}/{name}", p
+
+
+def pick_build():
+    """The build folder to test and why: $HERALD_BUILD, else the build with
+    test binaries (`make` alone builds none), the newest when several have
+    them; a release build and an ASan one often sit side by side."""
+    if os.environ.get("HERALD_BUILD"):
+        return os.environ["HERALD_BUILD"], "HERALD_BUILD"
+    found = []
+    for b in BUILDS:
+        files = [p for _, p in binaries(b)]
+        herald = os.path.join(ROOT, b, "herald")
+        stamps = [os.stat(p).st_mtime for p in files + ([herald] if os.path.exists(herald) else [])]
+        if stamps:
+            found.append((bool(files), max(stamps), b))
+    if not found:
+        return "build", "no build found: run make test first"
+    found.sort()
+    has_tests, _, b = found[-1]
+    if not has_tests:
+        return b, "no build has test binaries: run make test"
+    if sum(1 for f in found if f[0]) > 1:
+        return b, "the newer of the builds with test binaries; HERALD_BUILD picks another"
+    return b, "the build with test binaries; HERALD_BUILD picks another"
 
 
 def e2e_tests():
@@ -78,7 +108,9 @@ def run_e2e(path, name, timeout):
 
 def main():
     os.chdir(ROOT)
-    os.environ.setdefault("HERALD_BIN", os.path.join(ROOT, BUILD, "herald"))
+    build, why = pick_build()
+    os.environ.setdefault("HERALD_BIN", os.path.join(ROOT, build, "herald"))
+    print(f"tests/run.py: testing {build} ({why}); herald {os.environ['HERALD_BIN']}", flush=True)
     filters = sys.argv[1:]
     passed = failed = 0
     failures = []
@@ -86,7 +118,17 @@ def main():
     def want(n):
         return not filters or any(f in n for f in filters)
 
-    for name, path in binaries():
+    bins = list(binaries(build))
+    e2e = list(e2e_tests())
+    names = [n for n, _ in bins] + [t[0] for t in e2e]
+    unmatched = [f for f in filters if not any(f in n for n in names)]
+    for f in unmatched:
+        print(f"no test matches {f!r} (among {len(names)} tests: unit and fuzz binaries in {build}, "
+              f"tests/e2e)", flush=True)
+    if filters and len(unmatched) == len(filters):
+        sys.exit(1)
+
+    for name, path in bins:
         if not want(name):
             continue
         t0 = time.monotonic()
@@ -100,7 +142,7 @@ def main():
             failures.append(name)
             print(f"FAIL  {name} (exit {r.returncode})\n{r.stdout.decode(errors='replace')[-4000:]}", flush=True)
 
-    for name, path, fname, timeout in e2e_tests():
+    for name, path, fname, timeout in e2e:
         if not want(name):
             continue
         t0 = time.monotonic()
@@ -116,8 +158,10 @@ def main():
 
     if failures:
         print("failed: " + ", ".join(failures))
+    for f in unmatched:
+        print(f"no test matches {f!r}")
     print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed or not passed else 0)
+    sys.exit(1 if failed or not passed or unmatched else 0)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@ configuration, the README's table and the man page; and the example
 configuration passes --check-config."""
 import os
 import re
+import shutil
 import subprocess
+import sys
+import tempfile
+import time
 
 from harness import HERALD_BIN
 
@@ -63,3 +67,66 @@ def test_no_run_leftovers_in_the_tree():
     r = _git("check-ignore", "--no-index", *RUN_LEFTOVERS)
     ignored = set(r.stdout.split())
     assert ignored == set(RUN_LEFTOVERS), f"not ignored: {sorted(set(RUN_LEFTOVERS) - ignored)}"
+
+
+def _fake_tree(builds):
+    """tests/run.py copied into a temporary tree with, for each (folder,
+    has_tests, age_s) in builds, a herald and (when has_tests) a passing unit
+    test binary test_alpha there, their times age_s seconds in the past."""
+    top = tempfile.mkdtemp(prefix="herald-test-runpy-")
+    os.makedirs(os.path.join(top, "tests", "e2e"))
+    shutil.copy(os.path.join(ROOT, "tests", "run.py"), os.path.join(top, "tests", "run.py"))
+    now = time.time()
+    for folder, has_tests, age in builds:
+        files = [os.path.join(top, folder, "herald")]
+        if has_tests:
+            files.append(os.path.join(top, folder, "tests", "test_alpha"))
+        for f in files:
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with open(f, "w") as fh:
+                fh.write(f"#!/bin/sh\n# {folder}\nexit 0\n")
+            os.chmod(f, 0o755)
+            os.utime(f, (now - age, now - age))
+    return top
+
+
+def _run_py(top, *words, env=None):
+    e = {k: v for k, v in os.environ.items() if k not in ("HERALD_BUILD", "HERALD_BIN")}
+    e.update(env or {})
+    r = subprocess.run([sys.executable, os.path.join(top, "tests", "run.py")] + list(words), cwd=top, env=e,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    return r.returncode, r.stdout
+
+
+def test_run_py_after_make_test_runs_the_asan_build():
+    """`python3 tests/run.py WORD` as the README says, after `make test`
+    (which builds into build/asan) and perhaps `make` (build/, no tests):
+    it runs the tests of the build that has them, newest first, and says
+    which on its first line; a word that matches no test is said plainly,
+    with a failing exit status."""
+    cases = [
+        ([("build/asan", True, 0)], "build/asan"),                        # make test only
+        ([("build", False, 0), ("build/asan", True, 100)], "build/asan"),  # make test, then make
+        ([("build", True, 100), ("build/asan", True, 0)], "build/asan"),  # both built, asan newer
+        ([("build", True, 0), ("build/asan", True, 100)], "build"),       # both built, release newer
+    ]
+    for builds, want in cases:
+        top = _fake_tree(builds)
+        try:
+            code, out = _run_py(top, "alpha")
+            first = out.splitlines()[0] if out else ""
+            assert code == 0 and "ok    tests/test_alpha" in out and "1 passed, 0 failed" in out, (builds, out)
+            assert f" {want} " in first + " " and f"{want}/herald" in first, (builds, want, out)
+            # A filter that matches nothing.
+            code, out = _run_py(top, "nosuchtest")
+            assert code != 0 and "no test matches 'nosuchtest'" in out, (builds, out)
+            assert "0 passed, 0 failed" not in out, out
+            # One word matches, another does not: the run fails and says which.
+            code, out = _run_py(top, "alpha", "nosuchtest")
+            assert code != 0 and "ok    tests/test_alpha" in out and "no test matches 'nosuchtest'" in out, out
+            # HERALD_BUILD, when set, is what runs.
+            other = "build" if want == "build/asan" else "build/asan"
+            code, out = _run_py(top, "alpha", env={"HERALD_BUILD": other})
+            assert f"{other}/herald" in out.splitlines()[0], out
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
