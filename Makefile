@@ -3,7 +3,10 @@
 #   make test   install missing packages, build with ASan+UBSan, run every test
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
-PKGS      := sqlite3 openssl libsystemd inih hiredis
+# The libraries, as pkg-config name=Debian package (scripts/deps installs them).
+PKG_DEBIAN := sqlite3=libsqlite3-dev openssl=libssl-dev libsystemd=libsystemd-dev inih=libinih-dev \
+              hiredis=libhiredis-dev
+PKGS      := $(foreach m,$(PKG_DEBIAN),$(firstword $(subst =, ,$(m))))
 CC        ?= cc
 OPT       ?= -O2 -g
 WARN      ?= -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
@@ -48,14 +51,31 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
-.PHONY: all deps browser-deps run test unit bench fuzz fuzz-targets format install uninstall clean
+.PHONY: all deps pkg-check browser-deps run test unit bench fuzz fuzz-targets format install uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
 	@scripts/deps
 
+# Stop before compiling when a library's pkg-config file is missing: the
+# build would go on without any library's flags (pkg-config prints nothing
+# when one of several is missing) and fail at the link with undefined
+# references that name no package. The flag stamps depend on it, so only
+# what compiles checks (not clean), and make run and make test check in
+# their inner make, after scripts/deps installed what was missing.
+pkg-check:
+	@command -v pkg-config >/dev/null || \
+		{ echo 'pkg-config is not installed (Debian: pkg-config); scripts/deps installs it' >&2; exit 1; }
+	@missing=; for m in $(PKG_DEBIAN); do \
+		pkg-config --exists "$${m%%=*}" || missing="$${missing:+$$missing, }$${m%%=*} (Debian: $${m#*=})"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "missing pkg-config package(s): $$missing; scripts/deps (or apt-get install) installs them" >&2; \
+		exit 1; \
+	fi
+
 # Rebuild everything when the flags change.
-$(BUILD)/.flags: FORCE
+$(BUILD)/.flags: FORCE pkg-check
 	@mkdir -p $(BUILD)
 	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $@
 FORCE:
@@ -117,7 +137,7 @@ fuzz-targets: $(LF_BIN)
 # start the herald of the build that made them (HERALD_TREE_BIN) while it
 # exists, so an installed copy still finds one.
 LOAD_DEFS := -DHERALD_TREE_BIN='"$(abspath $(HERALD))"'
-load/.flags: FORCE
+load/.flags: FORCE pkg-check
 	@echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' > $@
 
 # load/NAME is load/NAME.c plus its parts load/NAME-*.c plus what every tool

@@ -130,3 +130,19 @@ def test_run_py_after_make_test_runs_the_asan_build():
             assert f"{other}/herald" in out.splitlines()[0], out
         finally:
             shutil.rmtree(top, ignore_errors=True)
+
+
+def test_deployment_packages_build_herald():
+    """The README's Deployment `apt-get install` line names every package a
+    build needs: the compiler and tools, and each library's -dev package that
+    the Makefile checks for (and scripts/deps installs)."""
+    readme, deps, mk = _read("README.md"), _read("scripts/deps"), _read("Makefile").replace("\\\n", " ")
+    section = readme.split("## Deployment", 1)[1]
+    m = re.search(r"apt-get install -y ((?:[^\n\\]|\\\n)+)", section)
+    assert m, "no apt-get install line in the Deployment section"
+    listed = set(m.group(1).replace("\\\n", " ").split())
+    deps_pkgs = set(re.search(r'^PKGS="([^"]*)"', deps, re.M).group(1).split())
+    make_pkgs = set(re.findall(r"=(lib[a-z0-9-]+-dev)\b", re.search(r"^PKG_DEBIAN\s*:=(.*)$", mk, re.M).group(1)))
+    build = {"gcc", "make", "pkg-config", "libc6-dev"} | {p for p in deps_pkgs if p.endswith("-dev")}
+    assert make_pkgs <= deps_pkgs, f"the Makefile checks for packages scripts/deps lacks: {make_pkgs - deps_pkgs}"
+    assert build <= listed, f"README's apt-get install lacks {sorted(build - listed)}"

@@ -190,3 +190,59 @@ def test_install_prefix_and_installed_units_verify():
 
 
 test_install_prefix_and_installed_units_verify.timeout = 180
+
+
+def _pc_dir_without(*names):
+    """A folder of links to every pkg-config file on this system but the
+    named packages' (PKG_CONFIG_LIBDIR pointed at it: those look missing)."""
+    d = tempfile.mkdtemp(prefix="herald-pc-")
+    path = subprocess.run(["pkg-config", "--variable", "pc_path", "pkg-config"], stdout=subprocess.PIPE, text=True,
+                          timeout=10).stdout.strip()
+    for folder in path.split(":"):
+        if not os.path.isdir(folder):
+            continue
+        for fn in os.listdir(folder):
+            if fn.endswith(".pc") and fn[:-3] not in names and not os.path.exists(os.path.join(d, fn)):
+                os.symlink(os.path.join(folder, fn), os.path.join(d, fn))
+    return d
+
+
+def test_build_names_a_missing_library_package():
+    """With one library's pkg-config package missing, the build stops before
+    compiling anything and names it with its Debian package, instead of
+    failing at the link with undefined references; targets that build
+    nothing (clean) are not stopped."""
+    pc = _pc_dir_without("hiredis")
+    build = tempfile.mkdtemp(prefix="herald-build-")
+    try:
+        env = dict(os.environ, PKG_CONFIG_LIBDIR=pc)
+        env.pop("PKG_CONFIG_PATH", None)
+        # A private build folder and the herald binary alone: the tree's
+        # load tools are not touched, whatever happens.
+        r = subprocess.run(["make", "--no-print-directory", f"BUILD={build}", "OPT=-O0", f"{build}/herald"],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+        out = r.stdout.decode(errors="replace")
+        assert r.returncode != 0, out
+        assert "missing pkg-config package(s): hiredis (Debian: libhiredis-dev)" in out, out
+        assert "scripts/deps" in out, out
+        assert " -c src/" not in out and not os.path.exists(os.path.join(build, "obj")), out
+        # Two missing: both named.
+        pc2 = _pc_dir_without("hiredis", "inih")
+        try:
+            r = subprocess.run(["make", "--no-print-directory", f"BUILD={build}", f"{build}/herald"], cwd=ROOT,
+                               env=dict(env, PKG_CONFIG_LIBDIR=pc2), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=120)
+            out = r.stdout.decode(errors="replace")
+            assert r.returncode != 0 and "inih (Debian: libinih-dev)" in out and "libhiredis-dev" in out, out
+        finally:
+            shutil.rmtree(pc2, ignore_errors=True)
+        # clean builds nothing: it is not stopped.
+        r = subprocess.run(["make", "--no-print-directory", "-n", "clean"], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        assert r.returncode == 0 and "missing" not in r.stdout.decode(), r.stdout.decode()
+    finally:
+        shutil.rmtree(pc, ignore_errors=True)
+        shutil.rmtree(build, ignore_errors=True)
+
+
+test_build_names_a_missing_library_package.timeout = 600
