@@ -1,6 +1,7 @@
 """Every configuration key herald knows is documented: in the example
 configuration, the README's table and the man page; and the example
 configuration passes --check-config."""
+import json
 import os
 import re
 import shutil
@@ -9,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from harness import HERALD_BIN
+from harness import HERALD_BIN, Herald, request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -146,3 +147,65 @@ def test_deployment_packages_build_herald():
     build = {"gcc", "make", "pkg-config", "libc6-dev"} | {p for p in deps_pkgs if p.endswith("-dev")}
     assert make_pkgs <= deps_pkgs, f"the Makefile checks for packages scripts/deps lacks: {make_pkgs - deps_pkgs}"
     assert build <= listed, f"README's apt-get install lacks {sorted(build - listed)}"
+
+
+def test_health_answer_is_as_documented():
+    """The README's shape of /api/health has the keys a real herald answers
+    with, one process and a group of workers (which adds the worker that
+    answered)."""
+    readme = _read("README.md")
+    m = re.search(r"Health \(also `HEAD`\): `(\{[^`]*\})`", readme)
+    assert m, "README documents no /api/health answer"
+    documented = re.findall(r'"([a-z_]+)":', m.group(1))
+    with Herald() as h:
+        st, _, body = request(h.port, "GET", "/api/health")
+        assert st == 200, body
+        got = list(json.loads(body))
+    assert documented == got, f"README says {documented}, herald answers {got}"
+    with Herald(args=["--workers", "2"]) as h:
+        st, _, body = request(h.port, "GET", "/api/health")
+        extra = set(json.loads(body)) - set(got)
+    assert extra == {"worker"}, extra
+    assert re.search(r"`/api/health` gives `workers`.*the `worker` that\s+answered", readme, re.S), \
+        "README does not say what a group's health answer adds"
+
+
+def _man_section(man, name):
+    m = re.search(rf"^\.SH {name}\n(.*?)(?=^\.SH )", man, re.M | re.S)
+    assert m, f"herald(8) has no {name} section"
+    return m.group(1)
+
+
+def test_man_page_synopsis_files_and_description():
+    """herald(8): every option --help lists is in the SYNOPSIS; every file
+    `make install` puts in the unit and example folders is under FILES; and
+    the description does not call herald one process when workers make it
+    several."""
+    man = _read("docs/herald.8")
+    usage = subprocess.run([HERALD_BIN, "--help"], capture_output=True, text=True, timeout=10).stdout
+    synopsis = _man_section(man, "SYNOPSIS").replace("\\-", "-")
+    for opt in sorted(set(re.findall(r"--[a-z][a-z-]+", usage.split("\n\n", 1)[0]))):
+        assert opt in synopsis, f"{opt} is missing from herald(8)'s SYNOPSIS"
+    files = _man_section(man, "FILES").replace("\\-", "-").replace("\\&", "")
+    mk = _read("Makefile").replace("\\\n", " ")
+    installed = re.findall(r"> \$\(DESTDIR\)\$\(UNITDIR\)/(\S+)", mk)
+    installed += re.findall(r"\$\(DESTDIR\)\$\(UNITDIR\)/(herald\.socket)", mk)
+    share = re.search(r"install -m 644 ((?:[^\s$]\S*[ \t]+)+)\$\(DESTDIR\)\$\(SHAREDIR\)/", mk)
+    assert share and installed, "cannot find the install recipe"
+    installed += [os.path.basename(p) for p in share.group(1).split()]
+    for name in sorted(set(installed)):
+        assert name in files, f"{name} (installed by make install) is missing from herald(8)'s FILES"
+    description = _man_section(man, "DESCRIPTION")
+    assert "one process with one thread" not in description, "herald(8) says herald is always one process"
+    assert "workers" in description
+
+
+def test_cookie_streams_without_origin_are_documented():
+    """A stream authorized by cookie with no Origin header is served (a
+    browser sends none on a same-origin GET); the README and SECURITY.md say
+    so and why, beside the refusal of an unlisted Origin."""
+    for rel in ("README.md", "docs/SECURITY.md"):
+        text = re.sub(r"\s+", " ", _read(rel))
+        assert re.search(r"[Ww]ithout an `Origin`|with no `Origin`|no `Origin` header", text), \
+            f"{rel} does not say what happens to a cookie stream without Origin"
+        assert "same-origin" in text, f"{rel} does not say why a request without Origin is served"
