@@ -135,8 +135,10 @@ fuzz-targets: $(LF_BIN)
 # The tools sit in load/ whichever build made them; a stamp of the flags
 # they were built with rebuilds them when another build's flags differ. They
 # start the herald of the build that made them (HERALD_TREE_BIN) while it
-# exists, so an installed copy still finds one.
-LOAD_DEFS := -DHERALD_TREE_BIN='"$(abspath $(HERALD))"'
+# exists, so an installed copy still finds one; when that one is sanitized
+# (make test) they take the release build of the tree (HERALD_RELEASE_BIN,
+# the default BUILD's) if there is one, so a benchmark measures herald.
+LOAD_DEFS := -DHERALD_TREE_BIN='"$(abspath $(HERALD))"' -DHERALD_RELEASE_BIN='"$(abspath build/herald)"'
 load/.flags: FORCE pkg-check
 	@echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' > $@
 

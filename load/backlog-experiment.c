@@ -239,6 +239,12 @@ int main(int argc, char **argv)
 	 * reports; this program then stops starting new runs. */
 	tool_catch_signals(&stop_flag);
 
+	/* The runs start the herald found here (said first when sanitized). */
+	char bin[512];
+	if (tool_herald_bin(bin, sizeof(bin)) != 0)
+		return 1;
+	setenv("HERALD_BIN", bin, 1);
+
 	char rpath[4096], opath[4096];
 	tool_sibling("readers", rpath, sizeof(rpath));
 	tool_sibling("open-only", opath, sizeof(opath));

@@ -416,6 +416,8 @@ static int setup(struct ctx *x)
 			return rc;
 	} else {
 		m->pid = (pid_t)o->pid;
+		if (m->pid)
+			tool_herald_warn_pid(m->pid);
 		if (o->backlog > 0)
 			m->backlog = (int)o->backlog;
 	}

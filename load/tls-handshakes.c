@@ -740,8 +740,8 @@ int main(int argc, char **argv)
 	rc = x->ep < 0 ? 1 : 0;
 	if (rc == 0 && !x->server)
 		rc = start_own(x);
-	else if (rc == 0)
-		x->pid = (pid_t)x->pid_opt;
+	else if (rc == 0 && (x->pid = (pid_t)x->pid_opt) > 0)
+		tool_herald_warn_pid(x->pid);
 	if (rc == 0 && client_ctx(x) != 0)
 		rc = 1;
 	if (rc == 0) {

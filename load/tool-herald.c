@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,14 +68,97 @@ static int path_search(const char *name, char *buf, size_t len)
 	return -1;
 }
 
+/* The symbols a sanitizer's runtime brings into a program (in its dynamic
+ * symbol table when linked as a library, in its code when linked in). */
+static const struct {
+	const char *sym;
+	const char *name;
+} sanitizer_syms[] = {
+	{ "__asan_init", "AddressSanitizer" },
+	{ "__ubsan_handle_", "UndefinedBehaviorSanitizer" },
+	{ "__tsan_init", "ThreadSanitizer" },
+	{ "__msan_init", "MemorySanitizer" },
+};
+#define NSANITIZERS (sizeof(sanitizer_syms) / sizeof(sanitizer_syms[0]))
+
+int tool_sanitizers(const char *path, char *buf, size_t len)
+{
+	if (len)
+		buf[0] = '\0';
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* Read in blocks, each starting with the previous one's last bytes, so
+	 * a name cut by a block's end is still found. */
+	enum { BLOCK = 1 << 20, KEEP = 32 };
+	char *b = xmalloc(BLOCK + KEEP);
+	bool found[NSANITIZERS] = { false };
+	size_t have = 0;
+	ssize_t r;
+	while ((r = read(fd, b + have, BLOCK)) > 0) {
+		size_t n = have + (size_t)r;
+		for (size_t i = 0; i < NSANITIZERS; i++)
+			found[i] = found[i] || memmem(b, n, sanitizer_syms[i].sym, strlen(sanitizer_syms[i].sym));
+		have = n < KEEP ? n : KEEP;
+		memmove(b, b + n - have, have);
+	}
+	close(fd);
+	free(b);
+	int count = 0;
+	size_t at = 0;
+	for (size_t i = 0; i < NSANITIZERS; i++) {
+		if (!found[i])
+			continue;
+		count++;
+		int w = snprintf(buf + at, len > at ? len - at : 0, "%s%s", at ? " and " : "", sanitizer_syms[i].name);
+		if (w > 0)
+			at += (size_t)w;
+	}
+	return count;
+}
+
+/* Say so on stdout, once, before anything else the tool prints there: a
+ * sanitized herald runs several times slower, so its figures are not
+ * herald's. shown names the binary in the message. */
+static void warn_sanitized(const char *path, const char *shown)
+{
+	static bool warned;
+	char names[160];
+	if (warned || tool_sanitizers(path, names, sizeof(names)) == 0)
+		return;
+	warned = true;
+	printf("warning: herald %s is built with %s: these figures include the sanitizer's cost and are not "
+	       "herald's (make builds a release herald in build/; HERALD_BIN names one)\n",
+	       shown, names);
+	fflush(stdout);
+}
+
+void tool_herald_warn_pid(pid_t pid)
+{
+	char exe[64], shown[4096];
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	ssize_t r = readlink(exe, shown, sizeof(shown) - 1);
+	if (r <= 0)
+		return;
+	shown[r] = '\0';
+	warn_sanitized(exe, shown);
+}
+
 void tool_herald_help(void)
 {
 	char tree[4200];
 	const char *where = tree_herald(tree, sizeof(tree));
 	printf("The herald started here: $HERALD_BIN when set; else, when it exists,\n"
 	       "  %s\n"
-	       "  (%s); else the first herald on PATH.\n",
+	       "  (%s)",
 	       tree, where);
+#ifdef HERALD_RELEASE_BIN
+	printf(",\n  or the tree's release build %s when that one is built with a\n"
+	       "  sanitizer and this one exists",
+	       HERALD_RELEASE_BIN);
+#endif
+	printf("; else the first herald on PATH. A herald built with a sanitizer is\n"
+	       "  named on the first line of the output.\n");
 }
 
 int tool_herald_bin(char *buf, size_t len)
@@ -82,19 +166,37 @@ int tool_herald_bin(char *buf, size_t len)
 	const char *env = getenv("HERALD_BIN");
 	if (env && *env) {
 		snprintf(buf, len, "%s", env);
-		if (access(buf, X_OK) == 0)
+		if (access(buf, X_OK) == 0) {
+			warn_sanitized(buf, buf);
 			return 0;
+		}
 		fprintf(stderr, "%s: HERALD_BIN=%s cannot be run: %s\n", tool_name(), env, strerror(errno));
 		return -1;
 	}
-	char tree[4200];
+	char tree[4200], names[160];
 	const char *where = tree_herald(tree, sizeof(tree));
-	if (access(tree, X_OK) == 0) {
+	bool have_tree = access(tree, X_OK) == 0;
+	if (have_tree && tool_sanitizers(tree, names, sizeof(names)) == 0) {
 		snprintf(buf, len, "%s", tree);
 		return 0;
 	}
-	if (path_search("herald", buf, len) == 0)
+#ifdef HERALD_RELEASE_BIN
+	/* A tool built by the sanitized build (make test) still measures the
+	 * tree's release herald when there is one. */
+	if (access(HERALD_RELEASE_BIN, X_OK) == 0 && tool_sanitizers(HERALD_RELEASE_BIN, names, sizeof(names)) == 0) {
+		snprintf(buf, len, "%s", HERALD_RELEASE_BIN);
 		return 0;
+	}
+#endif
+	if (have_tree) {
+		snprintf(buf, len, "%s", tree);
+		warn_sanitized(buf, buf);
+		return 0;
+	}
+	if (path_search("herald", buf, len) == 0) {
+		warn_sanitized(buf, buf);
+		return 0;
+	}
 	fprintf(stderr,
 		"%s: no herald to start: HERALD_BIN is not set, %s (%s) does not exist, and there is no "
 		"herald on PATH.\n"

@@ -14,7 +14,8 @@
  *
  * Every function is prefixed tool_. One thread; the only state kept between
  * calls is the tool's name and usage (tool_usage), the JSON line's nesting,
- * and the flag the signal handler sets. */
+ * the flag the signal handler sets, and whether the sanitized-herald warning
+ * was printed. */
 #ifndef HERALD_LOAD_TOOL_H
 #define HERALD_LOAD_TOOL_H
 
@@ -191,9 +192,19 @@ struct tool_herald {
 
 /* Path of the herald to start, in this order: $HERALD_BIN when set (and then
  * only it); else the herald of the tree this tool was built in, when it still
- * exists; else the first herald on $PATH (an installed tool). Returns 0, or
- * -1 after saying which three places were tried. */
+ * exists, unless it is built with a sanitizer and the tree's release build
+ * (HERALD_RELEASE_BIN) exists, which is taken instead; else the first herald
+ * on $PATH (an installed tool). A herald built with a sanitizer is named in
+ * a warning on stdout (once, so on the output's first line when called
+ * before anything is printed there). Returns 0, or -1 after saying which
+ * places were tried. */
 int tool_herald_bin(char *buf, size_t len);
+/* The same warning for the herald running as process pid (--pid). */
+void tool_herald_warn_pid(pid_t pid);
+/* Which sanitizers the program at path was built with, from the symbols
+ * their runtimes bring: "AddressSanitizer and UndefinedBehaviorSanitizer"
+ * into buf ("" for none). Returns how many. */
+int tool_sanitizers(const char *path, char *buf, size_t len);
 /* Print, for --help, where the herald to start is looked for. */
 void tool_herald_help(void);
 /* Start herald with --db DIR/herald.db --listen 127.0.0.1:0

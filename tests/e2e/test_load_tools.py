@@ -30,9 +30,15 @@ def tool(name):
     return path
 
 
-def run(name, *args, timeout=40, expect=0):
-    """Run load/NAME with args; return (exit code, stdout, stderr, last JSON line or None)."""
-    env = dict(os.environ)
+def run(name, *args, timeout=40, expect=0, env=None):
+    """Run load/NAME with args (and env's variables added, a None value
+    removing one); return (exit code, stdout, stderr, last JSON line or None)."""
+    more, env = env or {}, dict(os.environ)
+    for k, v in more.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     p = subprocess.run([tool(name)] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -740,3 +746,107 @@ def test_tls_handshakes_counts_resumed_sessions():
 
 
 test_tls_handshakes_counts_resumed_sessions.timeout = 180
+
+
+SANITIZER_WARNING = re.compile(r"^warning: herald \S+ is built with AddressSanitizer: ")
+
+
+def _fake_herald(folder, sanitized):
+    """A `herald` in folder that runs the real one; with sanitized, its
+    bytes hold the symbol a sanitized build has (what the tools look for)."""
+    real = os.path.abspath(os.environ.get("HERALD_BIN", "build/herald"))
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "herald")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + ("# __asan_init\n" if sanitized else "") + f"exec '{real}' \"$@\"\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def _bytes_sanitized(path):
+    with open(path, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def test_every_tool_says_first_when_its_herald_is_sanitized():
+    """A tool that starts or measures a herald built with a sanitizer says so
+    on the first line of its output (its figures would be the sanitizer's);
+    with a release herald it says nothing of the kind."""
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    try:
+        asan = _fake_herald(os.path.join(d, "asan"), True)
+        release = _fake_herald(os.path.join(d, "release"), False)
+        runs = [
+            ("readers", [5, "--events", 1, "--interval", 0.1, "--idle", 0, "--no-floor"], 40),
+            ("open-only", [3, "--close"], 40),
+            ("publish", [20, "-c", 4, "-k", 2], 40),
+            ("rate", [5, "--rates", 20, "--step", 0.5, "-k", 1], 60),
+            ("topics", [10, "--scenario", "one", "--events", 10, "--batch", 5, "--pool", 16], 60),
+            ("tls-handshakes", [3, "--storm", 0, "--phases", "full"], 60),
+            ("backlog-experiment", ["--readers", 5, "--opens", 3, "--backlogs", "1024", "--events", 1,
+                                    "--interval", 0.1, "--idle", 0, "--no-floor"], 90),
+            ("bench-tokens", [3], 90),
+            ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], 120),
+            ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10], 120),
+        ]
+        for name, args, timeout in runs:
+            code, out, err, _ = run(name, *args, timeout=timeout, env={"HERALD_BIN": asan})
+            first = out.splitlines()[0] if out else ""
+            assert SANITIZER_WARNING.match(first) and asan in first, (name, first, out[:2000], err[-2000:])
+            code, out, err, _ = run(name, *args, timeout=timeout, env={"HERALD_BIN": release})
+            assert "Sanitizer" not in out, (name, out[:2000])
+        # A running herald named by --pid: the binary of that process.
+        with Herald(args=["--per-address-limit", "0"]) as h:
+            code, out, err, _ = run("readers", 5, "--server", f"127.0.0.1:{h.port}", "--pid", h.pid,
+                                    "--db", h.db, "--events", 1, "--interval", 0.1, "--idle", 0, "--no-floor")
+            said = bool(re.match(r"warning: herald \S+ is built with \S*Sanitizer", out))
+            assert said == _bytes_sanitized(f"/proc/{h.pid}/exe") or said == _bytes_sanitized(h.cmd[0]), out[:500]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+test_every_tool_says_first_when_its_herald_is_sanitized.timeout = 900
+
+
+def test_tools_prefer_the_tree_release_herald_to_a_sanitized_one():
+    """Built by the sanitized build (`make test`), a tool still starts the
+    tree's release herald when one exists; only without it does it start the
+    sanitized one, saying so. The scripts find herald the same way."""
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    try:
+        tree = os.path.join(d, "tree")
+        asan = _fake_herald(os.path.join(tree, "build", "asan"), True)
+        release = _fake_herald(os.path.join(tree, "build"), False)
+        built = os.path.join(d, "open-only")
+        srcs = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c")))
+        cc = subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-Isrc", f'-DHERALD_TREE_BIN="{asan}"',
+                             f'-DHERALD_RELEASE_BIN="{release}"', "-o", built, "load/open-only.c"] + srcs +
+                            ["src/util.c", "src/procstat.c", "src/sockdiag.c", "-lssl", "-lcrypto", "-lm"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        assert cc.returncode == 0, cc.stdout.decode(errors="replace")
+        env = {k: v for k, v in os.environ.items() if k != "HERALD_BIN"}
+        out, err, used = _run_copy(built, d, env, 0)
+        assert used == release and "Sanitizer" not in out, (used, out, err)
+        os.unlink(release)
+        out, err, used = _run_copy(built, d, env, 0)
+        assert used == asan and SANITIZER_WARNING.match(out), (used, out, err)
+        # The scripts: load/tool_herald.py, as the Python tools and load/bench use it, in a tree.
+        os.makedirs(os.path.join(tree, "load"))
+        shutil.copy(os.path.join(ROOT, "load", "tool_herald.py"), os.path.join(tree, "load"))
+        _fake_herald(os.path.join(tree, "build"), False)
+
+        def which():
+            p = subprocess.run(["python3", os.path.join(tree, "load", "tool_herald.py")], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+            assert p.returncode == 0, p.stderr
+            return p.stdout.splitlines()
+
+        assert which() == [release], which()
+        os.unlink(release)
+        lines = which()
+        assert lines[0] == asan and SANITIZER_WARNING.match(lines[1]), lines
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+test_tools_prefer_the_tree_release_herald_to_a_sanitized_one.timeout = 180
