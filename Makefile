@@ -49,6 +49,9 @@ FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics rate minimal-sse \
               tls-handshakes
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
+# The tools that are scripts (they run the C tools beside them), and the
+# module they share to find herald.
+LOAD_SCRIPTS := bench bench-tokens bench-redis bench-workers plot
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
 .PHONY: all deps pkg-check browser-deps run test unit bench fuzz fuzz-targets format install uninstall clean
@@ -210,7 +213,9 @@ fuzz:
 		OPT='-O1 -g' fuzz-targets
 	@FUZZ_RUNS='$(FUZZ_RUNS)' tests/fuzz/libfuzzer.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# install: the binary, the load tools, /etc/herald/herald.conf (never over
+# install: the binary, the load tools (the scripts too, with the tree they
+# came from written into tool_herald.py, as the C tools carry theirs),
+# /etc/herald/herald.conf (never over
 # an existing one; mode 0640, group herald or else root, since it may hold
 # tokens; a DESTDIR install by a user keeps the user's group), the units
 # (herald.service and .socket, and the template herald@.service for several
@@ -228,6 +233,9 @@ install: all
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(SYSCONFDIR)/herald
 	install -m 755 $(HERALD) $(DESTDIR)$(PREFIX)/bin/herald
 	$(if $(LOAD_BIN),install -m 755 $(LOAD_BIN) $(DESTDIR)$(TOOLDIR)/)
+	install -m 755 $(addprefix load/,$(LOAD_SCRIPTS)) $(DESTDIR)$(TOOLDIR)/
+	sed -e "s|^TREE = None .*|TREE = '$(CURDIR)'|" load/tool_herald.py > $(DESTDIR)$(TOOLDIR)/tool_herald.py
+	chmod 644 $(DESTDIR)$(TOOLDIR)/tool_herald.py
 	sed -e 's|/usr/local/bin/herald|$(PREFIX)/bin/herald|g' -e 's|/etc/herald/|$(SYSCONFDIR)/herald/|g' \
 		systemd/herald.service > $(DESTDIR)$(UNITDIR)/herald.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/herald.service

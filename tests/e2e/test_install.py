@@ -1,7 +1,8 @@
 """End-to-end: `make install` and `make uninstall`.
 
-`make install DESTDIR=<temporary folder>` lays out the binary, the load
-tools, /etc/herald/herald.conf (pointing at the service's database, mode
+`make install DESTDIR=<temporary folder>` lays out the binary, every tool
+in load/ (the C programs and the scripts, which run the installed tools
+beside them), /etc/herald/herald.conf (pointing at the service's database, mode
 0640 as it may hold tokens, and accepted by herald --check-config), the
 units with PREFIX filled in, the sysusers.d entry, herald(8) and the
 examples; an existing herald.conf is
@@ -26,12 +27,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _load_tools():
-    """The tools the Makefile installs: its LOAD_TOOLS line (with any
-    continuation lines)."""
-    with open(os.path.join(ROOT, "Makefile")) as f:
-        text = f.read().replace("\\\n", " ")
-    line = next(l for l in text.splitlines() if l.startswith("LOAD_TOOLS "))
-    return line.split(":=", 1)[1].split()
+    """Every tool in load/: each C program (a load/NAME.c with a main; the
+    other .c files are parts of one) and each script (an executable file
+    starting with #!)."""
+    d = os.path.join(ROOT, "load")
+    tools = []
+    for fn in sorted(os.listdir(d)):
+        p = os.path.join(d, fn)
+        if fn.endswith(".c"):
+            with open(p) as f:
+                if "\nint main(" in f.read():
+                    tools.append(fn[:-2])
+        elif "." not in fn and os.path.isfile(p) and os.access(p, os.X_OK):
+            with open(p, "rb") as f:
+                if f.read(2) == b"#!":
+                    tools.append(fn)
+    return tools
 
 
 LOAD_TOOLS = _load_tools()
@@ -55,10 +66,6 @@ def _files(root):
     return out
 
 
-def _built_tools():
-    return [t for t in LOAD_TOOLS if os.path.exists(os.path.join(ROOT, "load", t + ".c"))]
-
-
 def _expected(prefix="usr/local", etc="etc"):
     files = {
         f"{prefix}/bin/herald",
@@ -73,7 +80,8 @@ def _expected(prefix="usr/local", etc="etc"):
         f"{prefix}/share/herald/60-herald.conf",
         f"{etc}/herald/herald.conf",
     }
-    files |= {f"{prefix}/lib/herald/load/{t}" for t in _built_tools()}
+    files |= {f"{prefix}/lib/herald/load/{t}" for t in LOAD_TOOLS}
+    files.add(f"{prefix}/lib/herald/load/tool_herald.py")  # what the scripts share
     return files
 
 
@@ -88,7 +96,7 @@ def test_install_layout_and_uninstall():
         _make("install", DESTDIR=dest)
         got = _files(dest)
         assert got == _expected(), f"missing {sorted(_expected() - got)}, unexpected {sorted(got - _expected())}"
-        for rel in ["usr/local/bin/herald"] + [f"usr/local/lib/herald/load/{t}" for t in _built_tools()]:
+        for rel in ["usr/local/bin/herald"] + [f"usr/local/lib/herald/load/{t}" for t in LOAD_TOOLS]:
             mode = os.stat(os.path.join(dest, rel)).st_mode
             assert mode & stat.S_IXUSR and mode & stat.S_IXOTH, f"{rel} is not executable ({oct(mode)})"
         with open(os.path.join(dest, "usr/local/bin/herald"), "rb") as a, open(harness.HERALD_BIN, "rb") as b:
@@ -246,3 +254,37 @@ def test_build_names_a_missing_library_package():
 
 
 test_build_names_a_missing_library_package.timeout = 600
+
+
+def test_installed_scripts_run_the_installed_tools():
+    """The scripts among the tools, installed to a folder of their own, run
+    the tools installed beside them (not the tree's) and find herald."""
+    dest = tempfile.mkdtemp(prefix="herald-destdir-")
+    try:
+        _make("install", DESTDIR=dest, TOOLDIR="/opt/herald-tools")
+        tools = os.path.join(dest, "opt/herald-tools")
+        assert set(os.listdir(tools)) == set(LOAD_TOOLS) | {"tool_herald.py"}, sorted(os.listdir(tools))
+        env = dict(os.environ, HERALD_BIN=os.path.abspath(harness.HERALD_BIN))
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        for name in ("bench", "plot", "bench-tokens", "bench-redis", "bench-workers"):
+            r = subprocess.run([os.path.join(tools, name), "--help"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=env, timeout=30)
+            assert r.returncode == 0 and r.stdout.startswith(f"usage: load/{name}".encode()), (name, r.stdout)
+        # bench-tokens runs the readers installed beside it: with the tree's
+        # out of reach (a copy of the folder elsewhere), it still works.
+        moved = os.path.join(dest, "elsewhere")
+        shutil.copytree(tools, moved)
+        r = subprocess.run([os.path.join(moved, "bench-tokens"), "3"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, env=env, cwd=dest, timeout=120)
+        out = r.stdout.decode(errors="replace")
+        assert r.returncode == 0 and "| ES256 | 3 |" in out, out
+        # Without HERALD_BIN the installed scripts find herald as the C tools do.
+        env.pop("HERALD_BIN")
+        r = subprocess.run(["python3", os.path.join(tools, "tool_herald.py")], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, env=env, timeout=30)
+        assert r.returncode == 0 or b"no herald to start" in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+test_installed_scripts_run_the_installed_tools.timeout = 240

@@ -21,7 +21,7 @@ from harness import Herald
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
          "minimal-sse", "tls-handshakes"]
-SCRIPTS = ["bench", "bench-tokens", "bench-redis", "plot"]  # scripts beside the C tools
+SCRIPTS = ["bench", "bench-tokens", "bench-redis", "bench-workers", "plot"]  # scripts beside the C tools
 
 
 def tool(name):
