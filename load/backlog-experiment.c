@@ -16,7 +16,7 @@
 
 static const char USAGE[] =
 	"usage: load/backlog-experiment [--readers N] [--opens N] [--backlogs B1,B2,...] [--events K]\n"
-	"       [--interval S] [--idle S] [--ramp M] [--post] [--no-floor]\n";
+	"       [--interval S] [--idle S] [--ramp M] [--post] [--no-floor] [--port P]\n";
 
 static void help(const struct tool_opt *t)
 {
@@ -200,7 +200,7 @@ static int pass_flag(struct pass *p, const char *flag)
 int main(int argc, char **argv)
 {
 	tool_usage("backlog-experiment", USAGE);
-	long readers = 1000, opens = 1000;
+	long readers = 1000, opens = 1000, port = -1;
 	struct backlogs asked = { { 5, 1024 }, 2 };
 	struct pass pass = { { NULL }, 0 };
 	int post = 0, no_floor = 0;
@@ -219,6 +219,9 @@ int main(int argc, char **argv)
 		TOOL_CALL("--ramp", &pass, pass_value, PASS_WHAT, NULL),
 		TOOL_FLAG("--post", &post, NULL),
 		TOOL_FLAG("--no-floor", &no_floor, NULL),
+		TOOL_LONG("--port", &port, 0, 65535, "a port number",
+			  "  --port P        the port of each herald started, one run after the other\n"
+			  "                  (default 0: one the kernel picks)\n"),
 		TOOL_HELP("  --help          this text\n"),
 		TOOL_END,
 	};
@@ -252,7 +255,8 @@ int main(int argc, char **argv)
 	memset(rr, 0, sizeof(rr));
 	memset(orr, 0, sizeof(orr));
 	int failed = 0;
-	char nbuf[32], obuf[32];
+	char nbuf[32], obuf[32], pbuf[32];
+	snprintf(pbuf, sizeof(pbuf), "%ld", port < 0 ? 0 : port);
 	snprintf(nbuf, sizeof(nbuf), "%ld", readers);
 	snprintf(obuf, sizeof(obuf), "%ld", opens);
 
@@ -276,6 +280,8 @@ int main(int argc, char **argv)
 		ra[n++] = label;
 		for (int j = 0; j < npass; j++)
 			ra[n++] = pass.v[j];
+		ra[n++] = "--port";
+		ra[n++] = pbuf;
 		ra[n] = NULL;
 		/* Opens failing behind a small backlog are the finding, not a
 		 * failure; a run that says nothing, or the largest backlog failing,
@@ -289,7 +295,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (stop_flag)
 			break;
-		const char *oa[] = { opath, obuf, "--backlog", bl, "--run", label, NULL };
+		const char *oa[] = { opath, obuf, "--backlog", bl, "--run", label, "--port", pbuf, NULL };
 		if (run_tool((char *const *)oa, &orr[b]) != 0 || !*json_line(orr[b].out) ||
 		    (orr[b].status != 0 && backlogs[b] == largest))
 			failed = 1;

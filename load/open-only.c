@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char USAGE[] = "usage: load/open-only N [--server ADDR] [--backlog B] [--timeout SECONDS] [--close] "
-			    "[--run LABEL] [--keep]\n";
+static const char USAGE[] = "usage: load/open-only N [--server ADDR | --port P] [--backlog B] [--timeout SECONDS] "
+			    "[--close] [--run LABEL] [--keep]\n";
 
 static void help(const struct tool_opt *t)
 {
@@ -93,7 +93,7 @@ static int connect_one(const struct tool_addr *a, double timeout, int *fdp)
 int main(int argc, char **argv)
 {
 	tool_usage("open-only", USAGE);
-	long n = -1, backlog_arg = 0;
+	long n = -1, backlog_arg = 0, port = -1;
 	double timeout = 30;
 	int close_each = 0, keep = 0;
 	const char *server = NULL, *label = "1";
@@ -102,6 +102,9 @@ int main(int argc, char **argv)
 		TOOL_STRING("--server", &server, "an address",
 			    "  --server ADDR     127.0.0.1:PORT, [::1]:PORT or unix:/path; without it a\n"
 			    "                    herald is started on a temporary database and stopped after\n"),
+		TOOL_LONG("--port", &port, 0, 65535, "a port number",
+			  "  --port P          the port of the herald started here (default 0: one the\n"
+			  "                    kernel picks), to watch it meanwhile (load/overflow-report)\n"),
 		TOOL_LONG("--backlog", &backlog_arg, 1, 1L << 20, "a number",
 			  "  --backlog B       backlog for the herald started here (default $BACKLOG or\n"
 			  "                    1024); with --server, the backlog to print when the socket's\n"
@@ -123,6 +126,8 @@ int main(int argc, char **argv)
 	struct tool_addr addr;
 	if (server && tool_parse_addr(server, &addr) != 0)
 		return tool_usage_error("--server wants 127.0.0.1:PORT, [::1]:PORT or unix:/path");
+	if (server && port >= 0)
+		return tool_usage_error("--port is for the herald started here: leave it out with --server");
 	if (!close_each) {
 		char what[64];
 		snprintf(what, sizeof(what), "%ld open connections", n);
@@ -136,7 +141,7 @@ int main(int argc, char **argv)
 	int backlog = (int)backlog_arg;
 	if (!server) {
 		backlog = tool_default_backlog(backlog_arg);
-		if (tool_herald_start(&h, backlog, 0, NULL) != 0)
+		if (tool_herald_start(&h, port < 0 ? 0 : (int)port, backlog, 0, NULL) != 0)
 			return 1;
 		char s[64];
 		snprintf(s, sizeof(s), "127.0.0.1:%d", h.port);

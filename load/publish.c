@@ -25,7 +25,7 @@
 
 static const char USAGE[] =
 	"usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
-	"       [--public] [--timeout S] [--backlog B] [--run LABEL] [--keep]\n";
+	"       [--public] [--timeout S] [--port P] [--backlog B] [--run LABEL] [--keep]\n";
 
 static void help(const struct tool_opt *t)
 {
@@ -427,7 +427,7 @@ int main(int argc, char **argv)
 {
 	tool_usage("publish", USAGE);
 	const char *server = NULL, *dbpath = NULL, *label = "1";
-	long backlog_arg = 0;
+	long backlog_arg = 0, port = -1;
 	int keep = 0;
 	N = -1;
 	C = 64;
@@ -462,6 +462,8 @@ int main(int argc, char **argv)
 		TOOL_FLAG("--public", &public_events, "  --public       publish public events (default: not public)\n"),
 		TOOL_SECONDS("--timeout", &timeout_s, 0.01, 3600,
 			     "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"),
+		TOOL_LONG("--port", &port, 0, 65535, "a port number",
+			  "  --port P       the port of the herald started here (default 0: one the kernel picks)\n"),
 		TOOL_LONG("--backlog", &backlog_arg, 1, 1L << 20, "a number",
 			  "  --backlog B    listen backlog of the herald started here (default $BACKLOG or 1024)\n"),
 		TOOL_STRING("--run", &label, "a label", "  --run LABEL    the label of this run in the JSON line\n"),
@@ -492,6 +494,8 @@ int main(int argc, char **argv)
 			"--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
 	if (dbpath && !server)
 		return tool_usage_error("--db goes with --server");
+	if (server && port >= 0)
+		return tool_usage_error("--port is for the herald started here: leave it out with --server");
 	char what[64];
 	snprintf(what, sizeof(what), "%ld connections", K);
 	if (tool_check_fds(K + 32, what) != 0)
@@ -501,7 +505,7 @@ int main(int argc, char **argv)
 	struct tool_herald h;
 	memset(&h, 0, sizeof(h));
 	if (!server) {
-		if (tool_herald_start(&h, tool_default_backlog(backlog_arg), 0, NULL) != 0)
+		if (tool_herald_start(&h, port < 0 ? 0 : (int)port, tool_default_backlog(backlog_arg), 0, NULL) != 0)
 			return 1;
 		char s[128];
 		snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h.port);

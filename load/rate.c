@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 static const char USAGE[] = "usage: load/rate [N] [--rates R1,R2,...] [--step S] [--drain S] [-k K] [--limit S]\n"
-			    "       [--csv FILE] [--run LABEL] [--keep]\n";
+			    "       [--csv FILE] [--port P] [--run LABEL] [--keep]\n";
 
 static volatile int stop_flag;
 
@@ -299,6 +299,9 @@ int main(int argc, char **argv)
 			     "  --limit S          p99 latency under which a step keeps up (default 100ms)\n"),
 		TOOL_STRING("--csv", &o->csv, "a file",
 			    "  --csv FILE         write one row per step (for load/plot)\n"),
+		TOOL_LONG("--port", &o->port, 0, 65535, "a port number",
+			  "  --port P           the port of the herald started here (default 0: one the kernel\n"
+			  "                     picks), to watch it meanwhile (load/overflow-report, /metrics)\n"),
 		TOOL_STRING("--run", &o->run, "a label",
 			    "  --run LABEL        the label in the JSON line (default 1)\n"),
 		TOOL_FLAG("--keep", &o->keep, "  --keep             keep the started herald's temporary folder\n"),
@@ -325,7 +328,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	tool_catch_signals(&stop_flag);
-	if (tool_herald_start(&x->h, tool_default_backlog(0), 0, NULL) != 0) {
+	if (tool_herald_start(&x->h, (int)o->port, tool_default_backlog(0), 0, NULL) != 0) {
 		free(x);
 		return 1;
 	}

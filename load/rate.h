@@ -121,6 +121,7 @@ struct rate_opts {
 	double step_s, drain_s, p99_limit_ms;
 	const char *csv, *run;
 	int keep;
+	long port; /* of the herald started here; 0: the kernel's choice */
 };
 
 /* What one step measured. */

@@ -35,8 +35,8 @@
 #include <unistd.h>
 
 static const char USAGE[] =
-	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--backlog B] [--unix] "
-	"[--post]\n"
+	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--port P] [--backlog B]\n"
+	"       [--unix] [--post]\n"
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
 	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--opens-csv FILE] [--run LABEL] [--no-floor]\n"
 	"       [--keep]\n"
@@ -133,6 +133,10 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_STRING("--publish", &o->publish, "a URL",
 			    "  --publish URL      publish by POST to URL (http://127.0.0.1:PORT/api/events\n"
 			    "                     or unix:/path for /api/events on a unix socket)\n"),
+		TOOL_LONG("--port", &o->port, 0, 65535, "a port number",
+			  "  --port P           the port of the herald started here (default 0: one the kernel\n"
+			  "                     picks), to watch it meanwhile (load/overflow-report, /metrics);\n"
+			  "                     with --tls its tls: listener takes one the kernel picks\n"),
 		TOOL_LONG("--backlog", &o->backlog, 1, 1L << 20, "a number",
 			  "  --backlog B        listen backlog of the herald started here (default $BACKLOG\n"
 			  "                     or 1024)\n"),
@@ -222,8 +226,9 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 				"--server wants 127.0.0.1:PORT, [::1]:PORT, unix:/path or http://HOST:PORT/path");
 		if (!o->db && !o->publish)
 			return tool_usage_error("with --server, say how to publish: --db PATH or --publish URL");
-		if (o->unix_listener || o->post)
-			return tool_usage_error("--unix and --post are for the herald started here (no --server)");
+		if (o->unix_listener || o->post || o->port >= 0)
+			return tool_usage_error(
+				"--unix, --post and --port are for the herald started here (no --server)");
 	} else if (o->pid || o->db || o->publish) {
 		return tool_usage_error("--pid, --db and --publish go with --server");
 	}
@@ -354,7 +359,8 @@ static int start_own(struct ctx *x)
 					   "--tls-key", x->tls.key_path,   NULL };
 		memcpy(extra, tls_args, sizeof(tls_args));
 	}
-	if (tool_herald_start(h, tool_default_backlog(o->backlog), o->unix_listener, extra) != 0)
+	if (tool_herald_start(h, o->port < 0 ? 0 : (int)o->port, tool_default_backlog(o->backlog), o->unix_listener,
+			      extra) != 0)
 		return 1;
 	x->m.backlog = h->backlog;
 	x->m.pid = h->pid;
@@ -600,6 +606,7 @@ int main(int argc, char **argv)
 		.churn = 20,
 		.sample = 5,
 		.warmup = -1,
+		.port = -1,
 	};
 	int rc = parse_args(x, argc, argv);
 	if (rc >= 0) {

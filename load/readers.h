@@ -50,6 +50,7 @@ struct options {
 	const char *db;
 	const char *publish;
 	long backlog;
+	long port; /* of the herald started here; -1 unset (the kernel's choice) */
 	int unix_listener, post, no_floor, keep;
 	long events;
 	double interval, idle, open_timeout, event_timeout;

@@ -40,7 +40,7 @@
 static const char USAGE[] =
 	"usage: load/tls-handshakes N [--storm M] [--phases LIST] [--server ADDR --plain ADDR --pid PID]\n"
 	"       [--tls12] [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE] [--timeout S]\n"
-	"       [--run LABEL] [--keep]\n";
+	"       [--port P] [--run LABEL] [--keep]\n";
 
 static volatile int stop_flag;
 
@@ -77,7 +77,7 @@ struct phase {
 enum { P_PLAIN = 1, P_FULL = 2, P_RESUMED = 4, P_STORM = 8 };
 
 struct ctx {
-	long n, storm, pid_opt, tls12, insecure, keep;
+	long n, storm, pid_opt, tls12, insecure, keep, port;
 	int phases; /* P_* */
 	double timeout;
 	const char *server, *plain, *cacert, *tls_cert, *tls_key, *run;
@@ -604,6 +604,9 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_STRING("--tls-key", &x->tls_key, "a file", NULL),
 		TOOL_SECONDS("--timeout", &x->timeout, 0.1, 3600,
 			     "  --timeout S        give up on a phase after S seconds (default 120)\n"),
+		TOOL_LONG("--port", &x->port, 0, 65535, "a port number",
+			  "  --port P           the plain port of the herald started here (default 0: one the\n"
+			  "                     kernel picks); its tls: listener takes one the kernel picks\n"),
 		TOOL_STRING("--run", &x->run, "a label", "  --run LABEL        the label of this run\n"),
 		TOOL_FLAG("--keep", &x->keep, "  --keep             keep the started herald's temporary folder\n"),
 		TOOL_HELP("  --help             this text\n"),
@@ -620,6 +623,8 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		return tool_usage_error("--tls-cert and --tls-key are for the herald started here (no --server)");
 	if (!x->server && (x->plain || x->pid_opt))
 		return tool_usage_error("--plain and --pid go with --server");
+	if (x->server && x->port >= 0)
+		return tool_usage_error("--port is for the herald started here: leave it out with --server");
 	if (x->insecure && x->cacert)
 		return tool_usage_error("--insecure and --cacert exclude each other");
 	if (x->server && tool_parse_addr(x->server, &x->tls_addr) != 0)
@@ -644,7 +649,7 @@ static int start_own(struct ctx *x)
 		key = x->cert.key;
 	}
 	const char *extra[] = { "--listen", "tls:127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, NULL };
-	if (tool_herald_start(&x->h, tool_default_backlog(0), 0, extra) != 0)
+	if (tool_herald_start(&x->h, x->port < 0 ? 0 : (int)x->port, tool_default_backlog(0), 0, extra) != 0)
 		return 1;
 	int port = tool_tls_port_from_log(x->h.log);
 	if (!port) {
@@ -719,6 +724,7 @@ int main(int argc, char **argv)
 	struct ctx *x = xcalloc(1, sizeof(*x));
 	x->n = -1;
 	x->storm = 1000;
+	x->port = -1;
 	x->phases = P_PLAIN | P_FULL | P_RESUMED | P_STORM;
 	x->timeout = 120;
 	x->run = "1";

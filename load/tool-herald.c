@@ -355,7 +355,7 @@ static int wait_ready(struct tool_herald *h)
 	return 0;
 }
 
-int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra)
+int tool_herald_start(struct tool_herald *h, int port, int backlog, int unix_listener, const char *const *extra)
 {
 	memset(h, 0, sizeof(*h));
 	if (tool_herald_bin(h->bin, sizeof(h->bin)) != 0)
@@ -370,7 +370,9 @@ int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, con
 	snprintf(h->log, sizeof(h->log), "%s/herald.log", h->dir);
 	if (unix_listener)
 		snprintf(h->unix_path, sizeof(h->unix_path), "%s/herald.sock", h->dir);
-	if (spawn(h, "127.0.0.1:0", backlog, extra) != 0)
+	char listen[64];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	if (spawn(h, listen, backlog, extra) != 0)
 		return -1;
 	return wait_ready(h);
 }

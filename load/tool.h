@@ -207,11 +207,12 @@ void tool_herald_warn_pid(pid_t pid);
 int tool_sanitizers(const char *path, char *buf, size_t len);
 /* Print, for --help, where the herald to start is looked for. */
 void tool_herald_help(void);
-/* Start herald with --db DIR/herald.db --listen 127.0.0.1:0
- * --per-address-limit 0 --backlog BACKLOG (and a unix listener when unix is
- * set) plus extra args; wait for "herald ready" and read the port from its
- * log. Returns 0, or -1 after printing why (with the log's tail). */
-int tool_herald_start(struct tool_herald *h, int backlog, int unix_listener, const char *const *extra);
+/* Start herald with --db DIR/herald.db --listen 127.0.0.1:PORT (0: one the
+ * kernel picks) --per-address-limit 0 --backlog BACKLOG (and a unix listener
+ * when unix is set) plus extra args; wait for "herald ready" and read the
+ * port from its log. Returns 0, or -1 after printing why (with the log's
+ * tail, which says when the port was taken). */
+int tool_herald_start(struct tool_herald *h, int port, int backlog, int unix_listener, const char *const *extra);
 /* Start the herald h was (it must have exited, and h->pid be 0) again, on
  * the same port, database and folder with the same backlog and extra args;
  * the previous log is kept as herald.log.1. Does not wait for it: see

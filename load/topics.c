@@ -35,8 +35,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char USAGE[] = "usage: load/topics [N] [--scenario NAME[,NAME...]] [--events K] [--batch B] [--pool P]\n"
-			    "       [--ramp M] [--event-timeout S] [--open-timeout S] [--run LABEL] [--keep]\n";
+static const char USAGE[] =
+	"usage: load/topics [N] [--scenario NAME[,NAME...]] [--events K] [--batch B] [--pool P]\n"
+	"       [--ramp M] [--event-timeout S] [--open-timeout S] [--port P] [--run LABEL] [--keep]\n";
 
 static volatile int stop_flag;
 
@@ -66,6 +67,7 @@ struct topts {
 	const char *only; /* --scenario */
 	const char *run;
 	int keep;
+	long port; /* of each herald started here; 0: the kernel's choice */
 };
 
 /* What one scenario measured. */
@@ -284,8 +286,10 @@ static void run_scenario(const struct topts *o, const struct scenario_def *def, 
 	sqlite3 *db = NULL;
 	sqlite3_stmt *ins = NULL;
 	struct client *c = NULL;
-	if (tool_herald_start(&h, 1024, 0, extra) != 0)
+	if (tool_herald_start(&h, (int)o->port, 1024, 0, extra) != 0)
 		goto out;
+	fprintf(stderr, "topics: %s: started herald %s (pid %d) on 127.0.0.1:%d\n", def->name, h.bin, (int)h.pid,
+		h.port);
 	res->ran = 1;
 	char addr[64];
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", h.port);
@@ -410,9 +414,10 @@ static int print_report(const struct topts *o, const struct result *r, size_t nr
 	}
 	printf("\n");
 	for (size_t i = 0; i < nr; i++) {
-		if (!r[i].ran)
+		if (!r[i].ran) {
 			printf("- %s: herald did not start\n", r[i].def->name);
-		else if (r[i].opened != o->n)
+			ok = 0; /* a scenario not measured is no success */
+		} else if (r[i].opened != o->n)
 			printf("- %s: %ld of %ld readers opened\n", r[i].def->name, r[i].opened, o->n);
 		if (r[i].timed_out)
 			printf("- %s: not every reader had its events within %.0f s\n", r[i].def->name,
@@ -498,6 +503,9 @@ static int parse_args(struct topts *o, int argc, char **argv)
 			     "  --event-timeout S  give up on a batch after S seconds (default 30)\n"),
 		TOOL_SECONDS("--open-timeout", &o->open_timeout, 0.01, 3600,
 			     "  --open-timeout S   give up on opens after S seconds (default 120)\n"),
+		TOOL_LONG("--port", &o->port, 0, 65535, "a port number",
+			  "  --port P           the port of each herald started here, one scenario after the\n"
+			  "                     other (default 0: one the kernel picks)\n"),
 		TOOL_STRING("--run", &o->run, "a label",
 			    "  --run LABEL        the label in the table's run column (default 1)\n"),
 		TOOL_FLAG("--keep", &o->keep, "  --keep             keep each started herald's temporary folder\n"),

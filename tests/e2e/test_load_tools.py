@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 
+import harness
 from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -850,3 +851,61 @@ def test_tools_prefer_the_tree_release_herald_to_a_sanitized_one():
 
 
 test_tools_prefer_the_tree_release_herald_to_a_sanitized_one.timeout = 180
+
+
+def _free_run(count):
+    """A port P with P .. P+count-1 all unbound now, outside the ephemeral range."""
+    for _ in range(100):
+        p = harness.spare_ports(1)[0]
+        if p + count <= 65536 and not any(harness._port_is_bound(q) for q in range(p + 1, p + count)):
+            return p
+    raise AssertionError(f"no {count} free ports in a row")
+
+
+def test_every_tool_that_starts_herald_takes_a_port():
+    """--port P: the herald a tool starts listens on 127.0.0.1:P (so it can
+    be watched while the tool runs), for every tool that starts one; a
+    taken port is herald's failure to start, said as such; --port with
+    --server is a usage error."""
+    small = {
+        "readers": [5, "--events", 1, "--interval", 0.1, "--idle", 0, "--no-floor"],
+        "open-only": [3, "--close"],
+        "publish": [20, "-c", 4, "-k", 2],
+        "rate": [5, "--rates", 20, "--step", 0.5, "-k", 1],
+        "topics": [10, "--scenario", "one", "--events", 10, "--batch", 5, "--pool", 16],
+        "tls-handshakes": [3, "--storm", 0, "--phases", "full"],
+        "backlog-experiment": ["--readers", 5, "--opens", 3, "--backlogs", "1024", "--events", 1, "--interval", 0.1,
+                               "--idle", 0, "--no-floor"],
+    }
+    for name, args in small.items():
+        port = _free_run(1)
+        code, out, err, js = run(name, *args, "--port", port, timeout=90)
+        assert re.search(rf"started herald \S+ \(pid \d+\).* (on |plain on )?127\.0\.0\.1:{port}\b", err), \
+            (name, port, err[-3000:])
+    for name, args, key in (("bench-tokens", [3], None),
+                            ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10], None),
+                            ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], None)):
+        port = _free_run(4)
+        code, out, err, js = run(name, *args, "--port", port, timeout=150)
+        want = [port + i for i in range(4)] if name == "bench-redis" else [port]
+        assert js["ports"] == want, (name, port, js.get("ports"))
+    # A port another socket holds: herald cannot start there, and says why.
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        for name in ("rate", "topics"):
+            code, out, err, js = run(name, *small[name], "--port", port, expect=1)
+            assert "Address already in use" in err, (name, err[-2000:])
+    finally:
+        held.close()
+    for name, args in (("readers", [5, "--server", "127.0.0.1:1", "--db", "x"]), ("open-only", [3, "--server",
+                       "127.0.0.1:1"]), ("publish", [3, "--server", "127.0.0.1:1"]),
+                       ("tls-handshakes", [3, "--server", "127.0.0.1:1"]), ("rate", [5, "--port", "65536"]),
+                       ("bench", ["--port", "x"]), ("bench-redis", ["--port", "65535"])):
+        code, out, err, _ = run(name, *args, *(["--port", 8199] if "--server" in args else []), expect=2)
+        assert "usage: load/" + name in err, (name, err)
+
+
+test_every_tool_that_starts_herald_takes_a_port.timeout = 900
