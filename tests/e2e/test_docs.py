@@ -209,3 +209,32 @@ def test_cookie_streams_without_origin_are_documented():
         assert re.search(r"[Ww]ithout an `Origin`|with no `Origin`|no `Origin` header", text), \
             f"{rel} does not say what happens to a cookie stream without Origin"
         assert "same-origin" in text, f"{rel} does not say why a request without Origin is served"
+
+
+def test_every_benchmark_names_its_commit_and_date():
+    """Each section of docs/BENCHMARKS.md with figures names the commit it
+    measured and the date; the pictures in docs/bench come with the note of
+    the run that drew them (run.txt: its date, commit and commands), the CSV
+    files they were drawn from, and BENCHMARKS.md names that same run."""
+    text = _read("docs/BENCHMARKS.md")
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    missing = []
+    for sec in sections:
+        title = sec.splitlines()[0]
+        if not re.search(r"^\|.*\d", sec, re.M):
+            continue  # no table of figures
+        if not re.search(r"commits? `?[0-9a-f]{7}\b", sec):
+            missing.append(f"{title}: no commit")
+        if not re.search(r"\b20\d\d-\d\d-\d\d\b", sec):
+            missing.append(f"{title}: no date")
+    assert not missing, "BENCHMARKS.md sections without their commit or date: " + "; ".join(missing)
+    run = _read("docs/bench/run.txt")
+    commit = re.search(r"^- commit: ([0-9a-f]{7,})\s*$", run, re.M)
+    date = re.search(r"^- date: (20\d\d-\d\d-\d\d) ", run, re.M)
+    assert commit and date, run
+    for name in ("latency", "opens", "rate"):
+        assert os.path.exists(os.path.join(ROOT, "docs", "bench", name + ".png")), name
+        assert os.path.exists(os.path.join(ROOT, "docs", "bench", name + ".csv")), name
+    pictures = text.split("### Pictures", 1)[1].split("\n## ", 1)[0]
+    assert commit.group(1) in pictures and date.group(1) in pictures, \
+        f"BENCHMARKS.md's pictures section does not name their run ({commit.group(1)}, {date.group(1)})"
