@@ -124,8 +124,11 @@ struct hub {
 	struct loop_timer retry_timer;     /* store busy: poll again soon */
 	struct loop_timer catchup_timer;   /* feed catch-up readers with empty queues */
 	bool catchup_waiting;              /* a catch-up read waits for the store's fetch */
-	unsigned sweep_slot; /* the heartbeat turn due next */
-	unsigned next_slot;  /* the turn the next new reader joins */
+	struct reader *catchup_resume;     /* the catch-up reader a pass out of time stopped at */
+	uint64_t pass;                     /* the loop pass pass_spent_ns counts */
+	uint64_t pass_spent_ns;            /* catch-up reads in that pass so far */
+	unsigned sweep_slot;               /* the heartbeat turn due next */
+	unsigned next_slot;                /* the turn the next new reader joins */
 };
 
 /* Set up the hub: high_water = the store's newest id, the store's changed

@@ -1,7 +1,7 @@
 /* store.c: store.h over its two backends. Picks one at open (redis_url set:
  * Redis Streams, else the SQLite file) and forwards each call; the parts
  * both share live here: an append's answer for a backend that answers at
- * once, and what "examined through" means for a filtered read. */
+ * once. */
 #include "store.h"
 
 #include "config.h"
@@ -76,35 +76,12 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 	return store_sqlite_read_range(st->sql, after, upto, limit, cb, arg);
 }
 
-/* Watches the rows a filtered SQLite read passes on, to tell how far it got. */
-struct through_watch {
-	store_row_cb cb;
-	void *arg;
-	int64_t last;
-	bool stopped;
-};
-
-static int watch_row(void *arg, const struct store_event *ev)
-{
-	struct through_watch *w = arg;
-	w->last = ev->id;
-	int r = w->cb(w->arg, ev);
-	w->stopped = r != 0;
-	return r;
-}
-
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg, int64_t *through)
 {
 	if (st->redis)
 		return store_redis_read(st->redis, after, upto, limit, f, cb, arg, through);
-	struct through_watch w = { cb, arg, after, false };
-	int n = store_sqlite_read_matching(st->sql, after, upto, limit, f, watch_row, &w);
-	if (n >= 0)
-		/* Fewer rows than asked, and not stopped: nothing else matched
-		 * up to upto. */
-		*through = (!w.stopped && (size_t)n < limit) ? upto : w.last;
-	return n;
+	return store_sqlite_read_matching(st->sql, after, upto, limit, f, cb, arg, through);
 }
 
 int store_max_id(struct store *st, int64_t *max_id)

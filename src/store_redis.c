@@ -51,6 +51,7 @@
 #define PAGES 64                      /* fetched ranges kept */
 #define PAGES_BYTES (4u << 20)        /* and their bytes */
 #define MAX_FETCHES 32       /* catch-up XRANGEs out at once */
+#define REDIS_READ_BUDGET 4096 /* rows one filtered read looks at, at most */
 #define BACKOFF_MIN_MS 100   /* first reconnect delay, doubled per failure */
 #define BACKOFF_MAX_MS 5000
 #define CONNECT_TIMEOUT_MS 2000 /* at start-up only, before the loop runs */
@@ -933,9 +934,9 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 	if (upto > st->window.hi)
 		upto = st->window.hi;
 	int64_t pos = after;
-	size_t n = 0;
-	bool stopped = false;
-	while (pos < upto && n < limit && !stopped) {
+	size_t n = 0, examined = 0;
+	bool stopped = false, spent = false;
+	while (pos < upto && n < limit && !stopped && !spent) {
 		struct span *s = covering(st, pos);
 		if (!s)
 			break;
@@ -946,6 +947,13 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 			const struct store_event *ev = &s->rows[s->start + i]->ev;
 			if (ev->id > end)
 				break;
+			/* A filtered read looks at a bounded number of rows, so
+			 * one that wants little costs the loop little at a
+			 * time; it says how far it got (through). */
+			if (f && ++examined > REDIS_READ_BUDGET) {
+				spent = true;
+				break;
+			}
 			pos = ev->id;
 			if (!passes(f, ev))
 				continue;
@@ -955,10 +963,10 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 			if (stopped || n == limit)
 				break;
 		}
-		if (!stopped && n < limit)
+		if (!stopped && !spent && n < limit)
 			pos = end;
 	}
-	if (pos < upto && n < limit && !stopped)
+	if (pos < upto && n < limit && !stopped && !spent)
 		fetch_after(st, pos); /* a gap: what follows comes later */
 	if (!f && pos > st->polled_through)
 		st->polled_through = pos; /* only the hub's fan-out reads unfiltered */
