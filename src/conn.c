@@ -531,10 +531,17 @@ static void discard_input(struct conn *c)
 	}
 }
 
-/* Remember "METHOD /path" of the request for log lines (control bytes
- * cannot occur: the parser refuses them). */
+/* Remember "METHOD /path" of the request being read, for log lines, from
+ * every parse of it: a refusal of its head (413, 411, 431, 408) names it as
+ * soon as its request line is whole, and none names the request before it
+ * on the connection ("" while no request line is there). Control bytes
+ * cannot occur: the parser refuses them. */
 static void set_what(struct conn *c, const struct http_request *req)
 {
+	if (!req->method_name.n) {
+		c->what[0] = '\0';
+		return;
+	}
 	int pn = (int)MIN(req->path.n, 60);
 	snprintf(c->what, sizeof(c->what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
 		 req->path.p, req->path.n > 60 ? "..." : "");
@@ -554,6 +561,7 @@ static void conn_process(struct conn *c)
 		struct http_request req;
 		struct http_error err;
 		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
+		set_what(c, &req);
 		if (r < 0) {
 			conn_refuse(c, err.status, err.message, NULL);
 			return;
@@ -585,7 +593,6 @@ static void conn_process(struct conn *c)
 			    strncasecmp(ex->value.p, "100-continue", 12) == 0 && req.minor_version == 1) {
 				/* Only a request that will be taken is asked for its
 				 * body: route and rights are checked first. */
-				set_what(c, &req);
 				if (!p->hooks.expect_continue(p->hooks.owner, c, &req))
 					return;
 				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -599,7 +606,6 @@ static void conn_process(struct conn *c)
 		c->continued = false;
 		p->m->requests++;
 		c->keep_alive = req.keep_alive && !p->draining && !c->peer_eof;
-		set_what(c, &req);
 		c->in_handler = true;
 		p->hooks.request(p->hooks.owner, c, &req, c->rbuf + r, body);
 		c->in_handler = false;

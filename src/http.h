@@ -60,7 +60,9 @@ struct http_error {
  * values (400), Content-Length together with Transfer-Encoding (400), a
  * version other than HTTP/1.0 or HTTP/1.1 (505). Accepts bare LF line ends;
  * rejects obsolete line folding, whitespace before the colon, control bytes
- * in values, and a missing Host on HTTP/1.1 (400). */
+ * in values, and a missing Host on HTTP/1.1 (400). Whatever it returns,
+ * req->method_name, target, path and query are set once a whole, well-formed
+ * request line was read (for a refusal's log line); before that their n is 0. */
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim, struct http_request *req,
 		       struct http_error *err);
 

@@ -11,7 +11,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 struct store {
 	struct store_sqlite *sql; /* exactly one of the two */
@@ -20,12 +23,45 @@ struct store {
 	struct metrics *m;
 };
 
+/* Create the folders above the database file that are missing (as mkdir
+ * -p). Here, in the one open every start-up path goes through (a single
+ * herald, a group's main process before it forks, each worker), so none of
+ * them meets a fresh tree's missing folder. Returns 0, or -1 with the
+ * reason in err. */
+static int make_db_folder(const char *db, char *err, size_t errlen)
+{
+	const char *slash = strrchr(db, '/');
+	if (!slash || slash == db)
+		return 0;
+	char *dir = xstrndup(db, (size_t)(slash - db));
+	int r = 0;
+	for (char *p = dir + 1;; p++) {
+		bool last = *p == '\0';
+		if (*p != '/' && !last)
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "creating the database folder %s: %s", dir, strerror(errno));
+			r = -1;
+			break;
+		}
+		if (last)
+			break;
+		*p = '/';
+	}
+	free(dir);
+	return r;
+}
+
 struct store *store_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
 {
+	bool redis = cfg->redis_url && cfg->redis_url[0];
+	if (!redis && make_db_folder(cfg->db, err, errlen) < 0)
+		return NULL;
 	struct store *st = xcalloc(1, sizeof(*st));
 	st->lp = lp;
 	st->m = m;
-	if (cfg->redis_url && cfg->redis_url[0])
+	if (redis)
 		st->redis = store_redis_open(cfg, lp, m, err, errlen);
 	else
 		st->sql = store_sqlite_open(cfg->db, (int)cfg->busy_timeout_ms, err, errlen);
