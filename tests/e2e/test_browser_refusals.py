@@ -3,10 +3,12 @@ up for good on any status but 200, so a stream request that says
 Accept: text/event-stream and meets the per-address or global cap gets a
 200 event stream that ends at once, with a jittered retry:, the id to
 resume from, and the cause in a comment; other clients keep 429/503 with
-Retry-After, and authorization failures stay 401/403."""
+Retry-After. The caps are checked before the token, and authorization
+failures, once there is room, stay 401/403."""
+import json
 import re
 
-from harness import Herald, Stream, check_refusal, publish, request
+from harness import Herald, Stream, check_refusal, publish, request, wait_until
 
 ES = {"Accept": "text/event-stream"}
 
@@ -73,12 +75,19 @@ def test_capacity_refusal_and_authorization_stay_apart():
         s = Stream(h.port)
         assert s.status == 503 and s.headers.get("retry-after"), s.status
         s.close()
-        # A wrong token stops a client: 403, whatever it accepts.
-        s = Stream(h.port, headers=dict(ES, Authorization="Bearer wrong"))
-        assert s.status == 403, s.status
-        check_refusal(s.status, s.headers, s.read_body(), 403)
-        s.close()
+        # The caps come first: at capacity a wrong token gets the capacity
+        # answer (no token is looked at), which an EventSource survives.
+        st, hd, body = _refusal(h.port, dict(ES, Authorization="Bearer wrong"))
+        assert st == 200 and hd.get("x-refused-status") == "503", (st, hd, body)
         a.close()
+        wait_until(lambda: json.loads(request(h.port, "GET", "/api/health")[2])["readers"] == 0,
+                   what="the reader's close")
+        # With room, a wrong token stops a client: 403, whatever it accepts.
+        for headers in (dict(ES, Authorization="Bearer wrong"), {"Authorization": "Bearer wrong"}):
+            s = Stream(h.port, headers=headers)
+            assert s.status == 403, s.status
+            check_refusal(s.status, s.headers, s.read_body(), 403)
+            s.close()
 
 
 def test_refusal_carries_cors_for_an_allowed_origin():
