@@ -133,6 +133,12 @@ static void count_del(struct hub *h, const char *key)
 	}
 }
 
+void hub_admit_release(struct hub *h, const char *key, bool counted)
+{
+	if (counted)
+		count_del(h, key);
+}
+
 static bool matches_any(char *const *patterns, size_t n, const struct store_event *ev)
 {
 	for (size_t i = 0; i < n; i++)

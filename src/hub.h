@@ -178,6 +178,10 @@ size_t hub_readers(const struct hub *h);
  * reader in the same step (*counted; pass it on in reader_spec.counted). */
 int hub_admit(struct hub *h, const char *key, int64_t per_key_limit, int64_t max_readers, bool *counted);
 
+/* A reader hub_admit let in is refused after all (its token): give back
+ * the place it counted, when it counted one. */
+void hub_admit_release(struct hub *h, const char *key, bool counted);
+
 /* Open readers counted under key (the per-address cap); in a worker of a
  * group, the whole group's (group.h). */
 size_t hub_count(const struct hub *h, const char *key);

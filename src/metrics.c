@@ -92,6 +92,8 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->readers_stalled_closed += from->readers_stalled_closed;
 	to->readers_rotated += from->readers_rotated;
 	to->readers_expired += from->readers_expired;
+	to->token_verifications += from->token_verifications;
+	to->token_cache_hits += from->token_cache_hits;
 	to->resets_sent += from->resets_sent;
 	to->store_busy += from->store_busy;
 	to->group_commits += from->group_commits;
@@ -298,6 +300,11 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);
 	put(&o, "herald_readers_expired_total", "counter", "Streams ended because their token expired.",
 	    (double)m->readers_expired);
+	put(&o, "herald_token_verifications_total", "counter", "Signatures of signed tokens checked.",
+	    (double)m->token_verifications);
+	put(&o, "herald_token_cache_hits_total", "counter",
+	    "Signed tokens answered from the cache of verified ones (no signature check).",
+	    (double)m->token_cache_hits);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
 	    (double)m->store_busy);
 	put(&o, "herald_log_available", "gauge",

@@ -39,7 +39,9 @@ struct metrics {
 	uint64_t readers_to_catchup; /* moves from live to catch-up */
 	uint64_t readers_stalled_closed;
 	uint64_t readers_rotated;
-	uint64_t readers_expired; /* streams ended because their token expired */
+	uint64_t readers_expired;     /* streams ended because their token expired */
+	uint64_t token_verifications; /* signatures of signed tokens checked */
+	uint64_t token_cache_hits;    /* signed tokens answered from the cache of verified ones */
 	uint64_t resets_sent;
 	uint64_t store_busy; /* calls that met another writer's lock */
 	uint64_t group_commits;

@@ -254,8 +254,9 @@ void streams_free(struct streams *s)
 }
 
 /* Who the reader is: nobody (public events), the read token (every private
- * event), or a signed token's rights. Returns 0, or the refusal status with
- * *why (and *extra) set. */
+ * event), or a signed token's rights (from the verifier's cache when the
+ * token verified before). Returns 0, or the refusal status with *why (and
+ * *extra) set. */
 static int authorize(const struct streams *s, const struct stream_params *p, struct jwt_rights *rights,
 		     bool *see_private, const char **why, const char **extra)
 {
@@ -272,7 +273,11 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 	if (s->jwt) {
 		/* Never a silent downgrade to public: a token that does not
 		 * verify is refused with its cause. */
-		if (jwt_verify(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why) != JWT_OK) {
+		struct jwt_cost cost;
+		int e = jwt_check(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why, &cost);
+		s->hub->m->token_verifications += cost.signature;
+		s->hub->m->token_cache_hits += cost.cached;
+		if (e != JWT_OK) {
 			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
 			return 401;
 		}
@@ -327,22 +332,15 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		p.token_in_query = false;
 		from_cookie = true;
 	}
-	struct jwt_rights rights = { 0 };
-	bool see_private;
-	int status = authorize(s, &p, &rights, &see_private, &why, &extra);
-	const struct http_header *origin = http_header_get(req, "Origin");
-	if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
-		/* A cookie goes with every request the browser makes, whoever
-		 * made the page: only listed origins may use it. */
-		status = 403;
-		why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
-	}
+	/* Admission comes before the token: a request the caps refuse costs no
+	 * signature check, so forged tokens sent past the caps cost what
+	 * requests without a token do. When both would refuse, the cap's
+	 * answer is given; the token is judged once there is room. */
 	char key[64];
 	bool counted = false;
+	int status = 0;
 	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
-	if (status) {
-		/* refused above */
-	} else if (conn_draining(c)) {
+	if (conn_draining(c)) {
 		status = 503;
 		why = "the server is shutting down";
 	} else if (at_local_capacity(s) ||
@@ -351,6 +349,24 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		why = "the server is at its reader capacity (max_readers)";
 	} else if (status == 429) {
 		why = "too many open streams from this address (per_address_limit)";
+	}
+	struct jwt_rights rights = { 0 };
+	bool see_private = false;
+	if (!status) {
+		status = authorize(s, &p, &rights, &see_private, &why, &extra);
+		const struct http_header *origin = http_header_get(req, "Origin");
+		if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
+			/* A cookie goes with every request the browser makes,
+			 * whoever made the page: only listed origins may use it. */
+			status = 403;
+			why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
+		}
+		if (status) {
+			/* The place admission counted (in a group of workers)
+			 * goes back. */
+			hub_admit_release(s->hub, key, counted);
+			counted = false;
+		}
 	}
 	if (status >= 429 && accepts_event_stream(req)) {
 		/* An EventSource gives up for good on any status but 200: a

@@ -5,15 +5,16 @@ Accept: text/event-stream and meets the per-address or global cap gets a
 resume from, and one event named "refused" whose data is the JSON error
 other clients get (named, so a page's onmessage never sees it; an event,
 so clients that take an id only from an event they dispatch resume too).
-Other clients keep 429/503 with Retry-After, and authorization failures
-stay 401/403. Below, an eventsource-client reader (npm, under Node) is
-refused, reconnects with the id and misses nothing; and a Chromium page's
-onmessage sees nothing of a refusal."""
+Other clients keep 429/503 with Retry-After. The caps are checked before
+the token, and authorization failures, once there is room, stay 401/403.
+Below, an eventsource-client reader (npm, under Node) is refused,
+reconnects with the id and misses nothing; and a Chromium page's onmessage
+sees nothing of a refusal."""
 import json
 import os
 import re
 
-from harness import Herald, Stream, check_refusal, publish, request
+from harness import Herald, Stream, check_refusal, publish, request, wait_until
 from test_browser import SCRIPTS, STREAM, Page
 
 ES = {"Accept": "text/event-stream"}
@@ -85,12 +86,19 @@ def test_capacity_refusal_and_authorization_stay_apart():
         s = Stream(h.port)
         assert s.status == 503 and s.headers.get("retry-after"), s.status
         s.close()
-        # A wrong token stops a client: 403, whatever it accepts.
-        s = Stream(h.port, headers=dict(ES, Authorization="Bearer wrong"))
-        assert s.status == 403, s.status
-        check_refusal(s.status, s.headers, s.read_body(), 403)
-        s.close()
+        # The caps come first: at capacity a wrong token gets the capacity
+        # answer (no token is looked at), which an EventSource survives.
+        st, hd, body = _refusal(h.port, dict(ES, Authorization="Bearer wrong"))
+        assert st == 200 and hd.get("x-refused-status") == "503", (st, hd, body)
         a.close()
+        wait_until(lambda: json.loads(request(h.port, "GET", "/api/health")[2])["readers"] == 0,
+                   what="the reader's close")
+        # With room, a wrong token stops a client: 403, whatever it accepts.
+        for headers in (dict(ES, Authorization="Bearer wrong"), {"Authorization": "Bearer wrong"}):
+            s = Stream(h.port, headers=headers)
+            assert s.status == 403, s.status
+            check_refusal(s.status, s.headers, s.read_body(), 403)
+            s.close()
 
 
 def test_refusal_carries_cors_for_an_allowed_origin():
