@@ -360,6 +360,9 @@ def test_redis_back_without_its_data_never_reuses_an_id():
         ids = [publish(h.port, data=f"e{k}") for k in range(5)]
         _events_exactly(s, [_ev(i, f"e{k}") for k, i in enumerate(ids)], "reader before the loss")
         r.kill()
+        # Health says ok until herald has noticed the loss: wait for that,
+        # else the wait below could pass on the old connection.
+        wait_until(lambda: not h.log_ok(), timeout=10, what="herald to notice Redis gone")
         shutil.rmtree(os.path.join(r.dir, "appendonlydir"))
         r.start()  # empty (herald may already be writing to it again)
         wait_until(h.log_ok, timeout=15, what="herald to reach the emptied Redis")
@@ -382,7 +385,7 @@ def _first_event(port, last_id):
 
 
 def test_redis_retention_trims_and_resets():
-    with RedisServer() as r, Herald(redis=r, args=["--retention-count", "5"]) as h:
+    with RedisServer() as r, Herald(redis=r, args=["--retention-count", "5", "--log-level", "debug"]) as h:
         ids = [publish(h.port, data=f"e{k}") for k in range(20)]
         events_key = RedisServer.keys(h.redis_stream)[0]
         # Retention runs when herald decides; within 20 s the stream keeps at
@@ -392,6 +395,10 @@ def test_redis_retention_trims_and_resets():
         stored = h.stored_events()
         assert [e["id"] for e in stored] == ids[-len(stored):], "retention removed other than the oldest"
         oldest = stored[0]["id"]
+        # The stream is trimmed once Redis has done it, but the resets below
+        # need herald to know: its memory still holds the removed events
+        # until the answer to its trim is read.
+        h.wait_log(r"retention removed \d+ events from \S+; oldest kept id is above %d\b" % (oldest - 1), timeout=10)
         # The resume point just before the oldest kept entry is whole ...
         s = Stream(h.port, headers={"Last-Event-ID": str(oldest - 1)})
         _events_exactly(s, _want(stored), "resume from just before the oldest kept event")
@@ -440,13 +447,33 @@ def test_redis_function_source_loads_with_redis_cli():
             s.close()
 
 
+def _replica_counted(primary):
+    """True once the primary counts a replica for WAIT, asked the way herald
+    asks: a write, then WAIT. A replica says master_link_status:up as soon as
+    it has loaded the primary's snapshot, and the primary then lists it as
+    online, but it sends it new writes (and so counts it) only after the
+    replica's next acknowledgement, which Redis sends once a second."""
+    with primary.client() as c:
+        c.command("SET", "replica-probe", "1")
+        info = c.command("INFO", "replication").decode()
+        if re.search(r"^master_repl_offset:0\r?$", info, re.M):
+            return False  # no replica attached yet: nothing is replicated
+        c.command("SET", "replica-probe", "2")  # a write with an offset to acknowledge
+        return c.command("WAIT", 1, 1000) == 1
+
+
 def test_redis_wait_replicas_means_on_the_replica():
     # No delay before the replica's first sync (Redis waits 5 s by default).
     with RedisServer(args=["--repl-diskless-sync-delay", "0"]) as primary, RedisServer() as replica:
         replica.command("REPLICAOF", "127.0.0.1", primary.port)
-        wait_until(lambda: b"master_link_status:up" in replica.command("INFO", "replication"), timeout=15,
-                   what="the replica to be in sync")
-        with Herald(redis=primary, args=["--redis-wait-replicas", "1", "--redis-wait-timeout", "500ms"]) as h:
+        wait_until(lambda: _replica_counted(primary), timeout=15, what="the primary to count the replica for WAIT")
+        # One node waits long enough for any replica that runs (WAIT answers
+        # as soon as it has acknowledged); the other gives up quickly, for
+        # the replica stopped below.
+        with Herald(redis=primary, redis_stream="w",
+                    args=["--redis-wait-replicas", "1", "--redis-wait-timeout", "20s"]) as h, \
+                Herald(redis=primary, redis_stream="w",
+                       args=["--redis-wait-replicas", "1", "--redis-wait-timeout", "300ms"]) as quick:
             events_key = RedisServer.keys(h.redis_stream)[0]
             for k in range(3):
                 i = publish(h.port, data=f"r{k}")
@@ -457,11 +484,11 @@ def test_redis_wait_replicas_means_on_the_replica():
             # The replica stops (SIGSTOP): the publish waits redis_wait_timeout
             # for it, is still answered 201 (the primary has it) and the
             # shortfall is logged; the replica gets it once it runs again.
-            since = h.log_size()
+            since = quick.log_size()
             replica.proc.send_signal(signal.SIGSTOP)
             try:
-                i = publish(h.port, data="while stopped")
-                h.wait_log(r"warning: .*reached 0 of 1 replicas", timeout=5, since=since)
+                i = publish(quick.port, data="while stopped")
+                quick.wait_log(r"warning: .*reached 0 of 1 replicas within 300 ms", timeout=5, since=since)
             finally:
                 replica.proc.send_signal(signal.SIGCONT)
             wait_until(lambda: replica.command("XRANGE", events_key, f"{i}-0", f"{i}-0"), timeout=10,
