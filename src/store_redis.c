@@ -41,17 +41,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TAIL_COUNT 1000      /* entries per XREAD answer */
-#define TAIL_BLOCK_MS 2000   /* how long one XREAD waits for entries */
-#define DEAD_AFTER_MS 3000   /* an answer overdue by this much: the connection is dead */
-#define WINDOW_ROWS 16384             /* newest entries kept in memory */
-#define WINDOW_BYTES (4u << 20)       /* and their bytes */
-#define FETCH_ROWS 512                /* entries per catch-up XRANGE, at most */
-#define FETCH_BYTES (256u << 10)      /* about this much per XRANGE */
-#define PAGES 64                      /* fetched ranges kept */
-#define PAGES_BYTES (4u << 20)        /* and their bytes */
-#define MAX_FETCHES 32       /* catch-up XRANGEs out at once */
-#define BACKOFF_MIN_MS 100   /* first reconnect delay, doubled per failure */
+#define TAIL_COUNT 1000          /* entries per XREAD answer */
+#define TAIL_BLOCK_MS 2000       /* how long one XREAD waits for entries */
+#define DEAD_AFTER_MS 3000       /* an answer overdue by this much: the connection is dead */
+#define WINDOW_ROWS 16384        /* newest entries kept in memory */
+#define WINDOW_BYTES (4u << 20)  /* and their bytes */
+#define FETCH_ROWS 512           /* entries per catch-up XRANGE, at most */
+#define FETCH_BYTES (256u << 10) /* about this much per XRANGE */
+#define PAGES 64                 /* fetched ranges kept */
+#define PAGES_BYTES (4u << 20)   /* and their bytes */
+#define MAX_FETCHES 32           /* catch-up XRANGEs out at once */
+#define BACKOFF_MIN_MS 100       /* first reconnect delay, doubled per failure */
 #define BACKOFF_MAX_MS 5000
 #define CONNECT_TIMEOUT_MS 2000 /* at start-up only, before the loop runs */
 #define WATCHDOG_MS 500
@@ -99,8 +99,8 @@ struct store_redis {
 	char key_events[256], key_last[256];
 
 	redisAsyncContext *cmd, *tail;
-	bool up;               /* both connected, the function loaded */
-	uint64_t down_since;   /* loop time the outage began */
+	bool up;             /* both connected, the function loaded */
+	uint64_t down_since; /* loop time the outage began */
 	uint64_t backoff_ms;
 	struct loop_timer reconnect_timer, watchdog_timer;
 	size_t cmd_out;        /* commands waiting for an answer */
@@ -108,7 +108,7 @@ struct store_redis {
 	bool tail_out;
 	uint64_t tail_sent;
 
-	struct span window;    /* the newest entries; window.hi = newest id seen */
+	struct span window; /* the newest entries; window.hi = newest id seen */
 	struct span pages[PAGES];
 	size_t npages;
 	uint64_t clock;
@@ -458,8 +458,8 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 
 static redisAsyncContext *open_async(struct store_redis *st)
 {
-	redisAsyncContext *ac = st->url.path[0] ? redisAsyncConnectUnix(st->url.path)
-						: redisAsyncConnect(st->url.host, st->url.port);
+	redisAsyncContext *ac =
+		st->url.path[0] ? redisAsyncConnectUnix(st->url.path) : redisAsyncConnect(st->url.host, st->url.port);
 	if (!ac)
 		return NULL;
 	if (ac->err) {
@@ -637,10 +637,13 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 		int argc;
 		const char *argv[6];
 	} steps[] = {
-		{ "AUTH", st->url.user[0] ? 3 : 2,
+		{ "AUTH",
+		  st->url.user[0] ? 3 : 2,
 		  { "AUTH", st->url.user[0] ? st->url.user : st->url.password, st->url.password } },
 		{ "SELECT", 2, { "SELECT", db } },
-		{ "loading herald's function (FUNCTION LOAD)", 4, { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
+		{ "loading herald's function (FUNCTION LOAD)",
+		  4,
+		  { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
 		{ "herald_floor", 6, { "FCALL", "herald_floor", "2", st->key_events, st->key_last, zero } },
 	};
 	int rc = 0;
@@ -754,7 +757,8 @@ static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
 			a->rc = 0;
 			a->first = r->integer;
 		} else {
-			log_err("redis: herald_publish at %s: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+			log_err("redis: herald_publish at %s: %s", st->where,
+				is_error(r) ? r->str : "unexpected answer");
 			a->rc = -EIO;
 		}
 	}
@@ -839,7 +843,8 @@ static void evict_pages(struct store_redis *st, const struct span *keep)
 	while (st->npages && (st->npages == PAGES || pages_bytes(st) > PAGES_BYTES)) {
 		size_t oldest = st->npages;
 		for (size_t i = 0; i < st->npages; i++)
-			if (&st->pages[i] != keep && (oldest == st->npages || st->pages[i].used < st->pages[oldest].used))
+			if (&st->pages[i] != keep &&
+			    (oldest == st->npages || st->pages[i].used < st->pages[oldest].used))
 				oldest = i;
 		if (oldest == st->npages)
 			return;
