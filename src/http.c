@@ -540,6 +540,20 @@ bool http_forwarded(const struct http_request *req)
 	       http_header_get(req, "X-Real-IP");
 }
 
+const char *http_error_cause(int status)
+{
+	switch (status) {
+	case 414:
+		return "request_line_too_long";
+	case 431:
+		return "header_too_large";
+	case 505:
+		return "http_version";
+	default:
+		return "bad_request";
+	}
+}
+
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value)
 {
 	if (query.n == 0)

@@ -66,6 +66,11 @@ struct http_error {
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim, struct http_request *req,
 		       struct http_error *err);
 
+/* The short name a parse error's status is counted under in metrics:
+ * "bad_request", "request_line_too_long", "header_too_large",
+ * "http_version". */
+const char *http_error_cause(int status);
+
 /* Find a header by case-insensitive name; NULL when absent. */
 const struct http_header *http_header_get(const struct http_request *req, const char *name);
 
