@@ -25,7 +25,7 @@
  * the sockets. With the store's budget per read (STORE_READ_BUDGET_US in
  * store_sqlite.h) a pass spends at most about this plus one read on
  * catch-up, whatever the filters and the log. */
-#define CATCHUP_PASS_NS 2000000
+#define CATCHUP_PASS_NS 1000000
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
