@@ -20,11 +20,14 @@
 #define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
-/* The time catch-up reads may take in one loop pass, for every reader
- * together; the rest goes on in the next pass, after the loop has looked at
- * the sockets. With the store's budget per read (STORE_READ_BUDGET_US in
- * store_sqlite.h) a pass spends at most about this plus one read on
- * catch-up, whatever the filters and the log. */
+/* The time catch-up reads that found nothing to send may take in one loop
+ * pass, for every reader together; the rest goes on in the next pass, after
+ * the loop has looked at the sockets. With the store's budget per read
+ * (STORE_READ_BUDGET_US in store_sqlite.h) a pass spends at most about this
+ * plus one read looking through rows nobody gets, whatever the filters and
+ * the log. A read that sends rows is the delivery itself (as a fan-out is)
+ * and is bounded by the reader's queue: a reconnect storm of readers a few
+ * events behind is caught up in the pass they come in. */
 #define CATCHUP_PASS_NS 1000000
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
@@ -722,7 +725,8 @@ void hub_reader_drained(struct reader *r)
 		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f,
 					    &through);
 		uint64_t took = clock_mono_ns() - t0;
-		h->pass_spent_ns += took;
+		if (n == 0)
+			h->pass_spent_ns += took;
 		metrics_observe(&h->m->catchup_seconds, took);
 		if (n == -EAGAIN) {
 			h->catchup_waiting = true; /* the store fetches; its changed hook feeds us */
