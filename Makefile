@@ -51,7 +51,7 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
-LOAD_SCRIPTS := bench bench-tokens bench-redis bench-workers plot
+LOAD_SCRIPTS := bench bench-catchup bench-tokens bench-redis bench-workers plot
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
 .PHONY: all deps pkg-check browser-deps run test unit bench fuzz fuzz-targets format install uninstall clean

@@ -41,7 +41,7 @@ static void method_not_allowed(struct conn *c, const char *allow)
 {
 	char extra[64];
 	snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
-	conn_refuse(c, 405, "method not allowed for this path", extra);
+	conn_refuse(c, 405, "method_not_allowed", "method not allowed for this path", extra);
 }
 
 static void health(struct api *a, struct conn *c, bool head_only)
@@ -60,8 +60,10 @@ static void health(struct api *a, struct conn *c, bool head_only)
 	int n = snprintf(body, sizeof(body),
 			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"workers\":%u%s,\"readers\":%zu,"
 			 "\"connections\":%zu,\"last_id\":%lld,\"uptime_s\":%llu}\n",
-			 !log_ok ? "unavailable" : conn_draining(c) ? "draining" : "ok", log_ok ? "ok" : "unavailable",
-			 store_kind(a->hub->st), group ? group_workers() : 1u, who,
+			 !log_ok            ? "unavailable"
+			 : conn_draining(c) ? "draining"
+					    : "ok",
+			 log_ok ? "ok" : "unavailable", store_kind(a->hub->st), group ? group_workers() : 1u, who,
 			 group ? group_readers() : hub_readers(a->hub), a->pool->n, (long long)a->hub->high_water,
 			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
 	bool keep = conn_keep_alive(c);
@@ -114,18 +116,20 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 {
 	const struct config *cfg = a->cfg;
 	if (cfg->metrics_mode == METRICS_LOCAL && !(conn_peer_local(c) && !http_forwarded(req))) {
-		conn_refuse(c, 403, "metrics are served only to this host (metrics_access = local)", NULL);
+		conn_refuse(c, 403, "metrics_local_only",
+			    "metrics are served only to this host (metrics_access = local)", NULL);
 		return;
 	}
 	if (cfg->metrics_mode == METRICS_TOKEN) {
 		struct http_slice tok;
 		if (!http_bearer_token(req, &tok)) {
-			conn_refuse(c, 401, "metrics need Authorization: Bearer <metrics_token>",
+			conn_refuse(c, 401, "metrics_token_missing",
+				    "metrics need Authorization: Bearer <metrics_token>",
 				    "WWW-Authenticate: Bearer\r\n");
 			return;
 		}
 		if (!http_token_equal(tok, cfg->metrics_token)) {
-			conn_refuse(c, 403, "the metrics token is not valid", NULL);
+			conn_refuse(c, 403, "metrics_token_invalid", "the metrics token is not valid", NULL);
 			return;
 		}
 	}
@@ -151,7 +155,8 @@ static void preflight(struct api *a, struct conn *c, const struct http_request *
 	char extra[600], allow[400];
 	cors_headers(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, allow, sizeof(allow));
 	if (!allow[0]) {
-		conn_refuse(c, 403, "cross-origin requests are allowed only from the origins allow_origin lists", NULL);
+		conn_refuse(c, 403, "cross_origin",
+			    "cross-origin requests are allowed only from the origins allow_origin lists", NULL);
 		return;
 	}
 	snprintf(extra, sizeof(extra),
@@ -172,7 +177,7 @@ static bool expect_continue(void *owner, struct conn *c, const struct http_reque
 	struct api *a = owner;
 	if (path_is(req, "/api/events") && req->method == HTTP_POST) {
 		if (conn_draining(c)) {
-			conn_refuse(c, 503, "the server is shutting down", "Retry-After: 5\r\n");
+			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
 			return false;
 		}
 		return publish_precheck(a->pubq, c, req);
@@ -210,7 +215,7 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 		else if (req->method != HTTP_POST)
 			method_not_allowed(c, "POST, OPTIONS");
 		else if (conn_draining(c))
-			conn_refuse(c, 503, "the server is shutting down", "Retry-After: 5\r\n");
+			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
 		else
 			publish_handle(a->pubq, c, req, body, body_len);
 	} else if (path_is(req, "/api/health")) {
@@ -229,7 +234,7 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 		else
 			metrics(a, c, req);
 	} else {
-		conn_refuse(c, 404, "no such path", NULL);
+		conn_refuse(c, 404, "not_found", "no such path", NULL);
 	}
 }
 

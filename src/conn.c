@@ -158,7 +158,7 @@ static void on_timeout(void *arg)
 	} else if (c->state == CONN_READING && c->rlen == 0 && c->served) {
 		conn_close(c, NULL); /* idle keep-alive connection */
 	} else if (c->state == CONN_READING) {
-		conn_refuse(c, 408,
+		conn_refuse(c, 408, "header_timeout",
 			    c->rlen ? "request not complete within header_timeout" : "no request within header_timeout",
 			    NULL);
 	}
@@ -450,7 +450,8 @@ void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_
 	conn_update_events(c);
 }
 
-void conn_refuse_as(struct conn *c, int status, const char *message, int sent_status, struct chunk *response)
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, int sent_status,
+		    struct chunk *response)
 {
 	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING) {
 		chunk_unref(response);
@@ -459,13 +460,13 @@ void conn_refuse_as(struct conn *c, int status, const char *message, int sent_st
 	struct conn_pool *p = c->pool;
 	if (p->hooks.refused)
 		p->hooks.refused(p->hooks.owner, c, status, message);
-	metrics_count_refusal(p->m, status, message);
+	metrics_count_refusal(p->m, status, cause);
 	conn_respond(c, sent_status, response, false);
 }
 
-void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers)
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers)
 {
-	conn_refuse_as(c, status, message, status, http_format_error(status, message, extra_headers, false));
+	conn_refuse_as(c, status, cause, message, status, http_format_error(status, message, extra_headers, false));
 }
 
 static void consume(struct conn *c, size_t n)
@@ -531,10 +532,17 @@ static void discard_input(struct conn *c)
 	}
 }
 
-/* Remember "METHOD /path" of the request for log lines (control bytes
- * cannot occur: the parser refuses them). */
+/* Remember "METHOD /path" of the request being read, for log lines, from
+ * every parse of it: a refusal of its head (413, 411, 431, 408) names it as
+ * soon as its request line is whole, and none names the request before it
+ * on the connection ("" while no request line is there). Control bytes
+ * cannot occur: the parser refuses them. */
 static void set_what(struct conn *c, const struct http_request *req)
 {
+	if (!req->method_name.n) {
+		c->what[0] = '\0';
+		return;
+	}
 	int pn = (int)MIN(req->path.n, 60);
 	snprintf(c->what, sizeof(c->what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
 		 req->path.p, req->path.n > 60 ? "..." : "");
@@ -554,8 +562,9 @@ static void conn_process(struct conn *c)
 		struct http_request req;
 		struct http_error err;
 		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
+		set_what(c, &req);
 		if (r < 0) {
-			conn_refuse(c, err.status, err.message, NULL);
+			conn_refuse(c, err.status, http_error_cause(err.status), err.message, NULL);
 			return;
 		}
 		if (r == 0) {
@@ -564,11 +573,12 @@ static void conn_process(struct conn *c)
 			return;
 		}
 		if (req.chunked) {
-			conn_refuse(c, 411, "chunked request bodies are not accepted; send Content-Length", NULL);
+			conn_refuse(c, 411, "chunked_body",
+				    "chunked request bodies are not accepted; send Content-Length", NULL);
 			return;
 		}
 		if (req.content_length > cfg->max_body) {
-			conn_refuse(c, 413, "request body larger than max_body", NULL);
+			conn_refuse(c, 413, "body_too_large", "request body larger than max_body", NULL);
 			return;
 		}
 		size_t body = req.content_length > 0 ? (size_t)req.content_length : 0;
@@ -585,7 +595,6 @@ static void conn_process(struct conn *c)
 			    strncasecmp(ex->value.p, "100-continue", 12) == 0 && req.minor_version == 1) {
 				/* Only a request that will be taken is asked for its
 				 * body: route and rights are checked first. */
-				set_what(c, &req);
 				if (!p->hooks.expect_continue(p->hooks.owner, c, &req))
 					return;
 				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -599,7 +608,6 @@ static void conn_process(struct conn *c)
 		c->continued = false;
 		p->m->requests++;
 		c->keep_alive = req.keep_alive && !p->draining && !c->peer_eof;
-		set_what(c, &req);
 		c->in_handler = true;
 		p->hooks.request(p->hooks.owner, c, &req, c->rbuf + r, body);
 		c->in_handler = false;

@@ -50,8 +50,8 @@ struct conn_hooks {
 	 * its body is not: true when it would be taken (100 Continue is sent);
 	 * otherwise the hook has refused it. */
 	bool (*expect_continue)(void *owner, struct conn *c, const struct http_request *req);
-	/* A refusal is being sent (for the log). */
-	void (*refused)(void *owner, struct conn *c, int status, const char *cause);
+	/* A refusal is being sent (for the log): its sentence. */
+	void (*refused)(void *owner, struct conn *c, int status, const char *message);
 };
 
 /* What a handler attaches to one connection (conn_attach). */
@@ -79,7 +79,7 @@ struct conn_pool {
 	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
 	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
 	struct loop_timer stream_timer;
-	bool frame_round_due;  /* stream_timer fired: the next pass end writes them */
+	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
 	uint64_t stream_rounds; /* stream rounds run */
 	uint64_t writes;        /* writev calls (or their TLS equivalent) */
 };
@@ -158,13 +158,16 @@ void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id);
 void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive);
 
 /* Send the standard JSON refusal, count and log it, and close the
- * connection after it. */
-void conn_refuse(struct conn *c, int status, const char *message, const char *extra_headers);
+ * connection after it. cause is a short stable name (a static string, the
+ * label of herald_refusals_total: "per_address_limit", "bad_parameter");
+ * message is the sentence for the body and the log, copied at once. */
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers);
 
 /* The same refusal (logged and counted as status with its cause) sent as
  * another response (taking over the reference): a stream refusal a browser
  * survives is a 200 event stream that ends at once. */
-void conn_refuse_as(struct conn *c, int status, const char *message, int sent_status, struct chunk *response);
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, int sent_status,
+		    struct chunk *response);
 
 /* Count a response by status (conn_respond does it; a stream's 200 head
  * is counted by its handler). */

@@ -2,6 +2,7 @@
 #include "frame.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "http.h"
@@ -162,19 +163,26 @@ struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers)
 
 struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers)
 {
-	char body[512];
-	int bn;
+	/* One event, not a comment: some clients take an id only from an event
+	 * they dispatch, and one needs a data line. Named, so that a page's
+	 * onmessage never sees it; its data is the JSON other clients get. */
+	if (!cause)
+		cause = http_reason(status);
+	size_t cn = strlen(cause);
+	char *body = xmalloc(128 + 6 * cn);
+	char *p = body;
+	p += sprintf(p, "retry: %lld\n", (long long)retry_ms);
 	if (id >= 0)
-		bn = snprintf(body, sizeof(body), "retry: %lld\nid: %lld\n: refused: %s\n\n", (long long)retry_ms,
-			      (long long)id, cause);
-	else
-		bn = snprintf(body, sizeof(body), "retry: %lld\n: refused: %s\n\n", (long long)retry_ms, cause);
-	if (bn < 0 || (size_t)bn >= sizeof(body))
-		bn = (int)strlen(body);
+		p += sprintf(p, "id: %lld\n", (long long)id);
+	p += sprintf(p, "event: refused\ndata: {\"error\":");
+	p = json_string(p, cause, cn);
+	p += sprintf(p, ",\"status\":%d}\n\n", status);
 	char extra[512];
 	snprintf(extra, sizeof(extra), "Cache-Control: no-store\r\nX-Refused-Status: %d\r\n%s", status,
 		 extra_headers ? extra_headers : "");
-	return http_format_response(200, "text/event-stream", extra, body, (size_t)bn, false);
+	struct chunk *c = http_format_response(200, "text/event-stream", extra, body, (size_t)(p - body), false);
+	free(body);
+	return c;
 }
 
 struct chunk *frame_heartbeat(void)

@@ -38,10 +38,11 @@ struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers);
 
 /* A refusal an EventSource survives: a whole 200 text/event-stream
  * response (Content-Length framed, Connection: close, and X-Refused-Status
- * naming the status other clients get, for tools and logs) whose body sets
- * the reconnection delay (retry:), the last event id the browser will send
- * back (id:, when id >= 0) and names the cause in a comment; one new
- * reference. extra_headers as for frame_stream_head. */
+ * naming the status other clients get, for tools and logs) whose body is
+ * one event: the reconnection delay (retry:), the id the client sends back
+ * (id:, when id >= 0), "event: refused" (so onmessage never fires) and as
+ * data the one-line JSON {"error":CAUSE,"status":N} other clients get.
+ * One new reference. extra_headers as for frame_stream_head. */
 struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers);
 
 /* A heartbeat comment frame; one new reference. */

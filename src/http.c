@@ -219,6 +219,7 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	req->keep_alive = false;
 	req->query.p = NULL;
 	req->query.n = 0;
+	req->method_name.n = req->target.n = req->path.n = 0; /* no request line yet */
 
 	/* Empty lines before the request line are skipped (a client may send
 	 * a stray CRLF after a body); they count toward the head's size. */
@@ -313,16 +314,13 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	}
 	if (st != RL_VERSION || i - v0 != 8)
 		FAIL(400, "malformed request line");
-	if (b[v0 + 5] != '1' || b[v0 + 7] > '1')
-		FAIL(505, "HTTP version not supported");
-	req->minor_version = b[v0 + 7] - '0';
+	/* Method and target are set before anything else can fail, so that a
+	 * refusal of this head can name them. */
 	req->method_name.p = buf + rl;
 	req->method_name.n = mend - rl;
 	req->method = method_of(req->method_name.p, req->method_name.n);
 	req->target.p = buf + t0;
 	req->target.n = tend - t0;
-	if (b[t0] == '*' && req->method != HTTP_OPTIONS)
-		FAIL(400, "asterisk request target is only for OPTIONS");
 	const char *q = memchr(req->target.p, '?', req->target.n);
 	req->path.p = req->target.p;
 	req->path.n = q ? (size_t)(q - req->target.p) : req->target.n;
@@ -330,6 +328,11 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 		req->query.p = q + 1;
 		req->query.n = req->target.n - req->path.n - 1;
 	}
+	if (b[v0 + 5] != '1' || b[v0 + 7] > '1')
+		FAIL(505, "HTTP version not supported");
+	req->minor_version = b[v0 + 7] - '0';
+	if (b[t0] == '*' && req->method != HTTP_OPTIONS)
+		FAIL(400, "asterisk request target is only for OPTIONS");
 	i += b[i] == '\r' ? 2 : 1;
 
 	/* Header lines, up to the empty line. */
@@ -535,6 +538,20 @@ bool http_forwarded(const struct http_request *req)
 {
 	return http_header_get(req, "X-Forwarded-For") || http_header_get(req, "Forwarded") ||
 	       http_header_get(req, "X-Real-IP");
+}
+
+const char *http_error_cause(int status)
+{
+	switch (status) {
+	case 414:
+		return "request_line_too_long";
+	case 431:
+		return "header_too_large";
+	case 505:
+		return "http_version";
+	default:
+		return "bad_request";
+	}
 }
 
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value)

@@ -60,9 +60,16 @@ struct http_error {
  * values (400), Content-Length together with Transfer-Encoding (400), a
  * version other than HTTP/1.0 or HTTP/1.1 (505). Accepts bare LF line ends;
  * rejects obsolete line folding, whitespace before the colon, control bytes
- * in values, and a missing Host on HTTP/1.1 (400). */
+ * in values, and a missing Host on HTTP/1.1 (400). Whatever it returns,
+ * req->method_name, target, path and query are set once a whole, well-formed
+ * request line was read (for a refusal's log line); before that their n is 0. */
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim, struct http_request *req,
 		       struct http_error *err);
+
+/* The short name a parse error's status is counted under in metrics:
+ * "bad_request", "request_line_too_long", "header_too_large",
+ * "http_version". */
+const char *http_error_cause(int status);
 
 /* Find a header by case-insensitive name; NULL when absent. */
 const struct http_header *http_header_get(const struct http_request *req, const char *name);

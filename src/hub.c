@@ -20,6 +20,15 @@
 #define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
+/* The time catch-up reads that found nothing to send may take in one loop
+ * pass, for every reader together; the rest goes on in the next pass, after
+ * the loop has looked at the sockets. With the store's budget per read
+ * (STORE_READ_BUDGET_US in store_sqlite.h) a pass spends at most about this
+ * plus one read looking through rows nobody gets, whatever the filters and
+ * the log. A read that sends rows is the delivery itself (as a fan-out is)
+ * and is bounded by the reader's queue: a reconnect storm of readers a few
+ * events behind is caught up in the pass they come in. */
+#define CATCHUP_PASS_NS 1000000
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
@@ -127,6 +136,12 @@ static void count_del(struct hub *h, const char *key)
 	}
 }
 
+void hub_admit_release(struct hub *h, const char *key, bool counted)
+{
+	if (counted)
+		count_del(h, key);
+}
+
 static bool matches_any(char *const *patterns, size_t n, const struct store_event *ev)
 {
 	for (size_t i = 0; i < n; i++)
@@ -192,10 +207,19 @@ static void live_del(struct hub *h, struct reader *r)
 	h->nlive--;
 }
 
-static void to_live(struct hub *h, struct reader *r)
+/* Take r off the catch-up list (where catchup_retry may have meant to
+ * resume). */
+static void catchup_del(struct hub *h, struct reader *r)
 {
+	if (h->catchup_resume == r)
+		h->catchup_resume = r->next;
 	list_del(&h->catchup, r);
 	h->ncatchup--;
+}
+
+static void to_live(struct hub *h, struct reader *r)
+{
+	catchup_del(h, r);
 	if (r->skip_through < r->cursor)
 		r->skip_through = r->cursor;
 	live_add(h, r);
@@ -481,6 +505,10 @@ static uint64_t rotation_due(uint64_t opened_ms, int64_t rotate_after_ms)
 
 struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hub_sink_ops *ops, void *sink)
 {
+	/* Repeated and covered patterns go once, here, for every path that
+	 * reads by them: the topic index, the store's filtered reads. */
+	spec->ntopics = topic_patterns_reduce(spec->topics, spec->ntopics);
+	spec->ngrants = topic_patterns_reduce(spec->grants, spec->ngrants);
 	size_t nsubs = spec->ntopics ? spec->ntopics : 1;
 	struct reader *r = xcalloc(1, sizeof(*r) + nsubs * sizeof(r->subs[0]));
 	r->hub = h;
@@ -559,8 +587,7 @@ static void unlist(struct hub *h, struct reader *r)
 	if (r->mode == READER_LIVE) {
 		live_del(h, r);
 	} else if (r->mode == READER_CATCHUP) {
-		list_del(&h->catchup, r);
-		h->ncatchup--;
+		catchup_del(h, r);
 	}
 	r->mode = READER_ENDED;
 }
@@ -608,6 +635,17 @@ void hub_end_private(struct hub *h)
 		}
 	if (ended)
 		log_info("read_token changed: ended %zu streams opened with the old one", ended);
+}
+
+/* Whether catch-up reads may still run in this loop pass. */
+static bool pass_budget_left(struct hub *h)
+{
+	uint64_t pass = loop_iterations(h->lp);
+	if (pass != h->pass) {
+		h->pass = pass;
+		h->pass_spent_ns = 0;
+	}
+	return h->pass_spent_ns < CATCHUP_PASS_NS;
 }
 
 struct feed {
@@ -673,10 +711,23 @@ void hub_reader_drained(struct reader *r)
 			to_live(h, r);
 			return;
 		}
+		if (!pass_budget_left(h)) {
+			/* Fed in a later pass (catchup_retry), from this reader on. */
+			if (!h->catchup_resume)
+				h->catchup_resume = r;
+			if (!loop_timer_active(&h->catchup_timer))
+				loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
+			return;
+		}
 		struct feed f = { h, r, false };
 		int64_t through = r->cursor;
+		uint64_t t0 = clock_mono_ns();
 		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f,
 					    &through);
+		uint64_t took = clock_mono_ns() - t0;
+		if (n == 0)
+			h->pass_spent_ns += took;
+		metrics_observe(&h->m->catchup_seconds, took);
 		if (n == -EAGAIN) {
 			h->catchup_waiting = true; /* the store fetches; its changed hook feeds us */
 			return;
@@ -706,14 +757,23 @@ void hub_reader_drained(struct reader *r)
 }
 
 /* Feed every catch-up reader whose queue is empty (after a busy store, a
- * long run of rows it does not want, or a drop that emptied its queue). */
+ * long run of rows it does not want, or a drop that emptied its queue),
+ * each at most once, starting where the last pass ran out of time: every
+ * reader gets its turn, and a pass spends at most its budget. */
 static void catchup_retry(void *arg)
 {
 	struct hub *h = arg;
-	struct reader *r = h->catchup, *next;
 	hub_poll(h);
-	for (; r; r = next) {
-		next = r->next;
+	size_t left = h->ncatchup;
+	if (!h->catchup_resume)
+		h->catchup_resume = h->catchup;
+	while (left-- > 0 && h->catchup_resume) {
+		if (!pass_budget_left(h)) {
+			loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
+			return;
+		}
+		struct reader *r = h->catchup_resume;
+		h->catchup_resume = r->next ? r->next : h->catchup; /* catchup_del keeps it valid */
 		if (r->ops->queued(r->sink) == 0)
 			hub_reader_drained(r);
 	}

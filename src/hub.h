@@ -124,8 +124,11 @@ struct hub {
 	struct loop_timer retry_timer;     /* store busy: poll again soon */
 	struct loop_timer catchup_timer;   /* feed catch-up readers with empty queues */
 	bool catchup_waiting;              /* a catch-up read waits for the store's fetch */
-	unsigned sweep_slot; /* the heartbeat turn due next */
-	unsigned next_slot;  /* the turn the next new reader joins */
+	struct reader *catchup_resume;     /* the catch-up reader a pass out of time stopped at */
+	uint64_t pass;                     /* the loop pass pass_spent_ns counts */
+	uint64_t pass_spent_ns;            /* catch-up reads in that pass so far */
+	unsigned sweep_slot;               /* the heartbeat turn due next */
+	unsigned next_slot;                /* the turn the next new reader joins */
 };
 
 /* Set up the hub: high_water = the store's newest id, the store's changed
@@ -174,6 +177,10 @@ size_t hub_readers(const struct hub *h);
  * key; a limit of 0 is none). In a group of workers the check counts the
  * reader in the same step (*counted; pass it on in reader_spec.counted). */
 int hub_admit(struct hub *h, const char *key, int64_t per_key_limit, int64_t max_readers, bool *counted);
+
+/* A reader hub_admit let in is refused after all (its token): give back
+ * the place it counted, when it counted one. */
+void hub_admit_release(struct hub *h, const char *key, bool counted);
 
 /* Open readers counted under key (the per-address cap); in a worker of a
  * group, the whole group's (group.h). */

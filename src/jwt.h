@@ -73,6 +73,22 @@ enum jwt_error {
 int jwt_verify(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
 	       const char **why);
 
+/* What jwt_check spent on a token, for the counters. */
+struct jwt_cost {
+	bool cached;    /* answered from the cache of verified tokens */
+	bool signature; /* a signature was computed (the costly step) */
+};
+
+/* jwt_verify through v's cache of verified tokens: a token that verified
+ * before (the same text: keyed by its SHA-256) and whose exp plus the
+ * leeway has not passed is answered with a copy of the rights it granted,
+ * without a signature check. A token that verifies now is cached; a
+ * refused one is not (refusals of a token's time and shape already cost
+ * no signature). The cache belongs to v, so a new key (a new verifier)
+ * never sees an answer of the old one. *cost says what was done. */
+int jwt_check(struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
+	      const char **why, struct jwt_cost *cost);
+
 void jwt_rights_free(struct jwt_rights *r);
 
 #endif

@@ -92,6 +92,8 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->readers_stalled_closed += from->readers_stalled_closed;
 	to->readers_rotated += from->readers_rotated;
 	to->readers_expired += from->readers_expired;
+	to->token_verifications += from->token_verifications;
+	to->token_cache_hits += from->token_cache_hits;
 	to->resets_sent += from->resets_sent;
 	to->store_busy += from->store_busy;
 	to->group_commits += from->group_commits;
@@ -101,6 +103,7 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	hist_add(&to->fanout_seconds, &from->fanout_seconds);
 	hist_add(&to->flush_seconds, &from->flush_seconds);
 	hist_add(&to->checkpoint_seconds, &from->checkpoint_seconds);
+	hist_add(&to->catchup_seconds, &from->catchup_seconds);
 }
 
 struct self_sample {
@@ -297,10 +300,15 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);
 	put(&o, "herald_readers_expired_total", "counter", "Streams ended because their token expired.",
 	    (double)m->readers_expired);
+	put(&o, "herald_token_verifications_total", "counter", "Signatures of signed tokens checked.",
+	    (double)m->token_verifications);
+	put(&o, "herald_token_cache_hits_total", "counter",
+	    "Signed tokens answered from the cache of verified ones (no signature check).",
+	    (double)m->token_cache_hits);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
 	    (double)m->store_busy);
-	put(&o, "herald_log_available", "gauge", "1 while the event log can be read and written (0: Redis unreachable).",
-	    g->log_available ? 1.0 : 0.0);
+	put(&o, "herald_log_available", "gauge",
+	    "1 while the event log can be read and written (0: Redis unreachable).", g->log_available ? 1.0 : 0.0);
 	put(&o, "herald_log_outages_total", "counter", "Times the connection to the event log (Redis) was lost.",
 	    (double)m->log_outages);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
@@ -312,6 +320,9 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 		      &m->flush_seconds);
 	put_histogram(&o, "herald_checkpoint_seconds", "Copying the WAL into the database (at pauses in publishing).",
 		      &m->checkpoint_seconds);
+	put_histogram(&o, "herald_catchup_read_seconds",
+		      "One catch-up read of the store for one reader (bounded by the read budget).",
+		      &m->catchup_seconds);
 	put(&o, "process_cpu_seconds_total", "counter", "User and system CPU time.", s.cpu_seconds);
 	put(&o, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.",
 	    (double)m->start_time_s);

@@ -39,16 +39,19 @@ struct metrics {
 	uint64_t readers_to_catchup; /* moves from live to catch-up */
 	uint64_t readers_stalled_closed;
 	uint64_t readers_rotated;
-	uint64_t readers_expired; /* streams ended because their token expired */
+	uint64_t readers_expired;     /* streams ended because their token expired */
+	uint64_t token_verifications; /* signatures of signed tokens checked */
+	uint64_t token_cache_hits;    /* signed tokens answered from the cache of verified ones */
 	uint64_t resets_sent;
 	uint64_t store_busy; /* calls that met another writer's lock */
 	uint64_t group_commits;
-	uint64_t log_outages; /* the event log's server (Redis) lost */
+	uint64_t log_outages;                /* the event log's server (Redis) lost */
 	struct histogram publish_seconds;    /* POST parsed until its 201 is queued */
 	struct histogram commit_seconds;     /* one group commit's transaction */
 	struct histogram fanout_seconds;     /* reading new rows and queueing them to readers */
 	struct histogram flush_seconds;      /* one pass's writes to every connection with output */
 	struct histogram checkpoint_seconds; /* copying the WAL into the database */
+	struct histogram catchup_seconds;    /* one catch-up read of the store for one reader */
 };
 
 /* Count a response with this status. */

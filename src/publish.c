@@ -284,7 +284,11 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 			*why = "the publish token is not valid";
 			return 403;
 		}
-		if (jwt_verify(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why) != JWT_OK)
+		struct jwt_cost cost;
+		int e = jwt_check(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why, &cost);
+		q->m->token_verifications += cost.signature;
+		q->m->token_cache_hits += cost.cached;
+		if (e != JWT_OK)
 			return 401;
 		rights->by_claim = true;
 		return 0;
@@ -305,6 +309,21 @@ static bool json_content_type(const struct http_request *req)
 	if (!h || h->value.n < 16 || strncasecmp(h->value.p, "application/json", 16) != 0)
 		return false;
 	return h->value.n == 16 || h->value.p[16] == ';' || h->value.p[16] == ' ' || h->value.p[16] == '\t';
+}
+
+/* The short name a refusal of check_head's is counted under. */
+static const char *head_cause(int status)
+{
+	switch (status) {
+	case 401:
+		return "unauthorized";
+	case 403:
+		return "forbidden";
+	case 411:
+		return "content_length";
+	default:
+		return "content_type";
+	}
 }
 
 /* Everything that can be judged from the head. Returns 0, or the refusal
@@ -339,7 +358,7 @@ bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http
 	int status = check_head(q, c, req, &rights, &why, &extra);
 	jwt_rights_free(&rights.jwt);
 	if (status)
-		conn_refuse(c, status, why, extra);
+		conn_refuse(c, status, head_cause(status), why, extra);
 	return status == 0;
 }
 
@@ -377,12 +396,13 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	struct rights rights = { 0 };
 	int status = check_head(q, c, req, &rights, &why, &extra);
 	if (status) {
-		conn_refuse(c, status, why, extra);
+		conn_refuse(c, status, head_cause(status), why, extra);
 		return;
 	}
 	if (q->n >= MAX_PENDING) {
 		jwt_rights_free(&rights.jwt);
-		conn_refuse(c, 503, "too many publishes waiting for the database", "Retry-After: 1\r\n");
+		conn_refuse(c, 503, "publish_queue_full", "too many publishes waiting for the database",
+			    "Retry-After: 1\r\n");
 		return;
 	}
 	struct publish_item it = { .c = c, .keep_alive = conn_keep_alive(c), .started_ns = clock_mono_ns() };
@@ -390,13 +410,13 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	if (!why && !topic_granted(&rights, it.topic)) {
 		jwt_rights_free(&rights.jwt);
 		item_free(&it);
-		conn_refuse(c, 403, "the token does not grant publishing to this topic", NULL);
+		conn_refuse(c, 403, "topic_not_granted", "the token does not grant publishing to this topic", NULL);
 		return;
 	}
 	jwt_rights_free(&rights.jwt);
 	if (why) {
 		item_free(&it);
-		conn_refuse(c, 400, why, NULL);
+		conn_refuse(c, 400, "bad_body", why, NULL);
 		return;
 	}
 	const struct http_header *o = http_header_get(req, "Origin");
@@ -423,8 +443,9 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 }
 
 /* Answer the k oldest items (201 with ids[i] when ids is given, else status
- * with message); the rest move up and keep their order. */
-static void answer_oldest(struct publish_queue *q, size_t k, int status, const char *message, const int64_t *ids)
+ * with cause and message); the rest move up and keep their order. */
+static void answer_oldest(struct publish_queue *q, size_t k, int status, const char *cause, const char *message,
+			  const int64_t *ids)
 {
 	for (size_t i = 0; i < k; i++) {
 		struct publish_item *it = &q->items[i];
@@ -438,7 +459,7 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 								  it->keep_alive),
 					     it->keep_alive);
 			} else {
-				conn_refuse(it->c, status, message, status == 503 ? "Retry-After: 1\r\n" : NULL);
+				conn_refuse(it->c, status, cause, message, status == 503 ? "Retry-After: 1\r\n" : NULL);
 			}
 		}
 		item_free(it);
@@ -485,7 +506,7 @@ static void refuse_oldest(struct publish_queue *q, size_t n, int r)
 			log_warn("publish: %s (%s); publishes are answered 503 until that ends", cause, where);
 	}
 	q->fault_refused += n;
-	answer_oldest(q, n, 503, cause, NULL);
+	answer_oldest(q, n, 503, "store_unavailable", cause, NULL);
 }
 
 /* How many of the oldest waiting publishes have waited BUSY_GIVE_UP_MS for
@@ -513,7 +534,7 @@ static void committed(void *arg, int r, const int64_t *ids)
 	metrics_observe(&q->m->commit_seconds, clock_mono_ns() - q->commit_t0);
 	if (q->closed) {
 		/* Shut down meanwhile: the clients are gone. */
-		answer_oldest(q, q->n, 503, "the server is shutting down", NULL);
+		answer_oldest(q, q->n, 503, "shutting_down", "the server is shutting down", NULL);
 		queue_free(q);
 		return;
 	}
@@ -536,11 +557,11 @@ static void committed(void *arg, int r, const int64_t *ids)
 		 * help, and the client's Retry-After brings the publish back. */
 		refuse_oldest(q, k, r);
 	} else if (r < 0) {
-		answer_oldest(q, k, 500, "the event could not be stored", NULL);
+		answer_oldest(q, k, 500, "store_error", "the event could not be stored", NULL);
 	} else {
 		q->m->events_published += k;
 		q->m->group_commits++;
-		answer_oldest(q, k, 0, NULL, ids);
+		answer_oldest(q, k, 0, NULL, NULL, ids);
 		hub_poll(q->hub);
 		if (q->fault) {
 			log_notice("publish: %s takes writes again; %zu publishes were refused in %.1f s",
@@ -595,6 +616,6 @@ void publish_free(struct publish_queue *q)
 		return;
 	}
 	if (q->n)
-		answer_oldest(q, q->n, 503, "the server is shutting down", NULL);
+		answer_oldest(q, q->n, 503, "shutting_down", "the server is shutting down", NULL);
 	queue_free(q);
 }

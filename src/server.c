@@ -10,7 +10,6 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "group.h"
@@ -27,32 +26,6 @@
 #define PRUNE_STEP_ROWS 1000 /* rows per transaction: the loop never waits long */
 #define PRUNE_AGAIN_MS 10    /* between steps while a backlog of old rows remains */
 #define STAMP_MS 250         /* a worker's stamp into the group's region */
-
-/* Create the database's folder and any missing parents (as mkdir -p). */
-static int ensure_db_dir(const char *db)
-{
-	const char *slash = strrchr(db, '/');
-	if (!slash || slash == db)
-		return 0;
-	char *dir = xstrndup(db, (size_t)(slash - db));
-	int r = 0;
-	for (char *p = dir + 1;; p++) {
-		bool last = *p == '\0';
-		if (*p != '/' && !last)
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
-			log_err("creating the database folder %s: %s", dir, strerror(errno));
-			r = -1;
-			break;
-		}
-		if (last)
-			break;
-		*p = '/';
-	}
-	free(dir);
-	return r;
-}
 
 /* The hub's fatal hook: the database file is gone (the hub logged it).
  * Stop with exit code 1; systemd restarts herald on the file there now. */
@@ -332,8 +305,6 @@ int server_start(struct server *srv, int argc, char **argv)
 		return -1;
 	}
 	bool redis = srv->cfg.redis_url[0] != '\0';
-	if (!redis && ensure_db_dir(srv->cfg.db) < 0)
-		return -1;
 	srv->st = store_open(&srv->cfg, srv->lp, &srv->m, err, sizeof(err));
 	if (!srv->st) {
 		if (redis)

@@ -1,7 +1,7 @@
 /* store.c: store.h over its two backends. Picks one at open (redis_url set:
  * Redis Streams, else the SQLite file) and forwards each call; the parts
  * both share live here: an append's answer for a backend that answers at
- * once, and what "examined through" means for a filtered read. */
+ * once. */
 #include "store.h"
 
 #include "config.h"
@@ -11,7 +11,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 struct store {
 	struct store_sqlite *sql; /* exactly one of the two */
@@ -20,12 +23,45 @@ struct store {
 	struct metrics *m;
 };
 
+/* Create the folders above the database file that are missing (as mkdir
+ * -p). Here, in the one open every start-up path goes through (a single
+ * herald, a group's main process before it forks, each worker), so none of
+ * them meets a fresh tree's missing folder. Returns 0, or -1 with the
+ * reason in err. */
+static int make_db_folder(const char *db, char *err, size_t errlen)
+{
+	const char *slash = strrchr(db, '/');
+	if (!slash || slash == db)
+		return 0;
+	char *dir = xstrndup(db, (size_t)(slash - db));
+	int r = 0;
+	for (char *p = dir + 1;; p++) {
+		bool last = *p == '\0';
+		if (*p != '/' && !last)
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "creating the database folder %s: %s", dir, strerror(errno));
+			r = -1;
+			break;
+		}
+		if (last)
+			break;
+		*p = '/';
+	}
+	free(dir);
+	return r;
+}
+
 struct store *store_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
 {
+	bool redis = cfg->redis_url && cfg->redis_url[0];
+	if (!redis && make_db_folder(cfg->db, err, errlen) < 0)
+		return NULL;
 	struct store *st = xcalloc(1, sizeof(*st));
 	st->lp = lp;
 	st->m = m;
-	if (cfg->redis_url && cfg->redis_url[0])
+	if (redis)
 		st->redis = store_redis_open(cfg, lp, m, err, errlen);
 	else
 		st->sql = store_sqlite_open(cfg->db, (int)cfg->busy_timeout_ms, err, errlen);
@@ -76,35 +112,12 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 	return store_sqlite_read_range(st->sql, after, upto, limit, cb, arg);
 }
 
-/* Watches the rows a filtered SQLite read passes on, to tell how far it got. */
-struct through_watch {
-	store_row_cb cb;
-	void *arg;
-	int64_t last;
-	bool stopped;
-};
-
-static int watch_row(void *arg, const struct store_event *ev)
-{
-	struct through_watch *w = arg;
-	w->last = ev->id;
-	int r = w->cb(w->arg, ev);
-	w->stopped = r != 0;
-	return r;
-}
-
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg, int64_t *through)
 {
 	if (st->redis)
 		return store_redis_read(st->redis, after, upto, limit, f, cb, arg, through);
-	struct through_watch w = { cb, arg, after, false };
-	int n = store_sqlite_read_matching(st->sql, after, upto, limit, f, watch_row, &w);
-	if (n >= 0)
-		/* Fewer rows than asked, and not stopped: nothing else matched
-		 * up to upto. */
-		*through = (!w.stopped && (size_t)n < limit) ? upto : w.last;
-	return n;
+	return store_sqlite_read_matching(st->sql, after, upto, limit, f, cb, arg, through);
 }
 
 int store_max_id(struct store *st, int64_t *max_id)

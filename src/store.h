@@ -93,9 +93,10 @@ typedef void (*store_append_cb)(void *arg, int rc, const int64_t *ids);
 #define STORE_BUSY_RETRY_MS 5
 
 /* Open the backend the configuration names (cfg->redis_url, else the SQLite
- * file cfg->db): for SQLite the file is created or migrated; for Redis the
- * server must answer now (its function is loaded, the newest id read), and
- * later losses of the connection are ridden out. Returns NULL with a
+ * file cfg->db): for SQLite the file (and any missing folder above it) is
+ * created or migrated; for Redis the server must answer now (its function
+ * is loaded, the newest id read), and later losses of the connection are
+ * ridden out. Returns NULL with a
  * one-line reason in err. The caller owns the store (store_close). */
 struct store *store_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen);
 

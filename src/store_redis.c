@@ -16,7 +16,11 @@
  * Last-Event-ID carries. Entries are never missing between two that exist,
  * except where retention removed them: a read that finds the first entry
  * after a range's start further on than the next id learns that retention
- * removed the ones between.
+ * removed the ones between. An entry the library did not add (another
+ * program's XADD) is not an event: the tail stops at one above the counter
+ * it knows and asks herald_sweep, which removes it (its id would otherwise
+ * drag the next ids up to it) or says the counter has passed it (an older
+ * node's unmarked event); catch-up pages skip such entries.
  *
  * Faults: an error, a closed connection or an answer overdue by DEAD_AFTER_MS
  * closes both connections; appends out are answered -ENOTCONN, later ones
@@ -41,20 +45,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TAIL_COUNT 1000      /* entries per XREAD answer */
-#define TAIL_BLOCK_MS 2000   /* how long one XREAD waits for entries */
-#define DEAD_AFTER_MS 3000   /* an answer overdue by this much: the connection is dead */
-#define WINDOW_ROWS 16384             /* newest entries kept in memory */
-#define WINDOW_BYTES (4u << 20)       /* and their bytes */
-#define FETCH_ROWS 512                /* entries per catch-up XRANGE, at most */
-#define FETCH_BYTES (256u << 10)      /* about this much per XRANGE */
-#define PAGES 64                      /* fetched ranges kept */
-#define PAGES_BYTES (4u << 20)        /* and their bytes */
-#define MAX_FETCHES 32       /* catch-up XRANGEs out at once */
-#define BACKOFF_MIN_MS 100   /* first reconnect delay, doubled per failure */
+#define TAIL_COUNT 1000          /* entries per XREAD answer */
+#define TAIL_BLOCK_MS 2000       /* how long one XREAD waits for entries */
+#define DEAD_AFTER_MS 3000       /* an answer overdue by this much: the connection is dead */
+#define WINDOW_ROWS 16384        /* newest entries kept in memory */
+#define WINDOW_BYTES (4u << 20)  /* and their bytes */
+#define FETCH_ROWS 512           /* entries per catch-up XRANGE, at most */
+#define FETCH_BYTES (256u << 10) /* about this much per XRANGE */
+#define PAGES 64                 /* fetched ranges kept */
+#define PAGES_BYTES (4u << 20)   /* and their bytes */
+#define MAX_FETCHES 32           /* catch-up XRANGEs out at once */
+#define REDIS_READ_BUDGET 4096   /* rows one filtered read looks at, at most */
+#define BACKOFF_MIN_MS 100       /* first reconnect delay, doubled per failure */
 #define BACKOFF_MAX_MS 5000
 #define CONNECT_TIMEOUT_MS 2000 /* at start-up only, before the loop runs */
 #define WATCHDOG_MS 500
+#define SWEEP_RETRY_MS 1000 /* herald_sweep refused: asked again after */
 
 /* One entry as read, its strings in the same allocation. */
 struct row {
@@ -99,16 +105,16 @@ struct store_redis {
 	char key_events[256], key_last[256];
 
 	redisAsyncContext *cmd, *tail;
-	bool up;               /* both connected, the function loaded */
-	uint64_t down_since;   /* loop time the outage began */
+	bool up;             /* both connected, the function loaded */
+	uint64_t down_since; /* loop time the outage began */
 	uint64_t backoff_ms;
-	struct loop_timer reconnect_timer, watchdog_timer;
+	struct loop_timer reconnect_timer, watchdog_timer, sweep_timer;
 	size_t cmd_out;        /* commands waiting for an answer */
 	uint64_t cmd_progress; /* loop time of the last answer, or of the first command out */
 	bool tail_out;
 	uint64_t tail_sent;
 
-	struct span window;    /* the newest entries; window.hi = newest id seen */
+	struct span window; /* the newest entries; window.hi = newest id seen */
 	struct span pages[PAGES];
 	size_t npages;
 	uint64_t clock;
@@ -123,8 +129,18 @@ struct store_redis {
 	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */
 	int64_t sync_wait_target;
 	uint64_t sync_wait_since;
-	bool warned_odd_id;
 	bool warned_down; /* this outage has been logged */
+
+	/* Entries herald_publish did not add (an XADD by hand) are not events.
+	 * Unmarked entries <n>-0 with n up to counter_seen are events of an
+	 * older herald; the tail reads from tail_from, the stream id it has
+	 * read through (past entries it passes over, not only events). */
+	int64_t counter_seen;
+	char tail_from[48];
+	bool sweep_out;    /* herald_sweep asked, the tail waits for it */
+	char foreign[48];  /* the entry that made the tail ask */
+	bool foreign_told; /* this run of such entries has been logged */
+	bool warned_pages; /* such an entry read in a catch-up page (logged once) */
 };
 
 /* ---- rows and spans ---- */
@@ -138,36 +154,74 @@ static char *put_str(char **p, const char *s, size_t n)
 	return at;
 }
 
-/* The id of "<n>-0", or -1 for any other shape. */
-static int64_t parse_id(const char *s, size_t len)
+/* What an entry of the stream is to herald. */
+enum entry_kind {
+	ENTRY_EVENT,   /* an event: its id is <n>-0 */
+	ENTRY_PASSED,  /* not an event, at or below the counter: passed over where it is */
+	ENTRY_FOREIGN, /* not an event as far as this node knows, above the counter */
+};
+
+/* A stream id "<ms>-<seq>"; false if it is not one. */
+static bool parse_stream_id(const char *s, size_t len, uint64_t *ms, uint64_t *seq)
 {
-	int64_t v = 0;
+	uint64_t v[2] = { 0, 0 };
 	size_t i = 0;
-	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
-		if (v > (INT64_MAX - 9) / 10)
-			return -1;
-		v = v * 10 + (s[i] - '0');
+	for (int k = 0; k < 2; k++) {
+		size_t start = i;
+		for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+			if (v[k] > (UINT64_MAX - 9) / 10)
+				return false;
+			v[k] = v[k] * 10 + (uint64_t)(s[i] - '0');
+		}
+		if (i == start || (k == 0 && (i == len || s[i++] != '-')))
+			return false;
 	}
-	if (i == 0 || i + 2 != len || s[i] != '-' || s[i + 1] != '0')
-		return -1;
-	return v;
+	*ms = v[0];
+	*seq = v[1];
+	return i == len;
 }
 
-/* An entry of an XRANGE or XREAD answer: [id, [field, value, ...]]. */
-static struct row *row_from_reply(struct store_redis *st, const redisReply *e)
+/* The same rule as event_id in store_redis.lua: an event has the id
+ * "<n>-0" and either the field id = n (herald_publish writes it) or n at
+ * most the counter (entries of older versions, written without the field,
+ * are all at or below it). counter_seen may lag the counter, which only
+ * grows: an unmarked entry above it is asked about (herald_sweep). */
+static enum entry_kind judge(const struct store_redis *st, const redisReply *e, int64_t *id)
 {
+	const redisReply *rid = e->element[0], *f = e->element[1];
+	uint64_t ms, seq;
+	if (!parse_stream_id(rid->str, rid->len, &ms, &seq))
+		return ENTRY_PASSED; /* Redis never answers this */
+	if (ms > (uint64_t)INT64_MAX)
+		return ENTRY_FOREIGN;
+	*id = (int64_t)ms;
+	if (seq != 0)
+		return ms < (uint64_t)st->counter_seen ? ENTRY_PASSED : ENTRY_FOREIGN;
+	if (*id == 0)
+		return ENTRY_PASSED;
+	if (*id <= st->counter_seen)
+		return ENTRY_EVENT;
+	size_t digits = rid->len - 2; /* without "-0" */
+	for (size_t i = 0; i + 1 < f->elements; i += 2) {
+		const redisReply *k = f->element[i], *v = f->element[i + 1];
+		if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING && strcmp(k->str, "id") == 0)
+			return v->len == digits && memcmp(v->str, rid->str, digits) == 0 ? ENTRY_EVENT : ENTRY_FOREIGN;
+	}
+	return ENTRY_FOREIGN;
+}
+
+/* An entry of an XRANGE or XREAD answer, [id, [field, value, ...]], as
+ * kind says; *out is the event's row (ENTRY_EVENT only). */
+static enum entry_kind row_from_reply(const struct store_redis *st, const redisReply *e, struct row **out)
+{
+	*out = NULL;
 	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
 	    e->element[1]->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	int64_t id = parse_id(e->element[0]->str, e->element[0]->len);
-	if (id <= 0) {
-		if (!st->warned_odd_id)
-			log_warn("redis: skipping entry %s of %s: herald's entries have ids <n>-0 (publish with "
-				 "FCALL herald_publish; logged once)",
-				 e->element[0]->str, st->key_events);
-		st->warned_odd_id = true;
-		return NULL;
-	}
+		return ENTRY_PASSED;
+	int64_t id = 0;
+	enum entry_kind kind = judge(st, e, &id);
+	if (kind != ENTRY_EVENT)
+		return kind;
 	const redisReply *f = e->element[1];
 	const char *type = "message", *topic = "", *data = "";
 	size_t type_len = 7, topic_len = 0, data_len = 0;
@@ -203,7 +257,8 @@ static struct row *row_from_reply(struct store_redis *st, const redisReply *e)
 	r->ev.type = put_str(&p, type, type_len);
 	r->ev.topic = put_str(&p, topic, topic_len);
 	r->ev.data = put_str(&p, data, data_len);
-	return r;
+	*out = r;
+	return ENTRY_EVENT;
 }
 
 static size_t row_bytes(const struct row *r)
@@ -299,6 +354,9 @@ static bool passes(const struct store_filter *f, const struct store_event *ev)
 static void connect_all(void *arg);
 static void send_tail(struct store_redis *st);
 static void send_sync(struct store_redis *st);
+static void send_sweep(struct store_redis *st);
+static void sweep_again(void *arg);
+static void tell_foreign(struct store_redis *st, const char *id, const char *what);
 
 static void changed(struct store_redis *st)
 {
@@ -344,6 +402,8 @@ static void lost(struct store_redis *st, const char *why)
 	st->cmd_out = 0;
 	st->tail_out = false;
 	st->trim_out = false;
+	st->sweep_out = false;
+	loop_timer_stop(st->lp, &st->sweep_timer);
 	schedule_reconnect(st);
 }
 
@@ -430,7 +490,8 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 	(void)privdata;
 	if (!r)
 		return;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER) {
 		log_err("redis: %s: herald_floor: %s", st->where, is_error(r) ? r->str : "unexpected answer");
 		lost(st, "herald's function did not answer as expected");
 		return;
@@ -450,6 +511,10 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 	else
 		log_info("redis: connected to %s, stream %s", st->where, st->key_events);
 	st->down_since = 0;
+	/* From the newest event read: after a Redis that lost its data, new
+	 * events may sit below entries the tail had passed over. */
+	st->counter_seen = r->element[1]->integer;
+	snprintf(st->tail_from, sizeof(st->tail_from), "%" PRId64 "-0", st->window.hi);
 	send_tail(st);
 	if (st->sync_sent > st->sync_done)
 		send_sync(st);
@@ -458,8 +523,8 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 
 static redisAsyncContext *open_async(struct store_redis *st)
 {
-	redisAsyncContext *ac = st->url.path[0] ? redisAsyncConnectUnix(st->url.path)
-						: redisAsyncConnect(st->url.host, st->url.port);
+	redisAsyncContext *ac =
+		st->url.path[0] ? redisAsyncConnectUnix(st->url.path) : redisAsyncConnect(st->url.host, st->url.port);
 	if (!ac)
 		return NULL;
 	if (ac->err) {
@@ -559,13 +624,34 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 		return;
 	}
 	size_t added = 0;
+	bool ask = false;
 	/* [[key, [entry, ...]]], or nil when BLOCK ran out. */
 	if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
 	    r->element[0]->elements == 2) {
 		const redisReply *entries = r->element[0]->element[1];
-		for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements; i++) {
-			struct row *row = row_from_reply(st, entries->element[i]);
-			if (!row || row->ev.id <= st->window.hi) {
+		for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements && !ask; i++) {
+			const redisReply *e = entries->element[i];
+			struct row *row;
+			enum entry_kind kind = row_from_reply(st, e, &row);
+			const char *id = e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+							 e->element[0]->type == REDIS_REPLY_STRING
+						 ? e->element[0]->str
+						 : "?";
+			if (kind == ENTRY_FOREIGN) {
+				/* Perhaps an event of an older node above the counter
+				 * this node knows: herald_sweep decides (and removes
+				 * it if not), then the tail reads on from here. */
+				snprintf(st->foreign, sizeof(st->foreign), "%s", id);
+				ask = true;
+				continue;
+			}
+			snprintf(st->tail_from, sizeof(st->tail_from), "%s", id);
+			if (kind == ENTRY_PASSED) {
+				tell_foreign(st, id, "skipped");
+				continue;
+			}
+			st->foreign_told = false; /* an event ends a run of other entries */
+			if (row->ev.id <= st->window.hi) {
 				free(row);
 				continue;
 			}
@@ -575,7 +661,10 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 			added++;
 		}
 	}
-	send_tail(st);
+	if (ask)
+		send_sweep(st);
+	else
+		send_tail(st);
 	if (added) {
 		check_sync(st);
 		changed(st);
@@ -584,18 +673,88 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 
 static void send_tail(struct store_redis *st)
 {
-	if (!st->tail || st->tail_out || !st->up)
+	if (!st->tail || st->tail_out || st->sweep_out || !st->up)
 		return;
-	char count[16], block[16], from[32];
+	char count[16], block[16];
 	snprintf(count, sizeof(count), "%d", TAIL_COUNT);
 	snprintf(block, sizeof(block), "%d", TAIL_BLOCK_MS);
-	snprintf(from, sizeof(from), "%" PRId64 "-0", st->window.hi);
-	const char *argv[7] = { "XREAD", "COUNT", count, "BLOCK", block, "STREAMS", st->key_events };
-	const char *all[8] = { argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], from };
-	if (redisAsyncCommandArgv(st->tail, on_tail, NULL, 8, all, NULL) == REDIS_OK) {
+	const char *argv[8] = { "XREAD", "COUNT", count, "BLOCK", block, "STREAMS", st->key_events, st->tail_from };
+	if (redisAsyncCommandArgv(st->tail, on_tail, NULL, 8, argv, NULL) == REDIS_OK) {
 		st->tail_out = true;
 		st->tail_sent = loop_now(st->lp);
 	}
+}
+
+/* Said once per run of entries that are not events (an event ends it):
+ * another program's XADD is a mistake to hear of, not once per entry. */
+static void tell_foreign(struct store_redis *st, const char *id, const char *what)
+{
+	if (st->foreign_told)
+		return;
+	st->foreign_told = true;
+	log_warn("redis: entry %s of %s was not added by herald_publish, so it is not an event: %s; publish with "
+		 "FCALL herald_publish (logged once per run of such entries)",
+		 id, st->key_events, what);
+}
+
+static void on_sweep(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = ac->data;
+	redisReply *r = command_answer(st, reply);
+	(void)privdata;
+	if (!r)
+		return; /* the tail meets the entry again once reconnected */
+	st->sweep_out = false;
+	if (is_error(r) && strstr(r->str, "herald_publish did not add")) {
+		/* Too many to remove: the tail cannot go past them, and no
+		 * event can be added after them either. Asked again until
+		 * someone removes them. */
+		if (!st->foreign_told)
+			log_err("redis: %s: %s", st->where, r->str);
+		st->foreign_told = true;
+		loop_timer_start(st->lp, &st->sweep_timer, SWEEP_RETRY_MS, sweep_again, st);
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER) {
+		/* Likely another library in its place (an older herald's,
+		 * loaded when it reconnected): connecting loads this one. */
+		log_err("redis: %s: herald_sweep: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+		lost(st, "herald's function did not answer as expected");
+		return;
+	}
+	int64_t newest = r->element[0]->integer;
+	if (newest > st->counter_seen)
+		st->counter_seen = newest;
+	uint64_t ms, seq;
+	if (parse_stream_id(st->foreign, strlen(st->foreign), &ms, &seq) &&
+	    (ms > (uint64_t)st->counter_seen || (ms == (uint64_t)st->counter_seen && seq > 0))) {
+		char what[160];
+		if (r->element[1]->integer > 0)
+			snprintf(what, sizeof(what),
+				 "skipped, and removed from the stream (%lld entries in all) so that "
+				 "ids go on from %" PRId64,
+				 r->element[1]->integer, newest);
+		else
+			snprintf(what, sizeof(what),
+				 "skipped (already removed from the stream); ids go on from %" PRId64, newest);
+		tell_foreign(st, st->foreign, what);
+	}
+	send_tail(st);
+}
+
+static void send_sweep(struct store_redis *st)
+{
+	if (st->sweep_out || !st->up)
+		return;
+	const char *argv[5] = { "FCALL", "herald_sweep", "2", st->key_events, st->key_last };
+	if (cmd_argv(st, on_sweep, NULL, 5, argv, NULL) == 0)
+		st->sweep_out = true;
+}
+
+static void sweep_again(void *arg)
+{
+	send_sweep(arg);
 }
 
 /* Connections that stopped answering (a host gone, a network cut) close
@@ -637,10 +796,13 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 		int argc;
 		const char *argv[6];
 	} steps[] = {
-		{ "AUTH", st->url.user[0] ? 3 : 2,
+		{ "AUTH",
+		  st->url.user[0] ? 3 : 2,
 		  { "AUTH", st->url.user[0] ? st->url.user : st->url.password, st->url.password } },
 		{ "SELECT", 2, { "SELECT", db } },
-		{ "loading herald's function (FUNCTION LOAD)", 4, { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
+		{ "loading herald's function (FUNCTION LOAD)",
+		  4,
+		  { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
 		{ "herald_floor", 6, { "FCALL", "herald_floor", "2", st->key_events, st->key_last, zero } },
 	};
 	int rc = 0;
@@ -659,7 +821,7 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 				snprintf(err, errlen, "herald_floor at %s: unexpected answer", st->where);
 				rc = -1;
 			} else {
-				st->window.lo = st->window.hi = r->element[1]->integer;
+				st->window.lo = st->window.hi = st->counter_seen = r->element[1]->integer;
 				st->pruned_through = r->element[2]->integer;
 			}
 		}
@@ -709,6 +871,7 @@ void store_redis_close(struct store_redis *st)
 	st->watching = false; /* no reconnect, no hooks */
 	loop_timer_stop(st->lp, &st->reconnect_timer);
 	loop_timer_stop(st->lp, &st->watchdog_timer);
+	loop_timer_stop(st->lp, &st->sweep_timer);
 	st->up = false;
 	redisAsyncContext *c = st->cmd, *t = st->tail;
 	st->cmd = st->tail = NULL;
@@ -754,7 +917,8 @@ static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
 			a->rc = 0;
 			a->first = r->integer;
 		} else {
-			log_err("redis: herald_publish at %s: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+			log_err("redis: herald_publish at %s: %s", st->where,
+				is_error(r) ? r->str : "unexpected answer");
 			a->rc = -EIO;
 		}
 	}
@@ -839,7 +1003,8 @@ static void evict_pages(struct store_redis *st, const struct span *keep)
 	while (st->npages && (st->npages == PAGES || pages_bytes(st) > PAGES_BYTES)) {
 		size_t oldest = st->npages;
 		for (size_t i = 0; i < st->npages; i++)
-			if (&st->pages[i] != keep && (oldest == st->npages || st->pages[i].used < st->pages[oldest].used))
+			if (&st->pages[i] != keep &&
+			    (oldest == st->npages || st->pages[i].used < st->pages[oldest].used))
 				oldest = i;
 		if (oldest == st->npages)
 			return;
@@ -876,20 +1041,45 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 	evict_pages(st, NULL);
 	struct span *p = &st->pages[st->npages++];
 	p->lo = f->after;
-	for (size_t i = 0; i < r->elements; i++) {
-		struct row *row = row_from_reply(st, r->element[i]);
-		if (!row)
+	/* The page covers ids up to its last entry (an event or not), but no
+	 * further than the newest event the tail had read when it was asked:
+	 * what lies beyond is the tail's to judge. */
+	int64_t last = f->after;
+	bool beyond = false;
+	for (size_t i = 0; i < r->elements && !beyond; i++) {
+		const redisReply *e = r->element[i];
+		struct row *row;
+		enum entry_kind kind = row_from_reply(st, e, &row);
+		uint64_t ms = 0, seq = 0;
+		const char *id = "?";
+		if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 && e->element[0]->type == REDIS_REPLY_STRING) {
+			id = e->element[0]->str;
+			parse_stream_id(id, e->element[0]->len, &ms, &seq);
+		}
+		if (ms > (uint64_t)f->known || (ms == (uint64_t)f->known && seq > 0)) {
+			free(row);
+			beyond = true;
 			continue;
+		}
+		if ((int64_t)ms > last)
+			last = (int64_t)ms;
+		if (kind != ENTRY_EVENT) {
+			if (!st->warned_pages)
+				log_warn("redis: skipping entry %s of %s: not added by herald_publish, so not an event "
+					 "(logged once)",
+					 id, st->key_events);
+			st->warned_pages = true;
+			continue;
+		}
 		if (row->ev.id <= f->after || (p->n && row->ev.id <= p->rows[p->start + p->n - 1]->ev.id)) {
 			free(row);
 			continue;
 		}
 		span_push(p, row);
 	}
-	int64_t last = p->n ? p->rows[p->start + p->n - 1]->ev.id : f->after;
 	/* A full page ends at its last entry; a short one reached the end of
 	 * the stream, so it covers every id committed when it was asked. */
-	p->hi = r->elements >= (size_t)f->count ? last : (last > f->known ? last : f->known);
+	p->hi = beyond ? f->known : r->elements >= (size_t)f->count ? last : (last > f->known ? last : f->known);
 	int64_t first = p->n ? p->rows[p->start]->ev.id : p->hi + 1;
 	if (first > f->after + 1)
 		note_pruned(st, first - 1);
@@ -933,9 +1123,9 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 	if (upto > st->window.hi)
 		upto = st->window.hi;
 	int64_t pos = after;
-	size_t n = 0;
-	bool stopped = false;
-	while (pos < upto && n < limit && !stopped) {
+	size_t n = 0, examined = 0;
+	bool stopped = false, spent = false;
+	while (pos < upto && n < limit && !stopped && !spent) {
 		struct span *s = covering(st, pos);
 		if (!s)
 			break;
@@ -946,6 +1136,13 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 			const struct store_event *ev = &s->rows[s->start + i]->ev;
 			if (ev->id > end)
 				break;
+			/* A filtered read looks at a bounded number of rows, so
+			 * one that wants little costs the loop little at a
+			 * time; it says how far it got (through). */
+			if (f && ++examined > REDIS_READ_BUDGET) {
+				spent = true;
+				break;
+			}
 			pos = ev->id;
 			if (!passes(f, ev))
 				continue;
@@ -955,10 +1152,10 @@ int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t
 			if (stopped || n == limit)
 				break;
 		}
-		if (!stopped && n < limit)
+		if (!stopped && !spent && n < limit)
 			pos = end;
 	}
-	if (pos < upto && n < limit && !stopped)
+	if (pos < upto && n < limit && !stopped && !spent)
 		fetch_after(st, pos); /* a gap: what follows comes later */
 	if (!f && pos > st->polled_through)
 		st->polled_through = pos; /* only the hub's fan-out reads unfiltered */

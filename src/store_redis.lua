@@ -3,19 +3,91 @@
 ({name}:events), KEYS[2] the newest id assigned ({name}:last); the braces
 are a hash tag, so Redis Cluster keeps both on one shard. Each event is a
 stream entry with the id "<n>-0" and the fields type, topic, data, public
-(1 or 0) and time (Unix seconds, Redis' clock). Ids are consecutive
-integers: one counter for every herald node and every other publisher. ]]
+(1 or 0), time (Unix seconds, Redis' clock) and id (n again: the mark of an
+entry this library added). Ids are consecutive integers: one counter for
+every herald node and every other publisher. ]]
 
--- The id below which no new entry may go: the counter, or the stream's own
--- last entry if the counter was lost (a FLUSH, a restore of the stream alone).
-local function newest(keys)
-  local last = tonumber(redis.call('GET', keys[2]) or '0')
-  local top = redis.call('XREVRANGE', keys[1], '+', '-', 'COUNT', 1)
-  if #top > 0 then
-    local n = tonumber(string.match(top[1][1], '^(%d+)-'))
-    if n > last then last = n end
+-- At most this many entries herald did not add are removed in one go; more
+-- on top of the stream and it is likely not herald's log at all.
+local SWEEP_MAX = 1000
+
+-- The event id of entry e ({id, fields}), or nil if it is not an event.
+-- An event has the id "<n>-0" and either the field id = n (written by
+-- herald_publish) or n at most the counter: entries from before that
+-- field existed are all at or below it (the counter only grows, and each
+-- append set it to its newest id), while an entry added with XADD outside
+-- this library gets an id above the stream's newest, so above the counter.
+local function event_id(e, counter)
+  local digits = string.match(e[1], '^(%d+)-0$')
+  if not digits then
+    return nil
   end
-  return last
+  local n = tonumber(digits)
+  if n <= counter then
+    return n
+  end
+  local f = e[2]
+  for j = 1, #f - 1, 2 do
+    if f[j] == 'id' then
+      if f[j + 1] == digits then
+        return n
+      end
+      return nil
+    end
+  end
+  return nil
+end
+
+-- The newest event id, and the ids of the entries above it that are not
+-- events (newest first; nil if there are more than SWEEP_MAX). The newest
+-- event id is the counter, or the newest event in the stream if the
+-- counter is behind it (lost in a FLUSH, or a restore of the stream
+-- alone); an entry herald did not add never moves it.
+local function newest(keys)
+  local counter = tonumber(redis.call('GET', keys[2]) or '0')
+  local others = {}
+  local from, count = '+', 1 -- the newest entry is nearly always an event: read it alone
+  while true do
+    local batch = redis.call('XREVRANGE', keys[1], from, '-', 'COUNT', count)
+    for _, e in ipairs(batch) do
+      local n = event_id(e, counter)
+      if n then
+        return math.max(n, counter), others
+      end
+      if #others == SWEEP_MAX then
+        return counter, nil
+      end
+      others[#others + 1] = e[1]
+    end
+    if #batch < count then
+      return counter, others
+    end
+    from, count = '(' .. batch[#batch][1], 64
+  end
+end
+
+-- Removes the entries above the newest event that are not events, so that
+-- herald's next id can follow its newest: Redis takes no id at or below
+-- the stream's last one, which stays that of the newest entry ever added
+-- until XSETID moves it back. Returns the newest event id and how many
+-- entries went, or an error reply if there are too many to remove.
+local function sweep(keys)
+  local last, others = newest(keys)
+  if not others then
+    return nil, redis.error_reply('ERR ' .. keys[1] .. ' has more than ' .. SWEEP_MAX ..
+      ' entries above id ' .. string.format('%d', last) ..
+      ' that herald_publish did not add; remove them (is it herald\'s log?)')
+  end
+  if #others > 0 then
+    for i = 1, #others, 100 do
+      redis.call('XDEL', keys[1], unpack(others, i, math.min(i + 99, #others)))
+    end
+    redis.call('XSETID', keys[1], string.format('%d-0', last))
+    redis.log(redis.LOG_WARNING, 'herald: removed ' .. #others .. ' entries from ' .. keys[1] ..
+      ' that herald_publish did not add (the first ' .. others[#others] .. '); ids go on from ' ..
+      string.format('%d', last))
+  end
+  return last, #others
 end
 
 -- FCALL herald_publish 2 <stream> <last> TYPE TOPIC DATA PUBLIC [...]
@@ -38,24 +110,67 @@ local function publish(keys, args)
       return redis.error_reply('ERR event ' .. (i + 1) .. ': PUBLIC is 1 or 0')
     end
   end
-  local first = newest(keys) + 1
+  local last, err = sweep(keys)
+  if not last then
+    return err
+  end
+  local first = last + 1
   local now = redis.call('TIME')[1]
   for i = 0, n - 1 do
-    redis.call('XADD', keys[1], string.format('%d-0', first + i), 'type', args[i * 4 + 1], 'topic',
-      args[i * 4 + 2], 'data', args[i * 4 + 3], 'public', args[i * 4 + 4], 'time', now)
+    local id = string.format('%d', first + i)
+    local add = { 'XADD', keys[1], id .. '-0', 'type', args[i * 4 + 1], 'topic', args[i * 4 + 2], 'data',
+      args[i * 4 + 3], 'public', args[i * 4 + 4], 'time', now, 'id', id }
+    if i > 0 then
+      redis.call(unpack(add))
+    else
+      local r = redis.pcall(unpack(add))
+      if type(r) == 'table' and r.err then
+        if not string.find(r.err, 'equal or smaller', 1, true) then
+          return r
+        end
+        -- An entry added and deleted again outside herald left the
+        -- stream's last id above the newest event: move it back.
+        redis.call('XSETID', keys[1], string.format('%d-0', last))
+        redis.call(unpack(add))
+      end
+    end
   end
   redis.call('SET', keys[2], string.format('%d', first + n - 1))
   return first
 end
 
--- The highest id retention has removed: the first entry's id less one, or
--- the newest id when the stream is empty.
-local function pruned_through(keys)
-  local head = redis.call('XRANGE', keys[1], '-', '+', 'COUNT', 1)
-  if #head == 0 then
-    return newest(keys)
+-- FCALL herald_sweep 2 <stream> <last>
+-- Called by a node whose reader met an entry above the counter without the
+-- mark: removes such entries (as herald_publish does before it appends).
+-- Returns {newest event id, entries removed}.
+local function sweep_call(keys)
+  local last, removed = sweep(keys)
+  if not last then
+    return removed
   end
-  return tonumber(string.match(head[1][1], '^(%d+)-')) - 1
+  return { last, removed }
+end
+
+-- The highest id retention has removed: the first event's id less one, or
+-- the newest id when the stream holds no event.
+local function pruned_through(keys)
+  local counter = tonumber(redis.call('GET', keys[2]) or '0')
+  local from, count, seen = '-', 1, 0
+  while seen <= SWEEP_MAX do
+    local batch = redis.call('XRANGE', keys[1], from, '+', 'COUNT', count)
+    for _, e in ipairs(batch) do
+      local n = event_id(e, counter)
+      if n then
+        return n - 1
+      end
+    end
+    if #batch < count then
+      break
+    end
+    seen = seen + #batch
+    from, count = '(' .. batch[#batch][1], 64
+  end
+  return (newest(keys))
 end
 
 -- FCALL herald_trim 2 <stream> <last> MAX_COUNT MAX_AGE_S STEP
@@ -104,5 +219,6 @@ local function floor(keys, args)
 end
 
 redis.register_function('herald_publish', publish)
+redis.register_function('herald_sweep', sweep_call)
 redis.register_function('herald_trim', trim)
 redis.register_function('herald_floor', floor)

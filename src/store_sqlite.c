@@ -15,6 +15,7 @@
 #include "store_sqlite.h"
 
 #include "log.h"
+#include "topic.h"
 #include "loop.h"
 #include "metrics.h"
 #include "util.h"
@@ -36,7 +37,13 @@
 #define STORE_FILTER_CACHE 32
 
 /* The schema version this build writes; a newer database is refused. */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
+
+/* SQLite's VM steps between two looks at a read's budget. */
+#define BUDGET_CHECK_OPS 1000
+
+static int budget_check(void *arg);
+static void sql_seen(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 /* While opening, migrations may legitimately wait for another writer for a
  * while; the loop is not running yet. */
@@ -68,6 +75,18 @@ struct store_sqlite {
 	size_t next_filter;
 	sqlite3_stmt *late;
 	sqlite3_stmt *max_id;
+	/* The work a filtered read may do (store_sqlite_set_read_budget),
+	 * counted by the progress handler while one runs. */
+	struct read_budget {
+		uint64_t us;         /* time, from the read's start */
+		uint64_t min_ops;    /* never interrupted before this many VM steps */
+		uint64_t max_ops;    /* nor allowed more (0: no count limit) */
+		bool on;             /* a budgeted read is running */
+		uint64_t ops;        /* VM steps so far */
+		uint64_t deadline;   /* clock_mono_us() */
+		int64_t seen;        /* a scan's last row examined (herald_seen) */
+		uint64_t interrupts; /* reads cut short, for tests and logs */
+	} budget;
 	sqlite3_stmt *prune;
 	sqlite3_stmt *set_pruned;
 	sqlite3_stmt *data_ver;
@@ -120,6 +139,12 @@ static const struct migration migrations[] = {
 	  " WHEN EXISTS (SELECT 1 FROM events WHERE id > NEW.id) BEGIN"
 	  " INSERT OR REPLACE INTO herald_meta(key, value) VALUES ('late_inserts',"
 	  " COALESCE((SELECT value FROM herald_meta WHERE key = 'late_inserts'), 0) + 1); END;",
+	  NULL },
+	/* A reader without rights to private rows reads public rows by topic
+	 * through an index that holds nothing else: a log full of private
+	 * rows under its topics costs it nothing. */
+	{ 3,
+	  "CREATE INDEX IF NOT EXISTS events_public_topic_id ON events(topic, id) WHERE CAST(public AS INTEGER) <> 0;",
 	  NULL },
 };
 
@@ -467,6 +492,16 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 	 * the middle of a publish. The caller checkpoints from a timer
 	 * (store_sqlite_checkpoint); the hook only counts the WAL's pages. */
 	sqlite3_wal_hook(st->db, wal_counted, st);
+	/* Filtered reads are cut short by their budget (budget_check), and
+	 * their scans note how far they looked (herald_seen; direct calls
+	 * only, so a trigger or view in the file cannot call it). */
+	store_sqlite_set_read_budget(st, STORE_READ_BUDGET_US, STORE_READ_MIN_OPS, 0);
+	sqlite3_progress_handler(st->db, BUDGET_CHECK_OPS, budget_check, st);
+	if (sqlite3_create_function(st->db, "herald_seen", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, st, sql_seen, NULL,
+				    NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "cannot register a function on %s: %s", path, sqlite3_errmsg(st->db));
+		goto fail;
+	}
 	struct stat sb;
 	if (stat(path, &sb) < 0) {
 		snprintf(err, errlen, "cannot stat database %s: %s", path, strerror(errno));
@@ -688,10 +723,22 @@ static const char *column_text(sqlite3_stmt *s, int col, size_t *len)
 	return p;
 }
 
+/* The row s is on (its columns in ROW_COLUMNS' order), valid until the
+ * next step. */
+static void row_event(sqlite3_stmt *s, struct store_event *ev)
+{
+	ev->id = sqlite3_column_int64(s, 0);
+	ev->type = column_text(s, 1, &ev->type_len);
+	ev->topic = column_text(s, 2, &ev->topic_len);
+	ev->data = column_text(s, 3, &ev->data_len);
+	ev->public = sqlite3_column_int64(s, 4) != 0;
+	ev->created_at = sqlite3_column_int64(s, 5);
+}
+
 /* Step s (with ?1 after, ?2 upto and ?3 limit bound here, anything else by
  * the caller) and pass each row to cb; reset and unbind it afterwards. */
-static int read_rows(struct store_sqlite *st, sqlite3_stmt *s, int64_t after, int64_t upto, size_t limit, store_row_cb cb,
-		     void *arg)
+static int read_rows(struct store_sqlite *st, sqlite3_stmt *s, int64_t after, int64_t upto, size_t limit,
+		     store_row_cb cb, void *arg)
 {
 	int count = 0, rc;
 
@@ -702,12 +749,7 @@ static int read_rows(struct store_sqlite *st, sqlite3_stmt *s, int64_t after, in
 	sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		struct store_event ev;
-		ev.id = sqlite3_column_int64(s, 0);
-		ev.type = column_text(s, 1, &ev.type_len);
-		ev.topic = column_text(s, 2, &ev.topic_len);
-		ev.data = column_text(s, 3, &ev.data_len);
-		ev.public = sqlite3_column_int64(s, 4) != 0;
-		ev.created_at = sqlite3_column_int64(s, 5);
+		row_event(s, &ev);
 		count++;
 		if (cb(arg, &ev) != 0) {
 			rc = SQLITE_DONE;
@@ -721,17 +763,17 @@ static int read_rows(struct store_sqlite *st, sqlite3_stmt *s, int64_t after, in
 	return ret;
 }
 
-int store_sqlite_read_range(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
+int store_sqlite_read_range(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb,
+			    void *arg)
 {
 	if (limit == 0 || upto <= after)
 		return 0;
 	return read_rows(st, st->range, after, upto, limit, cb, arg);
 }
 
-/* A pattern as SQL: an exact topic is compared with "=", which walks the
- * (topic, id) index in id order; a subtree (p, "/", "*") becomes GLOB
- * 'p/?*' (topics hold no GLOB metacharacters), a range on the same index
- * (its rows then sorted by id, bounded by the limit). */
+/* A pattern as SQL: an exact topic is compared with "=", which seeks the
+ * (topic, id) indexes in id order; a subtree (p, "/", "*") becomes GLOB
+ * 'p/?*' (topics hold no GLOB metacharacters). */
 static bool pattern_exact(const char *pattern)
 {
 	size_t n = strlen(pattern);
@@ -752,36 +794,168 @@ static void pattern_bind(sqlite3_stmt *s, int index, const char *pattern)
 
 #define MATCH(p) (pattern_exact(p) ? "=" : "GLOB")
 
-/* The statement text for a filter. ?1 after, ?2 upto, ?3 limit, ?4 whether
- * every private row counts, then the topics' patterns, then the granted
- * ones. With topics: one index walk per topic, each bounded by the limit,
- * keeping the rows the reader may see, merged by id (UNION: patterns may
- * overlap). Without: the public rows' index walk and one per granted
- * pattern, merged the same way. */
-static int filter_sql(const struct store_filter *f, size_t ntopics, size_t ngrants, char *sql, size_t len)
+/* ---- filtered reads ----
+ *
+ * What a reader may and wants to see is its topics (none: all), and of
+ * those the public rows, or every row (the read token, a "*" grant), or the
+ * private rows under its granted patterns too. Two patterns are either
+ * disjoint or one covers the other (the hub has removed repeated and
+ * covered ones), so the rows of topic t a reader may see are: all of them
+ * when a grant covers t; else the public ones, plus all rows of each grant
+ * that t covers.
+ *
+ * When every such part is an exact topic, the read is one index seek per
+ * part (public parts through the index of public rows by topic), each
+ * stopping at the limit: bounded work, whatever the log. A subtree is a
+ * GLOB, which no index seeks in id order; its read is then one scan in id
+ * order (the rows, or only the public ones through their index) with the
+ * whole filter as its condition, cut short by the read budget and resumed
+ * from the last row it examined. */
+
+/* One index seek: the rows of pattern (NULL: every topic), only the public
+ * ones or all. */
+struct part {
+	const char *pattern;
+	bool public_only;
+};
+
+#define MAX_PARTS (STORE_MAX_TOPICS + STORE_MAX_GRANTS + 1)
+
+static bool covered_by_any(char *const *patterns, size_t n, const char *q)
+{
+	for (size_t i = 0; i < n; i++)
+		if (topic_pattern_covers(patterns[i], q))
+			return true;
+	return false;
+}
+
+static void part_add(struct part *parts, size_t *n, const char *pattern, bool public_only)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (parts[i].public_only == public_only &&
+		    (parts[i].pattern == pattern ||
+		     (parts[i].pattern && pattern && strcmp(parts[i].pattern, pattern) == 0)))
+			return;
+	parts[(*n)++] = (struct part){ pattern, public_only };
+}
+
+/* The parts of f, for a reader that does not see every row (see_private
+ * false). Returns their count, and whether one is a subtree. */
+static size_t filter_parts(const struct store_filter *f, size_t ntopics, struct part *parts, bool *subtree)
 {
 	size_t n = 0;
-#define ADD(...) n += (size_t)snprintf(sql + n, n < len ? len - n : 0, __VA_ARGS__)
-	if (ntopics) {
-		for (size_t i = 0; i < ntopics; i++) {
-			ADD("%sSELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE topic %s ?%zu"
-			    " AND id > ?1 AND id <= ?2 AND (?4 OR CAST(public AS INTEGER) <> 0",
-			    i ? " UNION " : "", MATCH(f->topics[i]), i + 5);
-			for (size_t g = 0; g < ngrants; g++)
-				ADD(" OR topic %s ?%zu", MATCH(f->grants[g]), ntopics + g + 5);
-			ADD(") ORDER BY id LIMIT ?3)");
+	if (ntopics == 0) {
+		part_add(parts, &n, NULL, true);
+		for (size_t g = 0; g < f->ngrants; g++)
+			part_add(parts, &n, f->grants[g], false);
+	}
+	for (size_t i = 0; i < ntopics; i++) {
+		const char *t = f->topics[i];
+		if (covered_by_any(f->grants, f->ngrants, t)) {
+			part_add(parts, &n, t, false);
+			continue;
 		}
-	} else {
-		ADD("SELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE CAST(public AS INTEGER) <> 0"
-		    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)");
-		for (size_t g = 0; g < ngrants; g++)
-			ADD(" UNION SELECT * FROM (SELECT " ROW_COLUMNS " FROM events WHERE topic %s ?%zu"
-			    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
-			    MATCH(f->grants[g]), g + 5);
+		part_add(parts, &n, t, true);
+		for (size_t g = 0; g < f->ngrants; g++)
+			if (topic_pattern_covers(t, f->grants[g]))
+				part_add(parts, &n, f->grants[g], false);
+	}
+	*subtree = false;
+	for (size_t i = 0; i < n; i++)
+		if (parts[i].pattern && !pattern_exact(parts[i].pattern))
+			*subtree = true;
+	return n;
+}
+
+/* The parts as one statement: ?1 after, ?2 upto, ?3 limit, then the
+ * parts' patterns from ?4 in order; merged by id (UNION: a row of two
+ * parts, a public row of a granted topic, comes once). */
+static int seek_sql(const struct part *parts, size_t n, char *sql, size_t len)
+{
+	size_t k = 0;
+#define ADD(...) k += (size_t)snprintf(sql + k, k < len ? len - k : 0, __VA_ARGS__)
+	for (size_t i = 0; i < n; i++) {
+		ADD("%sSELECT * FROM (SELECT " ROW_COLUMNS " FROM events", i ? " UNION " : "");
+		if (!parts[i].pattern)
+			ADD(" INDEXED BY events_public_id WHERE CAST(public AS INTEGER) <> 0");
+		else if (parts[i].public_only)
+			ADD(" INDEXED BY events_public_topic_id WHERE topic %s ?%zu AND CAST(public AS INTEGER) <> 0",
+			    MATCH(parts[i].pattern), i + 4);
+		else
+			ADD(" WHERE topic %s ?%zu", MATCH(parts[i].pattern), i + 4);
+		ADD(" AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)");
 	}
 	ADD(" ORDER BY id LIMIT ?3");
 #undef ADD
-	return n < len ? 0 : -1;
+	return k < len ? 0 : -1;
+}
+
+/* The filter as one scan in id order: ?1 after, ?2 upto, ?3 limit, the
+ * topics from ?4, then the grants. herald_seen(id, wanted) notes every row
+ * examined, so a scan cut short still says how far it looked. A reader
+ * that sees only public rows scans their index alone. */
+static int scan_sql(const struct store_filter *f, size_t ntopics, bool see_private, char *sql, size_t len)
+{
+	size_t k = 0;
+	bool public_only = !see_private && f->ngrants == 0;
+#define ADD(...) k += (size_t)snprintf(sql + k, k < len ? len - k : 0, __VA_ARGS__)
+	ADD("SELECT " ROW_COLUMNS " FROM events %s WHERE id > ?1 AND id <= ?2",
+	    public_only ? "INDEXED BY events_public_id" : "NOT INDEXED");
+	if (public_only)
+		ADD(" AND CAST(public AS INTEGER) <> 0");
+	ADD(" AND herald_seen(id, (");
+	if (ntopics == 0)
+		ADD("1");
+	for (size_t i = 0; i < ntopics; i++)
+		ADD("%stopic %s ?%zu", i ? " OR " : "", MATCH(f->topics[i]), i + 4);
+	ADD(")");
+	if (!see_private && !public_only) {
+		ADD(" AND (CAST(public AS INTEGER) <> 0");
+		for (size_t g = 0; g < f->ngrants; g++)
+			ADD(" OR topic %s ?%zu", MATCH(f->grants[g]), ntopics + g + 4);
+		ADD(")");
+	}
+	ADD(") ORDER BY id LIMIT ?3");
+#undef ADD
+	return k < len ? 0 : -1;
+}
+
+/* herald_seen(id, wanted): note id as examined, answer wanted. */
+static void sql_seen(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	struct store_sqlite *st = sqlite3_user_data(ctx);
+	st->budget.seen = sqlite3_value_int64(argv[0]);
+	sqlite3_result_int(ctx, sqlite3_value_int(argv[1]) != 0);
+}
+
+/* SQLite's progress handler: interrupt a budgeted read once it is past its
+ * time (and its floor of steps, so every read makes progress), or past its
+ * count of steps. */
+static int budget_check(void *arg)
+{
+	struct store_sqlite *st = arg;
+	struct read_budget *b = &st->budget;
+	if (!b->on)
+		return 0;
+	b->ops += BUDGET_CHECK_OPS;
+	if (b->ops < b->min_ops)
+		return 0;
+	if (b->max_ops && b->ops >= b->max_ops)
+		return 1;
+	return clock_mono_ns() / 1000 >= b->deadline;
+}
+
+void store_sqlite_set_read_budget(struct store_sqlite *st, uint64_t us, uint64_t min_ops, uint64_t max_ops)
+{
+	st->budget.us = us;
+	st->budget.min_ops = min_ops;
+	st->budget.max_ops = max_ops;
+}
+
+uint64_t store_sqlite_read_interrupts(const struct store_sqlite *st)
+{
+	return st->budget.interrupts;
 }
 
 /* The prepared statement for sql, from a small cache of the filters seen
@@ -806,37 +980,141 @@ static sqlite3_stmt *filter_stmt(struct store_sqlite *st, const char *sql)
 	return slot->stmt;
 }
 
-int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
-			store_row_cb cb, void *arg)
+/* A read in progress: the caller's callback, and what came of it. */
+struct read_state {
+	store_row_cb cb;
+	void *arg;
+	int64_t last; /* the last row passed to cb */
+	bool stopped; /* cb asked to stop */
+	int n;        /* rows passed */
+};
+
+/* Step s (bound by the caller) under the budget. SQLITE_DONE, SQLITE_INTERRUPT
+ * (the budget ran out), or an error code; s is reset either way. */
+static int step_budgeted(struct store_sqlite *st, sqlite3_stmt *s, struct read_state *rs)
 {
-	if (limit == 0 || upto <= after)
-		return 0;
-	if (f->ntopics > STORE_MAX_TOPICS || f->ngrants > STORE_MAX_GRANTS)
-		return -EINVAL;
+	int rc;
+	st->budget.on = true;
+	st->budget.ops = 0;
+	st->budget.seen = 0;
+	st->budget.deadline = clock_mono_ns() / 1000 + st->budget.us;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct store_event ev;
+		row_event(s, &ev);
+		rs->n++;
+		rs->last = ev.id;
+		if (rs->cb(rs->arg, &ev) != 0) {
+			rs->stopped = true;
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	st->budget.on = false;
+	if (rc == SQLITE_INTERRUPT)
+		st->budget.interrupts++;
+	/* Ends the read transaction, so the next call sees new commits. */
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc;
+}
+
+/* Prepare and bind the read of f: the range walks, a seek by parts, or a
+ * scan (always when force_scan). Sets *scan to which. NULL on failure with
+ * *rc set (-EINVAL, -EIO). */
+static sqlite3_stmt *filtered_stmt(struct store_sqlite *st, const struct store_filter *f, bool force_scan, bool *scan,
+				   int *rc)
+{
 	bool see_private = f->see_private;
-	size_t ntopics = f->ntopics, ngrants = f->ngrants;
+	size_t ntopics = f->ntopics;
 	for (size_t i = 0; i < f->ntopics; i++)
 		if (strcmp(f->topics[i], "*") == 0)
 			ntopics = 0; /* every topic */
 	for (size_t g = 0; g < f->ngrants; g++)
 		if (strcmp(f->grants[g], "*") == 0)
 			see_private = true;
-	if (see_private)
-		ngrants = 0;
+	size_t ngrants = see_private ? 0 : f->ngrants;
+	*scan = false;
 	if (ntopics == 0 && ngrants == 0)
-		return read_rows(st, see_private ? st->range : st->range_public, after, upto, limit, cb, arg);
+		/* Every row, or every public one: an id-ordered walk that stops
+		 * at the limit. */
+		return see_private ? st->range : st->range_public;
+	struct part parts[MAX_PARTS];
+	size_t n = 0;
+	bool subtree = false;
+	if (see_private) {
+		for (size_t i = 0; i < ntopics; i++) {
+			part_add(parts, &n, f->topics[i], false);
+			subtree = subtree || !pattern_exact(f->topics[i]);
+		}
+	} else {
+		n = filter_parts(f, ntopics, parts, &subtree);
+	}
+	*scan = subtree || force_scan;
 	char sql[16384];
-	if (filter_sql(f, ntopics, ngrants, sql, sizeof(sql)) < 0)
-		return -EINVAL;
+	struct store_filter g = *f;
+	g.ngrants = ngrants;
+	if (*scan ? scan_sql(&g, ntopics, see_private, sql, sizeof(sql)) : seek_sql(parts, n, sql, sizeof(sql))) {
+		*rc = -EINVAL;
+		return NULL;
+	}
 	sqlite3_stmt *s = filter_stmt(st, sql);
-	if (!s)
-		return -EIO;
-	for (size_t i = 0; i < ntopics; i++)
-		pattern_bind(s, (int)i + 5, f->topics[i]);
-	for (size_t g = 0; g < ngrants; g++)
-		pattern_bind(s, (int)(ntopics + g) + 5, f->grants[g]);
-	sqlite3_bind_int(s, 4, see_private ? 1 : 0);
-	return read_rows(st, s, after, upto, limit, cb, arg);
+	if (!s) {
+		*rc = -EIO;
+		return NULL;
+	}
+	if (*scan) {
+		for (size_t i = 0; i < ntopics; i++)
+			pattern_bind(s, (int)i + 4, f->topics[i]);
+		for (size_t i = 0; i < ngrants; i++)
+			pattern_bind(s, (int)(ntopics + i) + 4, f->grants[i]);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			if (parts[i].pattern)
+				pattern_bind(s, (int)i + 4, parts[i].pattern);
+	}
+	return s;
+}
+
+int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit,
+			       const struct store_filter *f, store_row_cb cb, void *arg, int64_t *through)
+{
+	*through = after;
+	if (limit == 0 || upto <= after)
+		return 0;
+	if (f->ntopics > STORE_MAX_TOPICS || f->ngrants > STORE_MAX_GRANTS)
+		return -EINVAL;
+	if (limit > INT_MAX)
+		limit = INT_MAX;
+	for (int attempt = 0;; attempt++) {
+		bool scan;
+		int err = -EIO;
+		sqlite3_stmt *s = filtered_stmt(st, f, attempt > 0, &scan, &err);
+		if (!s)
+			return err;
+		sqlite3_bind_int64(s, 1, after);
+		sqlite3_bind_int64(s, 2, upto);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
+		struct read_state rs = { cb, arg, after, false, 0 };
+		int rc = step_budgeted(st, s, &rs);
+		if (rc == SQLITE_DONE) {
+			/* Fewer rows than asked, and not stopped: nothing else
+			 * matched up to upto. */
+			*through = (!rs.stopped && (size_t)rs.n < limit) ? upto : rs.last;
+			return rs.n;
+		}
+		if (rc != SQLITE_INTERRUPT)
+			return fail_rc(st, "filtered read", rc);
+		/* Out of budget. Rows come out in id order (a seek's parts are
+		 * merged as they go), so every wanted row up to the last one
+		 * passed on has been; a scan has also examined every row below
+		 * the one it was on. */
+		int64_t looked = scan && st->budget.seen > after ? st->budget.seen - 1 : after;
+		*through = looked > rs.last ? looked : rs.last;
+		if (rs.n > 0 || scan || attempt > 0)
+			return rs.n;
+		/* A seek that got nowhere in its budget: once more as a scan,
+		 * which always does (its floor of steps examines rows). */
+	}
 }
 
 int store_sqlite_max_id(struct store_sqlite *st, int64_t *max_id)
@@ -1036,8 +1314,7 @@ static void confirm_change(void *arg)
 		st->confirm_step = 1; /* go on checking from the shortest delay */
 	}
 	if (st->confirm_step < ARRAY_LEN(confirm_delays_ms))
-		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change,
-				 st);
+		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change, st);
 	else
 		st->confirm_step = 0;
 }

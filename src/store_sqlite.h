@@ -34,15 +34,30 @@ int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_ev
 
 /* Call cb for each row with after < id <= upto, in id order, at most limit
  * rows. Returns the number of rows passed to cb, -EBUSY, or -EIO. */
-int store_sqlite_read_range(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg);
+int store_sqlite_read_range(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb,
+			    void *arg);
 
-/* Like store_sqlite_read_range, but only rows that pass f (wanted by topic, and
- * public, or private with every private row or a granted topic), found
- * through indexes (by topic, by visibility), so a filter that matches
- * little costs little however long the log. Returns rows passed to cb,
- * -EBUSY, -EIO or -EINVAL (too many topics or grants). */
-int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
-			store_row_cb cb, void *arg);
+/* Like store_sqlite_read_range, but only rows that pass f (wanted by
+ * topic, and public, or private with every private row or a granted
+ * topic), found through indexes (by topic, public rows by topic, by
+ * visibility), so a filter that matches little costs little however long
+ * the log. The read stops when its budget (store_sqlite_set_read_budget)
+ * runs out, having made progress: *through gets the id up to which the
+ * range was examined (every matching row up to it was passed to cb).
+ * Returns rows passed to cb, -EBUSY, -EIO or -EINVAL (too many topics or
+ * grants). */
+int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit,
+			       const struct store_filter *f, store_row_cb cb, void *arg, int64_t *through);
+
+/* How much work one filtered read may do: about us microseconds, but at
+ * least min_ops of SQLite's VM steps (so each read gets somewhere) and, when
+ * max_ops is not 0, at most that many. */
+#define STORE_READ_BUDGET_US 500
+#define STORE_READ_MIN_OPS 20000
+void store_sqlite_set_read_budget(struct store_sqlite *st, uint64_t us, uint64_t min_ops, uint64_t max_ops);
+
+/* Filtered reads cut short by their budget so far. */
+uint64_t store_sqlite_read_interrupts(const struct store_sqlite *st);
 
 /* The highest id ever assigned (0 for an empty log), from sqlite_sequence so
  * it survives pruning. Returns 0 or -EBUSY / -EIO. */

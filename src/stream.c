@@ -32,6 +32,40 @@ static int64_t parse_id(const char *p, size_t n)
 	return v;
 }
 
+/* The query parameters a stream takes. */
+static const char *const known_params[] = { "topic", "last_event_id", "envelope", "token" };
+
+/* The first parameter of query not in known_params, as a refusal's reason
+ * in why; NULL when every one is known. Empty parts ("a=1&&b=2", a
+ * trailing "&") are no parameter. */
+static const char *unknown_param(struct http_slice query, char *why, size_t len)
+{
+	const char *q = query.p, *e = query.p + query.n;
+	while (query.n && q < e) {
+		const char *amp = memchr(q, '&', (size_t)(e - q));
+		const char *end = amp ? amp : e;
+		const char *eq = memchr(q, '=', (size_t)(end - q));
+		size_t n = (size_t)((eq ? eq : end) - q);
+		bool known = n == 0;
+		for (size_t i = 0; i < sizeof(known_params) / sizeof(known_params[0]) && !known; i++)
+			known = strlen(known_params[i]) == n && memcmp(known_params[i], q, n) == 0;
+		if (!known) {
+			char shown[40];
+			size_t k = 0;
+			for (size_t i = 0; i < n && k + 1 < sizeof(shown); i++)
+				shown[k++] = isprint((unsigned char)q[i]) && q[i] != '"' && q[i] != '\\' ? q[i] : '?';
+			shown[k] = '\0';
+			snprintf(why, len,
+				 "unknown query parameter \"%s%s\" (a stream takes topic, last_event_id, envelope, "
+				 "token)",
+				 shown, n >= sizeof(shown) ? "..." : "");
+			return why;
+		}
+		q = end + 1;
+	}
+	return NULL;
+}
+
 void stream_params_free(struct stream_params *p)
 {
 	for (size_t i = 0; i < p->ntopics; i++)
@@ -86,6 +120,8 @@ const char *stream_params_parse(const struct http_request *req, struct stream_pa
 
 	memset(p, 0, sizeof(*p));
 	p->resume = -1;
+	if (unknown_param(req->query, p->why, sizeof(p->why)))
+		return p->why; /* nothing allocated yet */
 	if (http_query_get(req->query, "topic", &v)) {
 		why = decode_param(v, "the topic parameter is not valid percent-encoding", &dec);
 		if (!why) {
@@ -254,8 +290,9 @@ void streams_free(struct streams *s)
 }
 
 /* Who the reader is: nobody (public events), the read token (every private
- * event), or a signed token's rights. Returns 0, or the refusal status with
- * *why (and *extra) set. */
+ * event), or a signed token's rights (from the verifier's cache when the
+ * token verified before). Returns 0, or the refusal status with *why (and
+ * *extra) set. */
 static int authorize(const struct streams *s, const struct stream_params *p, struct jwt_rights *rights,
 		     bool *see_private, const char **why, const char **extra)
 {
@@ -272,7 +309,11 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 	if (s->jwt) {
 		/* Never a silent downgrade to public: a token that does not
 		 * verify is refused with its cause. */
-		if (jwt_verify(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why) != JWT_OK) {
+		struct jwt_cost cost;
+		int e = jwt_check(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why, &cost);
+		s->hub->m->token_verifications += cost.signature;
+		s->hub->m->token_cache_hits += cost.cached;
+		if (e != JWT_OK) {
 			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
 			return 401;
 		}
@@ -314,7 +355,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	struct stream_params p;
 	const char *why = stream_params_parse(req, &p), *extra = NULL;
 	if (why) {
-		conn_refuse(c, 400, why, NULL);
+		conn_refuse(c, 400, "bad_parameter", why, NULL);
 		return;
 	}
 	/* EventSource cannot set headers but sends cookies: a token cookie
@@ -327,30 +368,47 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		p.token_in_query = false;
 		from_cookie = true;
 	}
-	struct jwt_rights rights = { 0 };
-	bool see_private;
-	int status = authorize(s, &p, &rights, &see_private, &why, &extra);
-	const struct http_header *origin = http_header_get(req, "Origin");
-	if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
-		/* A cookie goes with every request the browser makes, whoever
-		 * made the page: only listed origins may use it. */
-		status = 403;
-		why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
-	}
+	/* Admission comes before the token: a request the caps refuse costs no
+	 * signature check, so forged tokens sent past the caps cost what
+	 * requests without a token do. When both would refuse, the cap's
+	 * answer is given; the token is judged once there is room. */
 	char key[64];
 	bool counted = false;
+	int status = 0;
+	const char *cause = NULL;
 	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
-	if (status) {
-		/* refused above */
-	} else if (conn_draining(c)) {
+	if (conn_draining(c)) {
 		status = 503;
+		cause = "shutting_down";
 		why = "the server is shutting down";
 	} else if (at_local_capacity(s) ||
 		   (status = hub_admit(s->hub, key, cfg->per_address_limit, s->max_readers, &counted)) == 503) {
 		status = 503;
+		cause = "max_readers";
 		why = "the server is at its reader capacity (max_readers)";
 	} else if (status == 429) {
+		cause = "per_address_limit";
 		why = "too many open streams from this address (per_address_limit)";
+	}
+	struct jwt_rights rights = { 0 };
+	bool see_private = false;
+	if (!status) {
+		status = authorize(s, &p, &rights, &see_private, &why, &extra);
+		cause = status == 401 ? "invalid_token" : "forbidden";
+		const struct http_header *origin = http_header_get(req, "Origin");
+		if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
+			/* A cookie goes with every request the browser makes,
+			 * whoever made the page: only listed origins may use it. */
+			status = 403;
+			cause = "cookie_origin";
+			why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
+		}
+		if (status) {
+			/* The place admission counted (in a group of workers)
+			 * goes back. */
+			hub_admit_release(s->hub, key, counted);
+			counted = false;
+		}
 	}
 	if (status >= 429 && accepts_event_stream(req)) {
 		/* An EventSource gives up for good on any status but 200: a
@@ -364,13 +422,13 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		struct chunk *head = cors_refusal(s, req, status, (int64_t)retry, id, why);
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
-		conn_refuse_as(c, status, why, 200, head);
+		conn_refuse_as(c, status, cause, why, 200, head);
 		return;
 	}
 	if (status) {
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
-		conn_refuse(c, status, why, extra ? extra : status >= 429 ? "Retry-After: 5\r\n" : NULL);
+		conn_refuse(c, status, cause, why, extra ? extra : status >= 429 ? "Retry-After: 5\r\n" : NULL);
 		return;
 	}
 

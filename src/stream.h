@@ -21,12 +21,14 @@ struct stream_params {
 	char *token;                     /* owned, percent-decoded; NULL if none given */
 	bool token_in_query;             /* from ?token= (not Authorization) */
 	bool envelope;                   /* ?envelope=1: events as unnamed JSON envelopes */
+	char why[160];                   /* a refusal's reason naming what was sent */
 };
 
-/* Parse the query (topic=, last_event_id=, token=) and the Last-Event-ID
- * and Authorization headers of req (pure: no I/O, fuzzed). Returns NULL with
- * *p filled (free with stream_params_free), or a static reason for a 400
- * with *p empty. */
+/* Parse the query (topic=, last_event_id=, envelope=, token=; any other
+ * parameter is refused, so a misspelt one is not silently ignored) and the
+ * Last-Event-ID and Authorization headers of req (pure: no I/O, fuzzed).
+ * Returns NULL with *p filled (free with stream_params_free), or the reason
+ * for a 400 (static, or in p->why) with *p otherwise empty. */
 const char *stream_params_parse(const struct http_request *req, struct stream_params *p);
 void stream_params_free(struct stream_params *p);
 

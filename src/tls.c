@@ -105,6 +105,7 @@ struct tls_ctx {
 struct tls_park {
 	const EVP_CIPHER *cipher; /* the shared fetched cipher (tls_ctx) */
 	uint64_t seq;             /* of the next record */
+	uint32_t max_plain;       /* plaintext bytes per record at most (record_max) */
 	unsigned char key[32];
 	unsigned char iv[12];
 	unsigned char *out; /* a sealed record the socket has not taken yet, or NULL */
@@ -616,9 +617,9 @@ static int expand_label(struct tls_ctx *tc, int sha384, const unsigned char *sec
 	return ok ? 0 : -1;
 }
 
-/* Seal n bytes (at most 16384) of content type `type` as one TLS 1.3
- * record with sequence number seq into tc->seal_buf. Returns the record's
- * length, or -1. */
+/* Seal n bytes (at most the session's record_max) of content type `type`
+ * as one TLS 1.3 record with sequence number seq into tc->seal_buf.
+ * Returns the record's length, or -1. */
 static int seal(struct tls_ctx *tc, const struct tls_park *pk, uint64_t seq, unsigned char type, const unsigned char *p,
 		size_t n)
 {
@@ -641,6 +642,21 @@ static int seal(struct tls_ctx *tc, const struct tls_park *pk, uint64_t seq, uns
 	    EVP_CIPHER_CTX_ctrl(cx, EVP_CTRL_AEAD_GET_TAG, 16, out + 6 + n) != 1)
 		return -1;
 	return (int)(5 + clen);
+}
+
+/* The most plaintext one record of ssl's session may carry: 2^14, or the
+ * maximum fragment length the client negotiated (RFC 6066: 512 to 4096;
+ * OpenSSL 3.0 has no record_size_limit). Parking keeps such a session and
+ * seals to this bound, as OpenSSL does, rather than refusing it: the first
+ * record still matches OpenSSL's byte for byte, and the stream costs what
+ * any parked one does. */
+static uint32_t record_max(const SSL *ssl)
+{
+	const SSL_SESSION *sess = SSL_get0_session(ssl);
+	uint8_t mode = sess ? SSL_SESSION_get_max_fragment_length(sess) : TLSEXT_max_fragment_length_DISABLED;
+	if (mode >= TLSEXT_max_fragment_length_512 && mode <= TLSEXT_max_fragment_length_4096)
+		return UINT32_C(256) << mode; /* 512 << (mode - 1) */
+	return 16384;
 }
 
 /* The key and IV of t's session from its secret; NULL when its cipher is
@@ -673,6 +689,7 @@ static struct tls_park *park_keys(struct tls_conn *t)
 		return NULL;
 	struct tls_park *pk = xcalloc(1, sizeof(*pk));
 	pk->cipher = tc->aead[which];
+	pk->max_plain = record_max(t->ssl);
 	if (expand_label(tc, sha384, t->secret, t->secret_len, "key", pk->key, keylen) < 0 ||
 	    expand_label(tc, sha384, t->secret, t->secret_len, "iv", pk->iv, sizeof(pk->iv)) < 0) {
 		OPENSSL_cleanse(pk, sizeof(*pk));
@@ -716,7 +733,7 @@ static ssize_t park_flush(struct conn *c)
 }
 
 /* Try to park c (see above), sealing the first record from p (n bytes, at
- * most 16384) on the way. Returns the plaintext bytes that record took
+ * most record_max) on the way. Returns the plaintext bytes that record took
  * (the record then sits in pk->out, or OpenSSL's buffers if parking did
  * not work out and t->park is NULL), or 0 when parking was not tried. */
 static size_t park(struct conn *c, const unsigned char *p, size_t n)
@@ -806,7 +823,7 @@ static ssize_t park_writev(struct conn *c, const struct iovec *iov, int n)
 			p += k, left -= k, skip -= k;
 		}
 		while (left) {
-			size_t chunk = left < 16384 ? left : 16384;
+			size_t chunk = left < pk->max_plain ? left : pk->max_plain;
 			if (pk->seq >= PARK_SEQ_MAX)
 				return done ? (ssize_t)done : -EPIPE;
 			int rl = seal(t->tc, pk, pk->seq, 0x17, p, chunk);
@@ -997,7 +1014,7 @@ ssize_t tls_conn_writev(struct conn *c, const struct iovec *iov, int n)
 	if (t->failed)
 		return -EPIPE;
 	if (!t->park && !t->no_park && c->state == CONN_STREAMING && !t->write_pending && n > 0 && iov[0].iov_len) {
-		size_t first = iov[0].iov_len < 16384 ? iov[0].iov_len : 16384;
+		size_t first = MIN(iov[0].iov_len, (size_t)record_max(t->ssl));
 		park(c, iov[0].iov_base, first);
 	}
 	if (t->park)

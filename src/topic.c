@@ -4,6 +4,7 @@
  * on bytes, with no allocation. */
 #include "topic.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "text.h"
@@ -59,4 +60,24 @@ bool topic_pattern_covers(const char *p, const char *q)
 	/* Both subtrees, SUB(P) and SUB(Q): every topic under "Q/" lies
 	 * under "P/" exactly when "Q/" starts with "P/". */
 	return qn >= pn && memcmp(q, p, pn - 1) == 0;
+}
+
+size_t topic_patterns_reduce(char **patterns, size_t n)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool covered = false;
+		/* By a pattern kept before it (equal ones included), or by a
+		 * later one that is strictly wider. */
+		for (size_t k = 0; k < kept && !covered; k++)
+			covered = topic_pattern_covers(patterns[k], patterns[i]);
+		for (size_t j = i + 1; j < n && !covered; j++)
+			covered = topic_pattern_covers(patterns[j], patterns[i]) &&
+				  !topic_pattern_covers(patterns[i], patterns[j]);
+		if (covered)
+			free(patterns[i]);
+		else
+			patterns[kept++] = patterns[i];
+	}
+	return kept;
 }

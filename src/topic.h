@@ -24,4 +24,13 @@ bool topic_pattern_match(const char *pattern, const char *topic, size_t n);
  * used to check that a reader's ?topic= stays within its rights. */
 bool topic_pattern_covers(const char *p, const char *q);
 
+/* Reduce a list of (valid, heap-allocated) patterns to the fewest that
+ * match the same topics: a pattern another one covers is freed and removed
+ * (of equal ones, the first stays), the rest keep their order. Returns the
+ * new count. Two patterns either match disjoint sets or one covers the
+ * other, so what stays never overlaps: every read by these patterns, in
+ * SQL, in the topic index or in memory, visits a row once per pattern at
+ * most, and a repeated pattern costs nothing. */
+size_t topic_patterns_reduce(char **patterns, size_t n);
+
 #endif

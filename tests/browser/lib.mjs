@@ -4,8 +4,9 @@
 // which the Python test acts (publishes, restarts herald) before the page
 // goes on; and the one JSON line of results the test asserts on.
 //
-// A scenario script is `scenario(async (b) => { ...; return result; })`,
-// run as `node SCRIPT.mjs '<json arguments>'`. Each step prints
+// A scenario script is `scenario(async (b) => { ...; return result; })`
+// (or `nodeScenario(async () => ...)` for one without a browser), run as
+// `node SCRIPT.mjs '<json arguments>'`. Each step prints
 // {"step": NAME, ...} and waits for one JSON line on stdin; the end prints
 // {"result": ...} or {"error": "..."}.
 import { chromium } from 'playwright-core';
@@ -111,6 +112,26 @@ class Browser {
   sleep(ms) {
     return new Promise((r) => setTimeout(r, ms));
   }
+}
+
+// A scenario without a browser (a client library under Node): run fn(),
+// print its result, exit; bounded by `seconds` whatever happens in between.
+export async function nodeScenario(fn, { seconds = 35 } = {}) {
+  let code = 0;
+  const timer = setTimeout(() => {
+    emit({ error: `the scenario did not end within ${seconds} s` });
+    process.exit(3);
+  }, seconds * 1000);
+  try {
+    emit({ result: await fn() });
+  } catch (e) {
+    emit({ error: String((e && e.stack) || e) });
+    code = 1;
+  } finally {
+    clearTimeout(timer);
+    input.close();
+  }
+  process.exit(code);
 }
 
 // Launch Chromium, run fn(browser), print its result, close everything.

@@ -374,7 +374,7 @@ def _cap_through_caddy(unix):
                         r.pump()
                     except socket.timeout:
                         break
-                assert b": refused: " in r.body and b"per_address_limit" in r.body, r.body
+                assert b"\nevent: refused\ndata: {" in r.body and b"per_address_limit" in r.body, r.body
                 r.close()
                 # herald logged the forwarded address, not Caddy's and not the spoof.
                 h.wait_log(r"refused 127\.0\.0\.2 GET /api/events/stream: 429")

@@ -382,13 +382,19 @@ def test_metrics_count_by_code_and_cause():
         request(h.port, "GET", "/api/health")
         request(h.port, "GET", "/nope")
         request(h.port, "GET", "/nope")
+        request(h.port, "GET", "/api/events/stream?topics=x")
+        request(h.port, "POST", "/api/events", body={"type": "x", "topic": "t", "data": "d", "public": True, "extra": 1})
+        raw_exchange(h.port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
         publish(h.port)
         st, _, body = request(h.port, "GET", "/metrics")
         text = body.decode()
         assert re.search(r'^herald_responses_total\{code="200"\} 1$', text, re.M), text
         assert re.search(r'^herald_responses_total\{code="201"\} 1$', text, re.M), text
         assert re.search(r'^herald_responses_total\{code="404"\} 2$', text, re.M), text
-        assert re.search(r'^herald_refusals_total\{code="404",cause="no such path"\} 2$', text, re.M), text
+        assert re.search(r'^herald_refusals_total\{code="404",cause="not_found"\} 2$', text, re.M), text
+        # Short stable names, never the sentence of the body and the log.
+        causes = re.findall(r'^herald_refusals_total\{code="\d+",cause="([^"]*)"\} \d+$', text, re.M)
+        assert sorted(causes) == ["bad_body", "bad_parameter", "bad_request", "not_found"], causes
         m = re.search(r"^process_start_time_seconds (\S+)$", text, re.M)
         assert m and abs(float(m.group(1)) - time.time()) < 120, text
 

@@ -15,6 +15,7 @@ The suite has already built herald (ASan, build/asan), so the tests install
 that binary (HERALD=...) with `make -o all`: they exercise the install
 recipe without rebuilding the shared tree with other flags."""
 import grp
+import json
 import os
 import shutil
 import stat
@@ -266,7 +267,7 @@ def test_installed_scripts_run_the_installed_tools():
         assert set(os.listdir(tools)) == set(LOAD_TOOLS) | {"tool_herald.py"}, sorted(os.listdir(tools))
         env = dict(os.environ, HERALD_BIN=os.path.abspath(harness.HERALD_BIN))
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-        for name in ("bench", "plot", "bench-tokens", "bench-redis", "bench-workers"):
+        for name in ("bench", "plot", "bench-tokens", "bench-redis", "bench-workers", "bench-catchup"):
             r = subprocess.run([os.path.join(tools, name), "--help"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, env=env, timeout=30)
             assert r.returncode == 0 and r.stdout.startswith(f"usage: load/{name}".encode()), (name, r.stdout)
@@ -277,7 +278,9 @@ def test_installed_scripts_run_the_installed_tools():
         r = subprocess.run([os.path.join(moved, "bench-tokens"), "3"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, env=env, cwd=dest, timeout=120)
         out = r.stdout.decode(errors="replace")
-        assert r.returncode == 0 and "| ES256 | 3 |" in out, out
+        js = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+        assert r.returncode == 0 and [x["opened"] for x in js["runs"]] == [3] * len(js["runs"]), out
+        assert {x["token"] for x in js["runs"]} == {"no token", "HS256", "ES256"}, out
         # Without HERALD_BIN the installed scripts find herald as the C tools do.
         env.pop("HERALD_BIN")
         r = subprocess.run(["python3", os.path.join(tools, "tool_herald.py")], stdout=subprocess.PIPE,

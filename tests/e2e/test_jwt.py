@@ -17,6 +17,7 @@ import os
 import re
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -24,7 +25,8 @@ import threading
 import time
 import urllib.parse
 
-from harness import Herald, Stream, check_refusal, parse_frame, publish, publish_many, request, sqlite
+from harness import (Herald, Stream, check_refusal, parse_frame, publish, publish_many, request, sqlite,
+                     wait_until)
 
 # ---------------------------------------------------------------- minting
 
@@ -983,3 +985,134 @@ def test_private_event_nobody_can_read_is_warned_once():
                 pub(h, "user/1", f"p{k}")
             time.sleep(0.3)
             assert _warnings(h.log())[base:] == [], (args, _warnings(h.log()))
+
+
+# ---------------------------------------------------------------- 13. the cost of a token
+
+
+def _counter(h, name):
+    """A counter of h's /metrics (asserted present)."""
+    st, _, body = request(h.port, "GET", "/metrics")
+    assert st == 200, (st, body)
+    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
+    assert m, f"/metrics has no {name}"
+    return int(m.group(1))
+
+
+def _readers(h):
+    st, _, body = request(h.port, "GET", "/api/health")
+    return json.loads(body)["readers"]
+
+
+def _forged(alg):
+    """A well-formed token of alg, valid for a minute, whose signature is
+    random bytes of the right length: it costs a full verification."""
+    good = token(alg, sub=["user/1"])
+    head, payload, sig = good.split(".")
+    return head + "." + payload + "." + b64u(os.urandom(len(base64.urlsafe_b64decode(sig + "==="))))
+
+
+@jwt_test(60)
+def test_caps_are_checked_before_the_signature():
+    # A request the caps refuse is refused before any signature work: the
+    # forged token gets the cap's answer, and no verification is counted.
+    with herald("ES256", ["--per-address-limit", "1"]) as h:
+        first = open_stream(h)
+        assert first.status == 200, first.read_body()
+        forged = _forged("ES256")
+        for via in ("header", "query"):
+            s = open_stream(h, forged, via=via)
+            body = s.read_body()
+            s.close()
+            assert s.status == 429, f"a forged token past per_address_limit ({via}): {s.status} {body!r}"
+            check_refusal(s.status, s.headers, body, 429)
+        # A browser's EventSource gets its survivable refusal as before.
+        s = open_stream(h, forged, headers={"Accept": "text/event-stream"})
+        assert s.status == 200 and s.headers.get("x-refused-status") == "429", (s.status, s.headers)
+        s.close()
+        assert _counter(h, "herald_token_verifications_total") == 0
+        # With room again, the same token is a 401 naming its cause: it
+        # was checked, once.
+        first.close()
+        wait_until(lambda: _readers(h) == 0, what="the first stream's close")
+        expect_refused(open_stream(h, forged), 401, "signature", "forged token with room")
+        assert _counter(h, "herald_token_verifications_total") == 1
+        # An expired token is refused before its signature is looked at.
+        expect_refused(open_stream(h, token("ES256", sub=["user/1"], ttl=-600)), 401, "expired", "expired")
+        expect_refused(open_stream(h, _forged("ES256").split(".")[0] + ".x.y"), 401, "malformed", "malformed")
+        assert _counter(h, "herald_token_verifications_total") == 1
+    with herald("HS256", ["--max-readers", "1"]) as h:
+        first = open_stream(h)
+        assert first.status == 200, first.read_body()
+        s = open_stream(h, _forged("HS256"))
+        body = s.read_body()
+        s.close()
+        assert s.status == 503, f"a forged token past max_readers: {s.status} {body!r}"
+        assert _counter(h, "herald_token_verifications_total") == 0
+        first.close()
+
+
+@jwt_test(60)
+def test_reopening_with_the_same_token_is_not_verified_again():
+    with herald("ES256") as h:
+        tok = token("ES256", sub=["user/1"], pub=["user/1"])
+        other = token("ES256", sub=["user/2"])
+        s = open_stream(h, tok, query="topic=user/1")
+        assert s.status == 200, s.read_body()
+        assert _counter(h, "herald_token_verifications_total") == 1
+        s.close()
+        wait_until(lambda: _readers(h) == 0, what="the stream's close")
+        # The reconnect: the same token, answered from the cache with the
+        # same rights (a topic outside them is still 403).
+        again = open_stream(h, tok, query="topic=user/1")
+        assert again.status == 200, again.read_body()
+        expect_refused(open_stream(h, tok, query="topic=user/2"), 403, "grant", "a topic the token lacks")
+        assert _counter(h, "herald_token_verifications_total") == 1
+        assert _counter(h, "herald_token_cache_hits_total") == 2
+        i = pub(h, "user/1", "cached rights")
+        assert ids_of(again.events(1)) == [i]
+        # Publishing with it is answered from the cache too.
+        st, _, body = _post(h, "user/1", tok)
+        assert st == 201, (st, body)
+        assert _counter(h, "herald_token_verifications_total") == 1
+        # Another token is verified on its own.
+        o = open_stream(h, other)
+        assert o.status == 200, o.read_body()
+        assert _counter(h, "herald_token_verifications_total") == 2
+        o.close()
+        again.close()
+
+
+@jwt_test(60)
+def test_a_cached_token_does_not_outlive_a_key_change():
+    with herald("HS256") as h:
+        tok = token("HS256", sub=["user/1"])
+        s = open_stream(h, tok)
+        assert s.status == 200, s.read_body()
+        s.close()
+        # SIGHUP with another secret: a token of the old one is refused,
+        # though it was verified (and cached) a moment ago.
+        with open(KEYS.secret_file(), "wb") as f:
+            f.write(_Keys.OTHER_SECRET + b"\n")
+        mark = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"configuration reloaded", since=mark)
+        expect_refused(open_stream(h, tok), 401, "signature", "a token of the old secret")
+        fresh = _hs(claims(sub=["user/1"]), key=_Keys.OTHER_SECRET)
+        s = open_stream(h, fresh)
+        assert s.status == 200, s.read_body()
+        s.close()
+
+
+@jwt_test(90)
+def test_a_refused_token_gives_its_place_back_in_a_group():
+    # In a group of workers admission counts the reader at once; a token
+    # refused after that must not keep the place.
+    with herald("HS256", config="workers = 2\nper_address_limit = 1\n") as h:
+        forged = _forged("HS256")
+        for _ in range(6):
+            expect_refused(open_stream(h, forged), 401, "signature", "forged token")
+        expect_refused(open_stream(h, token("HS256", sub=["user/1"]), query="topic=other"), 403, "grant", "no grant")
+        s = open_stream(h, token("HS256", sub=["user/1"]))
+        assert s.status == 200, f"the place was kept by refused tokens: {s.status} {s.read_body()!r}"
+        s.close()

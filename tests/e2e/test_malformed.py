@@ -8,7 +8,7 @@ import json
 import socket
 import time
 
-from harness import Herald, HttpConn, Stream, check_refusal, publish, raw_exchange, request
+from harness import Herald, HttpConn, Stream, check_refusal, publish, raw_exchange, request, wait_until
 
 ARGS = ["--max-request-line", "256", "--max-header-bytes", "2048", "--max-headers", "10",
         "--max-body", "1000", "--header-timeout", "1"]
@@ -272,3 +272,45 @@ def test_trickled_head_gets_408_at_header_timeout():
             assert answered <= 3.0, f"408 after {answered:.2f} s with header_timeout 1 s"
         st, _, _ = request(h.port, "GET", "/api/health")
         assert st == 200
+
+
+def test_refusal_log_lines_name_the_request():
+    # Every refusal's log line names the method and path once the request
+    # line was read: refusals decided from the head before routing (413,
+    # 411), heads too large or with too many headers after a whole request
+    # line (431), a version not served (505), a head cut off by
+    # header_timeout (408). On a keep-alive connection a refusal never names
+    # the request before it; bytes that never made a request line say so.
+    import re
+    with Herald(args=ARGS) as h:
+        cases = [
+            (_post_head(b"Content-Length: 2000\r\n"), 413, "POST /api/events"),
+            (b"POST /api/chunked HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n", 411, "POST /api/chunked"),
+            (_get(b"/api/big-header", extra=b"X-Big: " + b"a" * 2100 + b"\r\n"), 431, "GET /api/big-header"),
+            (_get(b"/api/many?x=1", extra=b"".join(b"X-N%d: v\r\n" % k for k in range(10))), 431, "GET /api/many"),
+            (_get(b"/api/v12", b"HTTP/1.2"), 505, "GET /api/v12"),
+            (b"G@T /api/bad HTTP/1.1\r\n" + H + b"\r\n", 400, "(no request line)"),
+        ]
+        for raw, status, what in cases:
+            st, hd, body = raw_exchange(h.port, raw)
+            check_refusal(st, hd, body, status)
+            h.wait_log(r"refused 127\.0\.0\.1 " + re.escape(what) + r": %d " % status, timeout=5)
+        # Keep-alive: the second request's own line, or none, not the first's.
+        with HttpConn(h.port) as c:
+            assert c.request("GET", "/api/health")[0] == 200
+            c.send(_get(b"/api/second", extra=b"X-Big: " + b"a" * 2100 + b"\r\n"))
+            check_refusal(*c.read_response(), 431)
+        h.wait_log(r"refused 127\.0\.0\.1 GET /api/second: 431 ", timeout=5)
+        with HttpConn(h.port) as c:
+            assert c.request("GET", "/api/health")[0] == 200
+            c.send(b"G@T /api/bad HTTP/1.1\r\n" + H + b"\r\n")
+            check_refusal(*c.read_response(), 400)
+        wait_until(lambda: len(re.findall(r"refused 127\.0\.0\.1 \(no request line\): 400 ", h.log())) == 2,
+                   timeout=5, what="the second refusal without a request line logged as such")
+        # A head that stops after its request line: 408 names it.
+        with HttpConn(h.port) as c:
+            c.send(b"GET /api/slow HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            c.sock.settimeout(4)
+            check_refusal(*c.read_response(), 408)
+        h.wait_log(r"refused 127\.0\.0\.1 GET /api/slow: 408 ", timeout=5)
+        assert not re.search(r"refused 127\.0\.0\.1 GET /api/health", h.log()), h.log()[-3000:]

@@ -11,7 +11,9 @@ repeated; a Redis restarted mid-flow (SIGTERM, AOF) loses no acknowledged
 event; a Redis back without its data never makes an id name two events;
 herald does not start without its Redis; retention trims the stream and a
 resume point below it gets a reset; `herald --redis-function` is the
-library Redis loads; the URL forms (a database, a unix socket, a password
+library Redis loads; an entry added with XADD is no event, never moves the
+counter, is logged once per run and removed, while an older herald's
+unmarked entries stay events; the URL forms (a database, a unix socket, a password
 that is never shown) and the keys from the environment; with
 redis_wait_replicas a 201 means the replica has the event."""
 import json
@@ -89,7 +91,8 @@ def test_redis_fcall_publish_reaches_readers_in_order():
             entries = c.command("XRANGE", events_key, "-", "+")
             assert [e[0] for e in entries] == [b"%d-0" % i for i in range(first, first + 4)], entries
             fields = {entries[1][1][k].decode(): entries[1][1][k + 1] for k in range(0, len(entries[1][1]), 2)}
-            assert set(fields) == {"type", "topic", "data", "public", "time"}, fields
+            assert set(fields) == {"type", "topic", "data", "public", "time", "id"}, fields
+            assert fields["id"] == b"%d" % (first + 1), fields
             assert (fields["type"], fields["topic"], fields["data"], fields["public"]) == \
                 (b"b.t", b"y", b"two\nlines", b"0"), fields
             assert fields["time"].isdigit(), fields
@@ -360,6 +363,9 @@ def test_redis_back_without_its_data_never_reuses_an_id():
         ids = [publish(h.port, data=f"e{k}") for k in range(5)]
         _events_exactly(s, [_ev(i, f"e{k}") for k, i in enumerate(ids)], "reader before the loss")
         r.kill()
+        # Health says ok until herald has noticed the loss: wait for that,
+        # else the wait below could pass on the old connection.
+        wait_until(lambda: not h.log_ok(), timeout=10, what="herald to notice Redis gone")
         shutil.rmtree(os.path.join(r.dir, "appendonlydir"))
         r.start()  # empty (herald may already be writing to it again)
         wait_until(h.log_ok, timeout=15, what="herald to reach the emptied Redis")
@@ -382,7 +388,7 @@ def _first_event(port, last_id):
 
 
 def test_redis_retention_trims_and_resets():
-    with RedisServer() as r, Herald(redis=r, args=["--retention-count", "5"]) as h:
+    with RedisServer() as r, Herald(redis=r, args=["--retention-count", "5", "--log-level", "debug"]) as h:
         ids = [publish(h.port, data=f"e{k}") for k in range(20)]
         events_key = RedisServer.keys(h.redis_stream)[0]
         # Retention runs when herald decides; within 20 s the stream keeps at
@@ -392,6 +398,10 @@ def test_redis_retention_trims_and_resets():
         stored = h.stored_events()
         assert [e["id"] for e in stored] == ids[-len(stored):], "retention removed other than the oldest"
         oldest = stored[0]["id"]
+        # The stream is trimmed once Redis has done it, but the resets below
+        # need herald to know: its memory still holds the removed events
+        # until the answer to its trim is read.
+        h.wait_log(r"retention removed \d+ events from \S+; oldest kept id is above %d\b" % (oldest - 1), timeout=10)
         # The resume point just before the oldest kept entry is whole ...
         s = Stream(h.port, headers={"Last-Event-ID": str(oldest - 1)})
         _events_exactly(s, _want(stored), "resume from just before the oldest kept event")
@@ -440,13 +450,158 @@ def test_redis_function_source_loads_with_redis_cli():
             s.close()
 
 
+def _foreign_lines(h, since=0):
+    """herald's log lines about entries herald_publish did not add."""
+    return [l for l in h.log()[since:].splitlines() if "not added by herald_publish" in l]
+
+
+def test_redis_entries_added_outside_the_function_are_skipped():
+    # XADD '*' gives an id like 1796138787099-0: the shape of an event id.
+    # Such an entry is not an event: no reader gets it, the counter never
+    # follows it, herald says so once per run of them, and it is removed
+    # from the stream (Redis takes no new id below a stream's newest, so
+    # herald's next event could not be added while it is there).
+    with RedisServer() as r, Herald(redis=r) as h:
+        events_key, last_key = RedisServer.keys(h.redis_stream)
+        s = Stream(h.port)
+        s.opening()
+        a = publish(h.port, data="a")
+        _events_exactly(s, [_ev(a, "a")], "reader before the XADDs")
+        foreign = [r.command("XADD", events_key, "*", "type", "x", "topic", "news", "data", f"d{k}", "public", "1")
+                   for k in range(3)]
+        foreign.append(r.command("XADD", events_key, foreign[-1].split(b"-")[0] + b"-7", "type", "x"))
+        b = publish(h.port, data="b")
+        assert b == a + 1, f"the id after {a} is {b}: the counter followed an entry added with XADD ({foreign[0]})"
+        # The node's tail met the first of them (Redis woke its XREAD).
+        h.wait_log(r"warning: .*%s.*not added by herald_publish" % re.escape(foreign[0].decode()), timeout=10)
+        assert [x["id"] for x in h.stored_events()] == [a, b], "the entries added with XADD are still there"
+        c = h.insert(data="c")  # FCALL herald_publish from another program
+        assert c == b + 1, (b, c)
+        _events_exactly(s, [_ev(b, "b"), _ev(c, "c")], "reader after the XADDs")
+        assert len(_foreign_lines(h)) == 1, "one run of XADDs, more than one log line:\n" + h.log()
+
+        # Another run, after an event: logged again, once.
+        since = h.log_size()
+        f2 = r.command("XADD", events_key, "*", "type", "x", "topic", "news", "data", "again", "public", "1")
+        h.wait_log(r"warning: .*%s.*not added by herald_publish" % re.escape(f2.decode()), timeout=10, since=since)
+        d = publish(h.port, data="d")
+        assert d == c + 1, (c, d)
+        # An entry added and deleted again leaves the stream's last id above
+        # the counter (Redis keeps it): herald's next event still follows the counter.
+        r.command("EVAL", "redis.call('XDEL', KEYS[1], redis.call('XADD', KEYS[1], '*', 'type', 'x'))", 1,
+                  events_key)
+        e = publish(h.port, data="e")
+        assert e == d + 1, (d, e)
+        _events_exactly(s, [_ev(d, "d"), _ev(e, "e")], "reader after the second run")
+        assert len(_foreign_lines(h, since)) == 1, h.log()[since:]
+        assert [x["id"] for x in h.stored_events()] == [a, b, c, d, e]
+        assert int(r.command("GET", last_key)) == e
+        # Resuming from the start reads the stream back with XRANGE: the same.
+        s2 = Stream(h.port, headers={"Last-Event-ID": "0"})
+        _events_exactly(s2, [_ev(a, "a"), _ev(b, "b"), _ev(c, "c"), _ev(d, "d"), _ev(e, "e")], "reader from 0")
+        s.close()
+        s2.close()
+
+
+def test_redis_many_entries_not_added_by_herald_are_left_to_the_operator():
+    # More than 1000 of them on top of the stream: perhaps not herald's log
+    # at all, so nothing is removed; publishes fail naming the cause, and
+    # once someone has removed them, ids go on from the counter.
+    with RedisServer() as r, Herald(redis=r) as h:
+        events_key, last_key = RedisServer.keys(h.redis_stream)
+        s = Stream(h.port)
+        s.opening()
+        a = publish(h.port, data="a")
+        r.command("EVAL", "for i = 1, 1001 do redis.call('XADD', KEYS[1], '*', 'type', 'x') end", 1, events_key)
+        h.wait_log(r"error: .*more than 1000 entries above id %d that herald_publish did not add" % a, timeout=10)
+        st, _, body = request(h.port, "POST", "/api/events", {"data": "refused", "public": True})
+        assert st == 500, (st, body)
+        assert r.command("XLEN", events_key) == 1002
+        r.command("EVAL", "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+')) do "
+                  "redis.call('XDEL', KEYS[1], e[1]) end", 1, events_key, a)
+        b = publish(h.port, data="b")
+        assert b == a + 1, (a, b)
+        _events_exactly(s, [_ev(a, "a"), _ev(b, "b")], "reader")
+        assert int(r.command("GET", last_key)) == b
+        s.close()
+
+
+def test_redis_function_alone_ignores_entries_it_did_not_add():
+    # No herald running: the function loaded by hand, an XADD between two
+    # FCALLs, then a herald reading it all back from an XRANGE page.
+    source = subprocess.run([harness.HERALD_BIN, "--redis-function"], stdout=subprocess.PIPE, timeout=30).stdout
+    with RedisServer() as r:
+        rc, out, err = r.cli("-x", "FUNCTION", "LOAD", "REPLACE", stdin=source)
+        assert rc == 0, (out, err)
+        events_key, last_key = RedisServer.keys("solo")
+        assert r.publish("solo", [("t", "a", "one", True)]) == 1
+        r.command("XADD", events_key, "*", "type", "x", "topic", "a", "data", "foreign", "public", "1")
+        assert r.publish("solo", [("t", "a", "two", True), ("t", "a", "three", True)]) == 2
+        assert [e["id"] for e in r.stored_events("solo")] == [1, 2, 3]
+        r.command("XADD", events_key, "*", "type", "x", "topic", "a", "data", "foreign again", "public", "1")
+        with Herald(redis=r, redis_stream="solo") as h:
+            s = Stream(h.port, headers={"Last-Event-ID": "0"})
+            _events_exactly(s, [_ev(1, "one", "t"), _ev(2, "two", "t"), _ev(3, "three", "t")], "reader from 0")
+            assert publish(h.port, data="four") == 4
+            _events_exactly(s, [_ev(4, "four")], "reader after a POST")
+            s.close()
+
+
+def test_redis_log_of_an_older_herald_keeps_working():
+    # Entries as herald wrote them before its function marked them (no
+    # `id` field), and an older node's function still appending such
+    # entries while this one runs: all are events, the ids go on.
+    older = """
+local n = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+redis.call('XADD', KEYS[1], string.format('%d-0', n), 'type', ARGV[1], 'topic', 'news', 'data', ARGV[2],
+  'public', '1', 'time', redis.call('TIME')[1])
+redis.call('SET', KEYS[2], string.format('%d', n))
+return n"""
+    with RedisServer() as r:
+        keys = RedisServer.keys("old")
+        for k in range(1, 4):
+            assert r.command("EVAL", older, 2, *keys, "old", f"e{k}") == k
+            if k == 2:  # an XADD an older herald let in below its counter: passed over
+                r.command("XADD", keys[0], "2-1", "type", "x", "topic", "news", "data", "odd", "public", "1")
+        with Herald(redis=r, redis_stream="old") as h:
+            s = Stream(h.port, headers={"Last-Event-ID": "0"})
+            _events_exactly(s, [_ev(k, f"e{k}", "old") for k in range(1, 4)], "reader of the older log")
+            assert publish(h.port, data="new") == 4
+            assert r.command("EVAL", older, 2, *keys, "old", "e5") == 5
+            assert h.insert(data="six") == 6
+            _events_exactly(s, [_ev(4, "new"), _ev(5, "e5", "old"), _ev(6, "six")], "reader of the mixed log")
+            assert len(_foreign_lines(h)) == 1 and "2-1" in _foreign_lines(h)[0], h.log()
+            assert r.command("XLEN", keys[0]) == 7, "an entry of the older log was removed"
+            s.close()
+
+
+def _replica_counted(primary):
+    """True once the primary counts a replica for WAIT, asked the way herald
+    asks: a write, then WAIT. A replica says master_link_status:up as soon as
+    it has loaded the primary's snapshot, and the primary then lists it as
+    online, but it sends it new writes (and so counts it) only after the
+    replica's next acknowledgement, which Redis sends once a second."""
+    with primary.client() as c:
+        c.command("SET", "replica-probe", "1")
+        info = c.command("INFO", "replication").decode()
+        if re.search(r"^master_repl_offset:0\r?$", info, re.M):
+            return False  # no replica attached yet: nothing is replicated
+        c.command("SET", "replica-probe", "2")  # a write with an offset to acknowledge
+        return c.command("WAIT", 1, 1000) == 1
+
+
 def test_redis_wait_replicas_means_on_the_replica():
     # No delay before the replica's first sync (Redis waits 5 s by default).
     with RedisServer(args=["--repl-diskless-sync-delay", "0"]) as primary, RedisServer() as replica:
         replica.command("REPLICAOF", "127.0.0.1", primary.port)
-        wait_until(lambda: b"master_link_status:up" in replica.command("INFO", "replication"), timeout=15,
-                   what="the replica to be in sync")
-        with Herald(redis=primary, args=["--redis-wait-replicas", "1", "--redis-wait-timeout", "500ms"]) as h:
+        wait_until(lambda: _replica_counted(primary), timeout=15, what="the primary to count the replica for WAIT")
+        # One node waits long enough for any replica that runs (WAIT answers
+        # as soon as it has acknowledged); the other gives up quickly, for
+        # the replica stopped below.
+        with Herald(redis=primary, redis_stream="w",
+                    args=["--redis-wait-replicas", "1", "--redis-wait-timeout", "20s"]) as h, \
+                Herald(redis=primary, redis_stream="w",
+                       args=["--redis-wait-replicas", "1", "--redis-wait-timeout", "300ms"]) as quick:
             events_key = RedisServer.keys(h.redis_stream)[0]
             for k in range(3):
                 i = publish(h.port, data=f"r{k}")
@@ -457,11 +612,11 @@ def test_redis_wait_replicas_means_on_the_replica():
             # The replica stops (SIGSTOP): the publish waits redis_wait_timeout
             # for it, is still answered 201 (the primary has it) and the
             # shortfall is logged; the replica gets it once it runs again.
-            since = h.log_size()
+            since = quick.log_size()
             replica.proc.send_signal(signal.SIGSTOP)
             try:
-                i = publish(h.port, data="while stopped")
-                h.wait_log(r"warning: .*reached 0 of 1 replicas", timeout=5, since=since)
+                i = publish(quick.port, data="while stopped")
+                quick.wait_log(r"warning: .*reached 0 of 1 replicas within 300 ms", timeout=5, since=since)
             finally:
                 replica.proc.send_signal(signal.SIGCONT)
             wait_until(lambda: replica.command("XRANGE", events_key, f"{i}-0", f"{i}-0"), timeout=10,

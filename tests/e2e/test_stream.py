@@ -7,7 +7,7 @@ check (inotify, no polling) is SQLite's alone."""
 import json
 import time
 
-from harness import Herald, Stream, publish, request, sqlite, HttpConn
+from harness import Herald, Stream, check_refusal, publish, request, sqlite, HttpConn
 
 OPENING = b"retry: 3000\n: stream open\n\n"
 
@@ -126,6 +126,21 @@ def test_cli_insert_alone_is_noticed_promptly():
             h.insert(type="cli", topic="news", data=f"cli-{k}")
             got = s.events(1, timeout=2)
             assert [e["data"] for e in got] == [f"cli-{k}"], f"cli insert {k}: got {got}"
+        s.close()
+
+
+def test_unknown_query_parameters_are_refused():
+    """A misspelt parameter (topics=) would otherwise stream every topic."""
+    with Herald() as h:
+        for target, name in [("?topics=x", "topics"), ("?topic=a&lastEventId=3", "lastEventId"),
+                             ("?topic=a&_=1700000000", "_"), ("?%74opic=a", "%74opic")]:
+            st, hd, body = request(h.port, "GET", "/api/events/stream" + target)
+            check_refusal(st, hd, body, 400)
+            assert f'unknown query parameter \\"{name}\\"'.encode() in body, body
+        h.wait_log(r'refused 127\.0\.0\.1 GET /api/events/stream: 400 unknown query parameter "topics"')
+        # Known ones, empty parts and a trailing "&" are fine.
+        s = Stream(h.port, "topic=a&&last_event_id=0&envelope=0&")
+        assert s.status == 200
         s.close()
 
 

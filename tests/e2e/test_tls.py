@@ -666,3 +666,57 @@ def test_open_tls13_streams_are_parked_and_stay_correct():
                     break
                 tail += chunk
             s.close()
+
+
+def _s_client_read_until(p, marker, got, timeout=10.0):
+    """Read s_client's output (a non-blocking pipe) until marker appears;
+    the bytes so far."""
+    import select
+    deadline = time.monotonic() + timeout
+    while marker not in got:
+        left = deadline - time.monotonic()
+        assert left > 0 and p.poll() is None, \
+            f"s_client ({p.poll()}) gave no {marker!r}: {got[-300:]!r}\n{p.stderr.read().decode(errors='replace')}"
+        if select.select([p.stdout], [], [], left)[0]:
+            chunk = os.read(p.stdout.fileno(), 65536)
+            if not chunk:
+                continue
+            got += chunk
+    return got
+
+
+def test_stream_to_a_client_with_a_maximum_fragment_length():
+    """A TLS 1.3 client that negotiated a maximum fragment length of 512
+    bytes (RFC 6066) has its stream parked like any other, and is sent no
+    record larger than that: events of 4 KiB and more arrive whole and in
+    order, and no alert ends the stream (a larger record is `data length too
+    long` to OpenSSL)."""
+    d = tempfile.mkdtemp(prefix="herald-tls-")
+    cert, key = _make_cert(d, "a")
+    with _tls_herald(d, cert, key, args=["--log-level", "debug"]) as h:
+        p = subprocess.Popen(["openssl", "s_client", "-connect", f"127.0.0.1:{h.tls_port}", "-tls1_3",
+                              "-maxfraglen", "512", "-CAfile", cert, "-quiet"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            p.stdin.write(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            p.stdin.flush()
+            os.set_blocking(p.stdout.fileno(), False)
+            got = _s_client_read_until(p, b": stream open\n\n", b"")
+            assert got.startswith(b"HTTP/1.1 200 "), got
+            h.wait_log(r"tls: stream from 127\.0\.0\.1 parked \(sequence \d+\)", timeout=5)
+            datas = ["".join(chr(ord("a") + (i + k) % 26) for i in range(n)) for k, n in
+                     enumerate((4096, 100, 20000))]
+            ids = [publish(h.port, data=x) for x in datas]
+            got = _s_client_read_until(p, f"id: {ids[-1]}\n".encode(), got)
+            got = _s_client_read_until(p, f"data: {datas[-1]}\n\n".encode(), got)
+            at = [got.find(f"id: {i}\nevent: message\ndata: {x}\n\n".encode()) for i, x in zip(ids, datas)]
+            assert 0 < at[0] < at[1] < at[2], at
+            assert p.poll() is None, p.stderr.read()
+        finally:
+            p.kill()
+            p.wait()
+            err = p.stderr.read().decode(errors="replace")
+            p.stdin.close()
+            p.stdout.close()
+            p.stderr.close()
+        assert "error" not in err and "alert" not in err, err

@@ -283,3 +283,20 @@ def test_workers_bench_small():
 
 
 test_workers_bench_small.timeout = 180
+
+
+def test_workers_on_a_fresh_tree_create_the_database_folder():
+    # A database inside folders that do not exist yet (a fresh checkout's
+    # var/): the group creates them as one herald does, becomes ready, and
+    # serves a publish and a stream.
+    import tempfile
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    db = os.path.join(d, "var", "state", "herald.db")
+    with Herald(config=GROUP, dir=d, db=db) as h:
+        assert os.path.isdir(os.path.join(d, "var", "state"))
+        s = Stream(h.port)
+        assert s.status == 200 and s.opening() == b"retry: 3000\n: stream open\n\n"
+        eid = publish(h.port, data="fresh")
+        evs = s.events(n=1, timeout=10)
+        assert [(e["id"], e["data"]) for e in evs] == [(eid, "fresh")], evs
+        s.close()

@@ -10,7 +10,9 @@
  * the data with CRLF and CR turned into LF; and the frame is no larger than
  * the worst case of the encoding. The data also serves as frame_reset's
  * reason (when it is a plain word-like string): the reset reads back with
- * the id, type "reset" and the reason and resume id in its JSON.
+ * the id, type "reset" and the reason and resume id in its JSON. Up to its
+ * first NUL it is frame_refusal's cause too: the body reads back as one
+ * event named "refused" with the id and a one-line JSON error as data.
  *
  * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
  * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
@@ -91,6 +93,43 @@ int fuzz_one(const uint8_t *data, size_t size)
 		free(reason);
 		chunk_unref(c);
 	}
+	/* frame_refusal with the data up to its first NUL as the cause: the
+	 * body reads back as one event named "refused", with the id (none for a
+	 * negative one) and the JSON error as its one data line, whatever bytes
+	 * the cause holds. */
+	size_t cn = strnlen(d, dn < 65536 ? dn : 65536);
+	char *cause = malloc(cn + 1);
+	FUZZ_ASSERT(cause);
+	memcpy(cause, d, cn);
+	cause[cn] = '\0';
+	int status = tn & 1 ? 503 : 429;
+	c = frame_refusal(status, (int64_t)tn * 31, id, cause, NULL);
+	FUZZ_ASSERT(c && c->refs == 1);
+	const char *end = memmem(c->data, c->len, "\r\n\r\n", 4);
+	FUZZ_ASSERT(end);
+	const char *body = end + 4;
+	size_t bn = c->len - (size_t)(body - c->data);
+	char tail[40];
+	int tailn = snprintf(tail, sizeof(tail), "\",\"status\":%d}", status);
+	struct sse r;
+	sse_parse(&r, body, bn);
+	FUZZ_ASSERT(r.nev == 1 && !r.pending && r.nunknown == 0 && r.retry == (long long)tn * 31);
+	FUZZ_ASSERT(sse_buf_is(&r.ev[0].type, "refused", 7));
+	if (id >= 0) {
+		char idtext[32];
+		int idn = snprintf(idtext, sizeof(idtext), "%lld", (long long)id);
+		FUZZ_ASSERT(sse_buf_is(&r.ev[0].id, idtext, (size_t)idn));
+	} else {
+		FUZZ_ASSERT(r.ev[0].id.n == 0);
+	}
+	const struct sse_buf *j = &r.ev[0].data;
+	FUZZ_ASSERT(j->n >= 10 + cn + (size_t)tailn && j->n <= 10 + 6 * cn + (size_t)tailn);
+	FUZZ_ASSERT(memcmp(j->p, "{\"error\":\"", 10) == 0 && memcmp(j->p + j->n - tailn, tail, (size_t)tailn) == 0);
+	for (size_t i = 0; i < j->n; i++)
+		FUZZ_ASSERT((unsigned char)j->p[i] >= 0x20 && j->p[i] != 0x7f);
+	sse_free(&r);
+	free(cause);
+	chunk_unref(c);
 	return 0;
 }
 

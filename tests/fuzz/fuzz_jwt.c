@@ -15,7 +15,11 @@
  *   - a raw token that verifies has exactly three parts, is at most 8 KiB,
  *     and its signature part is the base64url of the HMAC of the first two
  *     (computed here, apart from jwt.c);
- *   - a token signed here never fails its signature check.
+ *   - a token signed here never fails its signature check;
+ *   - jwt_check (the cache in front) gives jwt_verify's answer, twice: the
+ *     second time from the cache when the token verified, with the same
+ *     rights, and never a signature check for a token jwt_verify refused
+ *     before its signature.
  * Leaks and over-reads are the sanitizers' (and the driver's guard page's).
  *
  * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
@@ -162,6 +166,42 @@ static void check_signature(const char *tok, size_t len)
 	FUZZ_ASSERT(len - (size_t)(d2 + 1 - tok) == n && memcmp(d2 + 1, want, n) == 0);
 }
 
+static bool same_list(char **a, size_t na, char **b, size_t nb)
+{
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
+}
+
+/* jwt_check agrees with jwt_verify's result e and rights *want, the
+ * second time from the cache when the token verified. */
+static void check_cached(const struct target *t, const char *tok, size_t len, int e, const struct jwt_rights *want)
+{
+	for (int round = 0; round < 2; round++) {
+		struct jwt_rights r;
+		struct jwt_cost cost;
+		const char *why = (const char *)1;
+		int c = jwt_check(t->v, tok, len, NOW, &r, &why, &cost);
+		FUZZ_ASSERT(c == e);
+		FUZZ_ASSERT(!(cost.cached && cost.signature));
+		if (e == JWT_OK) {
+			FUZZ_ASSERT(why == NULL && r.exp == want->exp);
+			FUZZ_ASSERT(same_list(r.subscribe, r.nsubscribe, want->subscribe, want->nsubscribe));
+			FUZZ_ASSERT(same_list(r.publish, r.npublish, want->publish, want->npublish));
+			FUZZ_ASSERT(round == 0 || cost.cached);
+		} else {
+			FUZZ_ASSERT(known_reason(why) && !cost.cached);
+			FUZZ_ASSERT(r.subscribe == NULL && r.nsubscribe == 0 && r.publish == NULL && r.npublish == 0);
+			if (e == JWT_BAD_ALG || e == JWT_EXPIRED || e == JWT_NOT_YET)
+				FUZZ_ASSERT(!cost.signature);
+		}
+		jwt_rights_free(&r);
+	}
+}
+
 /* Verify tok[0..len) with t and check every invariant; signed_here: the
  * token was signed with the verifier's secret by this target. */
 static void check(const struct target *t, const char *tok, size_t len, bool signed_here)
@@ -175,6 +215,7 @@ static void check(const struct target *t, const char *tok, size_t len, bool sign
 		FUZZ_ASSERT(known_reason(why));
 		FUZZ_ASSERT(r.subscribe == NULL && r.nsubscribe == 0 && r.publish == NULL && r.npublish == 0);
 		FUZZ_ASSERT(!(signed_here && e == JWT_BAD_SIGNATURE));
+		check_cached(t, tok, len, e, &r);
 		return;
 	}
 	FUZZ_ASSERT(why == NULL);
@@ -183,6 +224,7 @@ static void check(const struct target *t, const char *tok, size_t len, bool sign
 	FUZZ_ASSERT(r.exp >= NOW - t->leeway - 1); /* - 1: a fraction of exp is dropped */
 	if (!signed_here)
 		check_signature(tok, len);
+	check_cached(t, tok, len, e, &r);
 	jwt_rights_free(&r);
 	FUZZ_ASSERT(r.subscribe == NULL && r.nsubscribe == 0 && r.publish == NULL && r.npublish == 0);
 }

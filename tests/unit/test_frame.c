@@ -2,7 +2,7 @@
  * small parser written after the WHATWG EventSource rules (sse_parse.h),
  * and what a browser would deliver (id, type, data) must equal the event with CRLF and
  * CR in the data turned into LF. Exact bytes are checked for the simple
- * shapes; reset, heartbeat and stream head frames too. */
+ * shapes; reset, heartbeat, stream head and refusal frames too. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -306,6 +306,82 @@ static void test_stream_head(void)
 	chunk_unref(c);
 }
 
+/* The body of a refusal response: what follows the head's blank line. */
+static const char *refusal_body(const struct chunk *c, size_t *n)
+{
+	const char *end = memmem(c->data, c->len, "\r\n\r\n", 4);
+	if (!end)
+		return NULL;
+	*n = c->len - (size_t)(end + 4 - c->data);
+	return end + 4;
+}
+
+/* The refusal an EventSource survives is one event named "refused" (a
+ * page's onmessage never sees it), with the id to resume from and, as data,
+ * the JSON other clients get as the body. Clients that record an id only
+ * from an event they dispatch need the data line to take the id at all. */
+static void test_refusal(void)
+{
+	struct chunk *c = frame_refusal(429, 4321, 17, "too many streams (per_address_limit)", "X-A: b\r\n");
+	CHECK_EQ_INT(c->refs, 1);
+	CHECK(c->len > 17 && memcmp(c->data, "HTTP/1.1 200 OK\r\n", 17) == 0);
+	CHECK(memmem(c->data, c->len, "\r\nContent-Type: text/event-stream\r\n", 35) != NULL);
+	CHECK(memmem(c->data, c->len, "\r\nX-Refused-Status: 429\r\n", 25) != NULL);
+	CHECK(memmem(c->data, c->len, "\r\nX-A: b\r\n", 10) != NULL);
+	size_t bn = 0;
+	const char *body = refusal_body(c, &bn);
+	static const char want[] = "retry: 4321\nid: 17\nevent: refused\n"
+				   "data: {\"error\":\"too many streams (per_address_limit)\",\"status\":429}\n\n";
+	CHECK(body && bn == strlen(want) && memcmp(body, want, bn) == 0);
+	if (body && (bn != strlen(want) || memcmp(body, want, bn) != 0))
+		fprintf(stderr, "  got %.*s  want %s\n", (int)bn, body, want);
+	char clen[64];
+	snprintf(clen, sizeof(clen), "\r\nContent-Length: %zu\r\n", bn);
+	CHECK(memmem(c->data, c->len, clen, strlen(clen)) != NULL);
+	struct sse s;
+	sse_parse(&s, body ? body : "", bn);
+	CHECK_EQ_INT(s.retry, 4321);
+	CHECK_EQ_INT(s.nev, 1);
+	CHECK(!s.pending && s.nunknown == 0);
+	if (s.nev == 1) {
+		CHECK(sse_buf_is(&s.ev[0].id, "17", 2));
+		CHECK(sse_buf_is(&s.ev[0].type, "refused", 7));
+	}
+	sse_free(&s);
+	chunk_unref(c);
+
+	/* A cause with quotes and line breaks stays inside the one data line. */
+	c = frame_refusal(503, 2500, 0, "a \"b\"\nc\\", NULL);
+	body = refusal_body(c, &bn);
+	sse_parse(&s, body ? body : "", bn);
+	CHECK_EQ_INT(s.nev, 1);
+	static const char json[] = "{\"error\":\"a \\\"b\\\"\\u000ac\\\\\",\"status\":503}";
+	CHECK(s.nev == 1 && sse_buf_is(&s.ev[0].id, "0", 1) && sse_buf_is(&s.ev[0].data, json, strlen(json)));
+	CHECK(!s.pending && s.nunknown == 0);
+	sse_free(&s);
+	chunk_unref(c);
+
+	/* No resume point: no id line, so the client keeps the id it has. */
+	c = frame_refusal(503, 3000, -1, "full", NULL);
+	body = refusal_body(c, &bn);
+	CHECK(body && memmem(body, bn, "id:", 3) == NULL);
+	sse_parse(&s, body ? body : "", bn);
+	CHECK(s.nev == 1 && s.ev[0].id.n == 0 && sse_buf_is(&s.ev[0].type, "refused", 7));
+	sse_free(&s);
+	chunk_unref(c);
+
+	/* A long cause is framed whole. */
+	char cause[3000];
+	memset(cause, 'x', sizeof(cause) - 1);
+	cause[sizeof(cause) - 1] = '\0';
+	c = frame_refusal(429, 5000, 9, cause, NULL);
+	body = refusal_body(c, &bn);
+	sse_parse(&s, body ? body : "", bn);
+	CHECK(s.nev == 1 && !s.pending && s.ev[0].data.n == strlen(cause) + 25);
+	sse_free(&s);
+	chunk_unref(c);
+}
+
 /* The test parser itself, on a stream with the awkward cases. */
 static void test_parser_self(void)
 {
@@ -376,5 +452,6 @@ int main(void)
 	test_reset_long_reason();
 	test_heartbeat();
 	test_stream_head();
+	test_refusal();
 	return check_done("test_frame");
 }

@@ -1,6 +1,7 @@
 /* test_http.c: the request parser (happy paths, every refusal, limits,
  * incremental feeding, inputs ending at a PROT_NONE guard page) and the
  * query, percent-decoding and response-formatting helpers. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -303,6 +304,39 @@ static void test_versions_505(void)
 	EXPECT_ERR("GET / HTTP/9.9\n", 505);
 	/* The HTTP/2 connection preface. */
 	EXPECT_ERR("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505);
+}
+
+/* Once a whole request line is read, its method and path are there
+ * whatever the answer (a refusal's log line names them); before, none. */
+static void test_request_line_named(void)
+{
+	static const struct http_limits small = { 64, 128, 2 };
+	char big[256];
+	snprintf(big, sizeof(big), "GET /a?q=1 HTTP/1.1\r\nHost: x\r\nX-Big: %0120d\r\n\r\n", 0);
+	const char *const named[] = {
+		big,                                                  /* 431, size */
+		"GET /a HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\n\r\n", /* 431, count */
+		"GET /a HTTP/1.2\r\nHost: x\r\n\r\n",                 /* 505 */
+		"GET /a HTTP/1.1\r\n\r\n",                            /* 400, no Host */
+		"GET /a HTTP/1.1\r\nHost: x\r\n",                     /* 0, head not whole */
+		"GET /a HTTP/1.1\r\nHost: x\r\n\r\n",                 /* whole */
+	};
+	static const int answers[] = { -1, -1, -1, -1, 0, 28 };
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		memset(&req, 0, sizeof(req));
+		CHECK_EQ_INT(parse_n(named[i], strlen(named[i]), &small), answers[i]);
+		CHECK(slice_is(req.method_name, "GET") && slice_is(req.path, "/a"));
+	}
+	/* A line not yet whole, a malformed one, or one over its limit: none,
+	 * and nothing is left of the parse before. */
+	static const char long_line[] =
+		"GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n\r\n";
+	const char *const unnamed[] = { "GET /a HTTP/1.", "G@T /a HTTP/1.1\r\nHost: x\r\n\r\n", long_line };
+	for (size_t i = 0; i < sizeof(unnamed) / sizeof(unnamed[0]); i++) {
+		parse_n(named[5], strlen(named[5]), &small);
+		parse_n(unnamed[i], strlen(unnamed[i]), &small);
+		CHECK(req.method_name.n == 0 && req.path.n == 0);
+	}
 }
 
 static void test_bad_headers(void)
@@ -795,6 +829,7 @@ int main(void)
 	test_methods();
 	test_bad_request_line();
 	test_versions_505();
+	test_request_line_named();
 	test_bad_headers();
 	test_content_length();
 	test_limits();

@@ -677,15 +677,25 @@ static void test_signatures(void)
 		CHECK_EQ_INT(result(ve, tok), JWT_BAD_SIGNATURE);
 	}
 
-	/* A tampered payload: one character changed, the signature kept. */
+	/* A tampered payload, the signature kept: one character of the JSON
+	 * changed (still JSON, so the signature is what refuses it), and one
+	 * of its base64url (which breaks the JSON here: refused before the
+	 * signature is looked at). */
 	struct signer *signers[3] = { (struct signer *)&hs, &rs, &es };
 	struct jwt_verifier *vs[3] = { vh, vr, ve };
 	for (size_t i = 0; i < 3; i++) {
 		t = token(header_of(signers[i]->how), "{\"exp\":1700000100,\"subscribe\":[\"user/42\"]}", signers[i]);
 		CHECK_EQ_INT(result(vs[i], t), JWT_OK);
-		char *p = strchr(t, '.') + 10;
-		*p = *p == 'A' ? 'B' : 'A';
+		static const char other[] = "{\"exp\":1700000100,\"subscribe\":[\"user/43\"]}";
+		char *p = strchr(t, '.') + 1;
+		char enc[128];
+		b64url((const unsigned char *)other, strlen(other), enc);
+		CHECK(strchr(p, '.') - p == (ptrdiff_t)strlen(enc));
+		memcpy(p, enc, strlen(enc));
 		CHECK_EQ_INT(result(vs[i], t), JWT_BAD_SIGNATURE);
+		p += 10;
+		*p = *p == 'A' ? 'B' : 'A';
+		CHECK_EQ_INT(result(vs[i], t), JWT_MALFORMED);
 		free(t);
 		/* The last, middle and first signature bytes changed. */
 		for (size_t flip = 1; flip <= 31; flip += 15) {
@@ -1024,6 +1034,128 @@ static void test_audience_issuer(void)
 	jwt_verifier_free(v);
 }
 
+/* jwt_check: the cache in front of jwt_verify. */
+static int check_at(struct jwt_verifier *v, const char *t, int64_t now, struct jwt_cost *cost)
+{
+	struct jwt_rights r;
+	const char *why = "unset";
+	memset(cost, 0x5a, sizeof(*cost)); /* jwt_check must set both */
+	int e = jwt_check(v, t, strlen(t), now, &r, &why, cost);
+	CHECK(e == JWT_OK ? why == NULL : why != NULL);
+	jwt_rights_free(&r);
+	return e;
+}
+
+static void test_cache(void)
+{
+	struct jwt_settings s = settings("ES256");
+	struct jwt_verifier *ve = verifier(&s);
+	struct signer es = { ES, ec, NULL, 0 }, es_other = { ES, ec_other, NULL, 0 };
+	char *t = token(header_of(ES), "{\"exp\":1700000100,\"subscribe\":[\"user/42/*\"],\"publish\":[\"x\"]}", &es);
+	struct jwt_cost cost;
+	struct jwt_rights want, got;
+	const char *why;
+
+	/* Verified once, then answered from the cache with the same rights. */
+	CHECK_EQ_INT(check_at(ve, t, NOW, &cost), JWT_OK);
+	CHECK(cost.signature && !cost.cached);
+	CHECK_EQ_INT(jwt_verify(ve, t, strlen(t), NOW, &want, &why), JWT_OK);
+	CHECK_EQ_INT(jwt_check(ve, t, strlen(t), NOW + 1, &got, &why, &cost), JWT_OK);
+	CHECK(cost.cached && !cost.signature && why == NULL);
+	CHECK(got.nsubscribe == 1 && !strcmp(got.subscribe[0], "user/42/*") && got.npublish == 1 &&
+	      !strcmp(got.publish[0], "x") && got.exp == want.exp);
+	jwt_rights_free(&got);
+	jwt_rights_free(&want);
+	/* Until exp plus the leeway (10 s), then refused as expired, with no
+	 * signature check. */
+	CHECK_EQ_INT(check_at(ve, t, 1700000110, &cost), JWT_OK);
+	CHECK(cost.cached);
+	CHECK_EQ_INT(check_at(ve, t, 1700000111, &cost), JWT_EXPIRED);
+	CHECK(!cost.cached && !cost.signature);
+	/* Once dropped, verified again when time allows (a clock set back). */
+	CHECK_EQ_INT(check_at(ve, t, NOW, &cost), JWT_OK);
+	CHECK(cost.signature && !cost.cached);
+
+	/* A token that does not verify is not cached: each try costs a check. */
+	char *forged = token_flipped(header_of(ES), "{\"exp\":1700000100}", &es, 7);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ_INT(check_at(ve, forged, NOW, &cost), JWT_BAD_SIGNATURE);
+		CHECK(cost.signature && !cost.cached);
+	}
+	free(forged);
+	/* Refusals of shape and time cost no signature check. */
+	char *expired = token(header_of(ES), "{\"exp\":1600000000}", &es_other);
+	CHECK_EQ_INT(check_at(ve, expired, NOW, &cost), JWT_EXPIRED);
+	CHECK(!cost.signature && !cost.cached);
+	free(expired);
+	char *early = token(header_of(ES), "{\"exp\":1700000100,\"nbf\":1700000050}", &es_other);
+	CHECK_EQ_INT(check_at(ve, early, NOW, &cost), JWT_NOT_YET);
+	CHECK(!cost.signature);
+	free(early);
+	CHECK_EQ_INT(check_at(ve, "abc.def", NOW, &cost), JWT_MALFORMED);
+	CHECK(!cost.signature && !cost.cached);
+	char *wrong_alg = token(header_of(HS), "{\"exp\":1700000100}", &hs);
+	CHECK_EQ_INT(check_at(ve, wrong_alg, NOW, &cost), JWT_BAD_ALG);
+	CHECK(!cost.signature);
+	free(wrong_alg);
+	char *long_tok = malloc(9000);
+	memset(long_tok, 'a', 8999);
+	long_tok[8999] = '\0';
+	CHECK_EQ_INT(check_at(ve, long_tok, NOW, &cost), JWT_MALFORMED);
+	free(long_tok);
+	CHECK_EQ_INT(check_at(NULL, t, NOW, &cost), JWT_MALFORMED);
+
+	/* A reload builds a new verifier: nothing of the old one's cache
+	 * survives. With another key the cached token is refused; with the
+	 * same key it is verified afresh. */
+	CHECK_EQ_INT(check_at(ve, t, NOW, &cost), JWT_OK);
+	CHECK(cost.cached);
+	struct jwt_settings s2 = s;
+	s2.public_key_file = write_key("ec_other.pem", ec_other, false);
+	struct jwt_verifier *other = verifier(&s2);
+	CHECK_EQ_INT(check_at(other, t, NOW, &cost), JWT_BAD_SIGNATURE);
+	CHECK(cost.signature && !cost.cached);
+	char *t2 = token(header_of(ES), "{\"exp\":1700000100}", &es_other);
+	CHECK_EQ_INT(check_at(other, t2, NOW, &cost), JWT_OK);
+	CHECK_EQ_INT(check_at(ve, t2, NOW, &cost), JWT_BAD_SIGNATURE);
+	free(t2);
+	jwt_verifier_free(other);
+	struct jwt_verifier *same = verifier(&s);
+	CHECK_EQ_INT(check_at(same, t, NOW, &cost), JWT_OK);
+	CHECK(cost.signature && !cost.cached);
+	jwt_verifier_free(same);
+	free(t);
+	jwt_verifier_free(ve);
+
+	/* The bound: 4096 tokens fit; one more evicts the least recently
+	 * used, which is then verified again. */
+	s = settings("HS256");
+	struct jwt_verifier *vh = verifier(&s);
+	enum { BOUND = 4096 };
+	char **toks = malloc((BOUND + 1) * sizeof(*toks));
+	for (int i = 0; i <= BOUND; i++) {
+		char claims[80];
+		snprintf(claims, sizeof(claims), "{\"exp\":1700000100,\"sub\":\"u%d\"}", i);
+		toks[i] = token(header_of(HS), claims, &hs);
+	}
+	for (int i = 0; i < BOUND; i++)
+		CHECK_EQ_INT(check_at(vh, toks[i], NOW, &cost), JWT_OK);
+	int hits = 0;
+	for (int i = 0; i < BOUND; i++)
+		hits += check_at(vh, toks[i], NOW, &cost) == JWT_OK && cost.cached;
+	CHECK_EQ_INT(hits, BOUND);
+	CHECK_EQ_INT(check_at(vh, toks[BOUND], NOW, &cost), JWT_OK); /* evicts toks[0] */
+	CHECK(cost.signature);
+	CHECK_EQ_INT(check_at(vh, toks[0], NOW, &cost), JWT_OK);
+	CHECK(cost.signature && !cost.cached);
+	CHECK_EQ_INT(check_at(vh, toks[BOUND], NOW, &cost), JWT_OK);
+	CHECK(cost.cached);
+	for (int i = 0; i <= BOUND; i++)
+		free(toks[i]);
+	free(toks);
+	jwt_verifier_free(vh);
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/herald-test-jwt-XXXXXX");
@@ -1056,6 +1188,7 @@ int main(void)
 	test_rights();
 	test_mercure();
 	test_audience_issuer();
+	test_cache();
 
 	EVP_PKEY_free(rsa);
 	EVP_PKEY_free(rsa_other);

@@ -2,6 +2,7 @@
  * which topics a pattern matches, and which patterns cover which, with
  * the edges named in topic.h ("a" and "a/" are not under SUB(a), nor is
  * "ab/c"). Inputs that are not NUL-terminated are given with lengths. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -153,11 +154,59 @@ static void test_covers_agrees_with_match(void)
 		}
 }
 
+/* Reducing a list keeps exactly the topics it matches, drops every
+ * repeated or covered pattern, and leaves no two that overlap. */
+static void test_reduce(void)
+{
+	static const char *const pats[] = { "*", "a", "a/b", "a/*", "a/b/*", "ab/*", "b/*", "a/b/c", "b", "c/d" };
+	static const char *const topics[] = { "a", "a/b", "a/b/c", "ab/c", "b/a", "b", "c/d", "a/c", "x" };
+	size_t np = sizeof(pats) / sizeof(pats[0]), nt = sizeof(topics) / sizeof(topics[0]);
+	srandom(3);
+	for (int trial = 0; trial < 2000; trial++) {
+		char *list[16];
+		const char *orig[16];
+		size_t n = (size_t)(random() % 17);
+		for (size_t i = 0; i < n; i++) {
+			orig[i] = pats[random() % np];
+			list[i] = strdup(orig[i]);
+		}
+		size_t m = topic_patterns_reduce(list, n);
+		CHECK(m <= n);
+		CHECK(n == 0 || m >= 1);
+		for (size_t k = 0; k < nt; k++) {
+			bool before = false, after = false;
+			for (size_t i = 0; i < n; i++)
+				before = before || match(orig[i], topics[k]);
+			for (size_t i = 0; i < m; i++)
+				after = after || match(list[i], topics[k]);
+			CHECK(before == after);
+		}
+		for (size_t i = 0; i < m; i++)
+			for (size_t j = 0; j < m; j++)
+				CHECK(i == j || !covers(list[i], list[j]));
+		for (size_t i = 0; i < m; i++)
+			free(list[i]);
+	}
+	/* The same pattern sixteen times is one; order is kept. */
+	char *same[16];
+	for (int i = 0; i < 16; i++)
+		same[i] = strdup("big/*");
+	CHECK_EQ_INT(topic_patterns_reduce(same, 16), 1);
+	CHECK(strcmp(same[0], "big/*") == 0);
+	free(same[0]);
+	char *mixed[] = { strdup("a/b"), strdup("x"), strdup("a/*"), strdup("a/b/c") };
+	CHECK_EQ_INT(topic_patterns_reduce(mixed, 4), 2);
+	CHECK(strcmp(mixed[0], "x") == 0 && strcmp(mixed[1], "a/*") == 0);
+	free(mixed[0]);
+	free(mixed[1]);
+}
+
 int main(void)
 {
 	test_valid();
 	test_match();
 	test_covers();
 	test_covers_agrees_with_match();
+	test_reduce();
 	return check_done("test_topic");
 }
