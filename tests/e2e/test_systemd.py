@@ -100,7 +100,7 @@ def _unit_settings(name):
     return out
 
 
-def test_units_say_what_the_issue_asks():
+def test_units_say_what_a_notify_service_needs():
     s = _unit_settings("herald.service")
     assert s["Type"] == ["notify"], s.get("Type")
     assert s["Restart"] == ["on-failure"], s.get("Restart")
