@@ -51,10 +51,10 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
 LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
-LOAD_SCRIPTS := bench bench-catchup bench-tokens bench-redis bench-workers plot
+LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers plot
 LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
 
-.PHONY: all deps pkg-check browser-deps run test unit bench fuzz fuzz-targets format install uninstall clean
+.PHONY: all deps pkg-check browser-deps run test unit bench bench-check fuzz fuzz-targets format install uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -203,6 +203,13 @@ test: deps browser-deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@load/bench
+	@load/bench-check
+
+# The guard against regressions alone: the steady figures against
+# docs/bench/baseline.json (load/bench-check --update writes it anew).
+bench-check: deps
+	@$(MAKE) --no-print-directory all
+	@load/bench-check
 
 # Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS (or until
 # FUZZ_RUNS executions, when given), with its corpus and dictionary; new

@@ -53,7 +53,7 @@ int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t u
  * least min_ops of SQLite's VM steps (so each read gets somewhere) and, when
  * max_ops is not 0, at most that many. */
 #define STORE_READ_BUDGET_US 500
-#define STORE_READ_MIN_OPS 20000
+#define STORE_READ_MIN_OPS 2000
 void store_sqlite_set_read_budget(struct store_sqlite *st, uint64_t us, uint64_t min_ops, uint64_t max_ops);
 
 /* Filtered reads cut short by their budget so far. */

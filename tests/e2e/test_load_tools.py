@@ -22,7 +22,8 @@ from harness import Herald
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
          "minimal-sse", "tls-handshakes"]
-SCRIPTS = ["bench", "bench-tokens", "bench-redis", "bench-workers", "plot"]  # scripts beside the C tools
+SCRIPTS = ["bench", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
+           "plot"]  # scripts beside the C tools
 
 
 def tool(name):
@@ -915,3 +916,42 @@ def test_every_tool_that_starts_herald_takes_a_port():
 
 
 test_every_tool_that_starts_herald_takes_a_port.timeout = 900
+
+
+def test_bench_check_compares_with_its_baseline():
+    """load/bench-check writes a baseline (--update) with its commit and date,
+    and against one says which figures moved by more than 20%: worse ones
+    fail the run, better ones are pointed out."""
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    try:
+        base = os.path.join(d, "baseline.json")
+        small = ["--readers", 20, "--step", 1, "--runs", 1, "--baseline", base]
+        code, out, err, _ = run("bench-check", *small, "--update", timeout=240)
+        with open(base) as f:
+            doc = json.load(f)
+        assert set(doc["figures"]) == {"rss_per_reader_b", "rss_per_tls_reader_b", "event_floor_ratio",
+                                       "open_floor_ratio", "cpu_per_delivery_us"}, doc
+        assert doc["readers"] == 20 and re.match(r"^[0-9a-f]{7,}", doc["commit"]) and doc["date"], doc
+        assert doc["figures"]["event_floor_ratio"] > 0 and doc["figures"]["open_floor_ratio"] > 0, doc
+        # Every figure far above this run's: nothing got worse.
+        high = dict(doc, figures={k: v * 10 + 1 for k, v in doc["figures"].items()})
+        with open(base, "w") as f:
+            json.dump(high, f)
+        code, out, err, js = run("bench-check", *small, timeout=240)
+        assert js["worse"] == 0 and js["better"] == 5 and "No figure got worse" in out, out
+        # Every figure far below: each one is worse, and the run fails.
+        low = dict(doc, figures={k: v / 100 for k, v in doc["figures"].items() if v > 0})
+        with open(base, "w") as f:
+            json.dump(low, f)
+        code, out, err, js = run("bench-check", *small, timeout=240, expect=1)
+        assert js["worse"] == len(low["figures"]) >= 3 and "worse by more than 20%" in out, out
+        # A baseline of another size is not compared.
+        with open(base, "w") as f:
+            json.dump(dict(doc, readers=1000), f)
+        code, out, err, js = run("bench-check", *small, timeout=60, expect=2)
+        assert "not comparable" in err, err
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+test_bench_check_compares_with_its_baseline.timeout = 900
