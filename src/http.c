@@ -554,27 +554,29 @@ const char *http_error_cause(int status)
 	}
 }
 
+bool http_query_next(struct http_slice query, size_t *pos, struct http_slice *name, struct http_slice *value)
+{
+	if (*pos >= query.n)
+		return false; /* done, or no query (query.p may be NULL: no offset from it) */
+	const char *p = query.p + *pos, *e = query.p + query.n;
+	const char *amp = memchr(p, '&', (size_t)(e - p));
+	const char *se = amp ? amp : e;
+	const char *eq = memchr(p, '=', (size_t)(se - p));
+	*name = (struct http_slice){ p, (size_t)((eq ? eq : se) - p) };
+	*value = eq ? (struct http_slice){ eq + 1, (size_t)(se - eq - 1) } : (struct http_slice){ se, 0 };
+	*pos = amp ? (size_t)(amp + 1 - query.p) : query.n;
+	return true;
+}
+
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value)
 {
-	if (query.n == 0)
-		return false; /* no query (query.p may be NULL: no offset from it) */
-	size_t nl = strlen(name);
-	const char *p = query.p, *e = query.p + query.n;
-
-	while (p < e) {
-		const char *amp = memchr(p, '&', (size_t)(e - p));
-		const char *se = amp ? amp : e;
-		const char *eq = memchr(p, '=', (size_t)(se - p));
-		const char *ke = eq ? eq : se;
-		if ((size_t)(ke - p) == nl && memcmp(p, name, nl) == 0) {
-			value->p = eq ? eq + 1 : se;
-			value->n = (size_t)(se - value->p);
+	size_t nl = strlen(name), pos = 0;
+	struct http_slice k, v;
+	while (http_query_next(query, &pos, &k, &v))
+		if (k.n == nl && memcmp(k.p, name, nl) == 0) {
+			*value = v;
 			return true;
 		}
-		if (!amp)
-			break;
-		p = amp + 1;
-	}
 	return false;
 }
 

@@ -97,6 +97,11 @@ bool http_token_equal(struct http_slice given, const char *want);
  * X-Real-IP present). */
 bool http_forwarded(const struct http_request *req);
 
+/* Walk a "a=1&b=2" query one parameter at a time: *pos starts at 0; each
+ * call sets the raw name and value (empty when there is no '=') of the next
+ * part, empty parts included, and returns false once none is left. */
+bool http_query_next(struct http_slice query, size_t *pos, struct http_slice *name, struct http_slice *value);
+
 /* Find a query parameter by exact name in a "a=1&b=2" string; percent-decoding
  * is not applied. Returns true and the raw value slice when present. */
 bool http_query_get(struct http_slice query, const char *name, struct http_slice *value);

@@ -40,12 +40,11 @@ static const char *const known_params[] = { "topic", "last_event_id", "envelope"
  * trailing "&") are no parameter. */
 static const char *unknown_param(struct http_slice query, char *why, size_t len)
 {
-	const char *q = query.p, *e = query.p + query.n;
-	while (query.n && q < e) {
-		const char *amp = memchr(q, '&', (size_t)(e - q));
-		const char *end = amp ? amp : e;
-		const char *eq = memchr(q, '=', (size_t)(end - q));
-		size_t n = (size_t)((eq ? eq : end) - q);
+	size_t pos = 0;
+	struct http_slice name, value;
+	while (http_query_next(query, &pos, &name, &value)) {
+		const char *q = name.p;
+		size_t n = name.n;
 		bool known = n == 0;
 		for (size_t i = 0; i < sizeof(known_params) / sizeof(known_params[0]) && !known; i++)
 			known = strlen(known_params[i]) == n && memcmp(known_params[i], q, n) == 0;
@@ -61,7 +60,6 @@ static const char *unknown_param(struct http_slice query, char *why, size_t len)
 				 shown, n >= sizeof(shown) ? "..." : "");
 			return why;
 		}
-		q = end + 1;
 	}
 	return NULL;
 }
