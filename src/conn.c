@@ -47,6 +47,7 @@
 
 #define IOV_BATCH 128
 #define READ_BUDGET (64 * 1024)    /* bytes read per wakeup per connection */
+#define READ_BUF_SIZE (16 * 1024)  /* the pool's lent request buffer */
 #define OUTPUT_PAUSE (1024 * 1024) /* stop reading requests past this much queued output */
 #define LINGER_MS 2000
 /* The gap between stream rounds: STREAM_GAP_FACTOR times the last round's
@@ -399,6 +400,60 @@ void conn_end_after_flush(struct conn *c)
 	loop_timer_start(c->pool->lp, &c->timer, (uint64_t)c->pool->cfg->stall_timeout_ms, on_timeout, c);
 }
 
+static size_t read_cap(const struct conn *c)
+{
+	const struct config *cfg = c->pool->cfg;
+	return (size_t)(cfg->max_header_bytes + cfg->max_body) + 1;
+}
+
+/* A request that arrives whole (nearly every one: a stream's GET, a small
+ * publish) is read into one buffer the pool lends for the length of a
+ * wake-up, and a connection keeps a buffer of its own only while a request
+ * is incomplete or a pipelined one waits. A buffer per connection, taken at
+ * accept and freed once the request had become a stream, left the heap
+ * with a hole per stream among the stream's own small blocks, which a
+ * burst of accepts never filled again: about 700 bytes per reader. */
+static void take_read_buffer(struct conn *c)
+{
+	struct conn_pool *p = c->pool;
+	if (c->rbuf || p->read_buf_lent)
+		return;
+	if (!p->read_buf)
+		p->read_buf = xmalloc(READ_BUF_SIZE);
+	c->rbuf = p->read_buf;
+	c->rcap = MIN((size_t)READ_BUF_SIZE, read_cap(c));
+	c->rbuf_lent = p->read_buf_lent = true;
+}
+
+/* Give the lent buffer back, keeping what is left of it (an incomplete or
+ * pipelined request) in a buffer of the connection's own. */
+static void return_read_buffer(struct conn *c)
+{
+	if (!c->rbuf_lent)
+		return;
+	char *lent = c->rbuf;
+	c->rbuf_lent = c->pool->read_buf_lent = false;
+	c->rbuf = NULL;
+	c->rcap = 0;
+	if (c->rlen && c->state != CONN_CLOSED) {
+		c->rcap = MAX(c->rlen, (size_t)4096);
+		c->rbuf = xmalloc(c->rcap);
+		memcpy(c->rbuf, lent, c->rlen);
+	} else {
+		c->rlen = 0;
+	}
+}
+
+static void drop_read_buffer(struct conn *c)
+{
+	c->rlen = 0;
+	if (c->rbuf_lent)
+		return_read_buffer(c);
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rcap = 0;
+}
+
 void conn_count_response(struct conn *c, int status)
 {
 	metrics_count_response(c->pool->m, status);
@@ -419,9 +474,7 @@ void conn_wait(struct conn *c)
 void conn_become_stream(struct conn *c)
 {
 	c->state = CONN_STREAMING;
-	free(c->rbuf);
-	c->rbuf = NULL;
-	c->rlen = c->rcap = 0;
+	drop_read_buffer(c);
 	loop_timer_stop(c->pool->lp, &c->timer);
 	conn_update_events(c);
 }
@@ -477,21 +530,18 @@ static void consume(struct conn *c, size_t n)
 	c->rlen -= n;
 }
 
-static size_t read_cap(const struct conn *c)
-{
-	const struct config *cfg = c->pool->cfg;
-	return (size_t)(cfg->max_header_bytes + cfg->max_body) + 1;
-}
-
 /* Read what is there (up to a budget) into the request buffer. Returns 0,
  * or -1 when the connection was closed. */
 static int fill(struct conn *c)
 {
 	size_t budget = READ_BUDGET, cap = read_cap(c);
+	take_read_buffer(c);
 	while (budget && !c->peer_eof) {
 		if (c->rlen == c->rcap) {
 			if (c->rcap >= cap)
 				break;
+			if (c->rbuf_lent) /* a request larger than the lent buffer: one of its own */
+				return_read_buffer(c);
 			c->rcap = MIN(cap, c->rcap ? c->rcap * 2 : 4096);
 			c->rbuf = xrealloc(c->rbuf, c->rcap);
 		}
@@ -642,9 +692,16 @@ static void on_io(void *arg, uint32_t events)
 		return;
 	switch (c->state) {
 	case CONN_READING:
-		if (fill(c) < 0)
+		if (fill(c) < 0) {
+			return_read_buffer(c);
 			return;
+		}
 		conn_process(c);
+		return_read_buffer(c);
+		if (c->state == CONN_CLOSED)
+			return;
+		if (!c->rlen) /* nothing pending: back to the lent buffer */
+			drop_read_buffer(c);
 		if (c->state == CONN_READING && c->rlen > 0 && !loop_timer_active(&c->timer))
 			start_request_timer(c);
 		break;
@@ -678,8 +735,7 @@ void conn_close(struct conn *c, const char *why)
 	close(c->fd);
 	c->fd = -1;
 	outq_free(&c->out);
-	free(c->rbuf);
-	c->rbuf = NULL;
+	drop_read_buffer(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -789,6 +845,8 @@ void conn_pool_close_all(struct conn_pool *p)
 	p->frame_round_due = true; /* lets go of the stream list now */
 	pass_end(p);
 	loop_timer_stop(p->lp, &p->stream_timer);
+	free(p->read_buf);
+	p->read_buf = NULL;
 }
 
 const char *conn_client(const struct conn *c)

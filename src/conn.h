@@ -82,6 +82,10 @@ struct conn_pool {
 	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
 	uint64_t stream_rounds; /* stream rounds run */
 	uint64_t writes;        /* writev calls (or their TLS equivalent) */
+	/* The request buffer a connection reads into while it has no request
+	 * of its own in progress (see take_read_buffer in conn.c). */
+	char *read_buf;
+	bool read_buf_lent;
 };
 
 struct conn {
@@ -95,8 +99,9 @@ struct conn {
 	char client[64]; /* client address after trusted-proxy rules */
 	char what[80];   /* "METHOD /path" of the request being handled, for logs */
 
-	char *rbuf;
+	char *rbuf; /* the request bytes read and not yet consumed */
 	size_t rlen, rcap;
+	bool rbuf_lent; /* rbuf is the pool's read_buf, for the length of one wake-up */
 
 	struct outq out;
 	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */

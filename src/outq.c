@@ -15,7 +15,7 @@ static struct outq_entry *at(const struct outq *q, size_t i)
 void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
 {
 	if (q->len == q->cap) {
-		size_t ncap = q->cap ? q->cap * 2 : 8;
+		size_t ncap = q->cap ? q->cap * 2 : 4;
 		struct outq_entry *nq = xmalloc(ncap * sizeof(*nq));
 		for (size_t i = 0; i < q->len; i++)
 			nq[i] = *at(q, i);
