@@ -1,9 +1,11 @@
-/* test_config.c: config_load from argv arrays, temporary INI files and the
+/* test_config.c: config_load_checked (the values, then the modules' checks
+ * of config_check.h) from argv arrays, temporary INI files and the
  * environment: defaults, precedence (defaults < file < env < flags), value
  * syntax (durations, sizes, lists), every kind of refusal with its message
  * (file:line, key and value on stderr, captured through a temp file), exit
- * codes, --listen, --check-config, --help/--version, reloading and
- * config_print. ASan's leak checker at exit covers config_free. */
+ * codes, --listen, --check-config, main's commands, origins, the keys a
+ * reload keeps, reloading and config_print. ASan's leak checker at exit
+ * covers config_free. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1425,6 +1427,121 @@ static void test_reload_and_print(void)
 	free(out);
 }
 
+/* Run check (config_check, or one module's) on c with stderr captured
+ * into last.err. */
+static int check_captured(config_check_fn *check, const struct config *c)
+{
+	char ep[128];
+	snprintf(ep, sizeof(ep), "%s/stderr-check", tmpdir);
+	fflush(stderr);
+	int save = dup(2), efd = open(ep, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (save < 0 || efd < 0) {
+		perror("capture");
+		exit(2);
+	}
+	dup2(efd, 2);
+	close(efd);
+	int n = check(c);
+	fflush(stderr);
+	dup2(save, 2);
+	close(save);
+	free(last.err);
+	last.err = slurp(ep);
+	return n;
+}
+
+/* config_load parses values only; what a module must judge (an address it
+ * binds, a pair it loads, a key it reads) is config_check's list, which
+ * names the key's origin as config_load would, and runs every check even
+ * after one failed. */
+static void test_module_checks(void)
+{
+	char *argv[] = { "herald", "--listen", "127.0.0.1:99999", "--jwt-secret-file", "/tmp/s", NULL };
+	struct config c;
+	bool check;
+	const char *command;
+	int code;
+	CHECK_EQ_INT(config_load(&c, 5, argv, &check, &command, &code), 0);
+	CHECK_EQ_INT(check_captured(config_check, &c), 2);
+	CHECK(err_has("option --listen: listen = \"127.0.0.1:99999\": the port must be a number from 0 to 65535"));
+	CHECK(err_has("option --jwt-secret-file: jwt_secret_file is set, but jwt_algorithm is not"));
+	/* Each module's check alone. */
+	CHECK_EQ_INT(check_captured(listener_check_config, &c), 1);
+	CHECK_EQ_INT(check_captured(tls_check_config, &c), 0);
+	CHECK_EQ_INT(check_captured(jwt_check_config, &c), 1);
+	config_free(&c);
+
+	/* Where each value came from, kept with the settings. */
+	const char *p = write_file("# one\nbacklog = 7\n");
+	setenv("HERALD_DB", "x.db", 1);
+	const struct res *r = load("--config", p, "--retry-ms", "5", NULL);
+	clear_env();
+	CHECK_EQ_INT(r->r, 0);
+	char want[256];
+	snprintf(want, sizeof(want), "%s:2", p);
+	CHECK(strcmp(config_origin(&cfg, "backlog"), want) == 0);
+	CHECK(strcmp(config_origin(&cfg, "db"), "environment HERALD_DB") == 0);
+	CHECK(strcmp(config_origin(&cfg, "retry_ms"), "option --retry-ms") == 0);
+	CHECK(strcmp(config_origin(&cfg, "listen"), "built-in default") == 0);
+
+	/* config_bad_value words a module's refusal as config's own: the
+	 * range of a number, never a secret, a URL without its password. */
+	char ep[128];
+	snprintf(ep, sizeof(ep), "%s/stderr-bad", tmpdir);
+	fflush(stderr);
+	int save = dup(2), efd = open(ep, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(save >= 0 && efd >= 0);
+	dup2(efd, 2);
+	close(efd);
+	config_bad_value(&cfg, "backlog", "7", "too few");
+	config_bad_value(&cfg, "publish_token", "hunter2", "refused");
+	config_bad_value(&cfg, "redis_url", "redis://u:pw123@h:1", "refused");
+	fflush(stderr);
+	dup2(save, 2);
+	close(save);
+	free(last.err);
+	last.err = slurp(ep);
+	snprintf(want, sizeof(want), "%s:2: backlog = \"7\": too few (allowed: 1 to 65535)", p);
+	CHECK(err_has(want));
+	CHECK(err_has("built-in default: publish_token = (value not shown): refused"));
+	CHECK(strstr(last.err, "hunter2") == NULL && strstr(last.err, "pw123") == NULL);
+}
+
+static void note_changed(const char *key, void *arg)
+{
+	char *names = arg;
+	strcat(names, key);
+	strcat(names, " ");
+}
+
+/* A reload keeps every key the table flags as read at start-up only, with
+ * its origin, and names each one the new settings had changed. */
+static void test_restart_keys(void)
+{
+	char *a[] = { "herald",    "--listen",     "127.0.0.1:1,unix:/tmp/r.sock",
+		      "--backlog", "10",           "--db",
+		      "a.db",      "--read-token", "t1",
+		      NULL };
+	char *b[] = { "herald",         "--listen", "127.0.0.1:2",  "--backlog", "11",        "--db", "a.db",
+		      "--redis-stream", "s2",       "--read-token", "t2",        "--workers", "1",    NULL };
+	struct config cur, fresh;
+	bool check;
+	const char *command;
+	int code;
+	CHECK_EQ_INT(config_load(&cur, 9, a, &check, &command, &code), 0);
+	CHECK_EQ_INT(config_load(&fresh, 13, b, &check, &command, &code), 0);
+	char names[256] = "";
+	config_keep_restart_keys(&fresh, &cur, note_changed, names);
+	CHECK(strcmp(names, "listen backlog redis_stream ") == 0);
+	CHECK(fresh.nlisten == 2 && strcmp(fresh.listen[1], "unix:/tmp/r.sock") == 0 && fresh.backlog == 10);
+	CHECK(strcmp(fresh.db, "a.db") == 0 && strcmp(fresh.redis_stream, "herald") == 0);
+	CHECK(strcmp(config_origin(&fresh, "redis_stream"), "built-in default") == 0);
+	CHECK(strcmp(fresh.read_token, "t2") == 0); /* not flagged: the new value */
+	CHECK(cur.nlisten == 0 && cur.db == NULL);
+	config_free(&cur);
+	config_free(&fresh);
+}
+
 /* Loads and frees in a loop, including failed loads: the leak checker at
  * exit must find nothing. config_free twice is harmless. */
 static void test_free(void)
@@ -1472,6 +1589,8 @@ int main(void)
 	test_jwt_keys();
 	test_console_key();
 	test_reload_and_print();
+	test_module_checks();
+	test_restart_keys();
 	test_free();
 
 	config_free(&cfg);
