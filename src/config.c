@@ -1,11 +1,13 @@
 /* config.c: the key table, the value parsers, the four sources (defaults,
  * INI file through libinih, environment, flags), and the checks of the
- * whole once every source is read (token files, the TLS pair, keys that go
- * together). Each key remembers where its value came from, so that every
- * error names it; errors go through config_err to the log. */
+ * whole that need no other module once every source is read (token files,
+ * keys that go together). Each key remembers where its value came from, in
+ * the settings themselves, so that every error names it, here and in the
+ * modules' own checks (config_check.c); errors go to the log. Besides log
+ * and util it uses only pure parsers (addr.h's trusted-proxy list,
+ * redis_url.h), which touch nothing. */
 #include "config.h"
 #include "redis_url.h"
-#include "store_redis.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,10 +22,7 @@
 #include <unistd.h>
 
 #include "addr.h"
-#include "jwt.h"
-#include "listener.h"
 #include "log.h"
-#include "tls.h"
 #include "util.h"
 
 enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K_CHOICE, K_BOOL };
@@ -32,6 +31,7 @@ enum {
 	KF_SECRET = 1,  /* never printed nor echoed in an error */
 	KF_ZERO_OK = 2, /* 0 is allowed below min (0 = off) */
 	KF_URL = 4,     /* may hold a password: printed and echoed without it */
+	KF_RESTART = 8, /* read at start-up only: a reload keeps the running value */
 };
 
 /* Extra validation of a string value: NULL, or the reason (static, or
@@ -49,7 +49,7 @@ struct key {
 	const char *const *choices; /* K_CHOICE: the names, NULL-terminated; the value is the index */
 };
 
-static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_claim, check_cookie, check_redis_url,
+static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_cookie, check_redis_url,
 	check_redis_stream;
 
 /* Indexed by enum metrics_mode. */
@@ -62,11 +62,11 @@ static const char *const metrics_modes[] = { "any", "local", "token", NULL };
 		.name = n, .type = t, .off = OFF(f), .min = lo, .max = hi, .def = d, __VA_ARGS__ \
 	}
 static const struct key keys[] = {
-	KEY("listen", K_LIST, listen, 0, 0, "127.0.0.1:8199"),
-	KEY("db", K_STR, db, 1, 4096, "var/herald.db"),
+	KEY("listen", K_LIST, listen, 0, 0, "127.0.0.1:8199", .flags = KF_RESTART),
+	KEY("db", K_STR, db, 1, 4096, "var/herald.db", .flags = KF_RESTART),
 	KEY("unix_mode", K_MODE, unix_mode, 0, 0777, "0660"),
-	KEY("backlog", K_INT, backlog, 1, 65535, "1024"),
-	KEY("workers", K_INT, workers, 1, 64, "1"),
+	KEY("backlog", K_INT, backlog, 1, 65535, "1024", .flags = KF_RESTART),
+	KEY("workers", K_INT, workers, 1, 64, "1", .flags = KF_RESTART),
 	KEY("log_level", K_LEVEL, log_level, 0, 0, "info"),
 	KEY("per_address_limit", K_INT, per_address_limit, 0, 1000000, "32"),
 	KEY("ipv6_prefix", K_INT, ipv6_prefix, 1, 128, "64"),
@@ -103,22 +103,22 @@ static const struct key keys[] = {
 	KEY("jwt_leeway", K_DUR_S, jwt_leeway_s, 0, 300, "10s"),
 	KEY("jwt_audience", K_STR, jwt_audience, 0, 1024, ""),
 	KEY("jwt_issuer", K_STR, jwt_issuer, 0, 1024, ""),
-	KEY("jwt_subscribe_claim", K_STR, jwt_subscribe_claim, 1, 256, "subscribe", .check = check_claim),
-	KEY("jwt_publish_claim", K_STR, jwt_publish_claim, 1, 256, "publish", .check = check_claim),
+	KEY("jwt_subscribe_claim", K_STR, jwt_subscribe_claim, 1, 256, "subscribe"),
+	KEY("jwt_publish_claim", K_STR, jwt_publish_claim, 1, 256, "publish"),
 	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
 	KEY("console", K_BOOL, console, 0, 0, "on"),
-	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL, .check = check_redis_url),
-	KEY("redis_stream", K_STR, redis_stream, 1, 200, "herald", .check = check_redis_stream),
+	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL | KF_RESTART,
+	    .check = check_redis_url),
+	KEY("redis_stream", K_STR, redis_stream, 1, 200, "herald", .flags = KF_RESTART, .check = check_redis_stream),
 	KEY("redis_wait_replicas", K_INT, redis_wait_replicas, 0, 64, "0"),
 	KEY("redis_wait_timeout", K_DUR_MS, redis_wait_timeout_ms, 1, 60000, "1s"),
 };
 #define NKEYS ARRAY_LEN(keys)
 
-/* One load in progress: the settings being built, where each key's value
- * came from (NULL: the built-in default), and the errors reported. */
+/* One load in progress: the settings being built (with cfg->origin, where
+ * each key's value came from), and the errors reported. */
 struct load {
 	struct config *cfg;
-	char *origin[NKEYS];
 	int errors;
 };
 
@@ -155,10 +155,15 @@ static const struct key *key_named(const char *name)
 	return key_find(name, strlen(name));
 }
 
+static const char *origin_in(const struct config *cfg, const struct key *k)
+{
+	const char *o = cfg->origin ? cfg->origin[k - keys] : NULL;
+	return o ? o : "built-in default";
+}
+
 static const char *origin_of(const struct load *ld, const struct key *k)
 {
-	const char *o = ld->origin[k - keys];
-	return o ? o : "built-in default";
+	return origin_in(ld->cfg, k);
 }
 
 /* Escape text for a message: control bytes, quotes and backslashes, so
@@ -249,9 +254,9 @@ static void list_clear(struct config *cfg)
 	cfg->nlisten = 0;
 }
 
-/* The error for a value of key k from origin: key, value (unless secret),
- * reason, and for numbers the range allowed. */
-static void bad_value(struct load *ld, const char *origin, const struct key *k, const char *v, const char *why)
+/* Log the error for a value of key k from origin: key, value (unless
+ * secret), reason, and for numbers the range allowed. */
+static void report_value(const char *origin, const struct key *k, const char *v, const char *why)
 {
 	char shown[600], hint[96] = "";
 	if (k->type == K_INT || k->type == K_SIZE || k->type == K_DUR_MS || k->type == K_DUR_S) {
@@ -270,16 +275,23 @@ static void bad_value(struct load *ld, const char *origin, const struct key *k, 
 	}
 	config_err("%s: %s = %s: %s%s", origin, k->name,
 		   k->flags & KF_SECRET ? "(value not shown)" : quoted(v, shown, sizeof(shown)), why, hint);
+}
+
+/* The same, counted as one of this load's errors. */
+static void bad_value(struct load *ld, const char *origin, const struct key *k, const char *v, const char *why)
+{
+	report_value(origin, k, v, why);
 	ld->errors++;
 }
 
-/* Append the comma-separated addresses in v to cfg->listen, each checked by
- * listen_addr_parse; blanks around entries and empty entries are skipped.
- * Returns how many were added, or -1 after reporting each bad one. */
+/* Append the comma-separated addresses in v to cfg->listen; blanks around
+ * entries and empty entries are skipped. What an address means is the
+ * listeners' to check (listener_check_config). Returns how many were
+ * added, or -1 after reporting each bad one. */
 static int list_add(struct load *ld, const struct key *k, const char *v, const char *origin)
 {
 	struct config *cfg = ld->cfg;
-	char *copy = xstrdup(v), *save = NULL, err[256];
+	char *copy = xstrdup(v), *save = NULL;
 	int added = 0, bad = 0;
 	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		while (isspace((unsigned char)*t))
@@ -289,7 +301,6 @@ static int list_add(struct load *ld, const struct key *k, const char *v, const c
 			t[--n] = '\0';
 		if (!n)
 			continue;
-		struct listen_addr la;
 		bool control = false;
 		for (const char *c = t; *c; c++)
 			control = control || (unsigned char)*c < 0x20 || *c == 0x7f;
@@ -297,11 +308,6 @@ static int list_add(struct load *ld, const struct key *k, const char *v, const c
 			/* A unix path may hold any byte; one that would break a
 			 * log line or --check-config's output is refused. */
 			bad_value(ld, origin, k, t, "contains a control character");
-			bad++;
-			continue;
-		}
-		if (listen_addr_parse(t, &la, err, sizeof(err)) < 0) {
-			bad_value(ld, origin, k, t, err);
 			bad++;
 			continue;
 		}
@@ -362,16 +368,6 @@ static const char *check_jwt_algorithm(const char *v, char *buf, size_t len)
 	if (!v[0] || !strcmp(v, "HS256") || !strcmp(v, "RS256") || !strcmp(v, "ES256"))
 		return NULL;
 	return "not one of HS256, RS256, ES256 (or empty: signed tokens off)";
-}
-
-/* jwt_subscribe_claim, jwt_publish_claim: what jwt_verifier_new takes. */
-static const char *check_claim(const char *v, char *buf, size_t len)
-{
-	(void)buf;
-	(void)len;
-	if (jwt_claim_name_valid(v))
-		return NULL;
-	return "not a claim name: names of letters, digits, _ and -, joined by dots (e.g. mercure.subscribe)";
 }
 
 /* jwt_cookie: empty, or a cookie name of letters, digits, _ - and '.'. */
@@ -510,8 +506,8 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 
 static void note_origin(struct load *ld, const struct key *k, const char *origin)
 {
-	free(ld->origin[k - keys]);
-	ld->origin[k - keys] = xstrdup(origin);
+	free(ld->cfg->origin[k - keys]);
+	ld->cfg->origin[k - keys] = xstrdup(origin);
 }
 
 /* Set key k to v from origin (a whole listen list is replaced). Returns 0,
@@ -756,6 +752,7 @@ static void defaults(struct load *ld)
 {
 	char buf[256];
 	memset(ld->cfg, 0, sizeof(*ld->cfg));
+	ld->cfg->origin = xcalloc(NKEYS, sizeof(*ld->cfg->origin));
 	for (size_t i = 0; i < NKEYS; i++) {
 		const char *why = NULL;
 		if (keys[i].type == K_LIST)
@@ -860,110 +857,6 @@ static void resolve_tokens(struct load *ld)
 	}
 }
 
-/* TLS: the pair goes together, goes with a tls: listener, and loads. */
-static void check_tls(struct load *ld)
-{
-	const struct config *cfg = ld->cfg;
-	const struct key *kc = key_named("tls_cert"), *kk = key_named("tls_key"), *kl = key_named("listen");
-	char err[600];
-	bool cert = cfg->tls_cert[0], key = cfg->tls_key[0], tls_listen = false;
-	for (size_t i = 0; i < cfg->nlisten; i++)
-		tls_listen |= strncmp(cfg->listen[i], "tls:", 4) == 0;
-	if (cert != key) {
-		const struct key *set = cert ? kc : kk;
-		config_err("%s: %s is set, but %s is not: tls_cert and tls_key must be set together",
-			   origin_of(ld, set), set->name, cert ? kk->name : kc->name);
-		ld->errors++;
-		return;
-	}
-	if (tls_listen && !cert) {
-		config_err("%s: listen has a tls: address, but tls_cert and tls_key are not set", origin_of(ld, kl));
-		ld->errors++;
-		return;
-	}
-	/* Under socket activation the sockets, and which is TLS (a socket
-	 * named "tls"), come from systemd; listen is not used. */
-	if (!tls_listen && cert && !getenv("LISTEN_FDS")) {
-		config_err("%s: tls_cert is set, but no listen address is a tls: one "
-			   "(e.g. listen = 127.0.0.1:8199, tls:127.0.0.1:8443)",
-			   origin_of(ld, kc));
-		ld->errors++;
-		return;
-	}
-	if (!cert)
-		return;
-	int bad = tls_check_pair(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
-	if (bad == TLS_BAD_CERT)
-		bad_value(ld, origin_of(ld, kc), kc, cfg->tls_cert, err);
-	else if (bad == TLS_BAD_KEY)
-		bad_value(ld, origin_of(ld, kk), kk, cfg->tls_key, err);
-}
-
-/* The value of the string key k. */
-static const char *str_of(const struct config *cfg, const struct key *k)
-{
-	return *(char *const *)(const void *)((const char *)cfg + k->off);
-}
-
-/* Signed tokens: an algorithm reads exactly its own key file (and a key
- * file without an algorithm is a mistake); then a verifier is built, as the
- * server will build it, and freed, so a key that does not load is refused
- * before anything starts. */
-static void check_jwt(struct load *ld)
-{
-	const struct config *cfg = ld->cfg;
-	const struct key *ka = key_named("jwt_algorithm"), *ks = key_named("jwt_secret_file"),
-			 *kp = key_named("jwt_public_key_file");
-	const char *alg = cfg->jwt_algorithm;
-	if (!alg[0]) {
-		const struct key *files[] = { ks, kp };
-		for (size_t i = 0; i < ARRAY_LEN(files); i++)
-			if (str_of(cfg, files[i])[0]) {
-				config_err("%s: %s is set, but jwt_algorithm is not (signed tokens are off)",
-					   origin_of(ld, files[i]), files[i]->name);
-				ld->errors++;
-			}
-		return;
-	}
-	bool hs = strcmp(alg, "HS256") == 0;
-	const struct key *want = hs ? ks : kp, *other = hs ? kp : ks;
-	int before = ld->errors;
-	if (!str_of(cfg, want)[0]) {
-		config_err("%s: jwt_algorithm = \"%s\" needs %s", origin_of(ld, ka), alg, want->name);
-		ld->errors++;
-	}
-	if (str_of(cfg, other)[0]) {
-		config_err("%s: %s is set, but jwt_algorithm = \"%s\" (%s) reads %s instead", origin_of(ld, other),
-			   other->name, alg, origin_of(ld, ka), want->name);
-		ld->errors++;
-	}
-	if (ld->errors != before)
-		return;
-	struct jwt_settings js;
-	struct jwt_verifier *v = NULL;
-	char err[700];
-	config_jwt_settings(cfg, &js);
-	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
-		config_err("%s: %s", origin_of(ld, want), err);
-		ld->errors++;
-	}
-	jwt_verifier_free(v);
-}
-
-void config_jwt_settings(const struct config *cfg, struct jwt_settings *out)
-{
-	*out = (struct jwt_settings){
-		.algorithm = cfg->jwt_algorithm,
-		.secret_file = cfg->jwt_secret_file,
-		.public_key_file = cfg->jwt_public_key_file,
-		.leeway_s = cfg->jwt_leeway_s,
-		.audience = cfg->jwt_audience,
-		.issuer = cfg->jwt_issuer,
-		.subscribe_claim = cfg->jwt_subscribe_claim,
-		.publish_claim = cfg->jwt_publish_claim,
-	};
-}
-
 /* Checks of keys that depend on each other, once every source is read. */
 static void check_whole(struct load *ld)
 {
@@ -973,8 +866,6 @@ static void check_whole(struct load *ld)
 			   origin_of(ld, key_named("metrics_access")));
 		ld->errors++;
 	}
-	check_tls(ld);
-	check_jwt(ld);
 }
 
 /* A bad command line: "<before><arg><after>", then the usage; exit code 2. */
@@ -988,26 +879,22 @@ static int cmdline_error(int *exit_code, bool usage, const char *before, const c
 	return -1;
 }
 
+/* The words that are commands to main (config_load returns 1 at the first
+ * one), not settings. */
+static const char *const commands[] = { "--help", "-h", "--version", "--redis-function" };
+
 /* First pass over argv: the flags that decide what else to read or do, and
- * a bad command line reported before anything is read. Returns 0, 1 after
- * --help or --version, or -1. */
-static int scan_args(int argc, char **argv, const char **path, bool *check_only, int *exit_code)
+ * a bad command line reported before anything is read. Returns 0, 1 at one
+ * of main's commands (in *command), or -1. */
+static int scan_args(int argc, char **argv, const char **path, bool *check_only, const char **command, int *exit_code)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			config_usage(stdout);
-			return 1;
-		}
-		if (strcmp(a, "--version") == 0) {
-			printf("herald %s\n", HERALD_VERSION);
-			return 1;
-		}
-		if (strcmp(a, "--redis-function") == 0) {
-			/* For redis-cli -x FUNCTION LOAD REPLACE, where herald
-			 * itself has not connected yet. */
-			fputs(store_redis_function, stdout);
-			return 1;
+		for (size_t c = 0; c < ARRAY_LEN(commands); c++) {
+			if (strcmp(a, commands[c]) == 0) {
+				*command = a;
+				return 1;
+			}
 		}
 		if (strcmp(a, "--check-config") == 0) {
 			*check_only = true;
@@ -1060,12 +947,13 @@ static void load_flags(struct load *ld, int argc, char **argv)
 	}
 }
 
-int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code)
+int config_load(struct config *cfg, int argc, char **argv, bool *check_only, const char **command, int *exit_code)
 {
 	const char *path = NULL;
 	*check_only = false;
+	*command = NULL;
 	*exit_code = 0;
-	int r = scan_args(argc, argv, &path, check_only, exit_code);
+	int r = scan_args(argc, argv, &path, check_only, command, exit_code);
 	if (r != 0)
 		return r;
 
@@ -1085,8 +973,6 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int
 	char err[256];
 	if (!ld.errors && trust_parse(&cfg->trust, cfg->trusted_proxies, err, sizeof(err)) < 0)
 		ld.errors++;
-	for (size_t i = 0; i < NKEYS; i++)
-		free(ld.origin[i]);
 	if (ld.errors) {
 		*exit_code = 1;
 		config_free(cfg);
@@ -1108,6 +994,97 @@ void config_free(struct config *cfg)
 		}
 	free(cfg->config_path);
 	cfg->config_path = NULL;
+	if (cfg->origin) {
+		for (size_t i = 0; i < NKEYS; i++)
+			free(cfg->origin[i]);
+		free(cfg->origin);
+		cfg->origin = NULL;
+	}
+}
+
+const char *config_origin(const struct config *cfg, const char *key)
+{
+	const struct key *k = key_named(key);
+	return k ? origin_in(cfg, k) : "unknown key";
+}
+
+void config_bad_value(const struct config *cfg, const char *key, const char *value, const char *why)
+{
+	const struct key *k = key_named(key);
+	if (k)
+		report_value(origin_in(cfg, k), k, value, why);
+	else
+		config_err("%s: %s", key, why);
+}
+
+/* Whether key k holds the same value in a and b. */
+static bool same_value(const struct config *a, const struct config *b, const struct key *k)
+{
+	const char *pa = (const char *)a + k->off, *pb = (const char *)b + k->off;
+	switch (k->type) {
+	case K_LIST:
+		if (a->nlisten != b->nlisten)
+			return false;
+		for (size_t i = 0; i < a->nlisten; i++)
+			if (strcmp(a->listen[i], b->listen[i]) != 0)
+				return false;
+		return true;
+	case K_STR:
+		return strcmp(*(char *const *)(const void *)pa, *(char *const *)(const void *)pb) == 0;
+	case K_LEVEL:
+	case K_CHOICE:
+		return *(const int *)(const void *)pa == *(const int *)(const void *)pb;
+	case K_BOOL:
+		return *(const bool *)(const void *)pa == *(const bool *)(const void *)pb;
+	default:
+		if (k->off == OFF(backlog))
+			return *(const int *)(const void *)pa == *(const int *)(const void *)pb;
+		return *(const int64_t *)(const void *)pa == *(const int64_t *)(const void *)pb;
+	}
+}
+
+void config_keep_restart_keys(struct config *fresh, struct config *cur, void (*changed)(const char *key, void *arg),
+			      void *arg)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct key *k = &keys[i];
+		if (!(k->flags & KF_RESTART))
+			continue;
+		if (!same_value(fresh, cur, k))
+			changed(k->name, arg);
+		char *to = (char *)fresh + k->off, *from = (char *)cur + k->off;
+		switch (k->type) {
+		case K_LIST:
+			list_clear(fresh);
+			memcpy(fresh->listen, cur->listen, sizeof(fresh->listen));
+			fresh->nlisten = cur->nlisten;
+			cur->nlisten = 0;
+			break;
+		case K_STR:
+			free(*(char **)(void *)to);
+			*(char **)(void *)to = *(char **)(void *)from;
+			*(char **)(void *)from = NULL;
+			break;
+		case K_LEVEL:
+		case K_CHOICE:
+			*(int *)(void *)to = *(int *)(void *)from;
+			break;
+		case K_BOOL:
+			*(bool *)(void *)to = *(bool *)(void *)from;
+			break;
+		default:
+			if (k->off == OFF(backlog))
+				*(int *)(void *)to = *(int *)(void *)from;
+			else
+				*(int64_t *)(void *)to = *(int64_t *)(void *)from;
+		}
+		/* The origin goes with the value it names. */
+		if (fresh->origin && cur->origin) {
+			free(fresh->origin[i]);
+			fresh->origin[i] = cur->origin[i];
+			cur->origin[i] = NULL;
+		}
+	}
 }
 
 void config_print(const struct config *cfg, FILE *out)

@@ -1,10 +1,13 @@
 /* config.h: herald's settings. Sources, later ones winning: built-in
  * defaults < config file (INI, libinih) < environment (HERALD_<KEY>, and
- * BACKLOG) < command-line flags (--key-name VALUE). Every value is validated
- * once, at load, completely: listen addresses are parsed, certificate pairs
- * loaded, token files read. An error names the key, the value (never a
- * secret's) and where it came from (file:line, environment variable, or
- * flag), and goes to the log as an error. */
+ * BACKLOG) < command-line flags (--key-name VALUE). Every value is parsed
+ * and validated here for what needs no other module: its type, range,
+ * enumeration and syntax; token files are read. What only a module knows
+ * (an address it binds, a key pair it loads) is checked by that module,
+ * after loading (config_check.h), with config_origin and config_bad_value
+ * so that its errors read like these. An error names the key, the value
+ * (never a secret's) and where it came from (file:line, environment
+ * variable, or flag), and goes to the log as an error. */
 #ifndef HERALD_CONFIG_H
 #define HERALD_CONFIG_H
 
@@ -64,35 +67,51 @@ struct config {
 	char *jwt_algorithm, *jwt_secret_file, *jwt_public_key_file, *jwt_audience, *jwt_issuer, *jwt_subscribe_claim,
 		*jwt_publish_claim, *jwt_cookie;
 	int64_t jwt_leeway_s;
-	bool console;      /* serve the console page at GET / */
+	bool console; /* serve the console page at GET / */
 	/* The event log on Redis Streams (store_redis.c) when redis_url is set. */
 	char *redis_url;
 	char *redis_stream; /* the keys' hash tag: {name}:events, {name}:last */
 	int64_t redis_wait_replicas;
 	int64_t redis_wait_timeout_ms;
 	char *config_path; /* the file read, or NULL */
+	char **origin;     /* per key: where its value came from (NULL: the default); config.c's */
 };
 
 /* Fill cfg from defaults, the file named by --config (if any), the
- * environment and argv, then check the whole: token files are read, the
- * TLS pair is loaded once. Returns 0; or 1 after printing usage/version (the
- * caller exits 0); or -1 after logging every error found (exit 2 for a bad
- * command line, 1 for a bad value), with cfg freed. *check_only is set by
+ * environment and argv, then check what config itself can: token files are
+ * read, keys that go together are set together. Returns 0; or 1 when argv
+ * names one of main's commands (--help or -h, --version, --redis-function)
+ * before anything wrong, the word in *command (nothing is loaded; exit 0
+ * once main has answered it); or -1 after logging every error found (exit
+ * 2 for a bad command line, 1 for a bad value), with cfg freed. The owning
+ * modules' checks are not run here (config_check.h). *check_only is set by
  * --check-config. Called again, afresh, on every reload. */
-int config_load(struct config *cfg, int argc, char **argv, bool *check_only, int *exit_code);
+int config_load(struct config *cfg, int argc, char **argv, bool *check_only, const char **command, int *exit_code);
 
+/* Free every value cfg holds (twice is harmless). */
 void config_free(struct config *cfg);
+
+/* Where the value of key came from: "path:line", "environment HERALD_X",
+ * "option --x" or "built-in default". Points into cfg or is static. */
+const char *config_origin(const struct config *cfg, const char *key);
+
+/* Log the error that value of key is refused for why, the way config_load
+ * words its own: "origin: key = \"value\": why (allowed: ...)", the value
+ * escaped, a secret's never shown and a URL's password left out. */
+void config_bad_value(const struct config *cfg, const char *key, const char *value, const char *why);
+
+/* The keys flagged as taking effect only at a restart (listen, backlog,
+ * workers, db, redis_url, redis_stream): give fresh the running value of
+ * each from cur, moving cur's strings (cur keeps none; free it as usual),
+ * and call changed(key, arg) for each whose value fresh had changed. */
+void config_keep_restart_keys(struct config *fresh, struct config *cur, void (*changed)(const char *key, void *arg),
+			      void *arg);
 
 /* Print every key with its effective value, one "key = value" per line;
  * tokens print as "(set)". */
 void config_print(const struct config *cfg, FILE *out);
 
+/* The command line's usage and every key with its default. */
 void config_usage(FILE *out);
-
-struct jwt_settings;
-
-/* Fill out with the jwt_* settings of cfg, for jwt_verifier_new; the
- * strings point into cfg, which must outlive out. */
-void config_jwt_settings(const struct config *cfg, struct jwt_settings *out);
 
 #endif

@@ -36,6 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "log.h"
 #include "text.h"
 #include "token_cache.h"
 #include "topic.h"
@@ -892,4 +894,75 @@ void jwt_rights_free(struct jwt_rights *r)
 	patterns_free(r->subscribe, r->nsubscribe);
 	patterns_free(r->publish, r->npublish);
 	memset(r, 0, sizeof(*r));
+}
+
+void jwt_settings_from_config(const struct config *cfg, struct jwt_settings *out)
+{
+	*out = (struct jwt_settings){
+		.algorithm = cfg->jwt_algorithm,
+		.secret_file = cfg->jwt_secret_file,
+		.public_key_file = cfg->jwt_public_key_file,
+		.leeway_s = cfg->jwt_leeway_s,
+		.audience = cfg->jwt_audience,
+		.issuer = cfg->jwt_issuer,
+		.subscribe_claim = cfg->jwt_subscribe_claim,
+		.publish_claim = cfg->jwt_publish_claim,
+	};
+}
+
+int jwt_check_config(const struct config *cfg)
+{
+	static const char *const claim_keys[] = { "jwt_subscribe_claim", "jwt_publish_claim" };
+	const char *claims[] = { cfg->jwt_subscribe_claim, cfg->jwt_publish_claim };
+	int errors = 0;
+	for (size_t i = 0; i < 2; i++) {
+		if (!jwt_claim_name_valid(claims[i])) {
+			config_bad_value(cfg, claim_keys[i], claims[i],
+					 "not a claim name: names of letters, digits, _ and -, joined by dots (e.g. "
+					 "mercure.subscribe)");
+			errors++;
+		}
+	}
+	if (errors)
+		return errors;
+	/* An algorithm reads exactly its own key file; a key file without an
+	 * algorithm is a mistake. */
+	const char *alg = cfg->jwt_algorithm;
+	const char *files[] = { "jwt_secret_file", "jwt_public_key_file" };
+	const char *paths[] = { cfg->jwt_secret_file, cfg->jwt_public_key_file };
+	if (!alg[0]) {
+		for (size_t i = 0; i < 2; i++) {
+			if (paths[i][0]) {
+				log_err("%s: %s is set, but jwt_algorithm is not (signed tokens are off)",
+					config_origin(cfg, files[i]), files[i]);
+				errors++;
+			}
+		}
+		return errors;
+	}
+	size_t want = strcmp(alg, "HS256") == 0 ? 0 : 1, other = 1 - want;
+	if (!paths[want][0]) {
+		log_err("%s: jwt_algorithm = \"%s\" needs %s", config_origin(cfg, "jwt_algorithm"), alg, files[want]);
+		errors++;
+	}
+	if (paths[other][0]) {
+		log_err("%s: %s is set, but jwt_algorithm = \"%s\" (%s) reads %s instead",
+			config_origin(cfg, files[other]), files[other], alg, config_origin(cfg, "jwt_algorithm"),
+			files[want]);
+		errors++;
+	}
+	if (errors)
+		return errors;
+	/* Built as the server will build it, and freed: a key that does not
+	 * load is refused before anything starts. */
+	struct jwt_settings js;
+	struct jwt_verifier *v = NULL;
+	char err[700];
+	jwt_settings_from_config(cfg, &js);
+	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
+		log_err("%s: %s", config_origin(cfg, files[want]), err);
+		errors++;
+	}
+	jwt_verifier_free(v);
+	return errors;
 }

@@ -91,4 +91,17 @@ int jwt_check(struct jwt_verifier *v, const char *token, size_t len, int64_t now
 
 void jwt_rights_free(struct jwt_rights *r);
 
+struct config;
+
+/* Fill out with the jwt_* settings of cfg, for jwt_verifier_new; the
+ * strings point into cfg, which must outlive out. */
+void jwt_settings_from_config(const struct config *cfg, struct jwt_settings *out);
+
+/* Check the jwt_* settings of cfg once loaded: claim names jwt_verify can
+ * follow, the algorithm's own key file set and the other one not, and a
+ * verifier that builds from them (the key file read, then freed). Logs
+ * each error with the key's origin (config_origin) and returns how many;
+ * the secret is never shown. */
+int jwt_check_config(const struct config *cfg);
+
 #endif

@@ -139,6 +139,20 @@ int listen_addr_parse(const char *text, struct listen_addr *la, char *err, size_
 	return parse_tcp(text, &la->ss, &la->len, err, errlen);
 }
 
+int listener_check_config(const struct config *cfg)
+{
+	char err[256];
+	struct listen_addr la;
+	int errors = 0;
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		if (listen_addr_parse(cfg->listen[i], &la, err, sizeof(err)) < 0) {
+			config_bad_value(cfg, "listen", cfg->listen[i], err);
+			errors++;
+		}
+	}
+	return errors;
+}
+
 /* Name a TCP listener "KIND host:port" (KIND is tcp, or tls for TLS). */
 static void name_tcp(int fd, const char *kind, char *out, size_t outlen)
 {

@@ -60,10 +60,15 @@ struct listen_addr {
 };
 
 /* Parse one listen address without touching the system (no sockets, no
- * name lookups). Returns 0, or -1 with the reason in err. Configuration
- * checks every address with it when it is set; open_one binds what it
- * returns. */
+ * name lookups). Returns 0, or -1 with the reason in err. open_one binds
+ * what it returns. */
 int listen_addr_parse(const char *text, struct listen_addr *la, char *err, size_t errlen);
+
+/* Check every address cfg lists with listen_addr_parse, once cfg is
+ * loaded, so that a bad one is refused before anything opens. Logs each
+ * bad one as config_bad_value does (its origin, the address, the reason)
+ * and returns how many. */
+int listener_check_config(const struct config *cfg);
 
 /* Open every address cfg lists (or take systemd's sockets when LISTEN_FDS
  * names some) into set (lp, pool, m and tls filled in by the caller). Logs

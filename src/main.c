@@ -5,24 +5,45 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_check.h"
 #include "log.h"
 #include "server.h"
+#include "store_redis.h"
 #include "supervisor.h"
+
+/* Answer one of the commands that end the run at once (config_load found
+ * it before any mistake on the command line). Returns the exit code. */
+static int run_command(const char *command)
+{
+	if (strcmp(command, "--version") == 0) {
+		printf("herald %s\n", HERALD_VERSION);
+	} else if (strcmp(command, "--redis-function") == 0) {
+		/* For redis-cli -x FUNCTION LOAD REPLACE, where herald itself
+		 * has not connected yet. */
+		fputs(store_redis_function, stdout);
+	} else {
+		config_usage(stdout);
+	}
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
 	static struct server srv;
 	bool check_only;
+	const char *command;
 	int code;
 
 	/* Before the configuration, so that its errors are logged in the
-	 * journal's format when stderr is the journal. config_load checks
-	 * everything (addresses, certificates, token files) before anything
-	 * opens. */
+	 * journal's format when stderr is the journal. Every setting is
+	 * checked (values by config, addresses, certificates and keys by
+	 * their modules) before anything opens. */
 	log_init();
-	int r = config_load(&srv.cfg, argc, argv, &check_only, &code);
-	if (r != 0)
-		return r > 0 ? 0 : code;
+	int r = config_load_checked(&srv.cfg, argc, argv, &check_only, &command, &code);
+	if (r > 0)
+		return run_command(command);
+	if (r < 0)
+		return code;
 	log_set_level((enum log_level)srv.cfg.log_level);
 
 	if (check_only) {

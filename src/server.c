@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config_check.h"
 #include "group.h"
 #include "log.h"
 #include "publish.h"
@@ -171,35 +172,40 @@ static void status_line(void *arg, char *buf, size_t len)
 		 (unsigned long long)srv->m.frames_queued);
 }
 
-/* Keep what a reload cannot change (sockets, the event log) from the running
- * configuration, with a warning when the file asks for a change. */
+/* The keys a reload found changed but cannot apply (at most every key
+ * flagged restart-only). */
+struct restart_keys {
+	const char *names[8];
+	size_t n;
+};
+
+static void restart_key_changed(const char *key, void *arg)
+{
+	struct restart_keys *rk = arg;
+	/* A worker of a group: the main process warns of workers changes. */
+	if ((strcmp(key, "workers") == 0 && group_on()) || rk->n == ARRAY_LEN(rk->names))
+		return;
+	rk->names[rk->n++] = key;
+}
+
+/* Keep what a reload cannot change (sockets, the event log: the keys the
+ * key table flags) from the running configuration, with one warning that
+ * names each the new one asks to change ("listen and backlog changes"). */
 static void keep_restart_only(struct config *fresh, struct config *cur)
 {
-	bool same_listen = fresh->nlisten == cur->nlisten;
-	for (size_t i = 0; same_listen && i < fresh->nlisten; i++)
-		same_listen = strcmp(fresh->listen[i], cur->listen[i]) == 0;
-	if (!same_listen || fresh->backlog != cur->backlog)
-		log_warn("listen and backlog changes take effect at the next restart");
-	if (fresh->workers != cur->workers && !group_on())
-		log_warn("workers changes take effect at the next restart");
-	fresh->workers = cur->workers;
-	if (strcmp(fresh->db, cur->db) != 0)
-		log_warn("db changes take effect at the next restart");
-	if (strcmp(fresh->redis_url, cur->redis_url) != 0 || strcmp(fresh->redis_stream, cur->redis_stream) != 0)
-		log_warn("redis_url and redis_stream changes take effect at the next restart");
-	for (size_t i = 0; i < fresh->nlisten; i++)
-		free(fresh->listen[i]);
-	memcpy(fresh->listen, cur->listen, sizeof(fresh->listen));
-	fresh->nlisten = cur->nlisten;
-	cur->nlisten = 0;
-	char **keep[] = { &fresh->db, &fresh->redis_url, &fresh->redis_stream };
-	char **from[] = { &cur->db, &cur->redis_url, &cur->redis_stream };
-	for (size_t i = 0; i < ARRAY_LEN(keep); i++) {
-		free(*keep[i]);
-		*keep[i] = *from[i];
-		*from[i] = NULL;
-	}
-	fresh->backlog = cur->backlog;
+	struct restart_keys rk = { .n = 0 };
+	config_keep_restart_keys(fresh, cur, restart_key_changed, &rk);
+	if (!rk.n)
+		return;
+	char names[256];
+	size_t len = 0;
+	for (size_t i = 0; i < rk.n && len < sizeof(names); i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+					i == 0          ? ""
+					: i + 1 == rk.n ? " and "
+							: ", ",
+					rk.names[i]);
+	log_warn("%s changes take effect at the next restart", names);
 }
 
 /* Build the signed-token verifier from cfg (its keys were checked when cfg
@@ -210,7 +216,7 @@ static int set_jwt(struct server *srv)
 	struct jwt_settings js;
 	struct jwt_verifier *v;
 	char err[512];
-	config_jwt_settings(&srv->cfg, &js);
+	jwt_settings_from_config(&srv->cfg, &js);
 	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
 		log_err("jwt: %s", err);
 		return -1;
@@ -226,11 +232,12 @@ static void reload(struct server *srv)
 {
 	struct config fresh;
 	bool check;
+	const char *command;
 	int code;
 	log_info("SIGHUP: reloading configuration%s%s", srv->cfg.config_path ? " from " : "",
 		 srv->cfg.config_path ? srv->cfg.config_path : "");
 	service_reloading();
-	if (config_load(&fresh, srv->argc, srv->argv, &check, &code) != 0) {
+	if (config_load_checked(&fresh, srv->argc, srv->argv, &check, &command, &code) != 0) {
 		log_err("reload failed; the running configuration stays in force");
 		service_ready();
 		return;

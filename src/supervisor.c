@@ -19,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "config_check.h"
 #include "group.h"
 #include "log.h"
 #include "loop.h"
@@ -180,10 +181,11 @@ static void reload(struct supervisor *sup)
 {
 	struct config fresh;
 	bool check;
+	const char *command;
 	int code;
 	log_info("SIGHUP: checking the configuration and passing it to %u workers", running(sup));
 	service_reloading();
-	if (config_load(&fresh, sup->argc, sup->argv, &check, &code) != 0) {
+	if (config_load_checked(&fresh, sup->argc, sup->argv, &check, &command, &code) != 0) {
 		log_err("reload failed; the running configuration stays in force");
 		service_ready();
 		return;

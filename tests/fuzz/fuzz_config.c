@@ -1,8 +1,9 @@
 /* fuzz_config.c: fuzz target for the configuration file reader and the value
  * parsers in src/config.c. The input is a whole configuration file: it is
  * written to an in-memory file (created once per process, rewritten for
- * each input) and loaded the way herald does, config_load with argv
- * {"herald", "--config", PATH}. Invariants: config_load answers 0 or -1
+ * each input) and loaded the way herald does, config_load_checked (the
+ * values, then the modules' checks) with argv {"herald", "--config",
+ * PATH}. Invariants: it answers 0 or -1
  * (exit code 1, the settings already freed); on 0 the listen list has 1 to
  * CONFIG_MAX_LISTEN non-empty addresses, the file is named, and config_print
  * writes exactly one "key = value" line per key, so --check-config's output
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_check.h"
 #include "fuzz.h"
 
 const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/config", "tests/fuzz/regressions/config", NULL };
@@ -104,7 +106,9 @@ static size_t check_print(const struct config *cfg)
 static int quiet_load(struct config *cfg, int argc, char **argv, bool *check_only, int *code)
 {
 	FUZZ_ASSERT(dup2(null_fd, STDERR_FILENO) == STDERR_FILENO);
-	int r = config_load(cfg, argc, argv, check_only, code);
+	const char *command;
+	int r = config_load_checked(cfg, argc, argv, check_only, &command, code);
+	FUZZ_ASSERT(r != 1); /* the file cannot hold one of main's commands */
 	FUZZ_ASSERT(dup2(stderr_fd, STDERR_FILENO) == STDERR_FILENO);
 	return r;
 }

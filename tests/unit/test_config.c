@@ -1,9 +1,11 @@
-/* test_config.c: config_load from argv arrays, temporary INI files and the
+/* test_config.c: config_load_checked (the values, then the modules' checks
+ * of config_check.h) from argv arrays, temporary INI files and the
  * environment: defaults, precedence (defaults < file < env < flags), value
  * syntax (durations, sizes, lists), every kind of refusal with its message
  * (file:line, key and value on stderr, captured through a temp file), exit
- * codes, --listen, --check-config, --help/--version, reloading and
- * config_print. ASan's leak checker at exit covers config_free. */
+ * codes, --listen, --check-config, main's commands, origins, the keys a
+ * reload keeps, reloading and config_print. ASan's leak checker at exit
+ * covers config_free. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,6 +18,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "config_check.h"
 #include "jwt.h"
 #include "listener.h"
 
@@ -60,8 +63,9 @@ static char *slurp(const char *path)
 struct res {
 	int r, code;
 	bool check;
-	char *err; /* everything written to stderr */
-	char *out; /* and to stdout */
+	char *err;           /* everything written to stderr */
+	char *out;           /* and to stdout */
+	const char *command; /* one of main's commands, when r is 1 */
 };
 
 static struct config cfg;
@@ -93,7 +97,7 @@ static const struct res *load_argv(int argc, char **argv)
 	dup2(ofd, 1);
 	close(efd);
 	close(ofd);
-	last.r = config_load(&cfg, argc, argv, &last.check, &last.code);
+	last.r = config_load_checked(&cfg, argc, argv, &last.check, &last.command, &last.code);
 	fflush(stdout);
 	fflush(stderr);
 	dup2(save_err, 2);
@@ -756,19 +760,34 @@ static void test_flags(void)
 	CHECK_EQ_INT(r->r, -1);
 	CHECK_EQ_INT(r->code, 1);
 
-	/* --help and --version print to stdout and return 1 (exit 0). */
+	/* --help, --version and --redis-function are main's to answer:
+	 * config_load stops at the first, names it, prints nothing and
+	 * returns 1 (exit 0), unless the command line is wrong before it. */
 	r = load("--help", NULL);
-	CHECK_EQ_INT(r->r, 1);
-	CHECK_EQ_INT(r->code, 0);
-	CHECK(strstr(r->out, "usage: herald") != NULL);
-	CHECK(strstr(r->out, "heartbeat_interval") != NULL);
+	CHECK(r->r == 1 && r->code == 0 && strcmp(r->command, "--help") == 0 && r->out[0] == '\0');
 	r = load("-h", NULL);
-	CHECK_EQ_INT(r->r, 1);
+	CHECK(r->r == 1 && strcmp(r->command, "-h") == 0);
 	r = load("--version", NULL);
-	CHECK_EQ_INT(r->r, 1);
-	CHECK(strncmp(r->out, "herald ", 7) == 0);
+	CHECK(r->r == 1 && strcmp(r->command, "--version") == 0);
+	r = load("--redis-function", "--help", NULL);
+	CHECK(r->r == 1 && strcmp(r->command, "--redis-function") == 0);
 	r = load("--backlog", "0", "--help", NULL);
 	CHECK_EQ_INT(r->r, 1);
+	r = load("--read-token", "--version", "--help", NULL); /* a value, then the command */
+	CHECK(r->r == 1 && strcmp(r->command, "--help") == 0);
+	r = load("--bogus", "--help", NULL);
+	CHECK(r->r == -1 && r->code == 2);
+	r = load(NULL);
+	CHECK(r->r == 0 && r->command == NULL);
+	/* The usage main prints for --help. */
+	char up[128];
+	snprintf(up, sizeof(up), "%s/usage-help", tmpdir);
+	FILE *uf = fopen(up, "w");
+	config_usage(uf);
+	fclose(uf);
+	char *usage = slurp(up);
+	CHECK(strstr(usage, "usage: herald") != NULL && strstr(usage, "heartbeat_interval") != NULL);
+	free(usage);
 
 	/* --listen, repeated: one list, replacing file and environment. */
 	r = load("--listen", "127.0.0.1:1", "--listen", "unix:/tmp/a.sock", "--listen=[::1]:2", NULL);
@@ -1173,14 +1192,14 @@ static void test_jwt_keys(void)
 	CHECK(strcmp(cfg.jwt_subscribe_claim, "subscribe") == 0 && strcmp(cfg.jwt_publish_claim, "publish") == 0);
 	CHECK_EQ_INT(cfg.jwt_leeway_s, 10);
 
-	/* config_jwt_settings hands the same values over. */
+	/* jwt_settings_from_config hands the same values over. */
 	const char *secret = write_bytes("jwt-secret", "0123456789abcdef0123456789abcdef\n", 33);
 	r = load("--jwt-algorithm", "HS256", "--jwt-secret-file", secret, "--jwt-audience", "aud-1", "--jwt-issuer",
 		 "iss-1", "--jwt-leeway", "1m", "--jwt-subscribe-claim", "mercure.subscribe", "--jwt-publish-claim",
 		 "mercure.publish", "--jwt-cookie", "herald_token", NULL);
 	CHECK(r->r == 0);
 	struct jwt_settings js;
-	config_jwt_settings(&cfg, &js);
+	jwt_settings_from_config(&cfg, &js);
 	CHECK(js.algorithm == cfg.jwt_algorithm && strcmp(js.algorithm, "HS256") == 0);
 	CHECK(js.secret_file == cfg.jwt_secret_file && js.public_key_file == cfg.jwt_public_key_file);
 	CHECK(js.audience == cfg.jwt_audience && strcmp(js.audience, "aud-1") == 0);
@@ -1273,8 +1292,9 @@ static int reload_into(struct config *c, int argc, char **argv)
 {
 	struct config fresh;
 	bool check;
+	const char *command;
 	int code;
-	if (config_load(&fresh, argc, argv, &check, &code) != 0)
+	if (config_load_checked(&fresh, argc, argv, &check, &command, &code) != 0)
 		return -1;
 	config_free(c);
 	*c = fresh;
@@ -1407,6 +1427,121 @@ static void test_reload_and_print(void)
 	free(out);
 }
 
+/* Run check (config_check, or one module's) on c with stderr captured
+ * into last.err. */
+static int check_captured(config_check_fn *check, const struct config *c)
+{
+	char ep[128];
+	snprintf(ep, sizeof(ep), "%s/stderr-check", tmpdir);
+	fflush(stderr);
+	int save = dup(2), efd = open(ep, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (save < 0 || efd < 0) {
+		perror("capture");
+		exit(2);
+	}
+	dup2(efd, 2);
+	close(efd);
+	int n = check(c);
+	fflush(stderr);
+	dup2(save, 2);
+	close(save);
+	free(last.err);
+	last.err = slurp(ep);
+	return n;
+}
+
+/* config_load parses values only; what a module must judge (an address it
+ * binds, a pair it loads, a key it reads) is config_check's list, which
+ * names the key's origin as config_load would, and runs every check even
+ * after one failed. */
+static void test_module_checks(void)
+{
+	char *argv[] = { "herald", "--listen", "127.0.0.1:99999", "--jwt-secret-file", "/tmp/s", NULL };
+	struct config c;
+	bool check;
+	const char *command;
+	int code;
+	CHECK_EQ_INT(config_load(&c, 5, argv, &check, &command, &code), 0);
+	CHECK_EQ_INT(check_captured(config_check, &c), 2);
+	CHECK(err_has("option --listen: listen = \"127.0.0.1:99999\": the port must be a number from 0 to 65535"));
+	CHECK(err_has("option --jwt-secret-file: jwt_secret_file is set, but jwt_algorithm is not"));
+	/* Each module's check alone. */
+	CHECK_EQ_INT(check_captured(listener_check_config, &c), 1);
+	CHECK_EQ_INT(check_captured(tls_check_config, &c), 0);
+	CHECK_EQ_INT(check_captured(jwt_check_config, &c), 1);
+	config_free(&c);
+
+	/* Where each value came from, kept with the settings. */
+	const char *p = write_file("# one\nbacklog = 7\n");
+	setenv("HERALD_DB", "x.db", 1);
+	const struct res *r = load("--config", p, "--retry-ms", "5", NULL);
+	clear_env();
+	CHECK_EQ_INT(r->r, 0);
+	char want[256];
+	snprintf(want, sizeof(want), "%s:2", p);
+	CHECK(strcmp(config_origin(&cfg, "backlog"), want) == 0);
+	CHECK(strcmp(config_origin(&cfg, "db"), "environment HERALD_DB") == 0);
+	CHECK(strcmp(config_origin(&cfg, "retry_ms"), "option --retry-ms") == 0);
+	CHECK(strcmp(config_origin(&cfg, "listen"), "built-in default") == 0);
+
+	/* config_bad_value words a module's refusal as config's own: the
+	 * range of a number, never a secret, a URL without its password. */
+	char ep[128];
+	snprintf(ep, sizeof(ep), "%s/stderr-bad", tmpdir);
+	fflush(stderr);
+	int save = dup(2), efd = open(ep, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(save >= 0 && efd >= 0);
+	dup2(efd, 2);
+	close(efd);
+	config_bad_value(&cfg, "backlog", "7", "too few");
+	config_bad_value(&cfg, "publish_token", "hunter2", "refused");
+	config_bad_value(&cfg, "redis_url", "redis://u:pw123@h:1", "refused");
+	fflush(stderr);
+	dup2(save, 2);
+	close(save);
+	free(last.err);
+	last.err = slurp(ep);
+	snprintf(want, sizeof(want), "%s:2: backlog = \"7\": too few (allowed: 1 to 65535)", p);
+	CHECK(err_has(want));
+	CHECK(err_has("built-in default: publish_token = (value not shown): refused"));
+	CHECK(strstr(last.err, "hunter2") == NULL && strstr(last.err, "pw123") == NULL);
+}
+
+static void note_changed(const char *key, void *arg)
+{
+	char *names = arg;
+	strcat(names, key);
+	strcat(names, " ");
+}
+
+/* A reload keeps every key the table flags as read at start-up only, with
+ * its origin, and names each one the new settings had changed. */
+static void test_restart_keys(void)
+{
+	char *a[] = { "herald",    "--listen",     "127.0.0.1:1,unix:/tmp/r.sock",
+		      "--backlog", "10",           "--db",
+		      "a.db",      "--read-token", "t1",
+		      NULL };
+	char *b[] = { "herald",         "--listen", "127.0.0.1:2",  "--backlog", "11",        "--db", "a.db",
+		      "--redis-stream", "s2",       "--read-token", "t2",        "--workers", "1",    NULL };
+	struct config cur, fresh;
+	bool check;
+	const char *command;
+	int code;
+	CHECK_EQ_INT(config_load(&cur, 9, a, &check, &command, &code), 0);
+	CHECK_EQ_INT(config_load(&fresh, 13, b, &check, &command, &code), 0);
+	char names[256] = "";
+	config_keep_restart_keys(&fresh, &cur, note_changed, names);
+	CHECK(strcmp(names, "listen backlog redis_stream ") == 0);
+	CHECK(fresh.nlisten == 2 && strcmp(fresh.listen[1], "unix:/tmp/r.sock") == 0 && fresh.backlog == 10);
+	CHECK(strcmp(fresh.db, "a.db") == 0 && strcmp(fresh.redis_stream, "herald") == 0);
+	CHECK(strcmp(config_origin(&fresh, "redis_stream"), "built-in default") == 0);
+	CHECK(strcmp(fresh.read_token, "t2") == 0); /* not flagged: the new value */
+	CHECK(cur.nlisten == 0 && cur.db == NULL);
+	config_free(&cur);
+	config_free(&fresh);
+}
+
 /* Loads and frees in a loop, including failed loads: the leak checker at
  * exit must find nothing. config_free twice is harmless. */
 static void test_free(void)
@@ -1454,6 +1589,8 @@ int main(void)
 	test_jwt_keys();
 	test_console_key();
 	test_reload_and_print();
+	test_module_checks();
+	test_restart_keys();
 	test_free();
 
 	config_free(&cfg);
