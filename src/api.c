@@ -49,7 +49,7 @@ static void health(struct api *a, struct conn *c, bool head_only)
 	char body[320];
 	/* A node whose log is unreachable answers 503, so a balancer's health
 	 * check sends new readers and publishes elsewhere. */
-	bool log_ok = store_available(a->hub->st);
+	bool log_ok = store_available(a->st);
 	int status = log_ok ? 200 : 503;
 	/* In a group, readers counts every worker's; connections are this
 	 * worker's (worker names it). */
@@ -63,8 +63,9 @@ static void health(struct api *a, struct conn *c, bool head_only)
 			 !log_ok            ? "unavailable"
 			 : conn_draining(c) ? "draining"
 					    : "ok",
-			 log_ok ? "ok" : "unavailable", store_kind(a->hub->st), group ? group_workers() : 1u, who,
-			 group ? group_readers() : hub_readers(a->hub), a->pool->n, (long long)a->hub->high_water,
+			 log_ok ? "ok" : "unavailable", store_kind(a->st), group ? group_workers() : 1u, who,
+			 group ? group_readers() : hub_readers(a->hub), conn_pool_count(a->pool),
+			 (long long)hub_high_water(a->hub),
 			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
 	bool keep = conn_keep_alive(c);
 	struct chunk *resp = http_format_response(status, "application/json",
@@ -134,11 +135,11 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 		}
 	}
 	struct metrics_gauges g = { .readers = hub_readers(a->hub),
-				    .readers_catching_up = a->hub->ncatchup,
-				    .connections = a->pool->n,
-				    .last_event_id = a->hub->high_water,
+				    .readers_catching_up = hub_catching_up(a->hub),
+				    .connections = conn_pool_count(a->pool),
+				    .last_event_id = hub_high_water(a->hub),
 				    .publish_pending = publish_pending(a->pubq),
-				    .log_available = store_available(a->hub->st) };
+				    .log_available = store_available(a->st) };
 	if (group_on()) {
 		group_metrics(a, c, &g);
 		return;

@@ -17,6 +17,7 @@
 #include "hub.h"
 #include "metrics.h"
 #include "publish.h"
+#include "store.h"
 #include "stream.h"
 
 struct api {
@@ -25,6 +26,7 @@ struct api {
 	const struct trust *trust;
 	const struct cors *cors;
 	struct hub *hub;
+	struct store *st; /* the event log, for health and metrics */
 	struct streams *streams;
 	struct publish_queue *pubq;
 	struct conn_pool *pool;

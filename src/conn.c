@@ -898,3 +898,8 @@ void *conn_owner(const struct conn *c)
 {
 	return c->pool->hooks.owner;
 }
+
+size_t conn_pool_count(const struct conn_pool *p)
+{
+	return p->n;
+}

@@ -229,4 +229,7 @@ bool conn_draining(const struct conn *c);    /* the server is shutting down */
 void conn_set_keep_alive(struct conn *c, bool keep);
 void *conn_owner(const struct conn *c); /* the pool hooks' owner */
 
+/* Connections open in p (not those closed and awaiting their free). */
+size_t conn_pool_count(const struct conn_pool *p);
+
 #endif

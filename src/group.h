@@ -53,7 +53,7 @@ bool group_on(void);
 unsigned group_workers(void); /* 0 when no region */
 int group_index(void);        /* this worker's index, or -1 */
 
-/* The per-address counts (hub.c's count functions in a group). add and
+/* The per-address counts (admission.c's counts in a group). add and
  * del change this worker's column; count is the group's total for key. */
 void group_count_add(const char *key);
 /* The cap check and the count in one step, so that streams opening at the

@@ -3,14 +3,13 @@
  * stall checks, and catch-up from the store for readers that resume or
  * fall behind. See hub.h for the invariant that keeps every reader's ids
  * gap-free and duplicate-free. */
-#include "hub.h"
+#include "hub_private.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frame.h"
-#include "group.h"
 #include "log.h"
 #include "store.h"
 #include "topic.h"
@@ -56,90 +55,6 @@ static void list_del(struct reader **head, struct reader *r)
 	if (r->next)
 		r->next->prev = r->prev;
 	r->next = r->prev = NULL;
-}
-
-/* Open readers per count key (the per-address cap): a chained hash table. */
-#define COUNT_BUCKETS 4096
-
-struct addr_count {
-	struct addr_count *next;
-	size_t n;
-	char key[64];
-};
-
-struct addr_counts {
-	struct addr_count *b[COUNT_BUCKETS];
-};
-
-static struct addr_count **count_slot(struct addr_counts *t, const char *key)
-{
-	unsigned hash = 2166136261u;
-	for (const char *p = key; *p; p++)
-		hash = (hash ^ (unsigned char)*p) * 16777619u;
-	struct addr_count **pp = &t->b[hash % COUNT_BUCKETS];
-	while (*pp && strcmp((*pp)->key, key) != 0)
-		pp = &(*pp)->next;
-	return pp;
-}
-
-/* In a group of workers the counts live in the shared region (group.h),
- * so that the cap holds across the group; otherwise in this table. */
-size_t hub_count(const struct hub *h, const char *key)
-{
-	if (group_on())
-		return group_count(key);
-	struct addr_count **pp = count_slot(h->counts, key);
-	return *pp ? (*pp)->n : 0;
-}
-
-int hub_admit(struct hub *h, const char *key, int64_t per_key_limit, int64_t max_readers, bool *counted)
-{
-	*counted = false;
-	if (group_on()) {
-		int r = group_count_admit(key, per_key_limit > 0 ? (size_t)per_key_limit : 0,
-					  max_readers > 0 ? (size_t)max_readers : 0);
-		*counted = r == 0;
-		return r == -1 ? 503 : r == -2 ? 429 : 0;
-	}
-	if (max_readers > 0 && (int64_t)hub_readers(h) >= max_readers)
-		return 503;
-	if (per_key_limit > 0 && (int64_t)hub_count(h, key) >= per_key_limit)
-		return 429;
-	return 0;
-}
-
-static void count_add(struct hub *h, const char *key)
-{
-	if (group_on()) {
-		group_count_add(key);
-		return;
-	}
-	struct addr_count **pp = count_slot(h->counts, key);
-	if (!*pp) {
-		*pp = xcalloc(1, sizeof(**pp));
-		snprintf((*pp)->key, sizeof((*pp)->key), "%s", key);
-	}
-	(*pp)->n++;
-}
-
-static void count_del(struct hub *h, const char *key)
-{
-	if (group_on()) {
-		group_count_del(key);
-		return;
-	}
-	struct addr_count **pp = count_slot(h->counts, key);
-	if (*pp && --(*pp)->n == 0) {
-		struct addr_count *dead = *pp;
-		*pp = dead->next;
-		free(dead);
-	}
-}
-
-void hub_admit_release(struct hub *h, const char *key, bool counted)
-{
-	if (counted)
-		count_del(h, key);
 }
 
 static bool matches_any(char *const *patterns, size_t n, const struct store_event *ev)
@@ -402,10 +317,10 @@ static void heartbeat_tick(void *arg)
 		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
-int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
-	     void (*on_fatal)(void *arg), void *fatal_arg)
+struct hub *hub_new(struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
+		    void (*on_fatal)(void *arg), void *fatal_arg)
 {
-	memset(h, 0, sizeof(*h));
+	struct hub *h = xcalloc(1, sizeof(*h));
 	h->lp = lp;
 	h->st = st;
 	h->cfg = cfg;
@@ -415,13 +330,13 @@ int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct conf
 	int r = store_max_id(st, &h->high_water);
 	if (r < 0) {
 		log_err("reading the newest event id: %s", strerror(-r));
-		return -1;
+		free(h);
+		return NULL;
 	}
 	store_watch(st, &(struct store_hooks){ on_store_changed, on_store_fatal, h });
-	h->counts = xcalloc(1, sizeof(*h->counts));
 	h->index = topic_index_new();
 	h->heartbeat = frame_heartbeat();
-	return 0;
+	return h;
 }
 
 void hub_reconfigure(struct hub *h)
@@ -430,9 +345,9 @@ void hub_reconfigure(struct hub *h)
 		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
-void hub_shutdown(struct hub *h)
+void hub_free(struct hub *h)
 {
-	if (!h->lp)
+	if (!h)
 		return;
 	/* Each close comes back through hub_reader_closed. */
 	while (h->live)
@@ -442,21 +357,9 @@ void hub_shutdown(struct hub *h)
 	struct loop_timer *timers[] = { &h->heartbeat_timer, &h->retry_timer, &h->catchup_timer };
 	for (size_t i = 0; i < ARRAY_LEN(timers); i++)
 		loop_timer_stop(h->lp, timers[i]);
-	if (h->counts) {
-		for (size_t i = 0; i < COUNT_BUCKETS; i++)
-			while (h->counts->b[i]) {
-				struct addr_count *a = h->counts->b[i];
-				h->counts->b[i] = a->next;
-				free(a);
-			}
-		free(h->counts);
-		h->counts = NULL;
-	}
 	topic_index_free(h->index); /* empty: every reader has closed */
-	h->index = NULL;
 	chunk_unref(h->heartbeat);
-	h->heartbeat = NULL;
-	h->lp = NULL;
+	free(h);
 }
 
 /* The newest id there is, as far as this node knows: what the hub has read,
@@ -528,9 +431,6 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 		loop_timer_start(h->lp, &r->expiry_timer, left > 0 ? (uint64_t)left * 1000 : 0, token_expired, r);
 	}
 	snprintf(r->client, sizeof(r->client), "%s", spec->client);
-	snprintf(r->count_key, sizeof(r->count_key), "%s", spec->count_key);
-	if (!spec->counted)
-		count_add(h, r->count_key);
 	r->opened_ms = loop_now(h->lp);
 	if (spec->rotate_after_ms > 0)
 		r->rotate_at = rotation_due(r->opened_ms, spec->rotate_after_ms);
@@ -596,7 +496,6 @@ void hub_reader_closed(struct reader *r)
 {
 	struct hub *h = r->hub;
 	unlist(h, r);
-	count_del(h, r->count_key);
 	loop_timer_stop(h->lp, &r->expiry_timer);
 	for (size_t i = 0; i < r->ntopics; i++)
 		free(r->topics[i]);
@@ -782,4 +681,14 @@ static void catchup_retry(void *arg)
 size_t hub_readers(const struct hub *h)
 {
 	return h->nlive + h->ncatchup;
+}
+
+size_t hub_catching_up(const struct hub *h)
+{
+	return h->ncatchup;
+}
+
+int64_t hub_high_water(const struct hub *h)
+{
+	return h->high_water;
 }

@@ -32,7 +32,6 @@
 #include "loop.h"
 #include "metrics.h"
 #include "store.h"
-#include "topic_index.h"
 
 #define READER_MAX_TOPICS STORE_MAX_TOPICS
 #define READER_MAX_GRANTS STORE_MAX_GRANTS
@@ -67,77 +66,22 @@ struct reader_spec {
 	int64_t expires_at;              /* Unix seconds the rights end (the token's exp): 0 never */
 	bool envelope;                   /* events as unnamed JSON envelopes (frame_event_envelope) */
 	const char *client;              /* for logs */
-	const char *count_key;           /* what the per-address cap counts */
 	int64_t rotate_after_ms;         /* 0: never */
-	bool counted;                    /* hub_admit counted it already (a group of workers) */
 };
 
-enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
+/* The hub and its readers: their fields are the hub's alone
+ * (hub_private.h). */
+struct hub;
+struct reader;
 
-struct reader {
-	struct hub *hub;
-	const struct hub_sink_ops *ops;
-	void *sink;
-	enum reader_mode mode;
-	int64_t cursor;       /* CATCHUP: the last id read from the store */
-	int64_t skip_through; /* LIVE: ids up to this were seen or offered already */
-	/* A resume point beyond the newest id known, to be checked once the
-	 * store has caught up (store_sync_done); opened_at_id is where the
-	 * reader continues if the id turns out unknown. */
-	bool sync_pending;
-	uint64_t sync_ticket;
-	int64_t opened_at_id;
-	bool see_private;
-	bool envelope;  /* frame_event_envelope instead of frame_event */
-	size_t ntopics; /* 0 = every topic */
-	char *topics[READER_MAX_TOPICS];
-	size_t ngrants;
-	char **grants;
-	struct loop_timer expiry_timer; /* ends the stream when its token expires */
-	char client[64];                /* the client address, for logs */
-	char count_key[64];             /* what the per-address cap counts */
-	uint64_t opened_ms;
-	uint64_t rotate_at;         /* 0 = never */
-	unsigned slot;              /* which heartbeat turn visits this reader */
-	struct reader *next, *prev; /* the hub's list for its mode */
-	size_t nsubs;               /* LIVE: its patterns in the hub's index */
-	struct topic_sub subs[];    /* room for max(1, ntopics) */
-};
-
-struct addr_counts;
-
-struct hub {
-	struct loop *lp;
-	struct store *st;
-	const struct config *cfg; /* queue_limit, heartbeat_interval, stall_timeout */
-	struct metrics *m;
-	void (*on_fatal)(void *arg); /* the store's file is gone: stop */
-	void *fatal_arg;
-	int64_t high_water;
-	struct reader *live;
-	struct reader *catchup;
-	struct topic_index *index; /* the live readers by the topics they want */
-	size_t nlive, ncatchup;
-	struct addr_counts *counts; /* open readers per count key */
-	struct chunk *heartbeat;
-	struct loop_timer heartbeat_timer; /* runs while there are readers */
-	struct loop_timer retry_timer;     /* store busy: poll again soon */
-	struct loop_timer catchup_timer;   /* feed catch-up readers with empty queues */
-	bool catchup_waiting;              /* a catch-up read waits for the store's fetch */
-	struct reader *catchup_resume;     /* the catch-up reader a pass out of time stopped at */
-	uint64_t pass;                     /* the loop pass pass_spent_ns counts */
-	uint64_t pass_spent_ns;            /* catch-up reads in that pass so far */
-	unsigned sweep_slot;               /* the heartbeat turn due next */
-	unsigned next_slot;                /* the turn the next new reader joins */
-};
-
-/* Set up the hub: high_water = the store's newest id, the store's changed
- * hook registered. on_fatal is called when the store cannot go on (the
- * database file deleted or replaced). Returns 0, or -1 after logging why. */
-int hub_init(struct hub *h, struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
-	     void (*on_fatal)(void *arg), void *fatal_arg);
-/* Close every reader (the streams end) and free the hub's state. */
-void hub_shutdown(struct hub *h);
+/* A new hub reading st: high_water = the store's newest id, the store's
+ * changed hook registered. on_fatal is called when the store cannot go on
+ * (the database file deleted or replaced). Returns the hub, owned by the
+ * caller until hub_free, or NULL after logging why. */
+struct hub *hub_new(struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
+		    void (*on_fatal)(void *arg), void *fatal_arg);
+/* Close every reader (the streams end) and free the hub (NULL: nothing). */
+void hub_free(struct hub *h);
 
 /* Read every row past high_water from the store and fan it out. Called after
  * own commits and when another process committed. */
@@ -170,20 +114,15 @@ void hub_end_private(struct hub *h);
 /* Apply changed settings (heartbeat interval) after a reload. */
 void hub_reconfigure(struct hub *h);
 
+/* Open readers: live and catching up (not those ended and still writing
+ * what they had queued). */
 size_t hub_readers(const struct hub *h);
 
-/* Whether one more reader counted under key may open: 0, or the status
- * refusing it (503: max_readers readers are open; 429: per_key_limit under
- * key; a limit of 0 is none). In a group of workers the check counts the
- * reader in the same step (*counted; pass it on in reader_spec.counted). */
-int hub_admit(struct hub *h, const char *key, int64_t per_key_limit, int64_t max_readers, bool *counted);
+/* Readers catching up from the store now. */
+size_t hub_catching_up(const struct hub *h);
 
-/* A reader hub_admit let in is refused after all (its token): give back
- * the place it counted, when it counted one. */
-void hub_admit_release(struct hub *h, const char *key, bool counted);
-
-/* Open readers counted under key (the per-address cap); in a worker of a
- * group, the whole group's (group.h). */
-size_t hub_count(const struct hub *h, const char *key);
+/* The highest event id the hub has read from the store (and offered to
+ * every live reader). */
+int64_t hub_high_water(const struct hub *h);
 
 #endif

@@ -126,9 +126,9 @@ static void stamp_tick(void *arg)
 {
 	struct server *srv = arg;
 	struct group_figures f = { .connections = srv->pool.n,
-				   .readers_catching_up = srv->hub.ncatchup,
+				   .readers_catching_up = hub_catching_up(srv->hub),
 				   .publish_pending = publish_pending(srv->pubq),
-				   .last_event_id = srv->hub.high_water };
+				   .last_event_id = hub_high_water(srv->hub) };
 	group_stamp(&f, &srv->m);
 	loop_timer_start(srv->lp, &srv->stamp_timer, STAMP_MS, stamp_tick, srv);
 }
@@ -147,7 +147,7 @@ static void begin_drain(struct server *srv, const char *signame)
 {
 	if (srv->draining)
 		return;
-	log_info("%s: stopping: no new connections, ending %zu streams", signame, hub_readers(&srv->hub));
+	log_info("%s: stopping: no new connections, ending %zu streams", signame, hub_readers(srv->hub));
 	srv->draining = true;
 	service_stopping();
 	/* No new connections; every stream ends once what is queued is
@@ -155,7 +155,7 @@ static void begin_drain(struct server *srv, const char *signame)
 	 * progress finish. */
 	conn_pool_drain(&srv->pool);
 	listeners_close(&srv->listeners);
-	hub_end_all(&srv->hub);
+	hub_end_all(srv->hub);
 	srv->drain_deadline = loop_now(srv->lp) + DRAIN_MS;
 	loop_timer_start(srv->lp, &srv->drain_timer, 0, drain_tick, srv);
 }
@@ -167,7 +167,7 @@ static void status_line(void *arg, char *buf, size_t len)
 	 * INSERTs); frames sent is events times the readers they reached. */
 	snprintf(buf, len,
 		 "%zu readers, %zu connections, last event id %lld, %llu events read (%llu posted), %llu frames sent",
-		 hub_readers(&srv->hub), srv->pool.n, (long long)srv->hub.high_water,
+		 hub_readers(srv->hub), srv->pool.n, (long long)hub_high_water(srv->hub),
 		 (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
 		 (unsigned long long)srv->m.frames_queued);
 }
@@ -252,15 +252,15 @@ static void reload(struct server *srv)
 	srv->cfg = fresh;
 	log_set_level((enum log_level)srv->cfg.log_level);
 	compute_limits(srv);
-	hub_reconfigure(&srv->hub);
+	hub_reconfigure(srv->hub);
 	cors_set(&srv->cors, srv->cfg.allow_origin);
 	streams_reconfigure(&srv->streams);
 	if (set_jwt(srv) < 0)
 		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
 	if (token_changed)
-		hub_end_private(&srv->hub);
+		hub_end_private(srv->hub);
 	tls_reload(srv->tls, &srv->cfg);
-	log_info("configuration reloaded; %zu readers kept", hub_readers(&srv->hub));
+	log_info("configuration reloaded; %zu readers kept", hub_readers(srv->hub));
 	service_ready();
 }
 
@@ -320,13 +320,14 @@ int server_start(struct server *srv, int argc, char **argv)
 			log_err("database %s: %s", srv->cfg.db, err);
 		return -1;
 	}
-	if (hub_init(&srv->hub, srv->lp, srv->st, &srv->cfg, &srv->m, fail, srv) < 0)
+	srv->hub = hub_new(srv->lp, srv->st, &srv->cfg, &srv->m, fail, srv);
+	if (!srv->hub)
 		return -1;
 	cors_set(&srv->cors, srv->cfg.allow_origin);
-	srv->pubq = publish_new(srv->lp, srv->st, &srv->hub, &srv->cfg, &srv->cors, &srv->m);
+	srv->pubq = publish_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (!srv->pubq)
 		return -1;
-	streams_init(&srv->streams, &srv->hub, &srv->cfg, &srv->cors);
+	streams_init(&srv->streams, srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (set_jwt(srv) < 0)
 		return -1;
 	compute_limits(srv);
@@ -337,7 +338,8 @@ int server_start(struct server *srv, int argc, char **argv)
 				 .cfg = &srv->cfg,
 				 .trust = &srv->cfg.trust,
 				 .cors = &srv->cors,
-				 .hub = &srv->hub,
+				 .hub = srv->hub,
+				 .st = srv->st,
 				 .streams = &srv->streams,
 				 .pubq = srv->pubq,
 				 .pool = &srv->pool,
@@ -382,12 +384,12 @@ int server_start(struct server *srv, int argc, char **argv)
 		stamp_tick(srv);
 		group_set_ready();
 		log_info("worker %d ready: %zu listener(s), %s, last event id %lld, up to %lld readers in the group",
-			 group_index(), srv->listeners.n, where, (long long)srv->hub.high_water,
+			 group_index(), srv->listeners.n, where, (long long)hub_high_water(srv->hub),
 			 (long long)srv->streams.max_readers);
 		return 0;
 	}
 	log_info("herald ready: %zu listener(s), %s, last event id %lld, up to %lld readers", srv->listeners.n, where,
-		 (long long)srv->hub.high_water, (long long)srv->streams.max_readers);
+		 (long long)hub_high_water(srv->hub), (long long)srv->streams.max_readers);
 	service_ready();
 	return 0;
 }
@@ -411,7 +413,8 @@ void server_free(struct server *srv)
 		publish_free(srv->pubq);
 		srv->pubq = NULL;
 		conn_pool_close_all(&srv->pool); /* every reader's close frees it in the hub */
-		hub_shutdown(&srv->hub);
+		hub_free(srv->hub);
+		srv->hub = NULL;
 		service_stop();
 		loop_timer_stop(srv->lp, &srv->drain_timer);
 		loop_timer_stop(srv->lp, &srv->prune_timer);

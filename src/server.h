@@ -29,7 +29,7 @@ struct server {
 	struct config cfg;
 	struct loop *lp;
 	struct store *st;
-	struct hub hub;
+	struct hub *hub;
 	struct metrics m;
 	struct conn_pool pool;
 	struct listeners listeners;
@@ -47,8 +47,8 @@ struct server {
 	struct loop_timer drain_timer;
 	struct loop_timer prune_timer;
 	struct loop_timer stamp_timer; /* a worker's stamp into the group's region */
-	bool draining; /* SIGTERM seen: no new work */
-	int exit_code; /* what server_run returns */
+	bool draining;                 /* SIGTERM seen: no new work */
+	int exit_code;                 /* what server_run returns */
 	uint64_t started_ms;
 };
 

@@ -1,6 +1,7 @@
 /* stream.c: opening Server-Sent Events streams: the request's parameters,
- * read rights and caps, the head, and the connection handed to the hub as
- * the reader's sink. */
+ * the caps (asked of admission), read rights, the head, and the connection
+ * handed to the hub as the reader's sink; each open stream's record (its
+ * reader and its admission ticket). */
 #include "stream.h"
 
 #include <ctype.h>
@@ -10,8 +11,8 @@
 #include <strings.h>
 
 #include "addr.h"
+#include "admission.h"
 #include "frame.h"
-#include "group.h"
 #include "topic.h"
 #include "util.h"
 
@@ -251,27 +252,43 @@ static const struct hub_sink_ops conn_sink = {
 	sink_send, sink_drop, sink_set_resume_point, sink_queued, sink_idle_ms, sink_end, sink_close,
 };
 
-/* What the connection tells its reader. */
+/* One open stream: its reader, which the hub owns, and the place
+ * admission counted for it. Allocated when the stream opens, freed when
+ * its connection closes. */
+struct stream {
+	struct reader *r;
+	struct admission *admission;
+	struct admission_ticket *ticket;
+};
+
+/* What the connection tells its stream. */
 static void reader_drained(struct conn *c, void *data)
 {
 	(void)c;
-	hub_reader_drained(data);
+	struct stream *st = data;
+	hub_reader_drained(st->r);
 }
 
 static void reader_closed(struct conn *c, void *data)
 {
 	(void)c;
-	hub_reader_closed(data);
+	struct stream *st = data;
+	hub_reader_closed(st->r);
+	admission_release(st->admission, st->ticket);
+	free(st);
 }
 
 static const struct conn_user reader_user = { reader_drained, reader_closed };
 
-void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors)
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,
+		  struct metrics *m)
 {
 	memset(s, 0, sizeof(*s));
 	s->hub = hub;
 	s->cfg = cfg;
 	s->cors = cors;
+	s->m = m;
+	s->admission = admission_new();
 	streams_reconfigure(s);
 }
 
@@ -285,6 +302,8 @@ void streams_free(struct streams *s)
 {
 	chunk_unref(s->head);
 	s->head = NULL;
+	admission_free(s->admission); /* every stream has closed */
+	s->admission = NULL;
 }
 
 /* Who the reader is: nobody (public events), the read token (every private
@@ -309,8 +328,8 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 		 * verify is refused with its cause. */
 		struct jwt_cost cost;
 		int e = jwt_check(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why, &cost);
-		s->hub->m->token_verifications += cost.signature;
-		s->hub->m->token_cache_hits += cost.cached;
+		s->m->token_verifications += cost.signature;
+		s->m->token_cache_hits += cost.cached;
 		if (e != JWT_OK) {
 			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
 			return 401;
@@ -339,14 +358,6 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 	return 0; /* no token is used here: public events, as without one */
 }
 
-/* In a group of workers, this worker also stays within what its own
- * open-file limit allows (max_local); max_readers counts the whole group
- * (hub_admit). */
-static bool at_local_capacity(const struct streams *s)
-{
-	return group_on() && (int64_t)hub_readers(s->hub) >= s->max_local;
-}
-
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
 {
 	const struct config *cfg = s->cfg;
@@ -370,23 +381,30 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	 * signature check, so forged tokens sent past the caps cost what
 	 * requests without a token do. When both would refuse, the cap's
 	 * answer is given; the token is judged once there is room. */
-	char key[64];
-	bool counted = false;
+	struct admission_ticket *ticket = NULL;
 	int status = 0;
 	const char *cause = NULL;
-	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
 	if (conn_draining(c)) {
 		status = 503;
 		cause = "shutting_down";
 		why = "the server is shutting down";
-	} else if (at_local_capacity(s) ||
-		   (status = hub_admit(s->hub, key, cfg->per_address_limit, s->max_readers, &counted)) == 503) {
-		status = 503;
-		cause = "max_readers";
-		why = "the server is at its reader capacity (max_readers)";
-	} else if (status == 429) {
-		cause = "per_address_limit";
-		why = "too many open streams from this address (per_address_limit)";
+	} else {
+		char key[64];
+		addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
+		struct admission_caps caps = { .max_readers = s->max_readers,
+					       .max_local = s->max_local,
+					       .per_address_limit = cfg->per_address_limit };
+		enum admission_refusal refused =
+			admission_admit(s->admission, key, &caps, hub_readers(s->hub), &ticket);
+		if (refused == ADMISSION_FULL) {
+			status = 503;
+			cause = "max_readers";
+			why = "the server is at its reader capacity (max_readers)";
+		} else if (refused == ADMISSION_ADDRESS_FULL) {
+			status = 429;
+			cause = "per_address_limit";
+			why = "too many open streams from this address (per_address_limit)";
+		}
 	}
 	struct jwt_rights rights = { 0 };
 	bool see_private = false;
@@ -402,10 +420,9 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 			why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
 		}
 		if (status) {
-			/* The place admission counted (in a group of workers)
-			 * goes back. */
-			hub_admit_release(s->hub, key, counted);
-			counted = false;
+			/* The place admission counted goes back. */
+			admission_release(s->admission, ticket);
+			ticket = NULL;
 		}
 	}
 	if (status >= 429 && accepts_event_stream(req)) {
@@ -415,7 +432,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		 * back together) and the id to resume from (its own, or the
 		 * newest, so a page refused on its first request misses nothing
 		 * once a place frees). Authorization stays 401/403. */
-		int64_t id = p.resume >= 0 ? p.resume : s->hub->high_water;
+		int64_t id = p.resume >= 0 ? p.resume : hub_high_water(s->hub);
 		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
 		struct chunk *head = cors_refusal(s, req, status, (int64_t)retry, id, why);
 		stream_params_free(&p);
@@ -443,15 +460,14 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 				    .expires_at = rights.exp ? rights.exp + cfg->jwt_leeway_s : 0,
 				    .envelope = p.envelope,
 				    .client = conn_client(c),
-				    .count_key = key,
-				    .rotate_after_ms = cfg->rotate_after_ms,
-				    .counted = counted };
+				    .rotate_after_ms = cfg->rotate_after_ms };
 	memcpy(spec.topics, p.topics, sizeof(spec.topics));
 	p.ntopics = 0; /* the hub takes the topics and the grants */
 	rights.subscribe = NULL;
 	rights.nsubscribe = 0;
 	jwt_rights_free(&rights);
 	stream_params_free(&p);
-	struct reader *r = hub_open(s->hub, &spec, &conn_sink, c);
-	conn_attach(c, &reader_user, r);
+	struct stream *st = xmalloc(sizeof(*st));
+	*st = (struct stream){ hub_open(s->hub, &spec, &conn_sink, c), s->admission, ticket };
+	conn_attach(c, &reader_user, st);
 }

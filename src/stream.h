@@ -1,7 +1,13 @@
-/* stream.h: the GET /api/events/stream handler: query and header parsing,
- * read authorisation, per-address and global caps, the resume decision
- * (catch-up, or a reset for a point the log no longer holds), and the
- * opening frame. After that the hub feeds the connection. */
+/* stream.h: the GET /api/events/stream handler. Its checks, in order: the
+ * query and headers (400); the server shutting down (503); the caps, asked
+ * of admission (admission.h: 503 at max_readers, 429 past
+ * per_address_limit), before the token so that a request they refuse costs
+ * no signature check; then the token (401, 403; a token from a cookie only
+ * for a listed origin), whose refusal gives the counted place back. A
+ * capacity refusal to an EventSource is a 200 stream that ends at once.
+ * Then the head and opening frame, and the hub opens the reader (catch-up
+ * from the resume point, or a reset for a point the log no longer holds)
+ * and feeds the connection. */
 #ifndef HERALD_STREAM_H
 #define HERALD_STREAM_H
 
@@ -12,6 +18,7 @@
 #include "http.h"
 #include "hub.h"
 #include "jwt.h"
+#include "metrics.h"
 
 /* What a stream request asks for, parsed from its query and headers. */
 struct stream_params {
@@ -32,20 +39,26 @@ struct stream_params {
 const char *stream_params_parse(const struct http_request *req, struct stream_params *p);
 void stream_params_free(struct stream_params *p);
 
+struct admission;
+
 /* The stream handler's state: what every stream shares. */
 struct streams {
 	struct hub *hub;
 	const struct config *cfg;
-	const struct cors *cors;  /* allow_origin, parsed once per load */
-	struct jwt_verifier *jwt; /* signed tokens, or NULL: set by the server at start and reload */
-	int64_t max_readers;      /* the global cap, set by the server from the open-file limit */
-	int64_t max_local;        /* in a group of workers: this worker's own cap (its open-file limit) */
-	struct chunk *head;       /* the shared head and opening frame (with CORS * when so set) */
+	struct metrics *m;
+	struct admission *admission; /* the caps' counts: owned (streams_init, streams_free) */
+	const struct cors *cors;     /* allow_origin, parsed once per load */
+	struct jwt_verifier *jwt;    /* signed tokens, or NULL: set by the server at start and reload */
+	int64_t max_readers;         /* the global cap, set by the server from the open-file limit */
+	int64_t max_local;           /* in a group of workers: this worker's own cap (its open-file limit) */
+	struct chunk *head;          /* the shared head and opening frame (with CORS * when so set) */
 };
 
-void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors);
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,
+		  struct metrics *m);
 /* Rebuild the head and the origin list from the (reloaded) settings. */
 void streams_reconfigure(struct streams *s);
+/* Free what s owns, once every stream has closed. */
 void streams_free(struct streams *s);
 
 /* Handle a stream request on c: refuse it with a precise status, or turn c

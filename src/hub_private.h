@@ -1,0 +1,66 @@
+/* hub_private.h: the fields of the hub and of its readers, which are the
+ * hub's alone. Only hub.c includes this, and the hub's unit test
+ * (tests/unit/test_hub.c), which looks at a reader's mode and the index;
+ * every other file holds a hub or a reader only by pointer, through hub.h. */
+#ifndef HERALD_HUB_PRIVATE_H
+#define HERALD_HUB_PRIVATE_H
+
+#include "hub.h"
+#include "topic_index.h"
+
+enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
+
+struct reader {
+	struct hub *hub;
+	const struct hub_sink_ops *ops;
+	void *sink;
+	enum reader_mode mode;
+	int64_t cursor;       /* CATCHUP: the last id read from the store */
+	int64_t skip_through; /* LIVE: ids up to this were seen or offered already */
+	/* A resume point beyond the newest id known, to be checked once the
+	 * store has caught up (store_sync_done); opened_at_id is where the
+	 * reader continues if the id turns out unknown. */
+	bool sync_pending;
+	uint64_t sync_ticket;
+	int64_t opened_at_id;
+	bool see_private;
+	bool envelope;  /* frame_event_envelope instead of frame_event */
+	size_t ntopics; /* 0 = every topic */
+	char *topics[READER_MAX_TOPICS];
+	size_t ngrants;
+	char **grants;
+	struct loop_timer expiry_timer; /* ends the stream when its token expires */
+	char client[64];                /* the client address, for logs */
+	uint64_t opened_ms;
+	uint64_t rotate_at;         /* 0 = never */
+	unsigned slot;              /* which heartbeat turn visits this reader */
+	struct reader *next, *prev; /* the hub's list for its mode */
+	size_t nsubs;               /* LIVE: its patterns in the hub's index */
+	struct topic_sub subs[];    /* room for max(1, ntopics) */
+};
+
+struct hub {
+	struct loop *lp;
+	struct store *st;
+	const struct config *cfg; /* queue_limit, heartbeat_interval, stall_timeout */
+	struct metrics *m;
+	void (*on_fatal)(void *arg); /* the store's file is gone: stop */
+	void *fatal_arg;
+	int64_t high_water;
+	struct reader *live;
+	struct reader *catchup;
+	struct topic_index *index; /* the live readers by the topics they want */
+	size_t nlive, ncatchup;
+	struct chunk *heartbeat;
+	struct loop_timer heartbeat_timer; /* runs while there are readers */
+	struct loop_timer retry_timer;     /* store busy: poll again soon */
+	struct loop_timer catchup_timer;   /* feed catch-up readers with empty queues */
+	bool catchup_waiting;              /* a catch-up read waits for the store's fetch */
+	struct reader *catchup_resume;     /* the catch-up reader a pass out of time stopped at */
+	uint64_t pass;                     /* the loop pass pass_spent_ns counts */
+	uint64_t pass_spent_ns;            /* catch-up reads in that pass so far */
+	unsigned sweep_slot;               /* the heartbeat turn due next */
+	unsigned next_slot;                /* the turn the next new reader joins */
+};
+
+#endif
