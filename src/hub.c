@@ -413,14 +413,17 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	spec->ntopics = topic_patterns_reduce(spec->topics, spec->ntopics);
 	spec->ngrants = topic_patterns_reduce(spec->grants, spec->ngrants);
 	size_t nsubs = spec->ntopics ? spec->ntopics : 1;
-	struct reader *r = xcalloc(1, sizeof(*r) + nsubs * sizeof(r->subs[0]));
+	/* One block: the reader, its index nodes and its topics' pointers
+	 * (an idle stream is mostly this block and its connection). */
+	struct reader *r = xcalloc(1, sizeof(*r) + nsubs * sizeof(r->subs[0]) + spec->ntopics * sizeof(char *));
+	r->topics = (char **)(r->subs + nsubs);
 	r->hub = h;
 	r->ops = ops;
 	r->sink = sink;
 	r->see_private = spec->see_private;
 	r->envelope = spec->envelope;
 	r->ntopics = spec->ntopics;
-	memcpy(r->topics, spec->topics, sizeof(r->topics));
+	memcpy(r->topics, spec->topics, spec->ntopics * sizeof(char *));
 	spec->ntopics = 0; /* the topics are the reader's now */
 	r->ngrants = spec->ngrants;
 	r->grants = spec->grants;
@@ -430,7 +433,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 		int64_t left = spec->expires_at - clock_wall_s();
 		loop_timer_start(h->lp, &r->expiry_timer, left > 0 ? (uint64_t)left * 1000 : 0, token_expired, r);
 	}
-	snprintf(r->client, sizeof(r->client), "%s", spec->client);
+	r->client = spec->client;
 	r->opened_ms = loop_now(h->lp);
 	if (spec->rotate_after_ms > 0)
 		r->rotate_at = rotation_due(r->opened_ms, spec->rotate_after_ms);

@@ -65,7 +65,7 @@ struct reader_spec {
 	char **grants;                   /* taken over by hub_open (the array and its strings) */
 	int64_t expires_at;              /* Unix seconds the rights end (the token's exp): 0 never */
 	bool envelope;                   /* events as unnamed JSON envelopes (frame_event_envelope) */
-	const char *client;              /* for logs */
+	const char *client;              /* for logs; lent, kept by the reader: must outlive it */
 	int64_t rotate_after_ms;         /* 0: never */
 };
 

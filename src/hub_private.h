@@ -26,17 +26,17 @@ struct reader {
 	bool see_private;
 	bool envelope;  /* frame_event_envelope instead of frame_event */
 	size_t ntopics; /* 0 = every topic */
-	char *topics[READER_MAX_TOPICS];
+	char **topics;  /* ntopics patterns, in the reader's own block after subs[] */
 	size_t ngrants;
 	char **grants;
 	struct loop_timer expiry_timer; /* ends the stream when its token expires */
-	char client[64];                /* the client address, for logs */
+	const char *client;             /* the client address, for logs (lent by the opener, see reader_spec) */
 	uint64_t opened_ms;
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
 	struct reader *next, *prev; /* the hub's list for its mode */
 	size_t nsubs;               /* LIVE: its patterns in the hub's index */
-	struct topic_sub subs[];    /* room for max(1, ntopics) */
+	struct topic_sub subs[];    /* room for max(1, ntopics), then the topics' pointers */
 };
 
 struct hub {
