@@ -14,6 +14,7 @@
 #include "store.h"
 #include "topic.h"
 #include "util.h"
+#include "visibility.h"
 
 #define POLL_PAGE 256    /* rows read per store call by the live path */
 #define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
@@ -57,18 +58,10 @@ static void list_del(struct reader **head, struct reader *r)
 	r->next = r->prev = NULL;
 }
 
-static bool matches_any(char *const *patterns, size_t n, const struct store_event *ev)
-{
-	for (size_t i = 0; i < n; i++)
-		if (topic_pattern_match(patterns[i], ev->topic, ev->topic_len))
-			return true;
-	return false;
-}
-
 /* Visibility: public, or private with the read token or a granted topic. */
 static bool reader_may_see(const struct reader *r, const struct store_event *ev)
 {
-	return ev->public || r->see_private || matches_any(r->grants, r->ngrants, ev);
+	return visibility_may_see(r->see_private, r->grants, r->ngrants, ev->topic, ev->topic_len, ev->public);
 }
 
 /* The rule, the same on every path an event takes (live, catch-up, resume):
@@ -76,9 +69,7 @@ static bool reader_may_see(const struct reader *r, const struct store_event *ev)
  * applies it in SQL; the live fan-out gets the topic part from the index. */
 static bool reader_wants(const struct reader *r, const struct store_event *ev)
 {
-	if (r->ntopics && !matches_any(r->topics, r->ntopics, ev))
-		return false;
-	return reader_may_see(r, ev);
+	return visibility_wants(r->topics, r->ntopics, ev->topic, ev->topic_len) && reader_may_see(r, ev);
 }
 
 /* Index r's patterns. No topic, or "*" among them, is one subscription to

@@ -1,165 +1,103 @@
-/* store.c: store.h over its two backends. Picks one at open (redis_url set:
- * Redis Streams, else the SQLite file) and forwards each call; the parts
- * both share live here: an append's answer for a backend that answers at
- * once. */
+/* store.c: store.h over its backends. Each backend is a table of
+ * operations (store_backend.h); store_open picks the first one the
+ * configuration names and every call goes through that table with the
+ * backend's state. Nothing here knows a backend's insides. */
 #include "store.h"
 
-#include "config.h"
-#include "log.h"
+#include "store_backend.h"
 #include "store_redis.h"
 #include "store_sqlite.h"
 #include "util.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 struct store {
-	struct store_sqlite *sql; /* exactly one of the two */
-	struct store_redis *redis;
-	struct loop *lp;
-	struct metrics *m;
+	const struct store_backend *ops; /* chosen once, at open */
+	void *be;                        /* the backend's state, its own */
 };
 
-/* Create the folders above the database file that are missing (as mkdir
- * -p). Here, in the one open every start-up path goes through (a single
- * herald, a group's main process before it forks, each worker), so none of
- * them meets a fresh tree's missing folder. Returns 0, or -1 with the
- * reason in err. */
-static int make_db_folder(const char *db, char *err, size_t errlen)
-{
-	const char *slash = strrchr(db, '/');
-	if (!slash || slash == db)
-		return 0;
-	char *dir = xstrndup(db, (size_t)(slash - db));
-	int r = 0;
-	for (char *p = dir + 1;; p++) {
-		bool last = *p == '\0';
-		if (*p != '/' && !last)
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
-			snprintf(err, errlen, "creating the database folder %s: %s", dir, strerror(errno));
-			r = -1;
-			break;
-		}
-		if (last)
-			break;
-		*p = '/';
-	}
-	free(dir);
-	return r;
-}
+/* In order of preference: SQLite, the default, says yes to any
+ * configuration, so it comes last. */
+static const struct store_backend *const backends[] = {
+	&store_redis_backend,
+	&store_sqlite_backend,
+};
 
 struct store *store_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
 {
-	bool redis = cfg->redis_url && cfg->redis_url[0];
-	if (!redis && make_db_folder(cfg->db, err, errlen) < 0)
+	const struct store_backend *ops = NULL;
+	for (size_t i = 0; i < ARRAY_LEN(backends) && !ops; i++)
+		if (backends[i]->chosen(cfg))
+			ops = backends[i];
+	void *be = ops->open(cfg, lp, m, err, errlen);
+	if (!be)
 		return NULL;
 	struct store *st = xcalloc(1, sizeof(*st));
-	st->lp = lp;
-	st->m = m;
-	if (redis)
-		st->redis = store_redis_open(cfg, lp, m, err, errlen);
-	else
-		st->sql = store_sqlite_open(cfg->db, (int)cfg->busy_timeout_ms, err, errlen);
-	if (!st->sql && !st->redis) {
-		free(st);
-		return NULL;
-	}
+	st->ops = ops;
+	st->be = be;
 	return st;
 }
 
 void store_watch(struct store *st, const struct store_hooks *h)
 {
-	if (st->redis)
-		store_redis_watch(st->redis, h);
-	else if (store_sqlite_watch(st->sql, st->lp, st->m, h) < 0)
-		log_warn("watching the database for other writers failed; only herald's own events are seen");
+	st->ops->watch(st->be, h);
 }
 
 void store_close(struct store *st)
 {
 	if (!st)
 		return;
-	if (st->redis)
-		store_redis_close(st->redis);
-	else
-		store_sqlite_close(st->sql);
+	st->ops->close(st->be);
 	free(st);
 }
 
 void store_append(struct store *st, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg)
 {
-	if (st->redis) {
-		store_redis_append(st->redis, evs, n, done, arg);
-		return;
-	}
-	int64_t *ids = xmalloc((n ? n : 1) * sizeof(*ids));
-	int r = store_sqlite_append_batch(st->sql, evs, n, ids);
-	done(arg, r, r == 0 ? ids : NULL); /* the answers and the fan-out first */
-	free(ids);
-	if (r == 0)
-		store_sqlite_written(st->sql);
+	st->ops->append(st->be, evs, n, done, arg);
 }
 
 int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
 {
-	if (st->redis)
-		return store_redis_read(st->redis, after, upto, limit, NULL, cb, arg, NULL);
-	return store_sqlite_read_range(st->sql, after, upto, limit, cb, arg);
+	return st->ops->read_range(st->be, after, upto, limit, cb, arg);
 }
 
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg, int64_t *through)
 {
-	if (st->redis)
-		return store_redis_read(st->redis, after, upto, limit, f, cb, arg, through);
-	return store_sqlite_read_matching(st->sql, after, upto, limit, f, cb, arg, through);
+	return st->ops->read_matching(st->be, after, upto, limit, f, cb, arg, through);
 }
 
 int store_max_id(struct store *st, int64_t *max_id)
 {
-	if (st->redis)
-		return store_redis_max_id(st->redis, max_id);
-	return store_sqlite_max_id(st->sql, max_id);
+	return st->ops->max_id(st->be, max_id);
 }
 
 int64_t store_pruned_through(const struct store *st)
 {
-	if (st->redis)
-		return store_redis_pruned_through(st->redis);
-	return store_sqlite_pruned_through(st->sql);
+	return st->ops->pruned_through(st->be);
 }
 
 uint64_t store_sync_begin(struct store *st)
 {
-	return st->redis ? store_redis_sync_begin(st->redis) : 0;
+	return st->ops->sync_begin(st->be);
 }
 
 bool store_sync_done(const struct store *st, uint64_t ticket)
 {
-	return st->redis ? store_redis_sync_done(st->redis, ticket) : true;
+	return st->ops->sync_done(st->be, ticket);
 }
 
 int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t max_rows)
 {
-	if (st->redis)
-		return store_redis_prune(st->redis, max_age_s, max_count, max_rows);
-	int n = store_sqlite_prune(st->sql, max_age_s, max_count, max_rows);
-	if (n > 0)
-		store_sqlite_written(st->sql);
-	return n;
+	return st->ops->prune(st->be, max_age_s, max_count, max_rows);
 }
 
 bool store_available(const struct store *st)
 {
-	return st->redis ? store_redis_available(st->redis) : true;
+	return st->ops->available(st->be);
 }
 
 const char *store_kind(const struct store *st)
 {
-	return st->redis ? "redis" : "sqlite";
+	return st->ops->kind;
 }

@@ -2,13 +2,12 @@
  * that serve one ordered stream. Owns two connections driven by the event
  * loop (redis_loop.c): one for commands (appends, catch-up reads, retention,
  * id checks) and one that tails the stream with XREAD BLOCK. What the tail
- * brings is kept in memory (the window: the newest entries, at most
- * WINDOW_ROWS and WINDOW_BYTES), so the hub's fan-out and a reader resuming a
- * little behind read memory; older ranges are fetched with XRANGE into a few
- * cached pages (PAGES_BYTES in all), and the read that asked returns -EAGAIN
- * until they are in. Memory per node is so bounded whatever the events'
- * size: entries the hub has not fanned out yet are offered to it before
- * they are dropped.
+ * brings is kept in memory (store_window.c: the newest entries, within
+ * fixed bounds), so the hub's fan-out and a reader resuming a little behind
+ * read memory; older ranges are fetched with XRANGE into a few cached
+ * pages, and the read that asked returns -EAGAIN until they are in. Memory
+ * per node is so bounded whatever the events' size: entries the hub has not
+ * fanned out yet are offered to it before they are dropped.
  *
  * Ids: the function library (store_redis.lua, loaded at every connect)
  * assigns consecutive integers from one counter and adds entry "<n>-0", so
@@ -35,7 +34,8 @@
 #include "metrics.h"
 #include "redis_loop.h"
 #include "redis_url.h"
-#include "topic.h"
+#include "store_backend.h"
+#include "store_window.h"
 #include "util.h"
 
 #include <errno.h>
@@ -48,33 +48,14 @@
 #define TAIL_COUNT 1000          /* entries per XREAD answer */
 #define TAIL_BLOCK_MS 2000       /* how long one XREAD waits for entries */
 #define DEAD_AFTER_MS 3000       /* an answer overdue by this much: the connection is dead */
-#define WINDOW_ROWS 16384        /* newest entries kept in memory */
-#define WINDOW_BYTES (4u << 20)  /* and their bytes */
 #define FETCH_ROWS 512           /* entries per catch-up XRANGE, at most */
 #define FETCH_BYTES (256u << 10) /* about this much per XRANGE */
-#define PAGES 64                 /* fetched ranges kept */
-#define PAGES_BYTES (4u << 20)   /* and their bytes */
 #define MAX_FETCHES 32           /* catch-up XRANGEs out at once */
-#define REDIS_READ_BUDGET 4096   /* rows one filtered read looks at, at most */
 #define BACKOFF_MIN_MS 100       /* first reconnect delay, doubled per failure */
 #define BACKOFF_MAX_MS 5000
 #define CONNECT_TIMEOUT_MS 2000 /* at start-up only, before the loop runs */
 #define WATCHDOG_MS 500
 #define SWEEP_RETRY_MS 1000 /* herald_sweep refused: asked again after */
-
-/* One entry as read, its strings in the same allocation. */
-struct row {
-	struct store_event ev;
-};
-
-/* Every entry with lo < id <= hi that exists, in id order. */
-struct span {
-	int64_t lo, hi;
-	struct row **rows;
-	size_t start, n, cap; /* rows[start .. start+n) */
-	size_t bytes;         /* the rows' allocations */
-	uint64_t used;        /* last read, for evicting pages */
-};
 
 struct fetch {
 	struct store_redis *st;
@@ -114,16 +95,11 @@ struct store_redis {
 	bool tail_out;
 	uint64_t tail_sent;
 
-	struct span window; /* the newest entries; window.hi = newest id seen */
-	struct span pages[PAGES];
-	size_t npages;
-	uint64_t clock;
-	struct fetch *fetches; /* catch-up XRANGEs out */
+	struct store_window win; /* the newest entries and fetched pages */
+	struct fetch *fetches;   /* catch-up XRANGEs out */
 	size_t nfetches;
 	int64_t pruned_through;
 	bool trim_out;
-	int64_t polled_through; /* the hub's fan-out has read the window to here */
-	bool offering;          /* inside changed() to make room in the window */
 
 	uint64_t sync_sent, sync_done; /* tickets (store_sync_begin) */
 	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */
@@ -143,16 +119,7 @@ struct store_redis {
 	bool warned_pages; /* such an entry read in a catch-up page (logged once) */
 };
 
-/* ---- rows and spans ---- */
-
-static char *put_str(char **p, const char *s, size_t n)
-{
-	char *at = *p;
-	memcpy(at, s, n);
-	at[n] = '\0';
-	*p += n + 1;
-	return at;
-}
+/* ---- entries ---- */
 
 /* What an entry of the stream is to herald. */
 enum entry_kind {
@@ -211,10 +178,10 @@ static enum entry_kind judge(const struct store_redis *st, const redisReply *e, 
 }
 
 /* An entry of an XRANGE or XREAD answer, [id, [field, value, ...]], as
- * kind says; *out is the event's row (ENTRY_EVENT only). */
-static enum entry_kind row_from_reply(const struct store_redis *st, const redisReply *e, struct row **out)
+ * kind says; *ev is the event (ENTRY_EVENT only), its strings the
+ * answer's. */
+static enum entry_kind event_from_reply(const struct store_redis *st, const redisReply *e, struct store_event *ev)
 {
-	*out = NULL;
 	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
 	    e->element[1]->type != REDIS_REPLY_ARRAY)
 		return ENTRY_PASSED;
@@ -246,107 +213,22 @@ static enum entry_kind row_from_reply(const struct store_redis *st, const redisR
 			t = strtoll(v->str, NULL, 10);
 		}
 	}
-	struct row *r = xmalloc(sizeof(*r) + type_len + topic_len + data_len + 3);
-	char *p = (char *)(r + 1);
-	r->ev = (struct store_event){ .id = id,
-				      .type_len = type_len,
-				      .topic_len = topic_len,
-				      .data_len = data_len,
-				      .public = public,
-				      .created_at = t };
-	r->ev.type = put_str(&p, type, type_len);
-	r->ev.topic = put_str(&p, topic, topic_len);
-	r->ev.data = put_str(&p, data, data_len);
-	*out = r;
+	*ev = (struct store_event){ .id = id,
+				    .type = type,
+				    .type_len = type_len,
+				    .topic = topic,
+				    .topic_len = topic_len,
+				    .data = data,
+				    .data_len = data_len,
+				    .public = public,
+				    .created_at = t };
 	return ENTRY_EVENT;
-}
-
-static size_t row_bytes(const struct row *r)
-{
-	return sizeof(*r) + r->ev.type_len + r->ev.topic_len + r->ev.data_len + 3;
-}
-
-static void span_push(struct span *s, struct row *r)
-{
-	s->bytes += row_bytes(r);
-	if (s->start + s->n == s->cap) {
-		if (s->start > s->cap / 2) {
-			memmove(s->rows, s->rows + s->start, s->n * sizeof(*s->rows));
-			s->start = 0;
-		} else {
-			s->cap = s->cap ? s->cap * 2 : 64;
-			s->rows = xrealloc(s->rows, s->cap * sizeof(*s->rows));
-		}
-	}
-	s->rows[s->start + s->n++] = r;
-}
-
-/* Drop the oldest row; the span then starts after it. */
-static void span_shift(struct span *s)
-{
-	struct row *r = s->rows[s->start];
-	s->lo = r->ev.id;
-	s->bytes -= row_bytes(r);
-	free(r);
-	s->start++;
-	s->n--;
-}
-
-static void span_clear(struct span *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->rows[s->start + i]);
-	free(s->rows);
-	memset(s, 0, sizeof(*s));
-}
-
-/* The first row with an id above after. */
-static size_t span_find(const struct span *s, int64_t after)
-{
-	size_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->rows[s->start + mid]->ev.id <= after)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* What holds the rows right after pos: the window, or a fetched page. */
-static struct span *covering(struct store_redis *st, int64_t pos)
-{
-	if (st->window.lo <= pos && pos < st->window.hi)
-		return &st->window;
-	for (size_t i = 0; i < st->npages; i++)
-		if (st->pages[i].lo <= pos && pos < st->pages[i].hi)
-			return &st->pages[i];
-	return NULL;
 }
 
 static void note_pruned(struct store_redis *st, int64_t through)
 {
 	if (through > st->pruned_through)
 		st->pruned_through = through;
-}
-
-static bool any_match(char *const *patterns, size_t n, const struct store_event *ev)
-{
-	for (size_t i = 0; i < n; i++)
-		if (topic_pattern_match(patterns[i], ev->topic, ev->topic_len))
-			return true;
-	return false;
-}
-
-/* The same rule as the SQLite backend's filtered reads. */
-static bool passes(const struct store_filter *f, const struct store_event *ev)
-{
-	if (!f)
-		return true;
-	if (f->ntopics && !any_match(f->topics, f->ntopics, ev))
-		return false;
-	return ev->public || f->see_private || any_match(f->grants, f->ngrants, ev);
 }
 
 /* ---- connections ---- */
@@ -362,6 +244,13 @@ static void changed(struct store_redis *st)
 {
 	if (st->watching)
 		st->hooks.changed(st->hooks.arg);
+}
+
+/* The window is about to drop entries the hub has not fanned out: it
+ * reads them now. */
+static void offer_rows(void *arg)
+{
+	changed(arg);
 }
 
 static void schedule_reconnect(struct store_redis *st)
@@ -498,10 +387,10 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	int64_t before = r->element[0]->integer;
 	note_pruned(st, r->element[2]->integer);
-	if (before < st->window.hi)
+	if (before < store_window_newest(&st->win))
 		log_err("redis: the log at %s went back from id %" PRId64 " to %" PRId64
 			" (restarted without its data?); new events continue after %" PRId64,
-			st->where, st->window.hi, before, st->window.hi);
+			st->where, store_window_newest(&st->win), before, store_window_newest(&st->win));
 	st->up = true;
 	st->warned_down = false;
 	st->backoff_ms = BACKOFF_MIN_MS;
@@ -514,7 +403,7 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 	/* From the newest event read: after a Redis that lost its data, new
 	 * events may sit below entries the tail had passed over. */
 	st->counter_seen = r->element[1]->integer;
-	snprintf(st->tail_from, sizeof(st->tail_from), "%" PRId64 "-0", st->window.hi);
+	snprintf(st->tail_from, sizeof(st->tail_from), "%" PRId64 "-0", store_window_newest(&st->win));
 	send_tail(st);
 	if (st->sync_sent > st->sync_done)
 		send_sync(st);
@@ -575,7 +464,7 @@ static void connect_all(void *arg)
 	const char *load[4] = { "FUNCTION", "LOAD", "REPLACE", store_redis_function };
 	cmd_argv(st, on_setup, NULL, 4, load, NULL);
 	char seen[24];
-	snprintf(seen, sizeof(seen), "%" PRId64, st->window.hi);
+	snprintf(seen, sizeof(seen), "%" PRId64, store_window_newest(&st->win));
 	const char *floor[6] = { "FCALL", "herald_floor", "2", st->key_events, st->key_last, seen };
 	cmd_argv(st, on_floor, NULL, 6, floor, NULL);
 }
@@ -584,31 +473,13 @@ static void connect_all(void *arg)
 
 static void check_sync(struct store_redis *st)
 {
-	if (st->sync_wait_ticket && st->window.hi >= st->sync_wait_target) {
+	if (st->sync_wait_ticket && store_window_newest(&st->win) >= st->sync_wait_target) {
 		st->sync_done = st->sync_wait_ticket;
 		st->sync_wait_ticket = 0;
 	}
 }
 
 static void changed(struct store_redis *st);
-
-/* Room for one more row of size bytes: the oldest rows go, but rows the
- * hub has not fanned out yet are first offered to it (once per call). */
-static void window_make_room(struct store_redis *st, size_t size)
-{
-	struct span *w = &st->window;
-	bool offered = false;
-	while (w->n && (w->n >= WINDOW_ROWS || w->bytes + size > WINDOW_BYTES)) {
-		if (w->rows[w->start]->ev.id > st->polled_through && !offered && !st->offering) {
-			st->offering = true;
-			changed(st);
-			st->offering = false;
-			offered = true;
-			continue;
-		}
-		span_shift(w);
-	}
-}
 
 static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 {
@@ -631,8 +502,8 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 		const redisReply *entries = r->element[0]->element[1];
 		for (size_t i = 0; entries->type == REDIS_REPLY_ARRAY && i < entries->elements && !ask; i++) {
 			const redisReply *e = entries->element[i];
-			struct row *row;
-			enum entry_kind kind = row_from_reply(st, e, &row);
+			struct store_event ev;
+			enum entry_kind kind = event_from_reply(st, e, &ev);
 			const char *id = e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
 							 e->element[0]->type == REDIS_REPLY_STRING
 						 ? e->element[0]->str
@@ -651,14 +522,8 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 				continue;
 			}
 			st->foreign_told = false; /* an event ends a run of other entries */
-			if (row->ev.id <= st->window.hi) {
-				free(row);
-				continue;
-			}
-			window_make_room(st, row_bytes(row));
-			span_push(&st->window, row);
-			st->window.hi = row->ev.id;
-			added++;
+			if (store_window_add(&st->win, &ev))
+				added++;
 		}
 	}
 	if (ask)
@@ -821,7 +686,8 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 				snprintf(err, errlen, "herald_floor at %s: unexpected answer", st->where);
 				rc = -1;
 			} else {
-				st->window.lo = st->window.hi = st->counter_seen = r->element[1]->integer;
+				st->counter_seen = r->element[1]->integer;
+				store_window_start_at(&st->win, st->counter_seen);
 				st->pruned_through = r->element[2]->integer;
 			}
 		}
@@ -831,14 +697,14 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 	return rc;
 }
 
-struct store_redis *store_redis_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err,
-				     size_t errlen)
+static void *redis_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
 {
 	struct store_redis *st = xcalloc(1, sizeof(*st));
 	st->cfg = cfg;
 	st->lp = lp;
 	st->m = m;
 	st->backoff_ms = BACKOFF_MIN_MS;
+	store_window_init(&st->win, 0, offer_rows, st);
 	redis_url_redact(cfg->redis_url, st->where, sizeof(st->where));
 	const char *why = redis_url_parse(cfg->redis_url, &st->url);
 	if (why) {
@@ -856,16 +722,18 @@ struct store_redis *store_redis_open(const struct config *cfg, struct loop *lp, 
 	return st;
 }
 
-void store_redis_watch(struct store_redis *st, const struct store_hooks *h)
+static void redis_watch(void *be, const struct store_hooks *h)
 {
+	struct store_redis *st = be;
 	st->hooks = *h;
 	st->watching = true;
 	connect_all(st);
 	loop_timer_start(st->lp, &st->watchdog_timer, WATCHDOG_MS, watchdog, st);
 }
 
-void store_redis_close(struct store_redis *st)
+static void redis_close(void *be)
 {
+	struct store_redis *st = be;
 	if (!st)
 		return;
 	st->watching = false; /* no reconnect, no hooks */
@@ -884,9 +752,7 @@ void store_redis_close(struct store_redis *st)
 		st->fetches = f->next;
 		free(f);
 	}
-	span_clear(&st->window);
-	for (size_t i = 0; i < st->npages; i++)
-		span_clear(&st->pages[i]);
+	store_window_free(&st->win);
 	free(st);
 }
 
@@ -941,9 +807,9 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *privdata)
 	finish_append(a);
 }
 
-void store_redis_append(struct store_redis *st, const struct store_new_event *evs, size_t n, store_append_cb done,
-			void *arg)
+static void redis_append(void *be, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg)
 {
+	struct store_redis *st = be;
 	if (!st->up || n == 0) {
 		done(arg, n ? -ENOTCONN : 0, NULL);
 		return;
@@ -988,34 +854,6 @@ void store_redis_append(struct store_redis *st, const struct store_new_event *ev
 	}
 }
 
-static size_t pages_bytes(const struct store_redis *st)
-{
-	size_t b = 0;
-	for (size_t i = 0; i < st->npages; i++)
-		b += st->pages[i].bytes;
-	return b;
-}
-
-/* Drop the least recently read page (not keep) until there is a free slot
- * and the pages hold at most PAGES_BYTES. */
-static void evict_pages(struct store_redis *st, const struct span *keep)
-{
-	while (st->npages && (st->npages == PAGES || pages_bytes(st) > PAGES_BYTES)) {
-		size_t oldest = st->npages;
-		for (size_t i = 0; i < st->npages; i++)
-			if (&st->pages[i] != keep &&
-			    (oldest == st->npages || st->pages[i].used < st->pages[oldest].used))
-				oldest = i;
-		if (oldest == st->npages)
-			return;
-		span_clear(&st->pages[oldest]);
-		st->pages[oldest] = st->pages[--st->npages];
-		memset(&st->pages[st->npages], 0, sizeof(st->pages[st->npages]));
-		if (keep == &st->pages[st->npages])
-			keep = &st->pages[oldest]; /* moved into the freed slot */
-	}
-}
-
 static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct fetch *f = privdata;
@@ -1038,9 +876,7 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 		free(f);
 		return;
 	}
-	evict_pages(st, NULL);
-	struct span *p = &st->pages[st->npages++];
-	p->lo = f->after;
+	struct store_span *p = store_window_page_begin(&st->win, f->after);
 	/* The page covers ids up to its last entry (an event or not), but no
 	 * further than the newest event the tail had read when it was asked:
 	 * what lies beyond is the tail's to judge. */
@@ -1048,8 +884,8 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 	bool beyond = false;
 	for (size_t i = 0; i < r->elements && !beyond; i++) {
 		const redisReply *e = r->element[i];
-		struct row *row;
-		enum entry_kind kind = row_from_reply(st, e, &row);
+		struct store_event ev;
+		enum entry_kind kind = event_from_reply(st, e, &ev);
 		uint64_t ms = 0, seq = 0;
 		const char *id = "?";
 		if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 && e->element[0]->type == REDIS_REPLY_STRING) {
@@ -1057,7 +893,6 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 			parse_stream_id(id, e->element[0]->len, &ms, &seq);
 		}
 		if (ms > (uint64_t)f->known || (ms == (uint64_t)f->known && seq > 0)) {
-			free(row);
 			beyond = true;
 			continue;
 		}
@@ -1071,20 +906,12 @@ static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 			st->warned_pages = true;
 			continue;
 		}
-		if (row->ev.id <= f->after || (p->n && row->ev.id <= p->rows[p->start + p->n - 1]->ev.id)) {
-			free(row);
-			continue;
-		}
-		span_push(p, row);
+		store_window_page_add(p, &ev);
 	}
 	/* A full page ends at its last entry; a short one reached the end of
 	 * the stream, so it covers every id committed when it was asked. */
-	p->hi = beyond ? f->known : r->elements >= (size_t)f->count ? last : (last > f->known ? last : f->known);
-	int64_t first = p->n ? p->rows[p->start]->ev.id : p->hi + 1;
-	if (first > f->after + 1)
-		note_pruned(st, first - 1);
-	p->used = ++st->clock;
-	evict_pages(st, p); /* the new page stays: its reader is about to read it */
+	int64_t hi = beyond ? f->known : r->elements >= (size_t)f->count ? last : (last > f->known ? last : f->known);
+	note_pruned(st, store_window_page_end(&st->win, p, hi));
 	free(f);
 	changed(st);
 }
@@ -1100,13 +927,13 @@ static void fetch_after(struct store_redis *st, int64_t pos)
 	char from[32], count[16];
 	snprintf(from, sizeof(from), "(%" PRId64 "-0", pos);
 	/* About FETCH_BYTES of entries as large as the recent ones. */
-	size_t avg = st->window.n ? st->window.bytes / st->window.n : 256;
+	size_t avg = store_window_row_size(&st->win);
 	size_t rows = FETCH_BYTES / (avg ? avg : 1);
 	int n = rows < 16 ? 16 : rows > FETCH_ROWS ? FETCH_ROWS : (int)rows;
 	snprintf(count, sizeof(count), "%d", n);
 	const char *argv[6] = { "XRANGE", st->key_events, from, "+", "COUNT", count };
 	struct fetch *f = xcalloc(1, sizeof(*f));
-	*f = (struct fetch){ st, pos, st->window.hi, n, st->fetches };
+	*f = (struct fetch){ st, pos, store_window_newest(&st->win), n, st->fetches };
 	if (cmd_argv(st, on_fetch, f, 6, argv, NULL) < 0) {
 		free(f);
 		return;
@@ -1115,65 +942,30 @@ static void fetch_after(struct store_redis *st, int64_t pos)
 	st->nfetches++;
 }
 
-int store_redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
-		     store_row_cb cb, void *arg, int64_t *through)
+/* A read of (after, upto], filtered by f unless f is NULL, from what the
+ * window holds; a gap is fetched, and the read asked again once it is in. */
+static int redis_read(struct store_redis *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+		      store_row_cb cb, void *arg, int64_t *through)
 {
 	if (f && (f->ntopics > STORE_MAX_TOPICS || f->ngrants > STORE_MAX_GRANTS))
 		return -EINVAL;
-	if (upto > st->window.hi)
-		upto = st->window.hi;
-	int64_t pos = after;
-	size_t n = 0, examined = 0;
-	bool stopped = false, spent = false;
-	while (pos < upto && n < limit && !stopped && !spent) {
-		struct span *s = covering(st, pos);
-		if (!s)
-			break;
-		s->used = ++st->clock;
-		size_t i = span_find(s, pos);
-		int64_t end = s->hi < upto ? s->hi : upto;
-		for (; i < s->n; i++) {
-			const struct store_event *ev = &s->rows[s->start + i]->ev;
-			if (ev->id > end)
-				break;
-			/* A filtered read looks at a bounded number of rows, so
-			 * one that wants little costs the loop little at a
-			 * time; it says how far it got (through). */
-			if (f && ++examined > REDIS_READ_BUDGET) {
-				spent = true;
-				break;
-			}
-			pos = ev->id;
-			if (!passes(f, ev))
-				continue;
-			n++;
-			if (cb(arg, ev) != 0)
-				stopped = true;
-			if (stopped || n == limit)
-				break;
-		}
-		if (!stopped && !spent && n < limit)
-			pos = end;
-	}
-	if (pos < upto && n < limit && !stopped && !spent)
-		fetch_after(st, pos); /* a gap: what follows comes later */
-	if (!f && pos > st->polled_through)
-		st->polled_through = pos; /* only the hub's fan-out reads unfiltered */
-	if (pos == after && after < upto)
-		return -EAGAIN;
-	if (through)
-		*through = pos;
-	return (int)n;
+	int64_t gap;
+	int n = store_window_read(&st->win, after, upto, limit, f, cb, arg, through, &gap);
+	if (gap >= 0)
+		fetch_after(st, gap); /* what follows comes later */
+	return n;
 }
 
-int store_redis_max_id(struct store_redis *st, int64_t *max_id)
+static int redis_max_id(void *be, int64_t *max_id)
 {
-	*max_id = st->window.hi;
+	struct store_redis *st = be;
+	*max_id = store_window_newest(&st->win);
 	return 0;
 }
 
-int64_t store_redis_pruned_through(const struct store_redis *st)
+static int64_t redis_pruned_through(const void *be)
 {
+	const struct store_redis *st = be;
 	return st->pruned_through;
 }
 
@@ -1185,7 +977,7 @@ static void on_sync(redisAsyncContext *ac, void *reply, void *privdata)
 	if (!r)
 		return; /* sent again once reconnected */
 	int64_t newest = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-	if (st->window.hi >= newest) {
+	if (store_window_newest(&st->win) >= newest) {
 		if (ticket > st->sync_done)
 			st->sync_done = ticket;
 		changed(st);
@@ -1202,16 +994,18 @@ static void send_sync(struct store_redis *st)
 	cmd_argv(st, on_sync, (void *)(uintptr_t)st->sync_sent, 2, argv, NULL);
 }
 
-uint64_t store_redis_sync_begin(struct store_redis *st)
+static uint64_t redis_sync_begin(void *be)
 {
+	struct store_redis *st = be;
 	st->sync_sent++;
 	if (st->up)
 		send_sync(st);
 	return st->sync_sent;
 }
 
-bool store_redis_sync_done(const struct store_redis *st, uint64_t ticket)
+static bool redis_sync_done(const void *be, uint64_t ticket)
 {
+	const struct store_redis *st = be;
 	return st->sync_done >= ticket;
 }
 
@@ -1233,8 +1027,9 @@ static void on_trim(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 }
 
-int store_redis_prune(struct store_redis *st, int64_t max_age_s, int64_t max_count, size_t max_rows)
+static int redis_prune(void *be, int64_t max_age_s, int64_t max_count, size_t max_rows)
 {
+	struct store_redis *st = be;
 	if (!st->up || st->trim_out)
 		return 0;
 	char count[24], age[24], step[24];
@@ -1247,7 +1042,41 @@ int store_redis_prune(struct store_redis *st, int64_t max_age_s, int64_t max_cou
 	return 0;
 }
 
-bool store_redis_available(const struct store_redis *st)
+static bool redis_available(const void *be)
 {
+	const struct store_redis *st = be;
 	return st->up;
 }
+
+static int redis_read_range(void *be, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
+{
+	return redis_read(be, after, upto, limit, NULL, cb, arg, NULL);
+}
+
+static int redis_read_matching(void *be, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+			       store_row_cb cb, void *arg, int64_t *through)
+{
+	return redis_read(be, after, upto, limit, f, cb, arg, through);
+}
+
+static bool redis_chosen(const struct config *cfg)
+{
+	return cfg->redis_url && cfg->redis_url[0];
+}
+
+const struct store_backend store_redis_backend = {
+	.kind = "redis",
+	.chosen = redis_chosen,
+	.open = redis_open,
+	.watch = redis_watch,
+	.close = redis_close,
+	.append = redis_append,
+	.read_range = redis_read_range,
+	.read_matching = redis_read_matching,
+	.max_id = redis_max_id,
+	.pruned_through = redis_pruned_through,
+	.sync_begin = redis_sync_begin,
+	.sync_done = redis_sync_done,
+	.prune = redis_prune,
+	.available = redis_available,
+};

@@ -1,8 +1,8 @@
 /* store_sqlite.c: the SQLite backend of store.h. Owns the database
  * connection, the schema and its migrations, the prepared statements of the
  * hot paths, the inotify watch that tells herald about rows other processes
- * commit (and its wiring to the loop), and the checkpoint policy after
- * herald's own writes.
+ * commit (and its wiring to the loop), the checkpoint policy after
+ * herald's own writes, and the backend table store.c drives.
  *
  * Invariants:
  * - Every statement is reset right after use, so no read transaction stays
@@ -14,7 +14,9 @@
  *   rows holding the highest ids were pruned (sqlite_sequence remembers). */
 #include "store_sqlite.h"
 
+#include "config.h"
 #include "log.h"
+#include "store_backend.h"
 #include "topic.h"
 #include "loop.h"
 #include "metrics.h"
@@ -882,8 +884,7 @@ static int seek_sql(const struct part *parts, size_t n, char *sql, size_t len)
 		if (!parts[i].pattern)
 			ADD(" WHERE CAST(public AS INTEGER) <> 0");
 		else if (parts[i].public_only)
-			ADD(" WHERE topic %s ?%zu AND CAST(public AS INTEGER) <> 0",
-			    MATCH(parts[i].pattern), i + 4);
+			ADD(" WHERE topic %s ?%zu AND CAST(public AS INTEGER) <> 0", MATCH(parts[i].pattern), i + 4);
 		else
 			ADD(" WHERE topic %s ?%zu", MATCH(parts[i].pattern), i + 4);
 		ADD(" AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)");
@@ -902,8 +903,7 @@ static int scan_sql(const struct store_filter *f, size_t ntopics, bool see_priva
 	size_t k = 0;
 	bool public_only = !see_private && f->ngrants == 0;
 #define ADD(...) k += (size_t)snprintf(sql + k, k < len ? len - k : 0, __VA_ARGS__)
-	ADD("SELECT " ROW_COLUMNS " FROM events %s WHERE id > ?1 AND id <= ?2",
-	    public_only ? "" : "NOT INDEXED");
+	ADD("SELECT " ROW_COLUMNS " FROM events %s WHERE id > ?1 AND id <= ?2", public_only ? "" : "NOT INDEXED");
 	if (public_only)
 		ADD(" AND CAST(public AS INTEGER) <> 0");
 	ADD(" AND herald_seen(id, (");
@@ -1384,3 +1384,156 @@ void store_sqlite_unwatch(struct store_sqlite *st)
 		loop_unwatch(st->lp, st->watch_fd);
 	st->lp = NULL;
 }
+
+/* ---- the backend table (store_backend.h) ----
+ *
+ * What store.c drives: the store, and the loop and metrics it is wired to
+ * when watching starts. Appends are answered at once; herald's own writes
+ * (appends, prunes) are followed by the checkpoint policy. */
+
+struct sqlite_backend {
+	struct store_sqlite *db;
+	struct loop *lp;
+	struct metrics *m;
+};
+
+static bool be_chosen(const struct config *cfg)
+{
+	(void)cfg;
+	return true; /* the default */
+}
+
+/* Create the folders above the database file that are missing (as mkdir
+ * -p). Here, in the one open every start-up path goes through (a single
+ * herald, a group's main process before it forks, each worker), so none of
+ * them meets a fresh tree's missing folder. Returns 0, or -1 with the
+ * reason in err. */
+static int make_db_folder(const char *db, char *err, size_t errlen)
+{
+	const char *slash = strrchr(db, '/');
+	if (!slash || slash == db)
+		return 0;
+	char *dir = xstrndup(db, (size_t)(slash - db));
+	int r = 0;
+	for (char *p = dir + 1;; p++) {
+		bool last = *p == '\0';
+		if (*p != '/' && !last)
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "creating the database folder %s: %s", dir, strerror(errno));
+			r = -1;
+			break;
+		}
+		if (last)
+			break;
+		*p = '/';
+	}
+	free(dir);
+	return r;
+}
+
+static void *be_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
+{
+	if (make_db_folder(cfg->db, err, errlen) < 0)
+		return NULL;
+	struct store_sqlite *db = store_sqlite_open(cfg->db, (int)cfg->busy_timeout_ms, err, errlen);
+	if (!db)
+		return NULL;
+	struct sqlite_backend *b = xcalloc(1, sizeof(*b));
+	*b = (struct sqlite_backend){ db, lp, m };
+	return b;
+}
+
+static void be_watch(void *be, const struct store_hooks *h)
+{
+	struct sqlite_backend *b = be;
+	if (store_sqlite_watch(b->db, b->lp, b->m, h) < 0)
+		log_warn("watching the database for other writers failed; only herald's own events are seen");
+}
+
+static void be_close(void *be)
+{
+	struct sqlite_backend *b = be;
+	store_sqlite_close(b->db);
+	free(b);
+}
+
+static void be_append(void *be, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg)
+{
+	struct sqlite_backend *b = be;
+	int64_t *ids = xmalloc((n ? n : 1) * sizeof(*ids));
+	int r = store_sqlite_append_batch(b->db, evs, n, ids);
+	done(arg, r, r == 0 ? ids : NULL); /* the answers and the fan-out first */
+	free(ids);
+	if (r == 0)
+		store_sqlite_written(b->db);
+}
+
+static int be_read_range(void *be, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
+{
+	return store_sqlite_read_range(((struct sqlite_backend *)be)->db, after, upto, limit, cb, arg);
+}
+
+static int be_read_matching(void *be, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+			    store_row_cb cb, void *arg, int64_t *through)
+{
+	return store_sqlite_read_matching(((struct sqlite_backend *)be)->db, after, upto, limit, f, cb, arg, through);
+}
+
+static int be_max_id(void *be, int64_t *max_id)
+{
+	return store_sqlite_max_id(((struct sqlite_backend *)be)->db, max_id);
+}
+
+static int64_t be_pruned_through(const void *be)
+{
+	return store_sqlite_pruned_through(((const struct sqlite_backend *)be)->db);
+}
+
+/* One file holds every commit: always in sync, always available (its
+ * failures are per call). */
+static uint64_t be_sync_begin(void *be)
+{
+	(void)be;
+	return 0;
+}
+
+static bool be_sync_done(const void *be, uint64_t ticket)
+{
+	(void)be;
+	(void)ticket;
+	return true;
+}
+
+static bool be_available(const void *be)
+{
+	(void)be;
+	return true;
+}
+
+static int be_prune(void *be, int64_t max_age_s, int64_t max_count, size_t max_rows)
+{
+	struct sqlite_backend *b = be;
+	int n = store_sqlite_prune(b->db, max_age_s, max_count, max_rows);
+	if (n > 0)
+		store_sqlite_written(b->db);
+	return n;
+}
+
+const struct store_backend store_sqlite_backend = {
+	.kind = "sqlite",
+	.chosen = be_chosen,
+	.open = be_open,
+	.watch = be_watch,
+	.close = be_close,
+	.append = be_append,
+	.read_range = be_read_range,
+	.read_matching = be_read_matching,
+	.max_id = be_max_id,
+	.pruned_through = be_pruned_through,
+	.sync_begin = be_sync_begin,
+	.sync_done = be_sync_done,
+	.prune = be_prune,
+	.available = be_available,
+};

@@ -17,7 +17,12 @@
 
 struct loop;
 struct metrics;
+struct store_backend;
 struct store_sqlite;
+
+/* The backend store.c drives (store_backend.h): the file cfg->db, whose
+ * missing folders it creates; appends answered at once. */
+extern const struct store_backend store_sqlite_backend;
 
 /* Open (creating if needed) the database at path: WAL mode, the schema
  * created or migrated to the current version, an inotify watch on the

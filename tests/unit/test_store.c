@@ -5,6 +5,7 @@
 #include "store_sqlite.h"
 #include "topic.h"
 #include "util.h"
+#include "visibility.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -775,19 +776,6 @@ static void test_read_matching(void)
 	store_sqlite_close(st);
 }
 
-/* The visibility rule, written plainly: what a reader with filter f may
- * and wants to see. The store's SQL must pass exactly these rows. */
-static bool visible(const struct store_filter *f, const char *topic, bool pub)
-{
-	bool wanted = f->ntopics == 0;
-	for (size_t i = 0; i < f->ntopics && !wanted; i++)
-		wanted = topic_pattern_match(f->topics[i], topic, strlen(topic));
-	bool may = pub || f->see_private;
-	for (size_t g = 0; g < f->ngrants && !may; g++)
-		may = topic_pattern_match(f->grants[g], topic, strlen(topic));
-	return wanted && may;
-}
-
 struct ids {
 	int64_t id[4096];
 	int n;
@@ -802,46 +790,94 @@ static int collect_ids(void *arg, const struct store_event *ev)
 	return r->stop_after && r->n % r->stop_after == 0;
 }
 
-/* Random topics, visibility and filters: the rows the store passes, read in
- * one go or in many steps cut short by a tiny budget (each step going on
- * from the last one's through), are exactly the ones the rule passes, once
- * each and in id order. */
+/* A random topic of one to three segments over a small alphabet, so that
+ * topics share prefixes (and "a" is a prefix of "ab" without being its
+ * parent); now and then the empty topic another program may insert. */
+static void random_topic(char *out, size_t len, bool may_be_empty)
+{
+	static const char *const segs[] = { "a", "b", "ab", "c" };
+	if (may_be_empty && random() % 40 == 0) {
+		out[0] = '\0';
+		return;
+	}
+	size_t k = 0;
+	int depth = 1 + (int)(random() % 3);
+	for (int d = 0; d < depth; d++)
+		k += (size_t)snprintf(out + k, len - k, "%s%s", d ? "/" : "", segs[random() % 4]);
+}
+
+/* A random pattern: mostly exact topics and subtrees ("x/" then "*" over a
+ * prefix of one or two segments), sometimes "*". Heap-allocated. */
+static char *random_pattern(void)
+{
+	char buf[64];
+	int kind = (int)(random() % 10);
+	if (kind == 0)
+		return xstrdup("*");
+	random_topic(buf, sizeof(buf) - 2, false);
+	if (kind < 5)
+		return xstrdup(buf);
+	/* A subtree of the topic's first one or two segments. */
+	char *cut = strchr(buf, '/');
+	if (cut && random() % 2)
+		cut = strchr(cut + 1, '/');
+	if (cut)
+		*cut = '\0';
+	strcat(buf, "/*");
+	return xstrdup(buf);
+}
+
+/* n random patterns, reduced as the hub reduces a reader's (topic.h). */
+static size_t random_patterns(char **out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = random_pattern();
+	return topic_patterns_reduce(out, n);
+}
+
+static void free_patterns(char **p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(p[i]);
+}
+
+/* The SQL against the one rule (visibility.h), over random topics, exact
+ * and subtree patterns, grants and public flags: the rows the store
+ * passes, read in one go or in many steps cut short by a tiny budget (each
+ * step going on from the last one's through), are exactly the ones
+ * visibility_passes passes, once each and in id order. */
 static void test_read_matching_agrees_with_the_rule(void)
 {
 	const char *path = db_path("rule.db");
 	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
-	static const char *const topics[] = { "a", "a/b", "a/b/c", "a/c", "ab", "b", "b/a", "c/d/e", "a/b/d" };
-	static char *const patterns[] = { "a",   "a/*", "a/b", "a/b/*", "b",     "b/*",
-					  "c/*", "ab",  "*",   "x",     "a/b/c", "c/d/*" };
-	enum { NT = sizeof(topics) / sizeof(topics[0]), NP = sizeof(patterns) / sizeof(patterns[0]), ROWS = 3000 };
-	static char tp[ROWS][16];
+	enum { ROWS = 3000, POOL = 48 };
+	static char pool[POOL][32], tp[ROWS][32];
 	static bool pb[ROWS + 1];
 	srandom(7);
+	for (int i = 0; i < POOL; i++)
+		random_topic(pool[i], sizeof(pool[i]), true);
 	struct store_new_event batch[ROWS];
 	for (int i = 0; i < ROWS; i++) {
-		const char *t = topics[random() % NT];
-		snprintf(tp[i], sizeof(tp[i]), "%s", t);
+		snprintf(tp[i], sizeof(tp[i]), "%s", pool[random() % POOL]);
 		pb[i + 1] = random() % 4 == 0;
 		batch[i] = (struct store_new_event){ "t", tp[i], "d", 1, pb[i + 1] };
 	}
 	CHECK_EQ_INT(store_sqlite_append_batch(st, batch, ROWS, NULL), 0);
 	static struct ids want, got;
-	int mismatches = 0, interrupted_reads = 0;
-	for (int trial = 0; trial < 300; trial++) {
+	int mismatches = 0, interrupted_reads = 0, subtrees = 0;
+	for (int trial = 0; trial < 400; trial++) {
 		char *tsel[4], *gsel[3];
 		struct store_filter f = { .see_private = random() % 5 == 0, .topics = tsel, .grants = gsel };
-		f.ntopics = (size_t)(random() % 4);
-		f.ngrants = (size_t)(random() % 3);
+		f.ntopics = random_patterns(tsel, (size_t)(random() % 5));
+		f.ngrants = random_patterns(gsel, (size_t)(random() % 4));
 		for (size_t i = 0; i < f.ntopics; i++)
-			tsel[i] = patterns[random() % NP];
-		for (size_t i = 0; i < f.ngrants; i++)
-			gsel[i] = patterns[random() % NP];
+			subtrees += strchr(tsel[i], '*') != NULL;
 		int64_t after = random() % 1000, upto = after + 500 + random() % 3000;
 		want.n = 0;
 		for (int64_t id = after + 1; id <= upto && id <= ROWS; id++)
-			if (visible(&f, tp[id - 1], pb[id]) && want.n < 4096)
+			if (visibility_passes(&f, tp[id - 1], strlen(tp[id - 1]), pb[id]) && want.n < 4096)
 				want.id[want.n++] = id;
 		/* In one read, and in steps under a tiny budget (ops, not
 		 * time, so the steps are the same on any machine), some
@@ -871,11 +907,14 @@ static void test_read_matching_agrees_with_the_rule(void)
 				fprintf(stderr, "trial %d mode %d: %d rows, the rule says %d\n", trial, mode, got.n,
 					want.n);
 		}
+		free_patterns(tsel, f.ntopics);
+		free_patterns(gsel, f.ngrants);
 	}
 	store_sqlite_set_read_budget(st, STORE_READ_BUDGET_US, STORE_READ_MIN_OPS, 0);
 	CHECK_EQ_INT(mismatches, 0);
-	fprintf(stderr, "rule: %d reads cut short by their budget\n", interrupted_reads);
+	fprintf(stderr, "rule: %d reads cut short by their budget, %d subtree patterns\n", interrupted_reads, subtrees);
 	CHECK(interrupted_reads > 100); /* the steps really were cut short */
+	CHECK(subtrees > 100);
 	store_sqlite_close(st);
 }
 
