@@ -48,7 +48,7 @@ FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics rate minimal-sse \
               tls-handshakes
-LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
+LOAD_SRC   := $(filter-out load/tool% load/sse-client%,$(wildcard load/*.c))
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
 LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers plot
@@ -154,16 +154,16 @@ LOAD_SHARED := $(wildcard load/tool*.c load/tool*.h) $(foreach m,util procstat s
 load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED) load/.flags
 	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
-# load/topics drives load/readers' epoll client: readers-net.c and the
-# parts it calls.
-TOPICS_PARTS := load/readers-net.c load/readers-tls.c load/readers-events.c load/readers.h
-load/topics: load/topics.c $(TOPICS_PARTS) $(LOAD_SHARED) load/.flags
+# load/readers, load/topics and load/rate share the SSE client
+# (load/sse-client*.c: the epoll client, its TLS and its event records).
+SSE_CLIENT := $(wildcard load/sse-client*.c) load/sse-client.h
+load/readers: load/readers.c $(wildcard load/readers-*.c) load/readers.h $(SSE_CLIENT) $(LOAD_SHARED) load/.flags
 	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
-# load/rate shares load/readers' epoll client (its network, TLS and event
-# parts) beside its own parts.
-RATE_SHARED := load/readers.h $(foreach p,net tls events,load/readers-$(p).c)
-load/rate: load/rate.c $(wildcard load/rate-*.c) load/rate.h $(RATE_SHARED) $(LOAD_SHARED) load/.flags
+load/topics: load/topics.c $(SSE_CLIENT) $(LOAD_SHARED) load/.flags
+	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+
+load/rate: load/rate.c $(wildcard load/rate-*.c) load/rate.h $(SSE_CLIENT) $(LOAD_SHARED) load/.flags
 	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
