@@ -123,15 +123,31 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB_OBJ)
+# A fuzz target is its body alone (tests/fuzz/fuzz.h); the wrapper it
+# shares with every other, tests/fuzz/fuzz.c, and the standalone driver,
+# tests/fuzz/driver.c, are compiled once and linked into each.
+FUZZ_WRAP := $(BUILD)/obj/fuzz/fuzz.o
+# Kept between runs, though only programs name them.
+.SECONDARY: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/fuzz/%.o) $(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) \
+	$(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/libfuzzer/%.o)
+$(BUILD)/obj/fuzz/%.o: tests/fuzz/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< tests/fuzz/driver.c $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
+
+$(BUILD)/fuzz/%: $(BUILD)/obj/fuzz/%.o $(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The same targets as libFuzzer programs (make fuzz builds them with clang
-# and SANITIZE=fuzzer-no-link,...; libFuzzer brings main()).
-$(BUILD)/bin/%: tests/fuzz/%.c $(LIB_OBJ)
+# and SANITIZE=fuzzer-no-link,...; libFuzzer brings main(), the wrapper
+# LLVMFuzzerTestOneInput). HERALD_LIBFUZZER tells a target which it runs in.
+$(BUILD)/obj/libfuzzer/%.o: tests/fuzz/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -DHERALD_LIBFUZZER -Isrc -o $@ $< $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) -DHERALD_LIBFUZZER -Isrc -c $< -o $@
+
+$(BUILD)/bin/%: $(BUILD)/obj/libfuzzer/%.o $(FUZZ_WRAP) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
 
 fuzz-targets: $(LF_BIN)
 
@@ -293,4 +309,4 @@ uninstall:
 clean:
 	rm -rf build $(LOAD_BIN) load/.flags load/*.d
 
--include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(FUZZ_BIN:=.d) $(LF_BIN:=.d)
+-include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(wildcard $(BUILD)/obj/fuzz/*.d $(BUILD)/obj/libfuzzer/*.d)
