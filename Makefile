@@ -29,6 +29,7 @@ ALL_CFLAGS := -std=gnu11 $(OPT) $(WARN) $(SAN_FLAGS) -D_GNU_SOURCE -DHERALD_VERS
               $(PKG_CFLAGS) -MMD -MP $(CFLAGS)
 ALL_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 
+AR        ?= ar
 SRC      := $(wildcard src/*.c)
 OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/console_page.o $(BUILD)/obj/store_redis_function.o
 LIB_OBJ  := $(filter-out $(BUILD)/obj/main.o,$(OBJ))
@@ -46,15 +47,25 @@ FUZZ_BUILD   ?= build/libfuzzer
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
+# The load tools: $(BUILD)/load/NAME, each made of load/NAME.c and its
+# parts load/NAME-*.c, linked with the tools' library. load/NAME in the
+# tree is a link to load/tool-launch.sh, which runs the built one.
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics rate minimal-sse \
               tls-handshakes
-LOAD_SRC   := $(filter-out load/tool% load/sse-client%,$(wildcard load/*.c))
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
 LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers plot
-LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
+LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
+# The tools' library: what the tools share (load/tool*.c: options, JSON,
+# /proc, finding herald, certificates; load/sse-client*.c: the SSE client)
+# and herald's own util, procstat and sockdiag objects.
+LOAD_LIB     := $(BUILD)/load/libtool.a
+LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.c load/sse-client*.c)) \
+                $(foreach m,util procstat sockdiag,$(BUILD)/obj/$(m).o)
+LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm
 
-.PHONY: all deps pkg-check browser-deps run test unit bench bench-check fuzz fuzz-targets format install uninstall clean
+.PHONY: all deps pkg-check browser-deps run test unit bench bench-check fuzz fuzz-targets format install \
+	uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -151,36 +162,33 @@ $(BUILD)/bin/%: $(BUILD)/obj/libfuzzer/%.o $(FUZZ_WRAP) $(LIB_OBJ)
 
 fuzz-targets: $(LF_BIN)
 
-# The tools sit in load/ whichever build made them; a stamp of the flags
-# they were built with rebuilds them when another build's flags differ. They
-# start the herald of the build that made them (HERALD_TREE_BIN) while it
-# exists, so an installed copy still finds one; when that one is sanitized
-# (make test) they take the release build of the tree (HERALD_RELEASE_BIN,
-# the default BUILD's) if there is one, so a benchmark measures herald.
+# The tools of a build start the herald of that build (HERALD_TREE_BIN)
+# while it exists, so an installed copy still finds one; when that one is
+# sanitized (make test) they take the release build of the tree
+# (HERALD_RELEASE_BIN, the default BUILD's) if there is one, so a benchmark
+# measures herald. Each build has its own tools and library, so the
+# sanitized and the release tools never overwrite each other; a stamp of
+# these names rebuilds them when the tree moves.
 LOAD_DEFS := -DHERALD_TREE_BIN='"$(abspath $(HERALD))"' -DHERALD_RELEASE_BIN='"$(abspath build/herald)"'
-load/.flags: FORCE pkg-check
-	@echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' > $@
+$(BUILD)/load/.flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LOAD_DEFS)' | cmp -s - $@ || echo '$(LOAD_DEFS)' > $@
 
-# load/NAME is load/NAME.c plus its parts load/NAME-*.c plus what every tool
-# shares (load/tool*.c, and herald's src/procstat.c, src/sockdiag.c and
-# src/util.c), in one compile; its headers are listed here, as one -MMD file
-# cannot follow several sources.
-LOAD_SHARED := $(wildcard load/tool*.c load/tool*.h) $(foreach m,util procstat sockdiag,src/$(m).c src/$(m).h)
+# Every file of load/ is compiled once per build, with its own -MMD file.
+$(BUILD)/load/obj/%.o: load/%.c $(BUILD)/.flags $(BUILD)/load/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -c $< -o $@
+
+$(LOAD_LIB): $(LOAD_LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+# A tool's parts, for the tool's stem $*: a variable, so that the static
+# pattern below does not read the pattern's % as its own.
+load_parts = $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/$*-*.c))
 .SECONDEXPANSION:
-load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
-
-# load/readers, load/topics and load/rate share the SSE client
-# (load/sse-client*.c: the epoll client, its TLS and its event records).
-SSE_CLIENT := $(wildcard load/sse-client*.c) load/sse-client.h
-load/readers: load/readers.c $(wildcard load/readers-*.c) load/readers.h $(SSE_CLIENT) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
-
-load/topics: load/topics.c $(SSE_CLIENT) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
-
-load/rate: load/rate.c $(wildcard load/rate-*.c) load/rate.h $(SSE_CLIENT) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+$(LOAD_BIN): $(BUILD)/load/%: $(BUILD)/load/obj/%.o $$(load_parts) $(LOAD_LIB)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LOAD_LIB) $(LOAD_LIBS)
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
@@ -218,14 +226,14 @@ test: deps browser-deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@load/bench
-	@load/bench-check
+	@HERALD_BUILD=$(BUILD) load/bench
+	@HERALD_BUILD=$(BUILD) load/bench-check
 
 # The guard against regressions alone: the steady figures against
 # docs/bench/baseline.json (load/bench-check --update writes it anew).
 bench-check: deps
 	@$(MAKE) --no-print-directory all
-	@load/bench-check
+	@HERALD_BUILD=$(BUILD) load/bench-check
 
 # Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS (or until
 # FUZZ_RUNS executions, when given), with its corpus and dictionary; new
@@ -255,7 +263,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(TOOLDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(SYSCONFDIR)/herald
 	install -m 755 $(HERALD) $(DESTDIR)$(PREFIX)/bin/herald
-	$(if $(LOAD_BIN),install -m 755 $(LOAD_BIN) $(DESTDIR)$(TOOLDIR)/)
+	install -m 755 $(LOAD_BIN) $(DESTDIR)$(TOOLDIR)/
 	install -m 755 $(addprefix load/,$(LOAD_SCRIPTS)) $(DESTDIR)$(TOOLDIR)/
 	sed -e "s|^TREE = None .*|TREE = '$(CURDIR)'|" load/tool_herald.py > $(DESTDIR)$(TOOLDIR)/tool_herald.py
 	chmod 644 $(DESTDIR)$(TOOLDIR)/tool_herald.py
@@ -307,6 +315,6 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
 
 clean:
-	rm -rf build $(LOAD_BIN) load/.flags load/*.d
+	rm -rf build
 
--include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(wildcard $(BUILD)/obj/fuzz/*.d $(BUILD)/obj/libfuzzer/*.d)
+-include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(wildcard $(BUILD)/obj/fuzz/*.d $(BUILD)/obj/libfuzzer/*.d $(BUILD)/load/obj/*.d)
