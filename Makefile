@@ -1,5 +1,7 @@
 # herald: build, run, test, bench, fuzz, install.
 #   make run    install missing Debian packages, build, start on 127.0.0.1:8199
+#   make check  the quick loop: build with ASan+UBSan, run the unit tests and
+#               replay the fuzz corpora (no packages installed, no sudo)
 #   make test   install missing packages, build with ASan+UBSan, run every test
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
@@ -64,7 +66,7 @@ LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.
                 $(foreach m,util procstat sockdiag,$(BUILD)/obj/$(m).o)
 LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm
 
-.PHONY: all deps pkg-check browser-deps run test unit bench bench-check fuzz fuzz-targets format install \
+.PHONY: all deps pkg-check browser-deps run test check unit bench bench-check fuzz fuzz-targets format install \
 	uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
@@ -130,16 +132,21 @@ $(BUILD)/obj/console_page.o: $(BUILD)/gen/console_page.c $(BUILD)/.flags
 $(HERALD): $(OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJ) $(PKG_LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
+# A unit test is compiled once and only linked again when herald changes.
+$(BUILD)/obj/unit/%.o: tests/unit/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/unit/%.o $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # A fuzz target is its body alone (tests/fuzz/fuzz.h); the wrapper it
 # shares with every other, tests/fuzz/fuzz.c, and the standalone driver,
 # tests/fuzz/driver.c, are compiled once and linked into each.
 FUZZ_WRAP := $(BUILD)/obj/fuzz/fuzz.o
 # Kept between runs, though only programs name them.
-.SECONDARY: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/fuzz/%.o) $(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) \
+.SECONDARY: $(UNIT_SRC:tests/unit/%.c=$(BUILD)/obj/unit/%.o) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/fuzz/%.o) $(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) \
 	$(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/libfuzzer/%.o)
 $(BUILD)/obj/fuzz/%.o: tests/fuzz/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -164,7 +171,7 @@ fuzz-targets: $(LF_BIN)
 
 # The tools of a build start the herald of that build (HERALD_TREE_BIN)
 # while it exists, so an installed copy still finds one; when that one is
-# sanitized (make test) they take the release build of the tree
+# sanitized (make test, make check) they take the release build of the tree
 # (HERALD_RELEASE_BIN, the default BUILD's) if there is one, so a benchmark
 # measures herald. Each build has its own tools and library, so the
 # sanitized and the release tools never overwrite each other; a stamp of
@@ -191,6 +198,21 @@ $(LOAD_BIN): $(BUILD)/load/%: $(BUILD)/load/obj/%.o $$(load_parts) $(LOAD_LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LOAD_LIB) $(LOAD_LIBS)
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
+
+# The quick loop for a change: the unit tests and the fuzz corpora replayed
+# (without the second of mutations make test adds), two at a time, on the
+# ASan+UBSan build in build/asan, as make test uses. Nothing is installed and no
+# server is started; make test stays the whole suite. The last line says
+# PASS or FAIL, and make's exit status follows it.
+CHECK_BUILD := build/asan
+check:
+	@$(MAKE) --no-print-directory BUILD=$(CHECK_BUILD) SANITIZE=address,undefined OPT='-O1 -g' unit
+	@start=$$(date +%s); \
+	if HERALD_BUILD=$(CHECK_BUILD) python3 tests/run.py --binaries --jobs 2 --fuzz-seconds 0; then \
+		echo "make check: PASS (unit tests and fuzz corpora, $(CHECK_BUILD), $$(( $$(date +%s) - start )) s)"; \
+	else \
+		echo "make check: FAIL (unit tests and fuzz corpora, $(CHECK_BUILD))"; exit 1; \
+	fi
 
 # The how-to is printed once herald says it is ready (never when it fails to
 # start, e.g. on a busy port); herald's log passes through a filter that
@@ -317,4 +339,4 @@ uninstall:
 clean:
 	rm -rf build
 
--include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(wildcard $(BUILD)/obj/fuzz/*.d $(BUILD)/obj/libfuzzer/*.d $(BUILD)/load/obj/*.d)
+-include $(OBJ:.o=.d) $(wildcard $(BUILD)/obj/unit/*.d $(BUILD)/obj/fuzz/*.d $(BUILD)/obj/libfuzzer/*.d $(BUILD)/load/obj/*.d)
