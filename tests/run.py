@@ -6,10 +6,7 @@ are one test each (pass = exit 0). End-to-end tests are the functions named
 test_* in tests/e2e/test_*.py; each runs in its own child process with a time
 limit, so a hang fails that test instead of the run. Arguments filter tests by
 substring: tests/run.py stream resume; a word that matches no test is named and
-fails the run. Options, for make check: --binaries runs the unit and fuzz
-binaries alone, without loading the end-to-end tests; --jobs N runs N binaries
-at a time; --fuzz-seconds S gives each fuzz binary --seconds S (0: replay the
-corpus only, no mutations).
+fails the run.
 
 $HERALD_BUILD names the build folder under test. Unset, it is the build that
 has test binaries (build/asan after `make test`, build after `make all unit`),
@@ -17,8 +14,6 @@ the newer when both have; the first line says which, and which herald. It is
 exported as HERALD_BUILD, so the tests run that build's load tools
 ($HERALD_BUILD/load/NAME).
 """
-import argparse
-import concurrent.futures
 import importlib.util
 import multiprocessing
 import os
@@ -114,19 +109,12 @@ def run_e2e(path, name, timeout):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="Run herald's tests; WORDs filter them by substring.")
-    ap.add_argument("--binaries", action="store_true", help="only the unit and fuzz binaries")
-    ap.add_argument("--jobs", type=int, default=1, help="binaries run at a time (default 1)")
-    ap.add_argument("--fuzz-seconds", type=int, help="each fuzz binary's --seconds (0: replay only)")
-    ap.add_argument("words", nargs="*", metavar="WORD")
-    opts = ap.parse_args()
     os.chdir(ROOT)
     build, why = pick_build()
     os.environ["HERALD_BUILD"] = build
     os.environ.setdefault("HERALD_BIN", os.path.join(ROOT, build, "herald"))
     print(f"tests/run.py: testing {build} ({why}); herald {os.environ['HERALD_BIN']}", flush=True)
-    only_binaries = opts.binaries
-    filters = opts.words
+    filters = sys.argv[1:]
     passed = failed = 0
     failures = []
 
@@ -134,7 +122,7 @@ def main():
         return not filters or any(f in n for f in filters)
 
     bins = list(binaries(build))
-    e2e = [] if only_binaries else list(e2e_tests())
+    e2e = list(e2e_tests())
     names = [n for n, _ in bins] + [t[0] for t in e2e]
     unmatched = [f for f in filters if not any(f in n for n in names)]
     for f in unmatched:
@@ -143,27 +131,19 @@ def main():
     if filters and len(unmatched) == len(filters):
         sys.exit(1)
 
-    def run_binary(item):
-        name, path = item
-        argv = [path]
-        if opts.fuzz_seconds is not None and name.startswith("fuzz/"):
-            argv += ["--seconds", str(opts.fuzz_seconds)]
+    for name, path in bins:
+        if not want(name):
+            continue
         t0 = time.monotonic()
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
-        return r, time.monotonic() - t0
-
-    chosen = [b for b in bins if want(b[0])]
-    with concurrent.futures.ThreadPoolExecutor(max(1, opts.jobs)) as pool:
-        results = pool.map(run_binary, chosen)  # in the list's order
-        for (name, path), (r, dt) in zip(chosen, results):
-            if r.returncode == 0:
-                passed += 1
-                print(f"ok    {name} ({dt:.2f} s)", flush=True)
-            else:
-                failed += 1
-                failures.append(name)
-                print(f"FAIL  {name} (exit {r.returncode})\n{r.stdout.decode(errors='replace')[-4000:]}",
-                      flush=True)
+        r = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        dt = time.monotonic() - t0
+        if r.returncode == 0:
+            passed += 1
+            print(f"ok    {name} ({dt:.2f} s)", flush=True)
+        else:
+            failed += 1
+            failures.append(name)
+            print(f"FAIL  {name} (exit {r.returncode})\n{r.stdout.decode(errors='replace')[-4000:]}", flush=True)
 
     for name, path, fname, timeout in e2e:
         if not want(name):
