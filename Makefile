@@ -146,8 +146,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/unit/%.o $(LIB_OBJ)
 # tests/fuzz/driver.c, are compiled once and linked into each.
 FUZZ_WRAP := $(BUILD)/obj/fuzz/fuzz.o
 # Kept between runs, though only programs name them.
-.SECONDARY: $(UNIT_SRC:tests/unit/%.c=$(BUILD)/obj/unit/%.o) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/fuzz/%.o) $(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) \
-	$(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/libfuzzer/%.o)
+.SECONDARY: $(UNIT_SRC:tests/unit/%.c=$(BUILD)/obj/unit/%.o) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/fuzz/%.o) \
+	$(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/libfuzzer/%.o)
 $(BUILD)/obj/fuzz/%.o: tests/fuzz/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
