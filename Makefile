@@ -1,5 +1,7 @@
 # herald: build, run, test, bench, fuzz, install.
 #   make run    install missing Debian packages, build, start on 127.0.0.1:8199
+#   make check  the quick loop: build with ASan+UBSan, run the unit tests and
+#               replay the fuzz corpora (no packages installed, no sudo)
 #   make test   install missing packages, build with ASan+UBSan, run every test
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
@@ -29,6 +31,7 @@ ALL_CFLAGS := -std=gnu11 $(OPT) $(WARN) $(SAN_FLAGS) -D_GNU_SOURCE -DHERALD_VERS
               $(PKG_CFLAGS) -MMD -MP $(CFLAGS)
 ALL_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 
+AR        ?= ar
 SRC      := $(wildcard src/*.c)
 OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/console_page.o $(BUILD)/obj/store_redis_function.o
 LIB_OBJ  := $(filter-out $(BUILD)/obj/main.o,$(OBJ))
@@ -46,15 +49,25 @@ FUZZ_BUILD   ?= build/libfuzzer
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 
+# The load tools: $(BUILD)/load/NAME, each made of load/NAME.c and its
+# parts load/NAME-*.c, linked with the tools' library. load/NAME in the
+# tree is a link to load/tool-launch.sh, which runs the built one.
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics rate minimal-sse \
               tls-handshakes
-LOAD_SRC   := $(filter-out load/tool%,$(wildcard load/*.c))
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
 LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers plot
-LOAD_BIN   := $(filter $(addprefix load/,$(LOAD_TOOLS)),$(LOAD_SRC:.c=))
+LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
+# The tools' library: what the tools share (load/tool*.c: options, JSON,
+# /proc, finding herald, certificates; load/sse-client*.c: the SSE client)
+# and herald's own util, procstat and sockdiag objects.
+LOAD_LIB     := $(BUILD)/load/libtool.a
+LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.c load/sse-client*.c)) \
+                $(foreach m,util procstat sockdiag,$(BUILD)/obj/$(m).o)
+LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm
 
-.PHONY: all deps pkg-check browser-deps run test unit bench bench-check fuzz fuzz-targets format install uninstall clean
+.PHONY: all deps pkg-check browser-deps run test check unit bench bench-check fuzz fuzz-targets format install \
+	uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -119,54 +132,83 @@ $(BUILD)/obj/console_page.o: $(BUILD)/gen/console_page.c $(BUILD)/.flags
 $(HERALD): $(OBJ)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJ) $(PKG_LIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
+# A unit test is compiled once and only linked again when herald changes.
+$(BUILD)/obj/unit/%.o: tests/unit/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/driver.c $(LIB_OBJ)
+$(BUILD)/tests/%: $(BUILD)/obj/unit/%.o $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $< tests/fuzz/driver.c $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# A fuzz target is its body alone (tests/fuzz/fuzz.h); the wrapper it
+# shares with every other, tests/fuzz/fuzz.c, and the standalone driver,
+# tests/fuzz/driver.c, are compiled once and linked into each.
+FUZZ_WRAP := $(BUILD)/obj/fuzz/fuzz.o
+# Kept between runs, though only programs name them.
+.SECONDARY: $(UNIT_SRC:tests/unit/%.c=$(BUILD)/obj/unit/%.o) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/fuzz/%.o) \
+	$(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/obj/libfuzzer/%.o)
+$(BUILD)/obj/fuzz/%.o: tests/fuzz/%.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
+
+$(BUILD)/fuzz/%: $(BUILD)/obj/fuzz/%.o $(BUILD)/obj/fuzz/driver.o $(FUZZ_WRAP) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The same targets as libFuzzer programs (make fuzz builds them with clang
-# and SANITIZE=fuzzer-no-link,...; libFuzzer brings main()).
-$(BUILD)/bin/%: tests/fuzz/%.c $(LIB_OBJ)
+# and SANITIZE=fuzzer-no-link,...; libFuzzer brings main(), the wrapper
+# LLVMFuzzerTestOneInput). HERALD_LIBFUZZER tells a target which it runs in.
+$(BUILD)/obj/libfuzzer/%.o: tests/fuzz/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -DHERALD_LIBFUZZER -Isrc -o $@ $< $(LIB_OBJ) $(ALL_LDFLAGS) $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) -DHERALD_LIBFUZZER -Isrc -c $< -o $@
+
+$(BUILD)/bin/%: $(BUILD)/obj/libfuzzer/%.o $(FUZZ_WRAP) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
 
 fuzz-targets: $(LF_BIN)
 
-# The tools sit in load/ whichever build made them; a stamp of the flags
-# they were built with rebuilds them when another build's flags differ. They
-# start the herald of the build that made them (HERALD_TREE_BIN) while it
-# exists, so an installed copy still finds one; when that one is sanitized
-# (make test) they take the release build of the tree (HERALD_RELEASE_BIN,
-# the default BUILD's) if there is one, so a benchmark measures herald.
+# The tools of a build start the herald of that build (HERALD_TREE_BIN)
+# while it exists, so an installed copy still finds one; when that one is
+# sanitized (make test, make check) they take the release build of the tree
+# (HERALD_RELEASE_BIN, the default BUILD's) if there is one, so a benchmark
+# measures herald. Each build has its own tools and library, so the
+# sanitized and the release tools never overwrite each other; a stamp of
+# these names rebuilds them when the tree moves.
 LOAD_DEFS := -DHERALD_TREE_BIN='"$(abspath $(HERALD))"' -DHERALD_RELEASE_BIN='"$(abspath build/herald)"'
-load/.flags: FORCE pkg-check
-	@echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(LOAD_DEFS) $(ALL_LDFLAGS)' > $@
+$(BUILD)/load/.flags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LOAD_DEFS)' | cmp -s - $@ || echo '$(LOAD_DEFS)' > $@
 
-# load/NAME is load/NAME.c plus its parts load/NAME-*.c plus what every tool
-# shares (load/tool*.c, and herald's src/procstat.c, src/sockdiag.c and
-# src/util.c), in one compile; its headers are listed here, as one -MMD file
-# cannot follow several sources.
-LOAD_SHARED := $(wildcard load/tool*.c load/tool*.h) $(foreach m,util procstat sockdiag,src/$(m).c src/$(m).h)
+# Every file of load/ is compiled once per build, with its own -MMD file.
+$(BUILD)/load/obj/%.o: load/%.c $(BUILD)/.flags $(BUILD)/load/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -c $< -o $@
+
+$(LOAD_LIB): $(LOAD_LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+# A tool's parts, for the tool's stem $*: a variable, so that the static
+# pattern below does not read the pattern's % as its own.
+load_parts = $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/$*-*.c))
 .SECONDEXPANSION:
-load/%: load/%.c $$(wildcard load/$$*-*.c load/$$*.h load/$$*-*.h) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
-
-# load/topics drives load/readers' epoll client: readers-net.c and the
-# parts it calls.
-TOPICS_PARTS := load/readers-net.c load/readers-tls.c load/readers-events.c load/readers.h
-load/topics: load/topics.c $(TOPICS_PARTS) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
-
-# load/rate shares load/readers' epoll client (its network, TLS and event
-# parts) beside its own parts.
-RATE_SHARED := load/readers.h $(foreach p,net tls events,load/readers-$(p).c)
-load/rate: load/rate.c $(wildcard load/rate-*.c) load/rate.h $(RATE_SHARED) $(LOAD_SHARED) load/.flags
-	$(CC) $(ALL_CFLAGS) $(LOAD_DEFS) -Isrc -o $@ $(filter %.c,$^) $(ALL_LDFLAGS) -lsqlite3 -lssl -lcrypto -lm
+$(LOAD_BIN): $(BUILD)/load/%: $(BUILD)/load/obj/%.o $$(load_parts) $(LOAD_LIB)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LOAD_LIB) $(LOAD_LIBS)
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
+
+# The quick loop for a change: the unit tests and the fuzz corpora replayed
+# (without the second of mutations make test adds), two at a time
+# (scripts/check), on the ASan+UBSan build in build/asan that make test
+# uses. Nothing is installed, no server started, nothing run but the shell
+# and coreutils; make test stays the whole suite. The last line says PASS
+# or FAIL, and make's exit status follows it.
+CHECK_BUILD := build/asan
+check:
+	@$(MAKE) --no-print-directory BUILD=$(CHECK_BUILD) SANITIZE=address,undefined OPT='-O1 -g' unit
+	@scripts/check $(CHECK_BUILD)
 
 # The how-to is printed once herald says it is ready (never when it fails to
 # start, e.g. on a busy port); herald's log passes through a filter that
@@ -202,14 +244,14 @@ test: deps browser-deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@load/bench
-	@load/bench-check
+	@HERALD_BUILD=$(BUILD) load/bench
+	@HERALD_BUILD=$(BUILD) load/bench-check
 
 # The guard against regressions alone: the steady figures against
 # docs/bench/baseline.json (load/bench-check --update writes it anew).
 bench-check: deps
 	@$(MAKE) --no-print-directory all
-	@load/bench-check
+	@HERALD_BUILD=$(BUILD) load/bench-check
 
 # Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS (or until
 # FUZZ_RUNS executions, when given), with its corpus and dictionary; new
@@ -239,7 +281,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(TOOLDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(SYSCONFDIR)/herald
 	install -m 755 $(HERALD) $(DESTDIR)$(PREFIX)/bin/herald
-	$(if $(LOAD_BIN),install -m 755 $(LOAD_BIN) $(DESTDIR)$(TOOLDIR)/)
+	install -m 755 $(LOAD_BIN) $(DESTDIR)$(TOOLDIR)/
 	install -m 755 $(addprefix load/,$(LOAD_SCRIPTS)) $(DESTDIR)$(TOOLDIR)/
 	sed -e "s|^TREE = None .*|TREE = '$(CURDIR)'|" load/tool_herald.py > $(DESTDIR)$(TOOLDIR)/tool_herald.py
 	chmod 644 $(DESTDIR)$(TOOLDIR)/tool_herald.py
@@ -291,6 +333,6 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
 
 clean:
-	rm -rf build $(LOAD_BIN) load/.flags load/*.d
+	rm -rf build
 
--include $(OBJ:.o=.d) $(UNIT_BIN:=.d) $(FUZZ_BIN:=.d) $(LF_BIN:=.d)
+-include $(OBJ:.o=.d) $(wildcard $(BUILD)/obj/unit/*.d $(BUILD)/obj/fuzz/*.d $(BUILD)/obj/libfuzzer/*.d $(BUILD)/load/obj/*.d)

@@ -1,6 +1,6 @@
 /* rate.h: the parts of load/rate, a sustained-rate test: a publisher that
  * sends on a fixed schedule whatever the readers do (open loop), N readers
- * on one epoll thread (load/readers' client, readers-net.c), and a step
+ * on one epoll thread (the tools' SSE client, sse-client.c), and a step
  * through rates. Calls go one way, down this list:
  *
  *   rate.c         command line, the herald started here, the steps and
@@ -20,7 +20,7 @@
 #ifndef HERALD_LOAD_RATE_H
 #define HERALD_LOAD_RATE_H
 
-#include "readers.h"
+#include "sse-client.h"
 
 #define RATE_MAX_STEPS 32
 #define LAT_BUCKETS 2368 /* see rate-lat.c: 64 exact, then 64 per power of two up to 2^42 us */

@@ -1,8 +1,8 @@
 /* readers.c: N stream readers on one epoll thread, so the client is never
  * the bottleneck, and the server measured from outside while they listen.
  * This file holds the command line, the set-up and the run's phases; the
- * client itself is readers-net.c (see readers.h for the other parts and
- * the state each owns).
+ * client itself is the tools' SSE client, sse-client.c (see readers.h for
+ * the other parts and the state each owns).
  *
  * Phases, in order:
  *   open    connect N sockets (optionally at most --ramp in flight), send the

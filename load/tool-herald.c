@@ -19,8 +19,8 @@
 
 /* The herald of the tree this tool was built in, into buf. The Makefile
  * names it (HERALD_TREE_BIN, an absolute path); a build without it guesses
- * the tree the tool sits in (load/NAME -> build/herald). Returns words saying
- * which. */
+ * the build folder the tool sits in (BUILD/load/NAME -> BUILD/herald).
+ * Returns words saying which. */
 static const char *tree_herald(char *buf, size_t len)
 {
 #ifdef HERALD_TREE_BIN
@@ -41,7 +41,7 @@ static const char *tree_herald(char *buf, size_t len)
 			return guess;
 		*slash = '\0';
 	}
-	snprintf(buf, len, "%s/build/herald", self);
+	snprintf(buf, len, "%s/herald", self);
 	return guess;
 #endif
 }

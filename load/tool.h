@@ -12,7 +12,9 @@
  *   tool-tls.c     a throwaway certificate for a herald's tls: listener, and
  *                  that listener's port
  *
- * Every function is prefixed tool_. One thread; the only state kept between
+ * These files, the SSE client (sse-client.h) and herald's util, procstat and
+ * sockdiag objects are the tools' library, $(BUILD)/load/libtool.a, compiled
+ * once per build. Every function is prefixed tool_. One thread; the only state kept between
  * calls is the tool's name and usage (tool_usage), the JSON line's nesting,
  * the flag the signal handler sets, and whether the sanitized-herald warning
  * was printed. */

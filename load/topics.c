@@ -23,9 +23,9 @@
  * behind. CPU is utime+stime from /proc/PID/stat (in 10 ms ticks) and the
  * scheduler's own nanosecond count (/proc/PID/schedstat), both from just
  * before the first batch to the moment the last reader has the last event.
- * The readers are load/readers' epoll client (readers-net.c), each with
+ * The readers are tools' SSE client (sse-client.c), each with
  * its own request. */
-#include "readers.h"
+#include "sse-client.h"
 
 #include <errno.h>
 #include <math.h>

@@ -10,7 +10,9 @@ fails the run.
 
 $HERALD_BUILD names the build folder under test. Unset, it is the build that
 has test binaries (build/asan after `make test`, build after `make all unit`),
-the newer when both have; the first line says which, and which herald.
+the newer when both have; the first line says which, and which herald. It is
+exported as HERALD_BUILD, so the tests run that build's load tools
+($HERALD_BUILD/load/NAME).
 """
 import importlib.util
 import multiprocessing
@@ -109,6 +111,7 @@ def run_e2e(path, name, timeout):
 def main():
     os.chdir(ROOT)
     build, why = pick_build()
+    os.environ["HERALD_BUILD"] = build
     os.environ.setdefault("HERALD_BIN", os.path.join(ROOT, build, "herald"))
     print(f"tests/run.py: testing {build} ({why}); herald {os.environ['HERALD_BIN']}", flush=True)
     filters = sys.argv[1:]

@@ -11,9 +11,10 @@ herald.conf edited since. Installed with DESTDIR=/ and PREFIX inside a
 temporary folder, the units name an existing binary and man page, so
 `systemd-analyze verify` checks them as installed.
 
-The suite has already built herald (ASan, build/asan), so the tests install
-that binary (HERALD=...) with `make -o all`: they exercise the install
-recipe without rebuilding the shared tree with other flags."""
+The suite has already built herald and the tools (ASan, build/asan), so the
+tests install that build (BUILD=..., HERALD=...) with `make -o all`: they
+exercise the install recipe without rebuilding the shared tree with other
+flags."""
 import grp
 import json
 import os
@@ -30,7 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _load_tools():
     """Every tool in load/: each C program (a load/NAME.c with a main; the
     other .c files are parts of one) and each script (an executable file
-    starting with #!)."""
+    starting with #!; the links load/NAME, which run a C tool in the tree,
+    are not scripts of their own)."""
     d = os.path.join(ROOT, "load")
     tools = []
     for fn in sorted(os.listdir(d)):
@@ -39,7 +41,7 @@ def _load_tools():
             with open(p) as f:
                 if "\nint main(" in f.read():
                     tools.append(fn[:-2])
-        elif "." not in fn and os.path.isfile(p) and os.access(p, os.X_OK):
+        elif "." not in fn and not os.path.islink(p) and os.path.isfile(p) and os.access(p, os.X_OK):
             with open(p, "rb") as f:
                 if f.read(2) == b"#!":
                     tools.append(fn)
@@ -51,7 +53,8 @@ LOAD_TOOLS = _load_tools()
 
 def _make(target, **vars):
     binary = os.path.abspath(harness.HERALD_BIN)
-    cmd = ["make", "--no-print-directory", "-o", "all", target, f"HERALD={binary}"]
+    build = os.path.join(ROOT, os.environ.get("HERALD_BUILD") or os.path.dirname(binary))
+    cmd = ["make", "--no-print-directory", "-o", "all", target, f"BUILD={build}", f"HERALD={binary}"]
     cmd += [f"{k}={v}" for k, v in vars.items()]
     r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
     out = r.stdout.decode(errors="replace")

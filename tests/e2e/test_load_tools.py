@@ -26,10 +26,36 @@ SCRIPTS = ["bench", "bench-catchup", "bench-check", "bench-tokens", "bench-redis
            "plot"]  # scripts beside the C tools
 
 
+# The build under test (tests/run.py exports it): its load tools are tested.
+BUILD = os.path.join(ROOT, os.environ.get("HERALD_BUILD", "build"))
+
+
 def tool(name):
-    path = os.path.join(ROOT, "load", name)
+    """A C tool as the build under test made it ($HERALD_BUILD/load/NAME), or
+    a script of load/ (which runs the C tools through load/NAME, the
+    launcher, and so the same build's)."""
+    path = os.path.join(BUILD, "load", name) if name in TOOLS else os.path.join(ROOT, "load", name)
     assert os.access(path, os.X_OK), f"{path} is not built (make; LOAD_TOOLS in the Makefile lists it?)"
     return path
+
+
+def test_tree_launcher_runs_the_build_tool():
+    """load/NAME in the tree runs $HERALD_BUILD/load/NAME with its arguments
+    (the documented `load/readers 1000` keeps working); with no such build
+    it says which files it looked for and how to build them."""
+    for name in TOOLS:
+        p = subprocess.run([os.path.join(ROOT, "load", name), "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30, cwd="/")
+        direct = subprocess.run([tool(name), "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        assert p.returncode == 0 and p.stdout == direct.stdout, (name, p.returncode, p.stderr)
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    try:
+        p = subprocess.run([os.path.join(ROOT, "load", "readers"), "5"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30, env=dict(os.environ, HERALD_BUILD=d))
+        err = p.stderr.decode(errors="replace")
+        assert p.returncode == 127 and f"{d}/load/readers" in err and "make" in err, (p.returncode, err)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def run(name, *args, timeout=40, expect=0, env=None):

@@ -1,6 +1,8 @@
 /* driver.c: a standalone fuzz driver, so replaying the corpora needs no
- * libFuzzer (`make test` builds it with gcc). It replays every file in the
- * target's corpus folders, then feeds random mutations of them (bit flips,
+ * libFuzzer (`make unit`, `make check` and `make test` link it with each
+ * target, see fuzz.h). It replays every file in the target's corpus folders,
+ * tests/fuzz/corpus/<name> and tests/fuzz/regressions/<name> (the program
+ * fuzz_http's name is http), then feeds random mutations of them (bit flips,
  * byte inserts and deletes, interesting bytes, runs, dictionary tokens,
  * splices) to fuzz_one for --seconds (default 1) from a fixed seed, so a run
  * is repeatable. The mutations are blind to coverage: `make fuzz` runs the
@@ -533,10 +535,17 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	for (const char **d = fuzz_corpus_dirs; *d; d++)
-		load_dir(*d, max_len);
+	/* A missing folder is skipped (git keeps no empty ones), but at least
+	 * one input must load. */
+	const char *name = strncmp(prog, "fuzz_", 5) ? prog : prog + 5;
+	char corpus_dir[4096], regress_dir[4096];
+	snprintf(corpus_dir, sizeof(corpus_dir), "tests/fuzz/corpus/%s", name);
+	snprintf(regress_dir, sizeof(regress_dir), "tests/fuzz/regressions/%s", name);
+	load_dir(corpus_dir, max_len);
+	load_dir(regress_dir, max_len);
 	if (ninputs == 0) {
-		fprintf(stderr, "%s: no corpus files found (run from the repo root)\n", prog);
+		fprintf(stderr, "%s: no corpus files found in %s or %s (run from the repo root)\n", prog, corpus_dir,
+			regress_dir);
 		return 1;
 	}
 	double t0 = now_s();
@@ -546,8 +555,7 @@ int main(int argc, char **argv)
 
 	char default_dict[4096];
 	if (!dict_path)
-		snprintf(default_dict, sizeof(default_dict), "tests/fuzz/dict/%s.dict",
-			 strncmp(prog, "fuzz_", 5) ? prog : prog + 5);
+		snprintf(default_dict, sizeof(default_dict), "tests/fuzz/dict/%s.dict", name);
 	if (!load_dict(dict_path ? dict_path : default_dict, dict_path != NULL))
 		return 2;
 	rng_state = seed;

@@ -11,10 +11,6 @@
  * value that is an IP address (only when the peer is trusted), truncated to
  * the buffer; for values without NUL it also equals a plain reference walk. addr_peer_text gets a
  * sockaddr built from the input bytes.
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/addr.dict.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -24,16 +20,6 @@
 
 #include "addr.h"
 #include "fuzz.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/addr", "tests/fuzz/regressions/addr", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                         \
-	do {                                                                                                      \
-		if (!(cond)) {                                                                                    \
-			fprintf(stderr, "fuzz_addr: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                  \
-		}                                                                                                 \
-	} while (0)
 
 static const char *const peers[] = {
 	"127.0.0.1", "::1", "10.1.2.3", "203.0.113.5", "unix", "::ffff:127.0.0.1", "192.168.1.1", "2001:db8::1",
@@ -202,11 +188,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	check_peer_text(data, size);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

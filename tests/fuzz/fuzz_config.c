@@ -17,10 +17,6 @@
  * runs, and the real stderr between inputs: libFuzzer's statistics, the
  * driver's messages and the invariant checks stay visible, and sanitizer
  * reports go to a copy of the real stderr whenever they happen.
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/config.dict.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,20 +29,10 @@
 #include "config_check.h"
 #include "fuzz.h"
 
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/config", "tests/fuzz/regressions/config", NULL };
-
 extern char **environ;
 
 /* Present only in sanitizer builds: where reports are written. */
 extern void __sanitizer_set_report_fd(void *fd) __attribute__((weak));
-
-#define FUZZ_ASSERT(cond)                                                                                           \
-	do {                                                                                                        \
-		if (!(cond)) {                                                                                      \
-			fprintf(stderr, "fuzz_config: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                    \
-		}                                                                                                   \
-	} while (0)
 
 static int stderr_fd = -1, null_fd = -1; /* a copy of the real stderr; /dev/null */
 static int conf_fd = -1;
@@ -174,11 +160,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	config_free(&cfg);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

@@ -13,10 +13,6 @@
  * the id, type "reset" and the reason and resume id in its JSON. Up to its
  * first NUL it is frame_refusal's cause too: the body reads back as one
  * event named "refused" with the id and a one-line JSON error as data.
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/frame.dict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +21,6 @@
 #include "../unit/sse_parse.h"
 #include "frame.h"
 #include "fuzz.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/frame", "tests/fuzz/regressions/frame", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                          \
-	do {                                                                                                       \
-		if (!(cond)) {                                                                                     \
-			fprintf(stderr, "fuzz_frame: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                   \
-		}                                                                                                  \
-	} while (0)
 
 int fuzz_one(const uint8_t *data, size_t size)
 {
@@ -132,11 +118,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	chunk_unref(c);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

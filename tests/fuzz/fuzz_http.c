@@ -5,10 +5,6 @@
  * and for prefixes of the input 0 up to some length and then exactly the
  * whole input's answer. Successful parses also drive the header, query and
  * percent-decoding helpers; refusals are formatted as responses.
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/http.dict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +15,6 @@
 
 #include "fuzz.h"
 #include "http.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/http", "tests/fuzz/regressions/http", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                         \
-	do {                                                                                                      \
-		if (!(cond)) {                                                                                    \
-			fprintf(stderr, "fuzz_http: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                  \
-		}                                                                                                 \
-	} while (0)
 
 static const struct http_limits limit_sets[] = {
 	{ 8192, 16384, 64 }, /* the server's defaults */
@@ -254,11 +240,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	chunk_unref(c);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

@@ -21,10 +21,6 @@
  *     rights, and never a signature check for a token jwt_verify refused
  *     before its signature.
  * Leaks and over-reads are the sanitizers' (and the driver's guard page's).
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/jwt.dict.
  */
 #include <openssl/evp.h>
 #include <stdbool.h>
@@ -36,16 +32,6 @@
 #include "fuzz.h"
 #include "jwt.h"
 #include "topic.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/jwt", "tests/fuzz/regressions/jwt", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                        \
-	do {                                                                                                     \
-		if (!(cond)) {                                                                                   \
-			fprintf(stderr, "fuzz_jwt: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                 \
-		}                                                                                                \
-	} while (0)
 
 #define NOW INT64_C(1700000000)
 #define MAX_TOKEN 8192
@@ -259,11 +245,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 		check(&targets[i], (const char *)data, size, false);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

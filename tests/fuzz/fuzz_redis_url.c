@@ -7,28 +7,13 @@
  *   - a host and port taken apart and written back as redis://host:port/db
  *     parse to the same fields;
  *   - the redacted form shows *** in place of a user:password@'s password
- *     and the rest unchanged, written within its buffer.
- *
- * Built twice like every target: with tests/fuzz/driver.c (`make test`
- * replays the corpus) and with libFuzzer (`make fuzz`). The dictionary is
- * tests/fuzz/dict/redis_url.dict. */
+ *     and the rest unchanged, written within its buffer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "redis_url.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/redis_url", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                      \
-	do {                                                                                                   \
-		if (!(cond)) {                                                                                 \
-			fprintf(stderr, "fuzz_redis_url: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, \
-				#cond);                                                                        \
-			abort();                                                                               \
-		}                                                                                              \
-	} while (0)
 
 static void check_taken(const char *s, const struct redis_url *u)
 {
@@ -75,11 +60,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	free(s);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

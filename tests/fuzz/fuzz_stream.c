@@ -12,10 +12,6 @@
  *     freeing leaves the struct empty;
  *   - refusal: a reason, no topics, no token, no resume point.
  * Leaks and over-reads are the sanitizers' (and the driver's guard page's).
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/stream.dict.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,16 +20,6 @@
 #include "fuzz.h"
 #include "http.h"
 #include "stream.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/stream", "tests/fuzz/regressions/stream", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                           \
-	do {                                                                                                        \
-		if (!(cond)) {                                                                                      \
-			fprintf(stderr, "fuzz_stream: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                    \
-		}                                                                                                   \
-	} while (0)
 
 static const struct http_limits limits = { 8192, 16384, 64 }; /* the server's defaults */
 
@@ -119,11 +105,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 		check_params(&req);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

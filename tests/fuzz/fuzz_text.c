@@ -6,10 +6,6 @@
  *     point is a Unicode scalar value);
  *   - text_json_escapes_nul against a two-state scanner over the same bytes.
  * Inputs end at the driver's PROT_NONE page, so an over-read crashes.
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/text.dict.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,16 +14,6 @@
 
 #include "fuzz.h"
 #include "text.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/text", "tests/fuzz/regressions/text", NULL };
-
-#define FUZZ_ASSERT(cond)                                                            \
-	do {                                                                         \
-		if (!(cond)) {                                                       \
-			fprintf(stderr, "fuzz_text: invariant failed: %s\n", #cond); \
-			abort();                                                     \
-		}                                                                    \
-	} while (0)
 
 /* Encode cp as UTF-8 into out; returns the length. */
 static size_t encode(unsigned cp, unsigned char *out)
@@ -115,10 +101,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(text_json_escapes_nul((const char *)data, size) == ref_nul_escape((const char *)data, size));
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

@@ -10,10 +10,6 @@
  *     two topics built from q) p matches too; when it does not, one of
  *     those built topics tells them apart.
  * Over-reads are the sanitizers' (and the driver's guard page's).
- *
- * Built twice: with tests/fuzz/driver.c (gcc; `make test` replays the corpus)
- * and with libFuzzer (clang, HERALD_LIBFUZZER; `make fuzz`). The dictionary
- * is tests/fuzz/dict/topic.dict.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,16 +18,6 @@
 
 #include "fuzz.h"
 #include "topic.h"
-
-const char *fuzz_corpus_dirs[] = { "tests/fuzz/corpus/topic", "tests/fuzz/regressions/topic", NULL };
-
-#define FUZZ_ASSERT(cond)                                                                                          \
-	do {                                                                                                       \
-		if (!(cond)) {                                                                                     \
-			fprintf(stderr, "fuzz_topic: invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                                   \
-		}                                                                                                  \
-	} while (0)
 
 static bool topic_byte(unsigned char c)
 {
@@ -134,11 +120,3 @@ int fuzz_one(const uint8_t *data, size_t size)
 	free(p);
 	return 0;
 }
-
-#ifdef HERALD_LIBFUZZER
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-	return fuzz_one(data, size);
-}
-#endif

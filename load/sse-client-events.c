@@ -1,9 +1,9 @@
-/* readers-events.c: the records of load/readers' events: when each reader
+/* sse-client-events.c: the records of a run's events (load/readers'): when each reader
  * had each event, and the matching of the ids readers see to the publishes
  * that made them. A POST's answer (with the id) can come after readers
  * already had the event, so such ids wait per reader (at most PEND_MAX, the
  * oldest dropped) until the publisher learns them. */
-#include "readers.h"
+#include "sse-client.h"
 
 #include <stdlib.h>
 #include <string.h>

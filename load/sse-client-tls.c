@@ -1,9 +1,10 @@
-/* readers-tls.c: OpenSSL for load/readers (--tls): the client context, a
- * fresh certificate for the herald started here, and reader I/O through
- * SSL_read/SSL_write behind conn_read()/conn_write(), so the stream scanner
- * never knows (the certificate is made by tool-tls.c). The handshake itself is driven from the epoll loop in
- * readers-net.c; the publisher stays plain. */
-#include "readers.h"
+/* sse-client-tls.c: OpenSSL for the SSE client (load/readers --tls): the
+ * client context, a fresh certificate for the herald a tool started, and
+ * reader I/O through SSL_read/SSL_write behind conn_read()/conn_write(), so
+ * the stream scanner never knows (the certificate is made by tool-tls.c).
+ * The handshake itself is driven from the epoll loop in sse-client.c; the
+ * publisher stays plain. */
+#include "sse-client.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
-/* readers-net.c: the epoll client of load/readers: N readers on one thread,
- * so the client is never the bottleneck.
+/* sse-client.c: the epoll client of load/readers, load/topics and
+ * load/rate: N readers on one thread, so the client is never the
+ * bottleneck.
  *
  * Reader state machine: CONNECTING (EPOLLOUT armed) -> HEAD (request sent,
  * collecting the header block) -> OPENING (status 200, waiting for the end of
@@ -9,11 +10,11 @@
  *
  * TLS (--tls): after the connect, a HANDSHAKE state drives SSL_do_handshake
  * with epoll interest following WANT_READ/WANT_WRITE, in the same loop; then
- * reader I/O goes through conn_read()/conn_write() (readers-tls.c).
+ * reader I/O goes through conn_read()/conn_write() (sse-client-tls.c).
  *
  * Epoll tags: a reader's index, or UINT64_MAX for the socket whose
- * handler readers.c registered (the POST publisher's). */
-#include "readers.h"
+ * handler the tool registered (client->other: e.g. a POST publisher's). */
+#include "sse-client.h"
 
 #include <ctype.h>
 #include <errno.h>
