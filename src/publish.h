@@ -20,8 +20,7 @@
 
 struct publish_queue;
 
-/* A new, empty queue committing into st and telling hub of new rows.
- * Returns NULL after logging why (SQLite could not open in memory). */
+/* A new, empty queue committing into st and telling hub of new rows. */
 struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
 				  const struct cors *cors, struct metrics *m);
 
