@@ -4,7 +4,11 @@
  * \u0000 are refused, since a C string ends there. Parsing allocates
  * nothing: a value is a slice of the caller's text, and the readers below
  * step over that text again. Pure functions, fuzzed (tests/fuzz/fuzz_json.c,
- * which compares every answer with SQLite's JSON functions). */
+ * which compares every answer with SQLite's JSON functions).
+ *
+ * Where SQLite 3.40 reads a text otherwise, this reader follows RFC 8259: a
+ * member name must be a string, where SQLite also took an array or object
+ * whose last value is a string ({["a"]:1}) and then mangled the members. */
 #ifndef HERALD_JSON_H
 #define HERALD_JSON_H
 
