@@ -157,7 +157,7 @@ static const char *scan_scalar(const char *p, const char *end, enum json_type *t
  * innermost container, or (at depth 0) the end. */
 static bool well_formed(const char *text, size_t n, struct json_value *root, bool *nul)
 {
-	unsigned char objects[JSON_MAX_DEPTH / 8 + 1]; /* bit d: the container at depth d is an object */
+	unsigned char objects[JSON_MAX_DEPTH / 8 + 1] = { 0 }; /* bit d: the container at depth d is an object */
 	const char *p = text, *end = text + n;
 	size_t depth = 0;
 	p = skip_space(p, end);
@@ -222,14 +222,14 @@ static bool well_formed(const char *text, size_t n, struct json_value *root, boo
 int json_parse(const char *text, size_t n, struct json_value *root)
 {
 	struct json_value v;
-	bool nul = false;
-	if (well_formed(text, n, &v, &nul) && !nul) {
+	bool nul = false, ok = well_formed(text, n, &v, &nul);
+	if (ok && !nul) {
 		*root = v;
 		return JSON_OK;
 	}
 	/* Refused: name the first cause in the order json.h gives. A text
 	 * that parsed is UTF-8 without NUL bytes, so only \u0000 is left. */
-	if (nul && well_formed(text, n, &v, &(bool){ false }))
+	if (ok)
 		return JSON_NUL_ESCAPE;
 	if (!text_utf8_valid((const unsigned char *)text, n))
 		return JSON_NOT_UTF8;
