@@ -13,9 +13,8 @@
  *      of them, copied only from a token whose signature verified.
  * jwt_check puts a cache in front (token_cache.h): a token verified before
  * is found by its SHA-256 and answered with the rights it granted.
- * JSON is read with SQLite's JSON functions on a private in-memory database
- * (as publish.c reads bodies); signatures with OpenSSL's EVP. The verifier
- * owns its key, its secret (wiped on free), its statements and its cache.
+ * JSON is read with json.h, signatures with OpenSSL's EVP. The verifier
+ * owns its key, its secret (wiped on free), its claim names and its cache.
  * Nothing here prints a token or a secret. */
 #include "jwt.h"
 
@@ -29,7 +28,6 @@
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +35,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "json.h"
 #include "log.h"
-#include "text.h"
 #include "token_cache.h"
 #include "topic.h"
 #include "util.h"
@@ -69,13 +67,9 @@ struct jwt_verifier {
 	int64_t leeway_s;
 	char *audience;       /* NULL: not checked */
 	char *issuer;         /* NULL: not checked */
-	char *subscribe_path; /* a JSON path: $."mercure"."subscribe" */
+	char *subscribe_path; /* a dotted claim name: mercure.subscribe */
 	char *publish_path;
-	sqlite3 *db;          /* in memory, for its JSON functions only */
-	sqlite3_stmt *object; /* whether ?1 is a JSON object */
-	sqlite3_stmt *value;  /* the type and value at path ?2 of ?1 */
-	sqlite3_stmt *each;   /* the elements of the array at path ?2 of ?1 */
-	EVP_MD *sha256;       /* the cache's key, fetched once */
+	EVP_MD *sha256; /* the cache's key, fetched once */
 	struct token_cache *cache;
 };
 
@@ -145,28 +139,23 @@ static ssize_t read_whole(const char *path, size_t max, unsigned char **out, con
 	return (ssize_t)n;
 }
 
-/* The JSON path for a dotted claim name: "mercure.subscribe" becomes
- * $."mercure"."subscribe". Returns NULL when a segment is empty or holds
- * anything but letters, digits, '_' and '-'. */
+/* A copy of the dotted claim name ("mercure.subscribe": member
+ * "subscribe" of member "mercure"). Returns NULL when a segment is empty or
+ * holds anything but letters, digits, '_' and '-'. */
 static char *claim_path(const char *dotted)
 {
 	size_t n = strlen(dotted);
 	if (n == 0 || n > JWT_CLAIM_PATH_MAX)
 		return NULL;
-	char *path = xmalloc(2 * n + 4), *w = path;
-	*w++ = '$';
 	for (const char *p = dotted;; p++) {
 		size_t seg = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
-		if (seg == 0 || (p[seg] != '.' && p[seg] != '\0')) {
-			free(path);
+		if (seg == 0 || (p[seg] != '.' && p[seg] != '\0'))
 			return NULL;
-		}
-		w += sprintf(w, ".\"%.*s\"", (int)seg, p);
 		p += seg;
 		if (*p == '\0')
 			break;
 	}
-	return path;
+	return xstrdup(dotted);
 }
 
 bool jwt_claim_name_valid(const char *dotted)
@@ -283,21 +272,6 @@ static int load_public_key(struct jwt_verifier *v, const char *path, char *err, 
 	return why ? -1 : 0;
 }
 
-/* The in-memory database and the three statements jwt_verify runs. */
-static int open_json(struct jwt_verifier *v, char *err, size_t errlen)
-{
-	if (sqlite3_open_v2(":memory:", &v->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) == SQLITE_OK &&
-	    sqlite3_prepare_v2(v->db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'object' END", -1,
-			       &v->object, NULL) == SQLITE_OK &&
-	    sqlite3_prepare_v2(v->db, "SELECT json_type(?1, ?2), json_extract(?1, ?2)", -1, &v->value, NULL) ==
-		    SQLITE_OK &&
-	    sqlite3_prepare_v2(v->db, "SELECT type, value FROM json_each(?1, ?2)", -1, &v->each, NULL) == SQLITE_OK)
-		return 0;
-	snprintf(err, errlen, "jwt_algorithm: cannot prepare the JSON reader: %s",
-		 v->db ? sqlite3_errmsg(v->db) : "out of memory");
-	return -1;
-}
-
 static const char *or_empty(const char *s)
 {
 	return s ? s : "";
@@ -371,8 +345,7 @@ int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, ch
 	struct jwt_verifier *v = xcalloc(1, sizeof(*v));
 	if (check_settings(s, v, err, errlen) < 0 || check_files(s, v->alg, err, errlen) < 0 ||
 	    (v->alg == ALG_HS256 ? load_secret(v, s->secret_file, err, errlen)
-				 : load_public_key(v, s->public_key_file, err, errlen)) < 0 ||
-	    open_json(v, err, errlen) < 0) {
+				 : load_public_key(v, s->public_key_file, err, errlen)) < 0) {
 		jwt_verifier_free(v);
 		return -1;
 	}
@@ -401,10 +374,6 @@ void jwt_verifier_free(struct jwt_verifier *v)
 	free(v->issuer);
 	free(v->subscribe_path);
 	free(v->publish_path);
-	sqlite3_finalize(v->object);
-	sqlite3_finalize(v->value);
-	sqlite3_finalize(v->each);
-	sqlite3_close(v->db);
 	EVP_MD_free(v->sha256);
 	token_cache_free(v->cache);
 	free(v);
@@ -493,16 +462,11 @@ static int jws_split(const char *token, size_t len, struct jws *t)
 /* ---- JSON ------------------------------------------------------------- */
 
 /* Whether j[0..n) is UTF-8 JSON text of an object, holding no NUL byte
- * and no \u0000 escape (which would cut a string short in C). */
-static bool json_object(const struct jwt_verifier *v, const unsigned char *j, size_t n)
+ * and no \u0000 escape (which would cut a string short in C); *root is
+ * the object. */
+static bool read_object(const unsigned char *j, size_t n, struct json_value *root)
 {
-	if (!text_utf8_valid(j, n) || memchr(j, '\0', n) || text_json_escapes_nul((const char *)j, n))
-		return false;
-	sqlite3_bind_text(v->object, 1, (const char *)j, (int)n, SQLITE_STATIC);
-	bool ok = sqlite3_step(v->object) == SQLITE_ROW && sqlite3_column_int(v->object, 0) == 1;
-	sqlite3_reset(v->object);
-	sqlite3_clear_bindings(v->object);
-	return ok;
+	return json_parse((const char *)j, n, root) == JSON_OK && root->type == JSON_OBJECT;
 }
 
 enum ctype { C_ABSENT, C_NUMBER, C_TEXT, C_ARRAY, C_OTHER };
@@ -513,70 +477,55 @@ struct claim {
 	bool is_int; /* C_NUMBER: i, else d */
 	int64_t i;
 	double d;
-	char *text; /* C_TEXT: a copy, NUL-terminated; free it */
-	size_t text_len;
+	struct json_value v; /* where it is in the token's text */
 };
 
-/* Look up path in the JSON object j[0..n). Returns 0 with *c filled (free
- * c->text), or -1 when SQLite fails. */
-static int claim_get(const struct jwt_verifier *v, const unsigned char *j, size_t n, const char *path, struct claim *c)
+/* Look up the dotted name path ("exp", "mercure.subscribe") in the object
+ * root: each name is matched as written in the token, the first of equal
+ * names wins, and a path through anything but objects finds nothing. */
+static void claim_get(const struct json_value *root, const char *path, struct claim *c)
 {
+	struct json_value at = *root;
 	memset(c, 0, sizeof(*c));
-	sqlite3_stmt *st = v->value;
-	sqlite3_bind_text(st, 1, (const char *)j, (int)n, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-	int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : -1;
-	const char *type = rc == 0 ? (const char *)sqlite3_column_text(st, 0) : NULL;
-	int vt = type ? sqlite3_column_type(st, 1) : SQLITE_NULL;
-	if (!type) {
-		c->type = C_ABSENT;
-	} else if ((!strcmp(type, "integer") || !strcmp(type, "real")) && vt == SQLITE_INTEGER) {
+	for (const char *p = path;;) {
+		size_t seg = strcspn(p, ".");
+		if (!json_member(&at, p, seg, &at))
+			return; /* C_ABSENT */
+		if (p[seg] == '\0')
+			break;
+		p += seg + 1;
+	}
+	c->v = at;
+	switch (at.type) {
+	case JSON_INTEGER:
+	case JSON_REAL:
 		c->type = C_NUMBER;
-		c->is_int = true;
-		c->i = sqlite3_column_int64(st, 1);
-	} else if ((!strcmp(type, "integer") || !strcmp(type, "real")) && vt == SQLITE_FLOAT) {
-		c->type = C_NUMBER;
-		c->d = sqlite3_column_double(st, 1);
-	} else if (!strcmp(type, "text") && vt == SQLITE_TEXT) {
+		c->is_int = json_int64(&at, &c->i);
+		if (!c->is_int)
+			c->d = json_double(&at);
+		break;
+	case JSON_STRING:
 		c->type = C_TEXT;
-		const unsigned char *t = sqlite3_column_text(st, 1);
-		c->text_len = (size_t)sqlite3_column_bytes(st, 1);
-		c->text = xstrndup(t ? (const char *)t : "", c->text_len);
-	} else if (!strcmp(type, "array")) {
+		break;
+	case JSON_ARRAY:
 		c->type = C_ARRAY;
-	} else {
+		break;
+	default:
 		c->type = C_OTHER;
 	}
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return rc;
 }
 
-/* Whether s[0..n) is exactly the C string want. */
-static bool same(const char *s, size_t n, const char *want)
+/* Call fn(arg, element) for each element of the array c; stops when fn
+ * returns non-zero and returns that, else 0. */
+typedef int element_fn(void *arg, const struct json_value *element);
+static int each_element(const struct claim *c, element_fn *fn, void *arg)
 {
-	return n == strlen(want) && memcmp(s, want, n) == 0;
-}
-
-/* Call fn(arg, text, len) for each element of the array at path; a
- * non-string element is passed as NULL. Stops when fn returns non-zero
- * and returns that, else 0. */
-typedef int element_fn(void *arg, const char *text, size_t len);
-static int each_element(const struct jwt_verifier *v, const unsigned char *j, size_t n, const char *path,
-			element_fn *fn, void *arg)
-{
-	sqlite3_stmt *st = v->each;
+	struct json_iter it;
+	struct json_value e;
 	int r = 0;
-	sqlite3_bind_text(st, 1, (const char *)j, (int)n, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-	while (r == 0 && sqlite3_step(st) == SQLITE_ROW) {
-		const char *type = (const char *)sqlite3_column_text(st, 0);
-		bool text = type && strcmp(type, "text") == 0 && sqlite3_column_type(st, 1) == SQLITE_TEXT;
-		const char *t = text ? (const char *)sqlite3_column_text(st, 1) : NULL;
-		r = fn(arg, t, t ? (size_t)sqlite3_column_bytes(st, 1) : 0);
-	}
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	json_iter_start(&it, &c->v);
+	while (r == 0 && json_iter_next(&it, NULL, &e))
+		r = fn(arg, &e);
 	return r;
 }
 
@@ -684,16 +633,12 @@ static int64_t whole_seconds(const struct claim *c)
 
 /* exp (required) and nbf (optional). Returns JWT_OK or the error, with
  * *why set for a missing exp. */
-static int check_times(const struct jwt_verifier *v, const unsigned char *j, size_t n, int64_t now,
+static int check_times(const struct jwt_verifier *v, const struct json_value *payload, int64_t now,
 		       struct jwt_rights *r, const char **why)
 {
 	struct claim exp, nbf;
-	int got = claim_get(v, j, n, "$.exp", &exp);
-	free(exp.text);
-	got |= claim_get(v, j, n, "$.nbf", &nbf);
-	free(nbf.text);
-	if (got < 0)
-		return JWT_MALFORMED;
+	claim_get(payload, "exp", &exp);
+	claim_get(payload, "nbf", &nbf);
 	if (exp.type == C_ABSENT) {
 		*why = reason_no_exp;
 		return JWT_EXPIRED;
@@ -708,36 +653,37 @@ static int check_times(const struct jwt_verifier *v, const unsigned char *j, siz
 	return JWT_OK;
 }
 
-static int audience_is(void *arg, const char *text, size_t len)
+/* Whether the JSON value s is the string want. */
+static bool same(const struct json_value *s, const char *want)
 {
-	return text && same(text, len, arg);
+	return json_string_is(s, want, strlen(want));
+}
+
+static int audience_is(void *arg, const struct json_value *element)
+{
+	return same(element, arg);
 }
 
 /* "aud", when an audience is configured: it, or a list holding it. */
-static int check_audience(const struct jwt_verifier *v, const unsigned char *j, size_t n)
+static int check_audience(const struct jwt_verifier *v, const struct json_value *payload)
 {
 	struct claim c;
 	if (!v->audience)
 		return JWT_OK;
-	if (claim_get(v, j, n, "$.aud", &c) < 0)
-		return JWT_MALFORMED;
-	bool ok = (c.type == C_TEXT && same(c.text, c.text_len, v->audience)) ||
-		  (c.type == C_ARRAY && each_element(v, j, n, "$.aud", audience_is, v->audience) == 1);
-	free(c.text);
+	claim_get(payload, "aud", &c);
+	bool ok = (c.type == C_TEXT && same(&c.v, v->audience)) ||
+		  (c.type == C_ARRAY && each_element(&c, audience_is, v->audience) == 1);
 	return ok ? JWT_OK : JWT_BAD_AUDIENCE;
 }
 
 /* "iss", when an issuer is configured: exactly it. */
-static int check_issuer(const struct jwt_verifier *v, const unsigned char *j, size_t n)
+static int check_issuer(const struct jwt_verifier *v, const struct json_value *payload)
 {
 	struct claim c;
 	if (!v->issuer)
 		return JWT_OK;
-	if (claim_get(v, j, n, "$.iss", &c) < 0)
-		return JWT_MALFORMED;
-	bool ok = c.type == C_TEXT && same(c.text, c.text_len, v->issuer);
-	free(c.text);
-	return ok ? JWT_OK : JWT_BAD_ISSUER;
+	claim_get(payload, "iss", &c);
+	return c.type == C_TEXT && same(&c.v, v->issuer) ? JWT_OK : JWT_BAD_ISSUER;
 }
 
 /* A list of patterns being collected. */
@@ -747,13 +693,19 @@ struct patterns {
 };
 
 /* Add one pattern; non-zero when it is not a string or not a valid one. */
-static int pattern_add(void *arg, const char *text, size_t len)
+static int pattern_add(void *arg, const struct json_value *s)
 {
 	struct patterns *p = arg;
-	if (!text || !topic_pattern_valid(text, len))
+	size_t len;
+	if (s->type != JSON_STRING)
 		return 1;
+	char *text = json_string_dup(s, &len);
+	if (!topic_pattern_valid(text, len)) {
+		free(text);
+		return 1;
+	}
 	p->list = xrealloc(p->list, (p->n + 1) * sizeof(*p->list));
-	p->list[p->n++] = xstrndup(text, len);
+	p->list[p->n++] = text;
 	return 0;
 }
 
@@ -766,23 +718,20 @@ static void patterns_free(char **list, size_t n)
 
 /* The rights claim at path: absent grants nothing; a pattern string or a
  * list of pattern strings; anything else is JWT_MALFORMED. */
-static int read_patterns(const struct jwt_verifier *v, const unsigned char *j, size_t n, const char *path, char ***out,
-			 size_t *count)
+static int read_patterns(const struct json_value *payload, const char *path, char ***out, size_t *count)
 {
 	struct claim c;
 	struct patterns p = { NULL, 0 };
 	int bad;
-	if (claim_get(v, j, n, path, &c) < 0)
-		return JWT_MALFORMED;
+	claim_get(payload, path, &c);
 	if (c.type == C_ABSENT)
 		bad = 0;
 	else if (c.type == C_TEXT)
-		bad = pattern_add(&p, c.text, c.text_len);
+		bad = pattern_add(&p, &c.v);
 	else if (c.type == C_ARRAY)
-		bad = each_element(v, j, n, path, pattern_add, &p);
+		bad = each_element(&c, pattern_add, &p);
 	else
 		bad = 1;
-	free(c.text);
 	if (bad) {
 		patterns_free(p.list, p.n);
 		return JWT_MALFORMED;
@@ -797,15 +746,12 @@ static int read_patterns(const struct jwt_verifier *v, const unsigned char *j, s
 static int check_header(const struct jwt_verifier *v, const struct jws *t)
 {
 	struct claim alg, crit;
-	if (!json_object(v, t->header, t->header_len))
+	struct json_value header;
+	if (!read_object(t->header, t->header_len, &header))
 		return JWT_MALFORMED;
-	int got = claim_get(v, t->header, t->header_len, "$.alg", &alg);
-	bool alg_ok = alg.type == C_TEXT && same(alg.text, alg.text_len, alg_names[v->alg]);
-	free(alg.text);
-	got |= claim_get(v, t->header, t->header_len, "$.crit", &crit);
-	free(crit.text);
-	if (got < 0)
-		return JWT_MALFORMED;
+	claim_get(&header, "alg", &alg);
+	bool alg_ok = alg.type == C_TEXT && same(&alg.v, alg_names[v->alg]);
+	claim_get(&header, "crit", &crit);
 	if (!alg_ok)
 		return JWT_BAD_ALG;
 	return crit.type == C_ABSENT ? JWT_OK : JWT_MALFORMED;
@@ -816,22 +762,21 @@ static int check_header(const struct jwt_verifier *v, const struct jws *t)
 static int verify_parts(const struct jwt_verifier *v, const struct jws *t, int64_t now, struct jwt_rights *r,
 			const char **why, bool *signed_)
 {
-	const unsigned char *j = t->payload;
-	size_t n = t->payload_len;
+	struct json_value payload;
 	int e = check_header(v, t);
 	if (e != JWT_OK)
 		return e;
-	if (!json_object(v, j, n))
+	if (!read_object(t->payload, t->payload_len, &payload))
 		return JWT_MALFORMED;
-	if ((e = check_times(v, j, n, now, r, why)) != JWT_OK)
+	if ((e = check_times(v, &payload, now, r, why)) != JWT_OK)
 		return e;
 	*signed_ = true;
 	if (!(v->alg == ALG_HS256 ? verify_hs256(v, t) : verify_pkey(v, t)))
 		return JWT_BAD_SIGNATURE;
-	if ((e = check_audience(v, j, n)) != JWT_OK || (e = check_issuer(v, j, n)) != JWT_OK)
+	if ((e = check_audience(v, &payload)) != JWT_OK || (e = check_issuer(v, &payload)) != JWT_OK)
 		return e;
-	if ((e = read_patterns(v, j, n, v->subscribe_path, &r->subscribe, &r->nsubscribe)) != JWT_OK ||
-	    (e = read_patterns(v, j, n, v->publish_path, &r->publish, &r->npublish)) != JWT_OK)
+	if ((e = read_patterns(&payload, v->subscribe_path, &r->subscribe, &r->nsubscribe)) != JWT_OK ||
+	    (e = read_patterns(&payload, v->publish_path, &r->publish, &r->npublish)) != JWT_OK)
 		return e;
 	return JWT_OK;
 }

@@ -4,12 +4,12 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hub.h"
+#include "json.h"
 #include "log.h"
 #include "store.h"
 #include "topic.h"
@@ -35,9 +35,6 @@ struct publish_queue {
 	struct hub *hub;
 	const struct config *cfg;
 	struct metrics *m;
-	sqlite3 *json;        /* in-memory database used only for its JSON functions */
-	sqlite3_stmt *check;  /* json_valid and json_type of the body */
-	sqlite3_stmt *fields; /* json_each of the body */
 	struct publish_item *items;
 	size_t n, cap;
 	bool scheduled;
@@ -65,20 +62,6 @@ struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub 
 	q->hub = hub;
 	q->cfg = cfg;
 	q->m = m;
-	if (sqlite3_open_v2(":memory:", &q->json, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(q->json, "SELECT json_valid(?1), CASE WHEN json_valid(?1) THEN json_type(?1) END", -1,
-			       &q->check, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(q->json,
-			       "SELECT key, type, CASE type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
-			       "WHEN 'null' THEN 'null' WHEN 'integer' THEN json_quote(value) "
-			       "WHEN 'real' THEN json_quote(value) ELSE value END FROM json_each(?1)",
-			       -1, &q->fields, NULL) != SQLITE_OK) {
-		log_err("preparing the JSON parser: %s", q->json ? sqlite3_errmsg(q->json) : "out of memory");
-		sqlite3_finalize(q->check);
-		sqlite3_close(q->json);
-		free(q);
-		return NULL;
-	}
 	return q;
 }
 
@@ -96,75 +79,60 @@ size_t publish_pending(const struct publish_queue *q)
 }
 
 /* Take the body apart into it. Returns NULL, or a static reason for a 400. */
-static const char *parse_body(struct publish_queue *q, const char *body, size_t len, struct publish_item *it)
+static const char *parse_body(const char *body, size_t len, struct publish_item *it)
 {
+	static const char *const refused[] = {
+		[-JSON_NOT_UTF8] = "the request body is not valid UTF-8",
+		[-JSON_NUL_BYTE] = "the request body contains a NUL byte",
+		[-JSON_NUL_ESCAPE] = "a string in the body contains \\u0000, which cannot be stored",
+		[-JSON_NOT_JSON] = "the request body is not valid JSON",
+	};
 	const char *why = NULL;
 	bool have_data = false, seen_type = false, seen_topic = false, seen_public = false;
+	struct json_value root, key, v;
+	struct json_iter members;
 	if (len == 0)
 		return "the request body is empty; send a JSON object";
-	if (!text_utf8_valid((const unsigned char *)body, len))
-		return "the request body is not valid UTF-8";
-	if (memchr(body, '\0', len))
-		return "the request body contains a NUL byte";
-	if (text_json_escapes_nul(body, len))
-		return "a string in the body contains \\u0000, which cannot be stored";
-	sqlite3_bind_text(q->check, 1, body, (int)len, SQLITE_STATIC);
-	if (sqlite3_step(q->check) != SQLITE_ROW || sqlite3_column_int(q->check, 0) == 0) {
-		why = "the request body is not valid JSON";
-	} else {
-		const unsigned char *t = sqlite3_column_text(q->check, 1);
-		if (!t || strcmp((const char *)t, "object") != 0)
-			why = "the request body must be a JSON object";
-	}
-	sqlite3_reset(q->check);
-	sqlite3_clear_bindings(q->check);
-	if (why)
-		return why;
+	int e = json_parse(body, len, &root);
+	if (e != JSON_OK)
+		return refused[-e];
+	if (root.type != JSON_OBJECT)
+		return "the request body must be a JSON object";
 
-	sqlite3_bind_text(q->fields, 1, body, (int)len, SQLITE_STATIC);
-	while (!why && sqlite3_step(q->fields) == SQLITE_ROW) {
-		const char *key = (const char *)sqlite3_column_text(q->fields, 0);
-		const char *type = (const char *)sqlite3_column_text(q->fields, 1);
-		const char *val = (const char *)sqlite3_column_text(q->fields, 2);
-		int vlen = sqlite3_column_bytes(q->fields, 2);
-		if (!key || !type)
-			continue;
-		bool is_text = strcmp(type, "text") == 0;
-		if (strcmp(key, "type") == 0) {
+	json_iter_start(&members, &root);
+	while (!why && json_iter_next(&members, &key, &v)) {
+		size_t vlen;
+		if (json_string_is(&key, "type", 4)) {
 			if (seen_type)
 				why = "\"type\" appears twice";
-			else if (!is_text)
+			else if (v.type != JSON_STRING)
 				why = "\"type\" must be a string";
-			else if (vlen < 1 || vlen > 64 || !text_name_valid(val, (size_t)vlen, false))
+			else if (!(it->type = json_string_dup(&v, &vlen)) || vlen < 1 || vlen > 64 ||
+				 !text_name_valid(it->type, vlen, false))
 				why = "\"type\" must be 1 to 64 characters of letters, digits and _ . : -";
-			else
-				it->type = xstrndup(val, (size_t)vlen);
 			seen_type = true;
-		} else if (strcmp(key, "topic") == 0) {
+		} else if (json_string_is(&key, "topic", 5)) {
 			if (seen_topic)
 				why = "\"topic\" appears twice";
-			else if (!is_text)
+			else if (v.type != JSON_STRING)
 				why = "\"topic\" must be a string";
-			else if (vlen > 128 || !text_name_valid(val, (size_t)vlen, true))
+			else if (!(it->topic = json_string_dup(&v, &vlen)) || vlen > 128 ||
+				 !text_name_valid(it->topic, vlen, true))
 				why = "\"topic\" must be up to 128 characters of letters, digits and _ . : / -";
-			else
-				it->topic = xstrndup(val, (size_t)vlen);
 			seen_topic = true;
-		} else if (strcmp(key, "data") == 0) {
-			if (have_data) {
+		} else if (json_string_is(&key, "data", 4)) {
+			if (have_data)
 				why = "\"data\" appears twice";
-			} else {
-				it->data = xstrndup(val ? val : "", val ? (size_t)vlen : 0);
-				it->data_len = val ? (size_t)vlen : 0;
-			}
+			else if (v.type == JSON_STRING)
+				it->data = json_string_dup(&v, &it->data_len);
+			else
+				it->data = json_compact(&v, &it->data_len);
 			have_data = true;
-		} else if (strcmp(key, "public") == 0) {
+		} else if (json_string_is(&key, "public", 6)) {
 			if (seen_public)
 				why = "\"public\" appears twice";
-			else if (strcmp(type, "true") == 0)
-				it->public = true;
-			else if (strcmp(type, "false") == 0)
-				it->public = false;
+			else if (v.type == JSON_TRUE || v.type == JSON_FALSE)
+				it->public = v.type == JSON_TRUE;
 			else
 				why = "\"public\" must be true or false";
 			seen_public = true;
@@ -172,8 +140,6 @@ static const char *parse_body(struct publish_queue *q, const char *body, size_t 
 			why = "unknown field; the fields are type, topic, data and public";
 		}
 	}
-	sqlite3_reset(q->fields);
-	sqlite3_clear_bindings(q->fields);
 	if (!why && !have_data)
 		why = "\"data\" is required";
 	if (!why) {
@@ -406,7 +372,7 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 		return;
 	}
 	struct publish_item it = { .c = c, .keep_alive = conn_keep_alive(c), .started_ns = clock_mono_ns() };
-	why = parse_body(q, body, body_len, &it);
+	why = parse_body(body, body_len, &it);
 	if (!why && !topic_granted(&rights, it.topic)) {
 		jwt_rights_free(&rights.jwt);
 		item_free(&it);
@@ -595,9 +561,6 @@ static void commit(void *arg)
 static void queue_free(struct publish_queue *q)
 {
 	free(q->items);
-	sqlite3_finalize(q->check);
-	sqlite3_finalize(q->fields);
-	sqlite3_close(q->json);
 	free(q);
 }
 

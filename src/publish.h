@@ -1,7 +1,7 @@
 /* publish.h: POST /api/events: the right to publish, the JSON body checked
- * and taken apart (with SQLite's JSON functions on a private in-memory
- * database), and group commit: every publish that arrives in one loop pass
- * is inserted in one transaction, then each is answered with its id. */
+ * and taken apart (json.h), and group commit: every publish that arrives in
+ * one loop pass is inserted in one transaction, then each is answered with
+ * its id. */
 #ifndef HERALD_PUBLISH_H
 #define HERALD_PUBLISH_H
 
@@ -20,8 +20,7 @@
 
 struct publish_queue;
 
-/* A new, empty queue committing into st and telling hub of new rows.
- * Returns NULL after logging why (SQLite could not open in memory). */
+/* A new, empty queue committing into st and telling hub of new rows. */
 struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
 				  const struct cors *cors, struct metrics *m);
 

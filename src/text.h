@@ -1,6 +1,7 @@
-/* text.h: byte-level checks of request text that SQLite's JSON functions
- * would otherwise accept and alter: UTF-8 validity, and NUL escapes inside
- * JSON strings; and the characters allowed in event types and topics. Pure functions, fuzzed (tests/fuzz/fuzz_text.c). */
+/* text.h: byte-level checks of request text: UTF-8 validity, and NUL
+ * escapes inside JSON strings (json.c names a refused text's cause with
+ * them); and the characters allowed in event types and topics. Pure
+ * functions, fuzzed (tests/fuzz/fuzz_text.c). */
 #ifndef HERALD_TEXT_H
 #define HERALD_TEXT_H
 

@@ -11,7 +11,9 @@
  *     including an HS256 token keyed with the RSA public key's PEM; "none";
  *     a tampered payload; bad shapes and encodings; JSON that is not an
  *     object; rights as a string, a list, wrong types and bad patterns;
- *     Mercure's nested claims; aud and iss; a token over 8 KiB.
+ *     Mercure's nested claims; aud and iss; a token over 8 KiB;
+ *   - the JSON: the first of equal names, names as written, values
+ *     decoded, strict whitespace and numbers, the depth limit.
  * ASan's leak check at exit covers jwt_verifier_free and jwt_rights_free. */
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
@@ -976,6 +978,84 @@ static void test_mercure(void)
 	jwt_verifier_free(v);
 }
 
+/* How claims are found in the JSON: the first of equal names, names as
+ * written (an escaped name is another name, while values are decoded),
+ * RFC 8259 whitespace only, a depth limit, and a crit of any value. */
+static void test_json_reading(void)
+{
+	struct jwt_settings s = settings("HS256");
+	s.subscribe_claim = "mercure.subscribe";
+	struct jwt_verifier *v = verifier(&s);
+	struct jwt_rights r;
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":1700000100,\"exp\":1}"), JWT_OK);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":1,\"exp\":1700000100}"), JWT_EXPIRED);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"\\u0065xp\":1700000100}"), JWT_EXPIRED); /* no exp */
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":1700000100,\"nbf\":1,\"nbf\":1800000000}"), JWT_OK);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":-0}"), JWT_EXPIRED);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":17000001e2}"), JWT_OK);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":1e999}"), JWT_OK);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":-1e999}"), JWT_EXPIRED);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":99999999999999999999}"), JWT_OK);
+	CHECK_EQ_INT(check_payload(v, &hs, "\t{\r\n\"exp\" :\t1700000100 }\n"), JWT_OK);
+	CHECK_EQ_INT(check_payload(v, &hs, "\f{\"exp\":1700000100}"), JWT_MALFORMED);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":01700000100}"), JWT_MALFORMED);
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":1700000100,\"sub\":\"a\tb\"}"), JWT_MALFORMED);
+
+	/* The first "mercure" is the one read, even when it holds nothing. */
+	char *t = token(
+		header_of(HS),
+		"{\"exp\":1700000100,\"mercure\":{\"subscribe\":[\"a\",\"b\\/c\"]},\"mercure\":{\"subscribe\":\"x\"}}",
+		&hs);
+	CHECK_EQ_INT(verify_at(v, t, NOW, &r), JWT_OK);
+	CHECK(r.nsubscribe == 2 && !strcmp(r.subscribe[0], "a") && !strcmp(r.subscribe[1], "b/c"));
+	jwt_rights_free(&r);
+	free(t);
+	t = token(header_of(HS), "{\"exp\":1700000100,\"mercure\":{},\"mercure\":{\"subscribe\":\"x\"}}", &hs);
+	CHECK_EQ_INT(verify_at(v, t, NOW, &r), JWT_OK);
+	CHECK(r.nsubscribe == 0);
+	jwt_rights_free(&r);
+	free(t);
+	/* A pattern decoded from a lone surrogate escape is no pattern. */
+	CHECK_EQ_INT(check_payload(v, &hs, "{\"exp\":1700000100,\"mercure\":{\"subscribe\":\"\\ud800\"}}"),
+		     JWT_MALFORMED);
+
+	/* Nesting: 2000 containers deep is JSON, one more is not. */
+	for (int depth = 1999; depth <= 2000; depth++) {
+		char *p = malloc(30 + 2 * (size_t)depth);
+		int n = sprintf(p, "{\"exp\":1700000100,\"x\":");
+		memset(p + n, '[', (size_t)depth);
+		memset(p + n + depth, ']', (size_t)depth);
+		strcpy(p + n + 2 * depth, "}");
+		CHECK_EQ_INT(check_payload(v, &hs, p), depth == 1999 ? JWT_OK : JWT_MALFORMED);
+		free(p);
+	}
+
+	/* The header: "alg" decoded, compared as a whole; "crit" of any value. */
+	static const struct {
+		const char *header;
+		int want;
+	} headers[] = {
+		{ "{\"alg\":\"\\u0048S256\"}", JWT_OK },
+		{ "{\"alg\":\"HS256\",\"alg\":\"none\"}", JWT_OK },
+		{ "{\"alg\":\"none\",\"alg\":\"HS256\"}", JWT_BAD_ALG },
+		{ "{\"\\u0061lg\":\"HS256\"}", JWT_BAD_ALG },
+		{ "{\"alg\":\"HS256 \"}", JWT_BAD_ALG },
+		{ "{\"alg\":[\"HS256\"]}", JWT_BAD_ALG },
+		{ "{\"alg\":\"HS256\",\"crit\":null}", JWT_MALFORMED },
+		{ "{\"alg\":\"HS256\",\"crit\":[]}", JWT_MALFORMED },
+		{ "{\"alg\":\"HS256\",\"\\u0063rit\":[\"x\"]}", JWT_OK },
+	};
+	for (size_t i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
+		t = token(headers[i].header, "{\"exp\":1700000100}", &hs);
+		int e = result(v, t);
+		if (e != headers[i].want)
+			fprintf(stderr, "  header %s: %d\n", headers[i].header, e);
+		CHECK_EQ_INT(e, headers[i].want);
+		free(t);
+	}
+	jwt_verifier_free(v);
+}
+
 static void test_audience_issuer(void)
 {
 	struct jwt_settings s = settings("HS256");
@@ -1187,6 +1267,7 @@ int main(void)
 	test_malformed();
 	test_rights();
 	test_mercure();
+	test_json_reading();
 	test_audience_issuer();
 	test_cache();
 
