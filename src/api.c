@@ -64,8 +64,8 @@ static void health(struct api *a, struct conn *c, bool head_only)
 			 : conn_draining(c) ? "draining"
 					    : "ok",
 			 log_ok ? "ok" : "unavailable", store_kind(a->hub->st), group ? group_workers() : 1u, who,
-			 group ? group_readers() : hub_readers(a->hub), a->pool->n, (long long)a->hub->high_water,
-			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
+			 group ? group_readers() : hub_readers(a->hub), conn_pool_count(a->pool),
+			 (long long)a->hub->high_water, (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
 	bool keep = conn_keep_alive(c);
 	struct chunk *resp = http_format_response(status, "application/json",
 						  log_ok ? "Cache-Control: no-store\r\n"
@@ -135,7 +135,7 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 	}
 	struct metrics_gauges g = { .readers = hub_readers(a->hub),
 				    .readers_catching_up = a->hub->ncatchup,
-				    .connections = a->pool->n,
+				    .connections = conn_pool_count(a->pool),
 				    .last_event_id = a->hub->high_water,
 				    .publish_pending = publish_pending(a->pubq),
 				    .log_available = store_available(a->hub->st) };

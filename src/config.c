@@ -23,7 +23,7 @@
 #include "jwt.h"
 #include "listener.h"
 #include "log.h"
-#include "tls.h"
+#include "tls_context.h"
 #include "util.h"
 
 enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K_CHOICE, K_BOOL };
