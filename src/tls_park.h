@@ -36,8 +36,9 @@ enum {
  * the TLS context (tls_context.c). */
 struct tls_sealer;
 
-/* One parked stream's write side. Its fields belong to tls_park.c; they
- * are visible for the unit tests. */
+/* One parked stream's write side. Its fields belong to tls_park.c (the
+ * TLS transport reads seq for its log and failed); they are visible for
+ * the unit tests. */
 struct tls_park {
 	const EVP_CIPHER *cipher; /* the sealer's fetched cipher */
 	uint64_t seq;             /* of the next record */
