@@ -9,7 +9,7 @@
 #include "jwt.h"
 #include "listener.h"
 #include "log.h"
-#include "tls.h"
+#include "tls_context.h"
 #include "util.h"
 
 /* The event log's settings need no check of their own: redis_url and

@@ -8,6 +8,10 @@
  * chunk, still in one pass). EPOLLOUT is requested only while bytes are
  * left over.
  *
+ * Transport: every read, write and interest change goes through the
+ * connection's transport table (transport.h), picked by whoever accepted
+ * the socket; nothing here knows which one it is.
+ *
  * Stream rounds: an event frame for a stream goes on the pool's stream
  * list instead, written in a "stream round" at a pass end. A round runs at
  * once when the last one ended long enough ago (an event after a quiet
@@ -40,9 +44,7 @@
 #include <unistd.h>
 
 #include "addr.h"
-#include "listener.h"
 #include "log.h"
-#include "tls.h"
 #include "util.h"
 
 #define IOV_BATCH 128
@@ -58,25 +60,37 @@
 #define STREAM_GAP_FACTOR 4
 #define STREAM_BATCH_BYTES 4096 /* a queue this full is a batch already */
 
+struct conn_pool {
+	struct loop *lp;
+	const struct config *cfg; /* timeouts and limits, read at each use (reload swaps the values) */
+	struct metrics *m;
+	struct conn_hooks hooks;
+	bool draining; /* no keep-alive: every connection closes after its answer */
+	struct conn *all;
+	size_t n;
+	struct conn *flush_list; /* connections with output to write this pass */
+	struct conn *graveyard;  /* closed, freed at the end of the pass */
+	bool pass_end_scheduled;
+	/* Streams with event frames held for the next stream round (see
+	 * above: while the loop is busy, several events leave in one writev). */
+	struct conn *stream_list;
+	uint64_t stream_round_end_ns; /* when the last stream round ended */
+	uint64_t stream_round_ns;     /* how long it took */
+	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
+	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
+	struct loop_timer stream_timer;
+	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
+	uint64_t stream_rounds; /* stream rounds run */
+	uint64_t writes;        /* writev calls (or their transport's equivalent) */
+	/* The request buffer a connection reads into while it has no request
+	 * of its own in progress (see take_read_buffer). */
+	char *read_buf;
+	bool read_buf_lent;
+};
+
 static void on_io(void *arg, uint32_t events);
 static void conn_process(struct conn *c);
 static void schedule_flush(struct conn *c);
-
-static ssize_t io_read(struct conn *c, void *buf, size_t len)
-{
-	if (c->tls)
-		return tls_conn_read(c, buf, len);
-	ssize_t n = read(c->fd, buf, len);
-	return n < 0 ? -errno : n;
-}
-
-static ssize_t io_writev(struct conn *c, const struct iovec *iov, int n)
-{
-	if (c->tls)
-		return tls_conn_writev(c, iov, n);
-	ssize_t w = writev(c->fd, iov, n);
-	return w < 0 ? -errno : w;
-}
 
 static uint32_t wanted_events(const struct conn *c)
 {
@@ -100,12 +114,10 @@ static uint32_t wanted_events(const struct conn *c)
 	 * open (armed with its head, disarmed once that is written). */
 	if (c->out.len && !c->flush_scheduled)
 		ev |= EPOLLOUT;
-	if (c->tls)
-		ev = tls_conn_events(c, ev);
-	return ev;
+	return transport_events(&c->tp, ev);
 }
 
-void conn_update_events(struct conn *c)
+static void conn_update_events(struct conn *c)
 {
 	if (c->state == CONN_CLOSED)
 		return;
@@ -114,9 +126,9 @@ void conn_update_events(struct conn *c)
 		c->want = ev;
 		loop_modify(c->pool->lp, c->fd, ev);
 	}
-	/* Input OpenSSL already decrypted will not wake epoll: read it at the
-	 * end of the pass (conn_pass_end). */
-	if (c->tls && (ev & EPOLLIN) && tls_conn_pending(c))
+	/* Input a transport already holds (decrypted by TLS) will not wake
+	 * epoll: read it at the end of the pass (pass_end). */
+	if ((ev & EPOLLIN) && transport_input_pending(&c->tp))
 		schedule_flush(c);
 }
 
@@ -140,8 +152,9 @@ static void send_stalled(struct conn *c)
 static void on_timeout(void *arg)
 {
 	struct conn *c = arg;
-	if (c->tls && tls_conn_handshaking(c)) {
-		conn_close(c, "TLS handshake not complete within header_timeout");
+	const char *not_ready = transport_not_ready(&c->tp);
+	if (not_ready) {
+		conn_close(c, not_ready);
 	} else if (c->state == CONN_LINGERING) {
 		conn_close(c, NULL);
 	} else if (c->out.len && (c->state != CONN_STREAMING || c->close_after_flush)) {
@@ -179,22 +192,26 @@ static void start_request_timer(struct conn *c)
 
 static void pass_end(void *arg);
 
-void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *cfg, struct metrics *m,
-		    const struct conn_hooks *hooks)
+struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struct metrics *m,
+				const struct conn_hooks *hooks)
 {
-	memset(p, 0, sizeof(*p));
+	struct conn_pool *p = xcalloc(1, sizeof(*p));
 	p->lp = lp;
 	p->cfg = cfg;
 	p->m = m;
 	p->hooks = *hooks;
 	p->stream_gap_ms = STREAM_GAP_MS;
 	p->stream_gap_factor = STREAM_GAP_FACTOR;
+	return p;
 }
 
-struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen)
+struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
+		      const struct transport_ops *ops, void *ctx)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 	c->fd = fd;
+	c->tp.ops = ops;
+	c->tp.fd = fd;
 	c->pool = p;
 	c->state = CONN_READING;
 	c->peer_unix = sa->sa_family == AF_UNIX || salen <= sizeof(sa_family_t);
@@ -211,19 +228,16 @@ struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const st
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	c->want = EPOLLIN | EPOLLRDHUP;
-	if (ls && ls->tls && tls_conn_start(c, ls) < 0) {
+	if (ops->open && ops->open(&c->tp, ctx, c->peer) < 0) {
 		close(fd);
 		free(c);
 		return NULL;
 	}
-	if (c->tls)
-		c->want = tls_conn_events(c, c->want);
+	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
 	int r = loop_watch(p->lp, fd, c->want, on_io, c);
 	if (r < 0) {
 		log_warn("epoll_ctl for a new connection: %s", strerror(-r));
-		if (c->tls)
-			tls_conn_free(c);
+		transport_free(&c->tp);
 		close(fd);
 		free(c);
 		return NULL;
@@ -240,8 +254,8 @@ struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const st
 	 * wait its turn among 128 events a pass, behind every pass's fan-out,
 	 * and a storm of reconnects could outwait header_timeout (408) in
 	 * the queue. Nothing there yet costs one read that finds EAGAIN.
-	 * TLS connections start with the handshake's own wake-ups. */
-	if (!c->tls)
+	 * A transport with a handshake starts with its own wake-ups. */
+	if (ops->ready_at_accept)
 		on_io(c, EPOLLIN);
 	return c;
 }
@@ -269,8 +283,9 @@ static void schedule_stream(struct conn *c)
 {
 	if (c->stream_scheduled || c->flush_scheduled)
 		return;
-	/* A full socket: EPOLLOUT will write the whole queue. */
-	if (!c->tls && (c->want & EPOLLOUT))
+	/* A full socket: EPOLLOUT will write the whole queue. (Where the
+	 * transport adjusts the interest, EPOLLOUT may be its own.) */
+	if (transport_events_exact(&c->tp) && (c->want & EPOLLOUT))
 		return;
 	c->stream_scheduled = true;
 	c->stream_next = c->pool->stream_list;
@@ -305,7 +320,7 @@ int64_t conn_drop_queue(struct conn *c)
 {
 	/* With TLS, a record of the head may be encrypted and waiting for the
 	 * socket: those bytes are committed even if none was written. */
-	return outq_drop(&c->out, c->tls && tls_conn_write_pending(c));
+	return outq_drop(&c->out, transport_output_pending(&c->tp));
 }
 
 void conn_set_resume_point(struct conn *c, int64_t id)
@@ -331,8 +346,7 @@ bool conn_ending(const struct conn *c)
 /* Shut down our side and drain input for a moment before closing. */
 static void start_linger(struct conn *c)
 {
-	if (c->tls)
-		tls_conn_shutdown(c);
+	transport_shutdown(&c->tp);
 	shutdown(c->fd, SHUT_WR);
 	c->state = CONN_LINGERING;
 	loop_timer_start(c->pool->lp, &c->timer, LINGER_MS, on_timeout, c);
@@ -347,7 +361,7 @@ static void conn_flush(struct conn *c)
 		struct iovec iov[IOV_BATCH];
 		size_t total;
 		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
-		ssize_t w = io_writev(c, iov, n);
+		ssize_t w = transport_writev(&c->tp, iov, n);
 		p->writes++;
 		if (w == -EINTR)
 			continue;
@@ -476,6 +490,7 @@ void conn_become_stream(struct conn *c)
 	c->state = CONN_STREAMING;
 	drop_read_buffer(c);
 	loop_timer_stop(c->pool->lp, &c->timer);
+	transport_streaming(&c->tp);
 	conn_update_events(c);
 }
 
@@ -546,7 +561,7 @@ static int fill(struct conn *c)
 			c->rbuf = xrealloc(c->rbuf, c->rcap);
 		}
 		size_t want = MIN(budget, c->rcap - c->rlen);
-		ssize_t n = io_read(c, c->rbuf + c->rlen, want);
+		ssize_t n = transport_read(&c->tp, c->rbuf + c->rlen, want);
 		if (n == -EINTR)
 			continue;
 		if (n == -EAGAIN)
@@ -570,7 +585,7 @@ static void discard_input(struct conn *c)
 {
 	char buf[4096];
 	for (int i = 0; i < 16; i++) {
-		ssize_t n = io_read(c, buf, sizeof(buf));
+		ssize_t n = transport_read(&c->tp, buf, sizeof(buf));
 		if (n == -EINTR)
 			continue;
 		if (n == -EAGAIN)
@@ -674,10 +689,15 @@ static void conn_process(struct conn *c)
 static void on_io(void *arg, uint32_t events)
 {
 	struct conn *c = arg;
-	if (c->tls) {
-		events = tls_conn_on_io(c, events);
-		if (!events || c->state == CONN_CLOSED)
-			return;
+	char why[320];
+	if (transport_on_io(&c->tp, &events, why, sizeof(why)) < 0) {
+		conn_close(c, why);
+		return;
+	}
+	if (!events) {
+		/* A handshake goes on: its own interest. */
+		conn_update_events(c);
+		return;
 	}
 	if (events & EPOLLERR) {
 		conn_close(c, NULL);
@@ -730,8 +750,7 @@ void conn_close(struct conn *c, const char *why)
 	c->user_data = NULL;
 	loop_timer_stop(p->lp, &c->timer);
 	loop_unwatch(p->lp, c->fd);
-	if (c->tls)
-		tls_conn_free(c);
+	transport_free(&c->tp);
 	close(c->fd);
 	c->fd = -1;
 	outq_free(&c->out);
@@ -806,7 +825,7 @@ static void pass_end(void *arg)
 			conn_process(c);
 			conn_update_events(c);
 		}
-		if (c->tls && c->state != CONN_CLOSED && (c->want & EPOLLIN) && tls_conn_pending(c))
+		if (c->state != CONN_CLOSED && (c->want & EPOLLIN) && transport_input_pending(&c->tp))
 			on_io(c, EPOLLIN);
 	}
 	if (p->stream_list)
@@ -847,6 +866,40 @@ void conn_pool_close_all(struct conn_pool *p)
 	loop_timer_stop(p->lp, &p->stream_timer);
 	free(p->read_buf);
 	p->read_buf = NULL;
+}
+
+void conn_pool_free(struct conn_pool *p)
+{
+	if (!p)
+		return;
+	conn_pool_close_all(p);
+	free(p);
+}
+
+size_t conn_pool_count(const struct conn_pool *p)
+{
+	return p->n;
+}
+
+bool conn_pool_draining(const struct conn_pool *p)
+{
+	return p->draining;
+}
+
+uint64_t conn_pool_writes(const struct conn_pool *p)
+{
+	return p->writes;
+}
+
+uint64_t conn_pool_stream_rounds(const struct conn_pool *p)
+{
+	return p->stream_rounds;
+}
+
+void conn_pool_set_stream_gap(struct conn_pool *p, uint64_t max_ms, uint64_t factor)
+{
+	p->stream_gap_ms = max_ms;
+	p->stream_gap_factor = factor;
 }
 
 const char *conn_client(const struct conn *c)
@@ -897,9 +950,4 @@ void conn_set_keep_alive(struct conn *c, bool keep)
 void *conn_owner(const struct conn *c)
 {
 	return c->pool->hooks.owner;
-}
-
-size_t conn_pool_count(const struct conn_pool *p)
-{
-	return p->n;
 }

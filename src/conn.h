@@ -15,8 +15,10 @@
  * (set once by whoever builds the server) take complete requests; what a
  * handler attaches to one connection (a stream, a waiting publish) is told
  * through that connection's conn_user when the output drains and when the
- * connection closes. The fields of struct conn belong to conn.c and to
- * tls.c, its transport; every other module uses the functions below. */
+ * connection closes. Bytes move through the connection's transport
+ * (transport.h), whose table the accepting side picks; conn never names
+ * one. The fields of struct conn belong to conn.c; every other module uses
+ * the functions below, and struct conn_pool is conn.c's alone. */
 #ifndef HERALD_CONN_H
 #define HERALD_CONN_H
 
@@ -31,10 +33,10 @@
 #include "loop.h"
 #include "metrics.h"
 #include "outq.h"
+#include "transport.h"
 
 struct conn;
-struct listener;
-struct tls_conn;
+struct conn_pool;
 
 enum conn_state { CONN_READING, CONN_WAITING, CONN_STREAMING, CONN_LINGERING, CONN_CLOSED };
 
@@ -60,39 +62,11 @@ struct conn_user {
 	void (*closed)(struct conn *c, void *data);  /* the connection is closing: let go of it */
 };
 
-struct conn_pool {
-	struct loop *lp;
-	const struct config *cfg; /* timeouts and limits, read at each use (reload swaps the values) */
-	struct metrics *m;
-	struct conn_hooks hooks;
-	bool draining; /* no keep-alive: every connection closes after its answer */
-	struct conn *all;
-	size_t n;
-	struct conn *flush_list; /* connections with output to write this pass */
-	struct conn *graveyard;  /* closed, freed at the end of the pass */
-	bool pass_end_scheduled;
-	/* Streams with event frames held for the next stream round (see
-	 * conn.c: while the loop is busy, several events leave in one writev). */
-	struct conn *stream_list;
-	uint64_t stream_round_end_ns; /* when the last stream round ended */
-	uint64_t stream_round_ns;     /* how long it took */
-	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
-	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
-	struct loop_timer stream_timer;
-	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
-	uint64_t stream_rounds; /* stream rounds run */
-	uint64_t writes;        /* writev calls (or their TLS equivalent) */
-	/* The request buffer a connection reads into while it has no request
-	 * of its own in progress (see take_read_buffer in conn.c). */
-	char *read_buf;
-	bool read_buf_lent;
-};
-
 struct conn {
 	int fd;
 	enum conn_state state;
 	struct conn_pool *pool;
-	struct tls_conn *tls; /* NULL for plain sockets */
+	struct transport tp; /* how bytes move: plain, TLS (chosen at accept) */
 	bool peer_unix;
 	bool peer_loopback;
 	char peer[64];   /* peer address as text ("unix" for the unix socket) */
@@ -125,9 +99,30 @@ struct conn {
 	struct conn *stream_next; /* the pool's stream list */
 };
 
-/* Set up an empty pool; the caller owns it (conn_pool_close_all at exit). */
-void conn_pool_init(struct conn_pool *p, struct loop *lp, const struct config *cfg, struct metrics *m,
-		    const struct conn_hooks *hooks);
+/* A new empty pool on lp; cfg (timeouts and limits, read at each use, so
+ * a reload takes effect) and m must outlive it. The caller owns it and
+ * frees it with conn_pool_free. */
+struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struct metrics *m,
+				const struct conn_hooks *hooks);
+
+/* Close every connection (conn_pool_close_all) and free the pool (NULL:
+ * nothing). */
+void conn_pool_free(struct conn_pool *p);
+
+/* Open connections. */
+size_t conn_pool_count(const struct conn_pool *p);
+
+/* Whether conn_pool_drain was called: no more connections are taken. */
+bool conn_pool_draining(const struct conn_pool *p);
+
+/* writev calls (or their transport's equivalent) and stream rounds so
+ * far. */
+uint64_t conn_pool_writes(const struct conn_pool *p);
+uint64_t conn_pool_stream_rounds(const struct conn_pool *p);
+
+/* Set the gap between stream rounds (conn.c): at most max_ms, and at most
+ * factor times the last round's length. */
+void conn_pool_set_stream_gap(struct conn_pool *p, uint64_t max_ms, uint64_t factor);
 
 /* Stop keep-alive for good and close every connection that is idle between
  * requests; the rest close after their answers. */
@@ -136,12 +131,15 @@ void conn_pool_drain(struct conn_pool *p);
 /* Close every connection now and free them (at exit). */
 void conn_pool_close_all(struct conn_pool *p);
 
-/* Take ownership of an accepted, non-blocking fd (TLS when ls serves TLS),
- * and read a plain connection's request at once when it has arrived (its
- * handler may run, and close it, before this returns). Returns the
- * connection (freed after conn_close) or NULL when the fd cannot be
- * watched (the fd is closed then). */
-struct conn *conn_new(struct conn_pool *p, struct listener *ls, int fd, const struct sockaddr *sa, socklen_t salen);
+/* Take ownership of an accepted, non-blocking fd whose bytes move through
+ * the transport ops (opened with ctx, the listener's: a TLS context), and
+ * read the request at once when the transport is ready at accept and it
+ * has arrived (its handler may run, and close it, before this returns).
+ * Returns the connection (freed after conn_close) or NULL when the
+ * transport cannot start or the fd cannot be watched (the fd is closed
+ * then). */
+struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
+		      const struct transport_ops *ops, void *ctx);
 
 /* Attach a handler's state to c: user->drained and user->closed are called
  * with data. Replaces what was attached; conn_respond detaches it. */
@@ -183,7 +181,8 @@ void conn_count_response(struct conn *c, int status);
 void conn_wait(struct conn *c);
 
 /* c is a stream from now on: its read buffer goes, input is read and
- * dropped, and its liveness is the hub's to judge. */
+ * dropped, its liveness is the hub's to judge, and its transport is told
+ * (a TLS session may shed all but its write side). */
 void conn_become_stream(struct conn *c);
 
 /* Drop every queued event or heartbeat frame that has not started to be
@@ -214,9 +213,6 @@ bool conn_ending(const struct conn *c);
  * the struct is freed at the end of the loop pass. */
 void conn_close(struct conn *c, const char *why);
 
-/* Recompute and apply the epoll interest (after TLS wants change). */
-void conn_update_events(struct conn *c);
-
 /* Accessors for handlers. */
 const char *conn_client(const struct conn *c); /* after trusted-proxy rules */
 void conn_set_client(struct conn *c, const char *client);
@@ -228,8 +224,5 @@ bool conn_keep_alive(const struct conn *c);  /* the client allows another reques
 bool conn_draining(const struct conn *c);    /* the server is shutting down */
 void conn_set_keep_alive(struct conn *c, bool keep);
 void *conn_owner(const struct conn *c); /* the pool hooks' owner */
-
-/* Connections open in p (not those closed and awaiting their free). */
-size_t conn_pool_count(const struct conn_pool *p);
 
 #endif

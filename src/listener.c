@@ -19,6 +19,8 @@
 #include "log.h"
 #include "procstat.h"
 #include "sockdiag.h"
+#include "transport_plain.h"
+#include "transport_tls.h"
 #include "util.h"
 
 #define ACCEPT_RETRY_MS 100
@@ -507,13 +509,14 @@ static void on_accept(void *arg, uint32_t events)
 	struct listener *ls = arg;
 	struct listeners *set = ls->set;
 	(void)events;
-	while (!set->pool->draining) {
+	while (!conn_pool_draining(set->pool)) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
 		int fd = accept4(ls->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
 			set->m->connections_accepted++;
-			conn_new(set->pool, ls, fd, (struct sockaddr *)&ss, len);
+			conn_new(set->pool, fd, (struct sockaddr *)&ss, len,
+				 ls->tls ? &transport_tls : &transport_plain, ls->tls);
 			continue;
 		}
 		switch (errno) {

@@ -18,7 +18,7 @@
 #include "publish.h"
 #include "redis_url.h"
 #include "service.h"
-#include "tls.h"
+#include "tls_context.h"
 #include "util.h"
 
 #define FD_RESERVE 64 /* descriptors kept for the database, listeners and plain requests */
@@ -125,7 +125,7 @@ static void prune_tick(void *arg)
 static void stamp_tick(void *arg)
 {
 	struct server *srv = arg;
-	struct group_figures f = { .connections = srv->pool.n,
+	struct group_figures f = { .connections = conn_pool_count(srv->pool),
 				   .readers_catching_up = hub_catching_up(srv->hub),
 				   .publish_pending = publish_pending(srv->pubq),
 				   .last_event_id = hub_high_water(srv->hub) };
@@ -136,7 +136,7 @@ static void stamp_tick(void *arg)
 static void drain_tick(void *arg)
 {
 	struct server *srv = arg;
-	if (srv->pool.n == 0 || loop_now(srv->lp) >= srv->drain_deadline) {
+	if (conn_pool_count(srv->pool) == 0 || loop_now(srv->lp) >= srv->drain_deadline) {
 		loop_stop(srv->lp);
 		return;
 	}
@@ -153,7 +153,7 @@ static void begin_drain(struct server *srv, const char *signame)
 	/* No new connections; every stream ends once what is queued is
 	 * written; idle keep-alive connections close now; requests in
 	 * progress finish. */
-	conn_pool_drain(&srv->pool);
+	conn_pool_drain(srv->pool);
 	listeners_close(&srv->listeners);
 	hub_end_all(srv->hub);
 	srv->drain_deadline = loop_now(srv->lp) + DRAIN_MS;
@@ -167,7 +167,7 @@ static void status_line(void *arg, char *buf, size_t len)
 	 * INSERTs); frames sent is events times the readers they reached. */
 	snprintf(buf, len,
 		 "%zu readers, %zu connections, last event id %lld, %llu events read (%llu posted), %llu frames sent",
-		 hub_readers(srv->hub), srv->pool.n, (long long)hub_high_water(srv->hub),
+		 hub_readers(srv->hub), conn_pool_count(srv->pool), (long long)hub_high_water(srv->hub),
 		 (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
 		 (unsigned long long)srv->m.frames_queued);
 }
@@ -342,25 +342,25 @@ int server_start(struct server *srv, int argc, char **argv)
 				 .st = srv->st,
 				 .streams = &srv->streams,
 				 .pubq = srv->pubq,
-				 .pool = &srv->pool,
 				 .m = &srv->m,
 				 .started_ms = srv->started_ms };
 	struct conn_hooks hooks;
 	api_hooks(&srv->api, &hooks);
-	conn_pool_init(&srv->pool, srv->lp, &srv->cfg, &srv->m, &hooks);
+	srv->pool = conn_pool_new(srv->lp, &srv->cfg, &srv->m, &hooks);
+	srv->api.pool = srv->pool;
 
 	if (tls_setup(&srv->tls, srv->lp, &srv->cfg) < 0)
 		return -1;
 	if (group_on()) {
 		/* A worker: its sockets came from the main process. */
 		srv->listeners.lp = srv->lp;
-		srv->listeners.pool = &srv->pool;
+		srv->listeners.pool = srv->pool;
 		srv->listeners.m = &srv->m;
 		srv->listeners.tls = srv->tls;
 		if (listeners_adopt(&srv->listeners) < 0)
 			return -1;
 	} else {
-		srv->listeners = (struct listeners){ .lp = srv->lp, .pool = &srv->pool, .m = &srv->m, .tls = srv->tls };
+		srv->listeners = (struct listeners){ .lp = srv->lp, .pool = srv->pool, .m = &srv->m, .tls = srv->tls };
 		if (listeners_open(&srv->listeners, &srv->cfg) < 0)
 			return -1;
 	}
@@ -412,7 +412,8 @@ void server_free(struct server *srv)
 		 * before their connections close. */
 		publish_free(srv->pubq);
 		srv->pubq = NULL;
-		conn_pool_close_all(&srv->pool); /* every reader's close frees it in the hub */
+		conn_pool_free(srv->pool); /* every reader's close frees it in the hub */
+		srv->pool = NULL;
 		hub_free(srv->hub);
 		srv->hub = NULL;
 		service_stop();

@@ -31,7 +31,7 @@ struct server {
 	struct store *st;
 	struct hub *hub;
 	struct metrics m;
-	struct conn_pool pool;
+	struct conn_pool *pool;
 	struct listeners listeners;
 	struct streams streams;
 	struct cors cors;         /* allow_origin, parsed once per load */

@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "conn.h"
+#include "transport_plain.h"
 #include "util.h"
 
 #define GAP_MS 300
@@ -27,7 +28,7 @@ struct fx {
 	struct loop *lp;
 	struct config cfg;
 	struct metrics m;
-	struct conn_pool pool;
+	struct conn_pool *pool;
 	struct conn *c;
 	int peer;
 	char got[16384];
@@ -56,15 +57,14 @@ static void setup(struct fx *f)
 	f->cfg.max_header_bytes = 16384;
 	f->cfg.max_body = 65536;
 	struct conn_hooks hooks = { .owner = f, .request = no_request, .expect_continue = no_continue };
-	conn_pool_init(&f->pool, f->lp, &f->cfg, &f->m, &hooks);
+	f->pool = conn_pool_new(f->lp, &f->cfg, &f->m, &hooks);
 	/* The gap is the longest one: the test's single socket makes rounds
 	 * too short for the gap in round lengths to hold anything. */
-	f->pool.stream_gap_ms = GAP_MS;
-	f->pool.stream_gap_factor = UINT32_MAX;
+	conn_pool_set_stream_gap(f->pool, GAP_MS, UINT32_MAX);
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	f->c = conn_new(&f->pool, NULL, sv[0], (struct sockaddr *)&sa, sizeof(sa_family_t));
+	f->c = conn_new(f->pool, sv[0], (struct sockaddr *)&sa, sizeof(sa_family_t), &transport_plain, NULL);
 	CHECK(f->c != NULL);
 	f->peer = sv[1];
 	conn_become_stream(f->c);
@@ -72,7 +72,7 @@ static void setup(struct fx *f)
 
 static void teardown(struct fx *f)
 {
-	conn_pool_close_all(&f->pool);
+	conn_pool_free(f->pool);
 	close(f->peer);
 	loop_free(f->lp);
 }
@@ -116,7 +116,7 @@ static void run_step(void *arg)
 			fprintf(stderr, "  client had \"%s\", expected \"%s\"\n", f->got, s->expect);
 	}
 	if (s->writes >= 0)
-		CHECK_EQ_INT(f->pool.writes, s->writes);
+		CHECK_EQ_INT(conn_pool_writes(f->pool), s->writes);
 	if (s->frame || s->big) {
 		struct chunk *ch;
 		if (s->big) {
@@ -168,7 +168,7 @@ static void test_events_gather(void)
 		{ .expect = "a\nb\nc\nd\n", .writes = 2, .stop = true, .after = GAP_MS + 100 },
 	};
 	run_steps(&f, s, ARRAY_LEN(s));
-	CHECK(f.pool.stream_rounds == 2);
+	CHECK(conn_pool_stream_rounds(f.pool) == 2);
 	teardown(&f);
 }
 
@@ -204,7 +204,8 @@ static void test_close_while_held(void)
 		{ .writes = 1, .stop = true, .after = GAP_MS + 100 },
 	};
 	run_steps(&f, s, ARRAY_LEN(s));
-	CHECK(f.pool.n == 0 && f.pool.stream_list == NULL);
+	/* Gone, and the round after the close let go of the held list. */
+	CHECK(conn_pool_count(f.pool) == 0 && conn_pool_stream_rounds(f.pool) == 2);
 	/* The client sees the end of the stream after "a". */
 	drain_peer(&f);
 	CHECK(strcmp(f.got, "a\n") == 0);
@@ -218,8 +219,7 @@ static void test_short_rounds_hold_nothing(void)
 {
 	struct fx f;
 	setup(&f);
-	f.pool.stream_gap_ms = GAP_MS;
-	f.pool.stream_gap_factor = 4;
+	conn_pool_set_stream_gap(f.pool, GAP_MS, 4);
 	struct step s[] = {
 		{ .frame = "a\n", .writes = 0 },
 		{ .frame = "b\n", .expect = "a\n", .writes = 1, .after = 10 },
@@ -227,7 +227,7 @@ static void test_short_rounds_hold_nothing(void)
 		{ .expect = "a\nb\nc\n", .writes = 3, .stop = true, .after = 10 },
 	};
 	run_steps(&f, s, ARRAY_LEN(s));
-	CHECK(f.pool.stream_rounds == 3);
+	CHECK(conn_pool_stream_rounds(f.pool) == 3);
 	teardown(&f);
 }
 

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "conn.h"
 #include "http.h"
+#include "transport_plain.h"
 #include "util.h"
 
 #define MAX_SEEN 8
@@ -23,7 +24,7 @@ struct fx {
 	struct loop *lp;
 	struct config cfg;
 	struct metrics m;
-	struct conn_pool pool;
+	struct conn_pool *pool;
 	struct loop_timer guard;
 	/* What the handler saw, in order. */
 	char path[MAX_SEEN][64];
@@ -80,12 +81,12 @@ static void setup(struct fx *f)
 	f->cfg.max_headers = 100;
 	f->cfg.max_body = 65536;
 	struct conn_hooks hooks = { .owner = f, .request = on_request, .expect_continue = no_continue };
-	conn_pool_init(&f->pool, f->lp, &f->cfg, &f->m, &hooks);
+	f->pool = conn_pool_new(f->lp, &f->cfg, &f->m, &hooks);
 }
 
 static void teardown(struct fx *f)
 {
-	conn_pool_close_all(&f->pool);
+	conn_pool_free(f->pool);
 	loop_free(f->lp);
 }
 
@@ -96,7 +97,7 @@ static struct conn *connect_one(struct fx *f, int *peer)
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
 	*peer = sv[1];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct conn *c = conn_new(&f->pool, NULL, sv[0], (struct sockaddr *)&sa, sizeof(sa_family_t));
+	struct conn *c = conn_new(f->pool, sv[0], (struct sockaddr *)&sa, sizeof(sa_family_t), &transport_plain, NULL);
 	CHECK(c != NULL);
 	return c;
 }
@@ -142,7 +143,7 @@ static void test_whole_at_accept(void)
 	send_all(sv[1], req, sizeof(req) - 1);
 	peer = sv[1];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct conn *c = conn_new(&f.pool, NULL, sv[0], (struct sockaddr *)&sa, sizeof(sa_family_t));
+	struct conn *c = conn_new(f.pool, sv[0], (struct sockaddr *)&sa, sizeof(sa_family_t), &transport_plain, NULL);
 	CHECK(c != NULL);
 	/* Handled inside conn_new (the read at accept), answered, kept alive. */
 	CHECK_EQ_INT(f.nseen, 1);

@@ -1,0 +1,283 @@
+/* tls_park.c: the record layer of parked TLS 1.3 streams: traffic keys
+ * from a secret (HKDF-Expand-Label), AEAD sealing of records, and their
+ * writes with the held-record rule of tls_park.h.
+ *
+ * OpenSSL does not tell a session's sequence number, so a stream is parked
+ * only after its first record, made by OpenSSL, and ours sealed under some
+ * candidate number match byte for byte (tls_park_match): that proves key,
+ * IV, cipher and number at once. From there the number only grows. */
+#include "tls_park.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "util.h"
+
+/* How many sequence numbers a first record is tried under: one ticket
+ * record usually went first under this key, so 1 comes first, then 0. */
+#define PARK_SEQ_TRIES 8
+#define TAG_LEN 16
+
+struct tls_sealer {
+	EVP_CIPHER *aead[3]; /* AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305 */
+	EVP_CIPHER_CTX *seal_ctx;
+	EVP_MAC_CTX *hmac[2]; /* HMAC-SHA256, HMAC-SHA384, for expand_label */
+	unsigned char buf[16384 + 5 + 1 + TAG_LEN];
+};
+
+struct tls_sealer *tls_sealer_new(void)
+{
+	return xcalloc(1, sizeof(struct tls_sealer));
+}
+
+void tls_sealer_free(struct tls_sealer *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < 3; i++)
+		EVP_CIPHER_free(s->aead[i]);
+	EVP_CIPHER_CTX_free(s->seal_ctx);
+	EVP_MAC_CTX_free(s->hmac[0]);
+	EVP_MAC_CTX_free(s->hmac[1]);
+	OPENSSL_cleanse(s->buf, sizeof(s->buf));
+	free(s);
+}
+
+/* HKDF-Expand-Label(secret, label, "", len) of RFC 8446 7.1, for len up to
+ * the hash's size: one HMAC block, T(1) = HMAC(secret, HkdfLabel || 1),
+ * with an HMAC context kept per hash (OpenSSL's HKDF object costs ten
+ * times as much to set up per call). Returns 0 or -1. */
+static int expand_label(struct tls_sealer *s, int sha384, const unsigned char *secret, size_t slen, const char *label,
+			unsigned char *out, size_t len)
+{
+	unsigned char info[32], block[EVP_MAX_MD_SIZE];
+	size_t ll = strlen(label), blen = 0;
+	info[0] = (unsigned char)(len >> 8);
+	info[1] = (unsigned char)len;
+	info[2] = (unsigned char)(6 + ll);
+	memcpy(info + 3, "tls13 ", 6);
+	memcpy(info + 9, label, ll);
+	info[9 + ll] = 0;  /* no context */
+	info[10 + ll] = 1; /* the block counter */
+	EVP_MAC_CTX **m = &s->hmac[sha384];
+	if (!*m) {
+		EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+		OSSL_PARAM params[] = {
+			OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)(sha384 ? "SHA384" : "SHA256"),
+							 0),
+			OSSL_PARAM_construct_end(),
+		};
+		*m = mac ? EVP_MAC_CTX_new(mac) : NULL;
+		EVP_MAC_free(mac); /* the context holds its own reference */
+		if (*m && EVP_MAC_CTX_set_params(*m, params) != 1) {
+			EVP_MAC_CTX_free(*m);
+			*m = NULL;
+		}
+		if (!*m)
+			return -1;
+	}
+	int ok = EVP_MAC_init(*m, secret, slen, NULL) == 1 && EVP_MAC_update(*m, info, 11 + ll) == 1 &&
+		 EVP_MAC_final(*m, block, &blen, sizeof(block)) == 1 && blen >= len;
+	if (ok)
+		memcpy(out, block, len);
+	OPENSSL_cleanse(block, sizeof(block));
+	return ok ? 0 : -1;
+}
+
+struct tls_park *tls_park_new(struct tls_sealer *s, unsigned suite, const unsigned char *secret, size_t slen,
+			      uint32_t max_plain)
+{
+	int which, sha384 = 0;
+	size_t keylen;
+	switch (suite) {
+	case TLS_PARK_AES_128_GCM_SHA256:
+		which = 0, keylen = 16;
+		break;
+	case TLS_PARK_AES_256_GCM_SHA384:
+		which = 1, keylen = 32, sha384 = 1;
+		break;
+	case TLS_PARK_CHACHA20_POLY1305_SHA256:
+		which = 2, keylen = 32;
+		break;
+	default:
+		return NULL;
+	}
+	static const char *const names[3] = { "AES-128-GCM", "AES-256-GCM", "ChaCha20-Poly1305" };
+	if (!s->aead[which])
+		s->aead[which] = EVP_CIPHER_fetch(NULL, names[which], NULL);
+	if (!s->seal_ctx)
+		s->seal_ctx = EVP_CIPHER_CTX_new();
+	if (!s->aead[which] || !s->seal_ctx || slen != (sha384 ? 48u : 32u) || max_plain == 0 || max_plain > 16384)
+		return NULL;
+	struct tls_park *pk = xcalloc(1, sizeof(*pk));
+	pk->cipher = s->aead[which];
+	pk->max_plain = max_plain;
+	if (expand_label(s, sha384, secret, slen, "key", pk->key, keylen) < 0 ||
+	    expand_label(s, sha384, secret, slen, "iv", pk->iv, sizeof(pk->iv)) < 0) {
+		tls_park_free(pk);
+		return NULL;
+	}
+	return pk;
+}
+
+void tls_park_free(struct tls_park *pk)
+{
+	if (!pk)
+		return;
+	free(pk->out);
+	OPENSSL_cleanse(pk, sizeof(*pk));
+	free(pk);
+}
+
+int tls_park_seal(struct tls_sealer *s, const struct tls_park *pk, uint64_t seq, unsigned char type, const void *p,
+		  size_t n, const unsigned char **rec)
+{
+	unsigned char *out = s->buf, nonce[12];
+	size_t clen = n + 1 + TAG_LEN;
+	int len;
+	if (n > pk->max_plain)
+		return -1;
+	out[0] = 0x17; /* application_data, as every TLS 1.3 record */
+	out[1] = 3;
+	out[2] = 3;
+	out[3] = (unsigned char)(clen >> 8);
+	out[4] = (unsigned char)clen;
+	/* The per-record nonce: the IV xor the sequence number (RFC 8446 5.3). */
+	memcpy(nonce, pk->iv, sizeof(nonce));
+	for (int i = 0; i < 8; i++)
+		nonce[11 - i] ^= (unsigned char)(seq >> (8 * i));
+	EVP_CIPHER_CTX *cx = s->seal_ctx;
+	if (EVP_EncryptInit_ex(cx, pk->cipher, NULL, pk->key, nonce) != 1 ||
+	    EVP_EncryptUpdate(cx, NULL, &len, out, 5) != 1 || EVP_EncryptUpdate(cx, out + 5, &len, p, (int)n) != 1 ||
+	    len != (int)n || EVP_EncryptUpdate(cx, out + 5 + n, &len, &type, 1) != 1 || len != 1 ||
+	    EVP_EncryptFinal_ex(cx, out + 6 + n, &len) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(cx, EVP_CTRL_AEAD_GET_TAG, TAG_LEN, out + 6 + n) != 1)
+		return -1;
+	*rec = out;
+	return (int)(5 + clen);
+}
+
+int tls_park_match(struct tls_sealer *s, struct tls_park *pk, const unsigned char *made, size_t made_len, const void *p,
+		   size_t n)
+{
+	if (made_len != n + 5 + 1 + TAG_LEN)
+		return -1;
+	for (uint64_t k = 0; k < PARK_SEQ_TRIES; k++) {
+		uint64_t seq = k == 0 ? 1 : k == 1 ? 0 : k;
+		const unsigned char *rec;
+		int r = tls_park_seal(s, pk, seq, 0x17, p, n, &rec);
+		if (r == (int)made_len && memcmp(rec, made, made_len) == 0) {
+			pk->seq = seq + 1;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+void tls_park_hold(struct tls_park *pk, const unsigned char *rec, size_t len, size_t off, size_t plain)
+{
+	pk->out = xmalloc(len - off);
+	memcpy(pk->out, rec + off, len - off);
+	pk->out_len = (uint32_t)(len - off);
+	pk->out_off = 0;
+	pk->out_plain = (uint32_t)plain;
+}
+
+bool tls_park_holding(const struct tls_park *pk)
+{
+	return pk->out != NULL;
+}
+
+ssize_t tls_park_flush(struct tls_park *pk, int fd)
+{
+	if (!pk->out)
+		return 0;
+	while (pk->out_off < pk->out_len) {
+		ssize_t w = write(fd, pk->out + pk->out_off, pk->out_len - pk->out_off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		pk->out_off += (uint32_t)w;
+	}
+	free(pk->out);
+	pk->out = NULL;
+	pk->out_len = pk->out_off = 0;
+	return pk->out_plain;
+}
+
+ssize_t tls_park_writev(struct tls_sealer *s, struct tls_park *pk, int fd, const struct iovec *iov, int n)
+{
+	size_t done = 0, skip = 0;
+	if (pk->failed)
+		return -EPIPE;
+	if (pk->out) {
+		ssize_t r = tls_park_flush(pk, fd);
+		if (r < 0)
+			return r;
+		done = skip = (size_t)r; /* those bytes are the first offered */
+	}
+	for (int i = 0; i < n; i++) {
+		const unsigned char *p = iov[i].iov_base;
+		size_t left = iov[i].iov_len;
+		if (skip) {
+			size_t k = skip < left ? skip : left;
+			p += k, left -= k, skip -= k;
+		}
+		while (left) {
+			size_t chunk = left < pk->max_plain ? left : pk->max_plain;
+			if (pk->seq >= PARK_SEQ_MAX)
+				return done ? (ssize_t)done : -EPIPE;
+			const unsigned char *rec;
+			int rl = tls_park_seal(s, pk, pk->seq, 0x17, p, chunk, &rec);
+			if (rl < 0) {
+				pk->failed = true;
+				return done ? (ssize_t)done : -EPIPE;
+			}
+			pk->seq++;
+			ssize_t w = write(fd, rec, (size_t)rl);
+			if (w == rl) {
+				done += chunk, p += chunk, left -= chunk;
+				continue;
+			}
+			if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+				int e = errno;
+				pk->failed = true;
+				return done ? (ssize_t)done : -e;
+			}
+			/* Sealed under its number: it goes out as it is, first. */
+			tls_park_hold(pk, rec, (size_t)rl, w > 0 ? (size_t)w : 0, chunk);
+			return done ? (ssize_t)done : -EAGAIN;
+		}
+	}
+	return (ssize_t)done;
+}
+
+void tls_park_close_notify(struct tls_sealer *s, struct tls_park *pk, int fd)
+{
+	static const unsigned char close_notify[2] = { 1, 0 }; /* warning, close_notify */
+	if (pk->out || pk->failed || pk->seq >= PARK_SEQ_MAX)
+		return;
+	const unsigned char *rec;
+	int rl = tls_park_seal(s, pk, pk->seq, 0x15, close_notify, sizeof(close_notify), &rec);
+	if (rl > 0) {
+		pk->seq++;
+		ssize_t w = write(fd, rec, (size_t)rl);
+		(void)w;
+	}
+}
+
+uint32_t tls_park_record_max(const SSL *ssl)
+{
+	const SSL_SESSION *sess = SSL_get0_session(ssl);
+	uint8_t mode = sess ? SSL_SESSION_get_max_fragment_length(sess) : TLSEXT_max_fragment_length_DISABLED;
+	if (mode >= TLSEXT_max_fragment_length_512 && mode <= TLSEXT_max_fragment_length_4096)
+		return UINT32_C(256) << mode; /* 512 << (mode - 1) */
+	return 16384;
+}

@@ -1,0 +1,113 @@
+/* tls_park.h: TLS 1.3 record protection for parked streams. An open stream
+ * only writes, so once it is parked its TLS session is reduced to the
+ * server's traffic key, IV and record sequence number (about 100 bytes
+ * instead of OpenSSL's 14 KB), and its records are sealed here (RFC 8446
+ * 5.2-5.3, keys by 7.1-7.3). transport_tls.c decides when to park; this
+ * module only derives keys, seals records and writes them.
+ *
+ * Nonce rule kept here: a sequence number is used for one record only. A
+ * record the socket takes in part is held, sealed, and written before any
+ * new one; the sequence advances once per sealed record; no record is
+ * sealed at or past PARK_SEQ_MAX. */
+#ifndef HERALD_TLS_PARK_H
+#define HERALD_TLS_PARK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <openssl/ssl.h>
+
+/* Records under one AES-GCM key stay far below the limit of RFC 8446 5.5;
+ * a stream that reaches this many is ended, and the client reconnects. */
+#define PARK_SEQ_MAX (UINT64_C(1) << 24)
+
+/* The TLS 1.3 suites a stream can be parked under (their IANA numbers). */
+enum {
+	TLS_PARK_AES_128_GCM_SHA256 = 0x1301,
+	TLS_PARK_AES_256_GCM_SHA384 = 0x1302,
+	TLS_PARK_CHACHA20_POLY1305_SHA256 = 0x1303,
+};
+
+/* What every parked stream of a server shares: the fetched AEADs and HMACs,
+ * one cipher context, and a record's worth of room to seal into. Owned by
+ * the TLS context (tls_context.c). */
+struct tls_sealer;
+
+/* One parked stream's write side. Its fields belong to tls_park.c (the
+ * TLS transport reads seq for its log and failed); they are visible for
+ * the unit tests. */
+struct tls_park {
+	const EVP_CIPHER *cipher; /* the sealer's fetched cipher */
+	uint64_t seq;             /* of the next record */
+	uint32_t max_plain;       /* plaintext bytes per record at most (tls_park_record_max) */
+	unsigned char key[32];
+	unsigned char iv[12];
+	unsigned char *out; /* a sealed record the socket has not taken yet, or NULL */
+	uint32_t out_len, out_off;
+	uint32_t out_plain; /* the plaintext bytes it carries */
+	bool failed;        /* sealing or the socket failed: nothing more is sent */
+};
+
+/* A new sealer (the caller frees it with tls_sealer_free); its OpenSSL
+ * objects are fetched on first use. */
+struct tls_sealer *tls_sealer_new(void);
+void tls_sealer_free(struct tls_sealer *s);
+
+/* The write side of a stream under suite (TLS_PARK_*), from the server's
+ * application traffic secret (slen bytes: 32, or 48 for SHA-384), sealing
+ * at most max_plain bytes per record, starting at sequence 0. Returns it
+ * (the caller frees it with tls_park_free), or NULL for another suite, a
+ * secret of the wrong size, or an OpenSSL failure. */
+struct tls_park *tls_park_new(struct tls_sealer *s, unsigned suite, const unsigned char *secret, size_t slen,
+			      uint32_t max_plain);
+/* Forget the keys and free pk and any record it holds (NULL: nothing). */
+void tls_park_free(struct tls_park *pk);
+
+/* Seal n bytes (at most max_plain) of inner content type `type` as one
+ * record under sequence number seq, into the sealer's buffer (*rec, valid
+ * until the next seal). pk->seq is not touched. Returns the record's
+ * length, or -1. */
+int tls_park_seal(struct tls_sealer *s, const struct tls_park *pk, uint64_t seq, unsigned char type, const void *p,
+		  size_t n, const unsigned char **rec);
+
+/* Find the sequence number under which p (n bytes of application data)
+ * seals to made, the record OpenSSL wrote for it, trying the few numbers
+ * a new session's first record can have. On a match pk->seq becomes the
+ * next number and 0 is returned (key, IV and cipher are proven too);
+ * otherwise -1 and pk is unchanged. */
+int tls_park_match(struct tls_sealer *s, struct tls_park *pk, const unsigned char *made, size_t made_len, const void *p,
+		   size_t n);
+
+/* Hold rec[off..len), the unsent tail of a sealed record carrying plain
+ * plaintext bytes (a copy is taken); the caller offers those bytes again
+ * on its next write. */
+void tls_park_hold(struct tls_park *pk, const unsigned char *rec, size_t len, size_t off, size_t plain);
+
+/* Whether a record is held: its plaintext bytes are committed. */
+bool tls_park_holding(const struct tls_park *pk);
+
+/* Write the held record to fd. Returns its plaintext count once all of it
+ * is sent (0 when none was held), -EAGAIN while the socket is full, or
+ * -errno. */
+ssize_t tls_park_flush(struct tls_park *pk, int fd);
+
+/* writev(2) through pk to fd: the held record first, then the bytes after
+ * the ones it carries, sealed record by record. Returns the plaintext
+ * bytes taken, -EAGAIN when the socket took none, or -errno (-EPIPE at
+ * PARK_SEQ_MAX or when sealing fails; pk->failed tells a failure apart).
+ * After a short count or -EAGAIN the next call starts with the same
+ * bytes. */
+ssize_t tls_park_writev(struct tls_sealer *s, struct tls_park *pk, int fd, const struct iovec *iov, int n);
+
+/* Seal a close_notify alert and try once to write it, unless a record is
+ * held or the sequence is at its end. */
+void tls_park_close_notify(struct tls_sealer *s, struct tls_park *pk, int fd);
+
+/* The most plaintext one record of ssl's session may carry: 2^14, or the
+ * maximum fragment length the client negotiated (RFC 6066). */
+uint32_t tls_park_record_max(const SSL *ssl);
+
+#endif

@@ -1,0 +1,139 @@
+/* transport.h: how a connection moves its bytes: a table of operations,
+ * chosen once when the socket is accepted (plain TCP or unix socket, TLS,
+ * and later HTTP/2 streams layered on one of those), and the transport's
+ * own state for that connection. conn.c calls only through this table and
+ * never names an implementation; an implementation never names conn, so
+ * whatever it must make the connection do (close, change its epoll
+ * interest) it returns as a result.
+ *
+ * Ownership: the connection owns the struct transport (inside struct conn)
+ * and the socket (it closes fd after free); the implementation allocates
+ * its state in open and frees it in free.
+ *
+ * The read and writev contracts are read(2)'s and writev(2)'s, returning
+ * -errno (-EAGAIN while the socket, or a handshake, must be waited on).
+ * writev takes plaintext bytes; after -EAGAIN or a short count the next
+ * call must start with the same bytes (a transport may have committed
+ * them, output_pending). Optional operations are NULL where a transport
+ * has nothing to do; the inline calls below supply the plain behaviour. */
+#ifndef HERALD_TRANSPORT_H
+#define HERALD_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct transport;
+
+struct transport_ops {
+	const char *name; /* "tcp", "tls": for logs */
+	/* The client's first bytes are the application's own (no handshake):
+	 * the connection reads them at accept, before any epoll wake-up. */
+	bool ready_at_accept;
+	/* Set up t->state for the accepted socket t->fd with the listener's
+	 * ctx; peer names the client in logs and outlives t. Returns 0, or -1
+	 * after logging why (nothing to free). NULL: no state. */
+	int (*open)(struct transport *t, void *ctx, const char *peer);
+	ssize_t (*read)(struct transport *t, void *buf, size_t len);
+	ssize_t (*writev)(struct transport *t, const struct iovec *iov, int n);
+	/* The epoll interest to ask for, given what the connection wants
+	 * (EPOLLIN while it reads, EPOLLOUT while output waits): a handshake
+	 * has its own, and a read that must first write (or the reverse) turns
+	 * the direction around. NULL: wanted as it is. */
+	uint32_t (*events)(const struct transport *t, uint32_t wanted);
+	/* An epoll wake-up, before the connection acts on it: a handshake
+	 * step, or the event a pending read or write waited for turned into
+	 * that operation's. Returns 0 with *events set to what the connection
+	 * should act on (0: nothing now; it recomputes its interest), or -1
+	 * when the connection must close, with the reason in why. NULL: the
+	 * events as they came. */
+	int (*on_io)(struct transport *t, uint32_t *events, char *why, size_t whylen);
+	/* Input is waiting inside the transport, where epoll cannot see it. */
+	bool (*input_pending)(const struct transport *t);
+	/* The first bytes offered to writev are committed (encrypted, held)
+	 * but not all sent: they must be offered again as they are. */
+	bool (*output_pending)(const struct transport *t);
+	/* The connection has become a write-only stream: its input is read
+	 * and dropped from now on (a TLS session may shed its read side). */
+	void (*streaming)(struct transport *t);
+	/* Why the connection's timer firing now must close it at once (a
+	 * handshake not done in time), or NULL to let the connection judge. */
+	const char *(*not_ready)(const struct transport *t);
+	/* Say goodbye (TLS close_notify), best effort, before the connection
+	 * shuts its write side down. */
+	void (*shutdown)(struct transport *t);
+	/* Free t->state (saying goodbye first where the session is healthy).
+	 * Never closes t->fd. */
+	void (*free)(struct transport *t);
+};
+
+struct transport {
+	const struct transport_ops *ops;
+	void *state; /* the implementation's, per connection; NULL for plain */
+	int fd;      /* the socket, lent by the connection */
+};
+
+static inline ssize_t transport_read(struct transport *t, void *buf, size_t len)
+{
+	return t->ops->read(t, buf, len);
+}
+
+static inline ssize_t transport_writev(struct transport *t, const struct iovec *iov, int n)
+{
+	return t->ops->writev(t, iov, n);
+}
+
+static inline uint32_t transport_events(const struct transport *t, uint32_t wanted)
+{
+	return t->ops->events ? t->ops->events(t, wanted) : wanted;
+}
+
+/* True when the wanted interest is passed as it is (an EPOLLOUT asked for
+ * is then the connection's own: output the socket did not take). */
+static inline bool transport_events_exact(const struct transport *t)
+{
+	return !t->ops->events;
+}
+
+static inline int transport_on_io(struct transport *t, uint32_t *events, char *why, size_t whylen)
+{
+	return t->ops->on_io ? t->ops->on_io(t, events, why, whylen) : 0;
+}
+
+static inline bool transport_input_pending(const struct transport *t)
+{
+	return t->ops->input_pending && t->ops->input_pending(t);
+}
+
+static inline bool transport_output_pending(const struct transport *t)
+{
+	return t->ops->output_pending && t->ops->output_pending(t);
+}
+
+static inline void transport_streaming(struct transport *t)
+{
+	if (t->ops->streaming)
+		t->ops->streaming(t);
+}
+
+static inline const char *transport_not_ready(const struct transport *t)
+{
+	return t->ops->not_ready ? t->ops->not_ready(t) : NULL;
+}
+
+static inline void transport_shutdown(struct transport *t)
+{
+	if (t->ops->shutdown)
+		t->ops->shutdown(t);
+}
+
+static inline void transport_free(struct transport *t)
+{
+	if (t->ops->free)
+		t->ops->free(t);
+	t->state = NULL;
+}
+
+#endif

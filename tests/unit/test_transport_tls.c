@@ -1,0 +1,175 @@
+/* test_transport_tls.c: the TLS transport through its table alone, with no
+ * connection around it, on a real server context (tls_setup on PEM files
+ * made here) and a real OpenSSL client over a socketpair. A handshake that
+ * fails comes back from on_io as a reason to close; a handshake not done
+ * says so through not_ready; a finished one hands the request to read; and
+ * once told it is a stream, the transport's records (parked or not) are
+ * read by the client in order, up to its close_notify. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "check.h"
+#include "config.h"
+#include "log.h"
+#include "loop.h"
+#include "tls_context.h"
+#include "transport_tls.h"
+
+static char dir[] = "/tmp/herald-test-tls-XXXXXX";
+static char cert_path[64], key_path[64];
+
+/* A self-signed P-256 pair in dir, as PEM files. */
+static void write_pair(void)
+{
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, key);
+	X509_NAME *name = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
+	X509_set_issuer_name(x, name);
+	X509_sign(x, key, EVP_sha256());
+	snprintf(cert_path, sizeof(cert_path), "%s/cert.pem", dir);
+	snprintf(key_path, sizeof(key_path), "%s/key.pem", dir);
+	FILE *f = fopen(cert_path, "w");
+	PEM_write_X509(f, x);
+	fclose(f);
+	f = fopen(key_path, "w");
+	PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	X509_free(x);
+	EVP_PKEY_free(key);
+}
+
+static void test_failed_handshake(struct tls_ctx *tc)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+	struct transport t = { .ops = &transport_tls, .fd = sv[0] };
+	CHECK(t.ops->open(&t, tc, "test peer") == 0);
+	const char *nr = transport_not_ready(&t);
+	CHECK(nr && strstr(nr, "handshake"));
+	CHECK_EQ_INT(transport_events(&t, EPOLLOUT), EPOLLIN | EPOLLRDHUP); /* the handshake's own */
+	char buf[64];
+	CHECK_EQ_INT(transport_read(&t, buf, sizeof(buf)), -EAGAIN);
+	/* A plain HTTP request on a TLS socket. */
+	static const char req[] = "GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n";
+	CHECK(write(sv[1], req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1));
+	uint32_t ev = EPOLLIN;
+	char why[320] = "";
+	CHECK_EQ_INT(transport_on_io(&t, &ev, why, sizeof(why)), -1);
+	CHECK(strncmp(why, "TLS handshake: ", 15) == 0);
+	transport_free(&t);
+	CHECK(t.state == NULL);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Read n bytes of plaintext from the client, the records having been
+ * written already. */
+static int client_read(SSL *cli, char *buf, int n)
+{
+	int got = 0;
+	for (int i = 0; i < 100 && got < n; i++) {
+		int r = SSL_read(cli, buf + got, n - got);
+		if (r > 0)
+			got += r;
+		else if (SSL_get_error(cli, r) != SSL_ERROR_WANT_READ)
+			break;
+	}
+	return got;
+}
+
+static void test_stream(struct tls_ctx *tc)
+{
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+	struct transport t = { .ops = &transport_tls, .fd = sv[0] };
+	CHECK(t.ops->open(&t, tc, "test peer") == 0);
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	SSL *cli = SSL_new(cctx);
+	SSL_set_fd(cli, sv[1]);
+	SSL_set_connect_state(cli);
+	/* Both sides step until done; the server only through on_io, which
+	 * returns EPOLLIN (read the request) once the handshake is over. */
+	uint32_t ev = 0;
+	int cdone = 0;
+	char why[320];
+	for (int i = 0; i < 100 && !(cdone && ev); i++) {
+		if (!cdone)
+			cdone = SSL_do_handshake(cli) == 1;
+		if (!ev) {
+			ev = EPOLLIN | EPOLLOUT;
+			CHECK(transport_on_io(&t, &ev, why, sizeof(why)) == 0);
+		}
+	}
+	CHECK(cdone && ev == EPOLLIN);
+	CHECK(transport_not_ready(&t) == NULL);
+	static const char req[] = "GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n";
+	CHECK(SSL_write(cli, req, sizeof(req) - 1) == (int)(sizeof(req) - 1));
+	char buf[4096];
+	ssize_t n = transport_read(&t, buf, sizeof(buf));
+	CHECK(n == (ssize_t)(sizeof(req) - 1) && memcmp(buf, req, (size_t)n) == 0);
+	CHECK(!transport_input_pending(&t));
+
+	/* A stream now: every write reaches the client, in order. */
+	transport_streaming(&t);
+	static const char *const frames[] = { "HTTP/1.1 200 OK\r\n\r\nretry: 2000\n\n", "id: 1\ndata: a\n\n",
+					      "id: 2\ndata: b\n\n" };
+	for (int k = 0; k < 3; k++) {
+		size_t len = strlen(frames[k]);
+		struct iovec iov = { (void *)frames[k], len };
+		CHECK_EQ_INT(transport_writev(&t, &iov, 1), len);
+		CHECK(!transport_output_pending(&t));
+		CHECK(client_read(cli, buf, (int)len) == (int)len && memcmp(buf, frames[k], len) == 0);
+	}
+	/* Two frames in one call, as a stream round writes them. */
+	struct iovec two[2] = { { (void *)"id: 3\n\n", 7 }, { (void *)"id: 4\n\n", 7 } };
+	CHECK_EQ_INT(transport_writev(&t, two, 2), 14);
+	CHECK(client_read(cli, buf, 14) == 14 && memcmp(buf, "id: 3\n\nid: 4\n\n", 14) == 0);
+	/* The goodbye is a close_notify the client reads as the end. */
+	transport_shutdown(&t);
+	int r = SSL_read(cli, buf, sizeof(buf));
+	CHECK(r <= 0 && SSL_get_error(cli, r) == SSL_ERROR_ZERO_RETURN);
+	transport_free(&t);
+	SSL_free(cli);
+	SSL_CTX_free(cctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+int main(void)
+{
+	log_set_level(LOG_LVL_WARN);
+	CHECK(mkdtemp(dir) != NULL);
+	write_pair();
+	struct loop *lp = loop_new();
+	struct config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tls_cert = cert_path;
+	cfg.tls_key = key_path;
+	struct tls_ctx *tc = NULL;
+	CHECK(tls_setup(&tc, lp, &cfg) == 0 && tc);
+	if (tc) {
+		test_failed_handshake(tc);
+		test_stream(tc);
+	}
+	tls_teardown(tc);
+	loop_free(lp);
+	unlink(cert_path);
+	unlink(key_path);
+	rmdir(dir);
+	return check_done("test_transport_tls");
+}
