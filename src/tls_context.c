@@ -242,7 +242,7 @@ static int nibble(char c)
  * line; only the server's first application traffic secret (TLS 1.3) is
  * kept, in the session's struct tls_secret (tls_context_session), for
  * parking. Nothing is written anywhere. */
-static void keylog_cb(const SSL *ssl, const char *line)
+void tls_context_keylog(const SSL *ssl, const char *line)
 {
 	static const char want[] = "SERVER_TRAFFIC_SECRET_0 ";
 	struct tls_secret *t = SSL_get_app_data(ssl);
@@ -299,7 +299,7 @@ static SSL_CTX *ctx_new(const char *cert, const char *key, char *err, size_t err
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 				      SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_alpn_select_cb(ctx, select_alpn, NULL);
-	SSL_CTX_set_keylog_callback(ctx, keylog_cb);
+	SSL_CTX_set_keylog_callback(ctx, tls_context_keylog);
 	SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
 	if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
 		snprintf(err, errlen, "cipher list: %s", tls_error_text(buf, sizeof(buf)));
@@ -494,7 +494,7 @@ SSL *tls_context_session(struct tls_ctx *tc, int fd, struct tls_secret *secret, 
 		return NULL;
 	}
 	SSL_set_accept_state(ssl);
-	SSL_set_app_data(ssl, secret); /* for keylog_cb */
+	SSL_set_app_data(ssl, secret); /* for tls_context_keylog */
 	tc->handshaking++;
 	return ssl;
 }

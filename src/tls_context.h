@@ -67,4 +67,9 @@ struct tls_sealer *tls_context_sealer(const struct tls_ctx *tc);
  * connection. Returns buf. */
 const char *tls_error_text(char *buf, size_t len);
 
+/* The key log callback every server context carries: keeps the server's
+ * first TLS 1.3 application traffic secret in the struct tls_secret set as
+ * the SSL's app data (the unit tests install it on contexts of their own). */
+void tls_context_keylog(const SSL *ssl, const char *line);
+
 #endif

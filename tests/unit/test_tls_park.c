@@ -106,31 +106,6 @@ static void test_rfc8448(void)
 
 /* ---- (b) byte for byte against OpenSSL ---- */
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Keep the server's first application traffic secret, as herald's
- * context does, in the struct tls_secret the SSL carries. */
-static void keylog(const SSL *ssl, const char *line)
-{
-	static const char want[] = "SERVER_TRAFFIC_SECRET_0 ";
-	struct tls_secret *sec = SSL_get_app_data(ssl);
-	if (!sec || strncmp(line, want, sizeof(want) - 1) != 0)
-		return;
-	const char *hex = strchr(line + sizeof(want) - 1, ' ');
-	if (!hex)
-		return;
-	hex++;
-	size_t n = strlen(hex) / 2;
-	if (n > sizeof(sec->bytes))
-		return;
-	for (size_t i = 0; i < n; i++)
-		sec->bytes[i] = (unsigned char)(hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]));
-	sec->len = (uint8_t)n;
-}
-
 /* A self-signed P-256 certificate and its key, made here. */
 static X509 *make_cert(EVP_PKEY **key)
 {
@@ -185,7 +160,7 @@ static void test_openssl_suite(const char *name, unsigned suite, X509 *cert, EVP
 	SSL_CTX_set_min_proto_version(cctx, TLS1_3_VERSION);
 	CHECK(SSL_CTX_set_ciphersuites(sctx, name) == 1);
 	CHECK(SSL_CTX_set_ciphersuites(cctx, name) == 1);
-	SSL_CTX_set_keylog_callback(sctx, keylog);
+	SSL_CTX_set_keylog_callback(sctx, tls_context_keylog);
 	SSL_CTX_set_num_tickets(sctx, 1); /* as herald: one ticket record first */
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
