@@ -36,7 +36,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,12 +221,6 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 	}
 	snprintf(c->client, sizeof(c->client), "%s", c->peer);
 	c->last_progress = loop_now(p->lp);
-	if (!c->peer_unix) {
-		/* Output is already gathered into one writev per pass; Nagle would
-		 * only hold back a response behind the client's delayed ACK. */
-		int one = 1;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
 	if (ops->open && ops->open(&c->tp, ctx, c->peer) < 0) {
 		close(fd);
 		free(c);
@@ -576,6 +569,12 @@ static int fill(struct conn *c)
 		}
 		c->rlen += (size_t)n;
 		budget -= (size_t)n;
+		/* A short read emptied the socket: another would only find
+		 * EAGAIN, one system call per request for nothing. Epoll is
+		 * level-triggered, so what arrives later wakes us again; what a
+		 * transport holds inside (TLS) is read on. */
+		if ((size_t)n < want && !transport_input_pending(&c->tp))
+			break;
 	}
 	return 0;
 }

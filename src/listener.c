@@ -515,6 +515,10 @@ static void on_accept(void *arg, uint32_t events)
 		int fd = accept4(ls->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
 			set->m->connections_accepted++;
+			if (!ls->is_unix && !ls->nodelay) {
+				int one = 1;
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			}
 			conn_new(set->pool, fd, (struct sockaddr *)&ss, len,
 				 ls->tls ? &transport_tls : &transport_plain, ls->tls);
 			continue;
@@ -553,6 +557,14 @@ static void on_accept(void *arg, uint32_t events)
 int listeners_start(struct listeners *set)
 {
 	for (size_t i = 0; i < set->n; i++) {
+		/* Output is already gathered into one writev per pass; Nagle
+		 * would only hold a response back behind the client's delayed
+		 * ACK. Set on the listening socket, TCP_NODELAY is inherited by
+		 * every connection it accepts (Linux), a system call per
+		 * connection saved; where that fails, each connection is set. */
+		int one = 1;
+		struct listener *ls = &set->ls[i];
+		ls->nodelay = !ls->is_unix && setsockopt(ls->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
 		int r = loop_watch(set->lp, set->ls[i].fd, accept_events(&set->ls[i]), on_accept, &set->ls[i]);
 		if (r < 0) {
 			log_err("%s: epoll: %s", set->ls[i].name, strerror(-r));

@@ -29,6 +29,7 @@ struct listener {
 	struct loop_timer resume_timer; /* accepts paused after EMFILE/ENFILE */
 	struct tls_ctx *tls;            /* for a tls: listener, else NULL */
 	bool tls_wanted;                /* a tls: address (or systemd's socket named tls) */
+	bool nodelay;                   /* TCP_NODELAY set here, so accepted sockets inherit it */
 	/* A group of workers: the main process holds one SO_REUSEPORT socket
 	 * per worker for a TCP address it opened (copies[i] is worker i's; fd
 	 * is copies[0]); a unix or systemd socket is one fd every worker
