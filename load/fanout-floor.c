@@ -396,7 +396,8 @@ static int groups_run(long n, long rounds, int use_unix, long procs, double *loo
 		for (long j = 0; j < procs; j++) {
 			char rd;
 			if (read_all(g[j].from, &rd, 1, 300) != 0) {
-				fprintf(stderr, "fanout-floor: writer %ld did not get ready for round %ld\n", j + 1, r + 1);
+				fprintf(stderr, "fanout-floor: writer %ld did not get ready for round %ld\n", j + 1,
+					r + 1);
 				goto out;
 			}
 		}
