@@ -297,6 +297,8 @@ struct many {
 	char in[sizeof(struct up_msg) * 32];
 	size_t in_len;
 	struct up_msg *opened, *done; /* per child, .type 0 until it came */
+	pid_t *pids;                  /* per child, 0 once found dead early */
+	long alive;                   /* children not found dead early */
 	double *cpu_last;             /* per child, its CPU at its last message */
 	long n_opened, n_done;
 	const struct events *ev;
@@ -358,6 +360,26 @@ static int pump(struct many *m, int timeout_ms)
 	memmove(m->in, m->in + used, m->in_len - used);
 	m->in_len -= used;
 	return 0;
+}
+
+/* Notice children that died before their FINISH (a crash), so that the
+ * phases stop waiting for them: one that had not said OPENED counts as
+ * having opened none. */
+static void reap(struct many *m)
+{
+	for (long i = 0; i < m->procs; i++) {
+		int st;
+		if (!m->pids[i] || waitpid(m->pids[i], &st, WNOHANG) != m->pids[i])
+			continue;
+		fprintf(stderr, "readers: client process %ld ended early (%s %d)\n", i + 1,
+			WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		m->pids[i] = 0;
+		m->alive--;
+		if (!m->opened[i].type) {
+			m->opened[i].type = UP_OPENED;
+			m->n_opened++;
+		}
+	}
 }
 
 static void tell_all(const int *cmd, long procs, const struct to_child *t)
@@ -569,7 +591,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	m.ev_count = xcalloc((size_t)m.events, sizeof(long));
 	m.ev_reports = xcalloc((size_t)m.events, sizeof(long));
 	m.ev_last = xcalloc((size_t)m.events, sizeof(int64_t));
-	pid_t *pids = xcalloc((size_t)m.procs, sizeof(pid_t));
+	m.pids = xcalloc((size_t)m.procs, sizeof(pid_t));
 	int *cmd = xcalloc((size_t)m.procs, sizeof(int));
 	f.last_s = xcalloc((size_t)m.events, sizeof(double));
 	f.missing = xcalloc((size_t)m.events, sizeof(long));
@@ -577,12 +599,13 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	fprintf(stderr, "readers: opening %ld readers from %ld client processes to %s (herald pid %d)\n", o->n,
 		o->procs, target->text, (int)hp);
 	int64_t t_begin = tool_now_ns();
-	long started = start_children(o, target, request, &m, pids, cmd, stop);
+	long started = start_children(o, target, request, &m, m.pids, cmd, stop);
 	if (started < m.procs) {
 		fprintf(stderr, "readers: could start only %ld of %ld client processes: %s\n", started, m.procs,
 			strerror(errno));
 		m.procs = started;
 	}
+	m.alive = m.procs;
 
 	/* Open: every child says how its share went. */
 	double deadline = tool_now_s() + o->open_timeout + 30;
@@ -590,6 +613,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	while (m.n_opened < m.procs && !*stop && tool_now_s() < deadline) {
 		if (pump(&m, 200) < 0)
 			break;
+		reap(&m);
 		if (tool_now_s() - note > 5) {
 			note = tool_now_s();
 			fprintf(stderr, "readers: %ld of %ld client processes opened their share after %.0f s\n",
@@ -633,7 +657,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 				stragglers = tool_now_ns() + (int64_t)(o->event_timeout * 1e9);
 			continue;
 		}
-		while (reported < next && (ev->failed[reported] || m.ev_reports[reported] == m.procs)) {
+		while (reported < next && (ev->failed[reported] || m.ev_reports[reported] >= m.alive)) {
 			long k = reported++;
 			if (!ev->failed[k])
 				fprintf(stderr, "readers: event %ld/%ld (id %lld): %ld readers, the last in %.1f ms\n",
@@ -645,6 +669,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 		int64_t wait = (next < ev->k ? t_ev + next * step : stragglers) - now;
 		if (pump(&m, (int)(wait / 1000000 > 50 ? 50 : wait / 1000000)) < 0)
 			break;
+		reap(&m);
 	}
 	f.cpu_events_s = server_cpu(hp) - cpu_a;
 	f.events_wall_s = tool_now_s() - t_a;
@@ -685,9 +710,9 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	for (long i = 0; i < m.procs; i++) {
 		close(cmd[i]);
 		int st;
-		if (waitpid(pids[i], &st, WNOHANG) == 0) {
-			kill(pids[i], SIGTERM);
-			waitpid(pids[i], &st, 0);
+		if (m.pids[i] && waitpid(m.pids[i], &st, WNOHANG) == 0) {
+			kill(m.pids[i], SIGTERM);
+			waitpid(m.pids[i], &st, 0);
 		}
 	}
 	close(m.up);
@@ -740,7 +765,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	free(m.ev_count);
 	free(m.ev_reports);
 	free(m.ev_last);
-	free(pids);
+	free(m.pids);
 	free(cmd);
 	free(f.last_s);
 	free(f.missing);
