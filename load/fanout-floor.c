@@ -4,7 +4,10 @@
  * process holds the other ends and reads them through epoll. Reported per
  * round: the writer's loop time and CPU, and the time until the last reader
  * has the message; the median of several rounds is the floor. No server can
- * deliver one event to N readers faster than this on the same machine. */
+ * deliver one event to N readers faster than this on the same machine.
+ * With --procs W the N pairs are split over W such writers (each with its
+ * own reading process), started at one moment: the floor for a group of W
+ * herald workers, which fan out to their own readers side by side. */
 #include "tool.h"
 
 #include <arpa/inet.h>
@@ -26,7 +29,7 @@
 
 #define MSG_LEN 100
 
-static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--unix] [--json]\n";
+static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--procs W] [--unix] [--json]\n";
 
 static void help(const struct tool_opt *t)
 {
@@ -36,7 +39,8 @@ static void help(const struct tool_opt *t)
 	       "loopback TCP socket pairs, one %d-byte write to each from one thread while\n"
 	       "a second process reads the other ends. Prints the writer's loop time, its\n"
 	       "CPU, and the time until the last reader has the message (median, min and\n"
-	       "max of R rounds) as a markdown table and one JSON line.\n"
+	       "max of R rounds) as a markdown table and one JSON line. With --procs W the\n"
+	       "pairs are split over W writers that start at one moment.\n"
 	       "\n",
 	       MSG_LEN);
 	tool_opt_help(t);
@@ -161,32 +165,37 @@ static double cpu_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int main(int argc, char **argv)
-{
-	tool_usage("fanout-floor", USAGE);
-	long n = -1, rounds = 7;
-	int json_only = 0, use_unix = 0;
-	const struct tool_opt opts[] = {
-		TOOL_LONG("N", &n, 1, 500000, "a number",
-			  "  N             socket pairs (1 to 500000; each process holds N descriptors)\n"),
-		TOOL_LONG("--rounds", &rounds, 1, 1000, "a number",
-			  "  --rounds R    rounds to take the median of (default 7)\n"),
-		TOOL_FLAG("--unix", &use_unix, "  --unix        unix stream socket pairs instead of loopback TCP\n"),
-		TOOL_FLAG("--json", &json_only, "  --json        only the JSON line\n"),
-		TOOL_HELP("  --help        this text\n"),
-		TOOL_END,
-	};
-	int rc = tool_opt_parse(opts, argc, argv, help);
-	if (rc >= 0)
-		return rc;
-	if (n < 0)
-		return tool_usage_error("say how many socket pairs (N)");
-	char what[64];
-	snprintf(what, sizeof(what), "%ld socket pairs (in each of two processes)", n);
-	if (tool_check_fds(n + 32, what) != 0)
-		return 2;
-	signal(SIGPIPE, SIG_IGN);
+/* The parent's hold on one writer process of --procs: the pipes of its
+ * round protocol (see group_run) and its pid. */
+struct group {
+	pid_t pid;
+	int to, from; /* parent -> writer, writer -> parent */
+};
 
+/* One round's result from a writer process of --procs. */
+struct group_round {
+	double loop, cpu;
+	int64_t last; /* monotonic time its last reader had the message */
+};
+
+/* Sleep until the monotonic clock reads t (ns). */
+static void sleep_until(int64_t t)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000), .tv_nsec = (long)(t % 1000000000) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* One writer and its reading process: set up n pairs, then run the rounds,
+ * each round's loop time, CPU and time until the last reader had it into
+ * loop[], cpu[] and last[] (seconds from the round's start). With sync_in
+ * >= 0 (a writer of --procs) each round first says 'r' on sync_out once its
+ * reader sits in epoll_wait, then waits for the start time on sync_in,
+ * starts writing at that moment and answers a struct group_round; loop[]
+ * and the others are not filled then. Returns 0, or 1 after saying why. */
+static int group_run(long n, long rounds, int use_unix, int sync_in, int sync_out, double *loop, double *cpu,
+		     double *last)
+{
 	/* The listener: loopback TCP on a kernel-chosen port, or a unix socket
 	 * in a temporary folder (removed as soon as both ends are connected). */
 	struct sockaddr_storage sa;
@@ -222,6 +231,8 @@ int main(int argc, char **argv)
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) != 0 || listen(lfd, (int)(n < somax ? n : somax)) != 0 ||
 	    getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0) {
 		fprintf(stderr, "fanout-floor: listener: %s\n", strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
 		if (tmpdir[0]) {
 			unlink(upath);
 			rmdir(tmpdir);
@@ -243,13 +254,17 @@ int main(int argc, char **argv)
 		close(lfd);
 		close(ctl[0]);
 		close(go[1]);
+		if (sync_in >= 0) {
+			close(sync_in);
+			close(sync_out);
+		}
 		_exit(reader_main(&sa, sl, n, (int)rounds, ctl[1], go[0]));
 	}
 	close(ctl[1]);
 	close(go[0]);
 
 	int *fds = xmalloc((size_t)n * sizeof(*fds));
-	rc = 1;
+	int rc = 1;
 	long accepted = 0;
 	for (; accepted < n; accepted++) {
 		fds[accepted] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -280,73 +295,44 @@ int main(int argc, char **argv)
 	memcpy(msg, "data: fanout-floor\n", 19);
 	msg[MSG_LEN - 2] = '\n';
 	msg[MSG_LEN - 1] = '\n';
-	double *loop = xmalloc((size_t)rounds * sizeof(double));
-	double *cpu = xmalloc((size_t)rounds * sizeof(double));
-	double *last = xmalloc((size_t)rounds * sizeof(double));
 	for (long r = 0; r < rounds; r++) {
 		char g = 'g';
 		if (write_all(go[1], &g, 1) != 0)
-			goto out_free;
+			goto out;
 		tool_sleep(0.05, NULL); /* let the reader settle into epoll_wait */
+		int64_t start = 0;
+		if (sync_in >= 0) {
+			/* Every writer starts at the moment the parent names. */
+			char rd = 'r';
+			if (write_all(sync_out, &rd, 1) != 0 || read_all(sync_in, &start, sizeof(start), 300) != 0)
+				goto out;
+			sleep_until(start);
+		}
 		double c0 = cpu_now();
 		int64_t t0 = tool_now_ns();
 		for (long i = 0; i < n; i++)
 			if (write(fds[i], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
 				fprintf(stderr, "fanout-floor: write: %s\n", strerror(errno));
-				goto out_free;
+				goto out;
 			}
 		int64_t t1 = tool_now_ns();
 		double c1 = cpu_now();
 		int64_t tl;
 		if (read_all(ctl[0], &tl, sizeof(tl), 60) != 0) {
 			fprintf(stderr, "fanout-floor: no answer from the reading process in round %ld\n", r + 1);
-			goto out_free;
+			goto out;
+		}
+		if (sync_in >= 0) {
+			struct group_round gr = { .loop = (double)(t1 - t0) / 1e9, .cpu = c1 - c0, .last = tl };
+			if (write_all(sync_out, &gr, sizeof(gr)) != 0)
+				goto out;
+			continue;
 		}
 		loop[r] = (double)(t1 - t0) / 1e9;
 		cpu[r] = c1 - c0;
 		last[r] = (double)(tl - t0) / 1e9;
 	}
 	rc = 0;
-	double last_min, last_max;
-	{
-		tool_sort_doubles(loop, (size_t)rounds);
-		tool_sort_doubles(cpu, (size_t)rounds);
-		tool_sort_doubles(last, (size_t)rounds);
-		double mloop = tool_percentile(loop, (size_t)rounds, 50);
-		double mcpu = tool_percentile(cpu, (size_t)rounds, 50);
-		double mlast = tool_percentile(last, (size_t)rounds, 50);
-		last_min = last[0];
-		last_max = last[rounds - 1];
-		char b1[32], b2[32], b3[32], b4[32], b5[32], c1[32];
-		if (!json_only) {
-			printf("| floor: %s pairs (N) | rounds | writer loop | per write | writer CPU | last reader "
-			       "has it "
-			       "(median) | min – max |\n|---|---|---|---|---|---|---|\n",
-			       use_unix ? "unix" : "TCP");
-			printf("| %s | %ld | %s | %.1f us | %s | **%s** | %s – %s |\n",
-			       tool_fmt_count(n, c1, sizeof(c1)), rounds, tool_fmt_dur(mloop, b1, sizeof(b1)),
-			       mloop / (double)n * 1e6, tool_fmt_dur(mcpu, b2, sizeof(b2)),
-			       tool_fmt_dur(mlast, b3, sizeof(b3)), tool_fmt_dur(last_min, b4, sizeof(b4)),
-			       tool_fmt_dur(last_max, b5, sizeof(b5)));
-		}
-		tool_json_open(NULL, '{');
-		tool_json_text("tool", "fanout-floor");
-		tool_json_text("transport", use_unix ? "unix" : "tcp");
-		tool_json_int("n", n);
-		tool_json_int("rounds", rounds);
-		tool_json_int("msg_bytes", MSG_LEN);
-		tool_json_num("loop_ms", mloop * 1e3);
-		tool_json_num("per_write_us", mloop / (double)n * 1e6);
-		tool_json_num("cpu_ms", mcpu * 1e3);
-		tool_json_num("last_reader_ms", mlast * 1e3);
-		tool_json_num("last_reader_min_ms", last_min * 1e3);
-		tool_json_num("last_reader_max_ms", last_max * 1e3);
-		tool_json_close();
-	}
-out_free:
-	free(loop);
-	free(cpu);
-	free(last);
 out:
 	close(go[1]);
 	for (long i = 0; i < accepted; i++)
@@ -363,5 +349,172 @@ out:
 	waitpid(child, &st, 0);
 	if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
 		rc = 1;
+	return rc;
+}
+
+/* --procs W: W writer processes (each with its reading process) of about
+ * n/W pairs each. Every round all of them start writing at one moment the
+ * parent names, a little ahead; the round's time to the last reader is from
+ * that moment until the last reader of all had the message, its loop time
+ * the slowest writer's and its CPU the writers' sum. Returns 0 or 1. */
+static int groups_run(long n, long rounds, int use_unix, long procs, double *loop, double *cpu, double *last)
+{
+	struct group *g = xcalloc((size_t)procs, sizeof(*g));
+	int rc = 1;
+	long started = 0;
+	fflush(stdout);
+	for (; started < procs; started++) {
+		int down[2], up[2];
+		if (pipe2(down, O_CLOEXEC) != 0 || pipe2(up, O_CLOEXEC) != 0) {
+			fprintf(stderr, "fanout-floor: pipe: %s\n", strerror(errno));
+			goto out;
+		}
+		long share = n / procs + (started < n % procs);
+		pid_t pid = fork();
+		if (pid < 0) {
+			fprintf(stderr, "fanout-floor: fork: %s\n", strerror(errno));
+			close(down[0]);
+			close(down[1]);
+			close(up[0]);
+			close(up[1]);
+			goto out;
+		}
+		if (pid == 0) {
+			for (long j = 0; j < started; j++) {
+				close(g[j].to);
+				close(g[j].from);
+			}
+			close(down[1]);
+			close(up[0]);
+			_exit(group_run(share, rounds, use_unix, down[0], up[1], NULL, NULL, NULL));
+		}
+		close(down[0]);
+		close(up[1]);
+		g[started] = (struct group){ .pid = pid, .to = down[1], .from = up[0] };
+	}
+	for (long r = 0; r < rounds; r++) {
+		for (long j = 0; j < procs; j++) {
+			char rd;
+			if (read_all(g[j].from, &rd, 1, 300) != 0) {
+				fprintf(stderr, "fanout-floor: writer %ld did not get ready for round %ld\n", j + 1,
+					r + 1);
+				goto out;
+			}
+		}
+		/* Far enough ahead that every writer is asleep waiting for it. */
+		int64_t start = tool_now_ns() + 20000000;
+		for (long j = 0; j < procs; j++)
+			if (write_all(g[j].to, &start, sizeof(start)) != 0)
+				goto out;
+		double lmax = 0, csum = 0;
+		int64_t tl = start;
+		for (long j = 0; j < procs; j++) {
+			struct group_round gr;
+			if (read_all(g[j].from, &gr, sizeof(gr), 120) != 0) {
+				fprintf(stderr, "fanout-floor: no answer from writer %ld in round %ld\n", j + 1, r + 1);
+				goto out;
+			}
+			lmax = gr.loop > lmax ? gr.loop : lmax;
+			csum += gr.cpu;
+			tl = gr.last > tl ? gr.last : tl;
+		}
+		loop[r] = lmax;
+		cpu[r] = csum;
+		last[r] = (double)(tl - start) / 1e9;
+	}
+	rc = 0;
+out:
+	for (long j = 0; j < started; j++) {
+		close(g[j].to);
+		close(g[j].from);
+	}
+	for (long j = 0; j < started; j++) {
+		int st;
+		waitpid(g[j].pid, &st, 0);
+		if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			rc = 1;
+	}
+	free(g);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	tool_usage("fanout-floor", USAGE);
+	long n = -1, rounds = 7, procs = 1;
+	int json_only = 0, use_unix = 0;
+	const struct tool_opt opts[] = {
+		TOOL_LONG("N", &n, 1, 500000, "a number",
+			  "  N             socket pairs (1 to 500000; each process holds N descriptors,\n"
+			  "                or its share of them with --procs)\n"),
+		TOOL_LONG("--rounds", &rounds, 1, 1000, "a number",
+			  "  --rounds R    rounds to take the median of (default 7)\n"),
+		TOOL_LONG("--procs", &procs, 1, 64, "a number",
+			  "  --procs W     W writer processes, each with its own reading process and\n"
+			  "                listener, fanning out to their share of the N at one moment;\n"
+			  "                the time is until the last reader of all has the message\n"
+			  "                (the floor for a group of W herald workers; default 1)\n"),
+		TOOL_FLAG("--unix", &use_unix, "  --unix        unix stream socket pairs instead of loopback TCP\n"),
+		TOOL_FLAG("--json", &json_only, "  --json        only the JSON line\n"),
+		TOOL_HELP("  --help        this text\n"),
+		TOOL_END,
+	};
+	int rc = tool_opt_parse(opts, argc, argv, help);
+	if (rc >= 0)
+		return rc;
+	if (n < 0)
+		return tool_usage_error("say how many socket pairs (N)");
+	if (procs > n)
+		return tool_usage_error("--procs may be at most N");
+	char what[96];
+	long per = n / procs + (n % procs != 0);
+	snprintf(what, sizeof(what), "%ld socket pairs (in each of two processes)", per);
+	if (tool_check_fds(per + 32, what) != 0)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+
+	double *loop = xmalloc((size_t)rounds * sizeof(double));
+	double *cpu = xmalloc((size_t)rounds * sizeof(double));
+	double *last = xmalloc((size_t)rounds * sizeof(double));
+	rc = procs > 1 ? groups_run(n, rounds, use_unix, procs, loop, cpu, last)
+		       : group_run(n, rounds, use_unix, -1, -1, loop, cpu, last);
+	if (rc == 0) {
+		tool_sort_doubles(loop, (size_t)rounds);
+		tool_sort_doubles(cpu, (size_t)rounds);
+		tool_sort_doubles(last, (size_t)rounds);
+		double mloop = tool_percentile(loop, (size_t)rounds, 50);
+		double mcpu = tool_percentile(cpu, (size_t)rounds, 50);
+		double mlast = tool_percentile(last, (size_t)rounds, 50);
+		double last_min = last[0];
+		double last_max = last[rounds - 1];
+		char b1[32], b2[32], b3[32], b4[32], b5[32], c1[32];
+		if (!json_only) {
+			printf("| floor: %s pairs (N) | writers | rounds | writer loop | per write | writer CPU | last "
+			       "reader has it (median) | min – max |\n|---|---|---|---|---|---|---|---|\n",
+			       use_unix ? "unix" : "TCP");
+			printf("| %s | %ld | %ld | %s | %.1f us | %s | **%s** | %s – %s |\n",
+			       tool_fmt_count(n, c1, sizeof(c1)), procs, rounds, tool_fmt_dur(mloop, b1, sizeof(b1)),
+			       mloop / (double)per * 1e6, tool_fmt_dur(mcpu, b2, sizeof(b2)),
+			       tool_fmt_dur(mlast, b3, sizeof(b3)), tool_fmt_dur(last_min, b4, sizeof(b4)),
+			       tool_fmt_dur(last_max, b5, sizeof(b5)));
+		}
+		tool_json_open(NULL, '{');
+		tool_json_text("tool", "fanout-floor");
+		tool_json_text("transport", use_unix ? "unix" : "tcp");
+		tool_json_int("n", n);
+		tool_json_int("procs", procs);
+		tool_json_int("rounds", rounds);
+		tool_json_int("msg_bytes", MSG_LEN);
+		tool_json_num("loop_ms", mloop * 1e3);
+		tool_json_num("per_write_us", mloop / (double)per * 1e6);
+		tool_json_num("cpu_ms", mcpu * 1e3);
+		tool_json_num("last_reader_ms", mlast * 1e3);
+		tool_json_num("last_reader_min_ms", last_min * 1e3);
+		tool_json_num("last_reader_max_ms", last_max * 1e3);
+		tool_json_close();
+	}
+	free(loop);
+	free(cpu);
+	free(last);
 	return rc;
 }

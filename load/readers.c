@@ -43,7 +43,8 @@ static const char USAGE[] =
 	"       [--tls [--insecure | --cacert FILE] [--tls-cert FILE --tls-key FILE]]\n"
 	"       load/readers N --opens R\n"
 	"       load/readers N --restart [--rate E] [--before S] [--after S]\n"
-	"       load/readers N --soak S [--rate E] [--churn C] [--sample S] [--warmup S]\n";
+	"       load/readers N --soak S [--rate E] [--churn C] [--sample S] [--warmup S]\n"
+	"       load/readers N --procs P [--workers W]\n";
 
 static volatile int stop_flag; /* set by SIGINT and SIGTERM */
 
@@ -77,7 +78,8 @@ static void help(const struct tool_opt *t)
 	       "\n");
 	tool_opt_help(t);
 	printf("\n"
-	       "Modes (each starts its own herald; none takes --server, --tls or --unix):\n"
+	       "Modes (each starts its own herald, but --procs may take --server; none\n"
+	       "takes --tls or --unix):\n"
 	       "  --opens R: R rounds of opening the N readers at once against herald and\n"
 	       "    against load/minimal-sse (accept, read the head, write the same head),\n"
 	       "    alternating; herald's median beside the minimal server's, and each one's\n"
@@ -91,7 +93,14 @@ static void help(const struct tool_opt *t)
 	       "  --soak S: the N readers for S seconds while events are INSERTed at --rate\n"
 	       "    and another process connects and leaves --churn times a second (streams\n"
 	       "    and health requests in turn); herald's RSS and CPU every --sample seconds,\n"
-	       "    the RSS slope after --warmup, and every reader's ids checked.\n");
+	       "    the RSS slope after --warmup, and every reader's ids checked.\n"
+	       "  --procs P [--workers W]: the N readers spread over P client processes,\n"
+	       "    process i binding to 127.0.i+1.1 (.. 127.0.i+1.K with --sources K), so\n"
+	       "    each has its own ports and open-file limit; herald (started here as a\n"
+	       "    group of W workers, or --server with --db) gets K events by INSERT.\n"
+	       "    Every reader's ids are checked (missed, repeated, out of order), each\n"
+	       "    event timed to the last reader of all, herald's RSS and CPU summed over\n"
+	       "    its processes, and the floor is load/fanout-floor N --procs W.\n");
 	printf("Exit status: 0 when every reader opened and had every event (in the modes:\n"
 	       "none missed or repeated); 1 otherwise; 2 usage.\n");
 	tool_herald_help();
@@ -210,6 +219,11 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_SECONDS("--warmup", &o->warmup, 0, 86400,
 			     "  --warmup S         --soak: the warm-up left out of the slope (default a fifth\n"
 			     "                     of the soak, at most 60 s)\n"),
+		TOOL_LONG("--procs", &o->procs, 1, 64, "a number",
+			  "  --procs P          spread the readers over P client processes (below)\n"),
+		TOOL_LONG("--workers", &o->workers, 1, 64, "a number",
+			  "  --workers W        --procs: the herald started here runs as a group of W workers;\n"
+			  "                     with --server, the workers of the group measured (for the floor)\n"),
 		TOOL_HELP("  --help             this text\n"),
 		TOOL_END,
 	};
@@ -245,8 +259,15 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 	if (o->server && o->tls_cert)
 		return tool_usage_error("--tls-cert and --tls-key are for the herald started here (no --server)");
 	int modes = (o->opens > 0) + o->restart + (o->soak > 0);
-	if (modes > 1)
-		return tool_usage_error("--opens, --restart and --soak exclude each other");
+	if (modes + (o->procs > 0) > 1)
+		return tool_usage_error("--opens, --restart, --soak and --procs exclude each other");
+	if (o->procs && (o->tls || o->unix_listener || o->post || o->publish))
+		return tool_usage_error("--procs publishes by INSERT to readers over TCP: leave out --tls, --unix, "
+					"--post and --publish");
+	if (o->procs > o->n)
+		return tool_usage_error("--procs may be at most N");
+	if (o->workers && !o->procs)
+		return tool_usage_error("--workers goes with --procs");
 	if (modes && (o->server || o->tls || o->unix_listener || o->post))
 		return tool_usage_error("--opens, --restart and --soak start their own herald: leave out --server, "
 					"--tls, --unix and --post");
@@ -285,14 +306,12 @@ static void sample_threads(struct run *m)
 		m->threads_max = t;
 }
 
-/* Run load/fanout-floor N --json (over unix sockets when the readers used
- * one) and return its median time to the last reader in seconds, NAN when it
- * could not run. */
-static double run_floor(long n, int over_unix)
+double run_floor(long n, int over_unix, long writers)
 {
-	char path[4096], arg[32];
+	char path[4096], arg[32], w[32];
 	tool_sibling("fanout-floor", path, sizeof(path));
 	snprintf(arg, sizeof(arg), "%ld", n);
+	snprintf(w, sizeof(w), "%ld", writers > 1 ? writers : 1);
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		return NAN;
@@ -306,16 +325,16 @@ static double run_floor(long n, int over_unix)
 	if (pid == 0) {
 		dup2(pfd[1], 1);
 		if (over_unix)
-			execl(path, path, arg, "--json", "--unix", (char *)NULL);
+			execl(path, path, arg, "--json", "--unix", "--procs", w, (char *)NULL);
 		else
-			execl(path, path, arg, "--json", (char *)NULL);
+			execl(path, path, arg, "--json", "--procs", w, (char *)NULL);
 		fprintf(stderr, "readers: cannot run %s: %s\n", path, strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
 	char out[4096];
 	size_t len = 0;
-	double deadline = tool_now_s() + 120;
+	double deadline = tool_now_s() + 300;
 	while (len < sizeof(out) - 1 && tool_now_s() < deadline) {
 		struct pollfd pf = { .fd = pfd[0], .events = POLLIN };
 		if (poll(&pf, 1, 1000) <= 0)
@@ -348,7 +367,12 @@ static int start_own(struct ctx *x)
 	struct options *o = &x->opt;
 	struct tool_herald *h = &x->h;
 	const char *extra[8] = { NULL };
-	if (o->tls) {
+	char workers[32];
+	if (o->workers > 1) {
+		snprintf(workers, sizeof(workers), "%ld", o->workers);
+		extra[0] = "--workers";
+		extra[1] = workers;
+	} else if (o->tls) {
 		if (o->tls_cert) {
 			snprintf(x->tls.cert_path, sizeof(x->tls.cert_path), "%s", o->tls_cert);
 			snprintf(x->tls.key_path, sizeof(x->tls.key_path), "%s", o->tls_key);
@@ -430,7 +454,7 @@ static int setup(struct ctx *x)
 	/* The accept queue's maximum is the backlog that took effect. */
 	m->backlog_effective = tool_accept_queue_max(&x->target);
 	if (x->target.family != AF_UNIX)
-		check_ports(o->n, o->sources);
+		check_ports(o->procs ? o->n / o->procs + (o->n % o->procs != 0) : o->n, o->sources);
 	if (m->backlog < 0)
 		m->backlog = m->backlog_effective;
 	const char *trust = o->cacert ? o->cacert : !o->server ? x->tls.cert_path : NULL;
@@ -573,7 +597,7 @@ static int finish(struct ctx *x)
 	if (!o->no_floor && !stop_flag && x->cl->c.opened > 0) {
 		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n",
 			x->cl->c.opened);
-		x->m.floor_s = run_floor(x->cl->c.opened, x->target.family == AF_UNIX);
+		x->m.floor_s = run_floor(x->cl->c.opened, x->target.family == AF_UNIX, 1);
 	}
 	return report(o, &x->m, x->cl, &x->ev, &x->tls, stop_flag);
 }
@@ -616,8 +640,10 @@ int main(int argc, char **argv)
 	long soft = 0, hard = 0;
 	tool_raise_nofile(&soft, &hard);
 	char what[64];
-	snprintf(what, sizeof(what), "%ld readers", x->opt.n);
-	if (tool_check_fds(x->opt.n + 64, what) != 0) {
+	/* With --procs each client process holds its share. */
+	long per = x->opt.procs ? x->opt.n / x->opt.procs + (x->opt.n % x->opt.procs != 0) : x->opt.n;
+	snprintf(what, sizeof(what), "%ld readers%s", per, x->opt.procs ? " in each client process" : "");
+	if (tool_check_fds(per + 64, what) != 0) {
 		free(x);
 		return 2;
 	}
@@ -631,9 +657,11 @@ int main(int argc, char **argv)
 	if (x->opt.warmup < 0)
 		x->opt.warmup = x->opt.soak / 5 < 60 ? x->opt.soak / 5 : 60;
 	rc = setup(x);
-	if (rc == 0 && (x->opt.opens || x->opt.restart || x->opt.soak > 0)) {
+	if (rc == 0 && (x->opt.opens || x->opt.restart || x->opt.soak > 0 || x->opt.procs)) {
 		/* The modes print their own report and stop herald themselves. */
-		if (x->opt.opens)
+		if (x->opt.procs)
+			rc = many_run(&x->opt, &x->h, &x->target, x->request, &x->pub, &stop_flag);
+		else if (x->opt.opens)
 			rc = opens_run(&x->opt, &x->h, &x->target, x->request, &stop_flag);
 		else if (x->opt.restart)
 			rc = restart_run(&x->opt, &x->h, &x->target, x->request, &x->pub, &stop_flag);

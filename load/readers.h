@@ -18,6 +18,10 @@
  *                      herald's RSS and CPU sampled
  *   readers-steady.c   what --restart and --soak share: publishing at a
  *                      rate by INSERT, and the per-reader id check
+ *   readers-many.c     --procs: the readers spread over several client
+ *                      processes (for more than one process's open files),
+ *                      each reporting per event over a pipe; herald as a
+ *                      group of --workers
  *
  * The epoll client, its TLS and its event records are the tools' shared
  * SSE client (sse-client.h). The one upward path, the publisher's POST
@@ -58,6 +62,8 @@ struct options {
 	double warmup;  /* --soak: samples before this are the warm-up */
 	long churn;     /* --soak: connects a second of the churning client */
 	int no_last_id; /* --restart: reconnect without Last-Event-ID */
+	long procs;     /* --procs P: client processes, 0 = the one-process run */
+	long workers;   /* --workers W: herald's workers (started here, or measured) */
 };
 
 /* A reading of the server's CPU (and this client's) at one moment. */
@@ -168,6 +174,18 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 		struct publisher *pub, volatile int *stop);
 int soak_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
 	     struct publisher *pub, volatile int *stop);
+
+/* --procs: the whole run against the herald readers.c started (h) or a
+ * running one (o->server, o->pid), publishing through pub (its database
+ * open); prints its tables and JSON line. Returns 0 when every reader opened
+ * and had every event once and in order, 1 otherwise. */
+int many_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
+	     struct publisher *pub, volatile int *stop);
+
+/* Run load/fanout-floor N --json (--unix when over_unix, --procs W when
+ * writers > 1) and return its median time to the last reader in seconds,
+ * NAN when it could not run. */
+double run_floor(long n, int over_unix, long writers);
 
 /* ---- readers-report.c ------------------------------------------------------------ */
 

@@ -113,13 +113,15 @@ static void reader_connect(struct client *c, long i)
 		reader_fail(c, r, kind_of(c, errno));
 		return;
 	}
-	if (c->sources > 1 && c->target.family == AF_INET) {
-		/* Spread over 127.0.0.x; the port is picked at connect time so that
-		 * each source address has its own ephemeral range. */
+	if ((c->sources > 1 || c->source_first) && c->target.family == AF_INET) {
+		/* Spread over 127.0.0.x (or from source_first on); the port is
+		 * picked at connect time so that each source address has its own
+		 * ephemeral range. */
 		int one = 1;
 		setsockopt(r->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
 		struct sockaddr_in src = { .sin_family = AF_INET };
-		src.sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)(i % c->sources));
+		uint32_t first = c->source_first ? c->source_first : 0x7f000001u;
+		src.sin_addr.s_addr = htonl(first + (uint32_t)(i % (c->sources > 1 ? c->sources : 1)));
 		if (bind(r->fd, (struct sockaddr *)&src, sizeof(src)) != 0) {
 			reader_fail(c, r, kind_of(c, errno));
 			return;

@@ -151,6 +151,10 @@ struct client {
 	long next_connect; /* readers not started yet begin here */
 	struct tool_addr target;
 	long sources; /* spread source addresses over 127.0.0.1 .. 127.0.0.K */
+	/* The first source address (host order) when not 127.0.0.1: set,
+	 * every reader binds to it (plus i % sources), so client processes
+	 * side by side each have their own ports. 0 by default. */
+	uint32_t source_first;
 	char request[2048];
 	size_t request_len;
 	struct counts c;

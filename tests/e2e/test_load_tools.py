@@ -266,6 +266,52 @@ def test_fanout_floor():
     assert js["last_reader_min_ms"] <= js["last_reader_ms"] <= js["last_reader_max_ms"]
     code, out, err, js = run("fanout-floor", 20, "--rounds", 2, "--unix", "--json")
     assert js["transport"] == "unix" and js["last_reader_ms"] > 0
+    # Split over writers that start at one moment: the floor for a group.
+    code, out, err, js = run("fanout-floor", 61, "--rounds", 2, "--procs", 3, "--json")
+    assert js["n"] == 61 and js["procs"] == 3 and js["rounds"] == 2, js
+    assert js["loop_ms"] > 0 and js["cpu_ms"] >= 0 and js["last_reader_ms"] > 0
+    assert js["last_reader_min_ms"] <= js["last_reader_ms"] <= js["last_reader_max_ms"]
+
+
+def test_readers_procs_over_a_group_of_workers():
+    """`load/readers N --procs P --workers W`: herald of the build under test
+    as a main process and W workers, the readers spread over P client
+    processes; every reader had every event once and in order, and every
+    figure is there and consistent."""
+    herald = os.path.abspath(harness.HERALD_BIN)
+    code, out, err, js = run("readers", 600, "--procs", 3, "--workers", 2, "--events", 3, "--interval", 0.2,
+                             "--idle", 0.3, timeout=50, env={"HERALD_BIN": herald})
+    assert js["tool"] == "readers" and js["mode"] == "procs", js
+    assert js["n"] == 600 and js["procs"] == 3 and js["workers"] == 2, js
+    assert js["herald_processes"] == 3, js  # the main process and two workers
+    assert js["opened"] == 600 and js["open_errors"] == 0 and js["open_ms"] > 0, js
+    assert all(v == 0 for v in js["errors"].values()), js["errors"]
+    assert js["events_published"] == 3 and js["events_failed"] == 0, js
+    ids = [e["id"] for e in js["events"]]
+    assert len(ids) == 3 and ids == sorted(set(ids)), ids
+    for e in js["events"]:
+        assert e["received"] == 600 and e["missing"] == 0, e
+        assert 0 < e["last_ms"] < 10000, e
+    assert 0 < js["event_last_median_ms"] <= js["event_last_max_ms"], js
+    # The id check in the client processes: each reader read every id once, in order.
+    assert js["readers_checked"] == 600 and js["readers_complete"] == 600, js
+    assert js["ids_missed"] == 0 and js["ids_duplicated"] == 0 and js["ids_out_of_order"] == 0, js
+    assert js["readers_with_missed"] == js["readers_with_duplicates"] == js["readers_out_of_order"] == 0, js
+    assert js["still_open"] == 600, js
+    # herald's memory and CPU summed over its processes, and the clients' CPU.
+    assert 0 < js["rss_before_kb"] < js["rss_open_kb"], js
+    assert js["rss_per_reader_bytes"] > 0, js
+    assert js["server_cpu_per_event_ms"] >= 0 and js["server_cpu_idle_pct"] >= 0, js
+    assert js["client_cpu_open_s"] > 0 and js["client_cpu_events_s"] >= 0, js
+    # The floor split over as many writers as herald has workers.
+    assert js["floor_writers"] == 2 and js["floor_ms"] > 0, js
+    assert abs(js["floor_ratio"] - js["event_last_median_ms"] / js["floor_ms"]) < 0.01, js
+    assert js["herald_exit"] == 0, js
+    assert "| 600 | 3 | 3 |" in out, out
+    assert len(re.findall(r"^\| [123] \| \d+ \| 600 \| 0 \| ", out, re.M)) == 3, out
+
+
+test_readers_procs_over_a_group_of_workers.timeout = 60
 
 
 def test_backlog_experiment_small():
@@ -284,7 +330,8 @@ def test_usage_errors():
     bad = {
         "readers": [[], ["0"], ["abc"], ["10", "--bogus"], ["10", "--events"], ["10", "--server", "nowhere"],
                     ["10", "--server", "127.0.0.1:1"], ["10", "--pid", "1"], ["10", "--interval", "-1"],
-                    ["2000000"]],
+                    ["2000000"], ["10", "--workers", "2"], ["10", "--procs", "2", "--post"],
+                    ["10", "--procs", "2", "--opens", "2"], ["2", "--procs", "3"]],
         "open-only": [[], ["x"], ["5", "--timeout", "0"], ["5", "--server", "1.2.3"]],
         "overflow-report": [["--port", "0"], ["--watch", "x"], ["--count", "2"], ["extra"]],
         "publish": [[], ["10", "-c", "0"], ["10", "-c", "2", "-k", "4"], ["10", "--db", "x.db"]],
