@@ -3,6 +3,8 @@
 #   make check  the quick loop: build with ASan+UBSan, run the unit tests and
 #               replay the fuzz corpora (no packages installed, no sudo)
 #   make test   install missing packages, build with ASan+UBSan, run every test
+#   make bench-peer  install nginx and nchan if missing, build, measure herald
+#               beside them (load/bench-peer)
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
 # The libraries, as pkg-config name=Debian package (scripts/deps installs them).
@@ -56,7 +58,7 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
               tls-handshakes
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
-LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers plot
+LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers bench-peer plot
 LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 # The tools' library: what the tools share (load/tool*.c: options, JSON,
 # /proc, finding herald, certificates; load/sse-client*.c: the SSE client)
@@ -66,8 +68,8 @@ LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.
                 $(foreach m,util procstat sockdiag,$(BUILD)/obj/$(m).o)
 LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm
 
-.PHONY: all deps pkg-check browser-deps run test check unit bench bench-check fuzz fuzz-targets format install \
-	uninstall clean
+.PHONY: all deps pkg-check browser-deps run test check unit bench bench-check bench-peer fuzz fuzz-targets format \
+	install uninstall clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -252,6 +254,14 @@ bench: deps
 bench-check: deps
 	@$(MAKE) --no-print-directory all
 	@HERALD_BUILD=$(BUILD) load/bench-check
+
+# herald beside nginx + nchan (one worker), with the same client and the
+# kernel's floors, in one run (load/bench-peer --help); the bench set of
+# scripts/deps brings nginx and the module.
+bench-peer:
+	@scripts/deps bench
+	@$(MAKE) --no-print-directory all
+	@HERALD_BUILD=$(BUILD) load/bench-peer
 
 # Coverage-guided fuzzing: each target in turn for FUZZ_SECONDS (or until
 # FUZZ_RUNS executions, when given), with its corpus and dictionary; new

@@ -3,7 +3,14 @@
  * connection whose answers are read in the readers' epoll loop (tag
  * UINT64_MAX, handled by pub_readable), so a publish never waits for its
  * answer. Each publish records its t0/t1 in struct events and, once known,
- * hands the event's id to events_id_known(). */
+ * hands the event's id to events_id_known().
+ *
+ * A peer (--peer nchan) numbers its messages its own way ("id: TIME:TAG"),
+ * so there the publisher numbers them: peer_base (drawn per run, so a
+ * message another run left in the peer's buffer matches nothing) plus the
+ * sequence number. That id is known when the POST is sent, travels as the
+ * first word of the body, and comes back as the frame's data line
+ * (pub_frame). */
 #include "readers.h"
 
 #include <errno.h>
@@ -23,6 +30,8 @@ void pub_init(struct publisher *p, struct events *ev, const char *token)
 	p->token = token;
 	p->fd = -1;
 	snprintf(p->run_tag, sizeof(p->run_tag), "%lx", (unsigned long)time(NULL) ^ ((unsigned long)getpid() << 16));
+	p->peer_base =
+		(int64_t)(((unsigned long)time(NULL) ^ ((unsigned long)getpid() << 12)) % 1000000000UL) * 1000000;
 }
 
 int pub_db_open(struct publisher *p, const char *path)
@@ -104,16 +113,21 @@ void publish(struct publisher *p, long k)
 		return;
 	}
 	char body[256], req[1024];
-	int bl = snprintf(body, sizeof(body), "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"%s\",\"public\":true}",
-			  data);
+	int bl;
+	if (p->peer)
+		bl = snprintf(body, sizeof(body), "%lld run=%s", (long long)(p->peer_base + k + 1), p->run_tag);
+	else
+		bl = snprintf(body, sizeof(body),
+			      "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"%s\",\"public\":true}", data);
 	char auth[300] = "";
 	if (p->token)
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", p->token);
 	int rl = snprintf(req, sizeof(req),
-			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\n"
 			  "Content-Length: %d\r\n%s\r\n%s",
 			  p->addr.path[0] ? p->addr.path : "/api/events",
-			  p->addr.family == AF_UNIX ? "localhost" : p->addr.text, bl, auth, body);
+			  p->addr.family == AF_UNIX ? "localhost" : p->addr.text,
+			  p->peer ? "text/plain" : "application/json", bl, auth, body);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (p->fd < 0 && pub_connect(p) != 0)
 			break;
@@ -121,6 +135,8 @@ void publish(struct publisher *p, long k)
 		if (write(p->fd, req, (size_t)rl) == rl) {
 			if (p->nwait < (int)(sizeof(p->waiting) / sizeof(p->waiting[0])))
 				p->waiting[p->nwait++] = k;
+			if (p->peer)
+				events_id_known(p->ev, k, p->peer_base + k + 1);
 			return;
 		}
 		pub_drop(p); /* the server closed the idle keep-alive: reconnect once */
@@ -129,7 +145,9 @@ void publish(struct publisher *p, long k)
 	p->ev->failed[k] = 1;
 }
 
-/* Read POST answers: "HTTP/1.1 201 ...", Content-Length, {"id":N}. */
+/* Read POST answers: "HTTP/1.1 201 ...", Content-Length, {"id":N}; a
+ * peer's "201 Created" or "202 Accepted" (no subscriber, or some) with a text
+ * body. */
 void pub_readable(void *arg)
 {
 	struct publisher *p = arg;
@@ -168,7 +186,10 @@ void pub_readable(void *arg)
 			memmove(p->waiting, p->waiting + 1, (size_t)--p->nwait * sizeof(p->waiting[0]));
 		if (k >= 0) {
 			p->ev->t1[k] = tool_now_ns();
-			if (status == 201 && tool_json_number(p->in + hl, "id", &idv) == 0 && idv > 0) {
+			if (p->peer && (status == 201 || status == 202)) {
+				/* its id was known when it was sent */
+			} else if (!p->peer && status == 201 && tool_json_number(p->in + hl, "id", &idv) == 0 &&
+				   idv > 0) {
 				events_id_known(p->ev, k, (int64_t)idv);
 			} else {
 				p->ev->failed[k] = 1;
@@ -183,4 +204,12 @@ void pub_readable(void *arg)
 	}
 	if (p->in_len >= sizeof(p->in) - 1)
 		pub_drop(p);
+}
+
+void pub_frame(void *arg, long i, int64_t id, int64_t stamp, int64_t now)
+{
+	struct publisher *p = arg;
+	(void)id;
+	if (stamp > 0)
+		events_saw(p->ev, i, stamp, now);
 }

@@ -36,7 +36,7 @@
 
 static const char USAGE[] =
 	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--port P] [--backlog B]\n"
-	"       [--unix] [--post]\n"
+	"       [--unix] [--post] [--peer nchan]\n"
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
 	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--opens-csv FILE] [--run LABEL] [--no-floor]\n"
 	"       [--keep]\n"
@@ -115,6 +115,15 @@ static int take_path(void *ptr, const char *name, const char *v)
 	return 0;
 }
 
+/* --peer: the one other server whose frames the client knows. */
+static int take_peer(void *ptr, const char *name, const char *v)
+{
+	if (strcmp(v, "nchan") != 0)
+		return tool_usage_error("%s knows nchan only", name);
+	*(const char **)ptr = v;
+	return 0;
+}
+
 /* --token: sent in a header line, so no line breaks. */
 static int take_token(void *ptr, const char *name, const char *v)
 {
@@ -154,6 +163,10 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 			  "                     the readers connect through it\n"),
 		TOOL_FLAG("--post", &o->post,
 			  "  --post             publish to the herald started here by POST, not INSERT\n"),
+		TOOL_CALL("--peer", &o->peer, take_peer, "a server kind",
+			  "  --peer nchan       --server is nginx with nchan (an eventsource subscriber\n"
+			  "                     location) and --publish its publisher location: each event\n"
+			  "                     is POSTed as \"SEQ run=TAG\" and known by its data line\n"),
 		TOOL_LONG("--events", &o->events, 1, 10000, "a number",
 			  "  --events K         events to publish (default 10)\n"),
 		TOOL_SECONDS("--interval", &o->interval, 0, 3600,
@@ -248,6 +261,8 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 	}
 	if (o->db && o->publish)
 		return tool_usage_error("--db and --publish exclude each other");
+	if (o->peer && (!o->server || !o->publish || o->tls))
+		return tool_usage_error("--peer goes with --server and --publish, without --tls");
 	if (!o->tls && (o->insecure || o->cacert || o->tls_cert || o->tls_key))
 		return tool_usage_error("--insecure, --cacert, --tls-cert and --tls-key go with --tls");
 	if (o->tls && o->unix_listener)
@@ -683,6 +698,11 @@ int main(int argc, char **argv)
 		x->pub.ep = x->cl->ep;
 		x->cl->other = pub_readable;
 		x->cl->other_arg = &x->pub;
+		if (x->opt.peer) {
+			x->pub.peer = 1;
+			x->cl->frame = pub_frame;
+			x->cl->frame_arg = &x->pub;
+		}
 		phase_open(x, soft);
 		phase_events(x);
 		phase_idle(x);

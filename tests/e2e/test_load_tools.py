@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
          "minimal-sse", "tls-handshakes"]
 SCRIPTS = ["bench", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
-           "plot"]  # scripts beside the C tools
+           "bench-peer", "plot"]  # scripts beside the C tools
 
 
 # The build under test (tests/run.py exports it): its load tools are tested.
@@ -409,6 +409,55 @@ def test_bench_redis_small():
 
 
 test_bench_redis_small.timeout = 180
+
+
+def _nchan_missing():
+    """Why nginx with the nchan module cannot run here, or None."""
+    if not (os.environ.get("NGINX") or shutil.which("nginx") or os.access("/usr/sbin/nginx", os.X_OK)):
+        return "nginx is not installed (Debian: nginx-light; scripts/deps installs it)"
+    module = os.environ.get("NCHAN_MODULE") or "/usr/lib/nginx/modules/ngx_nchan_module.so"
+    if not os.path.isfile(module):
+        return f"the nchan module {module} is not installed (Debian: libnginx-mod-nchan; scripts/deps installs it)"
+    return None
+
+
+def test_bench_peer_small():
+    # herald and a real nginx+nchan, each with every reader opened and every
+    # event at every reader, the floors measured, and the table and the JSON
+    # line carrying each figure; the nginx started here is gone afterwards.
+    # scripts/deps installs nginx and the module with the rest (make test),
+    # so their absence is a set-up to fix, said as such.
+    why = _nchan_missing()
+    assert why is None, why
+    code, out, err, js = run("bench-peer", "--readers", 200, "--events", 3, "--rounds", 1, "--interval", 0.1,
+                             timeout=200)
+    assert js["tool"] == "bench-peer" and js["complete"] is True, js
+    res = js["results"]["200"]
+    for who in ("herald", "nchan"):
+        runs = res["runs"][who]
+        assert len(runs) == 1 and runs[0]["opened"] == 200, (who, runs)
+        assert runs[0]["received"] == [200, 200, 200] and runs[0]["missing_total"] == 0, (who, runs)
+        assert runs[0]["events_failed"] == 0, (who, runs)
+        for key in ("open_ms", "event_to_last_ms", "cpu_ms_per_event", "rss_per_reader_kb", "open_vs_floor",
+                    "event_vs_floor"):
+            assert res[who][key] is not None and res[who][key] >= 0, (who, key, res[who])
+        assert res[who]["open_ms"] > 0 and res[who]["event_to_last_ms"] > 0, (who, res[who])
+    assert res["floors"]["write_floor_ms"] > 0 and res["floors"]["open_floor_ms"] > 0, res["floors"]
+    assert "| herald |" in out and "| nginx + nchan, one worker |" in out and "| kernel floors |" in out, out
+    assert "NO (" not in out, out
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).startswith("nginx: master")
+                and "herald-peer-" in _cmdline(p)], "an nginx of load/bench-peer is still running"
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+test_bench_peer_small.timeout = 240
 
 
 def test_help_every_tool():
