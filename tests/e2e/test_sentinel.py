@@ -140,8 +140,11 @@ def _run_failover(nodes, primary, replica, sentinels, caddy, n_readers, before_k
         t.join(15)
         assert not errors, errors
         assert "kill" in timing and "back" in timing, f"publishing did not resume: {results[-5:]}"
+        back = [re.search(r"is back after ([0-9.]+) s", n.log()) for n in nodes]
         print(f"failover: {timing['back'] - timing['kill']:.2f} s from SIGKILL of the primary to the next 201 "
-              f"({sum(1 for r in results if r[1] == 503)} publishes answered 503 meanwhile)")
+              f"through Caddy ({sum(1 for r in results if r[1] == 503)} publishes answered 503 meanwhile); "
+              f"the nodes were back on the new primary after "
+              f"{', '.join(m.group(1) + ' s' if m else '?' for m in back)}")
 
         statuses = sorted(set(st for _, st, _, _ in results))
         assert set(statuses) <= {201, 503}, f"statuses other than 201 and 503: {statuses}"
