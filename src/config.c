@@ -5,8 +5,9 @@
  * the settings themselves, so that every error names it, here and in the
  * modules' own checks (config_check.c); errors go to the log. Besides log
  * and util it uses only pure parsers (addr.h's trusted-proxy list,
- * redis_url.h), which touch nothing. */
+ * redis_url.h, redis_sentinel.h's list check), which touch nothing. */
 #include "config.h"
+#include "redis_sentinel.h"
 #include "redis_url.h"
 
 #include <ctype.h>
@@ -50,7 +51,7 @@ struct key {
 };
 
 static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_cookie, check_redis_url,
-	check_redis_stream;
+	check_redis_stream, check_redis_sentinels, check_redis_master_name;
 
 /* Indexed by enum metrics_mode. */
 static const char *const metrics_modes[] = { "any", "local", "token", NULL };
@@ -109,6 +110,10 @@ static const struct key keys[] = {
 	KEY("console", K_BOOL, console, 0, 0, "on"),
 	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL | KF_RESTART,
 	    .check = check_redis_url),
+	KEY("redis_sentinels", K_STR, redis_sentinels, 0, 4096, "", .flags = KF_RESTART,
+	    .check = check_redis_sentinels),
+	KEY("redis_master_name", K_STR, redis_master_name, 0, 200, "", .flags = KF_RESTART,
+	    .check = check_redis_master_name),
 	KEY("redis_stream", K_STR, redis_stream, 1, 200, "herald", .flags = KF_RESTART, .check = check_redis_stream),
 	KEY("redis_wait_replicas", K_INT, redis_wait_replicas, 0, 64, "0"),
 	KEY("redis_wait_timeout", K_DUR_MS, redis_wait_timeout_ms, 1, 60000, "1s"),
@@ -388,6 +393,23 @@ static const char *check_redis_url(const char *v, char *buf, size_t len)
 	if (why)
 		snprintf(buf, len, "%s", why);
 	return why ? buf : NULL;
+}
+
+static const char *check_redis_sentinels(const char *v, char *buf, size_t len)
+{
+	return v[0] ? redis_sentinel_check_list(v, buf, len) : NULL;
+}
+
+/* Sentinel's own rule for a master's name: one word, sent in commands and
+ * read back from space-separated messages. */
+static const char *check_redis_master_name(const char *v, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	for (const char *p = v; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("_-.", *p))
+			return "a master name has only letters, digits, _ - and .";
+	return NULL;
 }
 
 /* The name goes inside {...} in every key (a Redis Cluster hash tag), so
@@ -864,6 +886,24 @@ static void check_whole(struct load *ld)
 	if (ld->cfg->metrics_mode == METRICS_TOKEN && !ld->cfg->metrics_token[0]) {
 		config_err("%s: metrics_access = \"token\" needs metrics_token or metrics_token_file",
 			   origin_of(ld, key_named("metrics_access")));
+		ld->errors++;
+	}
+	const struct config *c = ld->cfg;
+	if (c->redis_sentinels[0] && c->redis_url[0]) {
+		config_err("%s: redis_sentinels is set, and so is redis_url (%s): set only one (with Sentinel, "
+			   "herald finds the primary itself)",
+			   origin_of(ld, key_named("redis_sentinels")), origin_of(ld, key_named("redis_url")));
+		ld->errors++;
+	}
+	if (c->redis_sentinels[0] && !c->redis_master_name[0]) {
+		config_err("%s: redis_sentinels needs redis_master_name (the name the sentinels monitor the "
+			   "primary by)",
+			   origin_of(ld, key_named("redis_sentinels")));
+		ld->errors++;
+	}
+	if (c->redis_master_name[0] && !c->redis_sentinels[0]) {
+		config_err("%s: redis_master_name is set without redis_sentinels",
+			   origin_of(ld, key_named("redis_master_name")));
 		ld->errors++;
 	}
 }

@@ -68,8 +68,12 @@ struct config {
 		*jwt_publish_claim, *jwt_cookie;
 	int64_t jwt_leeway_s;
 	bool console; /* serve the console page at GET / */
-	/* The event log on Redis Streams (store_redis.c) when redis_url is set. */
+	/* The event log on Redis Streams (store_redis.c) when redis_url or
+	 * redis_sentinels is set. */
 	char *redis_url;
+	/* Or the primary found through Sentinel (redis_sentinel.h): the
+	 * sentinels "host:port,..." and the name they know it by. */
+	char *redis_sentinels, *redis_master_name;
 	char *redis_stream; /* the keys' hash tag: {name}:events, {name}:last */
 	int64_t redis_wait_replicas;
 	int64_t redis_wait_timeout_ms;
@@ -101,7 +105,8 @@ const char *config_origin(const struct config *cfg, const char *key);
 void config_bad_value(const struct config *cfg, const char *key, const char *value, const char *why);
 
 /* The keys flagged as taking effect only at a restart (listen, backlog,
- * workers, db, redis_url, redis_stream): give fresh the running value of
+ * workers, db, redis_url, redis_sentinels,
+ * redis_master_name, redis_stream): give fresh the running value of
  * each from cur, moving cur's strings (cur keeps none; free it as usual),
  * and call changed(key, arg) for each whose value fresh had changed. */
 void config_keep_restart_keys(struct config *fresh, struct config *cur, void (*changed)(const char *key, void *arg),

@@ -311,7 +311,7 @@ int server_start(struct server *srv, int argc, char **argv)
 		log_err("signal setup: %s", strerror(errno));
 		return -1;
 	}
-	bool redis = srv->cfg.redis_url[0] != '\0';
+	bool redis = srv->cfg.redis_url[0] || srv->cfg.redis_sentinels[0];
 	srv->st = store_open(&srv->cfg, srv->lp, &srv->m, err, sizeof(err));
 	if (!srv->st) {
 		if (redis)
@@ -375,7 +375,10 @@ int server_start(struct server *srv, int argc, char **argv)
 	char where[REDIS_URL_MAX + 64];
 	if (redis) {
 		char url[REDIS_URL_MAX + 8];
-		redis_url_redact(srv->cfg.redis_url, url, sizeof(url));
+		if (srv->cfg.redis_sentinels[0])
+			snprintf(url, sizeof(url), "(primary %s found through Sentinel)", srv->cfg.redis_master_name);
+		else
+			redis_url_redact(srv->cfg.redis_url, url, sizeof(url));
 		snprintf(where, sizeof(where), "event log on Redis %s, stream {%s}:events", url, srv->cfg.redis_stream);
 	} else {
 		snprintf(where, sizeof(where), "database %s", srv->cfg.db);

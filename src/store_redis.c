@@ -25,7 +25,13 @@
  * closes both connections; appends out are answered -ENOTCONN, later ones
  * too until Redis answers again; reconnects back off from BACKOFF_MIN_MS to
  * BACKOFF_MAX_MS; the tail resumes after the newest id seen, so nothing is
- * skipped or read twice. */
+ * skipped or read twice.
+ *
+ * With redis_sentinels instead of redis_url, every connect first asks
+ * Sentinel for the primary (redis_sentinel.c), checks with ROLE that the
+ * server is one, and a +switch-master announcement closes the connections
+ * and reconnects at once, backoff reset: a failover costs what Sentinel
+ * takes to decide, not a backoff step. */
 #include "store_redis.h"
 
 #include "config.h"
@@ -33,6 +39,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "redis_loop.h"
+#include "redis_sentinel.h"
 #include "redis_url.h"
 #include "store_backend.h"
 #include "store_window.h"
@@ -82,7 +89,9 @@ struct store_redis {
 	struct store_hooks hooks;
 	bool watching;
 	struct redis_url url;
-	char where[REDIS_URL_MAX + 8]; /* the address without password, for logs */
+	char where[REDIS_URL_MAX + 8];   /* the address without password, for logs */
+	struct redis_sentinel *sentinel; /* NULL unless redis_sentinels is set */
+	bool asking;                     /* Sentinel asked where the primary is */
 	char key_events[256], key_last[256];
 
 	redisAsyncContext *cmd, *tail;
@@ -448,11 +457,24 @@ static void queue_login(struct store_redis *st, redisAsyncContext *ac, bool coun
 		sent(st);
 }
 
-static void connect_all(void *arg)
+/* ROLE's answer, first on a connection to the primary Sentinel named: a
+ * server demoted since is left, and Sentinel asked again. */
+static void on_role(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = arg;
-	if (st->cmd || st->tail)
+	struct store_redis *st = ac->data;
+	redisReply *r = command_answer(st, reply);
+	(void)privdata;
+	if (!r)
 		return;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING ||
+	    strcmp(r->element[0]->str, "master") != 0)
+		lost(st, "not a primary (ROLE); asking Sentinel again");
+}
+
+/* Open both connections to st->url and queue the setup; on_floor says when
+ * the node is up. */
+static void connect_to(struct store_redis *st)
+{
 	st->cmd = open_async(st);
 	st->tail = st->cmd ? open_async(st) : NULL;
 	if (!st->cmd || !st->tail) {
@@ -461,12 +483,70 @@ static void connect_all(void *arg)
 	}
 	queue_login(st, st->cmd, true);
 	queue_login(st, st->tail, false);
+	if (st->sentinel) {
+		const char *role[1] = { "ROLE" };
+		cmd_argv(st, on_role, NULL, 1, role, NULL);
+	}
 	const char *load[4] = { "FUNCTION", "LOAD", "REPLACE", store_redis_function };
 	cmd_argv(st, on_setup, NULL, 4, load, NULL);
 	char seen[24];
 	snprintf(seen, sizeof(seen), "%" PRId64, store_window_newest(&st->win));
 	const char *floor[6] = { "FCALL", "herald_floor", "2", st->key_events, st->key_last, seen };
 	cmd_argv(st, on_floor, NULL, 6, floor, NULL);
+}
+
+static void set_primary(struct store_redis *st, const char *host, int port)
+{
+	snprintf(st->url.host, sizeof(st->url.host), "%s", host);
+	st->url.port = port;
+	snprintf(st->where, sizeof(st->where), "%s%s%s:%d (%s)", strchr(host, ':') ? "[" : "", host,
+		 strchr(host, ':') ? "]" : "", port, redis_sentinel_describe(st->sentinel));
+}
+
+/* Sentinel's answer to where the primary is: connect there. */
+static void on_primary(void *arg, const char *host, int port)
+{
+	struct store_redis *st = arg;
+	st->asking = false;
+	if (!host) {
+		snprintf(st->where, sizeof(st->where), "%s", redis_sentinel_describe(st->sentinel));
+		lost(st, "no sentinel named the primary");
+		return;
+	}
+	set_primary(st, host, port);
+	connect_to(st);
+}
+
+static void connect_all(void *arg)
+{
+	struct store_redis *st = arg;
+	if (st->cmd || st->tail || st->asking)
+		return;
+	if (!st->sentinel) {
+		connect_to(st);
+		return;
+	}
+	st->asking = true;
+	redis_sentinel_ask(st->sentinel, on_primary, st);
+}
+
+/* A failover announced: leave the old primary now, and connect to the new
+ * one without waiting out the backoff. */
+static void on_switch(void *arg, const char *host, int port)
+{
+	struct store_redis *st = arg;
+	if (st->up && strcmp(host, st->url.host) == 0 && port == st->url.port)
+		return;
+	if (st->cmd || st->tail)
+		lost(st, "Sentinel moved the primary");
+	loop_timer_stop(st->lp, &st->reconnect_timer);
+	st->backoff_ms = BACKOFF_MIN_MS;
+	if (st->asking) {
+		st->asking = false; /* an answer from before the move may be stale */
+		redis_sentinel_ask(st->sentinel, NULL, NULL);
+	}
+	set_primary(st, host, port);
+	connect_to(st);
 }
 
 /* ---- the tail ---- */
@@ -665,6 +745,7 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 		  st->url.user[0] ? 3 : 2,
 		  { "AUTH", st->url.user[0] ? st->url.user : st->url.password, st->url.password } },
 		{ "SELECT", 2, { "SELECT", db } },
+		{ "ROLE", 1, { "ROLE" } },
 		{ "loading herald's function (FUNCTION LOAD)",
 		  4,
 		  { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
@@ -672,7 +753,7 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 	};
 	int rc = 0;
 	for (size_t i = 0; i < ARRAY_LEN(steps) && rc == 0; i++) {
-		if ((i == 0 && !st->url.password[0]) || (i == 1 && !st->url.db))
+		if ((i == 0 && !st->url.password[0]) || (i == 1 && !st->url.db) || (i == 2 && !st->sentinel))
 			continue;
 		redisReply *r = redisCommandArgv(c, steps[i].argc, steps[i].argv, NULL);
 		if (!r) {
@@ -681,7 +762,14 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 		} else if (r->type == REDIS_REPLY_ERROR) {
 			snprintf(err, errlen, "%s at %s: %s", steps[i].what, st->where, r->str);
 			rc = -1;
-		} else if (i == 3) {
+		} else if (i == 2) {
+			if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+			    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "master") != 0) {
+				snprintf(err, errlen, "%s is not a primary (ROLE), though Sentinel names it",
+					 st->where);
+				rc = -1;
+			}
+		} else if (i == 4) {
 			if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
 				snprintf(err, errlen, "herald_floor at %s: unexpected answer", st->where);
 				rc = -1;
@@ -705,16 +793,36 @@ static void *redis_open(const struct config *cfg, struct loop *lp, struct metric
 	st->m = m;
 	st->backoff_ms = BACKOFF_MIN_MS;
 	store_window_init(&st->win, 0, offer_rows, st);
-	redis_url_redact(cfg->redis_url, st->where, sizeof(st->where));
-	const char *why = redis_url_parse(cfg->redis_url, &st->url);
-	if (why) {
-		snprintf(err, errlen, "redis_url %s: %s", st->where, why);
-		free(st);
-		return NULL;
+	if (cfg->redis_sentinels[0]) {
+		st->sentinel = redis_sentinel_new(lp, cfg->redis_sentinels, cfg->redis_master_name, err, errlen);
+		if (!st->sentinel) {
+			free(st);
+			return NULL;
+		}
+		char host[256], why[900];
+		int port;
+		if (redis_sentinel_ask_now(st->sentinel, CONNECT_TIMEOUT_MS, host, sizeof(host), &port, why,
+					   sizeof(why)) < 0) {
+			snprintf(err, errlen, "no sentinel named the primary of %s: %s", cfg->redis_master_name, why);
+			redis_sentinel_free(st->sentinel);
+			free(st);
+			return NULL;
+		}
+		st->url.port = port;
+		set_primary(st, host, port);
+	} else {
+		redis_url_redact(cfg->redis_url, st->where, sizeof(st->where));
+		const char *why = redis_url_parse(cfg->redis_url, &st->url);
+		if (why) {
+			snprintf(err, errlen, "redis_url %s: %s", st->where, why);
+			free(st);
+			return NULL;
+		}
 	}
 	snprintf(st->key_events, sizeof(st->key_events), "{%s}:events", cfg->redis_stream);
 	snprintf(st->key_last, sizeof(st->key_last), "{%s}:last", cfg->redis_stream);
 	if (sync_connect(st, err, errlen) < 0) {
+		redis_sentinel_free(st->sentinel);
 		free(st);
 		return NULL;
 	}
@@ -727,6 +835,8 @@ static void redis_watch(void *be, const struct store_hooks *h)
 	struct store_redis *st = be;
 	st->hooks = *h;
 	st->watching = true;
+	if (st->sentinel)
+		redis_sentinel_follow(st->sentinel, on_switch, st);
 	connect_all(st);
 	loop_timer_start(st->lp, &st->watchdog_timer, WATCHDOG_MS, watchdog, st);
 }
@@ -740,6 +850,7 @@ static void redis_close(void *be)
 	loop_timer_stop(st->lp, &st->reconnect_timer);
 	loop_timer_stop(st->lp, &st->watchdog_timer);
 	loop_timer_stop(st->lp, &st->sweep_timer);
+	redis_sentinel_free(st->sentinel);
 	st->up = false;
 	redisAsyncContext *c = st->cmd, *t = st->tail;
 	st->cmd = st->tail = NULL;
@@ -797,6 +908,8 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *privdata)
 	struct append *a = privdata;
 	struct store_redis *st = ac->data;
 	redisReply *r = reply;
+	if (!r) /* the connection went first: whether a replica has them is unknown */
+		a->rc = -ENOTCONN;
 	if (r) {
 		answered(st);
 		if (a->rc == 0 && r->type == REDIS_REPLY_INTEGER && r->integer < st->cfg->redis_wait_replicas)
@@ -1061,7 +1174,7 @@ static int redis_read_matching(void *be, int64_t after, int64_t upto, size_t lim
 
 static bool redis_chosen(const struct config *cfg)
 {
-	return cfg->redis_url && cfg->redis_url[0];
+	return (cfg->redis_url && cfg->redis_url[0]) || (cfg->redis_sentinels && cfg->redis_sentinels[0]);
 }
 
 const struct store_backend store_redis_backend = {

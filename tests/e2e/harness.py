@@ -1011,3 +1011,102 @@ class RedisServer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+REDIS_SENTINEL = os.environ.get("REDIS_SENTINEL", "redis-sentinel")
+
+
+class RedisSentinel:
+    """Debian's redis-sentinel run by the test itself: on a spare 127.0.0.1
+    port, its configuration (which Sentinel rewrites as it learns) in a
+    temporary folder, watching the primary on 127.0.0.1:primary_port under
+    the name master. close() stops it by pid and removes its folder."""
+
+    def __init__(self, primary_port, master="mymaster", quorum=2, down_after_ms=1000, failover_timeout_ms=2000):
+        self.dir = tempfile.mkdtemp(prefix="herald-sentinel-")
+        self.master = master
+        self.settings = [f"sentinel monitor {master} 127.0.0.1 {primary_port} {quorum}",
+                         f"sentinel down-after-milliseconds {master} {down_after_ms}",
+                         f"sentinel failover-timeout {master} {failover_timeout_ms}",
+                         f"sentinel parallel-syncs {master} 1"]
+        self.logpath = os.path.join(self.dir, "sentinel.log")
+        self.proc = None
+        self.logf = None
+        self.port = None
+        try:
+            self.port = on_spare_ports(self._start)
+            wait_until(self._ping, timeout=15, what="redis-sentinel to answer PING")
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, port):
+        conf = os.path.join(self.dir, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write("\n".join([f"port {port}", "bind 127.0.0.1", "daemonize no", f"dir {self.dir}",
+                               "logfile \"\""] + self.settings) + "\n")
+        if self.logf is not None:
+            self.logf.close()
+        self.logf = open(self.logpath, "ab")
+        since = self.log_size()
+        self.proc = subprocess.Popen([REDIS_SENTINEL, conf], stdout=self.logf, stderr=self.logf,
+                                     stdin=subprocess.DEVNULL)
+        wait_until(lambda: self.proc.poll() is not None or "+monitor" in self.log()[since:],
+                   timeout=15, what="redis-sentinel to start")
+        if self.proc.poll() is not None:
+            if "Address already in use" in self.log()[since:]:
+                raise PortTaken(f"redis-sentinel on 127.0.0.1:{port}")
+            raise AssertionError(f"redis-sentinel exited with {self.proc.returncode}:\n{self.log()[since:]}")
+        return port
+
+    def _ping(self):
+        try:
+            with RedisClient(self.port, timeout=1) as c:
+                return c.command("PING") == b"PONG"
+        except (OSError, RedisError):
+            return False
+
+    def command(self, *args):
+        with RedisClient(self.port, timeout=5) as c:
+            return c.command(*args)
+
+    def primary(self):
+        """The primary's port as this sentinel names it now."""
+        r = self.command("SENTINEL", "get-master-addr-by-name", self.master)
+        return int(r[1]) if r else None
+
+    def sees(self, replicas, sentinels):
+        """True once this sentinel knows that many replicas (online) and
+        other sentinels, the state a failover needs."""
+        reps = self.command("SENTINEL", "replicas", self.master)
+        online = 0
+        for r in reps:
+            d = {r[i].decode(): r[i + 1].decode() for i in range(0, len(r), 2)}
+            if "down" not in d.get("flags", "") and d.get("master-link-status") == "ok":
+                online += 1
+        return online >= replicas and len(self.command("SENTINEL", "sentinels", self.master)) >= sentinels
+
+    def log(self):
+        with open(self.logpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def log_size(self):
+        try:
+            return len(self.log())
+        except FileNotFoundError:
+            return 0
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.logf is not None:
+            self.logf.close()
+            self.logf = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
