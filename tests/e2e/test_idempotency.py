@@ -75,11 +75,8 @@ def test_replay_conflict_and_malformed_keys():
         assert "herald_events_published_total 5" in metrics, metrics
 
 
-def test_same_key_in_one_batch_makes_one_event():
-    """Publishes that arrive together are committed in one transaction:
-    keyed ones with the same key resolve to one event, unkeyed ones beside
-    them are stored, each answered."""
-    with Herald() as h:
+def _same_key_in_one_batch(redis):
+    with Herald(redis=redis) as h:
         body = json.dumps({"data": "x", "public": True}).encode()
         other = json.dumps({"data": "y", "public": True}).encode()
         conns = [HttpConn(h.port) for _ in range(12)]
@@ -111,6 +108,18 @@ def test_same_key_in_one_batch_makes_one_event():
         unkeyed = [json.loads(answers[i][2])["id"] for i in range(12) if i % 3 == 2]
         assert len(set(unkeyed)) == 4 and keyed[0] not in unkeyed
         assert _count(h) == 5
+
+
+def test_same_key_in_one_batch_makes_one_event():
+    """Publishes that arrive together are committed in one transaction (one
+    FCALL with Redis): keyed ones with the same key resolve to one event,
+    unkeyed ones beside them are stored, each answered."""
+    _same_key_in_one_batch(None)
+    r = RedisServer()
+    try:
+        _same_key_in_one_batch(r)
+    finally:
+        r.close()
 
 
 def test_retry_after_sigkill_gets_the_same_id_sqlite():
@@ -155,6 +164,15 @@ def test_retry_to_another_node_after_sigkill_redis():
             assert _count(b) == 3
             keys = r.command("KEYS", "*idem*")
             assert len(keys) == 2, keys
+            # One keyed FCALL, as a batch: the same key twice is one event,
+            # another hash a conflict, an unkeyed row beside them stored.
+            s = b.redis_stream
+            got = r.command("FCALL", "herald_publish", "3", f"{{{s}}}:events", f"{{{s}}}:last", f"{{{s}}}:idem:t",
+                            "60", "t", "x", "d", "1", "3", "h1", "t", "x", "d", "1", "3", "h1",
+                            "t", "x", "d2", "1", "3", "h2", "t", "x", "u", "1", "0", "")
+            n = got[1]
+            assert got == [1, n, 2, n, 3, n, 1, n + 1], got
+            assert _count(b) == 5
             ttl = r.command("TTL", keys[0])
             assert 86000 < ttl <= 86400, ttl
     finally:
@@ -185,10 +203,8 @@ def test_signed_token_keys_are_scoped_to_the_subject():
         assert _count(h) == 3
 
 
-def test_key_of_a_pruned_event_and_the_window():
-    """Retention removes a key with its event: a retry after that stores
-    the event anew. Past idempotency_window a key is forgotten too."""
-    with Herald(args=["--retention-count", "1", "--idempotency-window", "2s"]) as h:
+def _pruned_event_and_window(redis):
+    with Herald(args=["--retention-count", "1", "--idempotency-window", "2s"], redis=redis) as h:
         ev = {"data": "x", "public": True}
         st, _, first = _post(h, ev, '"old"')
         fid = json.loads(first)["id"]
@@ -211,3 +227,18 @@ def test_key_of_a_pruned_event_and_the_window():
         wait_until(renewed, timeout=10, interval=0.2, what="the key to expire")
         assert seen[0][1] == again, seen
         assert seen[-1][0] >= 1.0, seen
+
+
+def test_key_of_a_pruned_event_and_the_window():
+    """Retention removes a key with its event (SQLite deletes the key; on
+    Redis a key naming a trimmed event counts as absent): a retry after that
+    stores the event anew. Past idempotency_window a key is forgotten too."""
+    _pruned_event_and_window(None)
+
+
+def test_key_of_a_pruned_event_and_the_window_redis():
+    r = RedisServer()
+    try:
+        _pruned_event_and_window(r)
+    finally:
+        r.close()
