@@ -25,7 +25,7 @@
 
 static const char USAGE[] =
 	"usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
-	"       [--public] [--timeout S] [--port P] [--backlog B] [--run LABEL] [--keep]\n";
+	"       [--public] [--idempotency-keys] [--timeout S] [--port P] [--backlog B] [--run LABEL] [--keep]\n";
 
 static void help(const struct tool_opt *t)
 {
@@ -66,6 +66,8 @@ static double timeout_s = 10;
 static const char *token;
 static long size = 32;
 static int public_events;
+static int idem_keys;     /* --idempotency-keys: one new key per request */
+static char idem_run[40]; /* this run's part of every key, so runs differ */
 static struct tool_addr addr;
 static int ep;
 static struct pconn *conns;
@@ -189,13 +191,18 @@ static void send_one(struct pconn *c, long seq)
 	int bl = snprintf(body, sizeof(body),
 			  "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"publish %ld %s\",\"public\":%s}", seq, pad,
 			  public_events ? "true" : "false");
-	char auth[300] = "";
+	char auth[300] = "", key[96] = "";
 	if (token)
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
-	int hl = snprintf(
-		head, sizeof(head),
-		"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-		addr.path[0] ? addr.path : "/api/events", addr.family == AF_UNIX ? "localhost" : addr.text, bl, auth);
+	/* A request sent again after its connection closed keeps its number,
+	 * so its key: as a publisher's retry would. */
+	if (idem_keys)
+		snprintf(key, sizeof(key), "Idempotency-Key: \"load-%s-%ld\"\r\n", idem_run, seq);
+	int hl = snprintf(head, sizeof(head),
+			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: "
+			  "%d\r\n%s%s\r\n",
+			  addr.path[0] ? addr.path : "/api/events", addr.family == AF_UNIX ? "localhost" : addr.text,
+			  bl, auth, key);
 	size_t need = c->outlen + (size_t)hl + (size_t)bl;
 	if (need > c->outcap) {
 		c->outcap = need * 2;
@@ -460,6 +467,8 @@ int main(int argc, char **argv)
 		TOOL_LONG("--size", &size, 1, 4000, "a number",
 			  "  --size BYTES   data length of each event (default 32)\n"),
 		TOOL_FLAG("--public", &public_events, "  --public       publish public events (default: not public)\n"),
+		TOOL_FLAG("--idempotency-keys", &idem_keys,
+			  "  --idempotency-keys  send a new Idempotency-Key with each request (what keys cost)\n"),
 		TOOL_SECONDS("--timeout", &timeout_s, 0.01, 3600,
 			     "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"),
 		TOOL_LONG("--port", &port, 0, 65535, "a port number",
@@ -513,6 +522,7 @@ int main(int argc, char **argv)
 		dbpath = h.db;
 		fprintf(stderr, "publish: started herald %s (pid %d) on 127.0.0.1:%d\n", h.bin, (int)h.pid, h.port);
 	}
+	snprintf(idem_run, sizeof(idem_run), "%ld-%lld", (long)getpid(), (long long)tool_now_ns());
 	body_tmpl = xmalloc((size_t)size + 1);
 	memset(body_tmpl, 'x', (size_t)size);
 	body_tmpl[size] = '\0';
@@ -623,6 +633,7 @@ int main(int argc, char **argv)
 	tool_json_text("tool", "publish");
 	tool_json_text("run", label);
 	tool_json_text("server", server ? addr.text : "own herald");
+	tool_json_bool("idempotency_keys", idem_keys);
 	tool_json_int("n", N);
 	tool_json_int("in_flight", C);
 	tool_json_int("connections", K);

@@ -83,6 +83,7 @@ static const struct key keys[] = {
 	KEY("queue_limit", K_SIZE, queue_limit, 4096, 1073741824, "256k"),
 	KEY("retention_age", K_DUR_S, retention_age_s, 0, INT64_C(3153600000), "7d"),
 	KEY("retention_count", K_INT, retention_count, 0, INT64_C(1000000000000), "1000000"),
+	KEY("idempotency_window", K_DUR_S, idempotency_window_s, 1, INT64_C(31536000), "24h"),
 	KEY("publish_token", K_STR, publish_token, 0, 1024, "", .flags = KF_SECRET),
 	KEY("publish_token_file", K_STR, publish_token_file, 0, 4096, ""),
 	KEY("read_token", K_STR, read_token, 0, 1024, "", .flags = KF_SECRET),

@@ -45,6 +45,7 @@ struct config {
 	int64_t queue_limit;
 	int64_t retention_age_s;
 	int64_t retention_count;
+	int64_t idempotency_window_s; /* how long an Idempotency-Key is remembered */
 	/* Tokens: "" when unset. A token given by its _file key has been read
 	 * into the token itself, so users of the token need not know. */
 	char *publish_token;

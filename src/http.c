@@ -646,6 +646,8 @@ const char *http_reason(int status)
 		return "URI Too Long";
 	case 415:
 		return "Unsupported Media Type";
+	case 422:
+		return "Unprocessable Content";
 	case 429:
 		return "Too Many Requests";
 	case 431:

@@ -1,4 +1,7 @@
-/* publish.c: the publish endpoint and group commit. */
+/* publish.c: the publish endpoint and group commit, with publishes made
+ * safe to retry by Idempotency-Key (the store keeps the keys; this file
+ * reads them, names the publisher they belong to, and answers replays and
+ * conflicts). */
 #include "publish.h"
 
 #include <arpa/inet.h>
@@ -9,6 +12,7 @@
 #include <string.h>
 
 #include "hub.h"
+#include "idempotency.h"
 #include "json.h"
 #include "log.h"
 #include "store.h"
@@ -26,7 +30,10 @@ struct publish_item {
 	char *type, *topic, *data;
 	size_t data_len;
 	bool public;
-	char *cors; /* CORS headers for the answer (an allowed Origin), or NULL */
+	char *cors;           /* CORS headers for the answer (an allowed Origin), or NULL */
+	char *idem_key;       /* the Idempotency-Key, or NULL */
+	char *idem_publisher; /* whose key it is (idempotency.h), with idem_key */
+	char idem_hash[IDEM_HEX_LEN];
 };
 
 struct publish_queue {
@@ -68,6 +75,8 @@ struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub 
 static void item_free(struct publish_item *it)
 {
 	free(it->cors);
+	free(it->idem_key);
+	free(it->idem_publisher);
 	free(it->type);
 	free(it->topic);
 	free(it->data);
@@ -355,6 +364,40 @@ static void cancel(struct conn *c, void *data)
 
 static const struct conn_user waiting_user = { NULL, cancel };
 
+/* The request's Idempotency-Key into key (IDEM_KEY_MAX + 1 bytes).
+ * Returns 1, 0 when there is none, or -1 with *why set (malformed, or the
+ * header twice). */
+static int idempotency_key(const struct http_request *req, char *key, const char **why)
+{
+	const struct http_header *found = NULL;
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (h->name.n != 15 || strncasecmp(h->name.p, "Idempotency-Key", 15) != 0)
+			continue;
+		if (found) {
+			*why = "Idempotency-Key appears twice; send one key";
+			return -1;
+		}
+		found = h;
+	}
+	if (!found)
+		return 0;
+	return idem_key_parse(found->value.p, found->value.n, key, why) < 0 ? -1 : 1;
+}
+
+/* Who a keyed publish is from, the scope of its keys: the signed token's
+ * subject, the static publish token, or the local peer (idempotency.h). */
+static char *publisher_of(const struct publish_queue *q, struct conn *c, const struct http_request *req,
+			  const struct rights *rights)
+{
+	char name[IDEM_PUBLISHER_MAX];
+	struct http_slice tok = { 0 };
+	bool bearer = http_bearer_token(req, &tok);
+	idem_publisher(rights->by_claim && bearer ? tok.p : NULL, tok.n, !rights->by_claim && q->cfg->publish_token[0],
+		       conn_peer(c), name);
+	return xstrdup(name);
+}
+
 void publish_handle(struct publish_queue *q, struct conn *c, const struct http_request *req, const char *body,
 		    size_t body_len)
 {
@@ -371,7 +414,21 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 			    "Retry-After: 1\r\n");
 		return;
 	}
+	char key[IDEM_KEY_MAX + 1];
+	int keyed = idempotency_key(req, key, &why);
+	if (keyed < 0) {
+		jwt_rights_free(&rights.jwt);
+		conn_refuse(c, 400, "bad_idempotency_key", why, NULL);
+		return;
+	}
 	struct publish_item it = { .c = c, .keep_alive = conn_keep_alive(c), .started_ns = clock_mono_ns() };
+	if (keyed) {
+		/* The fingerprint is of the body's bytes: a retry sends the
+		 * same request again (the draft's "same payload"). */
+		it.idem_key = xstrdup(key);
+		it.idem_publisher = publisher_of(q, c, req, &rights);
+		idem_digest(body, body_len, NULL, 0, it.idem_hash);
+	}
 	why = parse_body(body, body_len, &it);
 	if (!why && !topic_granted(&rights, it.topic)) {
 		jwt_rights_free(&rights.jwt);
@@ -408,17 +465,37 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	schedule(q);
 }
 
-/* Answer the k oldest items (201 with ids[i] when ids is given, else status
- * with cause and message); the rest move up and keep their order. */
+/* A key used before with another body: refused, and said in the log (a
+ * publisher reusing keys is a bug worth finding). */
+static void answer_conflict(struct publish_item *it, int64_t id)
+{
+	log_warn("publish: Idempotency-Key \"%s\" of %s was used for event %lld with another body; answered 422",
+		 it->idem_key, it->idem_publisher, (long long)id);
+	if (!it->c)
+		return;
+	char msg[160];
+	snprintf(msg, sizeof(msg),
+		 "this Idempotency-Key was used for event %lld with another request body; a retry must send the "
+		 "same body, a new event a new key",
+		 (long long)id);
+	conn_refuse(it->c, 422, "idempotency_key_reused", msg, NULL);
+}
+
+/* Answer the k oldest items (201 with res[i].id when res is given, or 422
+ * for a key reused with another body; else status with cause and
+ * message); the rest move up and keep their order. */
 static void answer_oldest(struct publish_queue *q, size_t k, int status, const char *cause, const char *message,
-			  const int64_t *ids)
+			  const struct store_appended *res)
 {
 	for (size_t i = 0; i < k; i++) {
 		struct publish_item *it = &q->items[i];
-		if (it->c) {
-			if (ids) {
+		if (res && res[i].outcome == STORE_KEY_CONFLICT) {
+			answer_conflict(it, res[i].id);
+		} else if (it->c) {
+			if (res) {
+				/* A replay is answered as the original was. */
 				char body[64];
-				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)ids[i]);
+				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)res[i].id);
 				metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
 				conn_respond(it->c, 201,
 					     http_format_response(201, "application/json", it->cors, body, (size_t)n,
@@ -492,7 +569,7 @@ static size_t busy_expired(const struct publish_queue *q)
 static void queue_free(struct publish_queue *q);
 
 /* The store's answer for the batch of the q->committing oldest items. */
-static void committed(void *arg, int r, const int64_t *ids)
+static void committed(void *arg, int r, const struct store_appended *res)
 {
 	struct publish_queue *q = arg;
 	size_t k = q->committing;
@@ -525,9 +602,10 @@ static void committed(void *arg, int r, const int64_t *ids)
 	} else if (r < 0) {
 		answer_oldest(q, k, 500, "store_error", "the event could not be stored", NULL);
 	} else {
-		q->m->events_published += k;
+		for (size_t i = 0; i < k; i++)
+			q->m->events_published += res[i].outcome == STORE_STORED;
 		q->m->group_commits++;
-		answer_oldest(q, k, 0, NULL, NULL, ids);
+		answer_oldest(q, k, 0, NULL, NULL, res);
 		hub_poll(q->hub);
 		if (q->fault) {
 			log_notice("publish: %s takes writes again; %zu publishes were refused in %.1f s",
@@ -550,8 +628,10 @@ static void commit(void *arg)
 		return; /* committed() schedules the next batch */
 	struct store_new_event *evs = xmalloc(q->n * sizeof(*evs));
 	for (size_t i = 0; i < q->n; i++)
-		evs[i] = (struct store_new_event){ q->items[i].type, q->items[i].topic, q->items[i].data,
-						   q->items[i].data_len, q->items[i].public };
+		evs[i] = (struct store_new_event){ q->items[i].type,     q->items[i].topic,
+						   q->items[i].data,     q->items[i].data_len,
+						   q->items[i].public,   q->items[i].idem_publisher,
+						   q->items[i].idem_key, q->items[i].idem_hash };
 	q->committing = q->n;
 	q->commit_t0 = clock_mono_ns();
 	store_append(q->st, evs, q->n, committed, q); /* may answer before it returns */

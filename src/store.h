@@ -47,13 +47,35 @@ struct store_event {
 	int64_t created_at; /* Unix seconds */
 };
 
-/* One row to append. The store copies what it needs before returning. */
+/* One row to append. The store copies what it needs before returning.
+ * With idem_key set the append is keyed: if the same publisher's same key
+ * was stored within the idempotency window (cfg->idempotency_window_s) and
+ * its event is still in the log, nothing is stored and the answer is that
+ * event's id (STORE_REPLAYED), or STORE_KEY_CONFLICT when idem_hash
+ * differs; otherwise the row is stored and the key remembered with it.
+ * Keys live with the log (both backends), so they hold across restarts and
+ * nodes; two rows of one batch with the same key make one event. */
 struct store_new_event {
 	const char *type;
 	const char *topic;
 	const char *data;
 	size_t data_len;
 	bool public;
+	const char *idem_publisher; /* the key's scope (idempotency.h); with idem_key */
+	const char *idem_key;       /* NULL: not keyed */
+	const char *idem_hash;      /* the body's fingerprint, hex */
+};
+
+/* What became of one row of an append. */
+enum store_outcome {
+	STORE_STORED,       /* stored now as id */
+	STORE_REPLAYED,     /* its key was stored before as id, with the same hash */
+	STORE_KEY_CONFLICT, /* its key was stored before as id, with another hash */
+};
+
+struct store_appended {
+	int64_t id;
+	enum store_outcome outcome;
 };
 
 /* Called for each row in id order; return 0 to go on, non-zero to stop early. */
@@ -84,10 +106,10 @@ struct store_hooks {
 	void *arg;
 };
 
-/* An append's answer: rc 0 and ids[i] the id of row i, or a negative code
- * above with nothing stored (ids NULL). Called exactly once, possibly
+/* An append's answer: rc 0 and res[i] what became of row i, or a negative
+ * code above with nothing stored (res NULL). Called exactly once, possibly
  * before store_append returns. */
-typedef void (*store_append_cb)(void *arg, int rc, const int64_t *ids);
+typedef void (*store_append_cb)(void *arg, int rc, const struct store_appended *res);
 
 /* How soon a caller that met -EBUSY tries again. */
 #define STORE_BUSY_RETRY_MS 5
@@ -107,8 +129,8 @@ void store_watch(struct store *st, const struct store_hooks *h);
  * answered -ENOTCONN first. */
 void store_close(struct store *st);
 
-/* Append n rows as one batch (one transaction, one Redis call): consecutive
- * ids, all or nothing. done runs once. */
+/* Append n rows as one batch (one transaction, one Redis call): the rows
+ * stored get consecutive ids, all or nothing. done runs once. */
 void store_append(struct store *st, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg);
 
 /* Call cb for each row with after < id <= upto, in id order, at most limit

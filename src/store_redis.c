@@ -35,6 +35,7 @@
 #include "store_redis.h"
 
 #include "config.h"
+#include "idempotency.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -79,7 +80,8 @@ struct append {
 	size_t n;
 	int rc;
 	int64_t first;
-	bool wait; /* a WAIT follows; its answer finishes */
+	bool wait;                  /* a WAIT follows; its answer finishes */
+	struct store_appended *res; /* a keyed batch's answer per row, else NULL */
 };
 
 struct store_redis {
@@ -869,16 +871,37 @@ static void redis_close(void *be)
 
 static void finish_append(struct append *a)
 {
-	if (a->rc == 0) {
-		int64_t *ids = xmalloc(a->n * sizeof(*ids));
+	if (a->rc == 0 && !a->res) {
+		/* The plain form answers the first id; the rest follow it. */
+		a->res = xmalloc(a->n * sizeof(*a->res));
 		for (size_t i = 0; i < a->n; i++)
-			ids[i] = a->first + (int64_t)i;
-		a->done(a->arg, 0, ids);
-		free(ids);
+			a->res[i] = (struct store_appended){ a->first + (int64_t)i, STORE_STORED };
+	}
+	if (a->rc == 0) {
+		a->done(a->arg, 0, a->res);
 	} else {
 		a->done(a->arg, a->rc, NULL);
 	}
+	free(a->res);
 	free(a);
+}
+
+/* A keyed batch's answer: {outcome, id} per row (store_redis.lua). */
+static bool keyed_answer(struct append *a, const redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * a->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const redisReply *o = r->element[2 * i], *id = r->element[2 * i + 1];
+		if (o->type != REDIS_REPLY_INTEGER || id->type != REDIS_REPLY_INTEGER || o->integer < 1 ||
+		    o->integer > 3 || id->integer < 1)
+			return false;
+		a->res[i].id = id->integer;
+		a->res[i].outcome = o->integer == 1   ? STORE_STORED
+				    : o->integer == 2 ? STORE_REPLAYED
+						      : STORE_KEY_CONFLICT;
+	}
+	return true;
 }
 
 static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
@@ -890,9 +913,9 @@ static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
 		a->rc = -ENOTCONN;
 	} else {
 		answered(st);
-		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+		if (a->res ? keyed_answer(a, r) : r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
 			a->rc = 0;
-			a->first = r->integer;
+			a->first = a->res ? a->res[0].id : r->integer;
 		} else {
 			log_err("redis: herald_publish at %s: %s", st->where,
 				is_error(r) ? r->str : "unexpected answer");
@@ -920,6 +943,18 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *privdata)
 	finish_append(a);
 }
 
+/* The Redis key of an Idempotency-Key, beside the stream (same hash tag):
+ * "{name}:idem:" and a digest of the publisher and the key, so any
+ * publisher name and key make a short, plain key. */
+static void idem_key_name(const struct store_redis *st, const struct store_new_event *ev, char *out, size_t len)
+{
+	char d[IDEM_HEX_LEN];
+	const char *pub = ev->idem_publisher ? ev->idem_publisher : "";
+	idem_digest(pub, strlen(pub), ev->idem_key, strlen(ev->idem_key), d);
+	size_t prefix = strlen(st->key_events) - strlen("events");
+	snprintf(out, len, "%.*sidem:%s", (int)prefix, st->key_events, d);
+}
+
 static void redis_append(void *be, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg)
 {
 	struct store_redis *st = be;
@@ -927,17 +962,39 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 		done(arg, n ? -ENOTCONN : 0, NULL);
 		return;
 	}
-	int argc = 5 + 4 * (int)n;
+	/* Without keys the plain form (4 fields an event); with any, the
+	 * keyed one: the keys' names after the stream's, a window, and 6
+	 * fields an event (store_redis.lua). */
+	size_t keyed = 0;
+	for (size_t i = 0; i < n; i++)
+		keyed += evs[i].idem_key != NULL;
+	size_t per = keyed ? 6 : 4, head_n = 5 + keyed + (keyed ? 1 : 0);
+	int argc = (int)(head_n + per * n);
 	const char **argv = xmalloc((size_t)argc * sizeof(*argv));
 	size_t *lens = xmalloc((size_t)argc * sizeof(*lens));
-	const char *head[5] = { "FCALL", "herald_publish", "2", st->key_events, st->key_last };
-	for (int i = 0; i < 5; i++) {
+	char(*names)[320] = keyed ? xmalloc(keyed * sizeof(*names)) : NULL;
+	char(*slots)[24] = keyed ? xmalloc(n * sizeof(*slots)) : NULL;
+	char numkeys[24], window[24];
+	snprintf(numkeys, sizeof(numkeys), "%zu", 2 + keyed);
+	snprintf(window, sizeof(window), "%lld", (long long)st->cfg->idempotency_window_s);
+	const char *head[5] = { "FCALL", "herald_publish", numkeys, st->key_events, st->key_last };
+	for (int i = 0; i < 5; i++)
 		argv[i] = head[i];
-		lens[i] = strlen(head[i]);
-	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (evs[i].idem_key) {
+			idem_key_name(st, &evs[i], names[k], sizeof(names[k]));
+			argv[5 + k] = names[k];
+			k++;
+		}
+	if (keyed)
+		argv[5 + keyed] = window;
+	for (int i = 0; i < (int)head_n; i++)
+		lens[i] = strlen(argv[i]);
+	k = 0;
 	for (size_t i = 0; i < n; i++) {
-		const char **a = argv + 5 + 4 * i;
-		size_t *l = lens + 5 + 4 * i;
+		const char **a = argv + head_n + per * i;
+		size_t *l = lens + head_n + per * i;
 		a[0] = evs[i].type;
 		l[0] = strlen(evs[i].type);
 		a[1] = evs[i].topic;
@@ -946,13 +1003,25 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 		l[2] = evs[i].data_len;
 		a[3] = evs[i].public ? "1" : "0";
 		l[3] = 1;
+		if (keyed) {
+			snprintf(slots[i], sizeof(slots[i]), "%zu", evs[i].idem_key ? 3 + k++ : 0);
+			a[4] = slots[i];
+			l[4] = strlen(slots[i]);
+			a[5] = evs[i].idem_key && evs[i].idem_hash ? evs[i].idem_hash : "";
+			l[5] = strlen(a[5]);
+		}
 	}
 	struct append *ap = xcalloc(1, sizeof(*ap));
-	*ap = (struct append){ st, done, arg, n, -ENOTCONN, 0, st->cfg->redis_wait_replicas > 0 };
+	*ap = (struct append){ st, done, arg, n, -ENOTCONN, 0, st->cfg->redis_wait_replicas > 0, NULL };
+	if (keyed)
+		ap->res = xcalloc(n, sizeof(*ap->res));
 	int r = cmd_argv(st, on_append, ap, argc, argv, lens);
 	free(argv);
 	free(lens);
+	free(names);
+	free(slots);
 	if (r < 0) {
+		free(ap->res);
 		free(ap);
 		done(arg, -ENOTCONN, NULL);
 		return;

@@ -90,67 +90,6 @@ local function sweep(keys)
   return last, #others
 end
 
--- FCALL herald_publish 2 <stream> <last> TYPE TOPIC DATA PUBLIC [...]
--- Appends the events in order with consecutive ids; returns the first.
--- All or nothing: everything is checked before the first write.
-local function publish(keys, args)
-  if #args == 0 or #args % 4 ~= 0 then
-    return redis.error_reply('ERR herald_publish takes TYPE TOPIC DATA PUBLIC for each event')
-  end
-  local n = #args / 4
-  for i = 0, n - 1 do
-    local t, p = args[i * 4 + 1], args[i * 4 + 4]
-    if t == '' or string.find(t, '[\r\n]') then
-      return redis.error_reply('ERR event ' .. (i + 1) .. ': TYPE must be non-empty, on one line')
-    end
-    if string.find(args[i * 4 + 2], '[\r\n]') then
-      return redis.error_reply('ERR event ' .. (i + 1) .. ': TOPIC must be on one line')
-    end
-    if p ~= '0' and p ~= '1' then
-      return redis.error_reply('ERR event ' .. (i + 1) .. ': PUBLIC is 1 or 0')
-    end
-  end
-  local last, err = sweep(keys)
-  if not last then
-    return err
-  end
-  local first = last + 1
-  local now = redis.call('TIME')[1]
-  for i = 0, n - 1 do
-    local id = string.format('%d', first + i)
-    local add = { 'XADD', keys[1], id .. '-0', 'type', args[i * 4 + 1], 'topic', args[i * 4 + 2], 'data',
-      args[i * 4 + 3], 'public', args[i * 4 + 4], 'time', now, 'id', id }
-    if i > 0 then
-      redis.call(unpack(add))
-    else
-      local r = redis.pcall(unpack(add))
-      if type(r) == 'table' and r.err then
-        if not string.find(r.err, 'equal or smaller', 1, true) then
-          return r
-        end
-        -- An entry added and deleted again outside herald left the
-        -- stream's last id above the newest event: move it back.
-        redis.call('XSETID', keys[1], string.format('%d-0', last))
-        redis.call(unpack(add))
-      end
-    end
-  end
-  redis.call('SET', keys[2], string.format('%d', first + n - 1))
-  return first
-end
-
--- FCALL herald_sweep 2 <stream> <last>
--- Called by a node whose reader met an entry above the counter without the
--- mark: removes such entries (as herald_publish does before it appends).
--- Returns {newest event id, entries removed}.
-local function sweep_call(keys)
-  local last, removed = sweep(keys)
-  if not last then
-    return removed
-  end
-  return { last, removed }
-end
-
 -- The highest id retention has removed: the first event's id less one, or
 -- the newest id when the stream holds no event.
 local function pruned_through(keys)
@@ -171,6 +110,127 @@ local function pruned_through(keys)
     from, count = '(' .. batch[#batch][1], 64
   end
   return (newest(keys))
+end
+
+-- FCALL herald_publish 2 <stream> <last> TYPE TOPIC DATA PUBLIC [...]
+-- Appends the events in order with consecutive ids; returns the first.
+-- FCALL herald_publish 2+K <stream> <last> <key 1> ... <key K> WINDOW_S
+--   TYPE TOPIC DATA PUBLIC SLOT HASH [...]
+-- The keyed form: an event whose SLOT is not 0 carries the Idempotency-Key
+-- held in KEYS[SLOT] (a string "HASH ID", expiring after WINDOW_S). If that
+-- key is there and its event still in the stream, nothing is added for it:
+-- the same HASH replays the event's id, another one is a conflict.
+-- Otherwise the event is added and the key set. Returns, per event, the
+-- pair {1 stored | 2 replayed | 3 conflict, id}. Two events of one call
+-- with the same key make one event.
+-- All or nothing: everything is checked before the first write.
+local function publish(keys, args)
+  local keyed = #keys > 2
+  local window, base, per = nil, 0, 4
+  if keyed then
+    window = tonumber(args[1])
+    if not window or window < 1 then
+      return redis.error_reply('ERR herald_publish: WINDOW_S must be a positive number of seconds')
+    end
+    base, per = 1, 6
+  end
+  if #args == base or (#args - base) % per ~= 0 then
+    return redis.error_reply('ERR herald_publish takes TYPE TOPIC DATA PUBLIC for each event' ..
+      (keyed and ' (and SLOT HASH, after WINDOW_S, with keys)' or ''))
+  end
+  local n = (#args - base) / per
+  for i = 0, n - 1 do
+    local o = base + i * per
+    local t, p = args[o + 1], args[o + 4]
+    if t == '' or string.find(t, '[\r\n]') then
+      return redis.error_reply('ERR event ' .. (i + 1) .. ': TYPE must be non-empty, on one line')
+    end
+    if string.find(args[o + 2], '[\r\n]') then
+      return redis.error_reply('ERR event ' .. (i + 1) .. ': TOPIC must be on one line')
+    end
+    if p ~= '0' and p ~= '1' then
+      return redis.error_reply('ERR event ' .. (i + 1) .. ': PUBLIC is 1 or 0')
+    end
+    if keyed then
+      local slot = tonumber(args[o + 5])
+      if not slot or slot ~= math.floor(slot) or slot == 1 or slot == 2 or slot < 0 or slot > #keys then
+        return redis.error_reply('ERR event ' .. (i + 1) .. ': SLOT is 0 or the index of a key after the first two')
+      end
+    end
+  end
+  local last, err = sweep(keys)
+  if not last then
+    return err
+  end
+  local next_id = last + 1
+  local now = redis.call('TIME')[1]
+  local gone_through -- ids at or below it were removed by retention (read once, if needed)
+  local out = {}
+  for i = 0, n - 1 do
+    local o = base + i * per
+    local slot = keyed and tonumber(args[o + 5]) or 0
+    local outcome = 1
+    local id
+    if slot > 0 then
+      local seen = redis.call('GET', keys[slot])
+      if seen then
+        local hash, sid = string.match(seen, '^(%S+) (%d+)$')
+        sid = tonumber(sid)
+        if sid then
+          gone_through = gone_through or pruned_through(keys)
+          if sid > gone_through then
+            id = sid
+            outcome = (hash == args[o + 6]) and 2 or 3
+          end
+        end
+      end
+    end
+    if not id then
+      id = next_id
+      next_id = next_id + 1
+      local sid = string.format('%d', id)
+      local add = { 'XADD', keys[1], sid .. '-0', 'type', args[o + 1], 'topic', args[o + 2], 'data',
+        args[o + 3], 'public', args[o + 4], 'time', now, 'id', sid }
+      if id > last + 1 then
+        redis.call(unpack(add))
+      else
+        local r = redis.pcall(unpack(add))
+        if type(r) == 'table' and r.err then
+          if not string.find(r.err, 'equal or smaller', 1, true) then
+            return r
+          end
+          -- An entry added and deleted again outside herald left the
+          -- stream's last id above the newest event: move it back.
+          redis.call('XSETID', keys[1], string.format('%d-0', last))
+          redis.call(unpack(add))
+        end
+      end
+      if slot > 0 then
+        redis.call('SET', keys[slot], args[o + 6] .. ' ' .. sid, 'EX', window)
+      end
+    end
+    out[#out + 1] = outcome
+    out[#out + 1] = id
+  end
+  if next_id > last + 1 then
+    redis.call('SET', keys[2], string.format('%d', next_id - 1))
+  end
+  if not keyed then
+    return last + 1
+  end
+  return out
+end
+
+-- FCALL herald_sweep 2 <stream> <last>
+-- Called by a node whose reader met an entry above the counter without the
+-- mark: removes such entries (as herald_publish does before it appends).
+-- Returns {newest event id, entries removed}.
+local function sweep_call(keys)
+  local last, removed = sweep(keys)
+  if not last then
+    return removed
+  end
+  return { last, removed }
 end
 
 -- FCALL herald_trim 2 <stream> <last> MAX_COUNT MAX_AGE_S STEP

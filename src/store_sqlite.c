@@ -39,7 +39,7 @@
 #define STORE_FILTER_CACHE 32
 
 /* The schema version this build writes; a newer database is refused. */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 /* SQLite's VM steps between two looks at a read's budget. */
 #define BUDGET_CHECK_OPS 1000
@@ -91,6 +91,11 @@ struct store_sqlite {
 	} budget;
 	sqlite3_stmt *prune;
 	sqlite3_stmt *set_pruned;
+	sqlite3_stmt *idem_get;        /* a publisher's key, if still valid */
+	sqlite3_stmt *idem_put;        /* remember a key with its event */
+	sqlite3_stmt *idem_prune_age;  /* forget keys past the window */
+	sqlite3_stmt *idem_prune_gone; /* forget the keys of pruned events */
+	int64_t idem_window_s;         /* how long a key is remembered */
 	sqlite3_stmt *data_ver;
 
 	/* Wired to the loop by store_sqlite_watch (else lp is NULL). */
@@ -147,6 +152,16 @@ static const struct migration migrations[] = {
 	 * rows under its topics costs it nothing. */
 	{ 3,
 	  "CREATE INDEX IF NOT EXISTS events_public_topic_id ON events(topic, id) WHERE CAST(public AS INTEGER) <> 0;",
+	  NULL },
+	/* Idempotency-Key: each publisher's keys with the body's hash and the
+	 * event stored, forgotten by age (the window) and with their event
+	 * (retention), each through its index. */
+	{ 4,
+	  "CREATE TABLE IF NOT EXISTS herald_idempotency(publisher TEXT NOT NULL, key TEXT NOT NULL,"
+	  " hash TEXT NOT NULL, event_id INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+	  " PRIMARY KEY(publisher, key)) WITHOUT ROWID;"
+	  "CREATE INDEX IF NOT EXISTS herald_idempotency_created_at ON herald_idempotency(created_at);"
+	  "CREATE INDEX IF NOT EXISTS herald_idempotency_event_id ON herald_idempotency(event_id);",
 	  NULL },
 };
 
@@ -476,8 +491,29 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 		    "INSERT INTO herald_meta(key, value) VALUES ('pruned_through', ?1)"
 		    " ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)",
 		    err, errlen) < 0 ||
-	    prepare(st, &st->data_ver, "PRAGMA data_version", err, errlen) < 0)
+	    prepare(st, &st->data_ver, "PRAGMA data_version", err, errlen) < 0 ||
+	    /* A key counts only while its event is in the log: once retention
+	     * (or another program) removed it, a retry is stored anew. */
+	    prepare(st, &st->idem_get,
+		    "SELECT hash, event_id FROM herald_idempotency WHERE publisher = ?1 AND key = ?2"
+		    " AND created_at >= ?3 AND EXISTS (SELECT 1 FROM events WHERE id = event_id)",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->idem_put,
+		    "INSERT OR REPLACE INTO herald_idempotency(publisher, key, hash, event_id, created_at)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5)",
+		    err, errlen) < 0 ||
+	    /* Each through its index: one DELETE with both halves (an OR or a
+	     * UNION inside IN) makes SQLite scan the whole table. */
+	    prepare(st, &st->idem_prune_age,
+		    "DELETE FROM herald_idempotency WHERE created_at < ?1 AND (publisher, key) IN ("
+		    "SELECT publisher, key FROM herald_idempotency WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->idem_prune_gone,
+		    "DELETE FROM herald_idempotency WHERE event_id <= ?1 AND (publisher, key) IN ("
+		    "SELECT publisher, key FROM herald_idempotency WHERE event_id <= ?1 ORDER BY event_id LIMIT ?2)",
+		    err, errlen) < 0)
 		goto fail;
+	st->idem_window_s = 86400;
 
 	rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='pruned_through'", &st->pruned_through);
 	if (rc == SQLITE_OK)
@@ -563,9 +599,10 @@ void store_sqlite_close(struct store_sqlite *st)
 	if (!st)
 		return;
 	store_sqlite_unwatch(st);
-	sqlite3_stmt **stmts[] = { &st->begin,    &st->commit,       &st->rollback, &st->insert,
-				   &st->range,    &st->max_id,       &st->prune,    &st->set_pruned,
-				   &st->data_ver, &st->range_public, &st->late };
+	sqlite3_stmt **stmts[] = { &st->begin,    &st->commit,         &st->rollback,       &st->insert,
+				   &st->range,    &st->max_id,         &st->prune,          &st->set_pruned,
+				   &st->data_ver, &st->range_public,   &st->late,           &st->idem_get,
+				   &st->idem_put, &st->idem_prune_age, &st->idem_prune_gone };
 	for (size_t i = 0; i < ARRAY_LEN(stmts); i++) {
 		sqlite3_finalize(*stmts[i]);
 		*stmts[i] = NULL;
@@ -670,9 +707,69 @@ static void tx_abort(struct store_sqlite *st)
 
 /* ---- the log ---- */
 
-int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_event *evs, size_t n, int64_t *ids_out)
+/* The key of ev as remembered within the window and with its event still in
+ * the log: 1 with *id and *same (the hash equal), 0 when there is none, or
+ * a negative code. */
+static int key_lookup(struct store_sqlite *st, const struct store_new_event *ev, int64_t now, int64_t *id, bool *same)
+{
+	sqlite3_stmt *s = st->idem_get;
+	sqlite3_bind_text(s, 1, ev->idem_publisher ? ev->idem_publisher : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ev->idem_key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, now - st->idem_window_s);
+	int rc = sqlite3_step(s), ret = 0;
+	if (rc == SQLITE_ROW) {
+		const char *h = (const char *)sqlite3_column_text(s, 0);
+		*id = sqlite3_column_int64(s, 1);
+		*same = h && ev->idem_hash && strcmp(h, ev->idem_hash) == 0;
+		ret = 1;
+	} else if (rc != SQLITE_DONE) {
+		ret = fail_rc(st, "idempotency key lookup", rc);
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return ret;
+}
+
+/* Remember ev's key for event id (replacing an expired or orphaned one). */
+static int key_remember(struct store_sqlite *st, const struct store_new_event *ev, int64_t id, int64_t now)
+{
+	sqlite3_stmt *s = st->idem_put;
+	sqlite3_bind_text(s, 1, ev->idem_publisher ? ev->idem_publisher : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ev->idem_key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, ev->idem_hash ? ev->idem_hash : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, id);
+	sqlite3_bind_int64(s, 5, now);
+	int rc = step_done(s);
+	sqlite3_clear_bindings(s);
+	return rc == SQLITE_OK ? 0 : fail_rc(st, "remember idempotency key", rc);
+}
+
+/* Forget at most limit keys older than the window or whose event retention
+ * removed (id at most pruned). Inside the caller's transaction. */
+static int keys_prune(struct store_sqlite *st, int64_t now, int64_t pruned, size_t limit)
+{
+	sqlite3_bind_int64(st->idem_prune_age, 1, now - st->idem_window_s);
+	sqlite3_bind_int64(st->idem_prune_age, 2, (sqlite3_int64)limit);
+	int rc = step_done(st->idem_prune_age);
+	if (rc == SQLITE_OK && pruned > 0) {
+		sqlite3_bind_int64(st->idem_prune_gone, 1, pruned);
+		sqlite3_bind_int64(st->idem_prune_gone, 2, (sqlite3_int64)limit);
+		rc = step_done(st->idem_prune_gone);
+	}
+	return rc == SQLITE_OK ? 0 : fail_rc(st, "forget idempotency keys", rc);
+}
+
+void store_sqlite_set_idempotency_window(struct store_sqlite *st, int64_t window_s)
+{
+	st->idem_window_s = window_s;
+}
+
+int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *evs, size_t n,
+			struct store_appended *out)
 {
 	int rc, ret;
+	int64_t now = clock_wall_s();
+	size_t keyed = 0;
 
 	if (n == 0)
 		return 0;
@@ -684,6 +781,20 @@ int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_ev
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct store_new_event *ev = &evs[i];
+		if (ev->idem_key) {
+			/* Looked up inside the transaction, so an earlier row of
+			 * this batch with the same key is found too. */
+			int64_t id = 0;
+			bool same = false;
+			keyed++;
+			ret = key_lookup(st, ev, now, &id, &same);
+			if (ret < 0)
+				goto fail;
+			if (ret == 1) {
+				out[i] = (struct store_appended){ id, same ? STORE_REPLAYED : STORE_KEY_CONFLICT };
+				continue;
+			}
+		}
 		sqlite3_bind_text(st->insert, 1, ev->type ? ev->type : "message", -1, SQLITE_STATIC);
 		sqlite3_bind_text(st->insert, 2, ev->topic ? ev->topic : "", -1, SQLITE_STATIC);
 		sqlite3_bind_text64(st->insert, 3, ev->data ? ev->data : "", ev->data ? ev->data_len : 0, SQLITE_STATIC,
@@ -693,16 +804,20 @@ int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_ev
 		if (rc != SQLITE_DONE) {
 			ret = fail_rc(st, "append", rc);
 			sqlite3_reset(st->insert);
-			sqlite3_clear_bindings(st->insert);
-			tx_abort(st);
-			return ret;
+			goto fail;
 		}
 		sqlite3_reset(st->insert);
-		if (ids_out)
-			ids_out[i] = sqlite3_last_insert_rowid(st->db);
+		int64_t id = sqlite3_last_insert_rowid(st->db);
+		out[i] = (struct store_appended){ id, STORE_STORED };
+		if (ev->idem_key && (ret = key_remember(st, ev, id, now)) < 0)
+			goto fail;
 	}
 	/* The bound strings belong to the caller; drop the references. */
 	sqlite3_clear_bindings(st->insert);
+	/* Keyed publishes pay for forgetting a few expired keys, so the table
+	 * stays bounded by the window even without retention. */
+	if (keyed && (ret = keys_prune(st, now, 0, 2 * keyed + 16)) < 0)
+		goto fail;
 	rc = step_done(st->commit);
 	if (rc != SQLITE_OK) {
 		ret = fail_rc(st, "commit append", rc);
@@ -710,6 +825,22 @@ int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_ev
 		return ret;
 	}
 	return 0;
+
+fail:
+	sqlite3_clear_bindings(st->insert);
+	tx_abort(st);
+	return ret;
+}
+
+int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_event *evs, size_t n, int64_t *ids_out)
+{
+	struct store_appended *res = xmalloc((n ? n : 1) * sizeof(*res));
+	int r = store_sqlite_append(st, evs, n, res);
+	if (r == 0 && ids_out)
+		for (size_t i = 0; i < n; i++)
+			ids_out[i] = res[i].id;
+	free(res);
+	return r;
 }
 
 /* A column as text: NULL reads as "", any other type as SQLite's text
@@ -1256,6 +1387,12 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 		return ret;
 	}
 	sqlite3_reset(st->prune);
+	/* Keys go with their events, and by age. */
+	ret = keys_prune(st, clock_wall_s(), MAX(highest, st->pruned_through), max_rows);
+	if (ret < 0) {
+		tx_abort(st);
+		return ret;
+	}
 	if (deleted > 0 && highest > st->pruned_through) {
 		sqlite3_bind_int64(st->set_pruned, 1, highest);
 		rc = step_done(st->set_pruned);
@@ -1440,6 +1577,7 @@ static void *be_open(const struct config *cfg, struct loop *lp, struct metrics *
 	struct store_sqlite *db = store_sqlite_open(cfg->db, (int)cfg->busy_timeout_ms, err, errlen);
 	if (!db)
 		return NULL;
+	store_sqlite_set_idempotency_window(db, cfg->idempotency_window_s);
 	struct sqlite_backend *b = xcalloc(1, sizeof(*b));
 	*b = (struct sqlite_backend){ db, lp, m };
 	return b;
@@ -1462,10 +1600,10 @@ static void be_close(void *be)
 static void be_append(void *be, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg)
 {
 	struct sqlite_backend *b = be;
-	int64_t *ids = xmalloc((n ? n : 1) * sizeof(*ids));
-	int r = store_sqlite_append_batch(b->db, evs, n, ids);
-	done(arg, r, r == 0 ? ids : NULL); /* the answers and the fan-out first */
-	free(ids);
+	struct store_appended *res = xmalloc((n ? n : 1) * sizeof(*res));
+	int r = store_sqlite_append(b->db, evs, n, res);
+	done(arg, r, r == 0 ? res : NULL); /* the answers and the fan-out first */
+	free(res);
 	if (r == 0)
 		store_sqlite_written(b->db);
 }

@@ -33,9 +33,19 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 /* Finish statements, close the database cleanly (WAL checkpointed), free. */
 void store_sqlite_close(struct store_sqlite *st);
 
-/* Insert n rows in one transaction; ids_out[i] receives row i's id.
- * Returns 0, or -EBUSY, -EROFS, -ENOSPC or -EIO with nothing written. */
+/* Append n rows in one transaction as store.h's store_append says (keyed
+ * rows looked up in herald_idempotency first, and remembered there); out[i]
+ * receives what became of row i. A keyed batch also forgets a few keys past
+ * the window. Returns 0, or -EBUSY, -EROFS, -ENOSPC or -EIO with nothing
+ * written. */
+int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *evs, size_t n,
+			struct store_appended *out);
+
+/* store_sqlite_append with only the ids (ids_out may be NULL). */
 int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_event *evs, size_t n, int64_t *ids_out);
+
+/* How long a key is remembered (seconds; 24 h until set). */
+void store_sqlite_set_idempotency_window(struct store_sqlite *st, int64_t window_s);
 
 /* Call cb for each row with after < id <= upto, in id order, at most limit
  * rows. Returns the number of rows passed to cb, -EBUSY, or -EIO. */
@@ -90,7 +100,8 @@ int store_sqlite_check_file(struct store_sqlite *st);
 
 /* Delete at most max_rows of the oldest rows that are older than max_age_s
  * seconds (0 = no age limit) or beyond the newest max_count rows (0 = no count
- * limit), in one short transaction. Returns rows deleted (0 when nothing is
+ * limit), with at most max_rows idempotency keys (past the window, or of a
+ * pruned event), in one short transaction. Returns rows deleted (0 when nothing is
  * due), -EBUSY or -EIO. */
 int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_count, size_t max_rows);
 

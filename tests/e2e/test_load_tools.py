@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 
 import harness
-from harness import Herald
+from harness import Herald, sqlite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
@@ -257,6 +257,19 @@ def test_publish_split():
                                  expect=1)
     assert js["ok"] == 0 and js["http_errors"] == 20 and js["http_status"] == {"403": 20}, js
     assert "20 (403: 20)" in out
+
+
+def test_publish_with_idempotency_keys():
+    """--idempotency-keys sends a new key with each request: every one is
+    stored, each with its key remembered; a second run uses other keys."""
+    with Herald() as h:
+        for _ in range(2):
+            code, out, err, js = run("publish", 200, "-c", 16, "-k", 4, "--idempotency-keys", "--server",
+                                     f"127.0.0.1:{h.port}", "--db", h.db)
+            assert js["ok"] == 200 and js["rows"] == 200 and js["idempotency_keys"] is True, js
+        assert sqlite(h.db, "SELECT count(*) FROM herald_idempotency") == "400"
+    code, out, err, js = run("publish", 10)
+    assert js["idempotency_keys"] is False
 
 
 def test_fanout_floor():

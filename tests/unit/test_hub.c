@@ -218,9 +218,9 @@ static void teardown(struct fixture *fx)
 	loop_free(fx->lp);
 }
 
-static void appended(void *arg, int rc, const int64_t *ids)
+static void appended(void *arg, int rc, const struct store_appended *res)
 {
-	(void)ids;
+	(void)res;
 	*(int *)arg = rc;
 }
 
@@ -233,8 +233,11 @@ static void append(struct fixture *fx, int n, size_t size, const char *const *to
 	memset(data, 'x', size);
 	data[size] = '\0';
 	for (int i = 0; i < n; i++, seq++) {
-		struct store_new_event ev = { "t", topics ? topics[seq % ntopics] : "t", data, size,
-					      !(private_every && seq % private_every == 0) };
+		struct store_new_event ev = { .type = "t",
+					      .topic = topics ? topics[seq % ntopics] : "t",
+					      .data = data,
+					      .data_len = size,
+					      .public = !(private_every && seq % private_every == 0) };
 		int rc = -1;
 		store_append(fx->st, &ev, 1, appended, &rc);
 		CHECK_EQ_INT(rc, 0);

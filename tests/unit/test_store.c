@@ -139,7 +139,7 @@ static int read_all(struct store_sqlite *st, int64_t after, int64_t upto, size_t
 static int append_one(struct store_sqlite *st, const char *type, const char *topic, const char *data, bool pub,
 		      int64_t *id)
 {
-	struct store_new_event ev = { type, topic, data, data ? strlen(data) : 0, pub };
+	struct store_new_event ev = { type, topic, data, data ? strlen(data) : 0, pub, NULL, NULL, NULL };
 	return store_sqlite_append_batch(st, &ev, 1, id);
 }
 
@@ -177,7 +177,7 @@ static void test_open_creates_schema_and_wal(void)
 	sqlite3 *db = ext_open(path);
 	ext_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	CHECK(strcmp(mode, "wal") == 0);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 3);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='herald_meta'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='index'"
@@ -207,9 +207,11 @@ static void test_append_and_read_range(void)
 	if (!st)
 		return;
 	struct store_new_event evs[5] = {
-		{ "greet", "news", "hello", 5, true },   { NULL, NULL, "line1\nline2", 11, false },
-		{ "t", "a/b", "h\xc3\xa9llo", 6, true }, { "t", "", "", 0, false },
-		{ "bin", "x", "a\0b", 3, false },
+		{ "greet", "news", "hello", 5, true, NULL, NULL, NULL },
+		{ NULL, NULL, "line1\nline2", 11, false, NULL, NULL, NULL },
+		{ "t", "a/b", "h\xc3\xa9llo", 6, true, NULL, NULL, NULL },
+		{ "t", "", "", 0, false, NULL, NULL, NULL },
+		{ "bin", "x", "a\0b", 3, false, NULL, NULL, NULL },
 	};
 	int64_t ids[5] = { 0 };
 	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), 0);
@@ -347,7 +349,8 @@ static void test_busy(void)
 	ext_exec(db, "BEGIN IMMEDIATE");
 	ext_exec(db, "INSERT INTO events(data) VALUES ('held')");
 
-	struct store_new_event evs[2] = { { "t", "", "a", 1, false }, { "t", "", "b", 1, false } };
+	struct store_new_event evs[2] = { { "t", "", "a", 1, false, NULL, NULL, NULL },
+					  { "t", "", "b", 1, false, NULL, NULL, NULL } };
 	int64_t ids[2] = { -1, -1 };
 	uint64_t t0 = clock_mono_ms();
 	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), -EBUSY);
@@ -377,7 +380,7 @@ static void test_prune(void)
 	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
-	struct store_new_event ev = { "t", "", "x", 1, false };
+	struct store_new_event ev = { "t", "", "x", 1, false, NULL, NULL, NULL };
 	struct rows r;
 	int64_t max = 0;
 	for (int i = 0; i < 10; i++)
@@ -571,7 +574,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 3);
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 3);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='herald_meta'"), 1);
 	ext_close(db);
 
@@ -598,7 +601,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 8);
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 3);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM recent"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'"), 8);
 	ext_text(db, "SELECT sql FROM sqlite_master WHERE name='events'", text, sizeof(text));
@@ -754,8 +757,9 @@ static void test_read_matching(void)
 	 * read the whole log to learn there is nothing for it. */
 	struct store_new_event batch[1000];
 	for (int i = 0; i < 1000; i++)
-		batch[i] =
-			(struct store_new_event){ "t", "a", "some data of a modest size, as events have", 43, false };
+		batch[i] = (struct store_new_event){ "t",  "a",   "some data of a modest size, as events have",
+						     43,   false, NULL,
+						     NULL, NULL };
 	for (int k = 0; k < 30; k++)
 		CHECK_EQ_INT(store_sqlite_append_batch(st, batch, 1000, NULL), 0);
 	store_sqlite_checkpoint(st);
@@ -862,7 +866,7 @@ static void test_read_matching_agrees_with_the_rule(void)
 	for (int i = 0; i < ROWS; i++) {
 		snprintf(tp[i], sizeof(tp[i]), "%s", pool[random() % POOL]);
 		pb[i + 1] = random() % 4 == 0;
-		batch[i] = (struct store_new_event){ "t", tp[i], "d", 1, pb[i + 1] };
+		batch[i] = (struct store_new_event){ "t", tp[i], "d", 1, pb[i + 1], NULL, NULL, NULL };
 	}
 	CHECK_EQ_INT(store_sqlite_append_batch(st, batch, ROWS, NULL), 0);
 	static struct ids want, got;
@@ -936,7 +940,7 @@ static void test_migration_to_3(void)
 		return;
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 3);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='events_public_topic_id'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM events"), 1);
 	ext_close(db);
@@ -956,8 +960,9 @@ static void test_private_rows_cost_a_public_reader_nothing(void)
 	static char names[1000][16];
 	for (int i = 0; i < 1000; i++) {
 		snprintf(names[i], sizeof(names[i]), "big/%d", i);
-		batch[i] = (struct store_new_event){ "t", names[i], "some data of a modest size, as events have", 43,
-						     false };
+		batch[i] = (struct store_new_event){ "t",  names[i], "some data of a modest size, as events have",
+						     43,   false,    NULL,
+						     NULL, NULL };
 	}
 	for (int k = 0; k < 40; k++)
 		CHECK_EQ_INT(store_sqlite_append_batch(st, batch, 1000, NULL), 0);
@@ -989,6 +994,138 @@ static void test_private_rows_cost_a_public_reader_nothing(void)
 	store_sqlite_close(st);
 }
 
+/* ---- Idempotency-Key ---- */
+
+static struct store_new_event keyed(const char *data, const char *publisher, const char *key, const char *hash)
+{
+	return (struct store_new_event){ "t", "k", data, strlen(data), true, publisher, key, hash };
+}
+
+static void test_idempotency_keys(void)
+{
+	const char *path = db_path("idem.db");
+	struct store_sqlite *st = open_ok(path);
+	if (!st)
+		return;
+	sqlite3 *db = ext_open(path);
+	struct store_appended res[6];
+
+	/* First use stores; the same key and hash again stores nothing and
+	 * answers the same id; another hash is a conflict naming it. */
+	struct store_new_event a = keyed("a", "token", "k1", "h1");
+	CHECK_EQ_INT(store_sqlite_append(st, &a, 1, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 1);
+	CHECK_EQ_INT(store_sqlite_append(st, &a, 1, res), 0);
+	CHECK(res[0].outcome == STORE_REPLAYED && res[0].id == 1);
+	struct store_new_event other = keyed("b", "token", "k1", "h2");
+	CHECK_EQ_INT(store_sqlite_append(st, &other, 1, res), 0);
+	CHECK(res[0].outcome == STORE_KEY_CONFLICT && res[0].id == 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM events"), 1);
+
+	/* Keys are scoped to their publisher. */
+	struct store_new_event b = keyed("a", "sub:alice", "k1", "h1");
+	CHECK_EQ_INT(store_sqlite_append(st, &b, 1, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 2);
+
+	/* One batch, keyed and unkeyed: the same key twice makes one event,
+	 * and the stored rows get consecutive ids. */
+	struct store_new_event batch[6] = {
+		{ "t", "", "u1", 2, false, NULL, NULL, NULL },
+		keyed("x", "token", "k2", "hx"),
+		keyed("x", "token", "k2", "hx"),
+		keyed("y", "token", "k2", "hy"),
+		{ "t", "", "u2", 2, false, NULL, NULL, NULL },
+		keyed("a", "token", "k1", "h1"),
+	};
+	CHECK_EQ_INT(store_sqlite_append(st, batch, 6, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 3);
+	CHECK(res[1].outcome == STORE_STORED && res[1].id == 4);
+	CHECK(res[2].outcome == STORE_REPLAYED && res[2].id == 4);
+	CHECK(res[3].outcome == STORE_KEY_CONFLICT && res[3].id == 4);
+	CHECK(res[4].outcome == STORE_STORED && res[4].id == 5);
+	CHECK(res[5].outcome == STORE_REPLAYED && res[5].id == 1);
+	CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM events"), 5);
+	CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency"), 3);
+
+	/* A batch that fails (another writer holds the lock) remembers no
+	 * key: the retry stores it. */
+	ext_exec(db, "BEGIN IMMEDIATE");
+	struct store_new_event c = keyed("c", "token", "k3", "hc");
+	CHECK_EQ_INT(store_sqlite_append(st, &c, 1, res), -EBUSY);
+	ext_exec(db, "COMMIT");
+	CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency WHERE key = 'k3'"), 0);
+	CHECK_EQ_INT(store_sqlite_append(st, &c, 1, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 6);
+
+	/* Keys hold across a restart (they are in the file). */
+	store_sqlite_close(st);
+	st = open_ok(path);
+	if (!st) {
+		sqlite3_close(db);
+		return;
+	}
+	CHECK_EQ_INT(store_sqlite_append(st, &c, 1, res), 0);
+	CHECK(res[0].outcome == STORE_REPLAYED && res[0].id == 6);
+
+	/* Past the window a key is forgotten: the same key stores anew, and
+	 * then stands for the new event. */
+	store_sqlite_set_idempotency_window(st, 60);
+	ext_exec(db, "UPDATE herald_idempotency SET created_at = created_at - 61 WHERE key = 'k3'");
+	CHECK_EQ_INT(store_sqlite_append(st, &c, 1, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 7);
+	CHECK_EQ_INT(store_sqlite_append(st, &c, 1, res), 0);
+	CHECK(res[0].outcome == STORE_REPLAYED && res[0].id == 7);
+
+	/* Keyed appends forget a few expired keys as they go. */
+	ext_exec(db, "UPDATE herald_idempotency SET created_at = created_at - 1000 WHERE key = 'k2'");
+	struct store_new_event d = keyed("d", "token", "k4", "hd");
+	CHECK_EQ_INT(store_sqlite_append(st, &d, 1, res), 0);
+	CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency WHERE key = 'k2'"), 0);
+
+	/* Retention removes a key with its event: a retry after that stores
+	 * the event again under a new id (within the window). */
+	CHECK_EQ_INT(store_sqlite_prune(st, 0, 1, 100), 7); /* keeps id 8 (k4) */
+	CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency"), 1);
+	CHECK_EQ_INT(store_sqlite_append(st, &a, 1, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 9);
+	CHECK_EQ_INT(store_sqlite_append(st, &d, 1, res), 0);
+	CHECK(res[0].outcome == STORE_REPLAYED && res[0].id == 8);
+
+	/* A key whose event another program deleted (before a prune got to
+	 * the key) counts as gone too. */
+	ext_exec(db, "DELETE FROM events WHERE id = 9");
+	CHECK_EQ_INT(store_sqlite_append(st, &a, 1, res), 0);
+	CHECK(res[0].outcome == STORE_STORED && res[0].id == 10);
+
+	store_sqlite_close(st);
+	sqlite3_close(db);
+}
+
+/* A database of schema version 3 gains the keys' table, its events kept. */
+static void test_migration_to_4(void)
+{
+	const char *path = db_path("v3.db");
+	struct store_sqlite *st = open_ok(path);
+	if (!st)
+		return;
+	CHECK_EQ_INT(append_one(st, "t", "", "x", true, NULL), 0);
+	store_sqlite_close(st);
+	sqlite3 *db = ext_open(path);
+	ext_exec(db, "DROP TABLE herald_idempotency; PRAGMA user_version=3");
+	st = open_ok(path);
+	if (st) {
+		CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
+		CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency"), 0);
+		CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM events"), 1);
+		struct store_new_event a = keyed("a", "token", "k", "h");
+		struct store_appended res;
+		CHECK_EQ_INT(store_sqlite_append(st, &a, 1, &res), 0);
+		CHECK(res.outcome == STORE_STORED && res.id == 2);
+		store_sqlite_close(st);
+	}
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	use_counting_vfs();
@@ -1010,6 +1147,8 @@ int main(void)
 	test_read_matching_agrees_with_the_rule();
 	test_migration_to_3();
 	test_private_rows_cost_a_public_reader_nothing();
+	test_idempotency_keys();
+	test_migration_to_4();
 	rm_tree(tmpdir);
 	return check_done("store");
 }
