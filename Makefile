@@ -348,7 +348,7 @@ deb:
 	else \
 		tar --exclude=./build -cf - . | tar -xf - -C $(DEB_SRC); \
 	fi
-	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc
+	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc -Jauto
 	@ls -1 $(DEB_OUT)/*_$(VERSION)_*.deb
 
 # The version, for scripts and debian/rules.
