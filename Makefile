@@ -5,6 +5,7 @@
 #   make test   install missing packages, build with ASan+UBSan, run every test
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
+#   make deb    the Debian packages herald and herald-tools in build/deb-out
 # The libraries, as pkg-config name=Debian package (scripts/deps installs them).
 PKG_DEBIAN := sqlite3=libsqlite3-dev openssl=libssl-dev libsystemd=libsystemd-dev inih=libinih-dev \
               hiredis=libhiredis-dev
