@@ -202,6 +202,7 @@ def _check_serves():
     h = None
     try:
         h = harness.Herald(args=["--config", "/etc/herald/herald.conf"], dir=d, preexec_fn=drop)
+        assert h.port not in (None, 8199), h.log()  # --listen wins over the file's listen
         s = harness.Stream(h.port)
         assert s.status == 200, s.status
         eid = harness.publish(h.port, data="from the package")
