@@ -7,6 +7,7 @@
 #               beside them (load/bench-peer)
 #   make fuzz   install clang too, fuzz every target with libFuzzer for
 #               FUZZ_SECONDS (60) each, one after another; exit 1 on a crash
+#   make deb    the Debian packages herald and herald-tools in build/deb-out
 # The libraries, as pkg-config name=Debian package (scripts/deps installs them).
 PKG_DEBIAN := sqlite3=libsqlite3-dev openssl=libssl-dev libsystemd=libsystemd-dev inih=libinih-dev \
               hiredis=libhiredis-dev
@@ -69,7 +70,7 @@ LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.
 LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm
 
 .PHONY: all deps pkg-check browser-deps run test check unit bench bench-check bench-peer fuzz fuzz-targets format \
-	install uninstall clean
+	install uninstall deb version clean
 all: $(HERALD) $(LOAD_BIN)
 
 deps:
@@ -341,6 +342,29 @@ uninstall:
 		rm -f $$conf; rmdir $(DESTDIR)$(SYSCONFDIR)/herald 2>/dev/null; true; \
 	fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; true
+
+# deb: the Debian packages herald_$(VERSION)_ARCH.deb and herald-tools_...
+# in DEB_OUT, by dpkg-buildpackage from debian/. It builds in a copy of the
+# tree (the files git tracks, as they are now; every file but build/ outside
+# a git checkout) under DEB_OUT, since dpkg-buildpackage writes into the
+# tree it builds and its packages beside it. debian/rules checks that
+# debian/changelog names this VERSION.
+DEB_OUT ?= build/deb-out
+DEB_SRC := $(DEB_OUT)/herald-$(VERSION)
+deb:
+	@scripts/deps
+	rm -rf $(DEB_SRC) && mkdir -p $(DEB_SRC)
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z | tar --null -T - -cf - | tar -xf - -C $(DEB_SRC); \
+	else \
+		tar --exclude=./build -cf - . | tar -xf - -C $(DEB_SRC); \
+	fi
+	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc -Jauto
+	@ls -1 $(DEB_OUT)/*_$(VERSION)_*.deb
+
+# The version, for scripts and debian/rules.
+version:
+	@echo $(VERSION)
 
 clean:
 	rm -rf build
