@@ -269,6 +269,43 @@ def test_redis_outage_refuses_publishes_keeps_streams_then_resumes():
 test_redis_outage_refuses_publishes_keeps_streams_then_resumes.timeout = 60
 
 
+def test_redis_turned_replica_is_an_outage_not_an_error():
+    """The server herald writes to becomes a replica (a failover it has not
+    heard of yet, or REPLICAOF by hand): Redis ends the tail's blocked XREAD
+    when its role changes, so herald takes it as an outage; a publish
+    meanwhile is 503 with Retry-After, not 500; herald's reconnects are
+    refused READONLY (said in the log), and once the server is a primary
+    again publishing goes on with the id after the last one, and a reader
+    has every event."""
+    with RedisServer() as r, Herald(redis=r) as h:
+        s = Stream(h.port)
+        s.opening()
+        first = publish(h.port, data="before")
+        # A replica of a primary that is not there: it keeps its data and
+        # refuses writes.
+        rc, out, err = r.cli("REPLICAOF", "127.0.0.1", "1")
+        assert rc == 0, (out, err)
+        st, hd, body = request(h.port, "POST", "/api/events", {"data": "during", "public": True})
+        check_refusal(st, hd, body, 503)
+        assert hd.get("retry-after", "").isdigit(), hd
+        h.wait_log(r"READONLY", timeout=10)
+        rc, out, err = r.cli("REPLICAOF", "NO", "ONE")
+        assert rc == 0, (out, err)
+
+        def published():
+            st, _, body = request(h.port, "POST", "/api/events", {"data": "after", "public": True})
+            return st == 201 and body
+
+        body = wait_until(published, timeout=20, what="publishing again once the server is a primary")
+        after = json.loads(body)["id"]
+        assert after == first + 1, (first, after)
+        _events_exactly(s, [_ev(first, "before"), _ev(after, "after")], "reader across the demotion")
+        s.close()
+
+
+test_redis_turned_replica_is_an_outage_not_an_error.timeout = 60
+
+
 def test_redis_restart_mid_stream_loses_no_acknowledged_event():
     # Redis is stopped (SIGTERM: it writes its AOF out) and started again on
     # the same folder while events are being published: every event that
