@@ -12,6 +12,16 @@ static struct outq_entry *at(const struct outq *q, size_t i)
 	return &q->q[(q->head + i) & (q->cap - 1)];
 }
 
+static int64_t entry_id(const struct outq_entry *e)
+{
+	return e->tag >> 1;
+}
+
+static bool entry_droppable(const struct outq_entry *e)
+{
+	return e->tag & 1;
+}
+
 void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
 {
 	if (q->len == q->cap) {
@@ -24,7 +34,8 @@ void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
 		q->cap = ncap;
 		q->head = 0;
 	}
-	q->q[(q->head + q->len) & (q->cap - 1)] = (struct outq_entry){ chunk_ref(ch), 0, droppable, id };
+	q->q[(q->head + q->len) & (q->cap - 1)] =
+		(struct outq_entry){ chunk_ref(ch), (int64_t)((uint64_t)id << 1) | droppable };
 	q->len++;
 	q->bytes += ch->len;
 }
@@ -33,12 +44,14 @@ int outq_iov(const struct outq *q, struct iovec *iov, int max, size_t *total)
 {
 	int n = 0;
 	*total = 0;
+	size_t off = q->head_off; /* only the head can be partly written */
 	for (size_t i = 0; i < q->len && n < max; i++) {
 		const struct outq_entry *e = at(q, i);
-		iov[n].iov_base = e->c->data + e->off;
-		iov[n].iov_len = e->c->len - e->off;
+		iov[n].iov_base = e->c->data + off;
+		iov[n].iov_len = e->c->len - off;
 		*total += iov[n].iov_len;
 		n++;
+		off = 0;
 	}
 	return n;
 }
@@ -48,14 +61,15 @@ void outq_consume(struct outq *q, size_t n)
 	q->bytes -= n;
 	while (n) {
 		struct outq_entry *e = at(q, 0);
-		size_t rest = e->c->len - e->off;
+		size_t rest = e->c->len - q->head_off;
 		if (n < rest) {
-			e->off += (uint32_t)n;
+			q->head_off += (uint32_t)n;
 			return;
 		}
 		n -= rest;
-		if (e->id > 0)
-			q->written_id = e->id;
+		q->head_off = 0;
+		if (entry_id(e) > 0)
+			q->written_id = entry_id(e);
 		chunk_unref(e->c);
 		q->head = (q->head + 1) & (q->cap - 1);
 		q->len--;
@@ -64,7 +78,7 @@ void outq_consume(struct outq *q, size_t n)
 
 bool outq_head_started(const struct outq *q)
 {
-	return q->len && at(q, 0)->off > 0;
+	return q->len && q->head_off > 0;
 }
 
 int64_t outq_drop(struct outq *q, bool first_committed)
@@ -75,13 +89,14 @@ int64_t outq_drop(struct outq *q, bool first_committed)
 	first_committed = first_committed || outq_head_started(q);
 	for (size_t i = 0; i < q->len; i++) {
 		struct outq_entry e = *at(q, i);
-		if (!e.droppable || (i == 0 && first_committed)) {
+		if (!entry_droppable(&e) || (i == 0 && first_committed)) {
 			*at(q, kept++) = e;
-			if (e.id > 0)
-				resume = e.id;
+			if (entry_id(&e) > 0)
+				resume = entry_id(&e);
 			continue;
 		}
-		q->bytes -= e.c->len - e.off;
+		/* Only a head that has not started is dropped: no offset. */
+		q->bytes -= e.c->len;
 		chunk_unref(e.c);
 	}
 	q->len = kept;
@@ -95,4 +110,5 @@ void outq_free(struct outq *q)
 	free(q->q);
 	q->q = NULL;
 	q->len = q->cap = q->head = q->bytes = 0;
+	q->head_off = 0;
 }

@@ -152,6 +152,35 @@ static void test_iov_batch_limit(void)
 	outq_free(&q);
 }
 
+/* An entry packs its id with the droppable mark, and the written part of
+ * a frame belongs to the head alone: large ids come back whole, and the
+ * frame after a finished partial one is written from its start. */
+static void test_ids_and_offsets_of_packed_entries(void)
+{
+	struct outq q = { 0 };
+	char buf[256];
+	int64_t big = ((int64_t)1 << 61) + 3;
+	push(&q, "keep|", big, false);
+	push(&q, "gone|", big + 1, true);
+	CHECK_EQ_INT(outq_drop(&q, false), big);
+	CHECK_EQ_INT(q.len, 1);
+	outq_consume(&q, 2);
+	push(&q, "next|", big + 2, true);
+	outq_consume(&q, 3); /* "keep|" done */
+	CHECK_EQ_INT(q.written_id, big);
+	CHECK(!outq_head_started(&q));
+	contents(&q, buf, sizeof(buf));
+	CHECK(strcmp(buf, "next|") == 0);
+	outq_consume(&q, 1);
+	contents(&q, buf, sizeof(buf));
+	CHECK(strcmp(buf, "ext|") == 0);
+	CHECK_EQ_INT(outq_drop(&q, false), big + 2);
+	outq_consume(&q, 4);
+	CHECK_EQ_INT(q.written_id, big + 2);
+	CHECK_EQ_INT(q.bytes, 0);
+	outq_free(&q);
+}
+
 int main(void)
 {
 	test_order_and_partial_writes();
@@ -159,5 +188,6 @@ int main(void)
 	test_drop_keeps_what_must_arrive();
 	test_drop_finishes_a_frame_on_the_wire();
 	test_iov_batch_limit();
+	test_ids_and_offsets_of_packed_entries();
 	return check_done("test_outq");
 }
