@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "conn_fixture.h"
 #include "conn.h"
 #include "transport_plain.h"
 #include "util.h"
@@ -41,22 +42,12 @@ static void no_request(void *owner, struct conn *c, const struct http_request *r
 	conn_close(c, NULL);
 }
 
-static bool no_continue(void *owner, struct conn *c, const struct http_request *req)
-{
-	(void)owner, (void)c, (void)req;
-	return false;
-}
-
 static void setup(struct fx *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->lp = loop_new();
-	f->cfg.header_timeout_ms = 10000;
-	f->cfg.keepalive_timeout_ms = 10000;
-	f->cfg.stall_timeout_ms = 10000;
-	f->cfg.max_header_bytes = 16384;
-	f->cfg.max_body = 65536;
-	struct conn_hooks hooks = { .owner = f, .request = no_request, .expect_continue = no_continue };
+	fixture_config(&f->cfg);
+	struct conn_hooks hooks = { .owner = f, .request = no_request, .expect_continue = fixture_no_continue };
 	f->pool = conn_pool_new(f->lp, &f->cfg, &f->m, &hooks);
 	/* The gap is the longest one: the test's single socket makes rounds
 	 * too short for the gap in round lengths to hold anything. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "conn_fixture.h"
 #include "conn.h"
 #include "http.h"
 #include "transport_plain.h"
@@ -56,12 +57,6 @@ static void on_request(void *owner, struct conn *c, const struct http_request *r
 		loop_stop(f->lp);
 }
 
-static bool no_continue(void *owner, struct conn *c, const struct http_request *req)
-{
-	(void)owner, (void)c, (void)req;
-	return false;
-}
-
 static void give_up(void *arg)
 {
 	struct fx *f = arg;
@@ -73,14 +68,8 @@ static void setup(struct fx *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->lp = loop_new();
-	f->cfg.header_timeout_ms = 10000;
-	f->cfg.keepalive_timeout_ms = 10000;
-	f->cfg.stall_timeout_ms = 10000;
-	f->cfg.max_request_line = 8192;
-	f->cfg.max_header_bytes = 16384;
-	f->cfg.max_headers = 100;
-	f->cfg.max_body = 65536;
-	struct conn_hooks hooks = { .owner = f, .request = on_request, .expect_continue = no_continue };
+	fixture_config(&f->cfg);
+	struct conn_hooks hooks = { .owner = f, .request = on_request, .expect_continue = fixture_no_continue };
 	f->pool = conn_pool_new(f->lp, &f->cfg, &f->m, &hooks);
 }
 
