@@ -22,16 +22,7 @@
 
 void tls_note_error(struct tls *t, const char *what)
 {
-	unsigned long e = ERR_peek_last_error();
-	if (!t->first_error[0]) {
-		char buf[160];
-		if (e)
-			ERR_error_string_n(e, buf, sizeof(buf));
-		else
-			snprintf(buf, sizeof(buf), "%s", errno ? strerror(errno) : "connection closed");
-		snprintf(t->first_error, sizeof(t->first_error), "%s: %s", what, buf);
-	}
-	ERR_clear_error();
+	tool_tls_note_error(t->first_error, sizeof(t->first_error), what);
 }
 
 /* SSL_read/SSL_write results as read(2)/write(2) would give them: -1 with

@@ -98,16 +98,7 @@ struct ctx {
 
 static void note(struct ctx *x, const char *what)
 {
-	if (!x->first_error[0]) {
-		unsigned long e = ERR_peek_last_error();
-		char buf[160];
-		if (e)
-			ERR_error_string_n(e, buf, sizeof(buf));
-		else
-			snprintf(buf, sizeof(buf), "%s", errno ? strerror(errno) : "connection closed");
-		snprintf(x->first_error, sizeof(x->first_error), "%s: %s", what, buf);
-	}
-	ERR_clear_error();
+	tool_tls_note_error(x->first_error, sizeof(x->first_error), what);
 }
 
 /* Close the socket (and the TLS session, keeping its newest ticket). No

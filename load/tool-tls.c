@@ -96,3 +96,17 @@ int tool_tls_port_from_log(const char *log)
 		fclose(f);
 	return port;
 }
+
+void tool_tls_note_error(char *first, size_t len, const char *what)
+{
+	if (!first[0]) {
+		unsigned long e = ERR_peek_last_error();
+		char buf[160];
+		if (e)
+			ERR_error_string_n(e, buf, sizeof(buf));
+		else
+			snprintf(buf, sizeof(buf), "%s", errno ? strerror(errno) : "connection closed");
+		snprintf(first, len, "%s: %s", what, buf);
+	}
+	ERR_clear_error();
+}

@@ -273,5 +273,9 @@ int tool_tls_make_cert(struct tool_cert *c, char *err, size_t errlen);
 void tool_tls_remove_cert(struct tool_cert *c, int keep);
 /* The port of a herald's tls:127.0.0.1 listener, from its log; 0 if none. */
 int tool_tls_port_from_log(const char *log);
+/* Keep the first TLS error of a run in first (len bytes; "" until one):
+ * "what: OpenSSL's reason" (or errno's, or "connection closed"); later ones
+ * are dropped. Clears OpenSSL's error queue either way. */
+void tool_tls_note_error(char *first, size_t len, const char *what);
 
 #endif

@@ -594,6 +594,8 @@ int64_t store_sqlite_upkeep(struct store_sqlite *st, uint64_t *ns)
 	return -1;
 }
 
+static void store_sqlite_unwatch(struct store_sqlite *st);
+
 void store_sqlite_close(struct store_sqlite *st)
 {
 	if (!st)
@@ -1479,7 +1481,11 @@ static void slow_poll(void *arg)
 	loop_timer_start(st->lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
 }
 
-int store_sqlite_watch(struct store_sqlite *st, struct loop *lp, struct metrics *m, const struct store_hooks *h)
+/* Wire the store to the loop: the inotify watch (or a slow poll without
+ * inotify) calls h->changed once another writer's commit is visible, and
+ * h->fatal when the database file was deleted or replaced. Checkpoint
+ * durations go to m. Returns 0 or -1. */
+static int store_sqlite_watch(struct store_sqlite *st, struct loop *lp, struct metrics *m, const struct store_hooks *h)
 {
 	st->lp = lp;
 	st->m = m;
@@ -1504,13 +1510,16 @@ static void upkeep_tick(void *arg)
 		loop_timer_start(st->lp, &st->upkeep_timer, (uint64_t)next, upkeep_tick, st);
 }
 
-void store_sqlite_written(struct store_sqlite *st)
+/* After herald's own writes: run the checkpoint policy (store_sqlite_upkeep)
+ * now and from a timer until it has nothing left to do. */
+static void store_sqlite_written(struct store_sqlite *st)
 {
 	if (st->lp)
 		upkeep_tick(st);
 }
 
-void store_sqlite_unwatch(struct store_sqlite *st)
+/* Undo store_sqlite_watch (timers, the watch); before store_sqlite_close. */
+static void store_sqlite_unwatch(struct store_sqlite *st)
 {
 	if (!st->lp)
 		return;

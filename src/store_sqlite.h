@@ -128,17 +128,4 @@ int store_sqlite_checkpoint(struct store_sqlite *st);
  * checkpoint's duration when one ran (else 0). */
 int64_t store_sqlite_upkeep(struct store_sqlite *st, uint64_t *ns);
 
-/* Wire the store to the loop: the inotify watch (or a slow poll without
- * inotify) calls h->changed once another writer's commit is visible, and
- * h->fatal when the database file was deleted or replaced. Checkpoint
- * durations go to m. Returns 0 or -1. */
-int store_sqlite_watch(struct store_sqlite *st, struct loop *lp, struct metrics *m, const struct store_hooks *h);
-
-/* After herald's own writes: run the checkpoint policy (store_sqlite_upkeep)
- * now and from a timer until it has nothing left to do. */
-void store_sqlite_written(struct store_sqlite *st);
-
-/* Undo store_sqlite_watch (timers, the watch); before store_sqlite_close. */
-void store_sqlite_unwatch(struct store_sqlite *st);
-
 #endif
