@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,7 +31,8 @@ struct slot {
 	uint64_t alive_ms;
 	uint64_t readers; /* this worker's column total */
 	struct group_figures f;
-	struct metrics m; /* the worker's counters as last stamped */
+	struct metrics m;      /* the worker's counters as last stamped */
+	uint32_t wake_pending; /* its wake fd was written and not yet taken */
 };
 
 struct region {
@@ -53,6 +55,10 @@ struct entry {
 static struct region *g;
 static size_t g_len;
 static int self = -1;
+/* One eventfd per worker index, made before the first fork, so every worker
+ * (a restarted one too) inherits all of them: a commit wakes the others. */
+static int wake_fds[GROUP_MAX_WORKERS];
+static unsigned n_wake_fds;
 
 uint64_t group_clock_ms(void)
 {
@@ -115,6 +121,16 @@ int group_create(unsigned nworkers, size_t max_keys)
 	g->nworkers = nworkers;
 	g->nentries = n;
 	g->entry_size = esize;
+	for (unsigned i = 0; i < nworkers; i++) {
+		wake_fds[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (wake_fds[i] < 0) {
+			r = errno;
+			n_wake_fds = i;
+			group_destroy();
+			return -r;
+		}
+	}
+	n_wake_fds = nworkers;
 	return 0;
 }
 
@@ -122,6 +138,9 @@ void group_destroy(void)
 {
 	if (!g)
 		return;
+	for (unsigned i = 0; i < n_wake_fds; i++)
+		close(wake_fds[i]);
+	n_wake_fds = 0;
 	if (self < 0)
 		pthread_mutex_destroy(&g->lock);
 	munmap(g, g_len);
@@ -332,6 +351,37 @@ void group_worker_gone(unsigned index)
 	metrics_add(&g->retired, &s->m);
 	memset(s, 0, sizeof(*s));
 	unlock();
+}
+
+int group_wake_fd(void)
+{
+	return group_on() ? wake_fds[self] : -1;
+}
+
+void group_wake_others(void)
+{
+	if (!group_on())
+		return;
+	for (unsigned i = 0; i < n_wake_fds; i++) {
+		/* One write until the worker takes it: a worker behind by
+		 * many commits is woken once, and reads them all. */
+		if ((int)i == self || __atomic_exchange_n(&g->slot[i].wake_pending, 1, __ATOMIC_ACQ_REL))
+			continue;
+		uint64_t one = 1;
+		if (write(wake_fds[i], &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_warn("group: waking worker %u: %s", i, strerror(errno));
+	}
+}
+
+void group_wake_taken(void)
+{
+	if (!group_on())
+		return;
+	/* Clear first, then drain: a wake after the clear writes again. */
+	__atomic_store_n(&g->slot[self].wake_pending, 0, __ATOMIC_RELEASE);
+	uint64_t v;
+	while (read(wake_fds[self], &v, sizeof(v)) < 0 && errno == EINTR)
+		;
 }
 
 bool group_all_ready(void)

@@ -89,6 +89,16 @@ void group_worker_started(unsigned index, pid_t pid);
  * counters are kept with the dead ones', its slot is emptied. */
 void group_worker_gone(unsigned index);
 
+/* Wake-ups between workers writing one SQLite log: a commit's rows are
+ * visible to the others the moment it returns, which the file watch cannot
+ * tell them (it fires on the -wal write, before the commit shows).
+ * group_wake_fd is this worker's eventfd (-1 outside a group), readable
+ * after another worker called group_wake_others; group_wake_taken clears it
+ * before the worker looks for the new rows. */
+int group_wake_fd(void);
+void group_wake_others(void);
+void group_wake_taken(void);
+
 /* Main process: every worker running and ready. */
 bool group_all_ready(void);
 

@@ -65,6 +65,18 @@ static void warn_open_publish(const struct server *srv)
 	}
 }
 
+static void group_peers_wake(void *arg)
+{
+	(void)arg;
+	group_wake_others();
+}
+
+static void group_peers_taken(void *arg)
+{
+	(void)arg;
+	group_wake_taken();
+}
+
 static void compute_limits(struct server *srv)
 {
 	struct rlimit rl;
@@ -319,6 +331,12 @@ int server_start(struct server *srv, int argc, char **argv)
 		else
 			log_err("database %s: %s", srv->cfg.db, err);
 		return -1;
+	}
+	if (group_on()) {
+		/* The group's workers wake each other after their commits. */
+		struct store_peers p = { group_wake_fd(), group_index() == 0, group_peers_wake, group_peers_taken,
+					 NULL };
+		store_set_peers(srv->st, &p);
 	}
 	srv->hub = hub_new(srv->lp, srv->st, &srv->cfg, &srv->m, fail, srv);
 	if (!srv->hub)

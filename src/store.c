@@ -43,6 +43,12 @@ void store_watch(struct store *st, const struct store_hooks *h)
 	st->ops->watch(st->be, h);
 }
 
+void store_set_peers(struct store *st, const struct store_peers *p)
+{
+	if (st->ops->set_peers)
+		st->ops->set_peers(st->be, p);
+}
+
 void store_close(struct store *st)
 {
 	if (!st)

@@ -125,6 +125,24 @@ struct store *store_open(const struct config *cfg, struct loop *lp, struct metri
 /* Start telling h about change (watches, tails). */
 void store_watch(struct store *st, const struct store_hooks *h);
 
+/* Other processes appending to the same log that can wake this one and be
+ * woken by it (the workers of a group): after each append of its own the
+ * store calls wake(arg); fd is readable when a peer appended, and the store
+ * calls taken(arg) before it looks for the rows. One of them (watch_writes)
+ * also watches for other programs' writes and wakes the rest when it sees
+ * one; the others leave that to it. A backend whose watch sees every commit
+ * at once (Redis' tail) ignores it. The callbacks and fd outlive the store. */
+struct store_peers {
+	int fd;
+	bool watch_writes;
+	void (*wake)(void *arg);
+	void (*taken)(void *arg);
+	void *arg;
+};
+
+/* Before store_watch. */
+void store_set_peers(struct store *st, const struct store_peers *p);
+
 /* Stop watching, close the backend cleanly, free. Appends in flight are
  * answered -ENOTCONN first. */
 void store_close(struct store *st);

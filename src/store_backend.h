@@ -22,6 +22,8 @@ struct store_backend {
 	 * in err. lp and m stay valid until close. */
 	void *(*open)(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen);
 	void (*watch)(void *be, const struct store_hooks *h);
+	/* Optional (NULL: ignored): store_set_peers, before watch. */
+	void (*set_peers)(void *be, const struct store_peers *p);
 	/* Answer appends in flight (-ENOTCONN), release everything, free be. */
 	void (*close)(void *be);
 	/* done runs exactly once, possibly before append returns. */

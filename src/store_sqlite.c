@@ -106,6 +106,10 @@ struct store_sqlite {
 	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
 	struct loop_timer upkeep_timer;  /* the checkpoint after our writes */
 	size_t confirm_step;
+	/* Other workers of a group, which wake us after their commits. */
+	struct store_peers peers;
+	bool has_peers;
+	struct loop_timer folder_rest_timer; /* the folder watch paused (with peers) */
 };
 
 /* ---- schema and migrations ---- */
@@ -368,33 +372,43 @@ static int prepare(struct store_sqlite *st, sqlite3_stmt **out, const char *sql,
 	return 0;
 }
 
-/* Watch the database's folder: a commit by any process appends to the -wal
- * file there (IN_MODIFY); the other events catch the file being created or
- * replaced. Returns the descriptor or -1 (the caller then polls). */
-static int watch_folder(const char *path)
+/* What the folder watch asks for: a commit by any process appends to the
+ * -wal file there (IN_MODIFY); the other events catch the file being
+ * created or replaced. */
+#define FOLDER_WRITES (IN_MODIFY | IN_CLOSE_WRITE)
+#define FOLDER_NAMES (IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
+
+/* The folder that holds path (a copy the caller frees). */
+static char *folder_of(const char *path)
 {
 	char *dir = xstrdup(path);
 	char *slash = strrchr(dir, '/');
-	const char *folder = dir;
-	if (!slash)
-		folder = ".";
-	else if (slash == dir)
+	if (!slash) {
+		free(dir);
+		return xstrdup(".");
+	}
+	if (slash == dir)
 		slash[1] = '\0';
 	else
 		*slash = '\0';
+	return dir;
+}
 
+/* Watch the database's folder for mask. Returns the descriptor or -1 (the
+ * caller then polls). */
+static int watch_folder(const char *path, uint32_t mask)
+{
+	char *folder = folder_of(path);
 	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd < 0) {
 		log_warn("store: inotify unavailable (%s); falling back to polling for other writers", strerror(errno));
-	} else if (inotify_add_watch(fd, folder,
-				     IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM) <
-		   0) {
+	} else if (inotify_add_watch(fd, folder, mask) < 0) {
 		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers", folder,
 			 strerror(errno));
 		close(fd);
 		fd = -1;
 	}
-	free(dir);
+	free(folder);
 	return fd;
 }
 
@@ -547,7 +561,7 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 	}
 	st->dev = sb.st_dev;
 	st->ino = sb.st_ino;
-	st->watch_fd = watch_folder(path);
+	st->watch_fd = watch_folder(path, FOLDER_WRITES | FOLDER_NAMES);
 	return st;
 
 fail:
@@ -1453,7 +1467,9 @@ static void confirm_change(void *arg)
 		return;
 	if (changed) {
 		st->hooks.changed(st->hooks.arg);
-		st->confirm_step = 1; /* go on checking from the shortest delay */
+		if (st->has_peers && st->peers.watch_writes)
+			st->peers.wake(st->peers.arg); /* maybe another program's rows */
+		st->confirm_step = 1;                  /* go on checking from the shortest delay */
 	}
 	if (st->confirm_step < ARRAY_LEN(confirm_delays_ms))
 		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change, st);
@@ -1461,10 +1477,28 @@ static void confirm_change(void *arg)
 		st->confirm_step = 0;
 }
 
+/* With peers, their commits come through their wake-ups, visible at once,
+ * while each of their writes to the -wal file also fires the folder watch
+ * of every worker: at thousands of commits a second that was most of a
+ * group's CPU. So the folder watch rests FOLDER_REST_MS after each event;
+ * it still sees other programs' commits and the file being replaced, within
+ * that much more. */
+#define FOLDER_REST_MS 100
+
+static void folder_rested(void *arg)
+{
+	struct store_sqlite *st = arg;
+	int r = loop_modify(st->lp, st->watch_fd, EPOLLIN);
+	if (r < 0)
+		log_warn("store: watching %s again: %s", st->path, strerror(-r));
+}
+
 static void on_folder_event(void *arg, uint32_t events)
 {
 	struct store_sqlite *st = arg;
 	(void)events;
+	if (st->has_peers && loop_modify(st->lp, st->watch_fd, 0) == 0)
+		loop_timer_start(st->lp, &st->folder_rest_timer, FOLDER_REST_MS, folder_rested, st);
 	st->confirm_step = 0;
 	loop_timer_stop(st->lp, &st->confirm_timer);
 	confirm_change(st);
@@ -1481,6 +1515,19 @@ static void slow_poll(void *arg)
 	loop_timer_start(st->lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
 }
 
+/* A peer committed: its rows are visible now, so one look is enough. */
+static void on_peer_wake(void *arg, uint32_t events)
+{
+	struct store_sqlite *st = arg;
+	(void)events;
+	st->peers.taken(st->peers.arg);
+	bool changed = store_sqlite_changed(st);
+	if (file_gone(st))
+		return;
+	if (changed)
+		st->hooks.changed(st->hooks.arg);
+}
+
 /* Wire the store to the loop: the inotify watch (or a slow poll without
  * inotify) calls h->changed once another writer's commit is visible, and
  * h->fatal when the database file was deleted or replaced. Checkpoint
@@ -1494,9 +1541,19 @@ static int store_sqlite_watch(struct store_sqlite *st, struct loop *lp, struct m
 		log_warn("inotify is not available; checking the database for other writers every %d ms",
 			 NO_INOTIFY_POLL_MS);
 		loop_timer_start(lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
-		return 0;
+	} else if (loop_watch(lp, st->watch_fd, EPOLLIN, on_folder_event, st) < 0) {
+		return -1;
 	}
-	return loop_watch(lp, st->watch_fd, EPOLLIN, on_folder_event, st);
+	if (st->has_peers) {
+		st->peers.taken(st->peers.arg); /* a wake meant for a worker before us */
+		if (loop_watch(lp, st->peers.fd, EPOLLIN, on_peer_wake, st) < 0)
+			return -1;
+		/* Rows another program added while this worker was not running
+		 * (the one that watches for them restarting): the others look. */
+		if (st->peers.watch_writes)
+			st->peers.wake(st->peers.arg);
+	}
+	return 0;
 }
 
 static void upkeep_tick(void *arg)
@@ -1526,8 +1583,11 @@ static void store_sqlite_unwatch(struct store_sqlite *st)
 	loop_timer_stop(st->lp, &st->watch_timer);
 	loop_timer_stop(st->lp, &st->confirm_timer);
 	loop_timer_stop(st->lp, &st->upkeep_timer);
+	loop_timer_stop(st->lp, &st->folder_rest_timer);
 	if (st->watch_fd >= 0)
 		loop_unwatch(st->lp, st->watch_fd);
+	if (st->has_peers)
+		loop_unwatch(st->lp, st->peers.fd);
 	st->lp = NULL;
 }
 
@@ -1599,6 +1659,23 @@ static void be_watch(void *be, const struct store_hooks *h)
 		log_warn("watching the database for other writers failed; only herald's own events are seen");
 }
 
+static void be_set_peers(void *be, const struct store_peers *p)
+{
+	struct sqlite_backend *b = be;
+	struct store_sqlite *st = b->db;
+	st->peers = *p;
+	st->has_peers = p->fd >= 0;
+	if (st->has_peers && !p->watch_writes && st->watch_fd >= 0) {
+		/* Every write to the -wal file is an event queued for each
+		 * watch of the folder, in the writer's system call: one watch
+		 * of them is enough. */
+		char *folder = folder_of(st->path);
+		if (inotify_add_watch(st->watch_fd, folder, FOLDER_NAMES) < 0)
+			log_warn("store: watching %s: %s", folder, strerror(errno));
+		free(folder);
+	}
+}
+
 static void be_close(void *be)
 {
 	struct sqlite_backend *b = be;
@@ -1611,7 +1688,9 @@ static void be_append(void *be, const struct store_new_event *evs, size_t n, sto
 	struct sqlite_backend *b = be;
 	struct store_appended *res = xmalloc((n ? n : 1) * sizeof(*res));
 	int r = store_sqlite_append(b->db, evs, n, res);
-	done(arg, r, r == 0 ? res : NULL); /* the answers and the fan-out first */
+	if (r == 0 && b->db->has_peers)
+		b->db->peers.wake(b->db->peers.arg); /* their fan-out beside ours */
+	done(arg, r, r == 0 ? res : NULL);           /* the answers and the fan-out first */
 	free(res);
 	if (r == 0)
 		store_sqlite_written(b->db);
@@ -1673,6 +1752,7 @@ const struct store_backend store_sqlite_backend = {
 	.chosen = be_chosen,
 	.open = be_open,
 	.watch = be_watch,
+	.set_peers = be_set_peers,
 	.close = be_close,
 	.append = be_append,
 	.read_range = be_read_range,

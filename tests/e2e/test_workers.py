@@ -183,6 +183,39 @@ def test_workers_killed_worker_restarts_and_its_readers_leave_the_counts():
         h.stop()
 
 
+def test_workers_rows_from_another_program_reach_both_workers_across_the_watchers_restart():
+    """Worker 0 alone watches the folder for other programs' commits and
+    wakes worker 1; killed, it is started again and takes that up: rows
+    inserted while it was gone, and after, reach readers on both."""
+    with Herald(config=GROUP) as h:
+        on1 = _open_on(h.port, 1)
+        on1.opening()
+        watcher = _metrics(h.port)[2][0]
+        mark = h.log_size()
+        os.kill(watcher, signal.SIGKILL)
+        h.wait_log(r"worker 0 \(pid %d\) was killed by signal 9" % watcher, since=mark)
+        sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('message','news','while gone',1)")
+        wait_until(lambda: _metrics(h.port)[2].get(0, 0) not in (0, watcher), timeout=10, what="worker 0 started again")
+        # Worker 0 wakes worker 1 as it starts: the row comes without
+        # waiting for a commit after it.
+        assert [e["data"] for e in on1.events(1, timeout=5)] == ["while gone"]
+        on0 = _open_on(h.port, 0)
+        on0.opening()
+        sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('message','news','after',1)")
+        for s, want in ((on1, ["after"]), (on0, ["after"])):
+            evs = s.events(len(want), timeout=5)
+            assert [e["data"] for e in evs] == want, evs
+            assert s.events(timeout=0.2) == [], "an event came twice"
+            s.close()
+        # Posted through either worker: every commit wakes the other one.
+        on = [_open_on(h.port, w) for w in (0, 1)]
+        ids = [publish(h.port, data=f"posted {i}") for i in range(20)]
+        for s in on:
+            assert [e["id"] for e in s.events(len(ids), timeout=5)] == ids
+            s.close()
+        h.stop()
+
+
 def test_workers_connections_to_a_dead_worker_wait_for_its_restart():
     # The main process keeps each worker's SO_REUSEPORT socket: connections
     # the kernel hands to a dead worker's socket queue there and are served

@@ -1,8 +1,11 @@
 /* test_group.c: the workers' shared region with real processes: counts with
  * a column per worker, a dead worker's share dropped, entries reused without
  * breaking other keys' probe chains, the lock surviving a process killed
- * while it may hold it, and counters summed over the slots. */
+ * while it may hold it, counters summed over the slots, and the wake-ups
+ * a commit sends the other workers. */
+#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -214,8 +217,50 @@ static void test_admit_stops_at_the_caps(void)
 	group_destroy();
 }
 
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1;
+}
+
+/* A commit wakes every other worker once, however many commits follow,
+ * until that worker takes the wake; a worker never wakes itself. */
+static void test_wake_once_until_taken(void)
+{
+	CHECK_EQ_INT(group_wake_fd(), -1); /* no group */
+	CHECK_EQ_INT(group_create(3, 10), 0);
+	group_enter(0);
+	int fd0 = group_wake_fd();
+	group_wake_others();
+	group_wake_others();
+	CHECK(!readable(fd0));
+	group_enter(1);
+	int fd1 = group_wake_fd();
+	CHECK(fd1 >= 0 && fd1 != fd0 && readable(fd1));
+	uint64_t v = 0;
+	CHECK(read(fd1, &v, sizeof(v)) == (ssize_t)sizeof(v));
+	CHECK_EQ_INT((int)v, 1);
+	group_enter(0);
+	group_wake_others(); /* worker 1 has not taken the first: no write */
+	CHECK(!readable(fd1));
+	group_enter(1);
+	group_wake_taken();
+	group_enter(0);
+	group_wake_others();
+	group_enter(1);
+	CHECK(readable(fd1));
+	group_wake_taken();
+	CHECK(!readable(fd1));
+	group_enter(2);
+	int fd2 = group_wake_fd();
+	CHECK(read(fd2, &v, sizeof(v)) == (ssize_t)sizeof(v));
+	CHECK_EQ_INT((int)v, 1);
+	group_destroy();
+}
+
 int main(void)
 {
+	test_wake_once_until_taken();
 	test_counts_across_workers();
 	test_admit_stops_at_the_caps();
 	test_reuse_keeps_chains();
