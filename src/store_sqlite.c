@@ -110,6 +110,7 @@ struct store_sqlite {
 	struct store_peers peers;
 	bool has_peers;
 	struct loop_timer folder_rest_timer; /* the folder watch paused (with peers) */
+	struct loop_timer peer_rest_timer;   /* the peers' wake-up paused */
 };
 
 /* ---- schema and migrations ---- */
@@ -1515,17 +1516,54 @@ static void slow_poll(void *arg)
 	loop_timer_start(st->lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
 }
 
-/* A peer committed: its rows are visible now, so one look is enough. */
+/* A peer committed: its rows are visible now, so one look is enough. Under
+ * a stream of commits a worker looks at most once per PEER_REST_MS: after a
+ * look its wake-up rests, the wake stays untaken (so peers skip the write),
+ * and the rest's end takes it and looks again, resting on while it finds
+ * rows. A row waits that much more at most; a look per commit was most of
+ * what a worker that publishes nothing spent. */
+#define PEER_REST_MS 1
+
+/* One look; false when the file is gone (the process stops). */
+static bool peer_look(struct store_sqlite *st, bool *changed)
+{
+	*changed = store_sqlite_changed(st);
+	if (file_gone(st))
+		return false;
+	if (*changed)
+		st->hooks.changed(st->hooks.arg);
+	return true;
+}
+
+static void peer_rested(void *arg)
+{
+	struct store_sqlite *st = arg;
+	st->peers.taken(st->peers.arg);
+	bool changed;
+	if (!peer_look(st, &changed))
+		return;
+	if (changed) {
+		loop_timer_start(st->lp, &st->peer_rest_timer, PEER_REST_MS, peer_rested, st);
+		return;
+	}
+	int r = loop_modify(st->lp, st->peers.fd, EPOLLIN);
+	if (r < 0)
+		log_warn("store: waiting for other workers' commits: %s", strerror(-r));
+}
+
 static void on_peer_wake(void *arg, uint32_t events)
 {
 	struct store_sqlite *st = arg;
 	(void)events;
-	st->peers.taken(st->peers.arg);
-	bool changed = store_sqlite_changed(st);
-	if (file_gone(st))
+	bool changed;
+	if (!peer_look(st, &changed))
 		return;
-	if (changed)
-		st->hooks.changed(st->hooks.arg);
+	int r = loop_modify(st->lp, st->peers.fd, 0);
+	if (r < 0) {
+		st->peers.taken(st->peers.arg); /* cannot rest: take it now */
+		return;
+	}
+	loop_timer_start(st->lp, &st->peer_rest_timer, PEER_REST_MS, peer_rested, st);
 }
 
 /* Wire the store to the loop: the inotify watch (or a slow poll without
@@ -1584,6 +1622,7 @@ static void store_sqlite_unwatch(struct store_sqlite *st)
 	loop_timer_stop(st->lp, &st->confirm_timer);
 	loop_timer_stop(st->lp, &st->upkeep_timer);
 	loop_timer_stop(st->lp, &st->folder_rest_timer);
+	loop_timer_stop(st->lp, &st->peer_rest_timer);
 	if (st->watch_fd >= 0)
 		loop_unwatch(st->lp, st->watch_fd);
 	if (st->has_peers)
