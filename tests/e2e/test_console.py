@@ -18,8 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CSP = ("default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
-IDS = ["state", "reconnects", "events", "filter", "apply", "readers", "rate", "pub-type", "pub-topic",
-       "pub-data", "pub-public", "pub-token", "pub-send", "pub-result"]
+IDS = ["state", "reconnects", "events", "filter", "history", "apply", "readers", "rate", "rate-10s", "rate-1m",
+       "charts", "chart-rate", "chart-readers", "chart-refusals", "chart-refusals-legend", "presence",
+       "presence-list", "pub-type", "pub-topic", "pub-data", "pub-public", "pub-token", "pub-send", "pub-result"]
 
 
 def _source():
@@ -187,9 +188,13 @@ def test_page_uses_relative_urls_only():
     assert '"api/events/stream' in script
     assert re.search(r'fetch\("metrics"', script)
     assert re.search(r'fetch\("api/events"', script)
+    assert re.search(r'fetch\("api/health"', script)  # the newest id, where the history starts
+    assert re.search(r'fetch\("api/presence"', script)
     for m in re.finditer(r'(?:fetch|EventSource)\(\s*"([^"]*)"', script):
         assert not m.group(1).startswith("/"), m.group(0)
     assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "document.write" not in script
+    # Nothing the policy's script-src forbids ('unsafe-eval' is not granted).
+    assert not re.search(r"\beval\(|new Function\(|setTimeout\(\s*\"|setInterval\(\s*\"", script)
     assert '"Content-Type": "application/json"' in script
     assert "last_event_id=" in script and "topic=" in script
 
