@@ -218,3 +218,18 @@ def test_page_script_parses():
             f.write(script)
         r = subprocess.run([node, "--check", path], capture_output=True, text=True, timeout=20)
         assert r.returncode == 0, r.stderr
+
+
+def test_readme_shows_the_console_screenshot():
+    """README's console section shows docs/console.png: a PNG of a phone's
+    or a modest window's width, small enough to keep in the repository."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    section = readme.split("### `GET /`: the console", 1)[1].split("\n### ", 1)[0]
+    assert re.search(r"!\[[^\]]+\]\(docs/console\.png\)", section), "the console section shows no screenshot"
+    with open(os.path.join(ROOT, "docs", "console.png"), "rb") as f:
+        png = f.read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", png[:16]
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert 320 <= width <= 1280 and height <= 1600, (width, height)
+    assert len(png) <= 200 * 1024, len(png)
