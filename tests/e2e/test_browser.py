@@ -391,27 +391,34 @@ def test_console_history_then_live():
         assert not any(e["past"] for e in shown[50:]), shown[50:]
 
         # A page opening while events keep coming: history and live meet
-        # with no gap and no duplicate.
+        # with no gap and no duplicate. About 200 a second, so what comes
+        # between the page asking for the newest id and its stream opening
+        # stays well within the list's 500.
         stop = threading.Event()
         sent = []
 
         def keep_publishing():
-            while not stop.is_set():
+            while not stop.wait(0.005):
                 sent.append(publish(h.port, data="during"))
 
         t = threading.Thread(target=keep_publishing, daemon=True)
         t.start()
         try:
             with Console(h, path="/?history=20") as p:
-                wait_until(lambda: len(sent) >= 30, timeout=10, what="publishes after the page opened")
+                opened = len(sent)
+                wait_until(lambda: len(sent) >= opened + 30, timeout=10, what="publishes after the page opened")
                 stop.set()
                 t.join(10)
                 p.cmd(until=f"document.querySelector('#events [data-id=\"{sent[-1]}\"]') !== null")
-                shown = _ids(p.events())
+                events = p.events()
         finally:
             stop.set()
+        shown = _ids(events)
+        assert len(shown) < 500, f"{len(shown)} events shown: the list was cut"
         assert shown == list(range(shown[0], sent[-1] + 1)), shown
         assert len(shown) >= 20 + 30 and shown[0] > before[-1] - 20, shown
+        # Exactly the 20 before the page asked are marked as history.
+        assert [e["past"] for e in events] == [True] * 20 + [False] * (len(events) - 20), events
 
 
 test_console_history_then_live.timeout = 60
