@@ -36,10 +36,13 @@ scenario(async (b) => {
   const problems = [];
   b.page.on('pageerror', (e) => problems.push(`exception: ${e.message}`));
   b.page.on('console', (m) => {
-    // Presence answers 404 where herald has none (or 403), which the page
-    // expects and Chromium logs as a failed load: not a problem of the page.
-    const presence = /\/api\/presence$/.test(m.location().url || '') && /status of 40[34]/.test(m.text());
-    if (m.type() === 'error' && !presence) problems.push(`console: ${m.text()}`);
+    // Refusals the page expects and handles (presence: 404 where herald has
+    // none, or 403; metrics: 401 or 403 where metrics_access keeps the
+    // browser out) are logged by Chromium as failed loads: not a problem.
+    const url = m.location().url || '';
+    const expected = (/\/api\/presence$/.test(url) && /status of 40[34]/.test(m.text())) ||
+      (/\/metrics$/.test(url) && /status of 40[13]/.test(m.text()));
+    if (m.type() === 'error' && !expected) problems.push(`console: ${m.text()}`);
   });
   await b.page.setViewportSize({ width: args.width || 1000, height: args.height || 800 });
   const res = await b.page.goto(args.origin + (args.path || '/'));

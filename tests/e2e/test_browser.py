@@ -367,6 +367,21 @@ def test_console_page_shows_a_published_event():
 test_console_page_shows_a_published_event.timeout = 40
 
 
+def test_console_without_metrics_access():
+    """Where metrics_access keeps the browser out, the figures and charts
+    are hidden with a note naming the answer, and the events still flow."""
+    with Herald(config="metrics_access = token\nmetrics_token = s3cret-metrics\n") as h:
+        if not _console_served(h):
+            return
+        with Console(h) as p:
+            p.cmd(until="document.querySelector('#figures').hidden")
+            note = p.text("#figures-note")
+            marker = f"no-metrics-{os.getpid()}"
+            r = p.cmd(publish=marker)
+    assert "metrics answered 401" in note, note
+    assert r["publishAnswer"].startswith("201"), r
+
+
 def _ids(events):
     return [int(e["id"]) for e in events]
 

@@ -2,7 +2,10 @@
 src/console.html, with its security headers; HEAD gives the same head and
 no body; other methods 405; `console = off` (file, flag, or a reload) makes
 / a 404 again. The page itself: relative URLs only, nothing from another
-host, and the element ids the browser tests use."""
+host, nothing its Content-Security-Policy forbids, and the element ids the
+browser tests use; README's console section shows its screenshot. The page
+at work (history, charts, figures refused) is tested in Chromium by
+test_browser.py."""
 import os
 import re
 import shutil
