@@ -9,6 +9,7 @@ the `retry:` herald sends is the delay the browser waits; topic filters;
 capacity refusals a browser survives; a cookie-authorized stream with
 withCredentials; the console page; and twenty streams through Caddy over
 HTTP/2, past HTTP/1.1's six connections per host."""
+import contextlib
 import json
 import os
 import queue
@@ -18,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from harness import Herald, PortTaken, on_spare_ports, publish, request, sqlite, wait_until
+from harness import Herald, PortTaken, Stream, on_spare_ports, publish, publish_many, request, sqlite, wait_until
 from test_caddy import Caddy
 from test_jwt import mint
 
@@ -310,26 +311,220 @@ def test_cookie_with_credentials():
 test_cookie_with_credentials.timeout = 40
 
 
+def _console_served(h):
+    """Whether this herald serves the console page (it says so when not)."""
+    st, _, body = request(h.port, "GET", "/")
+    if st == 404:
+        print("GET / is not served by this herald yet: the console page was not checked")
+        return False
+    assert st == 200 and b"id=\"events\"" in body, (st, body[:300])
+    return True
+
+
+class Console(Page):
+    """tests/browser/console.mjs on herald's console page: `opened` is the
+    event list (oldest first) once its stream is open; every answer also says
+    what the page reported as errors (exceptions, CSP violations), and any
+    fails the test at once."""
+
+    def __init__(self, h, **args):
+        super().__init__("console.mjs", origin=h.url, **args)
+        self.opened = self._checked(self.next())
+
+    def _checked(self, msg):
+        assert not msg.get("problems"), f"the page reported: {msg['problems']}"
+        return msg.get("value")
+
+    def cmd(self, timeout=30.0, **cmd):
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        self.proc.stdin.flush()
+        return self._checked(self.next(timeout))
+
+    def events(self):
+        return self.cmd(list=True)
+
+    def text(self, selector):
+        return self.cmd(eval=f"document.querySelector({json.dumps(selector)}).textContent")
+
+
 def test_console_page_shows_a_published_event():
     with Herald() as h:
-        st, _, body = request(h.port, "GET", "/")
-        if st == 404:
-            print("GET / is not served by this herald yet: the console page was not checked")
+        if not _console_served(h):
             return
-        assert st == 200 and b"id=\"events\"" in body, (st, body[:300])
-        os.makedirs(ARTIFACTS, exist_ok=True)
-        shot = os.path.join(ARTIFACTS, "console.png")
         marker = f"console-{os.getpid()}-{time.monotonic_ns()}"
-        with Page("console.mjs", origin=h.url, marker=marker, shot=shot) as p:
-            r = p.next()["result"]
+        with Console(h) as p:
+            r = p.cmd(publish=marker)
+            # No presence in this herald: its 404 keeps the panel hidden.
+            p.cmd(until="performance.getEntriesByType('resource').some("
+                        "(e) => e.name.endsWith('/api/presence') && e.responseEnd > 0)")
+            assert p.cmd(eval="document.querySelector('#presence').hidden") is True
         row = sqlite(h.db, f"SELECT id FROM events WHERE data = '{marker}'")
     assert r["id"] == row, (r, row)
     assert r["publishAnswer"].startswith("201") and row in r["publishAnswer"], r
     assert r["ms"] <= 1000, f"the event showed after {r['ms']} ms"
-    assert os.path.getsize(shot) > 1000, shot
 
 
 test_console_page_shows_a_published_event.timeout = 40
+
+
+def test_console_without_metrics_access():
+    """Where metrics_access keeps the browser out, the figures and charts
+    are hidden with a note naming the answer, and the events still flow."""
+    with Herald(config="metrics_access = token\nmetrics_token = s3cret-metrics\n") as h:
+        if not _console_served(h):
+            return
+        with Console(h) as p:
+            p.cmd(until="document.querySelector('#figures').hidden")
+            note = p.text("#figures-note")
+            marker = f"no-metrics-{os.getpid()}"
+            r = p.cmd(publish=marker)
+    assert "metrics answered 401" in note, note
+    assert r["publishAnswer"].startswith("201"), r
+
+
+def _ids(events):
+    return [int(e["id"]) for e in events]
+
+
+def test_console_history_then_live():
+    """The page opens on the last 50 events (its default), marked as
+    history, and goes on with the live ones from the same stream: every id
+    once, in order, none missing, even with publishes running while it
+    opens."""
+    with Herald() as h:
+        if not _console_served(h):
+            return
+        before = publish_many(h.port, [{"data": f"old-{i}", "public": True} for i in range(80)])
+        with Console(h) as p:
+            assert _ids(p.opened) == before[-50:], _ids(p.opened)
+            assert all(e["past"] for e in p.opened), p.opened
+            assert "old-79" in p.opened[-1]["text"], p.opened[-1]
+            live = [publish(h.port, data=f"live-{i}") for i in range(5)]
+            p.cmd(until=f"document.querySelector('#events [data-id=\"{live[-1]}\"]') !== null")
+            shown = p.events()
+        assert _ids(shown) == before[-50:] + live, _ids(shown)
+        assert not any(e["past"] for e in shown[50:]), shown[50:]
+
+        # A page opening while events keep coming: history and live meet
+        # with no gap and no duplicate. About 200 a second, so what comes
+        # between the page asking for the newest id and its stream opening
+        # stays well within the list's 500.
+        stop = threading.Event()
+        sent = []
+
+        def keep_publishing():
+            while not stop.wait(0.005):
+                sent.append(publish(h.port, data="during"))
+
+        t = threading.Thread(target=keep_publishing, daemon=True)
+        t.start()
+        try:
+            with Console(h, path="/?history=20") as p:
+                opened = len(sent)
+                wait_until(lambda: len(sent) >= opened + 30, timeout=10, what="publishes after the page opened")
+                stop.set()
+                t.join(10)
+                p.cmd(until=f"document.querySelector('#events [data-id=\"{sent[-1]}\"]') !== null")
+                events = p.events()
+        finally:
+            stop.set()
+        shown = _ids(events)
+        assert len(shown) < 500, f"{len(shown)} events shown: the list was cut"
+        assert shown == list(range(shown[0], sent[-1] + 1)), shown
+        assert len(shown) >= 20 + 30 and shown[0] > before[-1] - 20, shown
+        # Exactly the 20 before the page asked are marked as history.
+        assert [e["past"] for e in events] == [True] * 20 + [False] * (len(events) - 20), events
+
+
+test_console_history_then_live.timeout = 60
+
+
+def test_console_history_under_a_topic_filter():
+    """?topic= and the form's filter apply to the history as well: of the
+    last N events stored, those on the topic, then the live ones on it."""
+    with Herald() as h:
+        if not _console_served(h):
+            return
+        topic = [("a" if i % 3 == 0 else "b") for i in range(60)]
+        ids = publish_many(h.port, [{"topic": t, "data": f"e{i}", "public": True} for i, t in enumerate(topic)])
+        on = dict(zip(ids, topic))
+        with Console(h, path="/?topic=a&history=30") as p:
+            history = [i for i in ids if i > ids[-1] - 30 and on[i] == "a"]
+            assert _ids(p.opened) == history, _ids(p.opened)
+            on[publish(h.port, topic="b", data="live-b")] = "b"
+            live_a = publish(h.port, topic="a", data="live-a")
+            on[live_a] = "a"
+            p.cmd(until=f"document.querySelector('#events [data-id=\"{live_a}\"]') !== null")
+            assert _ids(p.events()) == history + [live_a], _ids(p.events())
+
+            # The form: another filter and history size start the list again.
+            p.cmd(eval="document.querySelector('#filter').value = 'b'; "
+                       "document.querySelector('#history').value = '10'; "
+                       "document.querySelector('#apply').click()")
+            want = [i for i in sorted(on) if i > live_a - 10 and on[i] == "b"]
+            p.cmd(until=f"document.querySelectorAll('#events [data-id]').length === {len(want)} && "
+                        f"document.querySelector('#state').getAttribute('data-state') === 'open'")
+            assert _ids(p.events()) == want, (_ids(p.events()), want)
+
+
+test_console_history_under_a_topic_filter.timeout = 60
+
+
+def test_console_charts_after_a_burst():
+    """After a publish burst the charts are drawn from /metrics samples (a
+    point per sample, a line per refusal cause), the rate over 10 s still
+    reads above zero once the instantaneous one is back to 0.0, the page
+    fits a phone's width, and screenshots are kept (the whole page, a
+    phone's screen, and a desktop window's like docs/console.png)."""
+    with Herald() as h:
+        if not _console_served(h):
+            return
+        topics = ["orders", "news", "user/42/inbox"]
+        publish_many(h.port, [{"type": "created", "topic": topics[i % 3], "data": json.dumps({"n": i}),
+                               "public": True} for i in range(12)])
+        others = [Stream(h.port, "topic=news"), Stream(h.port, "topic=orders")]  # more readers to draw
+        with Console(h) as p, contextlib.ExitStack() as done:
+            for s in others:
+                done.callback(s.close)
+            p.cmd(until="Number(document.querySelector('#charts').dataset.samples) >= 2", ms=10000)
+            publish_many(h.port, [{"type": "created", "topic": topics[i % 3], "data": json.dumps({"n": 12 + i}),
+                                   "public": True} for i in range(40)])
+            for _ in range(3):
+                st, _, _ = request(h.port, "DELETE", "/api/health")
+                assert st == 405
+            p.cmd(until="document.querySelector('#rate').textContent === '0.0' && "
+                        "Number(document.querySelector('#charts').dataset.samples) >= 4", ms=15000)
+            figures = p.cmd(eval="""(() => {
+                const q = (s) => document.querySelector(s);
+                const points = (s) => [...document.querySelectorAll(s + ' polyline')].map(
+                  (l) => l.getAttribute('points').trim().split(/\\s+/).filter((x) => x).length);
+                return { samples: Number(q('#charts').dataset.samples), rate: q('#rate').textContent,
+                         rate10: q('#rate-10s').textContent, rate60: q('#rate-1m').textContent,
+                         ratePoints: points('#chart-rate'), readerPoints: points('#chart-readers'),
+                         refusalPoints: points('#chart-refusals'), ratePeak: q('#chart-rate-peak').textContent,
+                         readers: q('#readers').textContent, legend: q('#chart-refusals-legend').textContent,
+                         fits: document.documentElement.scrollWidth <= window.innerWidth,
+                         note: q("#figures-note").textContent };
+            })()""")
+            os.makedirs(ARTIFACTS, exist_ok=True)
+            shots = {name: os.path.join(ARTIFACTS, name) for name in
+                     ("console.png", "console-phone.png", "console-window.png")}
+            p.cmd(shot=shots["console.png"], fullPage=True)
+            p.cmd(shot=shots["console-window.png"], width=960, height=720)
+            p.cmd(shot=shots["console-phone.png"], width=390, height=844)
+            narrow = p.cmd(eval="document.documentElement.scrollWidth <= window.innerWidth")
+    n = figures["samples"]
+    assert figures["rate"] == "0.0" and float(figures["rate10"]) > 0 and float(figures["rate60"]) > 0, figures
+    assert figures["ratePoints"] == [n - 1] and figures["readerPoints"] == [n], figures
+    assert figures["refusalPoints"] and all(k == n - 1 for k in figures["refusalPoints"]), figures
+    assert float(figures["ratePeak"]) > 0 and figures["readers"] == "3", figures
+    assert "method_not_allowed 3" in figures["legend"], figures
+    assert figures["fits"] and narrow, figures
+    for f in shots.values():
+        assert os.path.getsize(f) > 1000, f
+
+
+test_console_charts_after_a_burst.timeout = 60
 
 
 class TlsCaddy(Caddy):

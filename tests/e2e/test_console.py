@@ -2,7 +2,10 @@
 src/console.html, with its security headers; HEAD gives the same head and
 no body; other methods 405; `console = off` (file, flag, or a reload) makes
 / a 404 again. The page itself: relative URLs only, nothing from another
-host, and the element ids the browser tests use."""
+host, nothing its Content-Security-Policy forbids, and the element ids the
+browser tests use; README's console section shows its screenshot. The page
+at work (history, charts, figures refused) is tested in Chromium by
+test_browser.py."""
 import os
 import re
 import shutil
@@ -18,8 +21,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CSP = ("default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
-IDS = ["state", "reconnects", "events", "filter", "apply", "readers", "rate", "pub-type", "pub-topic",
-       "pub-data", "pub-public", "pub-token", "pub-send", "pub-result"]
+IDS = ["state", "reconnects", "events", "filter", "history", "apply", "readers", "rate", "rate-10s", "rate-1m",
+       "charts", "chart-rate", "chart-readers", "chart-refusals", "chart-refusals-legend", "presence",
+       "presence-list", "pub-type", "pub-topic", "pub-data", "pub-public", "pub-token", "pub-send", "pub-result"]
 
 
 def _source():
@@ -187,9 +191,13 @@ def test_page_uses_relative_urls_only():
     assert '"api/events/stream' in script
     assert re.search(r'fetch\("metrics"', script)
     assert re.search(r'fetch\("api/events"', script)
+    assert re.search(r'fetch\("api/health"', script)  # the newest id, where the history starts
+    assert re.search(r'fetch\("api/presence"', script)
     for m in re.finditer(r'(?:fetch|EventSource)\(\s*"([^"]*)"', script):
         assert not m.group(1).startswith("/"), m.group(0)
     assert "innerHTML" not in script and "insertAdjacentHTML" not in script and "document.write" not in script
+    # Nothing the policy's script-src forbids ('unsafe-eval' is not granted).
+    assert not re.search(r"\beval\(|new Function\(|setTimeout\(\s*\"|setInterval\(\s*\"", script)
     assert '"Content-Type": "application/json"' in script
     assert "last_event_id=" in script and "topic=" in script
 
@@ -213,3 +221,18 @@ def test_page_script_parses():
             f.write(script)
         r = subprocess.run([node, "--check", path], capture_output=True, text=True, timeout=20)
         assert r.returncode == 0, r.stderr
+
+
+def test_readme_shows_the_console_screenshot():
+    """README's console section shows docs/console.png: a PNG of a phone's
+    or a modest window's width, small enough to keep in the repository."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    section = readme.split("### `GET /`: the console", 1)[1].split("\n### ", 1)[0]
+    assert re.search(r"!\[[^\]]+\]\(docs/console\.png\)", section), "the console section shows no screenshot"
+    with open(os.path.join(ROOT, "docs", "console.png"), "rb") as f:
+        png = f.read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", png[:16]
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert 320 <= width <= 1280 and height <= 1600, (width, height)
+    assert len(png) <= 200 * 1024, len(png)
