@@ -1,0 +1,539 @@
+/* presence.c: the registry of who reads which topic (presence.h): each
+ * stream's keys in the presence table, the answers to GET /api/presence,
+ * and the join and leave events appended to the log.
+ *
+ * Keys: a pattern alone counts the streams that read it; a pattern, the
+ * separator and a subject count that subject's streams on it. A topic's
+ * readers are looked up by key (the topic, "*", and each "prefix/" "*" of
+ * it); its subjects come from one pass over the table's keys in use. */
+#include "presence.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "group.h"
+#include "log.h"
+#include "presence_table.h"
+#include "topic.h"
+#include "util.h"
+
+#define PATTERN_MAX 128
+#define CANDIDATES_MAX (PATTERN_MAX / 2 + 2) /* the topic, "*", one per '/' */
+#define EVENTS_BATCH 256                     /* events per append */
+
+struct pending_event {
+	bool join;
+	char *key; /* pattern, separator, subject */
+};
+
+struct presence {
+	struct loop *lp;
+	struct store *st;
+	struct hub *hub;
+	const struct config *cfg;
+	struct metrics *m;
+	struct presence_table *t;
+	bool own_table; /* mapped here (no group), unmapped by presence_free */
+	unsigned col;   /* this process's column */
+	/* Join and leave events waiting for their append. */
+	struct pending_event *events;
+	size_t nevents, cap;
+	struct pending_event *sending; /* the append in flight */
+	size_t nsending;
+	bool flush_deferred;
+	bool appending; /* an append is out; its answer frees p when closing */
+	bool closing;
+	struct loop_timer leave_timer;
+};
+
+/* One stream's keys; counted[i] says whether keys[i] got into the table
+ * (a full table counts nothing, and nothing is taken back). */
+struct presence_reg {
+	size_t n;
+	bool *counted;
+	char *keys[];
+};
+
+static void schedule_leaves(struct presence *p);
+
+struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
+			      struct metrics *m)
+{
+	struct presence *p = xcalloc(1, sizeof(*p));
+	*p = (struct presence){ .lp = lp, .st = st, .hub = hub, .cfg = cfg, .m = m };
+	if (group_on()) {
+		p->t = group_presence_table();
+		p->col = (unsigned)group_index();
+	} else {
+		p->t = presence_table_map(1, (size_t)cfg->presence_max_keys, false);
+		p->own_table = true;
+	}
+	if (!p->t) {
+		int e = errno;
+		free(p);
+		errno = e;
+		return NULL;
+	}
+	schedule_leaves(p);
+	return p;
+}
+
+static void events_clear(struct presence *p)
+{
+	for (size_t i = 0; i < p->nevents; i++)
+		free(p->events[i].key);
+	p->nevents = 0;
+}
+
+static void sent_clear(struct presence *p);
+
+static void presence_release(struct presence *p)
+{
+	events_clear(p);
+	sent_clear(p);
+	free(p->events);
+	if (p->own_table)
+		presence_table_unmap(p->t);
+	free(p);
+}
+
+void presence_free(struct presence *p)
+{
+	if (!p)
+		return;
+	loop_timer_stop(p->lp, &p->leave_timer);
+	if (p->appending) {
+		/* The store answers the append in flight when it closes. */
+		p->closing = true;
+		return;
+	}
+	presence_release(p);
+}
+
+/* ---- join and leave events --------------------------------------------- */
+
+/* Append s to a growing buffer. */
+struct buf {
+	char *p;
+	size_t n, cap;
+};
+
+static void buf_add(struct buf *b, const char *s, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = MAX(b->cap * 2, b->n + n + 256);
+		b->p = xrealloc(b->p, b->cap);
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = '\0';
+}
+
+static void buf_str(struct buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+/* s as a JSON string (patterns and subjects are printable ASCII: only
+ * quotes and backslashes need escaping). */
+static void buf_json(struct buf *b, const char *s, size_t n)
+{
+	buf_add(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			buf_add(b, "\\", 1);
+		buf_add(b, s + i, 1);
+	}
+	buf_add(b, "\"", 1);
+}
+
+static void sent_clear(struct presence *p)
+{
+	for (size_t i = 0; i < p->nsending; i++)
+		free(p->sending[i].key);
+	free(p->sending);
+	p->sending = NULL;
+	p->nsending = 0;
+}
+
+static void flush(void *arg);
+
+static void appended(void *arg, int rc, const struct store_appended *res)
+{
+	struct presence *p = arg;
+	(void)res;
+	p->appending = false;
+	if (rc < 0)
+		log_warn("presence: %zu join and leave events were not stored: %s", p->nsending, strerror(-rc));
+	else if (p->hub && !p->closing)
+		hub_poll(p->hub);
+	sent_clear(p);
+	if (p->closing) {
+		presence_release(p);
+		return;
+	}
+	if (p->nevents && !p->flush_deferred) {
+		p->flush_deferred = true;
+		loop_defer(p->lp, flush, p);
+	}
+}
+
+/* Append the waiting events in one batch (the rest of a long queue goes
+ * once this one is answered). */
+static void flush(void *arg)
+{
+	struct presence *p = arg;
+	p->flush_deferred = false;
+	if (p->appending || p->nevents == 0 || !p->st)
+		return;
+	size_t n = MIN(p->nevents, (size_t)EVENTS_BATCH);
+	struct store_new_event evs[EVENTS_BATCH];
+	char *topics[EVENTS_BATCH];
+	struct buf data[EVENTS_BATCH];
+	memset(data, 0, sizeof(data));
+	for (size_t i = 0; i < n; i++) {
+		const char *key = p->events[i].key, *sep = strchr(key, PRESENCE_KEY_SEP);
+		size_t plen = (size_t)(sep - key), pre = sizeof(PRESENCE_TOPIC_PREFIX) - 1;
+		topics[i] = xmalloc(pre + plen + 1);
+		memcpy(topics[i], PRESENCE_TOPIC_PREFIX, pre);
+		memcpy(topics[i] + pre, key, plen);
+		topics[i][pre + plen] = '\0';
+		buf_str(&data[i], p->events[i].join ? "{\"action\":\"join\",\"topic\":"
+						    : "{\"action\":\"leave\",\"topic\":");
+		buf_json(&data[i], key, plen);
+		buf_str(&data[i], ",\"subject\":");
+		buf_json(&data[i], sep + 1, strlen(sep + 1));
+		buf_str(&data[i], "}");
+		evs[i] = (struct store_new_event){ .type = p->events[i].join ? "presence.join" : "presence.leave",
+						   .topic = topics[i],
+						   .data = data[i].p,
+						   .data_len = data[i].n,
+						   .public = false };
+	}
+	/* The first n go out now; their keys wait in sending for the answer. */
+	p->sending = xmalloc(n * sizeof(*p->sending));
+	memcpy(p->sending, p->events, n * sizeof(*p->sending));
+	p->nsending = n;
+	p->nevents -= n;
+	memmove(p->events, p->events + n, p->nevents * sizeof(*p->events));
+	p->appending = true;
+	store_append(p->st, evs, n, appended, p); /* copies the rows; may answer before it returns */
+	for (size_t i = 0; i < n; i++) {
+		free(topics[i]);
+		free(data[i].p);
+	}
+}
+
+static void event_add(struct presence *p, bool join, const char *key)
+{
+	if (!p->st)
+		return;
+	if (p->nevents == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 16;
+		p->events = xrealloc(p->events, p->cap * sizeof(*p->events));
+	}
+	p->events[p->nevents++] = (struct pending_event){ join, xstrdup(key) };
+	if (!p->flush_deferred && !p->appending) {
+		/* Once per loop pass: the joins of a burst of opens go in one
+		 * append. */
+		p->flush_deferred = true;
+		loop_defer(p->lp, flush, p);
+	}
+}
+
+static void take_leave(void *arg, const char *key)
+{
+	event_add(arg, false, key);
+}
+
+/* How often due leaves are looked for: a leave goes out within the grace
+ * and this much. */
+static uint64_t leave_tick_ms(const struct presence *p)
+{
+	uint64_t g = (uint64_t)p->cfg->presence_grace_ms;
+	return MAX(MIN(g / 4, (uint64_t)1000), (uint64_t)50);
+}
+
+static void leave_tick(void *arg)
+{
+	struct presence *p = arg;
+	if (p->cfg->presence_events && presence_table_leaves_pending(p->t))
+		presence_table_take_leaves(p->t, group_clock_ms(), (uint64_t)p->cfg->presence_grace_ms, take_leave,
+					   p);
+	schedule_leaves(p);
+}
+
+static void schedule_leaves(struct presence *p)
+{
+	if (p->st)
+		loop_timer_start(p->lp, &p->leave_timer, leave_tick_ms(p), leave_tick, p);
+}
+
+/* ---- registration ---------------------------------------------------- */
+
+struct presence_reg *presence_register(struct presence *p, char *const *patterns, size_t n, const char *subject)
+{
+	static char *const every[] = { "*" };
+	if (n == 0) {
+		patterns = every;
+		n = 1;
+	}
+	size_t nkeys = subject ? 2 * n : n, bytes = 0;
+	size_t slen = subject ? strlen(subject) : 0;
+	for (size_t i = 0; i < n; i++)
+		bytes += (strlen(patterns[i]) + 1) * (subject ? 2 : 1) + (subject ? slen + 1 : 0);
+	struct presence_reg *r = xmalloc(sizeof(*r) + nkeys * (sizeof(char *) + sizeof(bool)) + bytes);
+	r->n = nkeys;
+	r->counted = (bool *)(void *)(r->keys + nkeys);
+	char *w = (char *)(r->counted + nkeys);
+	bool announce = p->cfg->presence_events && p->st;
+	for (size_t i = 0; i < nkeys; i++) {
+		const char *pat = patterns[i % n];
+		size_t plen = strlen(pat);
+		r->keys[i] = w;
+		memcpy(w, pat, plen);
+		w += plen;
+		if (i >= n) {
+			*w++ = PRESENCE_KEY_SEP;
+			memcpy(w, subject, slen);
+			w += slen;
+		}
+		*w++ = '\0';
+		int added = presence_table_add(p->t, p->col, r->keys[i], announce && i >= n);
+		r->counted[i] = added >= 0;
+		if (added < 0)
+			log_warn("presence: the table is full (presence_max_keys %lld); a stream is not counted",
+				 (long long)p->cfg->presence_max_keys);
+		if (added == 1)
+			event_add(p, true, r->keys[i]);
+	}
+	return r;
+}
+
+void presence_unregister(struct presence *p, struct presence_reg *r)
+{
+	if (!r)
+		return;
+	uint64_t now = group_clock_ms();
+	for (size_t i = 0; i < r->n; i++)
+		if (r->counted[i])
+			presence_table_del(p->t, p->col, r->keys[i], now);
+	free(r);
+}
+
+/* ---- answers ----------------------------------------------------------- */
+
+bool presence_scope_covers(const struct presence_scope *s, const char *topic)
+{
+	if (s->every_topic)
+		return true;
+	for (size_t i = 0; i < s->ngrants; i++)
+		if (topic_pattern_covers(s->grants[i], topic))
+			return true;
+	return false;
+}
+
+/* The patterns a stream may hold that cover topic: topic itself, "*", and
+ * "prefix/" "*" for each '/' in it; written into room, pointed at by
+ * out. Returns how many (no two equal). */
+static size_t candidates(const char *topic, char room[][PATTERN_MAX + 3], const char **out)
+{
+	size_t n = 0, len = strlen(topic);
+	snprintf(room[n], sizeof(room[n]), "%s", topic);
+	out[n] = room[n];
+	n++;
+	if (strcmp(topic, "*") != 0) {
+		out[n++] = "*";
+	}
+	for (size_t i = 1; i < len && n < CANDIDATES_MAX; i++) {
+		if (topic[i] != '/')
+			continue;
+		snprintf(room[n], sizeof(room[n]), "%.*s/*", (int)i, topic);
+		if (strcmp(room[n], topic) == 0)
+			continue; /* a subtree topic is already first */
+		out[n] = room[n];
+		n++;
+	}
+	return n;
+}
+
+size_t presence_readers(struct presence *p, const char *topic)
+{
+	char room[CANDIDATES_MAX][PATTERN_MAX + 3];
+	const char *keys[CANDIDATES_MAX];
+	uint32_t totals[CANDIDATES_MAX];
+	size_t n = candidates(topic, room, keys), sum = 0;
+	presence_table_totals(p->t, keys, n, totals);
+	for (size_t i = 0; i < n; i++)
+		sum += totals[i];
+	return sum;
+}
+
+/* The subjects found for the topics asked, in one pass over the table. */
+struct subject_pass {
+	char *const *topics;
+	size_t ntopics;
+	struct subject_list {
+		char **s;
+		size_t n, cap;
+	} *lists; /* one per topic */
+};
+
+static void collect_subject(void *arg, const char *key, uint32_t total)
+{
+	struct subject_pass *sp = arg;
+	(void)total;
+	const char *sep = strchr(key, PRESENCE_KEY_SEP);
+	if (!sep)
+		return;
+	char pattern[PATTERN_MAX + 1];
+	size_t plen = (size_t)(sep - key);
+	if (plen > PATTERN_MAX)
+		return;
+	memcpy(pattern, key, plen);
+	pattern[plen] = '\0';
+	for (size_t i = 0; i < sp->ntopics; i++) {
+		if (!topic_pattern_covers(pattern, sp->topics[i]))
+			continue;
+		struct subject_list *l = &sp->lists[i];
+		if (l->n == l->cap) {
+			l->cap = l->cap ? l->cap * 2 : 16;
+			l->s = xrealloc(l->s, l->cap * sizeof(*l->s));
+		}
+		l->s[l->n++] = xstrdup(sep + 1);
+	}
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort l and keep each subject once (a subject may hold streams on
+ * several patterns that cover the topic). */
+static void subjects_distinct(struct subject_list *l)
+{
+	if (l->n < 2)
+		return;
+	qsort(l->s, l->n, sizeof(*l->s), compare_strings);
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (k > 0 && strcmp(l->s[k - 1], l->s[i]) == 0)
+			free(l->s[i]);
+		else
+			l->s[k++] = l->s[i];
+	}
+	l->n = k;
+}
+
+static void answer_topic(struct buf *b, const char *topic, size_t readers, const struct subject_list *l,
+			 size_t limit)
+{
+	char num[32];
+	buf_json(b, topic, strlen(topic));
+	snprintf(num, sizeof(num), ":{\"readers\":%zu", readers);
+	buf_str(b, num);
+	if (l) {
+		buf_str(b, ",\"subjects\":[");
+		for (size_t i = 0; i < l->n && i < limit; i++) {
+			if (i)
+				buf_str(b, ",");
+			buf_json(b, l->s[i], strlen(l->s[i]));
+		}
+		snprintf(num, sizeof(num), "],\"subjects_total\":%zu", l->n);
+		buf_str(b, num);
+	}
+	buf_str(b, "}");
+}
+
+/* The patterns in use, for the list of topics with the most readers. */
+struct top_pass {
+	struct top {
+		char *pattern;
+		size_t readers;
+	} *t;
+	size_t n, cap;
+};
+
+static void collect_pattern(void *arg, const char *key, uint32_t total)
+{
+	struct top_pass *tp = arg;
+	(void)total;
+	if (strchr(key, PRESENCE_KEY_SEP))
+		return;
+	if (tp->n == tp->cap) {
+		tp->cap = tp->cap ? tp->cap * 2 : 64;
+		tp->t = xrealloc(tp->t, tp->cap * sizeof(*tp->t));
+	}
+	tp->t[tp->n++] = (struct top){ xstrdup(key), 0 };
+}
+
+static int compare_top(const void *a, const void *b)
+{
+	const struct top *x = a, *y = b;
+	if (x->readers != y->readers)
+		return x->readers > y->readers ? -1 : 1;
+	return strcmp(x->pattern, y->pattern);
+}
+
+static void answer_top(struct presence *p, struct buf *b, const struct presence_scope *scope)
+{
+	struct top_pass tp = { 0 };
+	presence_table_each(p->t, collect_pattern, &tp);
+	size_t k = 0;
+	for (size_t i = 0; i < tp.n; i++) {
+		if (!presence_scope_covers(scope, tp.t[i].pattern)) {
+			free(tp.t[i].pattern);
+			continue;
+		}
+		tp.t[i].readers = presence_readers(p, tp.t[i].pattern);
+		tp.t[k++] = tp.t[i];
+	}
+	if (k > 1)
+		qsort(tp.t, k, sizeof(*tp.t), compare_top);
+	size_t shown = MIN(k, (size_t)p->cfg->presence_top);
+	for (size_t i = 0; i < k; i++) {
+		if (i < shown) {
+			if (i)
+				buf_str(b, ",");
+			answer_topic(b, tp.t[i].pattern, tp.t[i].readers, NULL, 0);
+		}
+		free(tp.t[i].pattern);
+	}
+	free(tp.t);
+}
+
+char *presence_answer(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
+		      size_t *len)
+{
+	struct buf b = { 0 };
+	buf_str(&b, "{\"topics\":{");
+	if (n == 0) {
+		answer_top(p, &b, scope);
+	} else {
+		struct subject_pass sp = { topics, n, xcalloc(n, sizeof(struct subject_list)) };
+		if (scope->subjects)
+			presence_table_each(p->t, collect_subject, &sp);
+		for (size_t i = 0; i < n; i++) {
+			bool repeated = false;
+			for (size_t j = 0; j < i && !repeated; j++)
+				repeated = strcmp(topics[j], topics[i]) == 0;
+			if (!repeated) {
+				if (i)
+					buf_str(&b, ",");
+				subjects_distinct(&sp.lists[i]);
+				answer_topic(&b, topics[i], presence_readers(p, topics[i]),
+					     scope->subjects ? &sp.lists[i] : NULL, (size_t)p->cfg->presence_limit);
+			}
+			for (size_t k = 0; k < sp.lists[i].n; k++)
+				free(sp.lists[i].s[k]);
+			free(sp.lists[i].s);
+		}
+		free(sp.lists);
+	}
+	buf_str(&b, "}}\n");
+	*len = b.n;
+	return b.p;
+}
