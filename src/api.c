@@ -176,7 +176,8 @@ static int presence_topics(const struct http_request *req, char **topics, const 
 	for (const char *t = dec; !*why && *t;) {
 		size_t k = strcspn(t, ",");
 		if (!topic_pattern_valid(t, k))
-			*why = "a topic may hold only letters, digits and _ . : / -, or end in /* for a subtree, or be *";
+			*why = "a topic may hold only letters, digits and _ . : / -, or end in /* for a subtree, or be "
+			       "*";
 		else if (n == PRESENCE_MAX_TOPICS)
 			*why = "more than 64 topics";
 		else
@@ -201,9 +202,8 @@ static int presence_topics(const struct http_request *req, char **topics, const 
  * anyone with presence_access = any (counts, no subjects). Returns 0 with
  * *scope set (its grants in *rights), or the refusal status with
  * *cause, *why and *extra set. */
-static int presence_scope(struct api *a, struct conn *c, const struct http_request *req,
-			  struct presence_scope *scope, struct jwt_rights *rights, const char **cause, const char **why,
-			  const char **extra)
+static int presence_scope(struct api *a, struct conn *c, const struct http_request *req, struct presence_scope *scope,
+			  struct jwt_rights *rights, const char **cause, const char **why, const char **extra)
 {
 	const struct config *cfg = a->cfg;
 	struct http_slice tok;
@@ -232,7 +232,8 @@ static int presence_scope(struct api *a, struct conn *c, const struct http_reque
 			*why = "the token grants no topic to ask presence of (its presence claim)";
 			return 403;
 		}
-		*scope = (struct presence_scope){ .grants = rights->presence, .ngrants = rights->npresence,
+		*scope = (struct presence_scope){ .grants = rights->presence,
+						  .ngrants = rights->npresence,
 						  .subjects = true };
 		return 0;
 	}
@@ -277,10 +278,10 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 		size_t len;
 		char *body = presence_answer(a->presence, topics, (size_t)n, &scope, &len);
 		bool keep = conn_keep_alive(c);
-		conn_respond(c, 200,
-			     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len,
-						  keep),
-			     keep);
+		conn_respond(
+			c, 200,
+			http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
+			keep);
 		free(body);
 	}
 	jwt_rights_free(&rights);

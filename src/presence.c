@@ -103,7 +103,8 @@ void presence_free(struct presence *p)
 {
 	if (!p)
 		return;
-	loop_timer_stop(p->lp, &p->leave_timer);
+	if (p->st)
+		loop_timer_stop(p->lp, &p->leave_timer);
 	if (p->appending) {
 		/* The store answers the append in flight when it closes. */
 		p->closing = true;
@@ -200,8 +201,8 @@ static void flush(void *arg)
 		memcpy(topics[i], PRESENCE_TOPIC_PREFIX, pre);
 		memcpy(topics[i] + pre, key, plen);
 		topics[i][pre + plen] = '\0';
-		buf_str(&data[i], p->events[i].join ? "{\"action\":\"join\",\"topic\":"
-						    : "{\"action\":\"leave\",\"topic\":");
+		buf_str(&data[i],
+			p->events[i].join ? "{\"action\":\"join\",\"topic\":" : "{\"action\":\"leave\",\"topic\":");
 		buf_json(&data[i], key, plen);
 		buf_str(&data[i], ",\"subject\":");
 		buf_json(&data[i], sep + 1, strlen(sep + 1));
@@ -260,8 +261,7 @@ static void leave_tick(void *arg)
 {
 	struct presence *p = arg;
 	if (p->cfg->presence_events && presence_table_leaves_pending(p->t))
-		presence_table_take_leaves(p->t, group_clock_ms(), (uint64_t)p->cfg->presence_grace_ms, take_leave,
-					   p);
+		presence_table_take_leaves(p->t, group_clock_ms(), (uint64_t)p->cfg->presence_grace_ms, take_leave, p);
 	schedule_leaves(p);
 }
 
@@ -378,7 +378,7 @@ struct subject_pass {
 	struct subject_list {
 		char **s;
 		size_t n, cap;
-	} *lists; /* one per topic */
+	} * lists; /* one per topic */
 };
 
 static void collect_subject(void *arg, const char *key, uint32_t total)
@@ -428,8 +428,7 @@ static void subjects_distinct(struct subject_list *l)
 	l->n = k;
 }
 
-static void answer_topic(struct buf *b, const char *topic, size_t readers, const struct subject_list *l,
-			 size_t limit)
+static void answer_topic(struct buf *b, const char *topic, size_t readers, const struct subject_list *l, size_t limit)
 {
 	char num[32];
 	buf_json(b, topic, strlen(topic));
@@ -453,7 +452,7 @@ struct top_pass {
 	struct top {
 		char *pattern;
 		size_t readers;
-	} *t;
+	} * t;
 	size_t n, cap;
 };
 

@@ -61,10 +61,10 @@ void presence_unregister(struct presence *p, struct presence_reg *reg);
 
 /* What an asker may learn. */
 struct presence_scope {
-	bool every_topic;     /* any topic; else only those the grants cover */
-	char *const *grants;  /* topic patterns (a token's presence claim) */
+	bool every_topic;    /* any topic; else only those the grants cover */
+	char *const *grants; /* topic patterns (a token's presence claim) */
 	size_t ngrants;
-	bool subjects;        /* subjects may be shown */
+	bool subjects; /* subjects may be shown */
 };
 
 /* Whether scope covers topic (a valid pattern). */

@@ -200,8 +200,7 @@ void presence_table_totals(struct presence_table *t, const char *const *keys, si
 	unlock(t);
 }
 
-size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const char *key, uint32_t total),
-			   void *arg)
+size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const char *key, uint32_t total), void *arg)
 {
 	size_t k = 0;
 	lock(t);

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PRESENCE_KEY_MAX 260   /* pattern (128), separator, subject (128), NUL */
+#define PRESENCE_KEY_MAX 260    /* pattern (128), separator, subject (128), NUL */
 #define PRESENCE_KEY_SEP '\x1f' /* between a pattern and a subject: in neither */
 
 struct presence_table;
@@ -58,8 +58,7 @@ void presence_table_totals(struct presence_table *t, const char *const *keys, si
 
 /* Call fn(arg, key, total) for each key with a total above 0, under the
  * lock (fn must not call back into t). Returns how many. */
-size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const char *key, uint32_t total),
-			   void *arg);
+size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const char *key, uint32_t total), void *arg);
 
 /* Main process: column col's worker is gone; its counts leave every
  * total, and the subjects that fall to 0 become due to leave after the
