@@ -118,7 +118,7 @@ void config_bad_value(const struct config *cfg, const char *key, const char *val
 
 /* The keys flagged as taking effect only at a restart (listen, backlog,
  * workers, db, redis_url, redis_sentinels,
- * redis_master_name, redis_stream): give fresh the running value of
+ * redis_master_name, redis_stream, presence_max_keys): give fresh the running value of
  * each from cur, moving cur's strings (cur keeps none; free it as usual),
  * and call changed(key, arg) for each whose value fresh had changed. */
 void config_keep_restart_keys(struct config *fresh, struct config *cur, void (*changed)(const char *key, void *arg),

@@ -176,7 +176,7 @@ static void status_line(void *arg, char *buf, size_t len)
 /* The keys a reload found changed but cannot apply (at most every key
  * flagged restart-only). */
 struct restart_keys {
-	const char *names[8];
+	const char *names[12];
 	size_t n;
 };
 
