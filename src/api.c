@@ -251,6 +251,42 @@ static int presence_scope(struct api *a, struct conn *c, const struct http_reque
 	return 403;
 }
 
+/* A presence request waiting for its answer; c NULL once it closed. */
+struct presence_wait {
+	struct conn *c;
+};
+
+static void presence_wait_closed(struct conn *c, void *data)
+{
+	struct presence_wait *w = data;
+	(void)c;
+	w->c = NULL;
+}
+
+static const struct conn_user presence_waiter = { NULL, presence_wait_closed };
+
+static void presence_answered(void *arg, char *body, size_t len)
+{
+	struct presence_wait *w = arg;
+	struct conn *c = w->c;
+	free(w);
+	if (!c) {
+		free(body);
+		return;
+	}
+	conn_attach(c, NULL, NULL);
+	if (!body) {
+		conn_refuse(c, 503, "presence_unavailable",
+			    "the cluster's presence cannot be read now (Redis is unreachable)", "Retry-After: 1\r\n");
+		return;
+	}
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 200,
+		     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
+		     keep);
+	free(body);
+}
+
 /* GET /api/presence[?topic=a,b]: the readers (and subjects) of each topic
  * asked, or the topics with the most readers. */
 static void presence_route(struct api *a, struct conn *c, const struct http_request *req)
@@ -275,14 +311,14 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 	if (status) {
 		conn_refuse(c, status, cause, why, extra);
 	} else {
-		size_t len;
-		char *body = presence_answer(a->presence, topics, (size_t)n, &scope, &len);
-		bool keep = conn_keep_alive(c);
-		conn_respond(
-			c, 200,
-			http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
-			keep);
-		free(body);
+		/* The connection waits for the answer (the cluster's, from
+		 * Redis, comes later); if it closes first, the answer is
+		 * dropped. */
+		struct presence_wait *w = xmalloc(sizeof(*w));
+		w->c = c;
+		conn_attach(c, &presence_waiter, w);
+		conn_wait(c);
+		presence_ask(a->presence, topics, (size_t)n, &scope, presence_answered, w);
 	}
 	jwt_rights_free(&rights);
 	while (n > 0)

@@ -100,6 +100,7 @@ static const struct key keys[] = {
 	KEY("presence_top", K_INT, presence_top, 1, 1000, "50"),
 	KEY("presence_events", K_BOOL, presence_events, 0, 0, "off"),
 	KEY("presence_grace", K_DUR_MS, presence_grace_ms, 0, 3600000, "5s"),
+	KEY("presence_ttl", K_DUR_MS, presence_ttl_ms, 1000, 3600000, "15s"),
 	KEY("presence_max_keys", K_INT, presence_max_keys, 1024, 4194304, "65536", .flags = KF_RESTART),
 	KEY("retry_ms", K_INT, retry_ms, 0, 3600000, "3000"),
 	KEY("rotate_after", K_DUR_MS, rotate_after_ms, 0, INT64_C(31536000000), "0"),

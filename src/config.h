@@ -68,6 +68,7 @@ struct config {
 	int64_t presence_top;      /* topics listed without ?topic= */
 	bool presence_events;      /* join and leave events in the log */
 	int64_t presence_grace_ms; /* a reconnect within it is neither a leave nor a join */
+	int64_t presence_ttl_ms;   /* on Redis: a node's share outlives its last heartbeat this long */
 	int64_t presence_max_keys; /* distinct (topic pattern) and (pattern, subject) entries at once */
 	int64_t retry_ms;
 	int64_t rotate_after_ms;

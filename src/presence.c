@@ -15,6 +15,7 @@
 
 #include "group.h"
 #include "log.h"
+#include "presence_redis.h"
 #include "presence_table.h"
 #include "topic.h"
 #include "util.h"
@@ -46,17 +47,45 @@ struct presence {
 	bool appending; /* an append is out; its answer frees p when closing */
 	bool closing;
 	struct loop_timer leave_timer;
+	/* With the event log on Redis: this node's share there, which joins,
+	 * leaves and answers go through. */
+	struct presence_redis *redis;
 };
 
 /* One stream's keys; counted[i] says whether keys[i] got into the table
  * (a full table counts nothing, and nothing is taken back). */
 struct presence_reg {
-	size_t n;
+	size_t n, npatterns; /* keys; those of patterns alone come first */
 	bool *counted;
 	char *keys[];
 };
 
 static void schedule_leaves(struct presence *p);
+
+static void event_add(struct presence *p, bool join, const char *key);
+
+static void put_share(void *arg, const char *key, uint32_t n)
+{
+	presence_redis_share(arg, key, n);
+}
+
+/* Connected to Redis (again): this process's whole share. */
+static void redis_connected(void *arg)
+{
+	struct presence *p = arg;
+	presence_table_each_column(p->t, p->col, put_share, p->redis);
+	presence_redis_share_done(p->redis);
+}
+
+static void redis_join(void *arg, const char *key)
+{
+	event_add(arg, true, key);
+}
+
+static void redis_leave(void *arg, const char *key)
+{
+	event_add(arg, false, key);
+}
 
 struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
 			      struct metrics *m)
@@ -75,6 +104,19 @@ struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub
 		free(p);
 		errno = e;
 		return NULL;
+	}
+	if (st && (cfg->redis_url[0] || cfg->redis_sentinels[0])) {
+		char err[300];
+		struct presence_redis_hooks hooks = { redis_connected, redis_join, redis_leave, p };
+		p->redis = presence_redis_new(lp, cfg, &hooks, err, sizeof(err));
+		if (!p->redis) {
+			log_err("presence on Redis: %s", err);
+			if (p->own_table)
+				presence_table_unmap(p->t);
+			free(p);
+			errno = EINVAL;
+			return NULL;
+		}
 	}
 	schedule_leaves(p);
 	return p;
@@ -105,6 +147,8 @@ void presence_free(struct presence *p)
 		return;
 	if (p->st)
 		loop_timer_stop(p->lp, &p->leave_timer);
+	presence_redis_free(p->redis); /* its answers still out come back empty */
+	p->redis = NULL;
 	if (p->appending) {
 		/* The store answers the append in flight when it closes. */
 		p->closing = true;
@@ -267,7 +311,8 @@ static void leave_tick(void *arg)
 
 static void schedule_leaves(struct presence *p)
 {
-	if (p->st)
+	/* On Redis the node's share sweeps there (presence_redis.c). */
+	if (p->st && !p->redis)
 		loop_timer_start(p->lp, &p->leave_timer, leave_tick_ms(p), leave_tick, p);
 }
 
@@ -286,9 +331,10 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 		bytes += (strlen(patterns[i]) + 1) * (subject ? 2 : 1) + (subject ? slen + 1 : 0);
 	struct presence_reg *r = xmalloc(sizeof(*r) + nkeys * (sizeof(char *) + sizeof(bool)) + bytes);
 	r->n = nkeys;
+	r->npatterns = n;
 	r->counted = (bool *)(void *)(r->keys + nkeys);
 	char *w = (char *)(r->counted + nkeys);
-	bool announce = p->cfg->presence_events && p->st;
+	bool announce = p->cfg->presence_events && p->st, here = announce && !p->redis;
 	for (size_t i = 0; i < nkeys; i++) {
 		const char *pat = patterns[i % n];
 		size_t plen = strlen(pat);
@@ -301,8 +347,10 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 			w += slen;
 		}
 		*w++ = '\0';
-		int added = presence_table_add(p->t, p->col, r->keys[i], announce && i >= n);
+		int added = presence_table_add(p->t, p->col, r->keys[i], here && i >= n);
 		r->counted[i] = added >= 0;
+		if (p->redis && added >= 0)
+			presence_redis_add(p->redis, r->keys[i], announce && i >= n);
 		if (added < 0)
 			log_warn("presence: the table is full (presence_max_keys %lld); a stream is not counted",
 				 (long long)p->cfg->presence_max_keys);
@@ -317,9 +365,14 @@ void presence_unregister(struct presence *p, struct presence_reg *r)
 	if (!r)
 		return;
 	uint64_t now = group_clock_ms();
-	for (size_t i = 0; i < r->n; i++)
-		if (r->counted[i])
-			presence_table_del(p->t, p->col, r->keys[i], now);
+	bool announce = p->cfg->presence_events && p->st;
+	for (size_t i = 0; i < r->n; i++) {
+		if (!r->counted[i])
+			continue;
+		presence_table_del(p->t, p->col, r->keys[i], now);
+		if (p->redis)
+			presence_redis_del(p->redis, r->keys[i], announce && i >= r->npatterns);
+	}
 	free(r);
 }
 
@@ -359,13 +412,14 @@ static size_t candidates(const char *topic, char room[][PATTERN_MAX + 3], const 
 	return n;
 }
 
-size_t presence_readers(struct presence *p, const char *topic)
+/* The readers of topic in t. */
+static size_t readers_in(struct presence_table *t, const char *topic)
 {
 	char room[CANDIDATES_MAX][PATTERN_MAX + 3];
 	const char *keys[CANDIDATES_MAX];
 	uint32_t totals[CANDIDATES_MAX];
 	size_t n = candidates(topic, room, keys), sum = 0;
-	presence_table_totals(p->t, keys, n, totals);
+	presence_table_totals(t, keys, n, totals);
 	for (size_t i = 0; i < n; i++)
 		sum += totals[i];
 	return sum;
@@ -477,22 +531,23 @@ static int compare_top(const void *a, const void *b)
 	return strcmp(x->pattern, y->pattern);
 }
 
-static void answer_top(struct presence *p, struct buf *b, const struct presence_scope *scope)
+static void answer_top(struct presence_table *t, const struct config *cfg, struct buf *b,
+		       const struct presence_scope *scope)
 {
 	struct top_pass tp = { 0 };
-	presence_table_each(p->t, collect_pattern, &tp);
+	presence_table_each(t, collect_pattern, &tp);
 	size_t k = 0;
 	for (size_t i = 0; i < tp.n; i++) {
 		if (!presence_scope_covers(scope, tp.t[i].pattern)) {
 			free(tp.t[i].pattern);
 			continue;
 		}
-		tp.t[i].readers = presence_readers(p, tp.t[i].pattern);
+		tp.t[i].readers = readers_in(t, tp.t[i].pattern);
 		tp.t[k++] = tp.t[i];
 	}
 	if (k > 1)
 		qsort(tp.t, k, sizeof(*tp.t), compare_top);
-	size_t shown = MIN(k, (size_t)p->cfg->presence_top);
+	size_t shown = MIN(k, (size_t)cfg->presence_top);
 	for (size_t i = 0; i < k; i++) {
 		if (i < shown) {
 			if (i)
@@ -504,17 +559,18 @@ static void answer_top(struct presence *p, struct buf *b, const struct presence_
 	free(tp.t);
 }
 
-char *presence_answer(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
-		      size_t *len)
+/* presence_answer over the counts in t. */
+static char *answer_in(struct presence_table *t, const struct config *cfg, char *const *topics, size_t n,
+		       const struct presence_scope *scope, size_t *len)
 {
 	struct buf b = { 0 };
 	buf_str(&b, "{\"topics\":{");
 	if (n == 0) {
-		answer_top(p, &b, scope);
+		answer_top(t, cfg, &b, scope);
 	} else {
 		struct subject_pass sp = { topics, n, xcalloc(n, sizeof(struct subject_list)) };
 		if (scope->subjects)
-			presence_table_each(p->t, collect_subject, &sp);
+			presence_table_each(t, collect_subject, &sp);
 		for (size_t i = 0; i < n; i++) {
 			bool repeated = false;
 			for (size_t j = 0; j < i && !repeated; j++)
@@ -523,8 +579,8 @@ char *presence_answer(struct presence *p, char *const *topics, size_t n, const s
 				if (i)
 					buf_str(&b, ",");
 				subjects_distinct(&sp.lists[i]);
-				answer_topic(&b, topics[i], presence_readers(p, topics[i]),
-					     scope->subjects ? &sp.lists[i] : NULL, (size_t)p->cfg->presence_limit);
+				answer_topic(&b, topics[i], readers_in(t, topics[i]),
+					     scope->subjects ? &sp.lists[i] : NULL, (size_t)cfg->presence_limit);
 			}
 			for (size_t k = 0; k < sp.lists[i].n; k++)
 				free(sp.lists[i].s[k]);
@@ -535,4 +591,84 @@ char *presence_answer(struct presence *p, char *const *topics, size_t n, const s
 	buf_str(&b, "}}\n");
 	*len = b.n;
 	return b.p;
+}
+
+char *presence_answer(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
+		      size_t *len)
+{
+	return answer_in(p->t, p->cfg, topics, n, scope, len);
+}
+
+size_t presence_readers(struct presence *p, const char *topic)
+{
+	return readers_in(p->t, topic);
+}
+
+/* A question waiting for the cluster's counts: copies of what it asks. */
+struct ask {
+	const struct config *cfg;
+	char **topics;
+	size_t ntopics;
+	struct presence_scope scope; /* its grants are copies too */
+	presence_answer_cb *cb;
+	void *arg;
+};
+
+static void ask_free(struct ask *a)
+{
+	for (size_t i = 0; i < a->ntopics; i++)
+		free(a->topics[i]);
+	free(a->topics);
+	for (size_t i = 0; i < a->scope.ngrants; i++)
+		free(a->scope.grants[i]);
+	free((void *)a->scope.grants);
+	free(a);
+}
+
+static char **copy_strings(char *const *from, size_t n)
+{
+	char **out = xmalloc((n + 1) * sizeof(*out));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(from[i]);
+	return out;
+}
+
+/* The cluster's counts, summed over the live nodes: the answer is made
+ * from a table of them, as from this node's own. */
+static void on_snapshot(void *arg, const char *const *keys, const uint32_t *totals, size_t n)
+{
+	struct ask *a = arg;
+	struct presence_table *t = n == (size_t)-1 ? NULL : presence_table_map(1, 2 * n, false);
+	if (!t) {
+		a->cb(a->arg, NULL, 0);
+		ask_free(a);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		presence_table_put(t, 0, keys[i], totals[i]);
+	size_t len;
+	char *body = answer_in(t, a->cfg, a->topics, a->ntopics, &a->scope, &len);
+	presence_table_unmap(t);
+	a->cb(a->arg, body, len);
+	ask_free(a);
+}
+
+void presence_ask(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
+		  presence_answer_cb *cb, void *arg)
+{
+	if (!p->redis) {
+		size_t len;
+		char *body = presence_answer(p, topics, n, scope, &len);
+		cb(arg, body, len);
+		return;
+	}
+	struct ask *a = xcalloc(1, sizeof(*a));
+	*a = (struct ask){
+		.cfg = p->cfg, .topics = copy_strings(topics, n), .ntopics = n, .scope = *scope, .cb = cb, .arg = arg
+	};
+	a->scope.grants = copy_strings(scope->grants, scope->ngrants);
+	if (presence_redis_snapshot(p->redis, on_snapshot, a) < 0) {
+		cb(arg, NULL, 0);
+		ask_free(a);
+	}
 }

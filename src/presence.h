@@ -79,7 +79,17 @@ bool presence_scope_covers(const struct presence_scope *s, const char *topic);
 char *presence_answer(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
 		      size_t *len);
 
-/* The readers of topic (a valid pattern), as an answer counts them. */
+/* The answer of presence_answer, for the whole cluster when the event log
+ * is on Redis (every live node's share summed there; cb then runs later,
+ * from the loop) or for this process or group otherwise (cb runs before
+ * this returns). cb owns body (free it); body NULL: Redis cannot answer
+ * now. topics and scope are copied. */
+typedef void presence_answer_cb(void *arg, char *body, size_t len);
+void presence_ask(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
+		  presence_answer_cb *cb, void *arg);
+
+/* The readers of topic (a valid pattern) in this process or group, as an
+ * answer counts them. */
 size_t presence_readers(struct presence *p, const char *topic);
 
 #endif

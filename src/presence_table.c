@@ -129,10 +129,10 @@ static struct entry *find(struct presence_table *t, const char *key, struct entr
 	return NULL;
 }
 
-int presence_table_add(struct presence_table *t, unsigned col, const char *key, bool announce)
+/* key's entry, taken from a spare one when new; NULL when the table is
+ * full. Under the lock. */
+static struct entry *entry_for(struct presence_table *t, const char *key)
 {
-	int r = 0;
-	lock(t);
 	struct entry *spare, *e = find(t, key, &spare);
 	if (!e && spare) {
 		e = spare;
@@ -142,6 +142,26 @@ int presence_table_add(struct presence_table *t, unsigned col, const char *key, 
 		e->used = 1;
 		snprintf(e->key, sizeof(e->key), "%s", key);
 	}
+	return e;
+}
+
+int presence_table_put(struct presence_table *t, unsigned col, const char *key, uint32_t n)
+{
+	lock(t);
+	struct entry *e = entry_for(t, key);
+	if (e) {
+		e->n[col] += n;
+		e->total += n;
+	}
+	unlock(t);
+	return e ? 0 : -1;
+}
+
+int presence_table_add(struct presence_table *t, unsigned col, const char *key, bool announce)
+{
+	int r = 0;
+	lock(t);
+	struct entry *e = entry_for(t, key);
 	if (!e) {
 		unlock(t);
 		return -1;
@@ -213,6 +233,18 @@ size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const
 	}
 	unlock(t);
 	return k;
+}
+
+void presence_table_each_column(struct presence_table *t, unsigned col,
+				void (*fn)(void *arg, const char *key, uint32_t n), void *arg)
+{
+	lock(t);
+	for (size_t i = 0; i < t->nused; i++) {
+		struct entry *e = entry_at(t, used_index(t)[i]);
+		if (e->n[col] > 0)
+			fn(arg, e->key, e->n[col]);
+	}
+	unlock(t);
 }
 
 void presence_table_drop_column(struct presence_table *t, unsigned col, uint64_t now_ms)

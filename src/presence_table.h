@@ -43,6 +43,10 @@ void presence_table_unmap(struct presence_table *t);
  * when the table is full (nothing counted). */
 int presence_table_add(struct presence_table *t, unsigned col, const char *key, bool announce);
 
+/* Count n streams under key in column col at once, with no join (a copy
+ * of counts made elsewhere). Returns 0, or -1 when the table is full. */
+int presence_table_put(struct presence_table *t, unsigned col, const char *key, uint32_t n);
+
 /* Count one stream less under key in column col (as counted by
  * presence_table_add). When the total falls to 0 and a join was
  * announced, the entry notes now_ms: presence_table_take_leaves hands
@@ -59,6 +63,11 @@ void presence_table_totals(struct presence_table *t, const char *const *keys, si
 /* Call fn(arg, key, total) for each key with a total above 0, under the
  * lock (fn must not call back into t). Returns how many. */
 size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const char *key, uint32_t total), void *arg);
+
+/* Call fn(arg, key, n) for each key column col counts (n above 0), under
+ * the lock (fn must not call back into t). */
+void presence_table_each_column(struct presence_table *t, unsigned col,
+				void (*fn)(void *arg, const char *key, uint32_t n), void *arg);
 
 /* Main process: column col's worker is gone; its counts leave every
  * total, and the subjects that fall to 0 become due to leave after the

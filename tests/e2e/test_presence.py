@@ -12,6 +12,7 @@ and they are resumable by id."""
 import json
 import os
 import re
+import shutil
 import signal
 import tempfile
 import time
@@ -256,3 +257,117 @@ def test_presence_join_and_leave_events_debounced_and_resumable():
         assert st == 400 and b"topic" in body, (st, body)
         close_all([watch, public, anon, again, g, refused])
         h.stop()
+
+
+# ---------------------------------------------------------------- across nodes on Redis
+
+
+def _cluster(r, n, extra=()):
+    # A short heartbeat: a stream whose client left Caddy ends at the next write.
+    args = ["--per-address-limit", "0", "--heartbeat-interval", "1s", "--presence-token", PRESENCE_TOKEN,
+            "--presence-ttl", "3s",
+            "--presence-events", "on", "--presence-grace", "1s", "--read-token", READ] + jwt_args("HS256")
+    return [Herald(redis=r, redis_stream="presence", args=args + list(extra)) for _ in range(n)]
+
+
+def _cluster_readers(node, topic):
+    st, body = presence(node.port, [topic], token=PRESENCE_TOKEN)
+    assert st == 200, (st, body)
+    return body["topics"][topic]["readers"]
+
+
+def _cluster_readers_or_none(node, topic):
+    st, body = presence(node.port, [topic], token=PRESENCE_TOKEN)
+    return body["topics"][topic]["readers"] if st == 200 else None
+
+
+def _local_readers(node):
+    return json.loads(request(node.port, "GET", "/api/health")[2])["readers"]
+
+
+def test_presence_cluster_three_nodes_behind_caddy_one_killed():
+    from harness import RedisServer
+    from test_cluster import ClusterCaddy
+    with RedisServer() as r:
+        nodes = _cluster(r, 3)
+        try:
+            with ClusterCaddy([f"127.0.0.1:{n.port}" for n in nodes]) as c:
+                streams = [Stream(c.port, query="topic=room/1", headers={"Host": f"127.0.0.1:{c.port}"})
+                           for _ in range(30)]
+                assert all(s.status == 200 for s in streams)
+                victim, survivors = nodes[0], nodes[1:]
+                # A subject on the node that will be killed, and a watcher of joins and leaves.
+                watch = Stream(survivors[0].port, query="topic=%24presence/*",
+                               headers={"Authorization": "Bearer " + READ})
+                erin = Stream(victim.port, query="topic=room/1",
+                              headers={"Authorization": "Bearer " + signed(sub="erin")})
+                assert [e for e, _ in _presence_events(watch, 1)] == ["presence.join"]
+                per_node = [_local_readers(n) for n in nodes]
+                assert sum(per_node) == 32 and all(k > 0 for k in per_node), per_node  # the watcher too
+                # Any node answers for the cluster.
+                for n in nodes:
+                    wait_until(lambda: _cluster_readers(n, "room/1") == 31, what="the cluster's count")
+                left = 31 - per_node[0]
+                victim.kill()
+                t0 = time.monotonic()
+                seen = []
+                # Its readers leave within the TTL; the others' never dip.
+                while True:
+                    k = _cluster_readers(survivors[0], "room/1")
+                    seen.append(k)
+                    assert k >= left, f"the survivors' count dipped to {k} (theirs: {left}): {seen}"
+                    if k == left:
+                        break
+                    assert time.monotonic() - t0 < 3.0 + 1.5, f"the killed node's readers stayed: {seen}"
+                    time.sleep(0.05)
+                assert _cluster_readers(survivors[1], "room/1") == left
+                # Its subject leaves once its share expired and the grace passed.
+                evs = _presence_events(watch, 1, timeout=6)
+                assert evs == [("presence.leave", {"action": "leave", "topic": "room/1", "subject": "erin"})], evs
+                close_all([watch, erin])
+                for s in streams:
+                    s.close()
+                wait_until(lambda: _cluster_readers(survivors[1], "room/1") == 0, timeout=8,
+                           what=f"every close counted (node readers {[_local_readers(n) for n in survivors]}, "
+                           f"cluster {_cluster_readers(survivors[1], 'room/1')})")
+        finally:
+            for n in nodes:
+                n.kill()
+
+
+test_presence_cluster_three_nodes_behind_caddy_one_killed.timeout = 60
+
+
+def test_presence_cluster_debounce_across_nodes_and_share_after_redis_restart():
+    from harness import RedisServer
+    with RedisServer() as r:
+        a, b = _cluster(r, 2)
+        try:
+            watch = Stream(a.port, query="topic=%24presence/*", headers={"Authorization": "Bearer " + READ})
+            tok = signed(sub="dora")
+            s1 = Stream(a.port, query="topic=room/9", headers={"Authorization": "Bearer " + tok})
+            assert _presence_events(watch, 1) == [
+                ("presence.join", {"action": "join", "topic": "room/9", "subject": "dora"})]
+            # A rolling restart: the stream moves to the other node within the grace.
+            s1.close()
+            s2 = Stream(b.port, query="topic=room/9", headers={"Authorization": "Bearer " + tok})
+            assert _presence_events(watch, None, timeout=2.5) == [], "a reconnect to another node was a leave"
+            st, body = presence(a.port, ["room/9"], token=PRESENCE_TOKEN)
+            assert body["topics"]["room/9"]["subjects"] == ["dora"], body
+            # Redis comes back without its data: each node writes its share again.
+            r.kill()
+            shutil.rmtree(os.path.join(r.dir, "appendonlydir"), ignore_errors=True)
+            r.start()
+            wait_until(lambda: _cluster_readers_or_none(a, "room/9") == 1, timeout=15,
+                       what="the nodes' shares written again")
+            s2.close()
+            evs = [e for e, _ in _presence_events(watch, None, timeout=4)]
+            assert "presence.leave" in evs, evs
+            wait_until(lambda: _cluster_readers_or_none(b, "room/9") == 0, what="the close counted")
+            close_all([watch])
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_presence_cluster_debounce_across_nodes_and_share_after_redis_restart.timeout = 60
