@@ -311,9 +311,15 @@ static void leave_tick(void *arg)
 
 static void schedule_leaves(struct presence *p)
 {
-	/* On Redis the node's share sweeps there (presence_redis.c). */
-	if (p->st && !p->redis)
-		loop_timer_start(p->lp, &p->leave_timer, leave_tick_ms(p), leave_tick, p);
+	/* Only while leaves may come: on Redis the node's share sweeps there
+	 * (presence_redis.c); alone, once one is pending; in a group, while
+	 * events are on, since another worker's close or a worker's death
+	 * makes them. An idle herald with events off wakes for nothing. */
+	if (!p->st || p->redis || !p->cfg->presence_events || loop_timer_active(&p->leave_timer))
+		return;
+	if (!group_on() && !presence_table_leaves_pending(p->t))
+		return;
+	loop_timer_start(p->lp, &p->leave_timer, leave_tick_ms(p), leave_tick, p);
 }
 
 /* ---- registration ---------------------------------------------------- */
@@ -357,6 +363,7 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 		if (added == 1)
 			event_add(p, true, r->keys[i]);
 	}
+	schedule_leaves(p);
 	return r;
 }
 
@@ -374,6 +381,7 @@ void presence_unregister(struct presence *p, struct presence_reg *r)
 			presence_redis_del(p->redis, r->keys[i], announce && i >= r->npatterns);
 	}
 	free(r);
+	schedule_leaves(p);
 }
 
 /* ---- answers ----------------------------------------------------------- */
