@@ -93,6 +93,7 @@ static const struct key keys[] = {
 	KEY("metrics_access", K_CHOICE, metrics_mode, 0, 0, "local", .choices = metrics_modes),
 	KEY("metrics_token", K_STR, metrics_token, 0, 1024, "", .flags = KF_SECRET),
 	KEY("metrics_token_file", K_STR, metrics_token_file, 0, 4096, ""),
+	KEY("presence", K_BOOL, presence, 0, 0, "on", .flags = KF_RESTART),
 	KEY("presence_access", K_CHOICE, presence_mode, 0, 0, "local", .choices = metrics_modes),
 	KEY("presence_token", K_STR, presence_token, 0, 1024, "", .flags = KF_SECRET),
 	KEY("presence_token_file", K_STR, presence_token_file, 0, 4096, ""),

@@ -61,6 +61,7 @@ struct config {
 	char *metrics_token_file;
 	/* Presence (presence.h): who may ask, how much an answer lists, the
 	 * join and leave events, the table's room. */
+	bool presence;     /* count who reads what (off: no registry, /api/presence is 404) */
 	int presence_mode; /* enum metrics_mode */
 	char *presence_token;
 	char *presence_token_file;
@@ -119,7 +120,7 @@ void config_bad_value(const struct config *cfg, const char *key, const char *val
 
 /* The keys flagged as taking effect only at a restart (listen, backlog,
  * workers, db, redis_url, redis_sentinels,
- * redis_master_name, redis_stream, presence_max_keys): give fresh the running value of
+ * redis_master_name, redis_stream, presence, presence_max_keys): give fresh the running value of
  * each from cur, moving cur's strings (cur keeps none; free it as usual),
  * and call changed(key, arg) for each whose value fresh had changed. */
 void config_keep_restart_keys(struct config *fresh, struct config *cur, void (*changed)(const char *key, void *arg),

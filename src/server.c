@@ -331,8 +331,9 @@ int server_start(struct server *srv, int argc, char **argv)
 	streams_init(&srv->streams, srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (set_jwt(srv) < 0)
 		return -1;
-	srv->presence = presence_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->m);
-	if (!srv->presence) {
+	if (srv->cfg.presence)
+		srv->presence = presence_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->m);
+	if (srv->cfg.presence && !srv->presence) {
 		log_err("mapping the presence table (presence_max_keys %lld): %s",
 			(long long)srv->cfg.presence_max_keys, strerror(errno));
 		return -1;

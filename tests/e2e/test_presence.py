@@ -115,6 +115,15 @@ def test_presence_exact_under_open_and_close_storms():
         h.stop()
 
 
+def test_presence_off_counts_nothing():
+    with Herald(args=["--presence", "off"]) as h:
+        s = Stream(h.port, query="topic=x")
+        st, _, body = request(h.port, "GET", "/api/presence?topic=x")
+        assert st == 404, (st, body)
+        s.close()
+        h.stop()
+
+
 def test_presence_access_local_token_any():
     with Herald() as h:
         s = Stream(h.port, query="topic=x")
