@@ -367,11 +367,9 @@ void presence_redis_free(struct presence_redis *r)
 	loop_timer_stop(r->lp, &r->heartbeat_timer);
 	loop_timer_stop(r->lp, &r->sweep_timer);
 	if (r->ac) {
-		/* A clean stop takes this node's share away at once. */
-		const char *del[2] = { "DEL", r->key_mine };
-		const char *zrem[3] = { "ZREM", r->key_nodes, r->id };
-		send_argv(r, NULL, NULL, 2, del, NULL);
-		send_argv(r, NULL, NULL, 3, zrem, NULL);
+		/* By now a clean stop's streams have closed during the drain,
+		 * their counts taken out on this connection; the node's entry
+		 * then expires with its TTL. */
 		redisAsyncContext *ac = r->ac;
 		r->ac = NULL;
 		redisAsyncFree(ac); /* pending answers come back NULL */
