@@ -268,6 +268,35 @@ def test_presence_join_and_leave_events_debounced_and_resumable():
         h.stop()
 
 
+def test_presence_events_across_workers_and_a_killed_worker():
+    args = ["--read-token", READ, "--presence-events", "on", "--presence-grace", "1s"] + jwt_args("HS256")
+    with Herald(config="workers = 2\nper_address_limit = 0\n", args=args) as h:
+        # On the worker that stays.
+        watch = _open_on(h.port, 0, query="topic=%24presence/*", headers={"Authorization": "Bearer " + READ})
+        tok = {"Authorization": "Bearer " + signed(sub="finn")}
+        a = _open_on(h.port, 0, query="topic=lobby", headers=tok)
+        assert _presence_events(watch, 1) == [("presence.join", {"action": "join", "topic": "lobby",
+                                                                 "subject": "finn"})]
+        # Moving to the other worker within the grace: neither a leave nor a join.
+        b = _open_on(h.port, 1, query="topic=lobby", headers=tok)
+        a.close()
+        assert _presence_events(watch, None, timeout=2.0) == []
+        # Its worker killed: out of the count at once, a leave after the grace.
+        _, _, body = request(h.port, "GET", "/metrics")
+        pids = {int(w): int(p) for w, p in re.findall(r'^herald_worker_pid\{worker="(\d+)"\} (\d+)$', body.decode(),
+                                                      re.M)}
+        mark = h.log_size()
+        os.kill(pids[1], signal.SIGKILL)
+        h.wait_log(r"worker 1 \(pid %d\) was killed by signal 9" % pids[1], since=mark)
+        assert readers(h.port, "lobby") == 0
+        t0 = time.monotonic()
+        evs = _presence_events(watch, 1, timeout=5)
+        assert evs == [("presence.leave", {"action": "leave", "topic": "lobby", "subject": "finn"})], evs
+        assert time.monotonic() - t0 >= 0.5, "the leave came before the grace"
+        close_all([watch, b])
+        h.stop()
+
+
 # ---------------------------------------------------------------- across nodes on Redis
 
 
