@@ -174,13 +174,23 @@ static int send_argv(struct presence_redis *r, redisCallbackFn *cb, void *privda
 	return redisAsyncCommandArgv(r->ac, cb ? cb : on_checked, privdata, argc, argv, lens) == REDIS_OK ? 0 : -1;
 }
 
+/* An error answer: logged; a server that is a replica now (a failover
+ * demoted it) is left, so the next connection asks Sentinel again. */
+static void answer_error(struct presence_redis *r, const redisReply *rep)
+{
+	if (strncmp(rep->str, "READONLY", 8) == 0 && r->ac) {
+		lost(r, "the server is a replica now");
+		return;
+	}
+	log_warn("presence: Redis at %s: %s", r->where, rep->str);
+}
+
 static void on_checked(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	redisReply *rep = reply;
-	struct presence_redis *r = ac->data;
 	(void)privdata;
 	if (rep && rep->type == REDIS_REPLY_ERROR)
-		log_warn("presence: Redis at %s: %s", r->where, rep->str);
+		answer_error(ac->data, rep);
 }
 
 /* An answer naming keys: lua_add's (privdata the key added: 1 is its
@@ -193,7 +203,7 @@ static void on_keys(redisAsyncContext *ac, void *reply, void *privdata)
 	bool leaves = privdata == (void *)r;
 	char *added = leaves ? NULL : privdata;
 	if (rep && rep->type == REDIS_REPLY_ERROR) {
-		log_warn("presence: Redis at %s: %s", r->where, rep->str);
+		answer_error(r, rep);
 	} else if (rep && added) {
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
 			r->hooks.join(r->hooks.arg, added);
@@ -302,6 +312,24 @@ static void on_primary(void *arg, const char *host, int port)
 	connect_to(r);
 }
 
+/* A failover announced: leave the old primary and connect to the new one
+ * now, without waiting out the backoff. */
+static void on_switch(void *arg, const char *host, int port)
+{
+	struct presence_redis *r = arg;
+	if (r->up && strcmp(host, r->url.host) == 0 && port == r->url.port)
+		return;
+	if (r->ac)
+		lost(r, "Sentinel moved the primary");
+	loop_timer_stop(r->lp, &r->reconnect_timer);
+	r->backoff_ms = BACKOFF_MIN_MS;
+	if (r->asking) {
+		r->asking = false; /* an answer from before the move may be stale */
+		redis_sentinel_ask(r->sentinel, NULL, NULL);
+	}
+	on_primary(r, host, port);
+}
+
 static void connect_now(void *arg)
 {
 	struct presence_redis *r = arg;
@@ -329,8 +357,8 @@ struct presence_redis *presence_redis_new(struct loop *lp, const struct config *
 			free(r);
 			return NULL;
 		}
-		/* The login (password, database) as in redis_url, without a host. */
 		snprintf(r->where, sizeof(r->where), "%s", redis_sentinel_describe(r->sentinel));
+		redis_sentinel_follow(r->sentinel, on_switch, r);
 	} else {
 		const char *why = redis_url_parse(cfg->redis_url, &r->url);
 		if (why) {

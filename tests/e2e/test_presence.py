@@ -7,8 +7,12 @@ without subjects), and a signed token's presence claim (only the topics it
 covers; 401 for a bad token, 403 outside the claim). With workers = 2 the
 counts cover both workers, and a worker killed with SIGKILL takes its readers
 out at once. Join and leave events, when on, go through the log on $presence/
-topics: a reconnect within the grace is neither, the leave comes after it,
-and they are resumable by id."""
+topics: a reconnect within the grace is neither (to another worker too), the
+leave comes after it, and they are resumable by id. Across nodes on Redis:
+three nodes behind Caddy, one SIGKILLed (its readers leave within the TTL,
+the others' counts never dip, its subject leaves), the debounce across
+nodes, shares written again after Redis lost its data, and a Sentinel
+failover followed."""
 import json
 import os
 import re
@@ -409,3 +413,53 @@ def test_presence_cluster_debounce_across_nodes_and_share_after_redis_restart():
 
 
 test_presence_cluster_debounce_across_nodes_and_share_after_redis_restart.timeout = 60
+
+
+def test_presence_cluster_follows_a_sentinel_failover():
+    from harness import RedisSentinel, RedisServer
+    from test_sentinel import MASTER, _replica_linked
+    procs = []
+    try:
+        primary = RedisServer()
+        procs.append(primary)
+        replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
+        procs.append(replica)
+        wait_until(lambda: _replica_linked(replica), timeout=15, what="the replica to sync")
+        sentinels = []
+        for _ in range(3):
+            sentinels.append(RedisSentinel(primary.port, master=MASTER, down_after_ms=1000, failover_timeout_ms=2000))
+            procs.append(sentinels[-1])
+        wait_until(lambda: all(s.sees(1, 2) for s in sentinels), timeout=30, interval=0.2,
+                   what="the sentinels to know the replica and each other")
+        listing = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+        nodes = []
+        for _ in range(2):
+            nodes.append(Herald(redis=None, redis_stream="pfailover",
+                                args=["--redis-sentinels", listing, "--redis-master-name", MASTER,
+                                      "--redis-stream", "pfailover", "--per-address-limit", "0",
+                                      "--presence-token", PRESENCE_TOKEN, "--presence-ttl", "3s"]))
+            procs.append(nodes[-1])
+        for n in nodes:
+            wait_until(n.log_ok, timeout=10, what="herald to reach the primary Sentinel names")
+        streams = [Stream(n.port, query="topic=f/1") for n in nodes for _ in range(2)]
+        for n in nodes:
+            wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 4, what="the cluster's count")
+        primary.kill()
+        # The replica is promoted; the nodes follow, and count there.
+        for n in nodes:
+            wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 4, timeout=40, interval=0.2,
+                       what="the count on the new primary")
+        # Closes counted on the new primary (a node still on the old one, or
+        # on a demoted one, could not take them out).
+        close_all(streams)
+        for n in nodes:
+            wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 0, what="the closes counted")
+    finally:
+        for p in reversed(procs):
+            if isinstance(p, Herald):
+                p.kill()
+            else:
+                p.close()
+
+
+test_presence_cluster_follows_a_sentinel_failover.timeout = 120
