@@ -23,6 +23,8 @@
 #define PATTERN_MAX 128
 #define CANDIDATES_MAX (PATTERN_MAX / 2 + 2) /* the topic, "*", one per '/' */
 #define EVENTS_BATCH 256                     /* events per append */
+#define APPEND_GIVE_UP_MS 60000              /* a failed append is tried again for this long, */
+#define APPEND_RETRY_MS 500                  /* this long apart (a busy SQLite: STORE_BUSY_RETRY_MS) */
 
 struct pending_event {
 	bool join;
@@ -44,7 +46,9 @@ struct presence {
 	struct pending_event *sending; /* the append in flight */
 	size_t nsending;
 	bool flush_deferred;
-	bool appending; /* an append is out; its answer frees p when closing */
+	bool appending;                /* an append is out; its answer frees p when closing */
+	uint64_t failing_since;        /* the first failed append of the events at the head; 0: none */
+	struct loop_timer retry_timer; /* the next attempt after a failed append */
 	bool closing;
 	struct loop_timer leave_timer;
 	/* With the event log on Redis: this node's share there, which joins,
@@ -145,8 +149,10 @@ void presence_free(struct presence *p)
 {
 	if (!p)
 		return;
-	if (p->st)
+	if (p->st) {
 		loop_timer_stop(p->lp, &p->leave_timer);
+		loop_timer_stop(p->lp, &p->retry_timer);
+	}
 	presence_redis_free(p->redis); /* its answers still out come back empty */
 	p->redis = NULL;
 	if (p->appending) {
@@ -205,15 +211,47 @@ static void sent_clear(struct presence *p)
 
 static void flush(void *arg);
 
+/* The events of an append that failed go back to the head of the queue
+ * (their order kept), to be tried again. */
+static void requeue_sent(struct presence *p)
+{
+	size_t n = p->nsending + p->nevents;
+	struct pending_event *all = xmalloc((n + 1) * sizeof(*all));
+	memcpy(all, p->sending, p->nsending * sizeof(*all));
+	if (p->nevents)
+		memcpy(all + p->nsending, p->events, p->nevents * sizeof(*all));
+	free(p->events);
+	free(p->sending);
+	p->events = all;
+	p->nevents = p->cap = n;
+	p->sending = NULL;
+	p->nsending = 0;
+}
+
 static void appended(void *arg, int rc, const struct store_appended *res)
 {
 	struct presence *p = arg;
 	(void)res;
 	p->appending = false;
+	uint64_t now = loop_now(p->lp);
+	if (rc < 0 && !p->closing && (!p->failing_since || now - p->failing_since < APPEND_GIVE_UP_MS)) {
+		/* The log is busy or unreachable for now: the same events
+		 * again shortly, so that none is lost to a passing fault. */
+		if (!p->failing_since) {
+			p->failing_since = now ? now : 1;
+			log_warn("presence: %zu join and leave events could not be stored yet (%s); trying again",
+				 p->nsending, strerror(-rc));
+		}
+		requeue_sent(p);
+		loop_timer_start(p->lp, &p->retry_timer, rc == -EBUSY ? STORE_BUSY_RETRY_MS : APPEND_RETRY_MS, flush,
+				 p);
+		return;
+	}
 	if (rc < 0)
-		log_warn("presence: %zu join and leave events were not stored: %s", p->nsending, strerror(-rc));
+		log_err("presence: %zu join and leave events were not stored: %s", p->nsending, strerror(-rc));
 	else if (p->hub && !p->closing)
 		hub_poll(p->hub);
+	p->failing_since = 0;
 	sent_clear(p);
 	if (p->closing) {
 		presence_release(p);
@@ -231,7 +269,7 @@ static void flush(void *arg)
 {
 	struct presence *p = arg;
 	p->flush_deferred = false;
-	if (p->appending || p->nevents == 0 || !p->st)
+	if (p->appending || p->nevents == 0 || !p->st || loop_timer_active(&p->retry_timer))
 		return;
 	size_t n = MIN(p->nevents, (size_t)EVENTS_BATCH);
 	struct store_new_event evs[EVENTS_BATCH];
@@ -280,7 +318,7 @@ static void event_add(struct presence *p, bool join, const char *key)
 		p->events = xrealloc(p->events, p->cap * sizeof(*p->events));
 	}
 	p->events[p->nevents++] = (struct pending_event){ join, xstrdup(key) };
-	if (!p->flush_deferred && !p->appending) {
+	if (!p->flush_deferred && !p->appending && !loop_timer_active(&p->retry_timer)) {
 		/* Once per loop pass: the joins of a burst of opens go in one
 		 * append. */
 		p->flush_deferred = true;

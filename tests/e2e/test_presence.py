@@ -272,6 +272,26 @@ def test_presence_join_and_leave_events_debounced_and_resumable():
         h.stop()
 
 
+def test_presence_events_wait_out_a_locked_database():
+    import sqlite3
+    args = ["--read-token", READ, "--presence-events", "on", "--presence-grace", "1s"] + jwt_args("HS256")
+    with Herald(args=args) as h:
+        watch = Stream(h.port, query="topic=%24presence/*", headers={"Authorization": "Bearer " + READ})
+        # Another program holds the write lock while a subject opens: the
+        # join waits for it and is stored once it is free, not lost.
+        db = sqlite3.connect(h.db, timeout=0, isolation_level=None)
+        db.execute("BEGIN IMMEDIATE")
+        s = Stream(h.port, query="topic=busy", headers={"Authorization": "Bearer " + signed(sub="gus")})
+        assert _presence_events(watch, None, timeout=1.0) == []
+        db.execute("COMMIT")
+        db.close()
+        evs = _presence_events(watch, 1, timeout=5)
+        assert evs == [("presence.join", {"action": "join", "topic": "busy", "subject": "gus"})], evs
+        wait_until(lambda: "could not be stored yet" in h.log(), what="the wait logged")
+        close_all([watch, s])
+        h.stop()
+
+
 def test_presence_events_across_workers_and_a_killed_worker():
     args = ["--read-token", READ, "--presence-events", "on", "--presence-grace", "1s"] + jwt_args("HS256")
     with Herald(config="workers = 2\nper_address_limit = 0\n", args=args) as h:
