@@ -49,6 +49,44 @@ static void test_table_counts(void)
 	presence_table_unmap(t);
 }
 
+static uint32_t column_sum;
+static int column_keys;
+
+static void on_column(void *arg, const char *key, uint32_t n)
+{
+	(void)arg;
+	(void)key;
+	column_sum += n;
+	column_keys++;
+}
+
+/* A copy of counts made elsewhere (a cluster's, summed), and one column's
+ * share (what a node writes to Redis). */
+static void test_table_put_and_columns(void)
+{
+	struct presence_table *t = presence_table_map(2, 1024, false);
+	CHECK_EQ_INT(presence_table_put(t, 0, "x", 40), 0);
+	CHECK_EQ_INT(presence_table_put(t, 1, "x", 2), 0);
+	CHECK_EQ_INT(presence_table_put(t, 1, "y", 5), 0);
+	CHECK_EQ_INT(presence_table_total(t, "x"), 42);
+	column_sum = 0;
+	column_keys = 0;
+	presence_table_each_column(t, 1, on_column, NULL);
+	CHECK_EQ_INT(column_sum, 7);
+	CHECK_EQ_INT(column_keys, 2);
+	column_sum = 0;
+	column_keys = 0;
+	presence_table_each_column(t, 0, on_column, NULL);
+	CHECK_EQ_INT(column_sum, 40);
+	CHECK_EQ_INT(column_keys, 1);
+	/* A put never announces: nothing is pending when it falls to 0. */
+	presence_table_drop_column(t, 0, 1);
+	presence_table_drop_column(t, 1, 1);
+	CHECK(!presence_table_leaves_pending(t));
+	CHECK_EQ_INT(presence_table_used(t), 0);
+	presence_table_unmap(t);
+}
+
 static int taken;
 static char taken_key[PRESENCE_KEY_MAX];
 
@@ -257,6 +295,7 @@ static void test_churn(void)
 int main(void)
 {
 	test_table_counts();
+	test_table_put_and_columns();
 	test_table_debounce();
 	test_table_shared_worker_dies();
 	test_registry();
