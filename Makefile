@@ -56,7 +56,7 @@ FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 # parts load/NAME-*.c, linked with the tools' library. load/NAME in the
 # tree is a link to load/tool-launch.sh, which runs the built one.
 LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-experiment topics rate minimal-sse \
-              tls-handshakes
+              tls-handshakes presence
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
 LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers bench-peer plot

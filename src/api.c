@@ -8,6 +8,8 @@
 #include "console.h"
 #include "group.h"
 #include "log.h"
+#include "presence.h"
+#include "topic.h"
 #include "util.h"
 
 static bool path_is(const struct http_request *req, const char *path)
@@ -147,6 +149,182 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 	conn_respond(c, 200, metrics_render(a->m, &g, conn_keep_alive(c)), conn_keep_alive(c));
 }
 
+#define PRESENCE_MAX_TOPICS 64
+
+/* The topics of GET /api/presence?topic=a,b (owned strings, valid
+ * patterns) into topics; returns how many, or -1 with *why set. Only the
+ * topic parameter is taken. */
+static int presence_topics(const struct http_request *req, char **topics, const char **why)
+{
+	size_t pos = 0, n = 0;
+	struct http_slice name, value;
+	while (http_query_next(req->query, &pos, &name, &value))
+		if (name.n && !(name.n == 5 && memcmp(name.p, "topic", 5) == 0)) {
+			*why = "unknown query parameter (presence takes topic)";
+			return -1;
+		}
+	if (!http_query_get(req->query, "topic", &value))
+		return 0;
+	char *dec = xmalloc(value.n + 1);
+	long len = http_percent_decode(value, dec);
+	*why = NULL;
+	if (len < 0) {
+		*why = "the topic parameter is not valid percent-encoding";
+		len = 0;
+	}
+	dec[len] = '\0';
+	for (const char *t = dec; !*why && *t;) {
+		size_t k = strcspn(t, ",");
+		if (!topic_pattern_valid(t, k))
+			*why = "a topic may hold only letters, digits and _ . : / -, or end in /* for a subtree, or be "
+			       "*";
+		else if (n == PRESENCE_MAX_TOPICS)
+			*why = "more than 64 topics";
+		else
+			topics[n++] = xstrndup(t, k);
+		t += k;
+		if (*t == ',')
+			t++;
+	}
+	free(dec);
+	if (*why) {
+		while (n)
+			free(topics[--n]);
+		return -1;
+	}
+	return (int)n;
+}
+
+/* Who asks GET /api/presence, and what they may learn: the presence token
+ * (everything, subjects too); a signed token (the topics its presence
+ * claim covers, with subjects); without a token, a client on this host
+ * not come through a proxy with presence_access = local (everything), or
+ * anyone with presence_access = any (counts, no subjects). Returns 0 with
+ * *scope set (its grants in *rights), or the refusal status with
+ * *cause, *why and *extra set. */
+static int presence_scope(struct api *a, struct conn *c, const struct http_request *req, struct presence_scope *scope,
+			  struct jwt_rights *rights, const char **cause, const char **why, const char **extra)
+{
+	const struct config *cfg = a->cfg;
+	struct http_slice tok;
+	*scope = (struct presence_scope){ .every_topic = true, .subjects = true };
+	*extra = NULL;
+	if (http_bearer_token(req, &tok)) {
+		if (cfg->presence_token[0] && http_token_equal(tok, cfg->presence_token))
+			return 0;
+		struct jwt_verifier *jwt = a->streams->jwt;
+		if (!jwt) {
+			*cause = "presence_token_invalid";
+			*why = "the presence token is not valid";
+			return 403;
+		}
+		struct jwt_cost cost;
+		int e = jwt_check(jwt, tok.p, tok.n, clock_wall_s(), rights, why, &cost);
+		a->m->token_verifications += cost.signature;
+		a->m->token_cache_hits += cost.cached;
+		if (e != JWT_OK) {
+			*cause = "invalid_token";
+			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			return 401;
+		}
+		if (!rights->npresence) {
+			*cause = "forbidden";
+			*why = "the token grants no topic to ask presence of (its presence claim)";
+			return 403;
+		}
+		*scope = (struct presence_scope){ .grants = rights->presence,
+						  .ngrants = rights->npresence,
+						  .subjects = true };
+		return 0;
+	}
+	if (cfg->presence_mode == METRICS_ANY) {
+		scope->subjects = false; /* subjects are personal data: never to anyone */
+		return 0;
+	}
+	if (cfg->presence_mode == METRICS_LOCAL && conn_peer_local(c) && !http_forwarded(req))
+		return 0;
+	*cause = "presence_forbidden";
+	*why = cfg->presence_mode == METRICS_LOCAL
+		       ? "presence is served only to this host or with a token (presence_access = local)"
+		       : "presence needs Authorization: Bearer with the presence token or a signed token";
+	*extra = "WWW-Authenticate: Bearer\r\n";
+	return 403;
+}
+
+/* A presence request waiting for its answer; c NULL once it closed. */
+struct presence_wait {
+	struct conn *c;
+};
+
+static void presence_wait_closed(struct conn *c, void *data)
+{
+	struct presence_wait *w = data;
+	(void)c;
+	w->c = NULL;
+}
+
+static const struct conn_user presence_waiter = { NULL, presence_wait_closed };
+
+static void presence_answered(void *arg, char *body, size_t len)
+{
+	struct presence_wait *w = arg;
+	struct conn *c = w->c;
+	free(w);
+	if (!c) {
+		free(body);
+		return;
+	}
+	conn_attach(c, NULL, NULL);
+	if (!body) {
+		conn_refuse(c, 503, "presence_unavailable",
+			    "the cluster's presence cannot be read now (Redis is unreachable)", "Retry-After: 1\r\n");
+		return;
+	}
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 200,
+		     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
+		     keep);
+	free(body);
+}
+
+/* GET /api/presence[?topic=a,b]: the readers (and subjects) of each topic
+ * asked, or the topics with the most readers. */
+static void presence_route(struct api *a, struct conn *c, const struct http_request *req)
+{
+	char *topics[PRESENCE_MAX_TOPICS];
+	const char *why = NULL, *cause = "bad_parameter", *extra = NULL;
+	int n = presence_topics(req, topics, &why);
+	if (n < 0) {
+		conn_refuse(c, 400, cause, why, NULL);
+		return;
+	}
+	struct presence_scope scope;
+	struct jwt_rights rights = { 0 };
+	int status = presence_scope(a, c, req, &scope, &rights, &cause, &why, &extra);
+	for (int i = 0; !status && i < n; i++) {
+		if (!presence_scope_covers(&scope, topics[i])) {
+			status = 403;
+			cause = "forbidden";
+			why = "the token's presence claim does not cover a topic the topic parameter names";
+		}
+	}
+	if (status) {
+		conn_refuse(c, status, cause, why, extra);
+	} else {
+		/* The connection waits for the answer (the cluster's, from
+		 * Redis, comes later); if it closes first, the answer is
+		 * dropped. */
+		struct presence_wait *w = xmalloc(sizeof(*w));
+		w->c = c;
+		conn_attach(c, &presence_waiter, w);
+		conn_wait(c);
+		presence_ask(a->presence, topics, (size_t)n, &scope, presence_answered, w);
+	}
+	jwt_rights_free(&rights);
+	while (n > 0)
+		free(topics[--n]);
+}
+
 /* A browser's CORS preflight, before a cross-origin request that sets
  * headers (Authorization, Last-Event-ID) or posts JSON: answered as
  * allow_origin says. */
@@ -219,6 +397,11 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
 		else
 			publish_handle(a->pubq, c, req, body, body_len);
+	} else if (path_is(req, "/api/presence") && a->presence) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET");
+		else
+			presence_route(a, c, req);
 	} else if (path_is(req, "/api/health")) {
 		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
 			method_not_allowed(c, "GET, HEAD");

@@ -1,6 +1,6 @@
 /* api.h: the router: one complete request to its handler (stream, publish)
- * or to the small endpoints (health, metrics, the console page, CORS
- * preflights), the client address behind trusted proxies, and the refusal
+ * or to the small endpoints (health, metrics, presence, the console page,
+ * CORS preflights), the client address behind trusted proxies, and the refusal
  * log. The server fills struct api once and hands conn its hooks
  * (api_hooks). */
 #ifndef HERALD_API_H
@@ -20,6 +20,8 @@
 #include "store.h"
 #include "stream.h"
 
+struct presence;
+
 struct api {
 	struct loop *lp;
 	const struct config *cfg;
@@ -28,6 +30,7 @@ struct api {
 	struct hub *hub;
 	struct store *st; /* the event log, for health and metrics */
 	struct streams *streams;
+	struct presence *presence; /* GET /api/presence */
 	struct publish_queue *pubq;
 	struct conn_pool *pool;
 	struct metrics *m;

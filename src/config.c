@@ -93,6 +93,16 @@ static const struct key keys[] = {
 	KEY("metrics_access", K_CHOICE, metrics_mode, 0, 0, "local", .choices = metrics_modes),
 	KEY("metrics_token", K_STR, metrics_token, 0, 1024, "", .flags = KF_SECRET),
 	KEY("metrics_token_file", K_STR, metrics_token_file, 0, 4096, ""),
+	KEY("presence", K_BOOL, presence, 0, 0, "on", .flags = KF_RESTART),
+	KEY("presence_access", K_CHOICE, presence_mode, 0, 0, "local", .choices = metrics_modes),
+	KEY("presence_token", K_STR, presence_token, 0, 1024, "", .flags = KF_SECRET),
+	KEY("presence_token_file", K_STR, presence_token_file, 0, 4096, ""),
+	KEY("presence_limit", K_INT, presence_limit, 1, 10000, "100"),
+	KEY("presence_top", K_INT, presence_top, 1, 1000, "50"),
+	KEY("presence_events", K_BOOL, presence_events, 0, 0, "off"),
+	KEY("presence_grace", K_DUR_MS, presence_grace_ms, 0, 3600000, "5s"),
+	KEY("presence_ttl", K_DUR_MS, presence_ttl_ms, 1000, 3600000, "15s"),
+	KEY("presence_max_keys", K_INT, presence_max_keys, 1024, 4194304, "65536", .flags = KF_RESTART),
 	KEY("retry_ms", K_INT, retry_ms, 0, 3600000, "3000"),
 	KEY("rotate_after", K_DUR_MS, rotate_after_ms, 0, INT64_C(31536000000), "0"),
 	KEY("busy_timeout_ms", K_INT, busy_timeout_ms, 0, 1000, "5"),
@@ -107,6 +117,7 @@ static const struct key keys[] = {
 	KEY("jwt_issuer", K_STR, jwt_issuer, 0, 1024, ""),
 	KEY("jwt_subscribe_claim", K_STR, jwt_subscribe_claim, 1, 256, "subscribe"),
 	KEY("jwt_publish_claim", K_STR, jwt_publish_claim, 1, 256, "publish"),
+	KEY("jwt_presence_claim", K_STR, jwt_presence_claim, 1, 256, "presence"),
 	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
 	KEY("console", K_BOOL, console, 0, 0, "on"),
 	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL | KF_RESTART,
@@ -861,7 +872,7 @@ static int read_token_file(struct load *ld, const struct key *kf, const struct k
 /* The tokens that may come from a file: set one way or the other. */
 static void resolve_tokens(struct load *ld)
 {
-	static const char *const names[] = { "publish_token", "read_token", "metrics_token" };
+	static const char *const names[] = { "publish_token", "read_token", "metrics_token", "presence_token" };
 	char fname[64];
 	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
 		snprintf(fname, sizeof(fname), "%s_file", names[i]);
@@ -887,6 +898,11 @@ static void check_whole(struct load *ld)
 	if (ld->cfg->metrics_mode == METRICS_TOKEN && !ld->cfg->metrics_token[0]) {
 		config_err("%s: metrics_access = \"token\" needs metrics_token or metrics_token_file",
 			   origin_of(ld, key_named("metrics_access")));
+		ld->errors++;
+	}
+	if (ld->cfg->presence_mode == METRICS_TOKEN && !ld->cfg->presence_token[0]) {
+		config_err("%s: presence_access = \"token\" needs presence_token or presence_token_file",
+			   origin_of(ld, key_named("presence_access")));
 		ld->errors++;
 	}
 	const struct config *c = ld->cfg;

@@ -20,7 +20,8 @@
 
 #define CONFIG_MAX_LISTEN 16
 
-/* Who may read /metrics (metrics_access). */
+/* Who may read /metrics (metrics_access), and ask GET /api/presence
+ * (presence_access). */
 enum metrics_mode { METRICS_ANY, METRICS_LOCAL, METRICS_TOKEN };
 
 struct config {
@@ -58,6 +59,18 @@ struct config {
 	int metrics_mode;   /* enum metrics_mode */
 	char *metrics_token;
 	char *metrics_token_file;
+	/* Presence (presence.h): who may ask, how much an answer lists, the
+	 * join and leave events, the table's room. */
+	bool presence;     /* count who reads what (off: no registry, /api/presence is 404) */
+	int presence_mode; /* enum metrics_mode */
+	char *presence_token;
+	char *presence_token_file;
+	int64_t presence_limit;    /* subjects listed per topic */
+	int64_t presence_top;      /* topics listed without ?topic= */
+	bool presence_events;      /* join and leave events in the log */
+	int64_t presence_grace_ms; /* a reconnect within it is neither a leave nor a join */
+	int64_t presence_ttl_ms;   /* on Redis: a node's share outlives its last heartbeat this long */
+	int64_t presence_max_keys; /* distinct (topic pattern) and (pattern, subject) entries at once */
 	int64_t retry_ms;
 	int64_t rotate_after_ms;
 	int64_t busy_timeout_ms;
@@ -66,7 +79,7 @@ struct config {
 	int64_t tls_ticket_rotate_ms; /* 0 = never */
 	/* Signed tokens (jwt.h): "" when unset; jwt_algorithm "" = off. */
 	char *jwt_algorithm, *jwt_secret_file, *jwt_public_key_file, *jwt_audience, *jwt_issuer, *jwt_subscribe_claim,
-		*jwt_publish_claim, *jwt_cookie;
+		*jwt_publish_claim, *jwt_presence_claim, *jwt_cookie;
 	int64_t jwt_leeway_s;
 	bool console; /* serve the console page at GET / */
 	/* The event log on Redis Streams (store_redis.c) when redis_url or
@@ -107,7 +120,7 @@ void config_bad_value(const struct config *cfg, const char *key, const char *val
 
 /* The keys flagged as taking effect only at a restart (listen, backlog,
  * workers, db, redis_url, redis_sentinels,
- * redis_master_name, redis_stream): give fresh the running value of
+ * redis_master_name, redis_stream, presence, presence_max_keys): give fresh the running value of
  * each from cur, moving cur's strings (cur keeps none; free it as usual),
  * and call changed(key, arg) for each whose value fresh had changed. */
 void config_keep_restart_keys(struct config *fresh, struct config *cur, void (*changed)(const char *key, void *arg),

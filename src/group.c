@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "presence_table.h"
 #include "util.h"
 
 #define KEY_LEN 64
@@ -54,6 +55,7 @@ struct entry {
 
 static struct region *g;
 static size_t g_len;
+static struct presence_table *presence; /* the presence counts, a column per worker */
 static int self = -1;
 /* One eventfd per worker index, made before the first fork, so every worker
  * (a restarted one too) inherits all of them: a commit wakes the others. */
@@ -92,10 +94,13 @@ static void unlock(void)
 	pthread_mutex_unlock(&g->lock);
 }
 
-int group_create(unsigned nworkers, size_t max_keys)
+int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys)
 {
 	if (nworkers < 2 || nworkers > GROUP_MAX_WORKERS)
 		return -EINVAL;
+	presence = presence_table_map(nworkers, presence_keys, true);
+	if (!presence)
+		return -errno;
 	size_t n = 1024;
 	while (n < max_keys * 2 && n < ((size_t)1 << 22))
 		n *= 2;
@@ -103,8 +108,12 @@ int group_create(unsigned nworkers, size_t max_keys)
 	size_t len = sizeof(struct region) + n * esize + n * sizeof(uint32_t);
 	/* Pages are touched only as keys land on them. */
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return -errno;
+	if (p == MAP_FAILED) {
+		int e = errno;
+		presence_table_unmap(presence);
+		presence = NULL;
+		return -e;
+	}
 	g = p;
 	g_len = len;
 	pthread_mutexattr_t a;
@@ -116,6 +125,8 @@ int group_create(unsigned nworkers, size_t max_keys)
 	if (r != 0) {
 		munmap(p, len);
 		g = NULL;
+		presence_table_unmap(presence);
+		presence = NULL;
 		return -r;
 	}
 	g->nworkers = nworkers;
@@ -145,6 +156,8 @@ void group_destroy(void)
 		pthread_mutex_destroy(&g->lock);
 	munmap(g, g_len);
 	g = NULL;
+	presence_table_unmap(presence);
+	presence = NULL;
 	self = -1;
 }
 
@@ -166,6 +179,11 @@ unsigned group_workers(void)
 int group_index(void)
 {
 	return self;
+}
+
+struct presence_table *group_presence_table(void)
+{
+	return presence;
 }
 
 static size_t hash(const char *key)
@@ -351,6 +369,7 @@ void group_worker_gone(unsigned index)
 	metrics_add(&g->retired, &s->m);
 	memset(s, 0, sizeof(*s));
 	unlock();
+	presence_table_drop_column(presence, index, group_clock_ms());
 }
 
 int group_wake_fd(void)

@@ -4,7 +4,9 @@
  * last showed life, its gauges and a copy of its counters) and the open
  * readers per count key, with a column per worker, so that max_readers and
  * per_address_limit hold for the whole group and the main process can drop
- * a dead worker's share at once.
+ * a dead worker's share at once; and the presence table
+ * (presence_table.h), a column per worker, whose dead worker's column the
+ * main process drops the same way.
  *
  * One region per process, as this file's state: the main process creates
  * it, each worker enters it with its index after fork. A robust,
@@ -37,9 +39,10 @@ struct group_worker {
 };
 
 /* Map the region for nworkers (2..GROUP_MAX_WORKERS) with room for
- * max_keys distinct count keys at once. Main process, before any fork.
- * Returns 0, or -errno (nothing mapped). */
-int group_create(unsigned nworkers, size_t max_keys);
+ * max_keys distinct count keys at once, and the presence table with room
+ * for presence_keys. Main process, before any fork. Returns 0, or -errno
+ * (nothing mapped). */
+int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys);
 
 /* Unmap the region (main process at exit; a worker before it exits). */
 void group_destroy(void);
@@ -50,8 +53,14 @@ void group_enter(unsigned index);
 /* True in a worker of a group: counts and caps go through the region. */
 bool group_on(void);
 
+struct presence_table;
+
 unsigned group_workers(void); /* 0 when no region */
 int group_index(void);        /* this worker's index, or -1 */
+
+/* The group's presence table (NULL when no region); a worker's column is
+ * its index. */
+struct presence_table *group_presence_table(void);
 
 /* The per-address counts (admission.c's counts in a group). add and
  * del change this worker's column; count is the group's total for key. */

@@ -69,6 +69,7 @@ struct jwt_verifier {
 	char *issuer;         /* NULL: not checked */
 	char *subscribe_path; /* a dotted claim name: mercure.subscribe */
 	char *publish_path;
+	char *presence_path;
 	EVP_MD *sha256; /* the cache's key, fetched once */
 	struct token_cache *cache;
 };
@@ -295,10 +296,13 @@ static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, 
 		return -1;
 	}
 	v->leeway_s = s->leeway_s;
-	const char *names[2] = { or_empty(s->subscribe_claim), or_empty(s->publish_claim) };
-	char **paths[2] = { &v->subscribe_path, &v->publish_path };
-	static const char *const keys[2] = { "jwt_subscribe_claim", "jwt_publish_claim" };
-	for (int i = 0; i < 2; i++) {
+	/* Settings built before the presence claim existed name none: its
+	 * default then. */
+	const char *presence = s->presence_claim && s->presence_claim[0] ? s->presence_claim : "presence";
+	const char *names[3] = { or_empty(s->subscribe_claim), or_empty(s->publish_claim), presence };
+	char **paths[3] = { &v->subscribe_path, &v->publish_path, &v->presence_path };
+	static const char *const keys[3] = { "jwt_subscribe_claim", "jwt_publish_claim", "jwt_presence_claim" };
+	for (int i = 0; i < 3; i++) {
 		*paths[i] = claim_path(names[i]);
 		if (!*paths[i]) {
 			snprintf(err, errlen,
@@ -374,6 +378,7 @@ void jwt_verifier_free(struct jwt_verifier *v)
 	free(v->issuer);
 	free(v->subscribe_path);
 	free(v->publish_path);
+	free(v->presence_path);
 	EVP_MD_free(v->sha256);
 	token_cache_free(v->cache);
 	free(v);
@@ -741,6 +746,26 @@ static int read_patterns(const struct json_value *payload, const char *path, cha
 	return JWT_OK;
 }
 
+/* The subject ("sub") as presence shows it: a string of 1 to 128
+ * printable ASCII bytes; any other "sub" is no subject (the token is
+ * still valid: "sub" is not a right). */
+static void read_subject(const struct json_value *payload, struct jwt_rights *r)
+{
+	struct claim c;
+	claim_get(payload, "sub", &c);
+	if (c.type != C_TEXT)
+		return;
+	size_t len;
+	char *text = json_string_dup(&c.v, &len);
+	bool ok = len >= 1 && len <= JWT_SUBJECT_MAX && strlen(text) == len;
+	for (size_t i = 0; ok && i < len; i++)
+		ok = text[i] >= 0x20 && text[i] < 0x7f;
+	if (ok)
+		r->sub = text;
+	else
+		free(text);
+}
+
 /* The header: a JSON object whose "alg" is the configured algorithm, with
  * no "crit" (no extension is understood here, so RFC 7515 says refuse). */
 static int check_header(const struct jwt_verifier *v, const struct jws *t)
@@ -776,8 +801,10 @@ static int verify_parts(const struct jwt_verifier *v, const struct jws *t, int64
 	if ((e = check_audience(v, &payload)) != JWT_OK || (e = check_issuer(v, &payload)) != JWT_OK)
 		return e;
 	if ((e = read_patterns(&payload, v->subscribe_path, &r->subscribe, &r->nsubscribe)) != JWT_OK ||
-	    (e = read_patterns(&payload, v->publish_path, &r->publish, &r->npublish)) != JWT_OK)
+	    (e = read_patterns(&payload, v->publish_path, &r->publish, &r->npublish)) != JWT_OK ||
+	    (e = read_patterns(&payload, v->presence_path, &r->presence, &r->npresence)) != JWT_OK)
 		return e;
+	read_subject(&payload, r);
 	return JWT_OK;
 }
 
@@ -838,6 +865,8 @@ void jwt_rights_free(struct jwt_rights *r)
 {
 	patterns_free(r->subscribe, r->nsubscribe);
 	patterns_free(r->publish, r->npublish);
+	patterns_free(r->presence, r->npresence);
+	free(r->sub);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -852,15 +881,16 @@ void jwt_settings_from_config(const struct config *cfg, struct jwt_settings *out
 		.issuer = cfg->jwt_issuer,
 		.subscribe_claim = cfg->jwt_subscribe_claim,
 		.publish_claim = cfg->jwt_publish_claim,
+		.presence_claim = cfg->jwt_presence_claim,
 	};
 }
 
 int jwt_check_config(const struct config *cfg)
 {
-	static const char *const claim_keys[] = { "jwt_subscribe_claim", "jwt_publish_claim" };
-	const char *claims[] = { cfg->jwt_subscribe_claim, cfg->jwt_publish_claim };
+	static const char *const claim_keys[] = { "jwt_subscribe_claim", "jwt_publish_claim", "jwt_presence_claim" };
+	const char *claims[] = { cfg->jwt_subscribe_claim, cfg->jwt_publish_claim, cfg->jwt_presence_claim };
 	int errors = 0;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < ARRAY_LEN(claims); i++) {
 		if (!jwt_claim_name_valid(claims[i])) {
 			config_bad_value(cfg, claim_keys[i], claims[i],
 					 "not a claim name: names of letters, digits, _ and -, joined by dots (e.g. "

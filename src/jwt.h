@@ -5,8 +5,8 @@
  * HMAC token against a public key are refused. "exp" is required, "nbf"
  * honoured, both with a leeway; "aud" and "iss" checked when configured.
  * The rights are read from claims named by dotted paths ("subscribe", or
- * "mercure.subscribe" for a token minted for Mercure), each a list of topic
- * patterns (topic.h). Secrets and tokens never appear in errors or logs. */
+ * "mercure.subscribe" for a token minted for Mercure; "presence"), each a
+ * list of topic patterns (topic.h); the subject is "sub". Secrets and tokens never appear in errors or logs. */
 #ifndef HERALD_JWT_H
 #define HERALD_JWT_H
 
@@ -24,6 +24,7 @@ struct jwt_settings {
 	const char *issuer;          /* "" = not checked; else "iss" must equal it */
 	const char *subscribe_claim; /* dotted path, e.g. "subscribe" or "mercure.subscribe" */
 	const char *publish_claim;   /* dotted path, e.g. "publish" or "mercure.publish" */
+	const char *presence_claim;  /* dotted path, e.g. "presence": who may ask GET /api/presence */
 };
 
 /* The rights a verified token grants. Owned by the caller once filled;
@@ -33,10 +34,15 @@ struct jwt_rights {
 	size_t nsubscribe;
 	char **publish;
 	size_t npublish;
+	char **presence; /* topics whose presence the bearer may ask about */
+	size_t npresence;
+	char *sub;   /* the "sub" claim when it is a string of 1 to 128 printable bytes, else NULL */
 	int64_t exp; /* Unix seconds; a later exp than 9999-12-31 reads as that */
 };
 
 struct jwt_verifier;
+
+#define JWT_SUBJECT_MAX 128 /* the longest "sub" taken as a subject */
 
 /* Build a verifier: reads and parses the key file now (nothing is read
  * later). Returns 0 with *out set, or with *out NULL when s->algorithm is

@@ -15,6 +15,7 @@
 #include "config_check.h"
 #include "group.h"
 #include "log.h"
+#include "presence.h"
 #include "publish.h"
 #include "redis_url.h"
 #include "service.h"
@@ -187,7 +188,7 @@ static void status_line(void *arg, char *buf, size_t len)
 /* The keys a reload found changed but cannot apply (at most every key
  * flagged restart-only). */
 struct restart_keys {
-	const char *names[8];
+	const char *names[12];
 	size_t n;
 };
 
@@ -348,6 +349,14 @@ int server_start(struct server *srv, int argc, char **argv)
 	streams_init(&srv->streams, srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (set_jwt(srv) < 0)
 		return -1;
+	if (srv->cfg.presence)
+		srv->presence = presence_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->m);
+	if (srv->cfg.presence && !srv->presence) {
+		log_err("mapping the presence table (presence_max_keys %lld): %s",
+			(long long)srv->cfg.presence_max_keys, strerror(errno));
+		return -1;
+	}
+	srv->streams.presence = srv->presence;
 	compute_limits(srv);
 
 	/* The layers, wired once: connections hand complete requests to the
@@ -359,6 +368,7 @@ int server_start(struct server *srv, int argc, char **argv)
 				 .hub = srv->hub,
 				 .st = srv->st,
 				 .streams = &srv->streams,
+				 .presence = srv->presence,
 				 .pubq = srv->pubq,
 				 .m = &srv->m,
 				 .started_ms = srv->started_ms };
@@ -435,6 +445,8 @@ void server_free(struct server *srv)
 		srv->pubq = NULL;
 		conn_pool_free(srv->pool); /* every reader's close frees it in the hub */
 		srv->pool = NULL;
+		presence_free(srv->presence); /* every stream has left it */
+		srv->presence = NULL;
 		hub_free(srv->hub);
 		srv->hub = NULL;
 		service_stop();

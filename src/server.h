@@ -37,6 +37,7 @@ struct server {
 	struct cors cors;         /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt; /* signed tokens, or NULL when off */
 	struct publish_queue *pubq;
+	struct presence *presence; /* who reads what (presence.h) */
 	struct tls_ctx *tls;
 	struct api api;
 

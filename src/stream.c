@@ -13,6 +13,7 @@
 #include "addr.h"
 #include "admission.h"
 #include "frame.h"
+#include "presence.h"
 #include "topic.h"
 #include "util.h"
 
@@ -252,13 +253,15 @@ static const struct hub_sink_ops conn_sink = {
 	sink_send, sink_drop, sink_set_resume_point, sink_queued, sink_idle_ms, sink_end, sink_close,
 };
 
-/* One open stream: its reader, which the hub owns, and the place
- * admission counted for it. Allocated when the stream opens, freed when
- * its connection closes. */
+/* One open stream: its reader, which the hub owns, the place admission
+ * counted for it, and its registration with presence. Allocated when the
+ * stream opens, freed when its connection closes. */
 struct stream {
 	struct reader *r;
 	struct admission *admission;
 	struct admission_ticket *ticket;
+	struct presence *presence;
+	struct presence_reg *reg;
 };
 
 /* What the connection tells its stream. */
@@ -275,6 +278,7 @@ static void reader_closed(struct conn *c, void *data)
 	struct stream *st = data;
 	hub_reader_closed(st->r);
 	admission_release(st->admission, st->ticket);
+	presence_unregister(st->presence, st->reg);
 	free(st);
 }
 
@@ -461,13 +465,19 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 				    .envelope = p.envelope,
 				    .client = conn_client(c),
 				    .rotate_after_ms = cfg->rotate_after_ms };
+	/* Reduced here (the hub's own reduction then keeps them), so that
+	 * presence counts each stream once per topic. */
+	spec.ntopics = topic_patterns_reduce(p.topics, p.ntopics);
 	memcpy(spec.topics, p.topics, sizeof(spec.topics));
+	struct presence_reg *reg = NULL;
+	if (s->presence)
+		reg = presence_register(s->presence, spec.topics, spec.ntopics, rights.sub);
 	p.ntopics = 0; /* the hub takes the topics and the grants */
 	rights.subscribe = NULL;
 	rights.nsubscribe = 0;
 	jwt_rights_free(&rights);
 	stream_params_free(&p);
 	struct stream *st = xmalloc(sizeof(*st));
-	*st = (struct stream){ hub_open(s->hub, &spec, &conn_sink, c), s->admission, ticket };
+	*st = (struct stream){ hub_open(s->hub, &spec, &conn_sink, c), s->admission, ticket, s->presence, reg };
 	conn_attach(c, &reader_user, st);
 }

@@ -5,9 +5,10 @@
  * no signature check; then the token (401, 403; a token from a cookie only
  * for a listed origin), whose refusal gives the counted place back. A
  * capacity refusal to an EventSource is a 200 stream that ends at once.
- * Then the head and opening frame, and the hub opens the reader (catch-up
- * from the resume point, or a reset for a point the log no longer holds)
- * and feeds the connection. */
+ * Then the head and opening frame, the stream registered with presence
+ * (its topics, and a signed token's subject), and the hub opens the reader
+ * (catch-up from the resume point, or a reset for a point the log no
+ * longer holds) and feeds the connection. */
 #ifndef HERALD_STREAM_H
 #define HERALD_STREAM_H
 
@@ -40,6 +41,7 @@ const char *stream_params_parse(const struct http_request *req, struct stream_pa
 void stream_params_free(struct stream_params *p);
 
 struct admission;
+struct presence;
 
 /* The stream handler's state: what every stream shares. */
 struct streams {
@@ -49,6 +51,7 @@ struct streams {
 	struct admission *admission; /* the caps' counts: owned (streams_init, streams_free) */
 	const struct cors *cors;     /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt;    /* signed tokens, or NULL: set by the server at start and reload */
+	struct presence *presence;   /* who reads what, or NULL: set by the server (it owns it) */
 	int64_t max_readers;         /* the global cap, set by the server from the open-file limit */
 	int64_t max_local;           /* in a group of workers: this worker's own cap (its open-file limit) */
 	struct chunk *head;          /* the shared head and opening frame (with CORS * when so set) */

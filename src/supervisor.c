@@ -321,7 +321,7 @@ int supervisor_run(struct config *cfg, int argc, char **argv, struct listeners *
 		log_err("epoll_create1: %s", strerror(errno));
 		return 1;
 	}
-	int r = group_create(sup->n, (size_t)MIN(cap, INT64_C(1) << 21));
+	int r = group_create(sup->n, (size_t)MIN(cap, INT64_C(1) << 21), (size_t)cfg->presence_max_keys);
 	if (r < 0) {
 		log_err("mapping the workers' shared memory: %s", strerror(-r));
 		loop_free(sup->lp);

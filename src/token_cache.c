@@ -13,11 +13,12 @@
 struct entry {
 	unsigned char key[TOKEN_CACHE_KEY_LEN];
 	int64_t verified_at, valid_until, exp;
-	size_t nsubscribe, npublish;
+	size_t nsubscribe, npublish, npresence;
+	char *sub;                   /* the token's subject, or NULL; in the strings */
 	size_t size;                 /* what it counts against max_bytes */
 	struct entry *chain;         /* the next in its bucket */
 	struct entry *newer, *older; /* the use list */
-	char *patterns[];            /* subscribe, then publish; the strings follow */
+	char *patterns[];            /* subscribe, publish, then presence; the strings follow */
 };
 
 struct token_cache {
@@ -130,8 +131,20 @@ bool token_cache_get(struct token_cache *c, const unsigned char key[TOKEN_CACHE_
 	r->nsubscribe = e->nsubscribe;
 	r->publish = copy_list(e->patterns + e->nsubscribe, e->npublish);
 	r->npublish = e->npublish;
+	r->presence = copy_list(e->patterns + e->nsubscribe + e->npublish, e->npresence);
+	r->npresence = e->npresence;
+	r->sub = e->sub ? xstrdup(e->sub) : NULL;
 	r->exp = e->exp;
 	return true;
+}
+
+/* The i-th of r's patterns, counting subscribe, publish, then presence. */
+static const char *pattern_at(const struct jwt_rights *r, size_t i)
+{
+	if (i < r->nsubscribe)
+		return r->subscribe[i];
+	i -= r->nsubscribe;
+	return i < r->npublish ? r->publish[i] : r->presence[i - r->npublish];
 }
 
 void token_cache_put(struct token_cache *c, const unsigned char key[TOKEN_CACHE_KEY_LEN], const struct jwt_rights *r,
@@ -140,11 +153,11 @@ void token_cache_put(struct token_cache *c, const unsigned char key[TOKEN_CACHE_
 	struct entry *old = find(c, key);
 	if (old)
 		drop(c, old);
-	size_t np = r->nsubscribe + r->npublish, size = sizeof(struct entry) + np * sizeof(char *);
-	for (size_t i = 0; i < r->nsubscribe; i++)
-		size += strlen(r->subscribe[i]) + 1;
-	for (size_t i = 0; i < r->npublish; i++)
-		size += strlen(r->publish[i]) + 1;
+	size_t np = r->nsubscribe + r->npublish + r->npresence, size = sizeof(struct entry) + np * sizeof(char *);
+	for (size_t i = 0; i < np; i++)
+		size += strlen(pattern_at(r, i)) + 1;
+	if (r->sub)
+		size += strlen(r->sub) + 1;
 	if (size > c->max_bytes)
 		return;
 	while (c->oldest && (c->n >= c->max_entries || c->bytes + size > c->max_bytes))
@@ -156,14 +169,20 @@ void token_cache_put(struct token_cache *c, const unsigned char key[TOKEN_CACHE_
 	e->exp = r->exp;
 	e->nsubscribe = r->nsubscribe;
 	e->npublish = r->npublish;
+	e->npresence = r->npresence;
 	e->size = size;
 	char *w = (char *)&e->patterns[np];
 	for (size_t i = 0; i < np; i++) {
-		const char *s = i < r->nsubscribe ? r->subscribe[i] : r->publish[i - r->nsubscribe];
+		const char *s = pattern_at(r, i);
 		size_t len = strlen(s) + 1;
 		memcpy(w, s, len);
 		e->patterns[i] = w;
 		w += len;
+	}
+	e->sub = NULL;
+	if (r->sub) {
+		memcpy(w, r->sub, strlen(r->sub) + 1);
+		e->sub = w;
 	}
 	struct entry **b = bucket(c, key);
 	e->chain = *b;

@@ -27,6 +27,13 @@ bool topic_pattern_valid(const char *p, size_t n)
 {
 	if (n == 0 || n > TOPIC_PATTERN_MAX)
 		return false;
+	if (p[0] == '$') {
+		/* herald's own topics: the rest is a topic or a subtree */
+		p++;
+		n--;
+		if (n == 0 || p[0] == '*' || p[0] == '/')
+			return false;
+	}
 	if (is_everything(p, n))
 		return true;
 	if (is_prefix_pattern(p, n))

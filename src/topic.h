@@ -11,7 +11,10 @@
 
 /* Whether p[0..n) is a valid pattern: 1 to 128 bytes of the topic
  * characters (letters, digits and _ . : / -), where '*' may appear only as
- * the whole pattern or as the last segment after a '/' (SUB(a/b)). */
+ * the whole pattern or as the last segment after a '/' (SUB(a/b)). A
+ * leading '$' names herald's own topics ("$presence/room/1", presence.h):
+ * readers may ask for them and tokens grant them, but no publisher can
+ * write one, since a published topic is checked by text_name_valid. */
 bool topic_pattern_valid(const char *p, size_t n);
 
 /* Whether topic[0..n) matches the (valid) NUL-terminated pattern: equal to

@@ -21,7 +21,7 @@ from harness import Herald, sqlite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
-         "minimal-sse", "tls-handshakes"]
+         "minimal-sse", "tls-handshakes", "presence"]
 SCRIPTS = ["bench", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
            "bench-peer", "plot"]  # scripts beside the C tools
 
@@ -385,6 +385,21 @@ def test_topics_every_scenario():
 
 
 test_topics_every_scenario.timeout = 150
+
+
+def test_presence_opens_and_answers_over_a_group_of_workers():
+    # Readers over two client processes against two workers: every one
+    # opens, and every answer for t/0 counts its readers exactly.
+    code, out, err, js = run("presence", 300, "--topics", 10, "--procs", 2, "--workers", 2, "--queries", 5,
+                             timeout=120)
+    assert js["tool"] == "presence" and js["opened"] == 300 and js["wrong_counts"] == 0, js
+    assert js["workers"] == 2 and js["opens_per_s"] > 0 and js["top_p50_ms"] > 0, js
+    code, out, err, js = run("presence", 100, "--presence", "off", "--queries", 0, timeout=120)
+    assert js["presence"] == "off" and js["opened"] == 100, js
+    run("presence", 10, "--presence", "maybe", expect=2)
+
+
+test_presence_opens_and_answers_over_a_group_of_workers.timeout = 150
 
 
 def test_bench_tokens_first_open_and_reopen():

@@ -54,6 +54,12 @@ static bool topic_ok(const char *t)
 	size_t n = strlen(t);
 	if (n == 0 || n > 128)
 		return false;
+	if (t[0] == '$') { /* herald's own topics: "$" then a pattern that is not "*" */
+		t++;
+		n--;
+		if (n == 0 || t[0] == '*' || t[0] == '/')
+			return false;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (topic_byte(t[i]))
 			continue;

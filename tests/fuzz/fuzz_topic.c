@@ -3,7 +3,8 @@
  * Invariants:
  *   - topic_pattern_valid agrees with a reference written from the rule
  *     (at most one '*', and only as the whole pattern or after a final
- *     '/' with something before it; every other byte a topic byte);
+ *     '/' with something before it; every other byte a topic byte; a
+ *     leading '$' before a pattern that is not "*" nor starts with '/');
  *   - for a valid p, topic_pattern_match agrees with a reference that
  *     works on the pattern's segment text;
  *   - covers is reflexive; when p covers q, every topic q matches (t, and
@@ -29,6 +30,13 @@ static bool ref_valid(const char *p, size_t n)
 	size_t stars = 0, at = 0;
 	if (n < 1 || n > 128)
 		return false;
+	if (p[0] == '$') {
+		/* herald's own topics: "$" then a pattern that is not "*" */
+		p++;
+		n--;
+		if (n == 0 || p[0] == '*' || p[0] == '/')
+			return false;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (p[i] == '*') {
 			stars++;

@@ -133,7 +133,7 @@ static void worker1_opens_two(void)
 
 static void test_group_caps(void)
 {
-	CHECK_EQ_INT(group_create(2, 100), 0);
+	CHECK_EQ_INT(group_create(2, 100, 1024), 0);
 	pid_t pid = fork();
 	if (pid == 0)
 		worker1_opens_two();

@@ -44,7 +44,7 @@ static void worker1_adds(void)
 
 static void test_counts_across_workers(void)
 {
-	CHECK_EQ_INT(group_create(2, 100), 0);
+	CHECK_EQ_INT(group_create(2, 100, 1024), 0);
 	as_worker(0, worker0_adds);
 	as_worker(1, worker1_adds);
 	group_enter(0);
@@ -66,7 +66,7 @@ static void test_reuse_keeps_chains(void)
 {
 	/* 1024 entries: many keys collide; emptied entries serve new keys
 	 * while keys further along their chains stay found. */
-	CHECK_EQ_INT(group_create(2, 10), 0);
+	CHECK_EQ_INT(group_create(2, 10, 1024), 0);
 	group_enter(1);
 	char key[32];
 	for (int round = 0; round < 3; round++) {
@@ -103,7 +103,7 @@ static void churn(void)
 
 static void test_lock_survives_a_killed_holder(void)
 {
-	CHECK_EQ_INT(group_create(2, 10), 0);
+	CHECK_EQ_INT(group_create(2, 10, 1024), 0);
 	/* A worker killed while it churns is most often inside the lock; a
 	 * lock that did not survive would hang the next caller (the alarm
 	 * fails the test instead). */
@@ -141,7 +141,7 @@ static void test_sum_and_dead_counters_kept(void)
 	static struct metrics sum;
 	struct group_figures f;
 	struct group_worker w[GROUP_MAX_WORKERS];
-	CHECK_EQ_INT(group_create(2, 10), 0);
+	CHECK_EQ_INT(group_create(2, 10, 1024), 0);
 	/* The worker may be ready before the main process records its pid
 	 * (fork returns to both in either order): ready must stay. */
 	as_worker(1, stamp_worker1);
@@ -183,7 +183,7 @@ static void admit_until_refused(void)
 
 static void test_admit_stops_at_the_caps(void)
 {
-	CHECK_EQ_INT(group_create(2, 100), 0);
+	CHECK_EQ_INT(group_create(2, 100, 1024), 0);
 	pid_t a = fork();
 	if (a == 0) {
 		group_enter(0);
@@ -204,7 +204,7 @@ static void test_admit_stops_at_the_caps(void)
 	/* Per key: the 701st under one key is refused, another key still fits
 	 * while the total allows. */
 	group_destroy();
-	CHECK_EQ_INT(group_create(2, 100), 0);
+	CHECK_EQ_INT(group_create(2, 100, 1024), 0);
 	group_enter(0);
 	for (int i = 0; i < 3; i++)
 		CHECK_EQ_INT(group_count_admit("10.0.0.1", 3, 10), 0);
@@ -228,7 +228,7 @@ static bool readable(int fd)
 static void test_wake_once_until_taken(void)
 {
 	CHECK_EQ_INT(group_wake_fd(), -1); /* no group */
-	CHECK_EQ_INT(group_create(3, 10), 0);
+	CHECK_EQ_INT(group_create(3, 10, 1024), 0);
 	group_enter(0);
 	int fd0 = group_wake_fd();
 	group_wake_others();
