@@ -348,7 +348,7 @@ class Console(Page):
 
 
 def test_console_page_shows_a_published_event():
-    with Herald() as h:
+    with Herald(config="presence = off\n") as h:
         if not _console_served(h):
             return
         marker = f"console-{os.getpid()}-{time.monotonic_ns()}"
@@ -365,6 +365,37 @@ def test_console_page_shows_a_published_event():
 
 
 test_console_page_shows_a_published_event.timeout = 40
+
+
+def test_console_shows_the_topics_with_the_most_readers():
+    """The presence panel lists the busiest topics with their readers, and
+    follows them as streams open and close. A topic's readers are every
+    stream it would reach: the page's own stream, on every topic ("*"),
+    counts for each topic too."""
+    with Herald() as h:
+        if not _console_served(h):
+            return
+        room = [Stream(h.port, query="topic=room/1") for _ in range(3)]
+        news = Stream(h.port, query="topic=news")
+        with Console(h) as p:
+            row = "document.querySelector('#presence-list li[data-topic=\"%s\"] .count')"
+
+            def shows(topic, text):
+                return f"{row % topic} !== null && {row % topic}.textContent.trim() === '{text}'"
+
+            p.cmd(until=f"{shows('*', '1 reader')} && {shows('room/1', '4 readers')}")
+            assert p.cmd(eval="document.querySelector('#presence').hidden") is False
+            assert p.text("#presence-list li[data-topic='news'] .count").strip() == "2 readers"
+            first = p.cmd(eval="document.querySelector('#presence-list li').getAttribute('data-topic')")
+            assert first == "room/1", first
+            for s in room[:2]:
+                s.close()
+            p.cmd(until=f"{shows('room/1', '2 readers')} && {shows('news', '2 readers')}")
+        news.close()
+        room[2].close()
+
+
+test_console_shows_the_topics_with_the_most_readers.timeout = 60
 
 
 def test_console_without_metrics_access():
