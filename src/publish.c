@@ -511,6 +511,13 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 	q->n -= k;
 }
 
+/* Whether the event log is on Redis (redis_url, or found through
+ * redis_sentinels), for the words of the log lines. */
+static bool on_redis(const struct publish_queue *q)
+{
+	return strcmp(store_kind(q->st), "redis") == 0;
+}
+
 /* The 503 message for a store failure that ends without herald's help, or
  * NULL for one that may not (answered 500). */
 static const char *fault_cause(int r)
@@ -541,7 +548,7 @@ static void refuse_oldest(struct publish_queue *q, size_t n, int r)
 			q->fault_refused = 0;
 		}
 		q->fault = r;
-		const char *where = q->cfg->redis_url[0] ? "redis_url" : q->cfg->db;
+		const char *where = on_redis(q) ? (q->cfg->redis_url[0] ? "redis_url" : "redis_sentinels") : q->cfg->db;
 		if (r == -EBUSY)
 			log_warn("publish: %s (%s); publishes are answered 503 after waiting %d ms for it", cause,
 				 where, BUSY_GIVE_UP_MS);
@@ -609,7 +616,7 @@ static void committed(void *arg, int r, const struct store_appended *res)
 		hub_poll(q->hub);
 		if (q->fault) {
 			log_notice("publish: %s takes writes again; %zu publishes were refused in %.1f s",
-				   q->cfg->redis_url[0] ? "the event log (Redis)" : "the database", q->fault_refused,
+				   on_redis(q) ? "the event log (Redis)" : "the database", q->fault_refused,
 				   (double)(loop_now(q->lp) - q->fault_since) / 1000.0);
 			q->fault = 0;
 		}
