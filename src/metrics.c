@@ -85,6 +85,7 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	if (from->start_time_s && (!to->start_time_s || from->start_time_s < to->start_time_s))
 		to->start_time_s = from->start_time_s;
 	to->events_published += from->events_published;
+	to->publish_replays += from->publish_replays;
 	to->events_read += from->events_read;
 	to->frames_queued += from->frames_queued;
 	to->bytes_written += from->bytes_written;
@@ -285,6 +286,8 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put_refusals(&o, m);
 	put(&o, "herald_events_published_total", "counter", "Events committed through POST.",
 	    (double)m->events_published);
+	put(&o, "herald_publish_replays_total", "counter",
+	    "Publishes answered with the event their Idempotency-Key stored before.", (double)m->publish_replays);
 	put(&o, "herald_group_commits_total", "counter", "Transactions that committed publishes.",
 	    (double)m->group_commits);
 	put(&o, "herald_events_read_total", "counter", "Events read from the store for fan-out.",

@@ -33,6 +33,7 @@ struct metrics {
 	size_t nrefusals;
 	int64_t start_time_s;      /* Unix time the process started serving */
 	uint64_t events_published; /* committed through POST */
+	uint64_t publish_replays;  /* answered with an event an Idempotency-Key stored before */
 	uint64_t events_read;      /* rows read from the store by the hub */
 	uint64_t frames_queued;    /* event frames queued to readers */
 	uint64_t bytes_written;

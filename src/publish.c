@@ -609,8 +609,10 @@ static void committed(void *arg, int r, const struct store_appended *res)
 	} else if (r < 0) {
 		answer_oldest(q, k, 500, "store_error", "the event could not be stored", NULL);
 	} else {
-		for (size_t i = 0; i < k; i++)
+		for (size_t i = 0; i < k; i++) {
 			q->m->events_published += res[i].outcome == STORE_STORED;
+			q->m->publish_replays += res[i].outcome == STORE_REPLAYED;
+		}
 		q->m->group_commits++;
 		answer_oldest(q, k, 0, NULL, NULL, res);
 		hub_poll(q->hub);

@@ -73,6 +73,7 @@ def test_replay_conflict_and_malformed_keys():
         assert len(ids) == 2
         metrics = request(h.port, "GET", "/metrics")[2].decode()
         assert "herald_events_published_total 5" in metrics, metrics
+        assert "herald_publish_replays_total 3" in metrics, metrics
 
 
 def _same_key_in_one_batch(redis):
