@@ -1,0 +1,295 @@
+"""End-to-end: HTTP/2. h2c with prior knowledge on the TCP and unix
+listeners, h2 chosen by ALPN on a TLS listener (and the `http2` setting
+that turns both off), against real clients: curl (--http2-prior-knowledge,
+--http2) and nghttp. Health, publish and the event stream mean the same as
+over HTTP/1.1; many streams share one connection; flow control is
+backpressure (a stream whose window is spent is a slow reader, caught up
+from the store without loss, its neighbours unaffected); the limits hold
+(concurrent streams, header-list size, rapid reset, CONTINUATION, PING and
+SETTINGS floods, a window never opened, idle sessions, GOAWAY on stop).
+
+The misbehaving clients are written here as raw frames (H2Raw): nothing
+else sends a flood on purpose. They read DATA, RST_STREAM and GOAWAY; they
+never need to decode herald's HPACK."""
+import json
+import os
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+from harness import Herald, connect, publish, wait_until
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+
+
+def _run(cmd, timeout=20, input=None):
+    return subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+
+
+def _curl(*args, timeout=20):
+    """curl's (exit code, stdout text, stderr text)."""
+    r = _run(["curl", "-sS", *args], timeout=timeout)
+    return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+
+def _make_cert(dir):
+    cert, key = os.path.join(dir, "h2.crt"), os.path.join(dir, "h2.key")
+    r = _run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+              "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=herald-h2",
+              "-addext", "subjectAltName=IP:127.0.0.1"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return cert, key
+
+
+def _tls_herald(args=(), **kw):
+    dir = tempfile.mkdtemp(prefix="herald-h2-")
+    cert, key = _make_cert(dir)
+    return Herald(args=["--listen", "tls:127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, *args], dir=dir, **kw)
+
+
+class CurlStream:
+    """curl -N reading an event stream in the background; lines() parses
+    what came so far."""
+
+    def __init__(self, url, *args):
+        self.p = subprocess.Popen(["curl", "-sS", "-N", *args, url], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        os.set_blocking(self.p.stdout.fileno(), False)
+        self.out = b""
+
+    def text(self):
+        try:
+            d = self.p.stdout.read()
+        except BlockingIOError:
+            d = None
+        if d:
+            self.out += d
+        return self.out.decode(errors="replace")
+
+    def ids(self):
+        return [int(ln[4:]) for ln in self.text().split("\n") if ln.startswith("id: ")]
+
+    def wait_ids(self, want, timeout=10.0):
+        wait_until(lambda: self.ids() == want, timeout=timeout, what=f"ids {want} (have {self.ids()})")
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        self.p.stdout.close()
+        self.p.stderr.close()
+
+
+def _hpack_int(n, prefix_bits, first=0):
+    limit = (1 << prefix_bits) - 1
+    if n < limit:
+        return bytes([first | n])
+    out = [first | limit]
+    n -= limit
+    while n >= 128:
+        out.append((n & 127) | 128)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def hpack_literal(fields):
+    """A header block of literal fields, never indexed, no Huffman coding."""
+    out = b""
+    for k, v in fields:
+        k, v = k.encode(), v.encode()
+        out += b"\x00" + _hpack_int(len(k), 7) + k + _hpack_int(len(v), 7) + v
+    return out
+
+
+class H2Raw:
+    """An HTTP/2 client of raw frames over a socket: it sends what a test
+    says, and reads DATA (per stream), RST_STREAM and GOAWAY. SETTINGS are
+    acknowledged; WINDOW_UPDATE is sent only when asked."""
+
+    def __init__(self, port=None, path=None, settings=(), conn_window=None, timeout=5.0):
+        self.sock = connect(port, path, timeout)
+        self.buf = b""
+        self.data = {}
+        self.ended = set()
+        self.resets = {}
+        self.goaway = None
+        self.eof = False
+        self.pings = 0
+        self.next_id = 1
+        self.sock.sendall(PREFACE)
+        self.settings(settings)
+        if conn_window:
+            self.window_update(0, conn_window)
+
+    def send(self, type, flags, sid, payload=b""):
+        self.sock.sendall(struct.pack(">I", len(payload))[1:] + bytes([type, flags]) + struct.pack(">I", sid) + payload)
+
+    def frame_bytes(self, type, flags, sid, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([type, flags]) + struct.pack(">I", sid) + payload
+
+    def settings(self, pairs):
+        self.send(SETTINGS, 0, 0, b"".join(struct.pack(">HI", k, v) for k, v in pairs))
+
+    def window_update(self, sid, n):
+        self.send(WINDOW_UPDATE, 0, sid, struct.pack(">I", n))
+
+    def request(self, path="/api/events/stream", method="GET", extra=(), end=True):
+        sid = self.next_id
+        self.next_id += 2
+        block = hpack_literal([(":method", method), (":scheme", "http"), (":authority", "127.0.0.1"),
+                               (":path", path), *extra])
+        self.send(HEADERS, END_HEADERS | (END_STREAM if end else 0), sid, block)
+        return sid
+
+    def pump(self, timeout=0.2):
+        """Read and take apart whatever frames come within timeout. False
+        once the connection has ended."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.sock.settimeout(left)
+            try:
+                d = self.sock.recv(65536)
+            except socket.timeout:
+                break
+            except (ConnectionResetError, BrokenPipeError):
+                d = b""
+            if not d:
+                self.eof = True
+                break
+            self.buf += d
+            self._parse()
+        return not self.eof
+
+    def _parse(self):
+        while len(self.buf) >= 9:
+            n = int.from_bytes(self.buf[:3], "big")
+            if len(self.buf) < 9 + n:
+                return
+            type, flags = self.buf[3], self.buf[4]
+            sid = int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
+            payload, self.buf = self.buf[9:9 + n], self.buf[9 + n:]
+            if type == DATA:
+                self.data[sid] = self.data.get(sid, b"") + payload
+                if flags & END_STREAM:
+                    self.ended.add(sid)
+            elif type == HEADERS and flags & END_STREAM:
+                self.ended.add(sid)
+            elif type == RST_STREAM:
+                self.resets[sid] = int.from_bytes(payload[:4], "big")
+            elif type == SETTINGS and not flags & ACK:
+                self.send(SETTINGS, ACK, 0)
+            elif type == PING and flags & ACK:
+                self.pings += 1
+            elif type == GOAWAY:
+                self.goaway = (int.from_bytes(payload[:4], "big") & 0x7FFFFFFF, int.from_bytes(payload[4:8], "big"))
+
+    def text(self, sid):
+        return self.data.get(sid, b"").decode(errors="replace")
+
+    def ids(self, sid):
+        return [int(ln[4:]) for ln in self.text(sid).split("\n") if ln.startswith("id: ")]
+
+    def wait(self, cond, timeout=10.0, what="condition"):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            if not self.pump(0.1) and not cond():
+                raise AssertionError(f"connection ended while waiting for {what}")
+
+    def wait_closed(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while not self.eof and time.monotonic() < deadline:
+            try:
+                self.pump(0.2)
+            except OSError:
+                self.eof = True
+        return self.eof
+
+    def close(self):
+        self.sock.close()
+
+
+def _post_json(event):
+    return ["-H", "Content-Type: application/json", "--data-binary", json.dumps(event)]
+
+
+# ---- slice 1: h2c and h2 with the same meaning as HTTP/1.1 ----
+
+
+def test_h2c_prior_knowledge_health_publish_and_stream_over_tcp_and_unix():
+    with Herald(unix=True) as h:
+        for where in ([h.url], ["--unix-socket", h.sock_path, "http://localhost"]):
+            base, opts = where[-1], where[:-1]
+            code, out, err = _curl("--http2-prior-knowledge", "-i", *opts, base + "/api/health")
+            assert code == 0, err
+            assert out.startswith("HTTP/2 200"), out
+            assert json.loads(out.partition("\r\n\r\n")[2])["status"] == "ok"
+        s = CurlStream(h.url + "/api/events/stream?topic=news", "--http2-prior-knowledge")
+        u = CurlStream("http://localhost/api/events/stream?topic=news", "--http2-prior-knowledge",
+                       "--unix-socket", h.sock_path)
+        try:
+            wait_until(lambda: "retry:" in s.text() and "retry:" in u.text(), what="opening frames")
+            code, out, err = _curl("--http2-prior-knowledge", "-i", *_post_json(
+                {"type": "message", "topic": "news", "data": "over h2c", "public": True}), h.url + "/api/events")
+            assert code == 0 and out.startswith("HTTP/2 201"), (out, err)
+            first = json.loads(out.partition("\r\n\r\n")[2])["id"]
+            second = publish(h.port, data="over HTTP/1.1")
+            s.wait_ids([first, second])
+            u.wait_ids([first, second])
+            assert "data: over h2c" in s.text() and "data: over HTTP/1.1" in u.text()
+        finally:
+            s.close()
+            u.close()
+        # HTTP/1.1 beside it is untouched.
+        code, out, _ = _curl("-i", h.url + "/api/health")
+        assert out.startswith("HTTP/1.1 200"), out
+        assert h.log_ok()
+
+
+def test_h2_by_alpn_on_tls_and_http1_beside_it():
+    h = _tls_herald()
+    with h:
+        url = f"https://127.0.0.1:{h.tls_port}"
+        code, out, err = _curl("--http2", "-k", "-w", "%{http_version}", "-o", "/dev/null", url + "/api/health")
+        assert code == 0 and out == "2", (out, err)
+        code, out, err = _curl("--http1.1", "-k", "-w", "%{http_version}", "-o", "/dev/null", url + "/api/health")
+        assert code == 0 and out == "1.1", (out, err)
+        s = CurlStream(url + "/api/events/stream", "--http2", "-k")
+        try:
+            wait_until(lambda: "retry:" in s.text(), what="opening frame over h2")
+            code, out, err = _curl("--http2", "-k", "-i", *_post_json(
+                {"type": "message", "topic": "news", "data": "over h2", "public": True}), url + "/api/events")
+            assert code == 0 and out.startswith("HTTP/2 201"), (out, err)
+            eid = json.loads(out.partition("\r\n\r\n")[2])["id"]
+            s.wait_ids([eid])
+            # nghttp, another client, agrees on the protocol and the head.
+            r = _run(["nghttp", "-nv", url + "/api/health"])
+            text = r.stdout.decode(errors="replace")
+            assert "The negotiated protocol: h2" in text and ":status: 200" in text, text
+        finally:
+            s.close()
+        assert h.log_ok()
+
+
+def test_http2_off_keeps_http1_only():
+    h = _tls_herald(args=["--http2", "off"], unix=False)
+    with h:
+        url = f"https://127.0.0.1:{h.tls_port}"
+        code, out, err = _curl("--http2", "-k", "-w", "%{http_version}", "-o", "/dev/null", url + "/api/health")
+        assert code == 0 and out == "1.1", (out, err)
+        # The preface on a plain listener is refused as HTTP/1.1 refuses
+        # any other version.
+        s = connect(h.port)
+        s.sendall(PREFACE)
+        d = s.recv(4096)
+        assert d.startswith(b"HTTP/1.1 505"), d
+        s.close()
