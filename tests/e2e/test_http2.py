@@ -293,3 +293,71 @@ def test_http2_off_keeps_http1_only():
         d = s.recv(4096)
         assert d.startswith(b"HTTP/1.1 505"), d
         s.close()
+
+
+# ---- slice 2: flow control is backpressure; DATA carries the shared chunks ----
+
+
+def _metric(h, name):
+    code, out, _ = _curl(h.url + "/metrics")
+    for ln in out.split("\n"):
+        if ln.startswith(name + " "):
+            return float(ln.split()[1])
+    return None
+
+
+def test_spent_window_is_a_slow_reader_caught_up_without_loss_and_neighbours_flow():
+    # queue_limit at its least: the stalled stream is moved to catch-up fast.
+    with Herald(args=["--queue-limit", "4096"]) as h:
+        c = H2Raw(h.port, settings=[(0x4, 64)], conn_window=1 << 24)  # INITIAL_WINDOW_SIZE 64
+        try:
+            slow = c.request()
+            fast = c.request()
+            c.window_update(fast, 1 << 24)
+            c.wait(lambda: "retry:" in c.text(fast), what="the fast stream's opening")
+            c.wait(lambda: len(c.data.get(slow, b"")) == 27, what="the slow stream's opening (27 of its 64 bytes)")
+            pad = "x" * 200
+            ids = [publish(h.port, data=f"{i} {pad}") for i in range(120)]
+            c.wait(lambda: c.ids(fast) == ids, what="every event on the stream with an open window")
+            # The slow stream took only what its window allowed...
+            c.pump(0.3)
+            assert len(c.data[slow]) <= 64, len(c.data[slow])
+            # ...and, past queue_limit, is fed from the store instead.
+            wait_until(lambda: _metric(h, "herald_readers_catching_up") == 1, what="the slow stream in catch-up")
+            c.window_update(slow, 1 << 24)
+            c.wait(lambda: c.ids(slow) == ids, what="every event, in order, once the window opened")
+            assert not c.resets and c.goaway is None
+        finally:
+            c.close()
+        assert h.log_ok()
+
+
+def test_nghttp_small_window_gets_every_event():
+    with Herald() as h:
+        # Windows of 2^8-1 bytes for the stream and 2^16-1 for the
+        # connection: herald sends within them, nghttp opens them as it reads.
+        p = subprocess.Popen(["stdbuf", "-o0", "nghttp", "-w", "8", "-W", "16", h.url + "/api/events/stream"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.set_blocking(p.stdout.fileno(), False)
+        got = b""
+
+        def text():
+            nonlocal got
+            try:
+                d = p.stdout.read()
+            except BlockingIOError:
+                d = None
+            if d:
+                got += d
+            return got.decode(errors="replace")
+
+        try:
+            wait_until(lambda: "retry:" in text(), what="nghttp's opening frame")
+            ids = [publish(h.port, data=f"{i} " + "y" * 300) for i in range(40)]
+            wait_until(lambda: [int(ln[4:]) for ln in text().split("\n") if ln.startswith("id: ")] == ids,
+                       timeout=15, what="all events through a 255-byte window")
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+            p.stderr.close()
