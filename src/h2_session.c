@@ -112,9 +112,11 @@ struct h2_session {
 	bool kick_scheduled;
 	bool zombie; /* torn down; freed by the deferred run still due */
 	bool served; /* a stream was made */
+	bool goaway; /* GOAWAY queued: no stream past those begun */
 	struct loop_timer timer;
 	uint64_t last_active; /* loop time the last connection left, or the session began */
 	uint64_t last_out;    /* loop time the socket last took bytes */
+	uint64_t started;     /* loop time the session began */
 	uint64_t ctl_window;  /* the second the control frames are counted in */
 	unsigned ctl_count;
 	struct h2_session *next, *prev;
@@ -305,9 +307,13 @@ static void pending_push(struct h2_stream *st)
 	struct h2_session *s = st->s;
 	if (st->pending)
 		return;
+	/* In order of arrival: the caps admit the streams opened first. */
 	st->pending = true;
-	st->pend_next = s->pending;
-	s->pending = st;
+	st->pend_next = NULL;
+	struct h2_stream **pp = &s->pending;
+	while (*pp)
+		pp = &(*pp)->pend_next;
+	*pp = st;
 	kick(s);
 }
 
@@ -381,7 +387,8 @@ static int submit_head(struct h2_stream *st, char *head, size_t len)
 	if (h2_head_parse(head, len, &status, f, FIELDS_MAX, &n) <= 0)
 		return -1;
 	nghttp2_nv nv[FIELDS_MAX + 1];
-	char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10), 0 };
+	char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10),
+			 0 };
 	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE };
 	for (size_t i = 0; i < n; i++)
 		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
@@ -647,10 +654,27 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 
 /* ---- the session's own work ---- */
 
+/* Queue a graceful GOAWAY (once): the streams begun go on, new ones go to
+ * a new connection. */
+static void go_away(struct h2_session *s)
+{
+	if (s->goaway)
+		return;
+	s->goaway = true;
+	nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+			      NGHTTP2_NO_ERROR, NULL, 0);
+	kick(s);
+}
+
 /* Make the connection of a stream whose request is whole. */
 static void make_conn(struct h2_session *s, struct h2_stream *st)
 {
 	struct h2_server *h = s->h;
+	/* Rotation moves readers, and so a session older than rotate_after
+	 * sends its new streams elsewhere (a restarted proxy, another node). */
+	int64_t rotate = h->cfg->rotate_after_ms;
+	if (rotate > 0 && loop_now(h->lp) - s->started >= (uint64_t)rotate)
+		go_away(s);
 	size_t len = 0;
 	char *text = h2_request_finish(st->req, &len);
 	bool too_large = st->req->too_large;
@@ -917,7 +941,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	s->peer_unix = conn_peer_unix(c);
 	s->peer_loopback = conn_peer_local(c);
 	transport_moved(&s->tp, s->peer);
-	s->last_active = s->last_out = loop_now(h->lp);
+	s->started = s->last_active = s->last_out = loop_now(h->lp);
 	nghttp2_session_server_new2(&s->ng, h->cbs, s, h->opt);
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)cfg->http2_max_streams },
@@ -927,7 +951,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	};
 	nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
 	if (h->draining)
-		nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
+		go_away(s);
 	s->next = h->all;
 	if (h->all)
 		h->all->prev = s;
@@ -993,11 +1017,8 @@ struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struc
 void h2_server_drain(struct h2_server *h)
 {
 	h->draining = true;
-	for (struct h2_session *s = h->all; s; s = s->next) {
-		nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
-				      NGHTTP2_NO_ERROR, NULL, 0);
-		kick(s);
-	}
+	for (struct h2_session *s = h->all; s; s = s->next)
+		go_away(s);
 }
 
 size_t h2_server_sessions(const struct h2_server *h)

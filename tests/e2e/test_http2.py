@@ -361,3 +361,181 @@ def test_nghttp_small_window_gets_every_event():
             p.wait()
             p.stdout.close()
             p.stderr.close()
+
+
+# ---- slice 3: the limits ----
+
+REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM, NO_ERROR, INTERNAL_ERROR = 0x7, 0x8, 0xB, 0x0, 0x2
+
+
+def test_max_concurrent_streams_refuses_the_rest():
+    with Herald(args=["--http2-max-streams", "3"]) as h:
+        c = H2Raw(h.port)
+        try:
+            sids = [c.request() for _ in range(5)]
+            c.wait(lambda: all("retry:" in c.text(s) for s in sids[:3]), what="three streams open")
+            c.wait(lambda: all(c.resets.get(s) == REFUSED_STREAM for s in sids[3:]),
+                   what="the fourth and fifth refused")
+            # A stream that ends makes room for another.
+            c.send(RST_STREAM, 0, sids[0], struct.pack(">I", CANCEL))
+            wait_until(lambda: _metric(h, "herald_readers") == 2, what="the reset stream closed")
+            again = c.request()
+            c.wait(lambda: "retry:" in c.text(again), what="a stream in the freed place")
+        finally:
+            c.close()
+
+
+def test_per_address_limit_and_max_readers_count_streams_not_connections():
+    with Herald(args=["--per-address-limit", "2"]) as h:
+        c = H2Raw(h.port)
+        try:
+            a, b, third = c.request(), c.request(), c.request()
+            c.wait(lambda: third in c.ended, what="the third stream ended")
+            assert '"status":429' in c.text(third), c.text(third)
+            assert "retry:" in c.text(a) and "retry:" in c.text(b)
+        finally:
+            c.close()
+    with Herald(args=["--max-readers", "1"]) as h:
+        c = H2Raw(h.port)
+        try:
+            a, b = c.request(), c.request()
+            c.wait(lambda: b in c.ended, what="the second stream ended")
+            assert '"status":503' in c.text(b), c.text(b)
+        finally:
+            c.close()
+
+
+def test_header_list_too_large_is_refused_with_431():
+    with Herald(args=["--max-header-bytes", "1024"]) as h:
+        c = H2Raw(h.port)
+        try:
+            sid = c.request("/api/health", extra=[("x-big", "z" * 4000)])
+            c.wait(lambda: sid in c.ended or sid in c.resets, what="the stream ended")
+            assert '"status":431' in c.text(sid), (c.text(sid), c.resets)
+            ok = c.request("/api/health")
+            c.wait(lambda: ok in c.ended, what="the next request on the connection")
+            assert '"status":"ok"' in c.text(ok)
+        finally:
+            c.close()
+
+
+def test_rapid_reset_ends_the_connection():
+    with Herald() as h:
+        c = H2Raw(h.port)
+        try:
+            # Open and cancel streams as fast as the socket takes them
+            # (CVE-2023-44487): the connection is cut, not served.
+            batch = b""
+            for _ in range(3000):
+                sid = c.next_id
+                c.next_id += 2
+                block = hpack_literal([(":method", "GET"), (":scheme", "http"), (":authority", "x"),
+                                       (":path", "/api/events/stream")])
+                batch += c.frame_bytes(HEADERS, END_HEADERS | END_STREAM, sid, block)
+                batch += c.frame_bytes(RST_STREAM, 0, sid, struct.pack(">I", CANCEL))
+            try:
+                c.sock.sendall(batch)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert c.wait_closed(10)
+            # nghttp2's own limit answers INTERNAL_ERROR.
+            assert c.goaway is None or c.goaway[1] in (ENHANCE_YOUR_CALM, INTERNAL_ERROR), c.goaway
+        finally:
+            c.close()
+        wait_until(lambda: _metric(h, "herald_readers") == 0, what="no reader left behind")
+        assert h.log_ok()
+
+
+def test_continuation_flood_ends_the_connection():
+    with Herald() as h:
+        c = H2Raw(h.port)
+        try:
+            block = hpack_literal([(":method", "GET"), (":scheme", "http"), (":authority", "x"),
+                                   (":path", "/api/health")])
+            c.send(HEADERS, 0, 1, block)
+            try:
+                for i in range(200):
+                    c.send(CONTINUATION, 0, 1, hpack_literal([(f"x-{i}", "v")]))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert c.wait_closed(10)
+            assert 1 not in c.ended
+        finally:
+            c.close()
+        assert h.log_ok()
+
+
+def test_ping_and_settings_floods_end_the_connection():
+    with Herald() as h:
+        for type in (PING, SETTINGS):
+            c = H2Raw(h.port)
+            try:
+                payload = b"12345678" if type == PING else struct.pack(">HI", 0x3, 100)
+                frames = c.frame_bytes(type, 0, 0, payload) * 2000
+                try:
+                    c.sock.sendall(frames)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                assert c.wait_closed(10), type
+                assert c.goaway is None or c.goaway[1] == ENHANCE_YOUR_CALM, c.goaway
+            finally:
+                c.close()
+        assert h.log_ok()
+
+
+def test_window_never_opened_is_closed_as_a_stalled_reader():
+    with Herald(args=["--stall-timeout", "1s", "--heartbeat-interval", "200ms", "--keepalive-timeout", "1s"]) as h:
+        c = H2Raw(h.port, settings=[(0x4, 0)])  # INITIAL_WINDOW_SIZE 0, never opened
+        try:
+            sid = c.request()
+            c.wait(lambda: c.resets.get(sid) == CANCEL, what="the stalled stream reset")
+            assert c.data.get(sid, b"") == b""
+            # Then the connection, with no stream left, goes idle and closes.
+            assert c.wait_closed(10)
+            assert c.goaway and c.goaway[1] == NO_ERROR, c.goaway
+        finally:
+            c.close()
+        assert "no bytes accepted" in h.log()
+
+
+def test_idle_session_closes_with_goaway():
+    with Herald(args=["--keepalive-timeout", "500ms"]) as h:
+        c = H2Raw(h.port)
+        try:
+            sid = c.request("/api/health")
+            c.wait(lambda: sid in c.ended, what="the health answer")
+            t0 = time.monotonic()
+            assert c.wait_closed(10)
+            assert c.goaway == (sid, NO_ERROR), c.goaway
+            assert time.monotonic() - t0 < 5
+        finally:
+            c.close()
+
+
+def test_graceful_stop_sends_goaway_and_ends_streams():
+    h = Herald()
+    c = H2Raw(h.port)
+    try:
+        a, b = c.request(), c.request()
+        c.wait(lambda: "retry:" in c.text(a) and "retry:" in c.text(b), what="two streams open")
+        h.stop()
+        c.wait(lambda: a in c.ended and b in c.ended, what="both streams ended")
+        assert c.goaway and c.goaway[1] == NO_ERROR, c.goaway
+        assert c.wait_closed(5)
+    finally:
+        c.close()
+
+
+def test_rotation_ends_streams_and_sends_the_session_away():
+    with Herald(args=["--rotate-after", "1s"]) as h:
+        c = H2Raw(h.port)
+        try:
+            a = c.request()
+            c.wait(lambda: a in c.ended, timeout=5, what="the stream rotated")
+            # Its reconnect on this old connection is served, and told to
+            # take the next one elsewhere.
+            b = c.request()
+            c.wait(lambda: "retry:" in c.text(b) and c.goaway is not None, what="served and sent away")
+            assert c.goaway == (b, NO_ERROR), c.goaway
+        finally:
+            c.close()
