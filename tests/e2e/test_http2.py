@@ -539,3 +539,108 @@ def test_rotation_ends_streams_and_sends_the_session_away():
             assert c.goaway == (b, NO_ERROR), c.goaway
         finally:
             c.close()
+
+
+# ---- slice 4: a proxy speaking h2c to herald ----
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _readme_h2c_block():
+    """The Caddyfile block README.md gives for h2c to herald."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    after = text.split("Caddy in front, speaking h2c to herald", 1)[1]
+    return after.split("```\n", 2)[1]
+
+
+def _established_to(port):
+    """TCP connections established to 127.0.0.1:port (herald's side)."""
+    n = 0
+    with open("/proc/net/tcp") as f:
+        for ln in f.readlines()[1:]:
+            local, st = ln.split()[1], ln.split()[3]
+            if st == "01" and int(local.split(":")[1], 16) == port:
+                n += 1
+    return n
+
+
+def test_caddy_h2c_carries_many_readers_over_few_connections_across_a_restart():
+    import selectors
+    from test_caddy import Caddy, ProxiedStream, _replace_once
+
+    class H2cCaddy(Caddy):
+        def _caddyfile(self, port):
+            text = _readme_h2c_block()
+            text = _replace_once(text, "https://events.example.com {",
+                                 f"http://127.0.0.1:{port} {{\n\tbind 127.0.0.1")
+            text = _replace_once(text, "reverse_proxy 127.0.0.1:8199 {", f"reverse_proxy {self.upstream} {{")
+            return "{\n\tadmin off\n\tgrace_period 1s\n}\n\n" + text
+
+    n = 300
+    h = Herald()
+    port, db = h.port, h.db
+    caddy = H2cCaddy(f"127.0.0.1:{port}")
+    readers = []
+    try:
+        def open_all(last_ids=None):
+            out = []
+            for i in range(n):
+                extra = {"Last-Event-ID": str(last_ids[i])} if last_ids else {}
+                r = ProxiedStream(caddy.port, headers=extra, source="127.0.0.%d" % (2 + i % 200))
+                assert r.status == 200, r.status
+                r.sock.setblocking(False)
+                r.ids = []
+                out.append(r)
+            return out
+
+        def read_until(rs, want):
+            sel = selectors.DefaultSelector()
+            for r in rs:
+                sel.register(r.sock, selectors.EVENT_READ, r)
+            deadline = time.monotonic() + 30
+            while any(r.ids != want for r in rs):
+                assert time.monotonic() < deadline, "readers missing events: " + str(
+                    [r.ids for r in rs if r.ids != want][:3])
+                for key, _ in sel.select(0.2):
+                    r = key.data
+                    r.pump()
+                    for f in r.frames():
+                        for ln in f.decode().split("\n"):
+                            if ln.startswith("id: "):
+                                r.ids.append(int(ln[4:]))
+            sel.close()
+
+        readers = open_all()
+        first = [publish(port, data="one"), publish(port, data="two")]
+        read_until(readers, first)
+        # Three hundred readers, a handful of herald connections.
+        conns = _established_to(port)
+        assert 1 <= conns <= 10, conns
+        print(f"{n} readers through Caddy over {conns} h2c connection(s)")
+        # Restart herald on the same port; events written while it is down
+        # and after come to every reader resuming with Last-Event-ID.
+        h.stop()
+        for r in readers:
+            r.sock.close()
+        sqlite_ids = []
+        import sqlite3
+        con = sqlite3.connect(db)
+        for i in range(3):
+            cur = con.execute("INSERT INTO events(type, topic, data, public) VALUES('message', 'news', ?, 1)",
+                              (f"while down {i}",))
+            sqlite_ids.append(cur.lastrowid)
+        con.commit()
+        con.close()
+        h = Herald(db=db, listen=False, args=["--listen", f"127.0.0.1:{port}"])
+        h.port = port
+        readers = open_all([first[-1]] * n)
+        after = publish(port, data="after")
+        read_until(readers, sqlite_ids + [after])
+        assert _established_to(port) <= 10
+        assert h.log_ok()
+    finally:
+        for r in readers:
+            r.sock.close()
+        caddy.stop()
+        h.stop()
