@@ -644,3 +644,34 @@ def test_caddy_h2c_carries_many_readers_over_few_connections_across_a_restart():
             r.sock.close()
         caddy.stop()
         h.stop()
+
+
+# ---- slice 4: Chromium on herald's own TLS listener ----
+
+
+def test_chromium_forty_event_sources_over_one_tls_connection():
+    from test_browser import Page, ids
+    names = [f"e{i}" for i in range(40)]
+    # Forty streams from one address: past the default per_address_limit.
+    h = _tls_herald(args=["--per-address-limit", "64"])
+    with h:
+        base = f"https://127.0.0.1:{h.tls_port}"
+        with Page("stream.mjs", page=base + "/api/health", streams={n: base + "/api/events/stream" for n in names},
+                  flags=["--ignore-certificate-errors"]) as p:
+            st = p.ready()
+            assert all(st[n]["readyState"] == 1 for n in names), st
+            wait_until(lambda: json.loads(_curl(h.url + "/api/health")[1])["readers"] == 40, timeout=10,
+                       what="herald to count 40 readers")
+            # All on one connection, and the page's other requests pass.
+            assert _established_to(h.tls_port) == 1, _established_to(h.tls_port)
+            assert p.value("fetch('/api/health').then(r => r.status)") == 200
+            sent = [publish(h.port, data=f"to-forty {i}") for i in range(3)]
+            st = p.do(until=" && ".join(f"esCount('{n}') >= 3" for n in names))
+            proto = p.value("performance.getEntriesByType('navigation')[0].nextHopProtocol")
+    assert proto == "h2", f"the page came over {proto!r}, not HTTP/2"
+    for n in names:
+        assert ids(st[n]) == sent, (n, st[n])
+        assert st[n]["errors"] == [], (n, st[n])
+
+
+test_chromium_forty_event_sources_over_one_tls_connection.timeout = 60
