@@ -111,8 +111,8 @@ class H2Raw:
     says, and reads DATA (per stream), RST_STREAM and GOAWAY. SETTINGS are
     acknowledged; WINDOW_UPDATE is sent only when asked."""
 
-    def __init__(self, port=None, path=None, settings=(), conn_window=None, timeout=5.0):
-        self.sock = connect(port, path, timeout)
+    def __init__(self, port=None, path=None, settings=(), conn_window=None, timeout=5.0, sock=None):
+        self.sock = sock or connect(port, path, timeout)
         self.buf = b""
         self.data = {}
         self.ended = set()
@@ -675,3 +675,106 @@ def test_chromium_forty_event_sources_over_one_tls_connection():
 
 
 test_chromium_forty_event_sources_over_one_tls_connection.timeout = 60
+
+
+# ---- slice 5: figures (docs/BENCHMARKS.md) ----
+
+
+def _cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _tls_sock(port):
+    import ssl
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["h2"])
+    s = ctx.wrap_socket(connect(port), server_hostname="127.0.0.1")
+    assert s.selected_alpn_protocol() == "h2"
+    return s
+
+
+def h2_figures(streams=1000, conns=10, tls=False, events=10):
+    """Open `streams` event streams over `conns` HTTP/2 connections (h2c, or
+    h2 over TLS), then publish `events` events one at a time. Returns
+    herald's RSS per stream (KiB), the milliseconds from each publish to
+    the last stream having it (median and worst) and herald's CPU per event
+    (ms)."""
+    import selectors
+    args = ["--per-address-limit", "0", "--http2-max-streams", str(max(100, streams // conns)),
+            "--heartbeat-interval", "1h"]
+    h = _tls_herald(args=args) if tls else Herald(args=args)
+    cs = []
+    try:
+        time.sleep(0.3)
+        rss0 = h.rss_kb()
+        per = streams // conns
+        for _ in range(conns):
+            c = H2Raw(sock=_tls_sock(h.tls_port)) if tls else H2Raw(h.port)
+            c.window_update(0, 1 << 30)
+            c.sids = [c.request() for _ in range(per)]
+            cs.append(c)
+        for c in cs:
+            c.wait(lambda c=c: all(b"stream open" in c.data.get(s, b"") for s in c.sids), timeout=60,
+                   what="every opening frame")
+        time.sleep(0.5)
+        rss1 = h.rss_kb()
+        sel = selectors.DefaultSelector()
+        for c in cs:
+            c.sock.setblocking(False)
+            sel.register(c.sock, selectors.EVENT_READ, c)
+        lat = []
+        cpu0 = _cpu_ticks(h.pid)
+        for k in range(events):
+            want = f"id: {publish(h.port, data=f'figure {k}')}\n".encode()
+            t0 = time.monotonic()
+            left = {(id(c), s) for c in cs for s in c.sids}
+            while left:
+                for key, _ in sel.select(5):
+                    c = key.data
+                    while True:  # all there is (TLS gives a record a call)
+                        try:
+                            d = c.sock.recv(1 << 20)
+                        except (BlockingIOError, ssl_want_read()):
+                            break
+                        if not d:
+                            break
+                        c.buf += d
+                    c._parse()
+                left = {(i, s) for i, s in left
+                        if want not in next(c for c in cs if id(c) == i).data.get(s, b"")}
+            lat.append((time.monotonic() - t0) * 1000)
+            time.sleep(0.2)
+        cpu1 = _cpu_ticks(h.pid)
+        lat.sort()
+        return {"streams": streams, "conns": conns, "tls": tls, "rss_per_stream_kib": (rss1 - rss0) / streams,
+                "event_to_last_ms_p50": lat[len(lat) // 2], "event_to_last_ms_max": lat[-1],
+                "cpu_ms_per_event": (cpu1 - cpu0) * 1000.0 / os.sysconf("SC_CLK_TCK") / events}
+    finally:
+        for c in cs:
+            c.close()
+        h.stop()
+
+
+def ssl_want_read():
+    import ssl
+    return ssl.SSLWantReadError
+
+
+def test_figures_small_run():
+    # A small run of the measurement behind docs/BENCHMARKS.md, so it keeps
+    # working; the figures there come from a release build.
+    f = h2_figures(streams=200, conns=2, events=3)
+    assert f["event_to_last_ms_max"] < 5000, f
+    f = h2_figures(streams=20, conns=20, tls=True, events=2)
+    assert f["event_to_last_ms_max"] < 5000, f
+
+
+if __name__ == "__main__":
+    # python3 tests/e2e/test_http2.py: the figures, with $HERALD_BIN.
+    for kw in ({"streams": 1000, "conns": 1}, {"streams": 1000, "conns": 10}, {"streams": 200, "conns": 200},
+               {"streams": 1000, "conns": 1, "tls": True}, {"streams": 200, "conns": 200, "tls": True}):
+        print(json.dumps(h2_figures(**kw)), flush=True)
