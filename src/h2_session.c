@@ -162,7 +162,9 @@ static void obuf_consume(struct h2_session *s, size_t w)
 {
 	memmove(s->obuf, s->obuf + w, s->olen - w);
 	s->olen -= w;
-	if (s->olen == 0 && s->ocap > 64 * 1024) {
+	/* An idle session holds no buffer: most of its output (DATA) goes
+	 * straight from the shared chunks to the socket. */
+	if (s->olen == 0) {
 		free(s->obuf);
 		s->obuf = NULL;
 		s->ocap = 0;

@@ -295,6 +295,36 @@ def test_http2_off_keeps_http1_only():
         s.close()
 
 
+def test_every_endpoint_means_the_same_over_h2c():
+    with Herald(args=["--read-token", "sekrit", "--allow-origin", "https://app.example"]) as h:
+        h2 = ["--http2-prior-knowledge"]
+        code, out, err = _curl(*h2, "-I", h.url + "/api/health")
+        assert out.startswith("HTTP/2 200") and "content-length:" in out, out
+        code, out, err = _curl(*h2, "-o", "/dev/null", "-w", "%{http_code} %{content_type}", h.url + "/")
+        assert out.startswith("200 text/html"), out
+        code, out, err = _curl(*h2, h.url + "/metrics")
+        assert "herald_readers " in out, out[:200]
+        code, out, err = _curl(*h2, "-i", "-X", "OPTIONS", "-H", "Origin: https://app.example",
+                               "-H", "Access-Control-Request-Method: GET", h.url + "/api/events/stream")
+        assert out.startswith("HTTP/2 204") and "access-control-allow-origin: https://app.example" in out, out
+        code, out, err = _curl(*h2, "-i", h.url + "/api/events/stream?token=wrong")
+        assert out.startswith("HTTP/2 403"), out
+        code, out, err = _curl(*h2, "-i", h.url + "/nope")
+        assert out.startswith("HTTP/2 404"), out
+        ids = [publish(h.port, data=f"e{i}", public=False) for i in range(3)]
+        # The token from the query or the header; resume from Last-Event-ID
+        # or last_event_id; the envelope.
+        for args, want in (([h.url + f"/api/events/stream?token=sekrit&last_event_id={ids[0]}"], ids[1:]),
+                           (["-H", "Authorization: Bearer sekrit", "-H", f"Last-Event-ID: {ids[1]}",
+                             h.url + "/api/events/stream"], ids[2:]),
+                           ([h.url + "/api/events/stream?token=sekrit&envelope=1&last_event_id=0"], ids)):
+            s = CurlStream(args[-1], *h2, *args[:-1])
+            try:
+                s.wait_ids(want)
+            finally:
+                s.close()
+
+
 # ---- slice 2: flow control is backpressure; DATA carries the shared chunks ----
 
 
