@@ -325,6 +325,21 @@ def test_every_endpoint_means_the_same_over_h2c():
                 s.close()
 
 
+def test_publishes_on_one_connection_share_group_commits():
+    with Herald() as h:
+        body = os.path.join(h.dir, "body.json")
+        with open(body, "w") as f:
+            json.dump({"type": "message", "topic": "news", "data": "from h2load", "public": True}, f)
+        # 300 POSTs, 50 in flight on each of two connections.
+        r = _run(["h2load", "-n", "300", "-c", "2", "-m", "50", "-d", body, "-H", "Content-Type: application/json",
+                  h.url + "/api/events"], timeout=60)
+        out = r.stdout.decode(errors="replace")
+        assert "status codes: 300 2xx" in out, out
+        assert h.last_id() == 300
+        commits = _metric(h, "herald_group_commits_total")
+        assert commits is not None and commits < 300, commits
+
+
 # ---- slice 2: flow control is backpressure; DATA carries the shared chunks ----
 
 
