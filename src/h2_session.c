@@ -36,7 +36,8 @@
  * (http2_max_streams), CONTINUATION counts, the rate of RST_STREAM (rapid
  * reset) and the queue of unsent acknowledgements; herald bounds header
  * lists (431), bodies (413), PING and SETTINGS per second, input read
- * while output waits, and idle and stalled sessions. */
+ * while output waits, idle and stalled sessions, and a client silent for
+ * keepalive_timeout (a PING, which it must answer within stall_timeout). */
 #include "h2_session.h"
 
 #include <errno.h>
@@ -117,6 +118,9 @@ struct h2_session {
 	uint64_t last_active; /* loop time the last connection left, or the session began */
 	uint64_t last_out;    /* loop time the socket last took bytes */
 	uint64_t started;     /* loop time the session began */
+	uint64_t last_in;     /* loop time the client last sent bytes */
+	uint64_t ping_at;     /* loop time our PING went out */
+	bool ping_sent;       /* a PING waits for the client's answer (any input) */
 	uint64_t ctl_window;  /* the second the control frames are counted in */
 	unsigned ctl_count;
 	struct h2_session *next, *prev;
@@ -761,6 +765,8 @@ static void read_input(struct h2_session *s)
 			break;
 		}
 		budget -= (size_t)n;
+		s->last_in = loop_now(s->h->lp);
+		s->ping_sent = false;
 		if ((size_t)n < sizeof(buf) && !transport_input_pending(&s->tp))
 			break;
 	}
@@ -793,12 +799,14 @@ static void update(struct h2_session *s)
 	}
 	if ((want & EPOLLIN) && transport_input_pending(&s->tp))
 		kick(s);
-	if (!loop_timer_active(&s->timer) && (s->nconns == 0 || s->olen)) {
+	/* One timer: stalled output, an idle session, or (with streams) a
+	 * client silent for keepalive_timeout, then its PING's answer. */
+	if (!loop_timer_active(&s->timer)) {
 		const struct config *cfg = h->cfg;
-		uint64_t ms = (uint64_t)(s->olen     ? cfg->stall_timeout_ms
-					 : s->served ? cfg->keepalive_timeout_ms
-						     : cfg->header_timeout_ms);
-		loop_timer_start(h->lp, &s->timer, ms, on_timer, s);
+		int64_t ms = s->olen || s->ping_sent  ? cfg->stall_timeout_ms
+			     : s->nconns || s->served ? cfg->keepalive_timeout_ms
+						      : cfg->header_timeout_ms;
+		loop_timer_start(h->lp, &s->timer, (uint64_t)ms, on_timer, s);
 	}
 }
 
@@ -922,6 +930,15 @@ static void on_timer(void *arg)
 		} else {
 			loop_timer_start(s->h->lp, &s->timer, idle - (now - s->last_active), on_timer, s);
 		}
+	} else if (s->ping_sent && now - s->ping_at >= (uint64_t)cfg->stall_timeout_ms) {
+		fail(s, "no answer to PING within stall_timeout");
+	} else if (!s->ping_sent && now - s->last_in >= (uint64_t)cfg->keepalive_timeout_ms) {
+		/* Streams only write, so a peer gone without a word would hold
+		 * them until the socket fills: ask it for a sign of life. */
+		s->ping_sent = true;
+		s->ping_at = now;
+		nghttp2_submit_ping(s->ng, NGHTTP2_FLAG_NONE, NULL);
+		session_send(s);
 	}
 	s->busy--;
 	finish(s);
@@ -943,7 +960,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	s->peer_unix = conn_peer_unix(c);
 	s->peer_loopback = conn_peer_local(c);
 	transport_moved(&s->tp, s->peer);
-	s->started = s->last_active = s->last_out = loop_now(h->lp);
+	s->started = s->last_active = s->last_out = s->last_in = loop_now(h->lp);
 	nghttp2_session_server_new2(&s->ng, h->cbs, s, h->opt);
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)cfg->http2_max_streams },

@@ -109,10 +109,14 @@ def hpack_literal(fields):
 class H2Raw:
     """An HTTP/2 client of raw frames over a socket: it sends what a test
     says, and reads DATA (per stream), RST_STREAM and GOAWAY. SETTINGS are
-    acknowledged; WINDOW_UPDATE is sent only when asked."""
+    acknowledged, and PINGs unless told not to; WINDOW_UPDATE is sent only
+    when asked."""
 
-    def __init__(self, port=None, path=None, settings=(), conn_window=None, timeout=5.0, sock=None):
+    def __init__(self, port=None, path=None, settings=(), conn_window=None, timeout=5.0, sock=None,
+                 answer_pings=True):
         self.sock = sock or connect(port, path, timeout)
+        self.answer_pings = answer_pings
+        self.pinged = 0
         self.buf = b""
         self.data = {}
         self.ended = set()
@@ -188,6 +192,10 @@ class H2Raw:
                 self.send(SETTINGS, ACK, 0)
             elif type == PING and flags & ACK:
                 self.pings += 1
+            elif type == PING:
+                self.pinged += 1
+                if self.answer_pings:
+                    self.send(PING, ACK, 0, payload)
             elif type == GOAWAY:
                 self.goaway = (int.from_bytes(payload[:4], "big") & 0x7FFFFFFF, int.from_bytes(payload[4:8], "big"))
 
@@ -555,6 +563,27 @@ def test_idle_session_closes_with_goaway():
             assert time.monotonic() - t0 < 5
         finally:
             c.close()
+
+
+def test_silent_client_is_pinged_and_closed_without_an_answer():
+    with Herald(args=["--keepalive-timeout", "500ms", "--stall-timeout", "1s"]) as h:
+        mute = H2Raw(h.port, answer_pings=False)
+        alive = H2Raw(h.port)
+        try:
+            ms, al = mute.request(), alive.request()
+            mute.wait(lambda: "retry:" in mute.text(ms), what="the mute client's stream open")
+            alive.wait(lambda: "retry:" in alive.text(al), what="the answering client's stream open")
+            t0 = time.monotonic()
+            while not mute.eof and time.monotonic() - t0 < 10:
+                mute.pump(0.05)
+                alive.pump(0.05)  # answers its PINGs as they come
+            assert mute.eof and mute.pinged >= 1 and time.monotonic() - t0 >= 1.0
+            # The client that answers keeps its stream through several PINGs.
+            alive.wait(lambda: alive.pinged >= 3, timeout=10, what="three PINGs answered")
+            assert not alive.eof and al not in alive.ended
+        finally:
+            mute.close()
+            alive.close()
 
 
 def test_graceful_stop_sends_goaway_and_ends_streams():
