@@ -732,7 +732,9 @@ def test_chromium_forty_event_sources_over_one_tls_connection():
     from test_browser import Page, ids
     names = [f"e{i}" for i in range(40)]
     # Forty streams from one address: past the default per_address_limit.
-    h = _tls_herald(args=["--per-address-limit", "64"])
+    # A spare connection Chromium may race beside the first carries no
+    # stream: it is closed once idle for keepalive_timeout.
+    h = _tls_herald(args=["--per-address-limit", "64", "--keepalive-timeout", "1s"])
     with h:
         base = f"https://127.0.0.1:{h.tls_port}"
         with Page("stream.mjs", page=base + "/api/health", streams={n: base + "/api/events/stream" for n in names},
@@ -742,7 +744,8 @@ def test_chromium_forty_event_sources_over_one_tls_connection():
             wait_until(lambda: json.loads(_curl(h.url + "/api/health")[1])["readers"] == 40, timeout=10,
                        what="herald to count 40 readers")
             # All on one connection, and the page's other requests pass.
-            assert _established_to(h.tls_port) == 1, _established_to(h.tls_port)
+            wait_until(lambda: _established_to(h.tls_port) == 1, timeout=10,
+                       what=f"one connection (have {_established_to(h.tls_port)})")
             assert p.value("fetch('/api/health').then(r => r.status)") == 200
             sent = [publish(h.port, data=f"to-forty {i}") for i in range(3)]
             st = p.do(until=" && ".join(f"esCount('{n}') >= 3" for n in names))
