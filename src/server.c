@@ -18,7 +18,6 @@
 #include "publish.h"
 #include "redis_url.h"
 #include "service.h"
-#include "h2_session.h"
 #include "tls_context.h"
 #include "util.h"
 
