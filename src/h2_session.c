@@ -1,5 +1,6 @@
 /* h2_session.c: HTTP/2 sessions over nghttp2, each HTTP/2 stream served
- * as a connection of the pool without a socket of its own.
+ * as a connection of the pool without a socket of its own (whose
+ * transport is h2_stream.c's; the state both keep is in h2_private.h).
  *
  * A session:   taken over (preface seen) -> OPEN -> dead (error, EOF,
  * GOAWAY done, idle, stalled) -> torn down at the end of the session's own
@@ -30,7 +31,7 @@
  * transport remembers (it asks epoll for nothing); the session wakes it
  * when the window opens (nghttp2 asks the stream for data again) or the
  * socket drains. The hub sees an ordinary slow reader: queue_limit, then
- * catch-up from the store.
+ * catch-up from the store. (The stream's side: h2_stream.c.)
  *
  * Limits: nghttp2 enforces SETTINGS_MAX_CONCURRENT_STREAMS
  * (http2_max_streams), CONTINUATION counts, the rate of RST_STREAM (rapid
@@ -49,6 +50,7 @@
 #include <unistd.h>
 
 #include "h2_head.h"
+#include "h2_private.h"
 #include "http.h"
 #include "log.h"
 #include "util.h"
@@ -56,90 +58,9 @@
 #define READ_CHUNK 16384
 #define READ_BUDGET (64 * 1024) /* bytes read per wake-up per session */
 #define OBUF_HIGH (64 * 1024)   /* unsent output past which input and control frames wait */
-#define HEAD_MAX 16384          /* a response head */
-#define FIELDS_MAX 64
 #define IOV_MAX_H2 160
-#define CONTROL_PER_SEC 250      /* PING and SETTINGS frames a client may send per second */
-#define COALESCE_MAX (16384 + 9) /* one DATA frame */
+#define CONTROL_PER_SEC 250 /* PING and SETTINGS frames a client may send per second */
 
-struct h2_session;
-
-struct h2_stream {
-	struct h2_session *s;
-	int32_t id;
-	struct conn *c;         /* NULL until made, and once it let go */
-	struct h2_request *req; /* while the request arrives */
-	char *in;               /* the request text, until the connection read it */
-	size_t in_len, in_off;
-	char *head; /* a response head split over writes (rare) */
-	size_t head_len;
-	bool head_request; /* HEAD: no body */
-	bool submitted;    /* the response's HEADERS are queued */
-	bool bodyless;     /* ...without a data source */
-	bool ending;       /* END_STREAM once what was written is out */
-	bool short_write;  /* the last writev left bytes queued */
-	bool want_out;     /* the connection waits for room */
-	bool closed;       /* nghttp2 is done with the stream */
-	bool ready;        /* the request is whole: make the connection */
-	bool pending;      /* on the session's pending list */
-	bool conn_gone;    /* its connection closed */
-	struct h2_stream *next, *prev;
-	struct h2_stream *pend_next;
-};
-
-struct h2_session {
-	struct h2_server *h;
-	nghttp2_session *ng;
-	int fd;
-	struct transport tp; /* the lower transport, taken over */
-	char peer[64];
-	bool peer_unix, peer_loopback;
-	uint32_t want;
-	char *obuf; /* output not yet taken by the socket */
-	size_t olen, ocap;
-	bool blocked; /* the socket took less than offered: no DATA until obuf drains */
-	struct h2_stream *streams;
-	struct h2_stream *pending;
-	size_t nconns; /* streams with a connection */
-	/* The data source of the writev in progress. */
-	struct h2_stream *cur;
-	const struct iovec *cur_iov;
-	int cur_n;
-	size_t cur_skip, cur_len, cur_taken;
-	int busy;    /* inside one of the session's own callbacks */
-	bool in_ng;  /* inside nghttp2 */
-	bool dead;   /* to be torn down */
-	bool io_err; /* the socket failed: nothing more can be sent */
-	bool kick_scheduled;
-	bool zombie; /* torn down; freed by the deferred run still due */
-	bool served; /* a stream was made */
-	bool goaway; /* GOAWAY queued: no stream past those begun */
-	struct loop_timer timer;
-	uint64_t last_active; /* loop time the last connection left, or the session began */
-	uint64_t last_out;    /* loop time the socket last took bytes */
-	uint64_t started;     /* loop time the session began */
-	uint64_t last_in;     /* loop time the client last sent bytes */
-	uint64_t ping_at;     /* loop time our PING went out */
-	bool ping_sent;       /* a PING waits for the client's answer (any input) */
-	uint64_t ctl_window;  /* the second the control frames are counted in */
-	unsigned ctl_count;
-	struct h2_session *next, *prev;
-};
-
-struct h2_server {
-	struct loop *lp;
-	const struct config *cfg;
-	struct metrics *m;
-	struct conn_pool *pool;
-	nghttp2_session_callbacks *cbs;
-	nghttp2_option *opt;
-	struct h2_session *all;
-	size_t n;
-	bool draining;
-};
-
-static const struct transport_ops stream_ops;
-static void kick(struct h2_session *s);
 static void finish(struct h2_session *s);
 
 static void fail(struct h2_session *s, const char *why)
@@ -294,7 +215,7 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 
 /* Run nghttp2's sender (control frames, HEADERS, the DATA of the current
  * source or of ending streams), then flush. */
-static void session_send(struct h2_session *s)
+void h2_session_send(struct h2_session *s)
 {
 	if (s->in_ng || s->dead)
 		return;
@@ -305,259 +226,6 @@ static void session_send(struct h2_session *s)
 		fail(s, nghttp2_strerror(r));
 	flush_obuf(s);
 }
-
-/* ---- streams ---- */
-
-static void pending_push(struct h2_stream *st)
-{
-	struct h2_session *s = st->s;
-	if (st->pending)
-		return;
-	/* In order of arrival: the caps admit the streams opened first. */
-	st->pending = true;
-	st->pend_next = NULL;
-	struct h2_stream **pp = &s->pending;
-	while (*pp)
-		pp = &(*pp)->pend_next;
-	*pp = st;
-	kick(s);
-}
-
-static void pending_remove(struct h2_stream *st)
-{
-	struct h2_stream **pp = &st->s->pending;
-	while (*pp && *pp != st)
-		pp = &(*pp)->pend_next;
-	if (*pp)
-		*pp = st->pend_next;
-	st->pending = false;
-}
-
-static void stream_free(struct h2_stream *st)
-{
-	struct h2_session *s = st->s;
-	if (st->pending)
-		pending_remove(st);
-	if (st->prev)
-		st->prev->next = st->next;
-	else
-		s->streams = st->next;
-	if (st->next)
-		st->next->prev = st->prev;
-	if (st->req) {
-		h2_request_free(st->req);
-		free(st->req);
-	}
-	free(st->in);
-	free(st->head);
-	if (s->cur == st)
-		s->cur = NULL;
-	if (s->ng && !s->dead && !st->closed)
-		nghttp2_session_set_stream_user_data(s->ng, st->id, NULL);
-	free(st);
-}
-
-static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
-			 nghttp2_data_source *source, void *user)
-{
-	struct h2_session *s = user;
-	struct h2_stream *st = source->ptr;
-	(void)ng;
-	(void)id;
-	(void)buf;
-	if (st != s->cur) {
-		if (st->ending) {
-			*flags |= NGHTTP2_DATA_FLAG_EOF;
-			return 0;
-		}
-		/* Its window opened (or it was resumed) while its connection
-		 * was not writing: wake the connection. */
-		if (st->c && st->want_out)
-			kick(s);
-		return NGHTTP2_ERR_DEFERRED;
-	}
-	size_t avail = s->cur_len - s->cur_taken;
-	if (avail == 0 || s->blocked)
-		return NGHTTP2_ERR_DEFERRED;
-	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-	return (ssize_t)MIN(length, avail);
-}
-
-/* Queue the response head as HEADERS with the stream's data source. */
-static int submit_head(struct h2_stream *st, char *head, size_t len)
-{
-	struct h2_session *s = st->s;
-	struct h2_field f[FIELDS_MAX];
-	size_t n = 0;
-	int status = 0;
-	if (h2_head_parse(head, len, &status, f, FIELDS_MAX, &n) <= 0)
-		return -1;
-	nghttp2_nv nv[FIELDS_MAX + 1];
-	char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10),
-			 0 };
-	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE };
-	for (size_t i = 0; i < n; i++)
-		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
-					  NGHTTP2_NV_FLAG_NONE };
-	st->bodyless = st->head_request || status == 204 || status == 304;
-	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
-	int r = nghttp2_submit_response(s->ng, st->id, nv, n + 1, st->bodyless ? NULL : &prd);
-	if (r < 0)
-		return -1;
-	st->submitted = true;
-	return 0;
-}
-
-/* Take the response head from the start of what the connection writes
- * (nearly always whole in its first piece), and queue it as HEADERS once
- * it is whole. Returns the bytes of it consumed, or -1. */
-static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
-{
-	char buf[HEAD_MAX];
-	size_t have = st->head_len, used = 0;
-	if (have)
-		memcpy(buf, st->head, have);
-	for (int i = 0; i < n; i++) {
-		if (have == HEAD_MAX)
-			return -1;
-		size_t take = MIN(HEAD_MAX - have, iov[i].iov_len);
-		memcpy(buf + have, iov[i].iov_base, take);
-		size_t end = h2_head_end(buf, have + take);
-		if (end) {
-			if (submit_head(st, buf, end) < 0)
-				return -1;
-			free(st->head);
-			st->head = NULL;
-			st->head_len = 0;
-			return (ssize_t)(used + end - have);
-		}
-		have += take;
-		used += take;
-	}
-	st->head = xrealloc(st->head, have ? have : 1);
-	memcpy(st->head, buf, have);
-	st->head_len = have;
-	return (ssize_t)used;
-}
-
-static ssize_t stream_read(struct transport *t, void *buf, size_t len)
-{
-	struct h2_stream *st = t->state;
-	if (!st->in)
-		return -EAGAIN;
-	size_t n = MIN(len, st->in_len - st->in_off);
-	memcpy(buf, st->in + st->in_off, n);
-	st->in_off += n;
-	if (st->in_off == st->in_len) {
-		free(st->in);
-		st->in = NULL;
-	}
-	return (ssize_t)n;
-}
-
-static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n)
-{
-	struct h2_stream *st = t->state;
-	struct h2_session *s = st->s;
-	if (s->dead || st->closed)
-		return -EPIPE;
-	if (s->in_ng) {
-		kick(s);
-		return -EAGAIN;
-	}
-	size_t total = 0;
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
-	size_t off = 0;
-	if (!st->submitted) {
-		ssize_t u = take_head(st, iov, n);
-		if (u < 0) {
-			log_warn("HTTP/2 stream from %s: response head not understood", s->peer);
-			return -EIO;
-		}
-		off = (size_t)u;
-	}
-	if (st->submitted && st->bodyless)
-		off = total; /* nothing follows the head */
-	size_t taken = 0;
-	if (off < total && !s->blocked) {
-		s->cur = st;
-		s->cur_iov = iov;
-		s->cur_n = n;
-		s->cur_skip = off;
-		s->cur_len = total - off;
-		s->cur_taken = 0;
-		nghttp2_session_resume_data(s->ng, st->id);
-		session_send(s);
-		taken = s->cur_taken;
-		s->cur = NULL;
-		s->cur_iov = NULL;
-	} else {
-		session_send(s); /* the HEADERS */
-	}
-	if (s->dead)
-		kick(s);
-	size_t w = off + taken;
-	st->short_write = w < total;
-	return w ? (ssize_t)w : -EAGAIN;
-}
-
-/* The connection's interest is kept here; epoll is asked for nothing. */
-static uint32_t stream_events(const struct transport *t, uint32_t wanted)
-{
-	struct h2_stream *st = t->state;
-	st->want_out = (wanted & EPOLLOUT) != 0;
-	return 0;
-}
-
-/* End the stream once what was written is out. */
-static void end_stream(struct h2_stream *st)
-{
-	struct h2_session *s = st->s;
-	if (!st->submitted) {
-		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-	} else if (st->short_write) {
-		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-	} else if (!st->bodyless) {
-		st->ending = true;
-		nghttp2_session_resume_data(s->ng, st->id);
-	}
-	kick(s);
-}
-
-static void stream_shutdown(struct transport *t)
-{
-	struct h2_stream *st = t->state;
-	if (!st->s->dead && !st->closed && !st->ending)
-		end_stream(st);
-}
-
-static void stream_free_op(struct transport *t)
-{
-	struct h2_stream *st = t->state;
-	struct h2_session *s = st->s;
-	st->c = NULL;
-	st->conn_gone = true;
-	s->nconns--;
-	if (s->nconns == 0)
-		s->last_active = loop_now(s->h->lp);
-	if (s->dead || st->closed) {
-		stream_free(st);
-		return;
-	}
-	if (!st->ending)
-		end_stream(st);
-}
-
-static const struct transport_ops stream_ops = {
-	.name = "h2",
-	.ready_at_accept = true,
-	.read = stream_read,
-	.writev = stream_writev,
-	.events = stream_events,
-	.shutdown = stream_shutdown,
-	.free = stream_free_op,
-};
 
 /* ---- nghttp2's input callbacks ---- */
 
@@ -638,7 +306,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
 	if (st && st->req && !st->ready) {
 		st->ready = true;
-		pending_push(st);
+		h2_pending_push(st);
 	}
 	return 0;
 }
@@ -652,9 +320,9 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 		return 0;
 	st->closed = true;
 	if (st->c || st->pending)
-		pending_push(st); /* its connection closes after nghttp2 returns */
+		h2_pending_push(st); /* its connection closes after nghttp2 returns */
 	else
-		stream_free(st);
+		h2_stream_free(st);
 	return 0;
 }
 
@@ -669,7 +337,7 @@ static void go_away(struct h2_session *s)
 	s->goaway = true;
 	nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
 			      NGHTTP2_NO_ERROR, NULL, 0);
-	kick(s);
+	h2_kick(s);
 }
 
 /* Make the connection of a stream whose request is whole. */
@@ -697,7 +365,7 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	s->nconns++;
 	s->served = true;
 	st->conn_gone = false;
-	struct conn *c = conn_new_virtual(h->pool, s->peer, s->peer_unix, s->peer_loopback, &stream_ops, st);
+	struct conn *c = conn_new_virtual(h->pool, s->peer, s->peer_unix, s->peer_loopback, &h2_stream_ops, st);
 	/* Its handler may have run and closed it already; st stays (nghttp2
 	 * has not closed the stream while the session was not running it). */
 	if (st->conn_gone)
@@ -717,7 +385,7 @@ static void run_pending(struct h2_session *s)
 			if (st->c)
 				conn_close(st->c, NULL); /* frees st */
 			else
-				stream_free(st);
+				h2_stream_free(st);
 		} else if (st->ready && st->req) {
 			make_conn(s, st);
 		}
@@ -776,10 +444,10 @@ static void read_input(struct h2_session *s)
 static void run(struct h2_session *s)
 {
 	run_pending(s);
-	session_send(s);
+	h2_session_send(s);
 	wake_streams(s);
 	run_pending(s);
-	session_send(s);
+	h2_session_send(s);
 }
 
 static void on_timer(void *arg);
@@ -798,7 +466,7 @@ static void update(struct h2_session *s)
 		loop_modify(h->lp, s->fd, ev);
 	}
 	if ((want & EPOLLIN) && transport_input_pending(&s->tp))
-		kick(s);
+		h2_kick(s);
 	/* One timer: stalled output, an idle session, or (with streams) a
 	 * client silent for keepalive_timeout, then its PING's answer. */
 	if (!loop_timer_active(&s->timer)) {
@@ -826,7 +494,7 @@ static void teardown(struct h2_session *s)
 		if (st->c)
 			conn_close(st->c, NULL); /* frees st */
 		else
-			stream_free(st);
+			h2_stream_free(st);
 	}
 	nghttp2_session_del(s->ng);
 	s->ng = NULL;
@@ -905,7 +573,7 @@ static void deferred(void *arg)
 }
 
 /* Run the session at the end of this loop pass. */
-static void kick(struct h2_session *s)
+void h2_kick(struct h2_session *s)
 {
 	if (s->kick_scheduled || s->zombie)
 		return;
@@ -925,7 +593,7 @@ static void on_timer(void *arg)
 		uint64_t idle = (uint64_t)(s->served ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
 		if (now - s->last_active >= idle) {
 			nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
-			session_send(s);
+			h2_session_send(s);
 			s->dead = true;
 		} else {
 			loop_timer_start(s->h->lp, &s->timer, idle - (now - s->last_active), on_timer, s);
@@ -938,7 +606,7 @@ static void on_timer(void *arg)
 		s->ping_sent = true;
 		s->ping_at = now;
 		nghttp2_submit_ping(s->ng, NGHTTP2_FLAG_NONE, NULL);
-		session_send(s);
+		h2_session_send(s);
 	}
 	s->busy--;
 	finish(s);
@@ -998,7 +666,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	/* The connection being taken over is still on the stack: tear down
 	 * later if it has to be. */
 	if (s->dead)
-		kick(s);
+		h2_kick(s);
 	else
 		update(s);
 	return true;
