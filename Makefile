@@ -10,7 +10,7 @@
 #   make deb    the Debian packages herald and herald-tools in build/deb-out
 # The libraries, as pkg-config name=Debian package (scripts/deps installs them).
 PKG_DEBIAN := sqlite3=libsqlite3-dev openssl=libssl-dev libsystemd=libsystemd-dev inih=libinih-dev \
-              hiredis=libhiredis-dev
+              hiredis=libhiredis-dev libnghttp2=libnghttp2-dev
 PKGS      := $(foreach m,$(PKG_DEBIAN),$(firstword $(subst =, ,$(m))))
 CC        ?= cc
 OPT       ?= -O2 -g

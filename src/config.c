@@ -120,6 +120,8 @@ static const struct key keys[] = {
 	KEY("jwt_presence_claim", K_STR, jwt_presence_claim, 1, 256, "presence"),
 	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
 	KEY("console", K_BOOL, console, 0, 0, "on"),
+	KEY("http2", K_BOOL, http2, 0, 0, "on"),
+	KEY("http2_max_streams", K_INT, http2_max_streams, 1, 100000, "100"),
 	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL | KF_RESTART,
 	    .check = check_redis_url),
 	KEY("redis_sentinels", K_STR, redis_sentinels, 0, 4096, "", .flags = KF_RESTART,

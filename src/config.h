@@ -82,6 +82,10 @@ struct config {
 		*jwt_publish_claim, *jwt_presence_claim, *jwt_cookie;
 	int64_t jwt_leeway_s;
 	bool console; /* serve the console page at GET / */
+	/* HTTP/2: h2 by ALPN on TLS listeners and h2c with prior knowledge on
+	 * the others (h2_session.h); the streams one connection may open. */
+	bool http2;
+	int64_t http2_max_streams;
 	/* The event log on Redis Streams (store_redis.c) when redis_url or
 	 * redis_sentinels is set. */
 	char *redis_url;

@@ -91,6 +91,7 @@ struct conn_pool {
 	 * of its own in progress (see take_read_buffer). */
 	char *read_buf;
 	bool read_buf_lent;
+	struct conn_takeover takeover; /* who takes a client speaking HTTP/2 */
 };
 
 static void on_io(void *arg, uint32_t events);
@@ -259,6 +260,43 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 	return c;
 }
 
+struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
+			      const struct transport_ops *ops, void *state)
+{
+	struct conn *c = xcalloc(1, sizeof(*c));
+	c->fd = -1;
+	c->tp = (struct transport){ .ops = ops, .state = state, .fd = -1 };
+	c->pool = p;
+	c->state = CONN_READING;
+	c->peer_unix = peer_unix;
+	c->peer_loopback = peer_loopback;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->client, sizeof(c->client), "%s", peer);
+	c->last_progress = loop_now(p->lp);
+	/* Its interest is the transport's to keep: what it returns stays
+	 * c->want, so epoll is never asked about a socket it does not have. */
+	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
+	c->next = p->all;
+	if (p->all)
+		p->all->prev = c;
+	p->all = c;
+	p->n++;
+	start_request_timer(c);
+	on_io(c, EPOLLIN);
+	return c;
+}
+
+void conn_wake(struct conn *c, uint32_t events)
+{
+	if (c->state != CONN_CLOSED)
+		on_io(c, events);
+}
+
+void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t)
+{
+	p->takeover = t ? *t : (struct conn_takeover){ 0 };
+}
+
 static void schedule_pass_end(struct conn_pool *p)
 {
 	if (!p->pass_end_scheduled) {
@@ -346,7 +384,8 @@ bool conn_ending(const struct conn *c)
 static void start_linger(struct conn *c)
 {
 	transport_shutdown(&c->tp);
-	shutdown(c->fd, SHUT_WR);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_WR);
 	c->state = CONN_LINGERING;
 	loop_timer_start(c->pool->lp, &c->timer, LINGER_MS, on_timeout, c);
 	conn_update_events(c);
@@ -634,6 +673,34 @@ static void set_what(struct conn *c, const struct http_request *req)
 		 req->path.p, req->path.n > 60 ? "..." : "");
 }
 
+/* The first bytes of the connection are HTTP/2's preface: the parser
+ * refuses its request line, `PRI * HTTP/2.0`, as soon as it is whole. */
+static bool is_h2_preface(const struct conn *c)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n";
+	return !c->served && c->rlen >= sizeof(preface) - 1 && memcmp(c->rbuf, preface, sizeof(preface) - 1) == 0;
+}
+
+/* Hand the socket, its transport and the bytes read to the pool's
+ * takeover, and close what is left of c without touching them. Returns
+ * false when it was not taken (HTTP/2 is off): c is as it was. */
+static bool take_over(struct conn *c)
+{
+	struct conn_pool *p = c->pool;
+	int fd = c->fd;
+	loop_unwatch(p->lp, fd);
+	if (!p->takeover.take(p->takeover.arg, c, fd, &c->tp, c->rbuf, c->rlen)) {
+		c->want = 0; /* watched afresh by the next update */
+		loop_watch(p->lp, fd, 0, on_io, c);
+		return false;
+	}
+	c->fd = -1;
+	c->tp.state = NULL;
+	c->rlen = 0;
+	conn_close(c, NULL);
+	return true;
+}
+
 static void conn_process(struct conn *c)
 {
 	struct conn_pool *p = c->pool;
@@ -650,6 +717,8 @@ static void conn_process(struct conn *c)
 		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
 		set_what(c, &req);
 		if (r < 0) {
+			if (is_h2_preface(c) && p->takeover.take && take_over(c))
+				return;
 			conn_refuse(c, err.status, http_error_cause(err.status), err.message, NULL);
 			return;
 		}
@@ -770,10 +839,13 @@ void conn_close(struct conn *c, const char *why)
 		u->closed(c, c->user_data);
 	c->user_data = NULL;
 	loop_timer_stop(p->lp, &c->timer);
-	loop_unwatch(p->lp, c->fd);
+	if (c->fd >= 0)
+		loop_unwatch(p->lp, c->fd);
 	transport_free(&c->tp);
-	close(c->fd);
-	c->fd = -1;
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
 	outq_free(&c->out);
 	drop_read_buffer(c);
 	if (c->prev)

@@ -141,6 +141,34 @@ void conn_pool_close_all(struct conn_pool *p);
 struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
 		      const struct transport_ops *ops, void *ctx);
 
+/* A connection without a socket of its own: one HTTP/2 stream, whose bytes
+ * move through ops with state (the session's stream; it never touches
+ * conn.h). peer names the session's client as conn_new would, with
+ * peer_unix and peer_loopback likewise. The request is read at once, as
+ * on a transport ready at accept, so its handler may run (and close it)
+ * before this returns. Returns the connection (freed after conn_close);
+ * its transport's free is called on close. */
+struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
+			      const struct transport_ops *ops, void *state);
+
+/* What the transport of a connection without a socket has to report, as
+ * epoll would for a socket: input to read (EPOLLIN), room to write
+ * (EPOLLOUT). Nothing when c is closed. */
+void conn_wake(struct conn *c, uint32_t events);
+
+/* Whoever takes over a connection whose client opened with the HTTP/2
+ * preface (`PRI * HTTP/2.0`), set once by the pool's owner (NULL: such a
+ * client is refused with 505, as before). take gets the socket fd (no
+ * longer watched), the connection's transport (its state moves over: call
+ * transport_moved), and the bytes read so far (valid during the call),
+ * and returns true; the connection then closes without touching either.
+ * false: not taken (HTTP/2 is off), the preface is refused with 505. */
+struct conn_takeover {
+	void *arg;
+	bool (*take)(void *arg, const struct conn *c, int fd, const struct transport *tp, const char *bytes, size_t n);
+};
+void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t);
+
 /* Attach a handler's state to c: user->drained and user->closed are called
  * with data. Replaces what was attached; conn_respond detaches it. */
 void conn_attach(struct conn *c, const struct conn_user *user, void *data);

@@ -149,7 +149,10 @@ static void stamp_tick(void *arg)
 static void drain_tick(void *arg)
 {
 	struct server *srv = arg;
-	if (conn_pool_count(srv->pool) == 0 || loop_now(srv->lp) >= srv->drain_deadline) {
+	/* An HTTP/2 session goes once its GOAWAY and its streams' ends are
+	 * out. */
+	if ((conn_pool_count(srv->pool) == 0 && h2_server_sessions(srv->h2) == 0) ||
+	    loop_now(srv->lp) >= srv->drain_deadline) {
 		loop_stop(srv->lp);
 		return;
 	}
@@ -167,6 +170,7 @@ static void begin_drain(struct server *srv, const char *signame)
 	 * written; idle keep-alive connections close now; requests in
 	 * progress finish. */
 	conn_pool_drain(srv->pool);
+	h2_server_drain(srv->h2);
 	listeners_close(&srv->listeners);
 	hub_end_all(srv->hub);
 	srv->drain_deadline = loop_now(srv->lp) + DRAIN_MS;
@@ -376,6 +380,11 @@ int server_start(struct server *srv, int argc, char **argv)
 	api_hooks(&srv->api, &hooks);
 	srv->pool = conn_pool_new(srv->lp, &srv->cfg, &srv->m, &hooks);
 	srv->api.pool = srv->pool;
+	/* A client opening with HTTP/2's preface is handed to the sessions,
+	 * whose streams come back to the pool as connections. */
+	srv->h2 = h2_server_new(srv->lp, &srv->cfg, &srv->m, srv->pool);
+	struct conn_takeover takeover = h2_server_takeover(srv->h2);
+	conn_pool_set_takeover(srv->pool, &takeover);
 
 	if (tls_setup(&srv->tls, srv->lp, &srv->cfg) < 0)
 		return -1;
@@ -443,6 +452,8 @@ void server_free(struct server *srv)
 		 * before their connections close. */
 		publish_free(srv->pubq);
 		srv->pubq = NULL;
+		h2_server_free(srv->h2); /* closes its streams' connections first */
+		srv->h2 = NULL;
 		conn_pool_free(srv->pool); /* every reader's close frees it in the hub */
 		srv->pool = NULL;
 		presence_free(srv->presence); /* every stream has left it */

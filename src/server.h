@@ -15,6 +15,7 @@
 #include "cors.h"
 #include "jwt.h"
 #include "conn.h"
+#include "h2_session.h"
 #include "hub.h"
 #include "listener.h"
 #include "loop.h"
@@ -32,6 +33,7 @@ struct server {
 	struct hub *hub;
 	struct metrics m;
 	struct conn_pool *pool;
+	struct h2_server *h2; /* HTTP/2 sessions, whose streams are connections of pool */
 	struct listeners listeners;
 	struct streams streams;
 	struct cors cors;         /* allow_origin, parsed once per load */

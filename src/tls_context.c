@@ -87,16 +87,24 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u)
 	return 0;
 }
 
-/* Choose http/1.1 (or http/1.0) from the client's ALPN list; a client that
- * offers only other protocols (say h2) gets no_application_protocol. */
+/* Choose h2 (while the http2 setting, read at each handshake, is on), then
+ * http/1.1 (or http/1.0) from the client's ALPN list; a client that offers
+ * only other protocols gets no_application_protocol. The connection learns
+ * nothing of the choice: an h2 client opens with HTTP/2's preface, which
+ * hands the connection to the HTTP/2 session. */
 static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 		       unsigned int inlen, void *arg)
 {
-	static const unsigned char ours[] = "\x08http/1.1\x08http/1.0";
+	static const unsigned char with_h2[] = "\x02h2\x08http/1.1\x08http/1.0";
+	const unsigned char *ours = with_h2 + 3;
+	unsigned int n = sizeof(with_h2) - 1 - 3;
+	const struct config *cfg = arg;
 	(void)ssl;
-	(void)arg;
-	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, sizeof(ours) - 1, in, inlen) ==
-	    OPENSSL_NPN_NEGOTIATED)
+	if (cfg && cfg->http2) {
+		ours = with_h2;
+		n = sizeof(with_h2) - 1;
+	}
+	if (SSL_select_next_proto((unsigned char **)out, outlen, ours, n, in, inlen) == OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_OK;
 	return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
@@ -339,13 +347,15 @@ fail:
 }
 
 /* ctx_new for the logs: the reason, prefixed with the file at fault. */
-static SSL_CTX *ctx_load(const char *cert, const char *key, char *err, size_t errlen)
+static SSL_CTX *ctx_load(const struct config *cfg, const char *cert, const char *key, char *err, size_t errlen)
 {
 	char why[512];
 	bool bad_key;
 	SSL_CTX *ctx = ctx_new(cert, key, why, sizeof(why), &bad_key);
 	if (!ctx)
 		snprintf(err, errlen, "%s %s: %s", bad_key ? "tls_key" : "tls_cert", bad_key ? key : cert, why);
+	else /* the served context reads the http2 setting at each handshake */
+		SSL_CTX_set_alpn_select_cb(ctx, select_alpn, (void *)cfg);
 	return ctx;
 }
 
@@ -383,7 +393,7 @@ int tls_setup(struct tls_ctx **out, struct loop *lp, const struct config *cfg)
 		free(tc);
 		return -1;
 	}
-	SSL_CTX *ctx = ctx_load(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	SSL_CTX *ctx = ctx_load(cfg, cfg->tls_cert, cfg->tls_key, err, sizeof(err));
 	if (!ctx) {
 		log_err("tls: %s", err);
 		OPENSSL_cleanse(tc, sizeof(*tc));
@@ -413,7 +423,7 @@ int tls_reload(struct tls_ctx *tc, const struct config *cfg)
 		log_warn("tls: tls_cert is no longer set; TLS listeners keep the loaded certificate until a restart");
 		return 0;
 	}
-	SSL_CTX *ctx = ctx_load(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	SSL_CTX *ctx = ctx_load(cfg, cfg->tls_cert, cfg->tls_key, err, sizeof(err));
 	if (!ctx) {
 		log_err("tls: reload refused: %s; the previous certificate stays in service", err);
 		return -1;

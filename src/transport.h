@@ -32,6 +32,9 @@ struct transport_ops {
 	/* The client's first bytes are the application's own (no handshake):
 	 * the connection reads them at accept, before any epoll wake-up. */
 	bool ready_at_accept;
+	/* Each piece given to writev costs a record of its own (TLS): a
+	 * writer of many small pieces joins them first. */
+	bool coalesce;
 	/* Set up t->state for the accepted socket t->fd with the listener's
 	 * ctx; peer names the client in logs and outlives t. Returns 0, or -1
 	 * after logging why (nothing to free). NULL: no state. */
@@ -64,6 +67,10 @@ struct transport_ops {
 	/* Say goodbye (TLS close_notify), best effort, before the connection
 	 * shuts its write side down. */
 	void (*shutdown)(struct transport *t);
+	/* t->state now lives in another struct transport (a connection taken
+	 * over by the HTTP/2 session), and peer (which outlives it) names the
+	 * client in logs from now on. NULL: nothing refers back. */
+	void (*moved)(struct transport *t, const char *peer);
 	/* Free t->state (saying goodbye first where the session is healthy).
 	 * Never closes t->fd. */
 	void (*free)(struct transport *t);
@@ -127,6 +134,12 @@ static inline void transport_shutdown(struct transport *t)
 {
 	if (t->ops->shutdown)
 		t->ops->shutdown(t);
+}
+
+static inline void transport_moved(struct transport *t, const char *peer)
+{
+	if (t->ops->moved)
+		t->ops->moved(t, peer);
 }
 
 static inline void transport_free(struct transport *t)

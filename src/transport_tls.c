@@ -110,6 +110,13 @@ static void tls_shutdown(struct transport *tp)
 	ERR_clear_error();
 }
 
+static void tls_moved(struct transport *tp, const char *peer)
+{
+	struct tls_conn *t = tp->state;
+	if (t)
+		t->peer = peer;
+}
+
 static void tls_free(struct transport *tp)
 {
 	struct tls_conn *t = tp->state;
@@ -393,6 +400,7 @@ static const char *tls_not_ready(const struct transport *tp)
 const struct transport_ops transport_tls = {
 	.name = "tls",
 	.ready_at_accept = false,
+	.coalesce = true,
 	.open = tls_open,
 	.read = tls_read,
 	.writev = tls_writev,
@@ -403,5 +411,6 @@ const struct transport_ops transport_tls = {
 	.streaming = tls_streaming,
 	.not_ready = tls_not_ready,
 	.shutdown = tls_shutdown,
+	.moved = tls_moved,
 	.free = tls_free,
 };

@@ -164,7 +164,8 @@ def test_curl_and_s_client_against_tls_and_plain_side_by_side():
                   f"https://127.0.0.1:{h.tls_port}/api/health"])
         assert r.returncode == 0, r.stderr
         body, _, tail = r.stdout.decode().rpartition("\n")
-        assert tail == "200 1.1" and '"status":"ok"' in body, r.stdout
+        # curl offers h2 first, and herald takes it (test_http2.py).
+        assert tail == "200 2" and '"status":"ok"' in body, r.stdout
         r = _run(["curl", "-sS", "--max-time", "10", "--cacert", cert, "-H", "Content-Type: application/json",
                   "--data", '{"type":"t","topic":"news","data":"over tls","public":true}',
                   f"https://127.0.0.1:{h.tls_port}/api/events"])
@@ -177,10 +178,13 @@ def test_curl_and_s_client_against_tls_and_plain_side_by_side():
         assert "New, TLSv1.3, Cipher is" in out and "ALPN protocol: http/1.1" in out, out
         assert "Verify return code: 0 (ok)" in out, out
         assert _served_fingerprint(h.tls_port) == _file_fingerprint(cert)
-        # TLS 1.2 accepted; a client offering only h2 is refused.
+        # TLS 1.2 accepted; a client offering only h2 gets it (HTTP/2,
+        # test_http2.py), one offering only protocols herald lacks is refused.
         code, out = _s_client(h.tls_port, "-tls1_2")
         assert "New, TLSv1.2, Cipher is ECDHE-" in out, out
         code, out = _s_client(h.tls_port, "-alpn", "h2")
+        assert "ALPN protocol: h2" in out, out
+        code, out = _s_client(h.tls_port, "-alpn", "spdy/3")
         assert code != 0 and "no application protocol" in out.lower(), out
         # Nothing older than TLS 1.2, even from a client willing to.
         ctx = _client_ctx(cert, max_version=ssl.TLSVersion.TLSv1_1)

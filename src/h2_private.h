@@ -1,0 +1,119 @@
+/* h2_private.h: the state of HTTP/2 sessions and their streams, shared by
+ * the two files that keep it: h2_session.c (the socket, nghttp2 and its
+ * callbacks, the session's life) and h2_stream.c (each stream's
+ * connection transport: the request read, the response written as HEADERS
+ * and DATA). Included by nothing else; the rest of herald sees
+ * h2_session.h. */
+#ifndef HERALD_H2_PRIVATE_H
+#define HERALD_H2_PRIVATE_H
+
+#include <nghttp2/nghttp2.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "config.h"
+#include "conn.h"
+#include "h2_head.h"
+#include "loop.h"
+#include "metrics.h"
+#include "transport.h"
+
+struct h2_session;
+struct h2_server;
+
+struct h2_stream {
+	struct h2_session *s;
+	int32_t id;
+	struct conn *c;         /* NULL until made, and once it let go */
+	struct h2_request *req; /* while the request arrives */
+	char *in;               /* the request text, until the connection read it */
+	size_t in_len, in_off;
+	char *head; /* a response head split over writes (rare) */
+	size_t head_len;
+	bool head_request; /* HEAD: no body */
+	bool submitted;    /* the response's HEADERS are queued */
+	bool bodyless;     /* ...without a data source */
+	bool ending;       /* END_STREAM once what was written is out */
+	bool short_write;  /* the last writev left bytes queued */
+	bool want_out;     /* the connection waits for room */
+	bool closed;       /* nghttp2 is done with the stream */
+	bool ready;        /* the request is whole: make the connection */
+	bool pending;      /* on the session's pending list */
+	bool conn_gone;    /* its connection closed */
+	struct h2_stream *next, *prev;
+	struct h2_stream *pend_next;
+};
+
+struct h2_session {
+	struct h2_server *h;
+	nghttp2_session *ng;
+	int fd;
+	struct transport tp; /* the lower transport, taken over */
+	char peer[64];
+	bool peer_unix, peer_loopback;
+	uint32_t want;
+	char *obuf; /* output not yet taken by the socket */
+	size_t olen, ocap;
+	bool blocked; /* the socket took less than offered: no DATA until obuf drains */
+	struct h2_stream *streams;
+	struct h2_stream *pending;
+	size_t nconns; /* streams with a connection */
+	/* The data source of the writev in progress. */
+	struct h2_stream *cur;
+	const struct iovec *cur_iov;
+	int cur_n;
+	size_t cur_skip, cur_len, cur_taken;
+	int busy;    /* inside one of the session's own callbacks */
+	bool in_ng;  /* inside nghttp2 */
+	bool dead;   /* to be torn down */
+	bool io_err; /* the socket failed: nothing more can be sent */
+	bool kick_scheduled;
+	bool zombie; /* torn down; freed by the deferred run still due */
+	bool served; /* a stream was made */
+	bool goaway; /* GOAWAY queued: no stream past those begun */
+	struct loop_timer timer;
+	uint64_t last_active; /* loop time the last connection left, or the session began */
+	uint64_t last_out;    /* loop time the socket last took bytes */
+	uint64_t started;     /* loop time the session began */
+	uint64_t last_in;     /* loop time the client last sent bytes */
+	uint64_t ping_at;     /* loop time our PING went out */
+	bool ping_sent;       /* a PING waits for the client's answer (any input) */
+	uint64_t ctl_window;  /* the second the control frames are counted in */
+	unsigned ctl_count;
+	struct h2_session *next, *prev;
+};
+
+struct h2_server {
+	struct loop *lp;
+	const struct config *cfg;
+	struct metrics *m;
+	struct conn_pool *pool;
+	nghttp2_session_callbacks *cbs;
+	nghttp2_option *opt;
+	struct h2_session *all;
+	size_t n;
+	bool draining;
+};
+
+/* The transport of every stream's connection (h2_stream.c). */
+extern const struct transport_ops h2_stream_ops;
+
+/* Run the session at the end of this loop pass (h2_session.c). */
+void h2_kick(struct h2_session *s);
+
+/* Run nghttp2's sender (control frames, HEADERS, the DATA of the current
+ * data source or of ending streams), then flush (h2_session.c). Nothing
+ * while inside nghttp2 or once the session is dead. */
+void h2_session_send(struct h2_session *s);
+
+/* Put st on its session's pending list (its request is whole, or nghttp2
+ * closed it while it has a connection), in order of arrival, and kick the
+ * session (h2_stream.c). */
+void h2_pending_push(struct h2_stream *st);
+
+/* Unlink and free a stream record (h2_stream.c). */
+void h2_stream_free(struct h2_stream *st);
+
+#endif

@@ -1,0 +1,729 @@
+/* h2_session.c: HTTP/2 sessions over nghttp2, each HTTP/2 stream served
+ * as a connection of the pool without a socket of its own (whose
+ * transport is h2_stream.c's; the state both keep is in h2_private.h).
+ *
+ * A session:   taken over (preface seen) -> OPEN -> dead (error, EOF,
+ * GOAWAY done, idle, stalled) -> torn down at the end of the session's own
+ * callback (its socket wake-up, its deferred run, its timer), never inside
+ * nghttp2 or a stream's write. Tearing down closes every stream's
+ * connection first.
+ *
+ * A stream:    HEADERS (fields into an h2_request) -> request whole
+ * (END_STREAM) -> its connection is made after nghttp2 returns, reads the
+ * request text and runs its handler -> writes: the response head becomes
+ * HEADERS, the rest DATA -> the connection ends it (END_STREAM once all
+ * it wrote is out, RST_STREAM when it closes with bytes unwritten). A
+ * stream record is freed by the second of nghttp2 closing the stream and
+ * its connection letting go.
+ *
+ * Output without copies: a stream connection's writev hands its iovecs
+ * (the shared chunks) to nghttp2 as the current data source and runs
+ * nghttp2_session_send; the data callback answers with NO_COPY and
+ * send_data writes the 9-byte frame header and the payload pieces in one
+ * writev. What the socket does not take is copied into the session's
+ * output buffer (as is every control frame), and no more DATA is offered
+ * until it drains. Over TLS, whose every piece would be a record, frame
+ * header and payload are joined in that buffer first.
+ *
+ * Backpressure: writev returns what went out. A spent window (the
+ * stream's or the connection's) or a full socket returns less, so the
+ * connection keeps the rest queued and asks for EPOLLOUT, which the
+ * transport remembers (it asks epoll for nothing); the session wakes it
+ * when the window opens (nghttp2 asks the stream for data again) or the
+ * socket drains. The hub sees an ordinary slow reader: queue_limit, then
+ * catch-up from the store. (The stream's side: h2_stream.c.)
+ *
+ * Limits: nghttp2 enforces SETTINGS_MAX_CONCURRENT_STREAMS
+ * (http2_max_streams), CONTINUATION counts, the rate of RST_STREAM (rapid
+ * reset) and the queue of unsent acknowledgements; herald bounds header
+ * lists (431), bodies (413), PING and SETTINGS per second, input read
+ * while output waits, idle and stalled sessions, and a client silent for
+ * keepalive_timeout (a PING, which it must answer within stall_timeout). */
+#include "h2_session.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "h2_head.h"
+#include "h2_private.h"
+#include "http.h"
+#include "log.h"
+#include "util.h"
+
+#define READ_CHUNK 16384
+#define READ_BUDGET (64 * 1024) /* bytes read per wake-up per session */
+#define OBUF_HIGH (64 * 1024)   /* unsent output past which input and control frames wait */
+#define IOV_MAX_H2 160
+#define CONTROL_PER_SEC 250 /* PING and SETTINGS frames a client may send per second */
+
+static void finish(struct h2_session *s);
+
+static void fail(struct h2_session *s, const char *why)
+{
+	if (!s->dead && why)
+		log_debug("closing HTTP/2 connection from %s: %s", s->peer, why);
+	s->dead = true;
+}
+
+/* ---- output ---- */
+
+static void obuf_append(struct h2_session *s, const void *p, size_t n)
+{
+	if (s->olen + n > s->ocap) {
+		s->ocap = MAX(s->olen + n, s->ocap ? s->ocap * 2 : (size_t)4096);
+		s->obuf = xrealloc(s->obuf, s->ocap);
+	}
+	memcpy(s->obuf + s->olen, p, n);
+	s->olen += n;
+}
+
+/* The socket took w bytes of the output buffer. */
+static void obuf_consume(struct h2_session *s, size_t w)
+{
+	memmove(s->obuf, s->obuf + w, s->olen - w);
+	s->olen -= w;
+	/* An idle session holds no buffer: most of its output (DATA) goes
+	 * straight from the shared chunks to the socket. */
+	if (s->olen == 0) {
+		free(s->obuf);
+		s->obuf = NULL;
+		s->ocap = 0;
+	}
+}
+
+/* Write iov (the output buffer first, when it has bytes, as iov[0]) to the
+ * socket; what it does not take joins the output buffer. */
+static void write_out(struct h2_session *s, struct iovec *iov, int n, bool first_is_obuf)
+{
+	struct h2_server *h = s->h;
+	ssize_t w = 0;
+	if (!s->io_err) {
+		for (;;) {
+			w = transport_writev(&s->tp, iov, n);
+			if (w != -EINTR)
+				break;
+		}
+	}
+	if (w == -EAGAIN)
+		w = 0;
+	if (w < 0) {
+		s->io_err = true;
+		fail(s, w == -EPIPE || w == -ECONNRESET ? NULL : "write failed");
+		w = 0;
+	}
+	if (w > 0) {
+		h->m->bytes_written += (uint64_t)w;
+		s->last_out = loop_now(h->lp);
+	}
+	size_t done = (size_t)w;
+	int i = 0;
+	if (first_is_obuf) {
+		size_t o = MIN(done, iov[0].iov_len);
+		obuf_consume(s, o);
+		done -= o;
+		i = 1;
+	}
+	bool left = false;
+	for (; i < n; i++) {
+		size_t take = MIN(done, iov[i].iov_len);
+		done -= take;
+		if (take < iov[i].iov_len) {
+			obuf_append(s, (const char *)iov[i].iov_base + take, iov[i].iov_len - take);
+			left = true;
+		}
+	}
+	s->blocked = left || s->olen > 0;
+}
+
+static void flush_obuf(struct h2_session *s)
+{
+	while (s->olen && !s->io_err) {
+		struct iovec iov = { s->obuf, s->olen };
+		size_t before = s->olen;
+		write_out(s, &iov, 1, true);
+		if (s->olen == before)
+			break;
+	}
+	if (!s->olen)
+		s->blocked = false;
+}
+
+/* nghttp2's serialised frames (all but no-copy DATA): into the buffer,
+ * which the caller flushes. Past OBUF_HIGH they wait inside nghttp2,
+ * whose queue of unsent acknowledgements is bounded. */
+static ssize_t on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *user)
+{
+	struct h2_session *s = user;
+	(void)ng;
+	(void)flags;
+	if (s->olen >= OBUF_HIGH)
+		return NGHTTP2_ERR_WOULDBLOCK;
+	obuf_append(s, data, len);
+	return (ssize_t)len;
+}
+
+/* Point out[] at len bytes of the current source from where the last
+ * frame ended. Returns the pieces used. */
+static int source_pieces(struct h2_session *s, size_t len, struct iovec *out, int max)
+{
+	size_t skip = s->cur_skip + s->cur_taken;
+	int k = 0;
+	for (int i = 0; i < s->cur_n && len && k < max; i++) {
+		size_t l = s->cur_iov[i].iov_len;
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = MIN(l - skip, len);
+		out[k++] = (struct iovec){ (char *)s->cur_iov[i].iov_base + skip, take };
+		len -= take;
+		skip = 0;
+	}
+	return k;
+}
+
+static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+			nghttp2_data_source *source, void *user)
+{
+	struct h2_session *s = user;
+	(void)ng;
+	(void)frame;
+	(void)source;
+	struct iovec iov[IOV_MAX_H2];
+	int k = 0;
+	bool first_is_obuf = s->olen > 0;
+	if (first_is_obuf)
+		iov[k++] = (struct iovec){ s->obuf, s->olen };
+	iov[k++] = (struct iovec){ (void *)framehd, 9 };
+	int pieces = source_pieces(s, length, iov + k, IOV_MAX_H2 - k);
+	if (s->tp.ops->coalesce) {
+		/* One record for header and payload, from the buffer. */
+		for (int i = first_is_obuf ? 1 : 0; i < k + pieces; i++)
+			obuf_append(s, iov[i].iov_base, iov[i].iov_len);
+		flush_obuf(s);
+	} else {
+		write_out(s, iov, k + pieces, first_is_obuf);
+	}
+	s->cur_taken += length;
+	return s->io_err ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+/* Run nghttp2's sender (control frames, HEADERS, the DATA of the current
+ * source or of ending streams), then flush. */
+void h2_session_send(struct h2_session *s)
+{
+	if (s->in_ng || s->dead)
+		return;
+	s->in_ng = true;
+	int r = nghttp2_session_send(s->ng);
+	s->in_ng = false;
+	if (r < 0)
+		fail(s, nghttp2_strerror(r));
+	flush_obuf(s);
+}
+
+/* ---- nghttp2's input callbacks ---- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
+{
+	struct h2_session *s = user;
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0;
+	const struct config *cfg = s->h->cfg;
+	struct h2_stream *st = xcalloc(1, sizeof(*st));
+	st->s = s;
+	st->id = frame->hd.stream_id;
+	st->req = xcalloc(1, sizeof(*st->req));
+	st->req->head_limit = (size_t)(cfg->max_request_line + cfg->max_header_bytes);
+	st->req->body_limit = (size_t)cfg->max_body;
+	st->next = s->streams;
+	if (s->streams)
+		s->streams->prev = st;
+	s->streams = st;
+	nghttp2_session_set_stream_user_data(ng, st->id, st);
+	return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+		     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+{
+	(void)flags;
+	(void)user;
+	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+		return 0; /* trailers: nothing herald reads */
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+	if (st && st->req)
+		h2_request_field(st->req, (const char *)name, namelen, (const char *)value, valuelen);
+	return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *user)
+{
+	(void)flags;
+	(void)user;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+	if (st && st->req)
+		h2_request_data(st->req, (const char *)data, len);
+	return 0;
+}
+
+/* PING and SETTINGS cost an answer each: more than CONTROL_PER_SEC a
+ * second is a flood. */
+static bool control_flood(struct h2_session *s)
+{
+	uint64_t sec = loop_now(s->h->lp) / 1000;
+	if (sec != s->ctl_window) {
+		s->ctl_window = sec;
+		s->ctl_count = 0;
+	}
+	return ++s->ctl_count > CONTROL_PER_SEC;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
+{
+	struct h2_session *s = user;
+	switch (frame->hd.type) {
+	case NGHTTP2_PING:
+	case NGHTTP2_SETTINGS:
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && control_flood(s)) {
+			fail(s, "PING or SETTINGS flood");
+			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+		}
+		return 0;
+	case NGHTTP2_HEADERS:
+	case NGHTTP2_DATA:
+		break;
+	default:
+		return 0;
+	}
+	if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return 0;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+	if (st && st->req && !st->ready) {
+		st->ready = true;
+		h2_pending_push(st);
+	}
+	return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *user)
+{
+	(void)user;
+	(void)error_code;
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+	if (!st)
+		return 0;
+	st->closed = true;
+	if (st->c || st->pending)
+		h2_pending_push(st); /* its connection closes after nghttp2 returns */
+	else
+		h2_stream_free(st);
+	return 0;
+}
+
+/* ---- the session's own work ---- */
+
+/* Queue a graceful GOAWAY (once): the streams begun go on, new ones go to
+ * a new connection. */
+static void go_away(struct h2_session *s)
+{
+	if (s->goaway)
+		return;
+	s->goaway = true;
+	nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+			      NGHTTP2_NO_ERROR, NULL, 0);
+	h2_kick(s);
+}
+
+/* Make the connection of a stream whose request is whole. */
+static void make_conn(struct h2_session *s, struct h2_stream *st)
+{
+	struct h2_server *h = s->h;
+	/* Rotation moves readers, and so a session older than rotate_after
+	 * sends its new streams elsewhere (a restarted proxy, another node). */
+	int64_t rotate = h->cfg->rotate_after_ms;
+	if (rotate > 0 && loop_now(h->lp) - s->started >= (uint64_t)rotate)
+		go_away(s);
+	size_t len = 0;
+	char *text = h2_request_finish(st->req, &len);
+	bool too_large = st->req->too_large;
+	st->head_request = h2_request_is_head(st->req);
+	h2_request_free(st->req);
+	free(st->req);
+	st->req = NULL;
+	if (!text && !too_large) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+		return;
+	}
+	st->in = text;
+	st->in_len = len;
+	s->nconns++;
+	s->served = true;
+	st->conn_gone = false;
+	struct conn *c = conn_new_virtual(h->pool, s->peer, s->peer_unix, s->peer_loopback, &h2_stream_ops, st);
+	/* Its handler may have run and closed it already; st stays (nghttp2
+	 * has not closed the stream while the session was not running it). */
+	if (st->conn_gone)
+		return;
+	st->c = c;
+	if (!text)
+		conn_refuse(c, 431, http_error_cause(431), "request header fields too large", NULL);
+}
+
+static void run_pending(struct h2_session *s)
+{
+	while (s->pending && !s->dead) {
+		struct h2_stream *st = s->pending;
+		s->pending = st->pend_next;
+		st->pending = false;
+		if (st->closed) {
+			if (st->c)
+				conn_close(st->c, NULL); /* frees st */
+			else
+				h2_stream_free(st);
+		} else if (st->ready && st->req) {
+			make_conn(s, st);
+		}
+	}
+}
+
+/* Wake every stream connection waiting for room that has some now. */
+static void wake_streams(struct h2_session *s)
+{
+	if (s->blocked || s->dead || nghttp2_session_get_remote_window_size(s->ng) <= 0)
+		return;
+	for (struct h2_stream *st = s->streams, *next; st; st = next) {
+		next = st->next;
+		if (!st->c || !st->want_out || st->closed)
+			continue;
+		if (nghttp2_session_get_stream_remote_window_size(s->ng, st->id) <= 0)
+			continue;
+		st->want_out = false;
+		conn_wake(st->c, EPOLLOUT);
+		if (s->dead || s->blocked)
+			return;
+	}
+}
+
+static void read_input(struct h2_session *s)
+{
+	char buf[READ_CHUNK];
+	size_t budget = READ_BUDGET;
+	while (budget && !s->dead && s->olen < OBUF_HIGH) {
+		ssize_t n = transport_read(&s->tp, buf, sizeof(buf));
+		if (n == -EINTR)
+			continue;
+		if (n == -EAGAIN)
+			break;
+		if (n <= 0) {
+			s->io_err = n < 0;
+			fail(s, n < 0 && n != -ECONNRESET ? "read failed" : NULL);
+			break;
+		}
+		s->in_ng = true;
+		ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, (size_t)n);
+		s->in_ng = false;
+		if (r < 0) {
+			fail(s, nghttp2_strerror((int)r));
+			break;
+		}
+		budget -= (size_t)n;
+		s->last_in = loop_now(s->h->lp);
+		s->ping_sent = false;
+		if ((size_t)n < sizeof(buf) && !transport_input_pending(&s->tp))
+			break;
+	}
+}
+
+/* Everything the session does after input or a wake-up. */
+static void run(struct h2_session *s)
+{
+	run_pending(s);
+	h2_session_send(s);
+	wake_streams(s);
+	run_pending(s);
+	h2_session_send(s);
+}
+
+static void on_timer(void *arg);
+
+static void update(struct h2_session *s)
+{
+	struct h2_server *h = s->h;
+	uint32_t want = 0;
+	if (s->olen < OBUF_HIGH)
+		want |= EPOLLIN | EPOLLRDHUP;
+	if (s->olen || transport_output_pending(&s->tp))
+		want |= EPOLLOUT;
+	uint32_t ev = transport_events(&s->tp, want);
+	if (ev != s->want) {
+		s->want = ev;
+		loop_modify(h->lp, s->fd, ev);
+	}
+	if ((want & EPOLLIN) && transport_input_pending(&s->tp))
+		h2_kick(s);
+	/* One timer: stalled output, an idle session, or (with streams) a
+	 * client silent for keepalive_timeout, then its PING's answer. */
+	if (!loop_timer_active(&s->timer)) {
+		const struct config *cfg = h->cfg;
+		int64_t ms = s->olen || s->ping_sent  ? cfg->stall_timeout_ms
+			     : s->nconns || s->served ? cfg->keepalive_timeout_ms
+						      : cfg->header_timeout_ms;
+		loop_timer_start(h->lp, &s->timer, (uint64_t)ms, on_timer, s);
+	}
+}
+
+static void teardown(struct h2_session *s)
+{
+	struct h2_server *h = s->h;
+	s->dead = true;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		h->all = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	h->n--;
+	while (s->streams) {
+		struct h2_stream *st = s->streams;
+		if (st->c)
+			conn_close(st->c, NULL); /* frees st */
+		else
+			h2_stream_free(st);
+	}
+	nghttp2_session_del(s->ng);
+	s->ng = NULL;
+	loop_timer_stop(h->lp, &s->timer);
+	loop_unwatch(h->lp, s->fd);
+	transport_free(&s->tp);
+	close(s->fd);
+	free(s->obuf);
+	s->obuf = NULL;
+	if (s->kick_scheduled)
+		s->zombie = true;
+	else
+		free(s);
+}
+
+/* The end of one of the session's callbacks: tear it down when it is
+ * done, else ask for what it needs. */
+static void finish(struct h2_session *s)
+{
+	if (s->busy)
+		return;
+	if (!s->dead && !nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng) && !s->olen)
+		s->dead = true;
+	if (s->dead) {
+		if (!s->io_err) {
+			/* A GOAWAY nghttp2 queued on an error: one try. */
+			s->in_ng = true;
+			nghttp2_session_send(s->ng);
+			s->in_ng = false;
+			flush_obuf(s);
+		}
+		teardown(s);
+		return;
+	}
+	update(s);
+}
+
+static void on_io(void *arg, uint32_t events)
+{
+	struct h2_session *s = arg;
+	char why[320];
+	s->busy++;
+	if (transport_on_io(&s->tp, &events, why, sizeof(why)) < 0) {
+		s->io_err = true;
+		fail(s, why);
+	} else if (events & EPOLLERR) {
+		s->io_err = true;
+		fail(s, NULL);
+	} else if (events) {
+		if (events & EPOLLOUT)
+			flush_obuf(s);
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
+			read_input(s);
+		run(s);
+	}
+	s->busy--;
+	finish(s);
+}
+
+static void deferred(void *arg)
+{
+	struct h2_session *s = arg;
+	s->kick_scheduled = false;
+	if (s->zombie) {
+		free(s);
+		return;
+	}
+	s->busy++;
+	if (!s->dead) {
+		if ((s->want & EPOLLIN) && transport_input_pending(&s->tp))
+			read_input(s);
+		run(s);
+	}
+	s->busy--;
+	finish(s);
+}
+
+/* Run the session at the end of this loop pass. */
+void h2_kick(struct h2_session *s)
+{
+	if (s->kick_scheduled || s->zombie)
+		return;
+	s->kick_scheduled = true;
+	loop_defer(s->h->lp, deferred, s);
+}
+
+static void on_timer(void *arg)
+{
+	struct h2_session *s = arg;
+	const struct config *cfg = s->h->cfg;
+	uint64_t now = loop_now(s->h->lp);
+	s->busy++;
+	if (s->olen && now - s->last_out >= (uint64_t)cfg->stall_timeout_ms) {
+		fail(s, "no bytes accepted within stall_timeout");
+	} else if (!s->olen && s->nconns == 0) {
+		uint64_t idle = (uint64_t)(s->served ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
+		if (now - s->last_active >= idle) {
+			nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
+			h2_session_send(s);
+			s->dead = true;
+		} else {
+			loop_timer_start(s->h->lp, &s->timer, idle - (now - s->last_active), on_timer, s);
+		}
+	} else if (s->ping_sent && now - s->ping_at >= (uint64_t)cfg->stall_timeout_ms) {
+		fail(s, "no answer to PING within stall_timeout");
+	} else if (!s->ping_sent && now - s->last_in >= (uint64_t)cfg->keepalive_timeout_ms) {
+		/* Streams only write, so a peer gone without a word would hold
+		 * them until the socket fills: ask it for a sign of life. */
+		s->ping_sent = true;
+		s->ping_at = now;
+		nghttp2_submit_ping(s->ng, NGHTTP2_FLAG_NONE, NULL);
+		h2_session_send(s);
+	}
+	s->busy--;
+	finish(s);
+}
+
+/* ---- the server's side ---- */
+
+static bool take(void *arg, const struct conn *c, int fd, const struct transport *tp, const char *bytes, size_t n)
+{
+	struct h2_server *h = arg;
+	const struct config *cfg = h->cfg;
+	if (!cfg->http2)
+		return false;
+	struct h2_session *s = xcalloc(1, sizeof(*s));
+	s->h = h;
+	s->fd = fd;
+	s->tp = *tp;
+	snprintf(s->peer, sizeof(s->peer), "%s", conn_peer(c));
+	s->peer_unix = conn_peer_unix(c);
+	s->peer_loopback = conn_peer_local(c);
+	transport_moved(&s->tp, s->peer);
+	s->started = s->last_active = s->last_out = s->last_in = loop_now(h->lp);
+	nghttp2_session_server_new2(&s->ng, h->cbs, s, h->opt);
+	nghttp2_settings_entry iv[] = {
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)cfg->http2_max_streams },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(cfg->max_request_line + cfg->max_header_bytes) },
+		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+		{ NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
+	};
+	nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+	if (h->draining)
+		go_away(s);
+	s->next = h->all;
+	if (h->all)
+		h->all->prev = s;
+	h->all = s;
+	h->n++;
+	s->want = transport_events(&s->tp, EPOLLIN | EPOLLRDHUP);
+	if (loop_watch(h->lp, fd, s->want, on_io, s) < 0) {
+		s->io_err = true;
+		fail(s, "cannot watch the socket");
+	}
+	/* The preface and whatever came with it. */
+	s->busy++;
+	if (!s->dead) {
+		s->in_ng = true;
+		ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)bytes, n);
+		s->in_ng = false;
+		if (r < 0)
+			fail(s, nghttp2_strerror((int)r));
+		/* More may wait inside TLS or the socket. */
+		if (!s->dead)
+			read_input(s);
+		run(s);
+	}
+	s->busy--;
+	/* The connection being taken over is still on the stack: tear down
+	 * later if it has to be. */
+	if (s->dead)
+		h2_kick(s);
+	else
+		update(s);
+	return true;
+}
+
+struct conn_takeover h2_server_takeover(struct h2_server *h)
+{
+	return (struct conn_takeover){ .arg = h, .take = take };
+}
+
+struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struct metrics *m, struct conn_pool *pool)
+{
+	struct h2_server *h = xcalloc(1, sizeof(*h));
+	h->lp = lp;
+	h->cfg = cfg;
+	h->m = m;
+	h->pool = pool;
+	if (nghttp2_session_callbacks_new(&h->cbs) != 0 || nghttp2_option_new(&h->opt) != 0) {
+		fprintf(stderr, "herald: out of memory for nghttp2\n");
+		abort();
+	}
+	nghttp2_session_callbacks_set_send_callback(h->cbs, on_send);
+	nghttp2_session_callbacks_set_send_data_callback(h->cbs, on_send_data);
+	nghttp2_session_callbacks_set_on_begin_headers_callback(h->cbs, on_begin_headers);
+	nghttp2_session_callbacks_set_on_header_callback(h->cbs, on_header);
+	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h->cbs, on_data_chunk);
+	nghttp2_session_callbacks_set_on_frame_recv_callback(h->cbs, on_frame_recv);
+	nghttp2_session_callbacks_set_on_stream_close_callback(h->cbs, on_stream_close);
+	/* Closed streams are not kept for the priority tree (herald sends
+	 * in the order its connections write). */
+	nghttp2_option_set_no_closed_streams(h->opt, 1);
+	return h;
+}
+
+void h2_server_drain(struct h2_server *h)
+{
+	h->draining = true;
+	for (struct h2_session *s = h->all; s; s = s->next)
+		go_away(s);
+}
+
+size_t h2_server_sessions(const struct h2_server *h)
+{
+	return h->n;
+}
+
+void h2_server_free(struct h2_server *h)
+{
+	if (!h)
+		return;
+	while (h->all) {
+		struct h2_session *s = h->all;
+		s->io_err = true;          /* no goodbye at exit */
+		s->kick_scheduled = false; /* the loop runs no more deferred work */
+		teardown(s);
+	}
+	nghttp2_session_callbacks_del(h->cbs);
+	nghttp2_option_del(h->opt);
+	free(h);
+}

@@ -1,0 +1,272 @@
+/* h2_stream.c: the transport of an HTTP/2 stream's connection (a
+ * connection of the pool without a socket, conn_new_virtual). It reads the
+ * request as the HTTP/1.1 text h2_head assembled; what the connection
+ * writes begins with an HTTP/1.1 response head, queued once as HEADERS,
+ * and the rest becomes DATA frames whose payload is the connection's own
+ * iovecs (the shared chunks), handed to nghttp2 as the current data source
+ * while the session's sender runs. A spent window or a full socket makes a
+ * short write, so the connection is a slow reader. Its interest is kept
+ * here (want_out) and epoll is asked for nothing; the session wakes it.
+ * The stream record is freed by the second of nghttp2 closing the stream
+ * and the connection letting go (its transport's free). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h2_private.h"
+#include "log.h"
+#include "util.h"
+
+#define HEAD_MAX 16384 /* a response head */
+#define FIELDS_MAX 64
+
+void h2_pending_push(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	if (st->pending)
+		return;
+	/* In order of arrival: the caps admit the streams opened first. */
+	st->pending = true;
+	st->pend_next = NULL;
+	struct h2_stream **pp = &s->pending;
+	while (*pp)
+		pp = &(*pp)->pend_next;
+	*pp = st;
+	h2_kick(s);
+}
+
+static void pending_remove(struct h2_stream *st)
+{
+	struct h2_stream **pp = &st->s->pending;
+	while (*pp && *pp != st)
+		pp = &(*pp)->pend_next;
+	if (*pp)
+		*pp = st->pend_next;
+	st->pending = false;
+}
+
+void h2_stream_free(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	if (st->pending)
+		pending_remove(st);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		s->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	if (st->req) {
+		h2_request_free(st->req);
+		free(st->req);
+	}
+	free(st->in);
+	free(st->head);
+	if (s->cur == st)
+		s->cur = NULL;
+	if (s->ng && !s->dead && !st->closed)
+		nghttp2_session_set_stream_user_data(s->ng, st->id, NULL);
+	free(st);
+}
+
+static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			 nghttp2_data_source *source, void *user)
+{
+	struct h2_session *s = user;
+	struct h2_stream *st = source->ptr;
+	(void)ng;
+	(void)id;
+	(void)buf;
+	if (st != s->cur) {
+		if (st->ending) {
+			*flags |= NGHTTP2_DATA_FLAG_EOF;
+			return 0;
+		}
+		/* Its window opened (or it was resumed) while its connection
+		 * was not writing: wake the connection. */
+		if (st->c && st->want_out)
+			h2_kick(s);
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	size_t avail = s->cur_len - s->cur_taken;
+	if (avail == 0 || s->blocked)
+		return NGHTTP2_ERR_DEFERRED;
+	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	return (ssize_t)MIN(length, avail);
+}
+
+/* Queue the response head as HEADERS with the stream's data source. */
+static int submit_head(struct h2_stream *st, char *head, size_t len)
+{
+	struct h2_session *s = st->s;
+	struct h2_field f[FIELDS_MAX];
+	size_t n = 0;
+	int status = 0;
+	if (h2_head_parse(head, len, &status, f, FIELDS_MAX, &n) <= 0)
+		return -1;
+	nghttp2_nv nv[FIELDS_MAX + 1];
+	char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10),
+			 0 };
+	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE };
+	for (size_t i = 0; i < n; i++)
+		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
+					  NGHTTP2_NV_FLAG_NONE };
+	st->bodyless = st->head_request || status == 204 || status == 304;
+	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
+	int r = nghttp2_submit_response(s->ng, st->id, nv, n + 1, st->bodyless ? NULL : &prd);
+	if (r < 0)
+		return -1;
+	st->submitted = true;
+	return 0;
+}
+
+/* Take the response head from the start of what the connection writes
+ * (nearly always whole in its first piece), and queue it as HEADERS once
+ * it is whole. Returns the bytes of it consumed, or -1. */
+static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
+{
+	char buf[HEAD_MAX];
+	size_t have = st->head_len, used = 0;
+	if (have)
+		memcpy(buf, st->head, have);
+	for (int i = 0; i < n; i++) {
+		if (have == HEAD_MAX)
+			return -1;
+		size_t take = MIN(HEAD_MAX - have, iov[i].iov_len);
+		memcpy(buf + have, iov[i].iov_base, take);
+		size_t end = h2_head_end(buf, have + take);
+		if (end) {
+			if (submit_head(st, buf, end) < 0)
+				return -1;
+			free(st->head);
+			st->head = NULL;
+			st->head_len = 0;
+			return (ssize_t)(used + end - have);
+		}
+		have += take;
+		used += take;
+	}
+	st->head = xrealloc(st->head, have ? have : 1);
+	memcpy(st->head, buf, have);
+	st->head_len = have;
+	return (ssize_t)used;
+}
+
+static ssize_t stream_read(struct transport *t, void *buf, size_t len)
+{
+	struct h2_stream *st = t->state;
+	if (!st->in)
+		return -EAGAIN;
+	size_t n = MIN(len, st->in_len - st->in_off);
+	memcpy(buf, st->in + st->in_off, n);
+	st->in_off += n;
+	if (st->in_off == st->in_len) {
+		free(st->in);
+		st->in = NULL;
+	}
+	return (ssize_t)n;
+}
+
+static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n)
+{
+	struct h2_stream *st = t->state;
+	struct h2_session *s = st->s;
+	if (s->dead || st->closed)
+		return -EPIPE;
+	if (s->in_ng) {
+		h2_kick(s);
+		return -EAGAIN;
+	}
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	size_t off = 0;
+	if (!st->submitted) {
+		ssize_t u = take_head(st, iov, n);
+		if (u < 0) {
+			log_warn("HTTP/2 stream from %s: response head not understood", s->peer);
+			return -EIO;
+		}
+		off = (size_t)u;
+	}
+	if (st->submitted && st->bodyless)
+		off = total; /* nothing follows the head */
+	size_t taken = 0;
+	if (off < total && !s->blocked) {
+		s->cur = st;
+		s->cur_iov = iov;
+		s->cur_n = n;
+		s->cur_skip = off;
+		s->cur_len = total - off;
+		s->cur_taken = 0;
+		nghttp2_session_resume_data(s->ng, st->id);
+		h2_session_send(s);
+		taken = s->cur_taken;
+		s->cur = NULL;
+		s->cur_iov = NULL;
+	} else {
+		h2_session_send(s); /* the HEADERS */
+	}
+	if (s->dead)
+		h2_kick(s);
+	size_t w = off + taken;
+	st->short_write = w < total;
+	return w ? (ssize_t)w : -EAGAIN;
+}
+
+/* The connection's interest is kept here; epoll is asked for nothing. */
+static uint32_t stream_events(const struct transport *t, uint32_t wanted)
+{
+	struct h2_stream *st = t->state;
+	st->want_out = (wanted & EPOLLOUT) != 0;
+	return 0;
+}
+
+/* End the stream once what was written is out. */
+static void end_stream(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	if (!st->submitted) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+	} else if (st->short_write) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+	} else if (!st->bodyless) {
+		st->ending = true;
+		nghttp2_session_resume_data(s->ng, st->id);
+	}
+	h2_kick(s);
+}
+
+static void stream_shutdown(struct transport *t)
+{
+	struct h2_stream *st = t->state;
+	if (!st->s->dead && !st->closed && !st->ending)
+		end_stream(st);
+}
+
+static void stream_free_op(struct transport *t)
+{
+	struct h2_stream *st = t->state;
+	struct h2_session *s = st->s;
+	st->c = NULL;
+	st->conn_gone = true;
+	s->nconns--;
+	if (s->nconns == 0)
+		s->last_active = loop_now(s->h->lp);
+	if (s->dead || st->closed) {
+		h2_stream_free(st);
+		return;
+	}
+	if (!st->ending)
+		end_stream(st);
+}
+
+const struct transport_ops h2_stream_ops = {
+	.name = "h2",
+	.ready_at_accept = true,
+	.read = stream_read,
+	.writev = stream_writev,
+	.events = stream_events,
+	.shutdown = stream_shutdown,
+	.free = stream_free_op,
+};
