@@ -8,6 +8,11 @@ limit, so a hang fails that test instead of the run. Arguments filter tests by
 substring: tests/run.py stream resume; a word that matches no test is named and
 fails the run.
 
+End-to-end tests run two at a time ($HERALD_TEST_JOBS; 1 runs them one by
+one), each a process of its own, except those that measure or load the
+machine: a test function with `alone = True`, or every test of a module
+with `ALONE = True`, runs with nothing beside it, after the others.
+
 $HERALD_BUILD names the build folder under test. Unset, it is the build that
 has test binaries (build/asan after `make test`, build after `make all unit`),
 the newer when both have; the first line says which, and which herald. It is
@@ -74,7 +79,9 @@ def e2e_tests():
         for name in sorted(vars(mod)):
             f = getattr(mod, name)
             if name.startswith("test_") and callable(f):
-                yield f"{fn[:-3]}.{name}", os.path.join(d, fn), name, getattr(f, "timeout", DEFAULT_TIMEOUT)
+                alone = getattr(f, "alone", getattr(mod, "ALONE", False))
+                yield (f"{fn[:-3]}.{name}", os.path.join(d, fn), name, getattr(f, "timeout", DEFAULT_TIMEOUT),
+                       alone)
 
 
 def _child(path, name, q):
@@ -89,23 +96,60 @@ def _child(path, name, q):
         q.put(traceback.format_exc())
 
 
-def run_e2e(path, name, timeout):
-    ctx = multiprocessing.get_context("fork")
-    q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(path, name, q))
-    p.start()
-    p.join(timeout)
-    if p.is_alive():
-        p.terminate()
-        p.join(5)
-        if p.is_alive():
-            p.kill()
-            p.join()
-        return f"timed out after {timeout} s"
-    try:
-        return q.get(timeout=1)
-    except Exception:
-        return f"test process exited with code {p.exitcode} and no result"
+class Running:
+    """One end-to-end test in a child process of its own."""
+
+    def __init__(self, name, path, fname, timeout):
+        ctx = multiprocessing.get_context("fork")
+        self.name, self.timeout = name, timeout
+        self.q = ctx.Queue()
+        self.p = ctx.Process(target=_child, args=(path, fname, self.q))
+        self.t0 = time.monotonic()
+        self.p.start()
+
+    def poll(self):
+        """None while it runs; else (error or None, seconds)."""
+        dt = time.monotonic() - self.t0
+        try:
+            # The result first: a child cannot end before its queue is read.
+            err = self.q.get_nowait()
+            self.p.join()
+            return err, dt
+        except Exception:
+            pass
+        if self.p.is_alive():
+            if dt < self.timeout:
+                return None
+            self.p.terminate()
+            self.p.join(5)
+            if self.p.is_alive():
+                self.p.kill()
+                self.p.join()
+            return f"timed out after {self.timeout} s", dt
+        try:
+            return self.q.get(timeout=1), dt
+        except Exception:
+            return f"test process exited with code {self.p.exitcode} and no result", dt
+
+
+def run_e2e_all(tests, jobs, report):
+    """Run tests (name, path, fname, timeout, alone): those not alone jobs at
+    a time, then the others one by one; report(name, error, seconds) as each
+    ends."""
+    shared = [t for t in tests if not t[4]]
+    alone = [t for t in tests if t[4]]
+    for batch, width in ((shared, max(1, jobs)), (alone, 1)):
+        waiting, running = list(batch), []
+        while waiting or running:
+            while waiting and len(running) < width:
+                name, path, fname, timeout, _ = waiting.pop(0)
+                running.append(Running(name, path, fname, timeout))
+            for r in list(running):
+                res = r.poll()
+                if res is not None:
+                    running.remove(r)
+                    report(r.name, *res)
+            time.sleep(0.02)
 
 
 def main():
@@ -145,19 +189,21 @@ def main():
             failures.append(name)
             print(f"FAIL  {name} (exit {r.returncode})\n{r.stdout.decode(errors='replace')[-4000:]}", flush=True)
 
-    for name, path, fname, timeout in e2e:
-        if not want(name):
-            continue
-        t0 = time.monotonic()
-        err = run_e2e(path, fname, timeout)
-        dt = time.monotonic() - t0
+    counts = {"passed": 0, "failed": 0}
+
+    def report(name, err, dt):
         if err is None:
-            passed += 1
+            counts["passed"] += 1
             print(f"ok    {name} ({dt:.2f} s)", flush=True)
         else:
-            failed += 1
+            counts["failed"] += 1
             failures.append(name)
             print(f"FAIL  {name} ({dt:.2f} s)\n{err}", flush=True)
+
+    jobs = int(os.environ.get("HERALD_TEST_JOBS", "2"))
+    run_e2e_all([t for t in e2e if want(t[0])], jobs, report)
+    passed += counts["passed"]
+    failed += counts["failed"]
 
     if failures:
         print("failed: " + ", ".join(failures))

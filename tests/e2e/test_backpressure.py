@@ -4,6 +4,9 @@ near its queue limit, beyond what a second herald on the same log without
 that reader grows), and when it reads again it gets every event in order,
 no gap, no duplicate; a reader that reads all along gets every event
 live."""
+
+# Slow readers against stall_timeout: nothing runs beside them.
+ALONE = True
 import re
 import socket
 import threading

@@ -17,6 +17,9 @@ otherwise), refuses to run while a herald package is already installed, and
 purges in a finally, also when the test runner's time limit ends it. No
 service starts: systemd is not running here, and where it runs a
 policy-rc.d keeps the maintainer scripts from starting anything."""
+
+# Installs and purges the package on this machine: nothing runs beside it.
+ALONE = True
 import grp
 import os
 import pwd

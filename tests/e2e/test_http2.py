@@ -754,6 +754,7 @@ def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
 
 
 test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.timeout = 120
+test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.alone = True
 
 
 # ---- slice 4: Chromium on herald's own TLS listener ----
@@ -788,6 +789,7 @@ def test_chromium_forty_event_sources_over_one_tls_connection():
 
 
 test_chromium_forty_event_sources_over_one_tls_connection.timeout = 60
+test_chromium_forty_event_sources_over_one_tls_connection.alone = True
 
 
 # ---- slice 5: figures (docs/BENCHMARKS.md) ----
@@ -884,6 +886,9 @@ def test_figures_small_run():
     assert f["event_to_last_ms_max"] < 5000, f
     f = h2_figures(streams=20, conns=20, tls=True, events=2)
     assert f["event_to_last_ms_max"] < 5000, f
+
+
+test_figures_small_run.alone = True
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ and unix) with their configured backlog, a copy of a tool outside the tree
 finds herald the way an installed one must, refusals are reported by status
 with the readers that did open, --help answers on stdout with exit 0, and bad
 arguments must give a usage error (exit 2)."""
+
+# The tools load the machine and time what they measure: nothing runs beside them.
+ALONE = True
 import csv
 import glob
 import json

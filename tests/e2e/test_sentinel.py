@@ -85,6 +85,7 @@ def test_sentinel_failover_loses_no_acknowledged_event():
 
 
 test_sentinel_failover_loses_no_acknowledged_event.timeout = 120
+test_sentinel_failover_loses_no_acknowledged_event.alone = True
 
 
 def _run_failover(nodes, primary, replica, sentinels, caddy, n_readers, before_kill, after_kill):

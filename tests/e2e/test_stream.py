@@ -359,3 +359,6 @@ def test_idle_server_does_not_poll():
         sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('t','news','after-idle',1)")
         assert [e["data"] for e in s.events(1, timeout=2)] == ["after-idle"]
         s.close()
+
+
+test_idle_server_does_not_poll.alone = True

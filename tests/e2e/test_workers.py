@@ -316,6 +316,7 @@ def test_workers_bench_small():
 
 
 test_workers_bench_small.timeout = 180
+test_workers_bench_small.alone = True
 
 
 def test_workers_on_a_fresh_tree_create_the_database_folder():
