@@ -8,6 +8,7 @@
 #include "console.h"
 #include "group.h"
 #include "log.h"
+#include "mercure.h"
 #include "presence.h"
 #include "topic.h"
 #include "util.h"
@@ -361,6 +362,8 @@ static bool expect_continue(void *owner, struct conn *c, const struct http_reque
 		}
 		return publish_precheck(a->pubq, c, req);
 	}
+	if (path_is(req, MERCURE_PATH) && a->cfg->mercure && req->method == HTTP_POST)
+		return true; /* the form is judged whole */
 	/* Nothing else takes a body: answer it now as it would be answered,
 	 * and close, since the body it may still send is not read. */
 	conn_set_keep_alive(c, false);
@@ -397,6 +400,18 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
 		else
 			publish_handle(a->pubq, c, req, body, body_len);
+	} else if (path_is(req, MERCURE_PATH) && a->cfg->mercure) {
+		struct mercure mc = { a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub };
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "GET, POST");
+		else if (req->method == HTTP_GET)
+			mercure_subscribe(&mc, c, req);
+		else if (req->method != HTTP_POST)
+			method_not_allowed(c, "GET, POST, OPTIONS");
+		else if (conn_draining(c))
+			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
+		else
+			mercure_publish(&mc, c, req, body, body_len);
 	} else if (path_is(req, "/api/presence") && a->presence) {
 		if (req->method != HTTP_GET)
 			method_not_allowed(c, "GET");

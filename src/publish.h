@@ -41,6 +41,24 @@ bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http
 void publish_handle(struct publish_queue *q, struct conn *c, const struct http_request *req, const char *body,
 		    size_t body_len);
 
+/* A Mercure update checked by its handler (mercure.c), its strings
+ * malloc'd: the row (type, topic, data, public) and the update's id and
+ * block (mercure_update.h). */
+struct publish_mercure {
+	char *type, *topic, *data;
+	size_t data_len;
+	bool public;
+	char *id;
+	char *block;
+	size_t block_len;
+};
+
+/* Queue u for the group commit like any publish (taking over its
+ * strings); the answer is 200 text/plain with the id, or 409 when another
+ * update has the id. cors: extra headers for the answer, or NULL. */
+void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors);
+void publish_mercure_free(struct publish_mercure *u);
+
 /* Number of publishes waiting for their commit. */
 size_t publish_pending(const struct publish_queue *q);
 

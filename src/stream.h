@@ -68,4 +68,11 @@ void streams_free(struct streams *s);
  * into a stream whose reader the hub owns and feeds. */
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req);
 
+/* Open a stream on c for a reader another protocol's handler described
+ * (mercure.c, which has checked the request and the token): the caps
+ * (admission), then the head with extra_headers ("Name: value\r\n"
+ * lines, or NULL) and the reader spec opens, fed as any stream. Takes
+ * over spec's topics, grants and accepts_arg, also when it refuses. */
+void stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spec, const char *extra_headers);
+
 #endif
