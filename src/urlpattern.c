@@ -239,7 +239,7 @@ static bool run(const struct prog *p, const char *t, size_t n, bool fold_case)
  * modifier, not the search's start. n when none. */
 static size_t find_top(const char *s, size_t n, size_t from, const char *set, bool pattern)
 {
-	bool in_group = false, in_name = false;
+	bool in_group = false, in_name = false, modifiable = false;
 	for (size_t i = from; i < n; i++) {
 		char c = s[i];
 		if (!pattern) {
@@ -249,17 +249,17 @@ static size_t find_top(const char *s, size_t n, size_t from, const char *set, bo
 		}
 		if (c == '\\') {
 			i++;
-			in_name = false;
+			in_name = modifiable = false;
 			continue;
 		}
-		if (c == '?' && (in_name || (i > from && (s[i - 1] == '*' || s[i - 1] == '}')))) {
-			in_name = false;
+		if (c == '?' && (in_name || modifiable)) {
+			in_name = modifiable = false;
 			continue;
 		}
-		if (in_name && !name_byte((unsigned char)c))
-			in_name = false;
-		if (c == ':')
-			in_name = true;
+		if (in_name && name_byte((unsigned char)c))
+			continue;
+		in_name = c == ':';
+		modifiable = c == '*' || c == '}';
 		if (c == '{')
 			in_group = true;
 		else if (c == '}')
@@ -385,17 +385,15 @@ static void split(const char *s, size_t n, const char *base, bool pattern, struc
 	}
 	if (at < n && s[at] == '#')
 		text_set(&out[C_HASH], s + at + 1, n - at - 1);
-	if (!pattern) {
-		/* The URL parser's canonical forms that matter here: lower-case
-		 * scheme and host, no default port. */
-		for (size_t i = 0; i < out[C_PROTOCOL].n; i++)
-			out[C_PROTOCOL].s[i] = (char)tolower((unsigned char)out[C_PROTOCOL].s[i]);
-		const char *scheme = out[C_PROTOCOL].s ? out[C_PROTOCOL].s : "";
-		const char *port = out[C_PORT].s ? out[C_PORT].s : "";
-		if (((!strcmp(scheme, "http") || !strcmp(scheme, "ws")) && !strcmp(port, "80")) ||
-		    ((!strcmp(scheme, "https") || !strcmp(scheme, "wss")) && !strcmp(port, "443")))
-			text_set(&out[C_PORT], "", 0);
-	}
+	/* The URL parser's canonical forms that matter here: lower-case
+	 * scheme (and host, folded when matched), no default port. */
+	for (size_t i = 0; i < out[C_PROTOCOL].n; i++)
+		out[C_PROTOCOL].s[i] = (char)tolower((unsigned char)out[C_PROTOCOL].s[i]);
+	const char *scheme = out[C_PROTOCOL].s ? out[C_PROTOCOL].s : "";
+	const char *port = out[C_PORT].s ? out[C_PORT].s : "";
+	if (((!strcmp(scheme, "http") || !strcmp(scheme, "ws")) && !strcmp(port, "80")) ||
+	    ((!strcmp(scheme, "https") || !strcmp(scheme, "wss")) && !strcmp(port, "443")))
+		text_set(&out[C_PORT], "", 0);
 }
 
 struct urlpattern *urlpattern_new(const char *pattern, size_t n, const char *base, const char **why)
