@@ -12,8 +12,8 @@
  * topic); its type is the update's type ("message" when none); public is
  * the absence of "private". A row of herald's own API reaches Mercure
  * subscribers with its topic as the one topic and its number as the id.
- * A publisher's id is unique in the log; ids made only of digits are
- * refused (they name herald's rows). */
+ * A publisher's id names the earliest row that carries it; ids made only
+ * of digits are refused (they name herald's rows). */
 #ifndef HERALD_MERCURE_H
 #define HERALD_MERCURE_H
 

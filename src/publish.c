@@ -527,14 +527,9 @@ static void answer_conflict(struct publish_item *it, int64_t id)
 	conn_refuse(it->c, 422, "idempotency_key_reused", msg, NULL);
 }
 
-/* A Mercure update stored (200 text/plain with its id), or refused for an
- * id another update has (409). */
-static void answer_mercure(struct publish_queue *q, struct publish_item *it, const struct store_appended *res)
+/* A Mercure update stored: 200 text/plain with its id. */
+static void answer_mercure(struct publish_queue *q, struct publish_item *it)
 {
-	if (res->outcome == STORE_ID_TAKEN) {
-		conn_refuse(it->c, 409, "mercure_id_taken", "another update has this id", it->cors);
-		return;
-	}
 	metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
 	conn_respond(it->c, 200,
 		     http_format_response(200, "text/plain; charset=utf-8", it->cors, it->mercure_id,
@@ -553,7 +548,7 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 		if (res && res[i].outcome == STORE_KEY_CONFLICT) {
 			answer_conflict(it, res[i].id);
 		} else if (res && it->c && it->mercure_id) {
-			answer_mercure(q, it, &res[i]);
+			answer_mercure(q, it);
 		} else if (it->c) {
 			if (res) {
 				/* A replay is answered as the original was. */

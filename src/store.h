@@ -68,8 +68,8 @@ struct store_new_event {
 	const char *idem_publisher; /* the key's scope (idempotency.h); with idem_key */
 	const char *idem_key;       /* NULL: not keyed */
 	const char *idem_hash;      /* the body's fingerprint, hex */
-	/* A Mercure update: its id, unique in the log (a row whose id is
-	 * taken is not stored: STORE_ID_TAKEN), and the block read back as
+	/* A Mercure update: its id (store_mercure_find finds the earliest
+	 * row of an id used again) and the block read back as
 	 * store_event.mercure. NULL: a row of herald's own. */
 	const char *mercure_id;
 	const char *mercure;
@@ -81,7 +81,6 @@ enum store_outcome {
 	STORE_STORED,       /* stored now as id */
 	STORE_REPLAYED,     /* its key was stored before as id, with the same hash */
 	STORE_KEY_CONFLICT, /* its key was stored before as id, with another hash */
-	STORE_ID_TAKEN,     /* its Mercure id names the event id already */
 };
 
 struct store_appended {
@@ -176,7 +175,7 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg, int64_t *through);
 
-/* The event a Mercure update id names: 1 with *id set, 0 when no row has
+/* The event a Mercure update id names (the earliest with that id): 1 with *id set, 0 when no row has
  * it, -ENOTSUP when the backend keeps no Mercure ids (Redis), -EBUSY or
  * -EIO. */
 int store_mercure_find(struct store *st, const char *mercure_id, int64_t *id);

@@ -174,12 +174,13 @@ static const struct migration migrations[] = {
 	  "CREATE INDEX IF NOT EXISTS herald_idempotency_created_at ON herald_idempotency(created_at);"
 	  "CREATE INDEX IF NOT EXISTS herald_idempotency_event_id ON herald_idempotency(event_id);",
 	  NULL },
-	/* Mercure updates: the publisher's id (unique: a resume point names
-	 * one event) and the block read back with the row, removed with
-	 * their event by whoever deletes it. */
+	/* Mercure updates: the publisher's id (a reused one names its
+	 * earliest event, so an id resolves to one event) and the block read
+	 * back with the row, removed with their event by whoever deletes it. */
 	{ 5,
-	  "CREATE TABLE IF NOT EXISTS herald_mercure(event_id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE,"
+	  "CREATE TABLE IF NOT EXISTS herald_mercure(event_id INTEGER PRIMARY KEY, uid TEXT NOT NULL,"
 	  " block TEXT NOT NULL);"
+	  "CREATE INDEX IF NOT EXISTS herald_mercure_uid ON herald_mercure(uid, event_id);"
 	  "CREATE TRIGGER IF NOT EXISTS herald_mercure_gone AFTER DELETE ON events BEGIN"
 	  " DELETE FROM herald_mercure WHERE event_id = OLD.id; END;",
 	  NULL },
@@ -523,9 +524,9 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 		    err, errlen) < 0 ||
 	    prepare(st, &st->data_ver, "PRAGMA data_version", err, errlen) < 0 ||
 	    prepare(st, &st->mercure_put,
-		    "INSERT OR IGNORE INTO herald_mercure(event_id, uid, block) VALUES (?1, ?2, ?3)", err,
+		    "INSERT INTO herald_mercure(event_id, uid, block) VALUES (?1, ?2, ?3)", err,
 		    errlen) < 0 ||
-	    prepare(st, &st->mercure_find, "SELECT event_id FROM herald_mercure WHERE uid = ?1", err, errlen) < 0 ||
+	    prepare(st, &st->mercure_find, "SELECT event_id FROM herald_mercure WHERE uid = ?1 ORDER BY event_id LIMIT 1", err, errlen) < 0 ||
 	    /* A key counts only while its event is in the log: once retention
 	     * (or another program) removed it, a retry is stored anew. */
 	    prepare(st, &st->idem_get,
@@ -861,16 +862,6 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 				goto fail;
 			if (ret == 1) {
 				out[i] = (struct store_appended){ id, same ? STORE_REPLAYED : STORE_KEY_CONFLICT };
-				continue;
-			}
-		}
-		if (ev->mercure_id) {
-			int64_t taken = 0;
-			ret = store_sqlite_mercure_find(st, ev->mercure_id, &taken);
-			if (ret < 0)
-				goto fail;
-			if (ret == 1) {
-				out[i] = (struct store_appended){ taken, STORE_ID_TAKEN };
 				continue;
 			}
 		}
