@@ -76,6 +76,7 @@ static int verify(const struct mercure *mc, struct http_slice tok, struct mercur
 		return JWT_BAD_SIGNATURE;
 	struct jwt_rights r;
 	const char *why;
+	g->audience_checked = mc->cfg->jwt_audience[0] != '\0';
 	int e = jwt_verify_claims(mc->streams->jwt, tok.p, tok.n, clock_wall_s(), mercure_read_claims, g, &r, &why);
 	if (e == JWT_OK) {
 		*exp = r.exp;

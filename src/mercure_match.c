@@ -211,11 +211,32 @@ int mercure_read_claims(void *arg, const struct json_value *header, const struct
 	struct json_value typ, details, d, type;
 	struct json_iter it;
 	bool ok = true;
-	if (json_member(header, "typ", 3, &typ) && (is(&typ, "at+jwt") || is(&typ, "application/at+jwt")))
-		g->access_token = true;
+	if (json_member(header, "typ", 3, &typ) && typ.type == JSON_STRING) {
+		/* Compared without "application/" and case-insensitively (RFC 7515 4.1.9). */
+		size_t n;
+		char *t = json_string_dup(&typ, &n);
+		const char *v = strncasecmp(t, "application/", 12) == 0 ? t + 12 : t;
+		g->access_token = strlen(t) == n && strcasecmp(v, "at+jwt") == 0;
+		free(t);
+	}
 	if (g->access_token) {
-		/* RFC 9068: the rights are in authorization_details alone. */
-		if (json_member(payload, "authorization_details", 21, &details)) {
+		/* RFC 9068: an issuer, this hub among the audiences (jwt.c has
+		 * already held aud and iss to jwt_audience and jwt_issuer when
+		 * set), and the rights in authorization_details alone. */
+		struct json_value iss, aud, a;
+		ok = json_member(payload, "iss", 3, &iss) && iss.type == JSON_STRING;
+		bool for_us = false;
+		if (json_member(payload, "aud", 3, &aud)) {
+			if (aud.type == JSON_ARRAY) {
+				json_iter_start(&it, &aud);
+				while (!for_us && json_iter_next(&it, NULL, &a))
+					for_us = is(&a, g->base);
+			} else {
+				for_us = is(&aud, g->base);
+			}
+		}
+		ok = ok && (for_us || g->audience_checked);
+		if (ok && json_member(payload, "authorization_details", 21, &details)) {
 			if (details.type != JSON_ARRAY)
 				ok = false;
 			json_iter_start(&it, &details);

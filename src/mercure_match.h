@@ -51,14 +51,16 @@ void mercure_matchers_free(struct mercure_matchers *l);
 struct mercure_grants {
 	const char *base; /* lent: the hub's URL, for URL patterns */
 	struct mercure_matchers subscribe, publish;
-	bool access_token; /* an RFC 9068 token (authorization_details) */
+	bool audience_checked; /* jwt_audience is set (jwt.c checks aud against it) */
+	bool access_token;     /* an RFC 9068 token (authorization_details) */
 };
 
 struct json_value;
 
 /* jwt_claims_fn (jwt.h) reading *arg, a struct mercure_grants with base
  * set: a token whose header "typ" is at+jwt (or application/at+jwt) must
- * carry its rights in authorization_details (every Mercure detail valid,
+ * name an issuer ("iss") and this hub (base) in "aud", unless
+ * audience_checked, and carry its rights in authorization_details (every Mercure detail valid,
  * or the token is refused); any other token in the older "mercure" claim
  * (publish and subscribe lists of topics, "*" for all). Returns JWT_OK or
  * JWT_MALFORMED. */

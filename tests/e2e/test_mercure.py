@@ -54,7 +54,7 @@ def access(actions, topics, **extra):
               "authorization_details": [{"type": DETAIL, "actions": list(actions),
                                          "topics": [{"match": m, "match_type": t} for m, t in topics]}]}
     claims.update(extra)
-    return mint(claims, typ="at+jwt")
+    return mint({k: v for k, v in claims.items() if v is not None}, typ="at+jwt")
 
 
 def start(extra="", **kw):
@@ -184,8 +184,10 @@ def test_mercure_refusals_the_specification_names():
             st, _, body = request(h.port, "GET", "/.well-known/mercure?" + q,
                                   headers={"Authorization": "Bearer " + sub})
             assert st == 400, (q, st, body)
-        st, hd, _ = request(h.port, "GET", "/.well-known/mercure?match=a", headers={"Authorization": "Bearer x.y.z"})
-        assert st == 401 and 'error="invalid_token"' in hd["www-authenticate"]
+        for bad in ("x.y.z", access(["subscribe"], [("*", "exact")], aud="https://other.example/.well-known/mercure"),
+                    access(["subscribe"], [("*", "exact")], iss=None)):
+            st, hd, _ = request(h.port, "GET", "/.well-known/mercure?match=a", headers={"Authorization": "Bearer " + bad})
+            assert st == 401 and 'error="invalid_token"' in hd["www-authenticate"], bad
         # Publishing.
         st, hd, _ = mpublish(h.port, [("topic", "https://example.com/a")], expect=401)
         assert hd["www-authenticate"].startswith("Bearer")

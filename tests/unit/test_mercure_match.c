@@ -3,6 +3,7 @@
  * styles read from JSON as jwt.c hands them over, the block an update
  * keeps beside its row (src/mercure_update.c) and its frame
  * (frame_mercure in src/frame.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,7 @@ static int claims(const char *header, const char *payload, struct mercure_grants
 	struct json_value h, p;
 	memset(g, 0, sizeof(*g));
 	g->base = BASE;
+	g->audience_checked = strstr(payload, "\"aud\"") == NULL;
 	if (json_parse(header, strlen(header), &h) != JSON_OK || json_parse(payload, strlen(payload), &p) != JSON_OK)
 		return 99;
 	return mercure_read_claims(g, &h, &p);
@@ -87,8 +89,15 @@ static void test_claims(void)
 	CHECK_EQ_INT(g.publish.n + g.subscribe.n, 0);
 
 	static const char at[] = "{\"typ\":\"at+jwt\"}";
+	/* An access token names its issuer and this hub. */
+	CHECK_EQ_INT(claims(at, "{\"aud\":\"https://other/.well-known/mercure\",\"iss\":\"i\"}", &g), JWT_MALFORMED);
+	CHECK_EQ_INT(claims(at, "{\"aud\":[\"x\",\"" BASE "\"],\"iss\":\"i\"}", &g), JWT_OK);
+	CHECK_EQ_INT(claims(at, "{\"aud\":\"" BASE "\"}", &g), JWT_MALFORMED);
+	CHECK_EQ_INT(claims("{\"typ\":\"Application/AT+JWT\"}", "{\"aud\":\"" BASE "\",\"iss\":\"i\"}", &g), JWT_OK);
+	CHECK(g.access_token);
 	CHECK_EQ_INT(claims(at,
-			    "{\"authorization_details\":[{\"type\":\"https://mercure.rocks/authorization-detail\","
+			    "{\"iss\":\"i\",\"authorization_details\":[{\"type\":\"https://mercure.rocks/"
+			    "authorization-detail\","
 			    "\"actions\":[\"subscribe\",\"future\"],\"topics\":[{\"match\":\"https://e.com/:id\","
 			    "\"match_type\":\"urlpattern\"},{\"match\":\"x\"}]},{\"type\":\"other\"}],"
 			    "\"mercure\":{\"publish\":[\"*\"]}}",
@@ -100,7 +109,8 @@ static void test_claims(void)
 	CHECK(mercure_matchers_match(&g.subscribe, "https://e.com/7", 15, BASE));
 	mercure_grants_free(&g);
 	CHECK_EQ_INT(claims("{\"typ\":\"application/at+jwt\"}",
-			    "{\"authorization_details\":[{\"type\":\"https://mercure.rocks/authorization-detail\","
+			    "{\"iss\":\"i\",\"authorization_details\":[{\"type\":\"https://mercure.rocks/"
+			    "authorization-detail\","
 			    "\"actions\":[\"publish\"],\"topics\":[{\"match\":\"*\"}]}]}",
 			    &g),
 		     JWT_OK);
@@ -123,7 +133,10 @@ static void test_claims(void)
 		"(x)\",\"match_type\":\"urlpattern\"}]}]}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		CHECK_EQ_INT(claims(at, bad[i], &g), JWT_MALFORMED);
+		/* Each with its issuer, so only the detail is at fault. */
+		char with_iss[600];
+		snprintf(with_iss, sizeof(with_iss), "{\"iss\":\"i\",%s", bad[i] + 1);
+		CHECK_EQ_INT(claims(at, with_iss, &g), JWT_MALFORMED);
 		CHECK_EQ_INT(g.publish.n + g.subscribe.n, 0);
 	}
 }
