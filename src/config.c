@@ -400,8 +400,8 @@ static const char *check_mercure_url(const char *v, char *buf, size_t len)
 	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
 		return "not an http:// or https:// URL";
 	for (const char *p = v; *p; p++)
-		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-			return "a URL holds no spaces or control characters";
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f || strchr("\"<>\\", *p))
+			return "a URL holds no spaces, control characters, quotes, angle brackets or backslashes";
 	return NULL;
 }
 

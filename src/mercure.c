@@ -20,7 +20,6 @@
 #include "util.h"
 
 #define MERCURE_MAX_TOPICS 64 /* topic fields of one update */
-#define CHALLENGE "WWW-Authenticate: Bearer realm=\"mercure\""
 
 /* The hub's URL: mercure_url, else http://HOST/.well-known/mercure from the
  * request's Host (printable bytes only), into buf. */
@@ -35,13 +34,33 @@ static void hub_url(const struct mercure *mc, const struct http_request *req, ch
 	if (h && h->value.n > 0 && h->value.n < sizeof(host)) {
 		bool ok = true;
 		for (size_t i = 0; i < h->value.n && ok; i++)
-			ok = isgraph((unsigned char)h->value.p[i]) && !strchr("/?#@\\", h->value.p[i]);
+			ok = isgraph((unsigned char)h->value.p[i]) && !strchr("/?#@\\\"<>", h->value.p[i]);
 		if (ok) {
 			memcpy(host, h->value.p, h->value.n);
 			host[h->value.n] = '\0';
 		}
 	}
 	snprintf(buf, len, "http://%s%s", host, MERCURE_PATH);
+}
+
+/* Where the protected-resource metadata of the hub at base is served
+ * (RFC 9728: the well-known prefix before the hub's path), as a URL. */
+static void metadata_url(const char *base, char *buf, size_t len)
+{
+	const char *hp = strstr(base, "://");
+	size_t origin = hp ? (size_t)(hp + 3 - base) + strcspn(hp + 3, "/") : 0;
+	snprintf(buf, len, "%.*s/.well-known/oauth-protected-resource%s", (int)origin, base, base + origin);
+}
+
+/* A Bearer challenge naming the metadata, with error (or none), into buf
+ * as a header line. */
+static const char *challenge(const char *base, const char *error, char *buf, size_t len)
+{
+	char meta[2400];
+	metadata_url(base, meta, sizeof(meta));
+	snprintf(buf, len, "WWW-Authenticate: Bearer realm=\"mercure\", resource_metadata=\"%s\"%s%s%s\r\n", meta,
+		 error ? ", error=\"" : "", error ? error : "", error ? "\"" : "");
+	return buf;
 }
 
 /* The access token: the Authorization header's, else a cookie (herald's
@@ -243,6 +262,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	bool from_cookie;
 	int64_t exp = 0;
 	char *sub = NULL;
+	char chal[2600];
 	if (find_token(mc, req, &tok, &from_cookie)) {
 		if (from_cookie && !cookie_allowed(mc, req)) {
 			conn_refuse(c, 403, "cookie_origin",
@@ -253,22 +273,22 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		}
 		if (verify(mc, tok, &m->grants, &exp, &sub) != JWT_OK) {
 			conn_refuse(c, 401, "invalid_token", "the access token is not valid",
-				    CHALLENGE ", error=\"invalid_token\"\r\n");
+				    challenge(base, "invalid_token", chal, sizeof(chal)));
 			goto done;
 		}
 	} else if (!mc->cfg->mercure_anonymous) {
 		conn_refuse(c, 401, "token_required", "subscribing needs an access token (mercure_anonymous is off)",
-			    CHALLENGE "\r\n");
+			    challenge(base, NULL, chal, sizeof(chal)));
 		goto done;
 	}
 	free(sub);
 
-	char extra[600] = "", *e = extra;
+	char extra[3000] = "", *e = extra;
 	const struct http_header *o = http_header_get(req, "Origin");
-	if (o) {
+	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
-		e += strlen(extra);
-	}
+	e += strlen(extra);
+	e += snprintf(e, sizeof(extra) - (size_t)(e - extra), "Link: <%s>; rel=\"mercure\"\r\n", base);
 	struct reader_spec spec = { .resume = -1,
 				    .mercure = true,
 				    .accepts = msub_accepts,
@@ -293,6 +313,37 @@ done:
 	free(last_id);
 	free(legacy_id);
 	msub_free(m);
+}
+
+/* ---- discovery ---------------------------------------------------------- */
+
+bool mercure_metadata_path(const struct mercure *mc, const struct http_request *req)
+{
+	char base[2200], meta[2400];
+	hub_url(mc, req, base, sizeof(base));
+	metadata_url(base, meta, sizeof(meta));
+	const char *hp = strstr(meta, "://");
+	const char *path = hp ? hp + 3 + strcspn(hp + 3, "/") : meta;
+	return strlen(path) == req->path.n && memcmp(path, req->path.p, req->path.n) == 0;
+}
+
+void mercure_metadata(const struct mercure *mc, struct conn *c, const struct http_request *req)
+{
+	char base[2200], body[3000], extra[2600] = "";
+	hub_url(mc, req, base, sizeof(base));
+	const char *cookie = mc->cfg->jwt_cookie[0] ? mc->cfg->jwt_cookie : "__Secure-mercure_access_token";
+	int n = snprintf(body, sizeof(body),
+			 "{\"resource\":\"%s\",\"authorization_details_types_supported\":"
+			 "[\"https://mercure.rocks/authorization-detail\"],\"bearer_methods_supported\":[\"header\"],"
+			 "\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]}\n",
+			 base, cookie);
+	const struct http_header *o = http_header_get(req, "Origin");
+	if (o)
+		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
+	size_t k = strlen(extra);
+	snprintf(extra + k, sizeof(extra) - k, "Link: <%s>; rel=\"mercure\"\r\n", base);
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 200, http_format_response(200, "application/json", extra, body, (size_t)n, keep), keep);
 }
 
 /* ---- publish ------------------------------------------------------------ */
@@ -490,7 +541,8 @@ static int read_form(const char *body, size_t len, const char *base, struct form
 /* The right to publish f: 0, or the refusal's status with *why and *extra
  * (a Bearer challenge). */
 static int authorize_publish(const struct mercure *mc, struct conn *c, const struct http_request *req,
-			     const struct form *f, const char *base, const char **why, const char **extra)
+			     const struct form *f, const char *base, const char **why, const char **extra, char *chal,
+			     size_t chal_len)
 {
 	struct http_slice tok;
 	bool from_cookie;
@@ -500,7 +552,7 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 		if (!static_token[0] && !mc->streams->jwt && conn_peer_local(c) && !http_forwarded(req))
 			return 0; /* herald's rule without tokens: this host, not through a proxy */
 		*why = "publishing needs an access token";
-		*extra = CHALLENGE "\r\n";
+		*extra = challenge(base, NULL, chal, chal_len);
 		return 401;
 	}
 	if (from_cookie && !cookie_allowed(mc, req)) {
@@ -513,14 +565,14 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 	int64_t exp;
 	if (verify(mc, tok, &g, &exp, NULL) != JWT_OK) {
 		*why = "the access token is not valid";
-		*extra = CHALLENGE ", error=\"invalid_token\"\r\n";
+		*extra = challenge(base, "invalid_token", chal, chal_len);
 		return 401;
 	}
 	for (size_t i = 0; i < f->ntopics; i++)
 		if (!mercure_matchers_match(&g.publish, f->topics[i], strlen(f->topics[i]), base)) {
 			mercure_grants_free(&g);
 			*why = "the token does not grant publishing to every topic of the update";
-			*extra = CHALLENGE ", error=\"insufficient_scope\"\r\n";
+			*extra = challenge(base, "insufficient_scope", chal, chal_len);
 			return 403;
 		}
 	mercure_grants_free(&g);
@@ -540,8 +592,9 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	struct form f = { 0 };
 	const char *why = NULL, *extra = NULL;
 	int status = read_form(body, len, base, &f, &why);
+	char chal[2600];
 	if (!status)
-		status = authorize_publish(mc, c, req, &f, base, &why, &extra);
+		status = authorize_publish(mc, c, req, &f, base, &why, &extra, chal, sizeof(chal));
 	if (!status && !store_keeps_mercure(mc->st)) {
 		status = 501;
 		why = "the Mercure endpoint publishes only on the SQLite log (redis_url is set)";
@@ -566,9 +619,11 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	f.data = NULL;
 	u.public = !f.private_;
 	form_free(&f);
-	char cors[400] = "";
+	char extra_headers[2800] = "";
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_headers(mc->cors, o->value.p, o->value.n, cors, sizeof(cors));
-	publish_mercure(mc->pubq, c, &u, cors);
+		cors_headers(mc->cors, o->value.p, o->value.n, extra_headers, sizeof(extra_headers));
+	size_t k = strlen(extra_headers);
+	snprintf(extra_headers + k, sizeof(extra_headers) - k, "Link: <%s>; rel=\"mercure\"\r\n", base);
+	publish_mercure(mc->pubq, c, &u, extra_headers);
 }

@@ -17,6 +17,7 @@
 #ifndef HERALD_MERCURE_H
 #define HERALD_MERCURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "conn.h"
@@ -47,5 +48,13 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
  * 501 on a log that keeps no Mercure ids). */
 void mercure_publish(const struct mercure *mc, struct conn *c, const struct http_request *req, const char *body,
 		     size_t len);
+
+/* Whether req asks for the hub's protected-resource metadata (RFC 9728:
+ * /.well-known/oauth-protected-resource then the hub's path). */
+bool mercure_metadata_path(const struct mercure *mc, const struct http_request *req);
+
+/* GET of that document: the resource (the hub's URL), the authorization
+ * detail type, the bearer method (header), the cookie, the matcher types. */
+void mercure_metadata(const struct mercure *mc, struct conn *c, const struct http_request *req);
 
 #endif

@@ -310,3 +310,29 @@ def test_mercure_and_herald_api_share_the_log():
         assert [x["id"] for x in r.events(2)][0] == mid
         for s in (native, s_odd, hs, hs_odd, r):
             s.close()
+
+
+def test_mercure_discovery_metadata_challenge_and_link():
+    with start() as h:
+        meta_path = "/.well-known/oauth-protected-resource/.well-known/mercure"
+        st, hd, body = request(h.port, "GET", meta_path)
+        assert st == 200 and hd["content-type"] == "application/json"
+        doc = json.loads(body)
+        assert doc["resource"] == HUB
+        assert doc["authorization_details_types_supported"] == [DETAIL]
+        assert doc["bearer_methods_supported"] == ["header"]
+        assert doc["mercure_matcher_types_supported"] == ["exact", "urlpattern"]
+        assert hd["link"] == f'<{HUB}>; rel="mercure"'
+        # Challenges point to it.
+        st, hd, _ = request(h.port, "GET", "/.well-known/mercure?match=a")
+        assert st == 401
+        assert hd["www-authenticate"] == ('Bearer realm="mercure", resource_metadata='
+                                          '"https://hub.example/.well-known/oauth-protected-resource/.well-known/mercure"')
+        # Publish answers and streams carry the hub's Link.
+        _, hd, _ = mpublish(h.port, [("topic", "a")], legacy(publish=["*"]))
+        assert hd["link"] == f'<{HUB}>; rel="mercure"'
+        s = MStream(h.port, [("match", "a")], {"Authorization": "Bearer " + legacy(subscribe=["a"])})
+        assert s.headers["link"] == f'<{HUB}>; rel="mercure"'
+        s.close()
+        st, _, _ = request(h.port, "GET", "/.well-known/oauth-protected-resource/other")
+        assert st == 404
