@@ -418,6 +418,13 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
 		else
 			mercure_publish(&mc, c, req, body, body_len);
+	} else if (a->cfg->mercure && req->path.n >= 34 &&
+		   memcmp(req->path.p, MERCURE_PATH "/subscriptions", 34) == 0 &&
+		   (req->path.n == 34 || req->path.p[34] == '/')) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET");
+		else
+			mercure_subscriptions(&mc, c, req);
 	} else if (a->cfg->mercure && req->path.n > 38 &&
 		   memcmp(req->path.p, "/.well-known/oauth-protected-resource/", 38) == 0 &&
 		   mercure_metadata_path(&mc, req)) {

@@ -9,12 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include "frame.h"
 #include "idempotency.h"
 #include "jwt.h"
 #include "mercure_match.h"
+#include "mercure_subs.h"
+#include "presence.h"
 #include "mercure_update.h"
 #include "text.h"
 #include "util.h"
@@ -61,6 +62,14 @@ static const char *challenge(const char *base, const char *error, char *buf, siz
 	snprintf(buf, len, "WWW-Authenticate: Bearer realm=\"mercure\", resource_metadata=\"%s\"%s%s%s\r\n", meta,
 		 error ? ", error=\"" : "", error ? error : "", error ? "\"" : "");
 	return buf;
+}
+
+/* The path of the hub's URL base into buf. */
+static void hub_path(const char *base, char *buf, size_t len)
+{
+	const char *hp = strstr(base, "://");
+	hp = hp ? hp + 3 + strcspn(hp + 3, "/") : base;
+	snprintf(buf, len, "%.*s", (int)strcspn(hp, "?#"), hp);
 }
 
 /* The access token: the Authorization header's, else a cookie (herald's
@@ -130,6 +139,8 @@ struct msub {
 	char *base;
 	struct mercure_matchers want;
 	struct mercure_grants grants;
+	struct mercure_subs *subs; /* where sub is registered (the presence registry's) */
+	struct mercure_sub *sub;
 };
 
 static void msub_free(void *arg)
@@ -137,6 +148,8 @@ static void msub_free(void *arg)
 	struct msub *m = arg;
 	if (!m)
 		return;
+	if (m->sub)
+		mercure_subs_remove(m->subs, m->sub);
 	mercure_matchers_free(&m->want);
 	mercure_grants_free(&m->grants);
 	free(m->base);
@@ -305,8 +318,15 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		snprintf(e, sizeof(extra) - (size_t)(e - extra), "Mercure-Last-Event-ID: %s\r\n",
 			 plain ? resume_id : "earliest");
 	}
+	struct msub *opened = m;
 	m = NULL; /* the reader's now */
-	stream_open_spec(mc->streams, c, &spec, extra);
+	struct mercure_subs *subs = presence_mercure(mc->streams->presence);
+	if (stream_open_spec(mc->streams, c, &spec, extra) && subs) {
+		char path[2200];
+		hub_path(base, path, sizeof(path));
+		opened->subs = subs;
+		opened->sub = mercure_subs_add(subs, path, &opened->want);
+	}
 done:
 	if (resume_id != last_id && resume_id != legacy_id)
 		free(resume_id);
@@ -335,8 +355,8 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 	int n = snprintf(body, sizeof(body),
 			 "{\"resource\":\"%s\",\"authorization_details_types_supported\":"
 			 "[\"https://mercure.rocks/authorization-detail\"],\"bearer_methods_supported\":[\"header\"],"
-			 "\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]}\n",
-			 base, cookie);
+			 "\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]%s}\n",
+			 base, cookie, presence_mercure(mc->streams->presence) ? ",\"mercure_subscriptions\":true" : "");
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
@@ -344,6 +364,99 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 	snprintf(extra + k, sizeof(extra) - k, "Link: <%s>; rel=\"mercure\"\r\n", base);
 	bool keep = conn_keep_alive(c);
 	conn_respond(c, 200, http_format_response(200, "application/json", extra, body, (size_t)n, keep), keep);
+}
+
+/* ---- the subscription API ---------------------------------------------- */
+
+/* The Mercure id of the row read (store_row_cb): its update's id, or its
+ * number. */
+static int newest_id(void *arg, const struct store_event *ev)
+{
+	char **out = arg;
+	struct mercure_block b;
+	char num[24];
+	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b)) {
+		*out = xstrndup(b.id, b.id_len);
+	} else {
+		snprintf(num, sizeof(num), "%lld", (long long)ev->id);
+		*out = xstrdup(num);
+	}
+	return 1;
+}
+
+void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struct http_request *req)
+{
+	char base[2200], path[2200], chal[2600];
+	hub_url(mc, req, base, sizeof(base));
+	hub_path(base, path, sizeof(path));
+	struct mercure_subs *subs = presence_mercure(mc->streams->presence);
+	if (!subs) {
+		conn_refuse(c, 404, "not_found", "active subscriptions need presence = on", NULL);
+		return;
+	}
+	/* Authorized as a subscription to the requested path, relative. */
+	const char *rest = req->path.p + strlen(MERCURE_PATH "/subscriptions");
+	size_t rest_n = req->path.n - strlen(MERCURE_PATH "/subscriptions");
+	char *topic = xmalloc(strlen(path) + strlen("/subscriptions") + rest_n + 1);
+	sprintf(topic, "%s/subscriptions%.*s", path, (int)rest_n, rest);
+	struct http_slice tok;
+	bool from_cookie;
+	int64_t exp;
+	struct mercure_grants g = { .base = base };
+	int status = 0;
+	const char *why = NULL, *extra = NULL;
+	if (!find_token(mc, req, &tok, &from_cookie)) {
+		status = 401;
+		why = "the subscription API needs an access token";
+		extra = challenge(base, NULL, chal, sizeof(chal));
+	} else if (from_cookie && !cookie_allowed(mc, req)) {
+		status = 403;
+		why = "a request authorized by cookie is refused from an origin allow_origin does not list";
+	} else if (verify(mc, tok, &g, &exp, NULL) != JWT_OK) {
+		status = 401;
+		why = "the access token is not valid";
+		extra = challenge(base, "invalid_token", chal, sizeof(chal));
+	} else if (!mercure_matchers_match(&g.subscribe, topic, strlen(topic), base)) {
+		status = 403;
+		why = "the token does not grant subscribing to this path";
+		extra = challenge(base, "insufficient_scope", chal, sizeof(chal));
+	}
+	mercure_grants_free(&g);
+	char *rest_s = xstrndup(rest, rest_n);
+	size_t len = 0;
+	char *body = status ? NULL : mercure_subs_answer(subs, path, rest_s, &len);
+	free(rest_s);
+	free(topic);
+	if (status) {
+		conn_refuse(c, status, status == 401 ? "invalid_token" : "forbidden", why, extra);
+		return;
+	}
+	if (!body) {
+		conn_refuse(c, 404, "not_found", "no such subscription", NULL);
+		return;
+	}
+	/* The cursor to subscribe from: the newest event's id. */
+	char headers[3000] = "", last[64];
+	int64_t newest = hub_high_water(mc->hub);
+	char *last_id = NULL;
+	if (newest > 0)
+		store_read_range(mc->st, newest - 1, newest, 1, newest_id, &last_id);
+	snprintf(last, sizeof(last), "%lld", (long long)newest);
+	const struct http_header *o = http_header_get(req, "Origin");
+	if (o)
+		cors_headers(mc->cors, o->value.p, o->value.n, headers, sizeof(headers));
+	size_t k = strlen(headers);
+	snprintf(headers + k, sizeof(headers) - k,
+		 "Link: <%s>; rel=\"mercure\"; last-event-id=\"%s\"; type=\"mercure\"; "
+		 "content-type=\"application/json\"\r\nCache-Control: must-revalidate\r\n",
+		 base,
+		 last_id      ? last_id
+		 : newest > 0 ? last
+			      : "earliest");
+	free(last_id);
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 200, http_format_response(200, "application/json", headers, body, len, keep), keep);
+	free(body);
 }
 
 /* ---- publish ------------------------------------------------------------ */
@@ -406,21 +519,6 @@ static bool reserved_topic(const char *topic, const char *base)
 	free(clean);
 	free(out);
 	return r;
-}
-
-/* A new urn:uuid: (version 4) id. */
-static char *new_id(void)
-{
-	unsigned char u[16];
-	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
-		for (size_t i = 0; i < sizeof(u); i++)
-			u[i] = (unsigned char)random_below(256);
-	u[6] = (unsigned char)((u[6] & 0x0F) | 0x40);
-	u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);
-	char *s = xmalloc(46);
-	snprintf(s, 46, "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-	return s;
 }
 
 /* The row's topic for the update's canonical topic (mercure.h). */
@@ -609,7 +707,7 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 		return;
 	}
 	struct publish_mercure u = { 0 };
-	u.id = f.id ? f.id : new_id();
+	u.id = f.id ? f.id : mercure_new_id();
 	f.id = NULL;
 	u.block = mercure_block_new(u.id, f.retry ? f.retry : "", f.topics, f.ntopics, &u.block_len);
 	u.topic = row_topic(f.topics[0]);

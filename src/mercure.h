@@ -49,6 +49,11 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 void mercure_publish(const struct mercure *mc, struct conn *c, const struct http_request *req, const char *body,
 		     size_t len);
 
+/* GET MERCURE_PATH/subscriptions[/TYPE/MATCH[/SUBSCRIBER]]: the active
+ * subscriptions (mercure_subs.h) to a token granted subscribe on that
+ * path; 401/403, or 404 for none (or with presence off). */
+void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struct http_request *req);
+
 /* Whether req asks for the hub's protected-resource metadata (RFC 9728:
  * /.well-known/oauth-protected-resource then the hub's path). */
 bool mercure_metadata_path(const struct mercure *mc, const struct http_request *req);

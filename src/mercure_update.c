@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "util.h"
 
@@ -59,4 +60,18 @@ bool mercure_block_next_topic(const char **p, const char *end, const char **t, s
 	*tl = (size_t)((nl ? nl : end) - *p);
 	*p = nl ? nl + 1 : end;
 	return true;
+}
+
+char *mercure_new_id(void)
+{
+	unsigned char u[16];
+	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
+		for (size_t i = 0; i < sizeof(u); i++)
+			u[i] = (unsigned char)random_below(256);
+	u[6] = (unsigned char)((u[6] & 0x0F) | 0x40);
+	u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);
+	char *s = xmalloc(46);
+	snprintf(s, 46, "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	return s;
 }

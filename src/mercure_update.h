@@ -2,7 +2,7 @@
  * (store_event.mercure): its id, its retry and every topic, canonical
  * first, as one block of lines, "ID\nRETRY\nTOPIC\nTOPIC...". Ids, retry
  * and topics hold no control character (mercure.c refuses them), so a
- * line break always ends a field. Pure, no I/O. */
+ * line break always ends a field. Pure, no I/O (but for the random ids). */
 #ifndef HERALD_MERCURE_UPDATE_H
 #define HERALD_MERCURE_UPDATE_H
 
@@ -29,5 +29,9 @@ bool mercure_block_parse(const char *b, size_t n, struct mercure_block *out);
 /* The next topic of the lines at *p (before end): true with *t and *tl
  * set and *p moved past it, false when there is none. */
 bool mercure_block_next_topic(const char **p, const char *end, const char **t, size_t *tl);
+
+/* A new random urn:uuid: (version 4), malloc'd: the ids herald gives
+ * updates and subscribers. */
+char *mercure_new_id(void);
 
 #endif

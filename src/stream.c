@@ -394,7 +394,7 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 	return 0;
 }
 
-void stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spec, const char *extra_headers)
+bool stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spec, const char *extra_headers)
 {
 	struct admission_ticket *ticket = NULL;
 	const char *cause = NULL, *why = NULL;
@@ -403,7 +403,7 @@ void stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spe
 		if (spec->accepts_free)
 			spec->accepts_free(spec->accepts_arg);
 		conn_refuse(c, status, cause, why, "Retry-After: 5\r\n");
-		return;
+		return false;
 	}
 	struct chunk *head = frame_stream_head(s->cfg->retry_ms, extra_headers);
 	conn_count_response(c, 200);
@@ -415,6 +415,7 @@ void stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spe
 	struct stream *st = xmalloc(sizeof(*st));
 	*st = (struct stream){ hub_open(s->hub, spec, &conn_sink, c), s->admission, ticket, s->presence, NULL };
 	conn_attach(c, &reader_user, st);
+	return true;
 }
 
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)

@@ -72,7 +72,8 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
  * (mercure.c, which has checked the request and the token): the caps
  * (admission), then the head with extra_headers ("Name: value\r\n"
  * lines, or NULL) and the reader spec opens, fed as any stream. Takes
- * over spec's topics, grants and accepts_arg, also when it refuses. */
-void stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spec, const char *extra_headers);
+ * over spec's topics, grants and accepts_arg, also when it refuses.
+ * Returns whether the stream opened. */
+bool stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spec, const char *extra_headers);
 
 #endif

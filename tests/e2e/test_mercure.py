@@ -322,6 +322,7 @@ def test_mercure_discovery_metadata_challenge_and_link():
         assert doc["authorization_details_types_supported"] == [DETAIL]
         assert doc["bearer_methods_supported"] == ["header"]
         assert doc["mercure_matcher_types_supported"] == ["exact", "urlpattern"]
+        assert doc["mercure_subscriptions"] is True
         assert hd["link"] == f'<{HUB}>; rel="mercure"'
         # Challenges point to it.
         st, hd, _ = request(h.port, "GET", "/.well-known/mercure?match=a")
@@ -336,3 +337,50 @@ def test_mercure_discovery_metadata_challenge_and_link():
         s.close()
         st, _, _ = request(h.port, "GET", "/.well-known/oauth-protected-resource/other")
         assert st == 404
+
+
+def test_mercure_active_subscriptions_events_and_api():
+    with start("mercure_anonymous = on\n") as h:
+        subs_pattern = "/.well-known/mercure/subscriptions/:type/:match/:subscriber"
+        watcher_token = access(["subscribe"], [(subs_pattern, "urlpattern"),
+                                               ("/.well-known/mercure/subscriptions{/*}?", "urlpattern")])
+        w = MStream(h.port, [("match_urlpattern", subs_pattern)], {"Authorization": "Bearer " + watcher_token})
+        own = w.events(1)
+        assert own[0]["event"] == "mercure" and json.loads(own[0]["data"])["match"] == subs_pattern
+        s = MStream(h.port, [("match", "https://example.com/a b"), ("match_urlpattern", "https://example.com/:x")])
+        got = [json.loads(e["data"]) for e in w.events(2)]
+        assert {d["match_type"] for d in got} == {"exact", "urlpattern"}
+        doc = next(d for d in got if d["match_type"] == "exact")
+        subscriber = doc["subscriber"]
+        assert subscriber.startswith("urn:uuid:") and doc["active"] is True and doc["type"] == "subscription"
+        q = urllib.parse.quote
+        assert doc["id"] == ("/.well-known/mercure/subscriptions/exact/" + q("https://example.com/a b", safe="")
+                             + "/" + q(subscriber, safe=""))
+        # The API: the collection, one matcher's, one subscription.
+        auth = {"Authorization": "Bearer " + watcher_token}
+        st, hd, body = request(h.port, "GET", "/.well-known/mercure/subscriptions", headers=auth)
+        assert st == 200 and hd["content-type"] == "application/json", body
+        coll = json.loads(body)
+        assert coll["type"] == "subscriptions" and coll["id"] == "/.well-known/mercure/subscriptions"
+        assert len(coll["subscriptions"]) == 3
+        assert 'rel="mercure"; last-event-id="' in hd["link"]
+        st, _, body = request(h.port, "GET", doc["id"], headers=auth)
+        assert st == 200 and json.loads(body) == doc, body
+        per = doc["id"].rsplit("/", 1)[0]
+        st, _, body = request(h.port, "GET", per, headers=auth)
+        assert st == 200 and [d["subscriber"] for d in json.loads(body)["subscriptions"]] == [subscriber]
+        st, _, _ = request(h.port, "GET", per + "/urn%3Auuid%3Anone", headers=auth)
+        assert st == 404
+        st, _, _ = request(h.port, "GET", "/.well-known/mercure/subscriptions")
+        assert st == 401
+        st, _, _ = request(h.port, "GET", "/.well-known/mercure/subscriptions",
+                           headers={"Authorization": "Bearer " + access(["subscribe"], [("x", "exact")])})
+        assert st == 403
+        # Closing ends both subscriptions, said by events.
+        s.close()
+        gone = [json.loads(e["data"]) for e in w.events(2)]
+        assert [d["active"] for d in gone] == [False, False] and {d["subscriber"] for d in gone} == {subscriber}
+        # Anonymous subscribers never see these private events.
+        st, _, body = mpublish(h.port, [("topic", "/.well-known/mercure/subscriptions/x")], legacy(publish=["*"]),
+                               expect=400)
+        w.close()
