@@ -106,6 +106,7 @@ static const struct key keys[] = {
 	KEY("mercure", K_BOOL, mercure, 0, 0, "on"),
 	KEY("mercure_anonymous", K_BOOL, mercure_anonymous, 0, 0, "off"),
 	KEY("mercure_url", K_STR, mercure_url, 0, 2048, "", .check = check_mercure_url),
+	KEY("mercure_subscriptions", K_BOOL, mercure_subscriptions, 0, 0, "off"),
 	KEY("retry_ms", K_INT, retry_ms, 0, 3600000, "3000"),
 	KEY("rotate_after", K_DUR_MS, rotate_after_ms, 0, INT64_C(31536000000), "0"),
 	KEY("busy_timeout_ms", K_INT, busy_timeout_ms, 0, 1000, "5"),

@@ -320,7 +320,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	}
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
-	struct mercure_subs *subs = presence_mercure(mc->streams->presence);
+	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
 	if (stream_open_spec(mc->streams, c, &spec, extra) && subs) {
 		char path[2200];
 		hub_path(base, path, sizeof(path));
@@ -352,11 +352,15 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 	char base[2200], body[3000], extra[2600] = "";
 	hub_url(mc, req, base, sizeof(base));
 	const char *cookie = mc->cfg->jwt_cookie[0] ? mc->cfg->jwt_cookie : "__Secure-mercure_access_token";
-	int n = snprintf(body, sizeof(body),
-			 "{\"resource\":\"%s\",\"authorization_details_types_supported\":"
-			 "[\"https://mercure.rocks/authorization-detail\"],\"bearer_methods_supported\":[\"header\"],"
-			 "\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]%s}\n",
-			 base, cookie, presence_mercure(mc->streams->presence) ? ",\"mercure_subscriptions\":true" : "");
+	int n = snprintf(
+		body, sizeof(body),
+		"{\"resource\":\"%s\",\"authorization_details_types_supported\":"
+		"[\"https://mercure.rocks/authorization-detail\"],\"bearer_methods_supported\":[\"header\"],"
+		"\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]%s}\n",
+		base, cookie,
+		mc->cfg->mercure_subscriptions && presence_mercure(mc->streams->presence)
+			? ",\"mercure_subscriptions\":true"
+			: "");
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
@@ -389,9 +393,10 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 	char base[2200], path[2200], chal[2600];
 	hub_url(mc, req, base, sizeof(base));
 	hub_path(base, path, sizeof(path));
-	struct mercure_subs *subs = presence_mercure(mc->streams->presence);
+	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
 	if (!subs) {
-		conn_refuse(c, 404, "not_found", "active subscriptions need presence = on", NULL);
+		conn_refuse(c, 404, "not_found", "active subscriptions are off (mercure_subscriptions, presence)",
+			    NULL);
 		return;
 	}
 	/* Authorized as a subscription to the requested path, relative. */

@@ -322,7 +322,7 @@ def test_mercure_discovery_metadata_challenge_and_link():
         assert doc["authorization_details_types_supported"] == [DETAIL]
         assert doc["bearer_methods_supported"] == ["header"]
         assert doc["mercure_matcher_types_supported"] == ["exact", "urlpattern"]
-        assert doc["mercure_subscriptions"] is True
+        assert "mercure_subscriptions" not in doc  # off by default
         assert hd["link"] == f'<{HUB}>; rel="mercure"'
         # Challenges point to it.
         st, hd, _ = request(h.port, "GET", "/.well-known/mercure?match=a")
@@ -337,10 +337,13 @@ def test_mercure_discovery_metadata_challenge_and_link():
         s.close()
         st, _, _ = request(h.port, "GET", "/.well-known/oauth-protected-resource/other")
         assert st == 404
+        st, _, _ = request(h.port, "GET", "/.well-known/mercure/subscriptions",
+                           headers={"Authorization": "Bearer " + legacy(subscribe=["*"])})
+        assert st == 404
 
 
 def test_mercure_active_subscriptions_events_and_api():
-    with start("mercure_anonymous = on\n") as h:
+    with start("mercure_anonymous = on\nmercure_subscriptions = on\n") as h:
         subs_pattern = "/.well-known/mercure/subscriptions/:type/:match/:subscriber"
         watcher_token = access(["subscribe"], [(subs_pattern, "urlpattern"),
                                                ("/.well-known/mercure/subscriptions{/*}?", "urlpattern")])
