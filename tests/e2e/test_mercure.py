@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.parse
 
-from harness import Herald, Stream, connect, publish, request
+from harness import Herald, RedisServer, Stream, connect, publish, request
 
 SECRET = "a-mercure-test-secret-of-at-least-32-bytes"
 HUB = "https://hub.example/.well-known/mercure"
@@ -387,3 +387,17 @@ def test_mercure_active_subscriptions_events_and_api():
         st, _, body = mpublish(h.port, [("topic", "/.well-known/mercure/subscriptions/x")], legacy(publish=["*"]),
                                expect=400)
         w.close()
+
+
+def test_mercure_on_the_redis_log_subscribes_but_does_not_publish():
+    with RedisServer() as r:
+        with start("mercure_anonymous = on\nmercure_subscriptions = on\npublish_token = ptok\n", redis=r) as h:
+            s = MStream(h.port, [("match", "chat/1")])
+            assert s.status == 200
+            # Publishing through the Mercure endpoint needs ids the log keeps.
+            st, _, body = mpublish(h.port, [("topic", "chat/1"), ("data", "x")], "ptok", expect=501)
+            n = publish(h.port, topic="chat/1", data="native", public=True, token="ptok")
+            assert s.events(1) == [{"id": str(n), "event": "message", "data": "native"}]
+            # No subscription events reached the log.
+            assert all(e["type"] != "mercure" for e in h.stored_events())
+            s.close()
