@@ -523,10 +523,10 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 		    " ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)",
 		    err, errlen) < 0 ||
 	    prepare(st, &st->data_ver, "PRAGMA data_version", err, errlen) < 0 ||
-	    prepare(st, &st->mercure_put,
-		    "INSERT INTO herald_mercure(event_id, uid, block) VALUES (?1, ?2, ?3)", err,
+	    prepare(st, &st->mercure_put, "INSERT INTO herald_mercure(event_id, uid, block) VALUES (?1, ?2, ?3)", err,
 		    errlen) < 0 ||
-	    prepare(st, &st->mercure_find, "SELECT event_id FROM herald_mercure WHERE uid = ?1 ORDER BY event_id LIMIT 1", err, errlen) < 0 ||
+	    prepare(st, &st->mercure_find,
+		    "SELECT event_id FROM herald_mercure WHERE uid = ?1 ORDER BY event_id LIMIT 1", err, errlen) < 0 ||
 	    /* A key counts only while its event is in the log: once retention
 	     * (or another program) removed it, a retry is stored anew. */
 	    prepare(st, &st->idem_get,
