@@ -276,8 +276,13 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	int64_t exp = 0;
 	char *sub = NULL;
 	char chal[2600];
+	/* The caps before the token, as for herald's own streams. */
+	struct admission_ticket *ticket = stream_admit(mc->streams, c);
+	if (!ticket)
+		goto done;
 	if (find_token(mc, req, &tok, &from_cookie)) {
 		if (from_cookie && !cookie_allowed(mc, req)) {
+			stream_release(mc->streams, ticket);
 			conn_refuse(c, 403, "cookie_origin",
 				    "a subscription authorized by cookie is refused from an origin allow_origin does "
 				    "not list",
@@ -285,11 +290,13 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 			goto done;
 		}
 		if (verify(mc, tok, &m->grants, &exp, &sub) != JWT_OK) {
+			stream_release(mc->streams, ticket);
 			conn_refuse(c, 401, "invalid_token", "the access token is not valid",
 				    challenge(base, "invalid_token", chal, sizeof(chal)));
 			goto done;
 		}
 	} else if (!mc->cfg->mercure_anonymous) {
+		stream_release(mc->streams, ticket);
 		conn_refuse(c, 401, "token_required", "subscribing needs an access token (mercure_anonymous is off)",
 			    challenge(base, NULL, chal, sizeof(chal)));
 		goto done;
@@ -321,7 +328,8 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
 	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
-	if (stream_open_spec(mc->streams, c, &spec, extra) && subs) {
+	stream_open_spec(mc->streams, c, ticket, &spec, extra);
+	if (subs) {
 		char path[2200];
 		hub_path(base, path, sizeof(path));
 		opened->subs = subs;

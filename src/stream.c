@@ -394,17 +394,26 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 	return 0;
 }
 
-bool stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spec, const char *extra_headers)
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c)
 {
 	struct admission_ticket *ticket = NULL;
 	const char *cause = NULL, *why = NULL;
 	int status = admit(s, c, &ticket, &cause, &why);
 	if (status) {
-		if (spec->accepts_free)
-			spec->accepts_free(spec->accepts_arg);
 		conn_refuse(c, status, cause, why, "Retry-After: 5\r\n");
-		return false;
+		return NULL;
 	}
+	return ticket;
+}
+
+void stream_release(struct streams *s, struct admission_ticket *ticket)
+{
+	admission_release(s->admission, ticket);
+}
+
+void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
+		      const char *extra_headers)
+{
 	struct chunk *head = frame_stream_head(s->cfg->retry_ms, extra_headers);
 	conn_count_response(c, 200);
 	conn_become_stream(c);
@@ -415,7 +424,6 @@ bool stream_open_spec(struct streams *s, struct conn *c, struct reader_spec *spe
 	struct stream *st = xmalloc(sizeof(*st));
 	*st = (struct stream){ hub_open(s->hub, spec, &conn_sink, c), s->admission, ticket, s->presence, NULL };
 	conn_attach(c, &reader_user, st);
-	return true;
 }
 
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)

@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.parse
 
-from harness import Herald, RedisServer, Stream, connect, publish, request
+from harness import Herald, RedisServer, Stream, connect, publish, request, wait_until
 
 SECRET = "a-mercure-test-secret-of-at-least-32-bytes"
 HUB = "https://hub.example/.well-known/mercure"
@@ -401,3 +401,22 @@ def test_mercure_on_the_redis_log_subscribes_but_does_not_publish():
             # No subscription events reached the log.
             assert all(e["type"] != "mercure" for e in h.stored_events())
             s.close()
+
+
+def test_mercure_caps_before_the_token():
+    with start("mercure_anonymous = on\nper_address_limit = 1\n") as h:
+        s = MStream(h.port, [("match", "a")])
+        assert s.status == 200
+        # Past the cap: 429 whatever the token, which is never looked at.
+        st, hd, _ = request(h.port, "GET", "/.well-known/mercure?match=a", headers={"Authorization": "Bearer x.y.z"})
+        assert st == 429 and "retry-after" in hd
+        s.close()
+        # A refused token gives its place back.
+        def opened():
+            st, _, _ = request(h.port, "GET", "/.well-known/mercure?match=a",
+                               headers={"Authorization": "Bearer x.y.z"})
+            return st == 401
+        wait_until(opened, what="the place given back")
+        s2 = MStream(h.port, [("match", "a")])
+        assert s2.status == 200
+        s2.close()
