@@ -20,7 +20,6 @@ from harness import Herald
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(ROOT, "tests", "browser")
-SUITE = os.path.join(ROOT, "tests", "mercure-conformance")
 SECRET = "!ChangeThisMercureHubJWTSecretKey!"
 
 
