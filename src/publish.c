@@ -200,7 +200,7 @@ static bool loopback_authority(const char *p, size_t n)
  * rebound to 127.0.0.1. Without a token, refuse what a browser marks as
  * coming from another site, and any request naming a host other than this
  * one. Returns NULL or the reason. */
-static const char *cross_site(const struct http_request *req)
+const char *publish_cross_site(const struct http_request *req)
 {
 	const struct http_header *h = http_header_get(req, "Sec-Fetch-Site");
 	if (h && !(h->value.n == 11 && strncasecmp(h->value.p, "same-origin", 11) == 0) &&
@@ -277,7 +277,7 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
 		return 403;
 	}
-	*why = cross_site(req);
+	*why = publish_cross_site(req);
 	return *why ? 403 : 0;
 }
 

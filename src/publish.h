@@ -59,6 +59,13 @@ struct publish_mercure {
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors);
 void publish_mercure_free(struct publish_mercure *u);
 
+/* Why a publish without a token must be refused though its peer is on
+ * this host: a browser marked it as from another site (Sec-Fetch-Site),
+ * its Origin or its Host names another host (a page could make it with a
+ * form post, or through a name rebound to 127.0.0.1). NULL when none of
+ * these. */
+const char *publish_cross_site(const struct http_request *req);
+
 /* Number of publishes waiting for their commit. */
 size_t publish_pending(const struct publish_queue *q);
 

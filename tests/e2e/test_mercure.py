@@ -420,3 +420,14 @@ def test_mercure_caps_before_the_token():
         s2 = MStream(h.port, [("match", "a")])
         assert s2.status == 200
         s2.close()
+
+
+def test_mercure_tokenless_publishing_only_from_this_host_not_from_a_page():
+    tmp = tempfile.mkdtemp(prefix="herald-test-")
+    with Herald(dir=tmp, config="mercure_anonymous = on\n") as h:
+        _, _, id1 = mpublish(h.port, [("topic", "t"), ("data", "local")])
+        assert id1.startswith("urn:uuid:")
+        for hdrs in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"},
+                     {"Host": "evil.example"}):
+            st, _, body = mpublish(h.port, [("topic", "t")], headers=hdrs, expect=None)
+            assert st == 403, (hdrs, st, body)
