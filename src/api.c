@@ -8,6 +8,7 @@
 #include "console.h"
 #include "group.h"
 #include "log.h"
+#include "mercure.h"
 #include "presence.h"
 #include "topic.h"
 #include "util.h"
@@ -349,6 +350,12 @@ static void preflight(struct api *a, struct conn *c, const struct http_request *
 
 static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len);
 
+/* What the Mercure handlers use, lent for one request. */
+static struct mercure mercure_of(const struct api *a)
+{
+	return (struct mercure){ a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub };
+}
+
 /* Route a request whose body has not arrived and that asked first
  * (Expect: 100-continue): refuse it now if it would be refused anyway. */
 static bool expect_continue(void *owner, struct conn *c, const struct http_request *req)
@@ -361,6 +368,8 @@ static bool expect_continue(void *owner, struct conn *c, const struct http_reque
 		}
 		return publish_precheck(a->pubq, c, req);
 	}
+	if (path_is(req, MERCURE_PATH) && a->cfg->mercure && req->method == HTTP_POST)
+		return true; /* the form is judged whole */
 	/* Nothing else takes a body: answer it now as it would be answered,
 	 * and close, since the body it may still send is not read. */
 	conn_set_keep_alive(c, false);
@@ -380,6 +389,7 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 	addr_client(a->trust, conn_peer(c), conn_peer_unix(c), xff, xff_len, client, sizeof(client));
 	conn_set_client(c, client);
 	free(xff);
+	struct mercure mc = mercure_of(a);
 
 	if (path_is(req, "/api/events/stream")) {
 		if (req->method == HTTP_OPTIONS)
@@ -397,6 +407,31 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
 		else
 			publish_handle(a->pubq, c, req, body, body_len);
+	} else if (path_is(req, MERCURE_PATH) && a->cfg->mercure) {
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "GET, POST");
+		else if (req->method == HTTP_GET)
+			mercure_subscribe(&mc, c, req);
+		else if (req->method != HTTP_POST)
+			method_not_allowed(c, "GET, POST, OPTIONS");
+		else if (conn_draining(c))
+			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
+		else
+			mercure_publish(&mc, c, req, body, body_len);
+	} else if (a->cfg->mercure && req->path.n >= 34 &&
+		   memcmp(req->path.p, MERCURE_PATH "/subscriptions", 34) == 0 &&
+		   (req->path.n == 34 || req->path.p[34] == '/')) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET");
+		else
+			mercure_subscriptions(&mc, c, req);
+	} else if (a->cfg->mercure && req->path.n > 38 &&
+		   memcmp(req->path.p, "/.well-known/oauth-protected-resource/", 38) == 0 &&
+		   mercure_metadata_path(&mc, req)) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET");
+		else
+			mercure_metadata(&mc, c, req);
 	} else if (path_is(req, "/api/presence") && a->presence) {
 		if (req->method != HTTP_GET)
 			method_not_allowed(c, "GET");

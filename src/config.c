@@ -50,7 +50,7 @@ struct key {
 	const char *const *choices; /* K_CHOICE: the names, NULL-terminated; the value is the index */
 };
 
-static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_cookie, check_redis_url,
+static key_check_fn check_origins, check_proxies, check_jwt_algorithm, check_cookie, check_mercure_url, check_redis_url,
 	check_redis_stream, check_redis_sentinels, check_redis_master_name;
 
 /* Indexed by enum metrics_mode. */
@@ -103,6 +103,10 @@ static const struct key keys[] = {
 	KEY("presence_grace", K_DUR_MS, presence_grace_ms, 0, 3600000, "5s"),
 	KEY("presence_ttl", K_DUR_MS, presence_ttl_ms, 1000, 3600000, "15s"),
 	KEY("presence_max_keys", K_INT, presence_max_keys, 1024, 4194304, "65536", .flags = KF_RESTART),
+	KEY("mercure", K_BOOL, mercure, 0, 0, "on"),
+	KEY("mercure_anonymous", K_BOOL, mercure_anonymous, 0, 0, "off"),
+	KEY("mercure_url", K_STR, mercure_url, 0, 2048, "", .check = check_mercure_url),
+	KEY("mercure_subscriptions", K_BOOL, mercure_subscriptions, 0, 0, "off"),
 	KEY("retry_ms", K_INT, retry_ms, 0, 3600000, "3000"),
 	KEY("rotate_after", K_DUR_MS, rotate_after_ms, 0, INT64_C(31536000000), "0"),
 	KEY("busy_timeout_ms", K_INT, busy_timeout_ms, 0, 1000, "5"),
@@ -387,6 +391,21 @@ static const char *check_jwt_algorithm(const char *v, char *buf, size_t len)
 	if (!v[0] || !strcmp(v, "HS256") || !strcmp(v, "RS256") || !strcmp(v, "ES256"))
 		return NULL;
 	return "not one of HS256, RS256, ES256 (or empty: signed tokens off)";
+}
+
+/* mercure_url: empty, or an absolute http(s) URL without spaces. */
+static const char *check_mercure_url(const char *v, char *buf, size_t len)
+{
+	(void)buf;
+	(void)len;
+	if (!v[0])
+		return NULL;
+	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+		return "not an http:// or https:// URL";
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f || strchr("\"<>\\", *p))
+			return "a URL holds no spaces, control characters, quotes, angle brackets or backslashes";
+	return NULL;
 }
 
 /* jwt_cookie: empty, or a cookie name of letters, digits, _ - and '.'. */

@@ -7,6 +7,7 @@
 
 #include "http.h"
 #include "log.h"
+#include "mercure_update.h"
 #include "util.h"
 
 /* Length of the first line of s (up to CR or LF). */
@@ -33,28 +34,31 @@ static struct chunk *frame_too_large(const struct store_event *ev, size_t bytes)
 	return c;
 }
 
-struct chunk *frame_event(const struct store_event *ev)
+/* "name" then value[0..n) and a line break at p; returns the end. */
+static char *put_field(char *p, const char *name, const char *value, size_t n)
 {
-	const char *type = ev->type ? ev->type : "";
-	size_t tlen = line_len(type, ev->type ? ev->type_len : 0);
-	if (tlen == 0) {
-		type = "message";
-		tlen = 7;
-	}
-	/* Worst case: every data byte is a line break, each costing "data: " + "\n". */
+	size_t k = strlen(name);
+	memcpy(p, name, k);
+	memcpy(p + k, value, n);
+	p[k + n] = '\n';
+	return p + k + n + 1;
+}
+
+/* The most bytes data_lines writes for ev. Worst case: every data byte is
+ * a line break, each costing "data: " + "\n". */
+static size_t data_lines_cap(const struct store_event *ev)
+{
 	size_t lines = 1;
 	for (size_t i = 0; i < ev->data_len; i++)
 		if (ev->data[i] == '\n' || ev->data[i] == '\r')
 			lines++;
-	size_t cap = 32 + 8 + tlen + 1 + ev->data_len + lines * 7 + 2;
-	if (cap > FRAME_MAX_BYTES)
-		return frame_too_large(ev, cap);
-	struct chunk *c = chunk_new(cap);
-	char *p = c->data;
-	p += sprintf(p, "id: %lld\nevent: ", (long long)ev->id);
-	memcpy(p, type, tlen);
-	p += tlen;
-	*p++ = '\n';
+	return ev->data_len + lines * 7 + 2;
+}
+
+/* ev's data as "data: " lines (LF, CRLF and CR each end one) and the
+ * event's closing blank line, at p; returns the end. */
+static char *data_lines(char *p, const struct store_event *ev)
+{
 	const char *d = ev->data ? ev->data : "";
 	size_t n = ev->data ? ev->data_len : 0, i = 0;
 	for (;;) {
@@ -78,6 +82,55 @@ struct chunk *frame_event(const struct store_event *ev)
 		}
 	}
 	*p++ = '\n';
+	return p;
+}
+
+struct chunk *frame_event(const struct store_event *ev)
+{
+	const char *type = ev->type ? ev->type : "";
+	size_t tlen = line_len(type, ev->type ? ev->type_len : 0);
+	if (tlen == 0) {
+		type = "message";
+		tlen = 7;
+	}
+	size_t cap = 32 + 8 + tlen + 1 + data_lines_cap(ev);
+	if (cap > FRAME_MAX_BYTES)
+		return frame_too_large(ev, cap);
+	struct chunk *c = chunk_new(cap);
+	char *p = c->data;
+	p += sprintf(p, "id: %lld\nevent: ", (long long)ev->id);
+	memcpy(p, type, tlen);
+	p += tlen;
+	*p++ = '\n';
+	p = data_lines(p, ev);
+	c->len = (uint32_t)(p - c->data);
+	return c;
+}
+
+struct chunk *frame_mercure(const struct store_event *ev)
+{
+	struct mercure_block b;
+	char num[24];
+	if (!ev->mercure || !mercure_block_parse(ev->mercure, ev->mercure_len, &b)) {
+		/* A row of herald's own: its number is its Mercure id. */
+		b = (struct mercure_block){ .id = num, .retry = "" };
+		b.id_len = (size_t)snprintf(num, sizeof(num), "%lld", (long long)ev->id);
+	}
+	const char *type = ev->type ? ev->type : "";
+	size_t tlen = line_len(type, ev->type ? ev->type_len : 0);
+	if (tlen == 7 && memcmp(type, "message", 7) == 0)
+		tlen = 0; /* the default: no event: line, as the update had none */
+	size_t cap = data_lines_cap(ev) + b.id_len + tlen + b.retry_len + 32;
+	if (cap > FRAME_MAX_BYTES)
+		return frame_too_large(ev, cap);
+	struct chunk *c = chunk_new(cap);
+	char *p = c->data;
+	p = put_field(p, "id: ", b.id, b.id_len);
+	if (tlen)
+		p = put_field(p, "event: ", type, tlen);
+	if (b.retry_len)
+		p = put_field(p, "retry: ", b.retry, b.retry_len);
+	p = data_lines(p, ev);
 	c->len = (uint32_t)(p - c->data);
 	return c;
 }

@@ -28,6 +28,13 @@ struct chunk *frame_event(const struct store_event *ev);
  * FRAME_MAX_BYTES: as frame_event. Returns a new chunk with one reference. */
 struct chunk *frame_event_envelope(const struct store_event *ev);
 
+/* Encode ev for a Mercure subscriber: "id: ID\n", "event: TYPE\n" unless
+ * the type is "message" (the SSE default), "retry: N\n" when the update
+ * set one, then the data lines as frame_event. ID is the update's own
+ * (store_event.mercure), or the row's number for a row of herald's own.
+ * Over FRAME_MAX_BYTES: as frame_event. One new reference. */
+struct chunk *frame_mercure(const struct store_event *ev);
+
 /* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
 

@@ -61,6 +61,8 @@ static void list_del(struct reader **head, struct reader *r)
 /* Visibility: public, or private with the read token or a granted topic. */
 static bool reader_may_see(const struct reader *r, const struct store_event *ev)
 {
+	if (r->accepts)
+		return r->accepts(r->accepts_arg, ev);
 	return visibility_may_see(r->see_private, r->grants, r->ngrants, ev->topic, ev->topic_len, ev->public);
 }
 
@@ -69,6 +71,8 @@ static bool reader_may_see(const struct reader *r, const struct store_event *ev)
  * applies it in SQL; the live fan-out gets the topic part from the index. */
 static bool reader_wants(const struct reader *r, const struct store_event *ev)
 {
+	if (r->accepts)
+		return r->accepts(r->accepts_arg, ev);
 	return visibility_wants(r->topics, r->ntopics, ev->topic, ev->topic_len) && reader_may_see(r, ev);
 }
 
@@ -155,8 +159,14 @@ struct fanout {
 struct offer {
 	struct hub *h;
 	const struct store_event *ev;
-	struct chunk *frames[2]; /* each format encoded once, when a reader needs it */
+	struct chunk *frames[3]; /* each format encoded once, when a reader needs it */
 };
+
+/* ev in r's format; one new reference. */
+static struct chunk *encode(const struct reader *r, const struct store_event *ev)
+{
+	return r->format == 2 ? frame_mercure(ev) : r->format == 1 ? frame_event_envelope(ev) : frame_event(ev);
+}
 
 /* The index found r by one of its patterns. r may be visited again through
  * another: skip_through, raised to the event's id on the first visit,
@@ -172,9 +182,9 @@ static void offer_event(void *owner, void *arg)
 	r->skip_through = ev->id;
 	if (!reader_may_see(r, ev))
 		return;
-	struct chunk **ch = &o->frames[r->envelope];
+	struct chunk **ch = &o->frames[r->format];
 	if (!*ch)
-		*ch = r->envelope ? frame_event_envelope(ev) : frame_event(ev);
+		*ch = encode(r, ev);
 	if (r->ops->queued(r->sink) + (*ch)->len > (size_t)o->h->cfg->queue_limit) {
 		to_catchup(o->h, r);
 		return;
@@ -187,10 +197,10 @@ static int fanout_row(void *arg, const struct store_event *ev)
 {
 	struct fanout *f = arg;
 	struct hub *h = f->h;
-	struct offer o = { h, ev, { NULL, NULL } };
+	struct offer o = { h, ev, { NULL, NULL, NULL } };
 	topic_index_each(h->index, ev->topic, ev->topic_len, offer_event, &o);
-	chunk_unref(o.frames[0]);
-	chunk_unref(o.frames[1]);
+	for (size_t i = 0; i < 3; i++)
+		chunk_unref(o.frames[i]);
 	f->last = ev->id;
 	h->high_water = ev->id;
 	h->m->events_read++;
@@ -412,7 +422,24 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	r->ops = ops;
 	r->sink = sink;
 	r->see_private = spec->see_private;
-	r->envelope = spec->envelope;
+	r->format = spec->mercure ? 2 : spec->envelope ? 1 : 0;
+	r->accepts = spec->accepts;
+	r->accepts_arg = spec->accepts_arg;
+	r->accepts_free = spec->accepts_free;
+	spec->accepts_arg = NULL;
+	if (r->accepts) {
+		/* Every row, decided by its own rule: indexed under "*", read
+		 * from the store unfiltered. */
+		r->see_private = true;
+		for (size_t i = 0; i < spec->ntopics; i++)
+			free(spec->topics[i]);
+		spec->ntopics = 0;
+		for (size_t i = 0; i < spec->ngrants; i++)
+			free(spec->grants[i]);
+		free(spec->grants);
+		spec->ngrants = 0;
+		spec->grants = NULL;
+	}
 	r->ntopics = spec->ntopics;
 	memcpy(r->topics, spec->topics, spec->ntopics * sizeof(char *));
 	spec->ntopics = 0; /* the topics are the reader's now */
@@ -496,6 +523,8 @@ void hub_reader_closed(struct reader *r)
 	for (size_t i = 0; i < r->ngrants; i++)
 		free(r->grants[i]);
 	free(r->grants);
+	if (r->accepts_free)
+		r->accepts_free(r->accepts_arg);
 	free(r);
 }
 
@@ -521,7 +550,7 @@ void hub_end_private(struct hub *h)
 	for (size_t i = 0; i < ARRAY_LEN(lists); i++)
 		for (struct reader *r = lists[i], *next; r; r = next) {
 			next = r->next;
-			if (r->see_private) {
+			if (r->see_private && !r->accepts) {
 				hub_end(h, r);
 				ended++;
 			}
@@ -554,7 +583,7 @@ static int feed_row(void *arg, const struct store_event *ev)
 	r->cursor = ev->id;
 	if (!reader_wants(r, ev))
 		return 0;
-	struct chunk *ch = r->envelope ? frame_event_envelope(ev) : frame_event(ev);
+	struct chunk *ch = encode(r, ev);
 	r->ops->send(r->sink, ch, ev->id, true);
 	chunk_unref(ch);
 	f->h->m->frames_queued++;

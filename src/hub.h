@@ -65,8 +65,17 @@ struct reader_spec {
 	char **grants;                   /* taken over by hub_open (the array and its strings) */
 	int64_t expires_at;              /* Unix seconds the rights end (the token's exp): 0 never */
 	bool envelope;                   /* events as unnamed JSON envelopes (frame_event_envelope) */
-	const char *client;              /* for logs; lent, kept by the reader: must outlive it */
-	int64_t rotate_after_ms;         /* 0: never */
+	bool mercure;                    /* events as Mercure frames (frame_mercure) */
+	/* A reader whose rule is its own (the Mercure endpoint's matchers and
+	 * grants): with accepts set, topics and grants are not used, the
+	 * reader is reached by every event and sent those accepts(arg, ev)
+	 * passes, live and in catch-up alike. The hub takes over arg and
+	 * frees it with arg_free when the reader ends. */
+	bool (*accepts)(void *arg, const struct store_event *ev);
+	void *accepts_arg;
+	void (*accepts_free)(void *arg);
+	const char *client;      /* for logs; lent, kept by the reader: must outlive it */
+	int64_t rotate_after_ms; /* 0: never */
 };
 
 /* The hub and its readers: their fields are the hub's alone

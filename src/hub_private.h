@@ -24,7 +24,11 @@ struct reader {
 	uint64_t sync_ticket;
 	int64_t opened_at_id;
 	bool see_private;
-	bool envelope;  /* frame_event_envelope instead of frame_event */
+	unsigned format; /* 0 frame_event, 1 frame_event_envelope, 2 frame_mercure */
+	/* Its own rule instead of topics and grants (reader_spec.accepts). */
+	bool (*accepts)(void *arg, const struct store_event *ev);
+	void *accepts_arg;
+	void (*accepts_free)(void *arg);
 	size_t ntopics; /* 0 = every topic */
 	char **topics;  /* ntopics patterns, in the reader's own block after subs[] */
 	size_t ngrants;

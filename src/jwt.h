@@ -79,6 +79,19 @@ enum jwt_error {
 int jwt_verify(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
 	       const char **why);
 
+struct json_value;
+
+/* Reads another protocol's claims from a verified token's header and
+ * payload (the Mercure endpoint's authorization details): returns JWT_OK,
+ * or the jwt_error the token is refused with. */
+typedef int (*jwt_claims_fn)(void *arg, const struct json_value *header, const struct json_value *payload);
+
+/* jwt_verify, except that herald's rights claims are not read: once the
+ * signature, times, aud and iss pass, read(arg, header, payload) reads
+ * what its protocol needs. *r gets only exp and sub. No cache. */
+int jwt_verify_claims(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, jwt_claims_fn read,
+		      void *arg, struct jwt_rights *r, const char **why);
+
 /* What jwt_check spent on a token, for the counters. */
 struct jwt_cost {
 	bool cached;    /* answered from the cache of verified tokens */

@@ -15,6 +15,7 @@
 
 #include "group.h"
 #include "log.h"
+#include "mercure_subs.h"
 #include "presence_redis.h"
 #include "presence_table.h"
 #include "topic.h"
@@ -54,6 +55,8 @@ struct presence {
 	/* With the event log on Redis: this node's share there, which joins,
 	 * leaves and answers go through. */
 	struct presence_redis *redis;
+	/* The Mercure endpoint's active subscriptions (mercure_subs.h). */
+	struct mercure_subs *mercure;
 };
 
 /* One stream's keys; counted[i] says whether keys[i] got into the table
@@ -122,8 +125,14 @@ struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub
 			return NULL;
 		}
 	}
+	p->mercure = mercure_subs_new(lp, st, hub);
 	schedule_leaves(p);
 	return p;
+}
+
+struct mercure_subs *presence_mercure(struct presence *p)
+{
+	return p ? p->mercure : NULL;
 }
 
 static void events_clear(struct presence *p)
@@ -153,6 +162,8 @@ void presence_free(struct presence *p)
 		loop_timer_stop(p->lp, &p->leave_timer);
 		loop_timer_stop(p->lp, &p->retry_timer);
 	}
+	mercure_subs_free(p->mercure); /* every subscription has closed */
+	p->mercure = NULL;
 	presence_redis_free(p->redis); /* its answers still out come back empty */
 	p->redis = NULL;
 	if (p->appending) {

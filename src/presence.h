@@ -92,4 +92,10 @@ void presence_ask(struct presence *p, char *const *topics, size_t n, const struc
  * answer counts them. */
 size_t presence_readers(struct presence *p, const char *topic);
 
+struct mercure_subs;
+
+/* The Mercure endpoint's active subscriptions, kept here beside the
+ * streams' counts (mercure_subs.h); NULL for a NULL p. */
+struct mercure_subs *presence_mercure(struct presence *p);
+
 #endif

@@ -34,6 +34,9 @@ struct publish_item {
 	char *idem_key;       /* the Idempotency-Key, or NULL */
 	char *idem_publisher; /* whose key it is (idempotency.h), with idem_key */
 	char idem_hash[IDEM_HEX_LEN];
+	char *mercure_id; /* a Mercure update: answered 200 text/plain with it */
+	char *mercure;    /* its block (mercure_update.h) */
+	size_t mercure_len;
 };
 
 struct publish_queue {
@@ -77,6 +80,8 @@ static void item_free(struct publish_item *it)
 	free(it->cors);
 	free(it->idem_key);
 	free(it->idem_publisher);
+	free(it->mercure_id);
+	free(it->mercure);
 	free(it->type);
 	free(it->topic);
 	free(it->data);
@@ -195,7 +200,7 @@ static bool loopback_authority(const char *p, size_t n)
  * rebound to 127.0.0.1. Without a token, refuse what a browser marks as
  * coming from another site, and any request naming a host other than this
  * one. Returns NULL or the reason. */
-static const char *cross_site(const struct http_request *req)
+const char *publish_cross_site(const struct http_request *req)
 {
 	const struct http_header *h = http_header_get(req, "Sec-Fetch-Site");
 	if (h && !(h->value.n == 11 && strncasecmp(h->value.p, "same-origin", 11) == 0) &&
@@ -272,7 +277,7 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
 		return 403;
 	}
-	*why = cross_site(req);
+	*why = publish_cross_site(req);
 	return *why ? 403 : 0;
 }
 
@@ -465,6 +470,47 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	schedule(q);
 }
 
+void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors)
+{
+	if (q->n >= MAX_PENDING) {
+		publish_mercure_free(u);
+		conn_refuse(c, 503, "publish_queue_full", "too many publishes waiting for the database",
+			    "Retry-After: 1\r\n");
+		return;
+	}
+	struct publish_item it = { .c = c,
+				   .keep_alive = conn_keep_alive(c),
+				   .started_ns = clock_mono_ns(),
+				   .type = u->type,
+				   .topic = u->topic,
+				   .data = u->data,
+				   .data_len = u->data_len,
+				   .public = u->public,
+				   .cors = cors && cors[0] ? xstrdup(cors) : NULL,
+				   .mercure_id = u->id,
+				   .mercure = u->block,
+				   .mercure_len = u->block_len };
+	memset(u, 0, sizeof(*u)); /* the item owns the strings now */
+	if (q->n == q->cap) {
+		q->cap = q->cap ? q->cap * 2 : 64;
+		q->items = xrealloc(q->items, q->cap * sizeof(*q->items));
+	}
+	q->items[q->n++] = it;
+	conn_attach(c, &waiting_user, q);
+	conn_wait(c);
+	schedule(q);
+}
+
+void publish_mercure_free(struct publish_mercure *u)
+{
+	free(u->type);
+	free(u->topic);
+	free(u->data);
+	free(u->id);
+	free(u->block);
+	memset(u, 0, sizeof(*u));
+}
+
 /* A key used before with another body: refused, and said in the log (a
  * publisher reusing keys is a bug worth finding). */
 static void answer_conflict(struct publish_item *it, int64_t id)
@@ -481,6 +527,16 @@ static void answer_conflict(struct publish_item *it, int64_t id)
 	conn_refuse(it->c, 422, "idempotency_key_reused", msg, NULL);
 }
 
+/* A Mercure update stored: 200 text/plain with its id. */
+static void answer_mercure(struct publish_queue *q, struct publish_item *it)
+{
+	metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
+	conn_respond(it->c, 200,
+		     http_format_response(200, "text/plain; charset=utf-8", it->cors, it->mercure_id,
+					  strlen(it->mercure_id), it->keep_alive),
+		     it->keep_alive);
+}
+
 /* Answer the k oldest items (201 with res[i].id when res is given, or 422
  * for a key reused with another body; else status with cause and
  * message); the rest move up and keep their order. */
@@ -491,6 +547,8 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 		struct publish_item *it = &q->items[i];
 		if (res && res[i].outcome == STORE_KEY_CONFLICT) {
 			answer_conflict(it, res[i].id);
+		} else if (res && it->c && it->mercure_id) {
+			answer_mercure(q, it);
 		} else if (it->c) {
 			if (res) {
 				/* A replay is answered as the original was. */
@@ -637,10 +695,12 @@ static void commit(void *arg)
 		return; /* committed() schedules the next batch */
 	struct store_new_event *evs = xmalloc(q->n * sizeof(*evs));
 	for (size_t i = 0; i < q->n; i++)
-		evs[i] = (struct store_new_event){ q->items[i].type,     q->items[i].topic,
-						   q->items[i].data,     q->items[i].data_len,
-						   q->items[i].public,   q->items[i].idem_publisher,
-						   q->items[i].idem_key, q->items[i].idem_hash };
+		evs[i] = (struct store_new_event){ q->items[i].type,       q->items[i].topic,
+						   q->items[i].data,       q->items[i].data_len,
+						   q->items[i].public,     q->items[i].idem_publisher,
+						   q->items[i].idem_key,   q->items[i].idem_hash,
+						   q->items[i].mercure_id, q->items[i].mercure,
+						   q->items[i].mercure_len };
 	q->committing = q->n;
 	q->commit_t0 = clock_mono_ns();
 	store_append(q->st, evs, q->n, committed, q); /* may answer before it returns */

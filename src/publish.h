@@ -41,6 +41,31 @@ bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http
 void publish_handle(struct publish_queue *q, struct conn *c, const struct http_request *req, const char *body,
 		    size_t body_len);
 
+/* A Mercure update checked by its handler (mercure.c), its strings
+ * malloc'd: the row (type, topic, data, public) and the update's id and
+ * block (mercure_update.h). */
+struct publish_mercure {
+	char *type, *topic, *data;
+	size_t data_len;
+	bool public;
+	char *id;
+	char *block;
+	size_t block_len;
+};
+
+/* Queue u for the group commit like any publish (taking over its
+ * strings); the answer is 200 text/plain with the id. cors: extra headers
+ * for the answer, or NULL. */
+void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors);
+void publish_mercure_free(struct publish_mercure *u);
+
+/* Why a publish without a token must be refused though its peer is on
+ * this host: a browser marked it as from another site (Sec-Fetch-Site),
+ * its Origin or its Host names another host (a page could make it with a
+ * form post, or through a name rebound to 127.0.0.1). NULL when none of
+ * these. */
+const char *publish_cross_site(const struct http_request *req);
+
 /* Number of publishes waiting for their commit. */
 size_t publish_pending(const struct publish_queue *q);
 

@@ -9,6 +9,7 @@
 #include "store_sqlite.h"
 #include "util.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 struct store {
@@ -101,6 +102,16 @@ int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t m
 bool store_available(const struct store *st)
 {
 	return st->ops->available(st->be);
+}
+
+int store_mercure_find(struct store *st, const char *mercure_id, int64_t *id)
+{
+	return st->ops->mercure_find ? st->ops->mercure_find(st->be, mercure_id, id) : -ENOTSUP;
+}
+
+bool store_keeps_mercure(const struct store *st)
+{
+	return st->ops->mercure_find != NULL;
 }
 
 const char *store_kind(const struct store *st)

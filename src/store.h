@@ -45,6 +45,10 @@ struct store_event {
 	size_t data_len;
 	bool public;
 	int64_t created_at; /* Unix seconds */
+	/* A row published through the Mercure endpoint: its update's id,
+	 * retry and topics (mercure.h's block), else NULL. */
+	const char *mercure;
+	size_t mercure_len;
 };
 
 /* One row to append. The store copies what it needs before returning.
@@ -64,6 +68,12 @@ struct store_new_event {
 	const char *idem_publisher; /* the key's scope (idempotency.h); with idem_key */
 	const char *idem_key;       /* NULL: not keyed */
 	const char *idem_hash;      /* the body's fingerprint, hex */
+	/* A Mercure update: its id (store_mercure_find finds the earliest
+	 * row of an id used again) and the block read back as
+	 * store_event.mercure. NULL: a row of herald's own. */
+	const char *mercure_id;
+	const char *mercure;
+	size_t mercure_len;
 };
 
 /* What became of one row of an append. */
@@ -164,6 +174,14 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
  * (too many topics or grants). */
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg, int64_t *through);
+
+/* The event a Mercure update id names (the earliest with that id): 1 with *id set, 0 when no row has
+ * it, -ENOTSUP when the backend keeps no Mercure ids (Redis), -EBUSY or
+ * -EIO. */
+int store_mercure_find(struct store *st, const char *mercure_id, int64_t *id);
+
+/* Whether the backend keeps Mercure updates' ids and topics. */
+bool store_keeps_mercure(const struct store *st);
 
 /* The highest id assigned that this node knows of (0 for an empty log). */
 int store_max_id(struct store *st, int64_t *max_id);

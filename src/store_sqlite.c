@@ -39,7 +39,7 @@
 #define STORE_FILTER_CACHE 32
 
 /* The schema version this build writes; a newer database is refused. */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 /* SQLite's VM steps between two looks at a read's budget. */
 #define BUDGET_CHECK_OPS 1000
@@ -97,6 +97,8 @@ struct store_sqlite {
 	sqlite3_stmt *idem_prune_gone; /* forget the keys of pruned events */
 	int64_t idem_window_s;         /* how long a key is remembered */
 	sqlite3_stmt *data_ver;
+	sqlite3_stmt *mercure_put;  /* a Mercure update's id and block */
+	sqlite3_stmt *mercure_find; /* the event of a Mercure id */
 
 	/* Wired to the loop by store_sqlite_watch (else lp is NULL). */
 	struct loop *lp;
@@ -115,7 +117,11 @@ struct store_sqlite {
 
 /* ---- schema and migrations ---- */
 
-#define ROW_COLUMNS "id, type, topic, data, public, created_at"
+/* The Mercure block comes from its own table by the event's id (a probe of
+ * an integer key; NULL for herald's own rows). */
+#define ROW_COLUMNS                                  \
+	"id, type, topic, data, public, created_at," \
+	" (SELECT block FROM herald_mercure WHERE event_id = events.id)"
 
 #define EVENTS_COLUMNS                          \
 	"id INTEGER PRIMARY KEY AUTOINCREMENT," \
@@ -167,6 +173,16 @@ static const struct migration migrations[] = {
 	  " PRIMARY KEY(publisher, key)) WITHOUT ROWID;"
 	  "CREATE INDEX IF NOT EXISTS herald_idempotency_created_at ON herald_idempotency(created_at);"
 	  "CREATE INDEX IF NOT EXISTS herald_idempotency_event_id ON herald_idempotency(event_id);",
+	  NULL },
+	/* Mercure updates: the publisher's id (a reused one names its
+	 * earliest event, so an id resolves to one event) and the block read
+	 * back with the row, removed with their event by whoever deletes it. */
+	{ 5,
+	  "CREATE TABLE IF NOT EXISTS herald_mercure(event_id INTEGER PRIMARY KEY, uid TEXT NOT NULL,"
+	  " block TEXT NOT NULL);"
+	  "CREATE INDEX IF NOT EXISTS herald_mercure_uid ON herald_mercure(uid, event_id);"
+	  "CREATE TRIGGER IF NOT EXISTS herald_mercure_gone AFTER DELETE ON events BEGIN"
+	  " DELETE FROM herald_mercure WHERE event_id = OLD.id; END;",
 	  NULL },
 };
 
@@ -507,6 +523,10 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 		    " ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)",
 		    err, errlen) < 0 ||
 	    prepare(st, &st->data_ver, "PRAGMA data_version", err, errlen) < 0 ||
+	    prepare(st, &st->mercure_put, "INSERT INTO herald_mercure(event_id, uid, block) VALUES (?1, ?2, ?3)", err,
+		    errlen) < 0 ||
+	    prepare(st, &st->mercure_find,
+		    "SELECT event_id FROM herald_mercure WHERE uid = ?1 ORDER BY event_id LIMIT 1", err, errlen) < 0 ||
 	    /* A key counts only while its event is in the log: once retention
 	     * (or another program) removed it, a retry is stored anew. */
 	    prepare(st, &st->idem_get,
@@ -616,10 +636,12 @@ void store_sqlite_close(struct store_sqlite *st)
 	if (!st)
 		return;
 	store_sqlite_unwatch(st);
-	sqlite3_stmt **stmts[] = { &st->begin,    &st->commit,         &st->rollback,       &st->insert,
-				   &st->range,    &st->max_id,         &st->prune,          &st->set_pruned,
-				   &st->data_ver, &st->range_public,   &st->late,           &st->idem_get,
-				   &st->idem_put, &st->idem_prune_age, &st->idem_prune_gone };
+	sqlite3_stmt **stmts[] = { &st->begin,        &st->commit,         &st->rollback,
+				   &st->insert,       &st->range,          &st->max_id,
+				   &st->prune,        &st->set_pruned,     &st->data_ver,
+				   &st->range_public, &st->late,           &st->idem_get,
+				   &st->idem_put,     &st->idem_prune_age, &st->idem_prune_gone,
+				   &st->mercure_put,  &st->mercure_find };
 	for (size_t i = 0; i < ARRAY_LEN(stmts); i++) {
 		sqlite3_finalize(*stmts[i]);
 		*stmts[i] = NULL;
@@ -781,6 +803,37 @@ void store_sqlite_set_idempotency_window(struct store_sqlite *st, int64_t window
 	st->idem_window_s = window_s;
 }
 
+int store_sqlite_mercure_find(struct store_sqlite *st, const char *mercure_id, int64_t *id)
+{
+	sqlite3_stmt *s = st->mercure_find;
+	sqlite3_bind_text(s, 1, mercure_id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	int ret = 0;
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(s, 0);
+		ret = 1;
+	} else if (rc != SQLITE_DONE) {
+		ret = fail_rc(st, "find a Mercure id", rc);
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return ret;
+}
+
+/* Keep row id's Mercure id and block (inside the append's transaction). */
+static int mercure_remember(struct store_sqlite *st, const struct store_new_event *ev, int64_t id)
+{
+	sqlite3_stmt *s = st->mercure_put;
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_text(s, 2, ev->mercure_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text64(s, 3, ev->mercure ? ev->mercure : "", ev->mercure ? ev->mercure_len : 0, SQLITE_STATIC,
+			    SQLITE_UTF8);
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc == SQLITE_DONE ? 0 : fail_rc(st, "append a Mercure id", rc);
+}
+
 int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *evs, size_t n,
 			struct store_appended *out)
 {
@@ -827,6 +880,8 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 		int64_t id = sqlite3_last_insert_rowid(st->db);
 		out[i] = (struct store_appended){ id, STORE_STORED };
 		if (ev->idem_key && (ret = key_remember(st, ev, id, now)) < 0)
+			goto fail;
+		if (ev->mercure_id && (ret = mercure_remember(st, ev, id)) < 0)
 			goto fail;
 	}
 	/* The bound strings belong to the caller; drop the references. */
@@ -883,6 +938,10 @@ static void row_event(sqlite3_stmt *s, struct store_event *ev)
 	ev->data = column_text(s, 3, &ev->data_len);
 	ev->public = sqlite3_column_int64(s, 4) != 0;
 	ev->created_at = sqlite3_column_int64(s, 5);
+	ev->mercure = NULL;
+	ev->mercure_len = 0;
+	if (sqlite3_column_type(s, 6) != SQLITE_NULL)
+		ev->mercure = column_text(s, 6, &ev->mercure_len);
 }
 
 /* Step s (with ?1 after, ?2 upto and ?3 limit bound here, anything else by
@@ -1786,6 +1845,11 @@ static int be_prune(void *be, int64_t max_age_s, int64_t max_count, size_t max_r
 	return n;
 }
 
+static int be_mercure_find(void *be, const char *mercure_id, int64_t *id)
+{
+	return store_sqlite_mercure_find(((struct sqlite_backend *)be)->db, mercure_id, id);
+}
+
 const struct store_backend store_sqlite_backend = {
 	.kind = "sqlite",
 	.chosen = be_chosen,
@@ -1802,4 +1866,5 @@ const struct store_backend store_sqlite_backend = {
 	.sync_done = be_sync_done,
 	.prune = be_prune,
 	.available = be_available,
+	.mercure_find = be_mercure_find,
 };

@@ -41,6 +41,9 @@ void store_sqlite_close(struct store_sqlite *st);
 int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *evs, size_t n,
 			struct store_appended *out);
 
+/* store_mercure_find (store.h) on this file. */
+int store_sqlite_mercure_find(struct store_sqlite *st, const char *mercure_id, int64_t *id);
+
 /* store_sqlite_append with only the ids (ids_out may be NULL). */
 int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_event *evs, size_t n, int64_t *ids_out);
 

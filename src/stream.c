@@ -362,6 +362,70 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 	return 0; /* no token is used here: public events, as without one */
 }
 
+/* A place for one more stream on c: 0 with *ticket set, or the refusal
+ * (503 shutting down or at max_readers, 429 past per_address_limit) with
+ * *cause and *why. */
+static int admit(struct streams *s, struct conn *c, struct admission_ticket **ticket, const char **cause,
+		 const char **why)
+{
+	const struct config *cfg = s->cfg;
+	*ticket = NULL;
+	if (conn_draining(c)) {
+		*cause = "shutting_down";
+		*why = "the server is shutting down";
+		return 503;
+	}
+	char key[64];
+	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
+	struct admission_caps caps = { .max_readers = s->max_readers,
+				       .max_local = s->max_local,
+				       .per_address_limit = cfg->per_address_limit };
+	enum admission_refusal refused = admission_admit(s->admission, key, &caps, hub_readers(s->hub), ticket);
+	if (refused == ADMISSION_FULL) {
+		*cause = "max_readers";
+		*why = "the server is at its reader capacity (max_readers)";
+		return 503;
+	}
+	if (refused == ADMISSION_ADDRESS_FULL) {
+		*cause = "per_address_limit";
+		*why = "too many open streams from this address (per_address_limit)";
+		return 429;
+	}
+	return 0;
+}
+
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c)
+{
+	struct admission_ticket *ticket = NULL;
+	const char *cause = NULL, *why = NULL;
+	int status = admit(s, c, &ticket, &cause, &why);
+	if (status) {
+		conn_refuse(c, status, cause, why, "Retry-After: 5\r\n");
+		return NULL;
+	}
+	return ticket;
+}
+
+void stream_release(struct streams *s, struct admission_ticket *ticket)
+{
+	admission_release(s->admission, ticket);
+}
+
+void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
+		      const char *extra_headers)
+{
+	struct chunk *head = frame_stream_head(s->cfg->retry_ms, extra_headers);
+	conn_count_response(c, 200);
+	conn_become_stream(c);
+	conn_enqueue(c, head, 0);
+	chunk_unref(head);
+	spec->client = conn_client(c);
+	spec->rotate_after_ms = s->cfg->rotate_after_ms;
+	struct stream *st = xmalloc(sizeof(*st));
+	*st = (struct stream){ hub_open(s->hub, spec, &conn_sink, c), s->admission, ticket, s->presence, NULL };
+	conn_attach(c, &reader_user, st);
+}
+
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
 {
 	const struct config *cfg = s->cfg;
@@ -386,30 +450,8 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	 * requests without a token do. When both would refuse, the cap's
 	 * answer is given; the token is judged once there is room. */
 	struct admission_ticket *ticket = NULL;
-	int status = 0;
 	const char *cause = NULL;
-	if (conn_draining(c)) {
-		status = 503;
-		cause = "shutting_down";
-		why = "the server is shutting down";
-	} else {
-		char key[64];
-		addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
-		struct admission_caps caps = { .max_readers = s->max_readers,
-					       .max_local = s->max_local,
-					       .per_address_limit = cfg->per_address_limit };
-		enum admission_refusal refused =
-			admission_admit(s->admission, key, &caps, hub_readers(s->hub), &ticket);
-		if (refused == ADMISSION_FULL) {
-			status = 503;
-			cause = "max_readers";
-			why = "the server is at its reader capacity (max_readers)";
-		} else if (refused == ADMISSION_ADDRESS_FULL) {
-			status = 429;
-			cause = "per_address_limit";
-			why = "too many open streams from this address (per_address_limit)";
-		}
-	}
+	int status = admit(s, c, &ticket, &cause, &why);
 	struct jwt_rights rights = { 0 };
 	bool see_private = false;
 	if (!status) {

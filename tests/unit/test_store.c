@@ -139,7 +139,9 @@ static int read_all(struct store_sqlite *st, int64_t after, int64_t upto, size_t
 static int append_one(struct store_sqlite *st, const char *type, const char *topic, const char *data, bool pub,
 		      int64_t *id)
 {
-	struct store_new_event ev = { type, topic, data, data ? strlen(data) : 0, pub, NULL, NULL, NULL };
+	struct store_new_event ev = {
+		type, topic, data, data ? strlen(data) : 0, pub, NULL, NULL, NULL, NULL, NULL, 0
+	};
 	return store_sqlite_append_batch(st, &ev, 1, id);
 }
 
@@ -177,7 +179,7 @@ static void test_open_creates_schema_and_wal(void)
 	sqlite3 *db = ext_open(path);
 	ext_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	CHECK(strcmp(mode, "wal") == 0);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='herald_meta'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='index'"
@@ -207,11 +209,11 @@ static void test_append_and_read_range(void)
 	if (!st)
 		return;
 	struct store_new_event evs[5] = {
-		{ "greet", "news", "hello", 5, true, NULL, NULL, NULL },
-		{ NULL, NULL, "line1\nline2", 11, false, NULL, NULL, NULL },
-		{ "t", "a/b", "h\xc3\xa9llo", 6, true, NULL, NULL, NULL },
-		{ "t", "", "", 0, false, NULL, NULL, NULL },
-		{ "bin", "x", "a\0b", 3, false, NULL, NULL, NULL },
+		{ "greet", "news", "hello", 5, true, NULL, NULL, NULL, NULL, NULL, 0 },
+		{ NULL, NULL, "line1\nline2", 11, false, NULL, NULL, NULL, NULL, NULL, 0 },
+		{ "t", "a/b", "h\xc3\xa9llo", 6, true, NULL, NULL, NULL, NULL, NULL, 0 },
+		{ "t", "", "", 0, false, NULL, NULL, NULL, NULL, NULL, 0 },
+		{ "bin", "x", "a\0b", 3, false, NULL, NULL, NULL, NULL, NULL, 0 },
 	};
 	int64_t ids[5] = { 0 };
 	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), 0);
@@ -349,8 +351,8 @@ static void test_busy(void)
 	ext_exec(db, "BEGIN IMMEDIATE");
 	ext_exec(db, "INSERT INTO events(data) VALUES ('held')");
 
-	struct store_new_event evs[2] = { { "t", "", "a", 1, false, NULL, NULL, NULL },
-					  { "t", "", "b", 1, false, NULL, NULL, NULL } };
+	struct store_new_event evs[2] = { { "t", "", "a", 1, false, NULL, NULL, NULL, NULL, NULL, 0 },
+					  { "t", "", "b", 1, false, NULL, NULL, NULL, NULL, NULL, 0 } };
 	int64_t ids[2] = { -1, -1 };
 	uint64_t t0 = clock_mono_ms();
 	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 2, ids), -EBUSY);
@@ -380,7 +382,7 @@ static void test_prune(void)
 	struct store_sqlite *st = open_ok(path);
 	if (!st)
 		return;
-	struct store_new_event ev = { "t", "", "x", 1, false, NULL, NULL, NULL };
+	struct store_new_event ev = { "t", "", "x", 1, false, NULL, NULL, NULL, NULL, NULL, 0 };
 	struct rows r;
 	int64_t max = 0;
 	for (int i = 0; i < 10; i++)
@@ -574,7 +576,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 3);
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='herald_meta'"), 1);
 	ext_close(db);
 
@@ -601,7 +603,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 8);
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM recent"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'"), 8);
 	ext_text(db, "SELECT sql FROM sqlite_master WHERE name='events'", text, sizeof(text));
@@ -759,7 +761,8 @@ static void test_read_matching(void)
 	for (int i = 0; i < 1000; i++)
 		batch[i] = (struct store_new_event){ "t",  "a",   "some data of a modest size, as events have",
 						     43,   false, NULL,
-						     NULL, NULL };
+						     NULL, NULL,  NULL,
+						     NULL, 0 };
 	for (int k = 0; k < 30; k++)
 		CHECK_EQ_INT(store_sqlite_append_batch(st, batch, 1000, NULL), 0);
 	store_sqlite_checkpoint(st);
@@ -866,7 +869,7 @@ static void test_read_matching_agrees_with_the_rule(void)
 	for (int i = 0; i < ROWS; i++) {
 		snprintf(tp[i], sizeof(tp[i]), "%s", pool[random() % POOL]);
 		pb[i + 1] = random() % 4 == 0;
-		batch[i] = (struct store_new_event){ "t", tp[i], "d", 1, pb[i + 1], NULL, NULL, NULL };
+		batch[i] = (struct store_new_event){ "t", tp[i], "d", 1, pb[i + 1], NULL, NULL, NULL, NULL, NULL, 0 };
 	}
 	CHECK_EQ_INT(store_sqlite_append_batch(st, batch, ROWS, NULL), 0);
 	static struct ids want, got;
@@ -940,7 +943,7 @@ static void test_migration_to_3(void)
 		return;
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='events_public_topic_id'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM events"), 1);
 	ext_close(db);
@@ -962,7 +965,8 @@ static void test_private_rows_cost_a_public_reader_nothing(void)
 		snprintf(names[i], sizeof(names[i]), "big/%d", i);
 		batch[i] = (struct store_new_event){ "t",  names[i], "some data of a modest size, as events have",
 						     43,   false,    NULL,
-						     NULL, NULL };
+						     NULL, NULL,     NULL,
+						     NULL, 0 };
 	}
 	for (int k = 0; k < 40; k++)
 		CHECK_EQ_INT(store_sqlite_append_batch(st, batch, 1000, NULL), 0);
@@ -998,7 +1002,7 @@ static void test_private_rows_cost_a_public_reader_nothing(void)
 
 static struct store_new_event keyed(const char *data, const char *publisher, const char *key, const char *hash)
 {
-	return (struct store_new_event){ "t", "k", data, strlen(data), true, publisher, key, hash };
+	return (struct store_new_event){ "t", "k", data, strlen(data), true, publisher, key, hash, NULL, NULL, 0 };
 }
 
 static void test_idempotency_keys(void)
@@ -1030,11 +1034,11 @@ static void test_idempotency_keys(void)
 	/* One batch, keyed and unkeyed: the same key twice makes one event,
 	 * and the stored rows get consecutive ids. */
 	struct store_new_event batch[6] = {
-		{ "t", "", "u1", 2, false, NULL, NULL, NULL },
+		{ "t", "", "u1", 2, false, NULL, NULL, NULL, NULL, NULL, 0 },
 		keyed("x", "token", "k2", "hx"),
 		keyed("x", "token", "k2", "hx"),
 		keyed("y", "token", "k2", "hy"),
-		{ "t", "", "u2", 2, false, NULL, NULL, NULL },
+		{ "t", "", "u2", 2, false, NULL, NULL, NULL, NULL, NULL, 0 },
 		keyed("a", "token", "k1", "h1"),
 	};
 	CHECK_EQ_INT(store_sqlite_append(st, batch, 6, res), 0);
@@ -1114,7 +1118,7 @@ static void test_migration_to_4(void)
 	ext_exec(db, "DROP TABLE herald_idempotency; PRAGMA user_version=3");
 	st = open_ok(path);
 	if (st) {
-		CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 4);
+		CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
 		CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency"), 0);
 		CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM events"), 1);
 		struct store_new_event a = keyed("a", "token", "k", "h");

@@ -1,0 +1,101 @@
+/* fuzz_urlpattern.c: fuzz target for src/urlpattern.c. The input is two
+ * lines: a pattern p and a topic t (a missing line is empty).
+ * Invariants:
+ *   - compiling p either succeeds or gives a reason, and a compiled p
+ *     matches t and p's own text without fault, in bounded work (the
+ *     driver's time limit catches a runaway);
+ *   - a pattern refused for a regular expression group holds a '(';
+ *   - "/" and t as a path, with the pattern syntax's bytes escaped, is a
+ *     pattern that matches that path (for a t of printable bytes), on the
+ *     base's host and on another; "*" matches every relative t;
+ *   - matching is deterministic.
+ * Over-reads are the sanitizers' (and the driver's guard page's). */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "urlpattern.h"
+
+#define BASE "https://hub.example/.well-known/mercure"
+
+/* t with the bytes that mean something in a pattern escaped, except '?'
+ * and '#', which split a URL the same way in both. */
+static char *escaped(const char *t, size_t n, size_t *len)
+{
+	char *out = malloc(2 * n + 1);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strchr(":*{}()+\\", t[i]))
+			out[k++] = '\\';
+		out[k++] = t[i];
+	}
+	out[k] = '\0';
+	*len = k;
+	return out;
+}
+
+static bool printable(const char *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+int fuzz_one(const uint8_t *data, size_t size)
+{
+	const char *p = (const char *)data;
+	const char *nl = memchr(p, '\n', size);
+	size_t pn = nl ? (size_t)(nl - p) : size;
+	const char *t = nl ? nl + 1 : p + size;
+	size_t tn = nl ? size - pn - 1 : 0;
+	if (pn > URLPATTERN_MAX_LEN + 8 || tn > 2048)
+		return 0;
+
+	const char *why = NULL;
+	struct urlpattern *up = urlpattern_new(p, pn, BASE, &why);
+	if (!up) {
+		FUZZ_ASSERT(why != NULL);
+		if (strstr(why, "regular expression"))
+			FUZZ_ASSERT(memchr(p, '(', pn) != NULL);
+	} else {
+		bool a = urlpattern_match(up, t, tn, BASE);
+		bool b = urlpattern_match(up, t, tn, BASE);
+		FUZZ_ASSERT(a == b);
+		(void)urlpattern_match(up, p, pn, BASE);
+		urlpattern_free(up);
+	}
+
+	if (printable(t, tn) && !memchr(t, '?', tn) && !memchr(t, '#', tn)) {
+		/* As a path of the base's host, and of another host. */
+		for (int absolute = 0; absolute < 2; absolute++) {
+			static const char host[] = "https://example.com/";
+			size_t hn = absolute ? sizeof(host) - 1 : 1;
+			char *topic = malloc(hn + tn + 1);
+			memcpy(topic, absolute ? host : "/", hn);
+			memcpy(topic + hn, t, tn);
+			size_t en, n = hn + tn;
+			char *e = escaped(topic + hn - 1, tn + 1, &en);
+			char *pat = malloc(hn + en + 1);
+			memcpy(pat, topic, hn - 1);
+			memcpy(pat + hn - 1, e, en);
+			size_t patn = hn - 1 + en;
+			struct urlpattern *self = urlpattern_new(pat, patn, BASE, &why);
+			if (patn <= URLPATTERN_MAX_LEN) {
+				FUZZ_ASSERT(self != NULL);
+				FUZZ_ASSERT(urlpattern_match(self, topic, n, BASE));
+			}
+			urlpattern_free(self);
+			free(e);
+			free(pat);
+			free(topic);
+		}
+	}
+	struct urlpattern *all = urlpattern_new("*", 1, BASE, &why);
+	FUZZ_ASSERT(all != NULL);
+	if (tn > 0 && t[0] != '/' && !memmem(t, tn, "://", 3))
+		FUZZ_ASSERT(urlpattern_match(all, t, tn, BASE) || memchr(t, '?', tn) || memchr(t, '#', tn));
+	urlpattern_free(all);
+	return 0;
+}

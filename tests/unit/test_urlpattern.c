@@ -1,0 +1,133 @@
+/* test_urlpattern.c: URL patterns (src/urlpattern.c): the syntax herald
+ * takes (named groups, wildcards, groups, modifiers and the "/" before a
+ * modified part, escapes, each component with its delimiter), relative
+ * patterns and topics against the hub's URL, case rules, what is refused,
+ * and that a pattern that would make a backtracking matcher run for hours
+ * answers at once. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "urlpattern.h"
+
+#define BASE "https://hub.example/.well-known/mercure"
+
+/* 1 match, 0 no match, -1 refused. */
+static int try(const char *pattern, const char *topic)
+{
+	const char *why;
+	struct urlpattern *p = urlpattern_new(pattern, strlen(pattern), BASE, &why);
+	if (!p)
+		return -1;
+	int r = urlpattern_match(p, topic, strlen(topic), BASE);
+	urlpattern_free(p);
+	return r;
+}
+
+static void test_paths(void)
+{
+	CHECK_EQ_INT(try("https://example.com/books/:id", "https://example.com/books/1"), 1);
+	CHECK_EQ_INT(try("https://example.com/books/:id", "https://example.com/books/1/2"), 0);
+	CHECK_EQ_INT(try("https://example.com/books/:id", "https://example.com/books/"), 0);
+	CHECK_EQ_INT(try("https://example.com/books/:id", "https://example.com/books"), 0);
+	CHECK_EQ_INT(try("https://example.com/books/:id?", "https://example.com/books"), 1);
+	CHECK_EQ_INT(try("https://example.com/books/:id?", "https://example.com/books/7"), 1);
+	CHECK_EQ_INT(try("https://example.com/books/:id?", "https://example.com/books/7/8"), 0);
+	CHECK_EQ_INT(try("https://example.com/a/:x+", "https://example.com/a/b/c/d"), 1);
+	CHECK_EQ_INT(try("https://example.com/a/:x+", "https://example.com/a"), 0);
+	CHECK_EQ_INT(try("https://example.com/a/:x*", "https://example.com/a"), 1);
+	CHECK_EQ_INT(try("https://example.com/a/:x*", "https://example.com/a/b/c"), 1);
+	CHECK_EQ_INT(try("https://example.com/books/*", "https://example.com/books/3/4"), 1);
+	CHECK_EQ_INT(try("https://example.com/books/*", "https://example.com/books/"), 1);
+	CHECK_EQ_INT(try("https://example.com/books/*", "https://example.com/books"), 0);
+	CHECK_EQ_INT(try("https://example.com/{a/}?b", "https://example.com/b"), 1);
+	CHECK_EQ_INT(try("https://example.com/{a/}?b", "https://example.com/a/b"), 1);
+	CHECK_EQ_INT(try("https://example.com/{a/}+b", "https://example.com/a/a/b"), 1);
+	CHECK_EQ_INT(try("https://example.com/{a/}+b", "https://example.com/b"), 0);
+	CHECK_EQ_INT(try("https://example.com/x\\:y\\*", "https://example.com/x:y*"), 1);
+	CHECK_EQ_INT(try("https://example.com/x\\:y\\*", "https://example.com/x:yz"), 0);
+	CHECK_EQ_INT(try("https://example.com/:a-:b", "https://example.com/1-2"), 1);
+}
+
+static void test_components(void)
+{
+	/* Left-out search and hash match anything; given ones are matched. */
+	CHECK_EQ_INT(try("https://example.com/b", "https://example.com/b?x=1#f"), 1);
+	CHECK_EQ_INT(try("https://example.com/b?x=:v", "https://example.com/b?x=1"), 1);
+	CHECK_EQ_INT(try("https://example.com/b?x=:v", "https://example.com/b?y=1"), 0);
+	CHECK_EQ_INT(try("https://example.com/b#:h", "https://example.com/b#top"), 1);
+	/* Hosts: '.' delimits a name; case does not matter. */
+	CHECK_EQ_INT(try("https://*.example.com/x", "https://a.b.example.com/x"), 1);
+	CHECK_EQ_INT(try("https://:sub.example.com/x", "https://a.example.com/x"), 1);
+	CHECK_EQ_INT(try("https://:sub.example.com/x", "https://a.b.example.com/x"), 0);
+	CHECK_EQ_INT(try("https://Example.COM/x", "HTTPS://example.com/x"), 1);
+	CHECK_EQ_INT(try("https://example.com/X", "https://example.com/x"), 0);
+	/* Ports: default ones are no port. */
+	CHECK_EQ_INT(try("https://example.com/b", "https://example.com:443/b"), 1);
+	CHECK_EQ_INT(try("https://example.com/b", "https://example.com:8443/b"), 0);
+	CHECK_EQ_INT(try("https://example.com:*/b", "https://example.com:8443/b"), 1);
+	CHECK_EQ_INT(try("*://example.com/b", "wss://example.com/b"), 1);
+	CHECK_EQ_INT(try("https://example.com/b", "http://example.com/b"), 0);
+}
+
+static void test_relative(void)
+{
+	CHECK_EQ_INT(try("/.well-known/mercure/subscriptions/:t/:s", "/.well-known/mercure/subscriptions/a/b"), 1);
+	CHECK_EQ_INT(try("/.well-known/mercure/subscriptions/:t/:s",
+			 "https://hub.example/.well-known/mercure/subscriptions/a/b"),
+		     1);
+	CHECK_EQ_INT(try("/.well-known/mercure/subscriptions/:t/:s",
+			 "https://other.example/.well-known/mercure/subscriptions/a/b"),
+		     0);
+	CHECK_EQ_INT(try("https://hub.example/books/:id", "/books/1"), 1);
+	CHECK_EQ_INT(try("books/:id", "https://hub.example/.well-known/books/1"), 1);
+}
+
+static void test_refused(void)
+{
+	CHECK_EQ_INT(try("https://example.com/(\\d+)", "https://example.com/1"), -1);
+	CHECK_EQ_INT(try("https://example.com/:id(\\d+)", "https://example.com/1"), -1);
+	CHECK_EQ_INT(try("https://example.com/{a{b}}", "x"), -1);
+	CHECK_EQ_INT(try("https://example.com/{a", "x"), -1);
+	CHECK_EQ_INT(try("https://example.com/a}", "x"), -1);
+	CHECK_EQ_INT(try("https://example.com/:/x", "x"), -1);
+	CHECK_EQ_INT(try("https://example.com/x\\", "x"), -1);
+	char big[URLPATTERN_MAX_LEN + 2];
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	CHECK_EQ_INT(try(big, "a"), -1);
+}
+
+/* A pattern a backtracking matcher takes exponential time on: here the
+ * cost is bounded by pattern times topic. */
+static void test_no_backtracking(void)
+{
+	char pattern[600] = "/", topic[URLPATTERN_TOPIC_MAX];
+	for (int i = 0; i < 40; i++)
+		strcat(pattern, "*a");
+	strcat(pattern, "b");
+	topic[0] = '/';
+	memset(topic + 1, 'a', sizeof(topic) - 2);
+	topic[sizeof(topic) - 1] = '\0';
+	clock_t t0 = clock();
+	CHECK_EQ_INT(try(pattern, topic), 0);
+	double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+	CHECK(s < 2.0);
+	/* Too long a topic is no match, without being looked at. */
+	char huge[URLPATTERN_TOPIC_MAX + 2];
+	memset(huge, 'a', sizeof(huge) - 1);
+	huge[0] = '/';
+	huge[sizeof(huge) - 1] = '\0';
+	CHECK_EQ_INT(try("*", huge), 0);
+}
+
+int main(void)
+{
+	test_paths();
+	test_components();
+	test_relative();
+	test_refused();
+	test_no_backtracking();
+	return check_done("test_urlpattern");
+}
