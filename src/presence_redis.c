@@ -279,18 +279,13 @@ static void login(struct presence_redis *r)
 /* Open the connection to r->url and queue the login and the share. */
 static void connect_to(struct presence_redis *r)
 {
-	redisAsyncContext *ac =
-		r->url.path[0] ? redisAsyncConnectUnix(r->url.path) : redisAsyncConnect(r->url.host, r->url.port);
-	if (!ac || ac->err) {
-		if (ac)
-			redisAsyncFree(ac);
+	char err[128];
+	redisAsyncContext *ac = redis_loop_connect(r->lp, r->url.host, r->url.port, r->url.path, r, on_connect,
+						   on_disconnect, err, sizeof(err));
+	if (!ac) {
 		lost(r, "could not start a connection");
 		return;
 	}
-	ac->data = r;
-	redis_loop_attach(ac, r->lp);
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	r->ac = ac;
 	login(r);
 	r->share_first = true;

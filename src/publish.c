@@ -369,6 +369,20 @@ static void cancel(struct conn *c, void *data)
 
 static const struct conn_user waiting_user = { NULL, cancel };
 
+/* Queue it (the queue owns its strings now) for the next group commit, c
+ * waiting for its answer. */
+static void enqueue(struct publish_queue *q, struct conn *c, const struct publish_item *it)
+{
+	if (q->n == q->cap) {
+		q->cap = q->cap ? q->cap * 2 : 64;
+		q->items = xrealloc(q->items, q->cap * sizeof(*q->items));
+	}
+	q->items[q->n++] = *it;
+	conn_attach(c, &waiting_user, q);
+	conn_wait(c);
+	schedule(q);
+}
+
 /* The request's Idempotency-Key into key (IDEM_KEY_MAX + 1 bytes).
  * Returns 1, 0 when there is none, or -1 with *why set (malformed, or the
  * header twice). */
@@ -460,14 +474,7 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 			 "jwt_algorithm set no reader can receive private events (logged once)");
 		q->warned_unreadable = true;
 	}
-	if (q->n == q->cap) {
-		q->cap = q->cap ? q->cap * 2 : 64;
-		q->items = xrealloc(q->items, q->cap * sizeof(*q->items));
-	}
-	q->items[q->n++] = it;
-	conn_attach(c, &waiting_user, q);
-	conn_wait(c);
-	schedule(q);
+	enqueue(q, c, &it);
 }
 
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors)
@@ -491,14 +498,7 @@ void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mer
 				   .mercure = u->block,
 				   .mercure_len = u->block_len };
 	memset(u, 0, sizeof(*u)); /* the item owns the strings now */
-	if (q->n == q->cap) {
-		q->cap = q->cap ? q->cap * 2 : 64;
-		q->items = xrealloc(q->items, q->cap * sizeof(*q->items));
-	}
-	q->items[q->n++] = it;
-	conn_attach(c, &waiting_user, q);
-	conn_wait(c);
-	schedule(q);
+	enqueue(q, c, &it);
 }
 
 void publish_mercure_free(struct publish_mercure *u)

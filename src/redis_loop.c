@@ -12,6 +12,7 @@
 #include "util.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 
@@ -19,10 +20,10 @@ struct redis_watch {
 	redisAsyncContext *ac;
 	struct loop *lp;
 	int fd;
-	uint32_t events;  /* what hiredis wants now */
-	bool watched;     /* registered with the loop */
-	bool dead;        /* hiredis freed the context */
-	bool running;     /* inside on_ready */
+	uint32_t events; /* what hiredis wants now */
+	bool watched;    /* registered with the loop */
+	bool dead;       /* hiredis freed the context */
+	bool running;    /* inside on_ready */
 };
 
 static void on_ready(void *arg, uint32_t events)
@@ -106,4 +107,22 @@ int redis_loop_attach(redisAsyncContext *ac, struct loop *lp)
 	ac->ev.delWrite = del_write;
 	ac->ev.cleanup = cleanup;
 	return 0;
+}
+
+redisAsyncContext *redis_loop_connect(struct loop *lp, const char *host, int port, const char *path, void *data,
+				      redisConnectCallback *on_connect, redisDisconnectCallback *on_disconnect,
+				      char *err, size_t errlen)
+{
+	redisAsyncContext *ac = path && path[0] ? redisAsyncConnectUnix(path) : redisAsyncConnect(host, port);
+	if (!ac || ac->err) {
+		snprintf(err, errlen, "%s", ac ? ac->errstr : "out of memory");
+		if (ac)
+			redisAsyncFree(ac);
+		return NULL;
+	}
+	ac->data = data;
+	redis_loop_attach(ac, lp);
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	return ac;
 }

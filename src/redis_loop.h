@@ -13,4 +13,12 @@ struct loop;
  * it). Returns 0, or -1 if ac already has an adapter. */
 int redis_loop_attach(redisAsyncContext *ac, struct loop *lp);
 
+/* Start a connection to the unix socket path (when non-empty) or to
+ * host:port, driven by lp, with ac->data and the connect and disconnect
+ * callbacks set. Returns it, or NULL with a short reason in err (nothing to
+ * free). */
+redisAsyncContext *redis_loop_connect(struct loop *lp, const char *host, int port, const char *path, void *data,
+				      redisConnectCallback *on_connect, redisDisconnectCallback *on_disconnect,
+				      char *err, size_t errlen);
+
 #endif

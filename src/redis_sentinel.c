@@ -284,18 +284,14 @@ static void ask_next(void *arg)
 		return;
 	}
 	const struct sentinel_addr *a = &s->addr[s->ask_idx];
-	redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
-	if (!ac || ac->err) {
-		log_debug("redis: sentinel %s:%d: %s", a->host, a->port, ac ? ac->errstr : "out of memory");
-		if (ac)
-			redisAsyncFree(ac);
+	char err[128];
+	redisAsyncContext *ac = redis_loop_connect(s->lp, a->host, a->port, NULL, s, on_ask_connect, on_ask_disconnect,
+						   err, sizeof(err));
+	if (!ac) {
+		log_debug("redis: sentinel %s:%d: %s", a->host, a->port, err);
 		ask_failed(s, false);
 		return;
 	}
-	ac->data = s;
-	redis_loop_attach(ac, s->lp);
-	redisAsyncSetConnectCallback(ac, on_ask_connect);
-	redisAsyncSetDisconnectCallback(ac, on_ask_disconnect);
 	s->ask_ac = ac;
 	const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", s->master };
 	redisAsyncCommandArgv(ac, on_ask_answer, s, 3, argv, NULL);
@@ -383,17 +379,13 @@ static void follow_start(void *arg)
 {
 	struct redis_sentinel *s = arg;
 	const struct sentinel_addr *a = &s->addr[s->follow_idx];
-	redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
-	if (!ac || ac->err) {
-		if (ac)
-			redisAsyncFree(ac);
+	char err[128];
+	redisAsyncContext *ac = redis_loop_connect(s->lp, a->host, a->port, NULL, s, on_follow_connect,
+						   on_follow_disconnect, err, sizeof(err));
+	if (!ac) {
 		follow_failed(s, "could not start a connection");
 		return;
 	}
-	ac->data = s;
-	redis_loop_attach(ac, s->lp);
-	redisAsyncSetConnectCallback(ac, on_follow_connect);
-	redisAsyncSetDisconnectCallback(ac, on_follow_disconnect);
 	s->follow_ac = ac;
 	const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
 	redisAsyncCommandArgv(ac, on_follow_message, s, 2, argv, NULL);

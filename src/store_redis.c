@@ -423,19 +423,11 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 
 static redisAsyncContext *open_async(struct store_redis *st)
 {
-	redisAsyncContext *ac =
-		st->url.path[0] ? redisAsyncConnectUnix(st->url.path) : redisAsyncConnect(st->url.host, st->url.port);
+	char err[128];
+	redisAsyncContext *ac = redis_loop_connect(st->lp, st->url.host, st->url.port, st->url.path, st, on_connect,
+						   on_disconnect, err, sizeof(err));
 	if (!ac)
-		return NULL;
-	if (ac->err) {
-		log_warn("redis: connecting to %s: %s", st->where, ac->errstr);
-		redisAsyncFree(ac);
-		return NULL;
-	}
-	ac->data = st;
-	redis_loop_attach(ac, st->lp);
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+		log_warn("redis: connecting to %s: %s", st->where, err);
 	return ac;
 }
 
