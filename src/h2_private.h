@@ -95,18 +95,18 @@ struct h2_server {
 	struct h2_session *all;
 	size_t n;
 	bool draining;
+	/* What a stream asks of its session, set by h2_session.c so that
+	 * h2_stream.c, below it, names none of its functions: run the session
+	 * at the end of this loop pass (kick); run nghttp2's sender (control
+	 * frames, HEADERS, the DATA of the current data source or of ending
+	 * streams), then flush (send), which does nothing while inside
+	 * nghttp2 or once the session is dead. */
+	void (*kick)(struct h2_session *s);
+	void (*send)(struct h2_session *s);
 };
 
 /* The transport of every stream's connection (h2_stream.c). */
 extern const struct transport_ops h2_stream_ops;
-
-/* Run the session at the end of this loop pass (h2_session.c). */
-void h2_kick(struct h2_session *s);
-
-/* Run nghttp2's sender (control frames, HEADERS, the DATA of the current
- * data source or of ending streams), then flush (h2_session.c). Nothing
- * while inside nghttp2 or once the session is dead. */
-void h2_session_send(struct h2_session *s);
 
 /* Put st on its session's pending list (its request is whole, or nghttp2
  * closed it while it has a connection), in order of arrival, and kick the

@@ -215,7 +215,9 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 
 /* Run nghttp2's sender (control frames, HEADERS, the DATA of the current
  * source or of ending streams), then flush. */
-void h2_session_send(struct h2_session *s)
+static void h2_kick(struct h2_session *s);
+
+static void h2_session_send(struct h2_session *s)
 {
 	if (s->in_ng || s->dead)
 		return;
@@ -573,7 +575,7 @@ static void deferred(void *arg)
 }
 
 /* Run the session at the end of this loop pass. */
-void h2_kick(struct h2_session *s)
+static void h2_kick(struct h2_session *s)
 {
 	if (s->kick_scheduled || s->zombie)
 		return;
@@ -680,6 +682,8 @@ struct conn_takeover h2_server_takeover(struct h2_server *h)
 struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struct metrics *m, struct conn_pool *pool)
 {
 	struct h2_server *h = xcalloc(1, sizeof(*h));
+	h->kick = h2_kick;
+	h->send = h2_session_send;
 	h->lp = lp;
 	h->cfg = cfg;
 	h->m = m;

@@ -32,7 +32,7 @@ void h2_pending_push(struct h2_stream *st)
 	while (*pp)
 		pp = &(*pp)->pend_next;
 	*pp = st;
-	h2_kick(s);
+	s->h->kick(s);
 }
 
 static void pending_remove(struct h2_stream *st)
@@ -85,7 +85,7 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 		/* Its window opened (or it was resumed) while its connection
 		 * was not writing: wake the connection. */
 		if (st->c && st->want_out)
-			h2_kick(s);
+			s->h->kick(s);
 		return NGHTTP2_ERR_DEFERRED;
 	}
 	size_t avail = s->cur_len - s->cur_taken;
@@ -174,7 +174,7 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 	if (s->dead || st->closed)
 		return -EPIPE;
 	if (s->in_ng) {
-		h2_kick(s);
+		s->h->kick(s);
 		return -EAGAIN;
 	}
 	size_t total = 0;
@@ -200,15 +200,15 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 		s->cur_len = total - off;
 		s->cur_taken = 0;
 		nghttp2_session_resume_data(s->ng, st->id);
-		h2_session_send(s);
+		s->h->send(s);
 		taken = s->cur_taken;
 		s->cur = NULL;
 		s->cur_iov = NULL;
 	} else {
-		h2_session_send(s); /* the HEADERS */
+		s->h->send(s); /* the HEADERS */
 	}
 	if (s->dead)
-		h2_kick(s);
+		s->h->kick(s);
 	size_t w = off + taken;
 	st->short_write = w < total;
 	return w ? (ssize_t)w : -EAGAIN;
@@ -234,7 +234,7 @@ static void end_stream(struct h2_stream *st)
 		st->ending = true;
 		nghttp2_session_resume_data(s->ng, st->id);
 	}
-	h2_kick(s);
+	s->h->kick(s);
 }
 
 static void stream_shutdown(struct transport *t)
