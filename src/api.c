@@ -166,14 +166,12 @@ static int presence_topics(const struct http_request *req, char **topics, const 
 		}
 	if (!http_query_get(req->query, "topic", &value))
 		return 0;
-	char *dec = xmalloc(value.n + 1);
-	long len = http_percent_decode(value, dec);
+	char *dec = http_percent_decode_dup(value, NULL);
 	*why = NULL;
-	if (len < 0) {
+	if (!dec) {
 		*why = "the topic parameter is not valid percent-encoding";
-		len = 0;
+		dec = xstrdup("");
 	}
-	dec[len] = '\0';
 	for (const char *t = dec; !*why && *t;) {
 		size_t k = strcspn(t, ",");
 		if (!topic_pattern_valid(t, k))

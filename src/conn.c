@@ -211,6 +211,17 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 	return p;
 }
 
+/* c joins the pool's list of every connection, its request timer running. */
+static void pool_add(struct conn_pool *p, struct conn *c)
+{
+	c->next = p->all;
+	if (p->all)
+		p->all->prev = c;
+	p->all = c;
+	p->n++;
+	start_request_timer(c);
+}
+
 struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
 		      const struct transport_ops *ops, void *ctx)
 {
@@ -242,12 +253,7 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 		free(c);
 		return NULL;
 	}
-	c->next = p->all;
-	if (p->all)
-		p->all->prev = c;
-	p->all = c;
-	p->n++;
-	start_request_timer(c);
+	pool_add(p, c);
 	/* A client writes its request as soon as its connect completes, which
 	 * in a burst of connects is long before we accept it: read it now
 	 * rather than after a trip through epoll, where a connection would
@@ -276,12 +282,7 @@ struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_u
 	/* Its interest is the transport's to keep: what it returns stays
 	 * c->want, so epoll is never asked about a socket it does not have. */
 	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
-	c->next = p->all;
-	if (p->all)
-		p->all->prev = c;
-	p->all = c;
-	p->n++;
-	start_request_timer(c);
+	pool_add(p, c);
 	on_io(c, EPOLLIN);
 	return c;
 }

@@ -615,6 +615,19 @@ long http_percent_decode(struct http_slice src, char *dst)
 	return (long)o;
 }
 
+char *http_percent_decode_dup(struct http_slice src, size_t *len)
+{
+	char *out = xmalloc(src.n + 1);
+	long n = http_percent_decode(src, out);
+	if (n < 0) {
+		free(out);
+		return NULL;
+	}
+	if (len)
+		*len = (size_t)n;
+	return out;
+}
+
 const char *http_reason(int status)
 {
 	switch (status) {

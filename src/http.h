@@ -110,6 +110,10 @@ bool http_query_get(struct http_slice query, const char *name, struct http_slice
  * Returns the decoded length, or -1 on a malformed escape or a NUL byte. */
 long http_percent_decode(struct http_slice src, char *dst);
 
+/* The same into a new string the caller frees (its length in *len unless
+ * len is NULL), or NULL when src is malformed. */
+char *http_percent_decode_dup(struct http_slice src, size_t *len);
+
 /* The reason phrase for a status ("Not Found"); "Unknown" if none. */
 const char *http_reason(int status);
 

@@ -117,21 +117,6 @@ static int verify(const struct mercure *mc, struct http_slice tok, struct mercur
 	return e;
 }
 
-/* A percent-decoded copy of s (form encoding: '+' is a space), or NULL
- * for a malformed escape or a NUL. */
-static char *decoded(struct http_slice s, size_t *n)
-{
-	char *out = xmalloc(s.n + 1);
-	long k = http_percent_decode(s, out);
-	if (k < 0) {
-		free(out);
-		return NULL;
-	}
-	out[k] = '\0';
-	*n = (size_t)k;
-	return out;
-}
-
 /* ---- subscribe ---------------------------------------------------------- */
 
 /* A subscriber's rule: what it asked for and what its token grants. */
@@ -241,8 +226,8 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	struct http_slice name, value;
 	while (!why && http_query_next(req->query, &pos, &name, &value)) {
 		size_t nn, vn;
-		char *n = decoded(name, &nn);
-		char *v = n ? decoded(value, &vn) : NULL;
+		char *n = http_percent_decode_dup(name, &nn);
+		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
 		if (!n || !v) {
 			why = "a query parameter with a malformed percent escape";
 		} else {
@@ -573,8 +558,8 @@ static int read_form(const char *body, size_t len, const char *base, struct form
 	size_t pos = 0;
 	while (http_query_next(all, &pos, &name, &value)) {
 		size_t nn, vn;
-		char *n = decoded(name, &nn);
-		char *v = n ? decoded(value, &vn) : NULL;
+		char *n = http_percent_decode_dup(name, &nn);
+		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
 		if (!n || !v) {
 			free(n);
 			free(v);

@@ -100,16 +100,8 @@ static const char *parse_topics(struct stream_params *p, const char *s)
  * the reason it is malformed. */
 static const char *decode_param(struct http_slice v, const char *name, char **out)
 {
-	char *dec = xmalloc(v.n + 1);
-	long n = http_percent_decode(v, dec);
-	if (n < 0) {
-		free(dec);
-		*out = NULL;
-		return name;
-	}
-	dec[n] = '\0';
-	*out = dec;
-	return NULL;
+	*out = http_percent_decode_dup(v, NULL);
+	return *out ? NULL : name;
 }
 
 const char *stream_params_parse(const struct http_request *req, struct stream_params *p)
