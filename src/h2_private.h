@@ -16,6 +16,7 @@
 #include "config.h"
 #include "conn.h"
 #include "h2_head.h"
+#include "h2_mem.h"
 #include "loop.h"
 #include "metrics.h"
 #include "transport.h"
@@ -49,6 +50,7 @@ struct h2_stream {
 struct h2_session {
 	struct h2_server *h;
 	nghttp2_session *ng;
+	struct h2_mem mem; /* nghttp2's allocator for this session */
 	int fd;
 	struct transport tp; /* the lower transport, taken over */
 	char peer[64];
@@ -74,13 +76,15 @@ struct h2_session {
 	bool served; /* a stream was made */
 	bool goaway; /* GOAWAY queued: no stream past those begun */
 	struct loop_timer timer;
-	uint64_t last_active; /* loop time the last connection left, or the session began */
-	uint64_t last_out;    /* loop time the socket last took bytes */
-	uint64_t started;     /* loop time the session began */
-	uint64_t last_in;     /* loop time the client last sent bytes */
-	uint64_t ping_at;     /* loop time our PING went out */
-	bool ping_sent;       /* a PING waits for the client's answer (any input) */
-	uint64_t ctl_window;  /* the second the control frames are counted in */
+	struct loop_timer quiet_timer; /* gives the frame buffer's pages back after QUIET_MS without output */
+	bool pages_held;               /* the frame buffer may hold pages */
+	uint64_t last_active;          /* loop time the last connection left, or the session began */
+	uint64_t last_out;             /* loop time the socket last took bytes */
+	uint64_t started;              /* loop time the session began */
+	uint64_t last_in;              /* loop time the client last sent bytes */
+	uint64_t ping_at;              /* loop time our PING went out */
+	bool ping_sent;                /* a PING waits for the client's answer (any input) */
+	uint64_t ctl_window;           /* the second the control frames are counted in */
 	unsigned ctl_count;
 	struct h2_session *next, *prev;
 };

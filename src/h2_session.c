@@ -60,6 +60,7 @@
 #define OBUF_HIGH (64 * 1024)   /* unsent output past which input and control frames wait */
 #define IOV_MAX_H2 160
 #define CONTROL_PER_SEC 250 /* PING and SETTINGS frames a client may send per second */
+#define QUIET_MS 1000       /* without output this long, a session gives its frame buffer's pages back */
 
 static void finish(struct h2_session *s);
 
@@ -217,6 +218,8 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
  * source or of ending streams), then flush. */
 static void h2_kick(struct h2_session *s);
 
+static void on_quiet(void *arg);
+
 static void h2_session_send(struct h2_session *s)
 {
 	if (s->in_ng || s->dead)
@@ -227,6 +230,28 @@ static void h2_session_send(struct h2_session *s)
 	if (r < 0)
 		fail(s, nghttp2_strerror(r));
 	flush_obuf(s);
+	if (!s->pages_held) {
+		s->pages_held = true;
+		loop_timer_start(s->h->lp, &s->quiet_timer, QUIET_MS, on_quiet, s);
+	}
+}
+
+/* Most sessions are quiet between events and heartbeats: once one has
+ * sent nothing for QUIET_MS and nghttp2 holds no frame in its buffer,
+ * the buffer's pages go back to the kernel (h2_mem.h). */
+static void on_quiet(void *arg)
+{
+	struct h2_session *s = arg;
+	uint64_t since = loop_now(s->h->lp) - s->last_out;
+	if (s->dead)
+		return;
+	if (since < QUIET_MS || nghttp2_session_want_write(s->ng)) {
+		loop_timer_start(s->h->lp, &s->quiet_timer, since < QUIET_MS ? QUIET_MS - since : QUIET_MS, on_quiet,
+				 s);
+		return;
+	}
+	h2_mem_release(&s->mem);
+	s->pages_held = false;
 }
 
 /* ---- nghttp2's input callbacks ---- */
@@ -501,6 +526,7 @@ static void teardown(struct h2_session *s)
 	nghttp2_session_del(s->ng);
 	s->ng = NULL;
 	loop_timer_stop(h->lp, &s->timer);
+	loop_timer_stop(h->lp, &s->quiet_timer);
 	loop_unwatch(h->lp, s->fd);
 	transport_free(&s->tp);
 	close(s->fd);
@@ -630,8 +656,17 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	s->peer_unix = conn_peer_unix(c);
 	s->peer_loopback = conn_peer_local(c);
 	transport_moved(&s->tp, s->peer);
+	transport_settle(&s->tp); /* a TLS session may park, reading on */
 	s->started = s->last_active = s->last_out = s->last_in = loop_now(h->lp);
-	nghttp2_session_server_new2(&s->ng, h->cbs, s, h->opt);
+	h2_mem_init(&s->mem);
+	h2_mem_mark(&s->mem, true); /* what it maps now is its frame buffer */
+	int rv = nghttp2_session_server_new3(&s->ng, h->cbs, s, h->opt, &s->mem.mem);
+	h2_mem_mark(&s->mem, false);
+	if (rv != 0) {
+		log_warn("HTTP/2 connection from %s: nghttp2 could not start a session", s->peer);
+		free(s);
+		return false;
+	}
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)cfg->http2_max_streams },
 		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)(cfg->max_request_line + cfg->max_header_bytes) },

@@ -246,30 +246,40 @@ static int nibble(char c)
 				      : -1;
 }
 
-/* OpenSSL hands each secret of a handshake to this callback as a key log
- * line; only the server's first application traffic secret (TLS 1.3) is
- * kept, in the session's struct tls_secret (tls_context_session), for
- * parking. Nothing is written anywhere. */
-void tls_context_keylog(const SSL *ssl, const char *line)
+/* Put the hex secret at the end of a key log line into out (at most max
+ * bytes). Returns its length, or 0 when the line does not end so. */
+static uint8_t key_log_secret(const char *line, unsigned char *out, size_t max)
 {
-	static const char want[] = "SERVER_TRAFFIC_SECRET_0 ";
-	struct tls_secret *t = SSL_get_app_data(ssl);
-	if (!t || strncmp(line, want, sizeof(want) - 1) != 0)
-		return;
-	const char *hex = strchr(line + sizeof(want) - 1, ' ');
+	const char *hex = strrchr(line, ' ');
 	if (!hex)
-		return;
+		return 0;
 	hex++;
 	size_t n = strlen(hex) / 2;
-	if (n > sizeof(t->bytes) || strlen(hex) % 2)
-		return;
+	if (n == 0 || n > max || strlen(hex) % 2)
+		return 0;
 	for (size_t i = 0; i < n; i++) {
 		int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
-			return;
-		t->bytes[i] = (unsigned char)(hi << 4 | lo);
+			return 0;
+		out[i] = (unsigned char)(hi << 4 | lo);
 	}
-	t->len = (uint8_t)n;
+	return (uint8_t)n;
+}
+
+/* OpenSSL hands each secret of a handshake to this callback as a key log
+ * line; only the first application traffic secrets (TLS 1.3) are kept,
+ * the server's and the client's, in the session's struct tls_secret
+ * (tls_context_session), for parking. Nothing is written anywhere. */
+void tls_context_keylog(const SSL *ssl, const char *line)
+{
+	static const char server[] = "SERVER_TRAFFIC_SECRET_0 ", client[] = "CLIENT_TRAFFIC_SECRET_0 ";
+	struct tls_secret *t = SSL_get_app_data(ssl);
+	if (!t)
+		return;
+	if (strncmp(line, server, sizeof(server) - 1) == 0)
+		t->len = key_log_secret(line, t->bytes, sizeof(t->bytes));
+	else if (strncmp(line, client, sizeof(client) - 1) == 0)
+		t->client_len = key_log_secret(line, t->client, sizeof(t->client));
 }
 
 /* Build a server context from the PEM files. Returns it, or NULL with the

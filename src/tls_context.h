@@ -18,11 +18,14 @@ struct loop;
 struct tls_ctx;
 struct tls_sealer;
 
-/* Where a session puts the server's first TLS 1.3 application traffic
- * secret when its handshake derives it (len stays 0 otherwise). */
+/* Where a session puts the server's and the client's first TLS 1.3
+ * application traffic secrets when its handshake derives them (the
+ * lengths stay 0 otherwise). */
 struct tls_secret {
-	unsigned char bytes[48];
+	unsigned char bytes[48]; /* the server's */
 	uint8_t len;
+	uint8_t client_len;
+	unsigned char client[48];
 };
 
 /* What tls_check_pair found at fault. */

@@ -110,4 +110,45 @@ void tls_park_close_notify(struct tls_sealer *s, struct tls_park *pk, int fd);
  * maximum fragment length the client negotiated (RFC 6066). */
 uint32_t tls_park_record_max(const SSL *ssl);
 
+/* The read side of a parked connection that keeps reading (an HTTP/2
+ * session): the client's traffic key and IV, the sequence number of its
+ * next record, and the bytes of a record not yet whole. Its fields
+ * belong to tls_park.c. */
+struct tls_park_reader {
+	const EVP_CIPHER *cipher;
+	uint64_t seq;  /* of the client's next record */
+	uint8_t tries; /* numbers around seq still to try on the first record (0: proven) */
+	bool failed;   /* a record failed: nothing more is read */
+	bool ended;    /* close_notify came: every read is the end */
+	unsigned char key[32];
+	unsigned char iv[12];
+	unsigned char *part; /* input not yet opened (a record's start, or records that did not fit), or NULL */
+	uint32_t part_len;
+};
+
+/* The smallest buffer tls_park_read fills: a whole record's content. */
+#define TLS_PARK_READ_MIN 16384
+
+/* The read side under suite, from the client's application traffic secret
+ * (slen bytes), whose next record is expected to carry sequence number seq
+ * (as counted from OpenSSL's records; the first record proves it, trying a
+ * few numbers around it). Returns it (the caller frees it with
+ * tls_park_reader_free), or NULL as tls_park_new. */
+struct tls_park_reader *tls_park_reader_new(struct tls_sealer *s, unsigned suite, const unsigned char *secret,
+					    size_t slen, uint64_t seq);
+/* Forget the keys and free rd and its buffered input (NULL: nothing). */
+void tls_park_reader_free(struct tls_park_reader *rd);
+
+/* read(2) through rd from fd: the application data of every whole record
+ * that fits into buf (len at least TLS_PARK_READ_MIN). Returns the bytes
+ * put in buf, 0 at the end of the stream (EOF or close_notify), -EAGAIN
+ * when no record is whole yet, -errno, or -EPROTO for anything that is not
+ * application data (an alert, a key update: a parked session cannot follow
+ * them), a record that does not open, or one too long. */
+ssize_t tls_park_read(struct tls_sealer *s, struct tls_park_reader *rd, int fd, void *buf, size_t len);
+
+/* Whether a whole record waits in rd (a read would return it without the
+ * socket). */
+bool tls_park_reader_pending(const struct tls_park_reader *rd);
+
 #endif

@@ -61,6 +61,11 @@ struct transport_ops {
 	/* The connection has become a write-only stream: its input is read
 	 * and dropped from now on (a TLS session may shed its read side). */
 	void (*streaming)(struct transport *t);
+	/* The connection will stay open long, moving application bytes both
+	 * ways and little of them (an HTTP/2 session): the transport may shed
+	 * what it keeps only for other work (a TLS session may park, reading
+	 * on). */
+	void (*settle)(struct transport *t);
 	/* Why the connection's timer firing now must close it at once (a
 	 * handshake not done in time), or NULL to let the connection judge. */
 	const char *(*not_ready)(const struct transport *t);
@@ -123,6 +128,12 @@ static inline void transport_streaming(struct transport *t)
 {
 	if (t->ops->streaming)
 		t->ops->streaming(t);
+}
+
+static inline void transport_settle(struct transport *t)
+{
+	if (t->ops->settle)
+		t->ops->settle(t);
 }
 
 static inline const char *transport_not_ready(const struct transport *t)

@@ -42,7 +42,15 @@
  * that record goes out as OpenSSL made it), so a nonce is never used twice.
  * Parked, any input other than the end of the stream (close_notify, a key
  * update) cannot be read and ends the connection; the reader resumes from
- * its Last-Event-ID like after any drop. */
+ * its Last-Event-ID like after any drop.
+ *
+ * Settled connections (an HTTP/2 session, which reads frames for as long
+ * as it lives) park the same way at a write when OpenSSL holds no input,
+ * and keep reading: the client's traffic key comes from the key log too,
+ * and the sequence number of its next record from counting the records
+ * OpenSSL read after the handshake (its message callback). Their records
+ * are opened by tls_park.c; a key update or an alert other than
+ * close_notify cannot be followed and ends the connection. */
 #include "transport_tls.h"
 
 #include <errno.h>
@@ -65,10 +73,13 @@ struct tls_conn {
 	SSL *ssl; /* NULL once parked */
 	struct tls_ctx *tc;
 	struct tls_park *park;
-	const char *peer;         /* for logs, the connection's */
-	struct tls_secret secret; /* the server's application traffic secret, until parked */
-	bool streaming;           /* write-only from now on: parking may happen */
-	bool no_park;             /* parking was tried, or cannot be */
+	struct tls_park_reader *rd; /* parked, and still reading (settled) */
+	uint64_t rseq;              /* the client's records read since the handshake */
+	const char *peer;           /* for logs, the connection's */
+	struct tls_secret secret;   /* the server's application traffic secret, until parked */
+	bool streaming;             /* write-only from now on: parking may happen */
+	bool settled;               /* long-lived, reading on: parking may happen, with a reader */
+	bool no_park;               /* parking was tried, or cannot be */
 	bool handshaking;
 	bool hs_wants_write;   /* the handshake waits for EPOLLOUT (else EPOLLIN) */
 	bool read_wants_write; /* the last SSL_read needs the socket writable */
@@ -77,6 +88,20 @@ struct tls_conn {
 	bool failed;           /* a fatal error: no close_notify */
 	bool shut_sent;
 };
+
+/* OpenSSL tells of every record header it reads: the client's records
+ * after the handshake are counted, since their sequence number is what a
+ * parked session that reads on must continue from. */
+static void on_record(int write_p, int version, int content_type, const void *buf, size_t len, SSL *ssl, void *arg)
+{
+	struct tls_conn *t = arg;
+	(void)version;
+	(void)buf;
+	(void)len;
+	(void)ssl;
+	if (!write_p && content_type == SSL3_RT_HEADER && !t->handshaking)
+		t->rseq++;
+}
 
 static int tls_open(struct transport *tp, void *ctx, const char *peer)
 {
@@ -90,6 +115,8 @@ static int tls_open(struct transport *tp, void *ctx, const char *peer)
 	t->tc = tc;
 	t->peer = peer;
 	t->handshaking = true;
+	SSL_set_msg_callback(t->ssl, on_record);
+	SSL_set_msg_callback_arg(t->ssl, t);
 	tp->state = t;
 	return 0;
 }
@@ -125,6 +152,7 @@ static void tls_free(struct transport *tp)
 	tls_shutdown(tp);
 	SSL_free(t->ssl);
 	tls_park_free(t->park);
+	tls_park_reader_free(t->rd);
 	OPENSSL_cleanse(&t->secret, sizeof(t->secret));
 	if (t->handshaking)
 		tls_context_handshake_ended(t->tc);
@@ -201,6 +229,13 @@ static ssize_t tls_read(struct transport *tp, void *buf, size_t len)
 		return -EAGAIN;
 	if (t->failed)
 		return -EPROTO;
+	if (t->rd) {
+		/* Parked, reading on: the client's records opened here. */
+		ssize_t r = tls_park_read(tls_context_sealer(t->tc), t->rd, tp->fd, buf, len);
+		if (r == -EPROTO)
+			t->failed = true;
+		return r;
+	}
 	if (!t->ssl) {
 		/* Parked: the end of the stream reads as such; anything else
 		 * (an alert, a key update) cannot be read and ends it too. */
@@ -249,20 +284,31 @@ static unsigned park_suite(const SSL *ssl)
  * out through the held record either way; t->ssl is NULL when parked. */
 static void park(struct tls_conn *t, const unsigned char *p, size_t n)
 {
+	/* Input buffered inside OpenSSL would be lost: a settled session
+	 * tries again at a later write, a stream (whose input is dropped)
+	 * does not. */
+	if (t->settled && SSL_has_pending(t->ssl))
+		return;
 	t->no_park = true; /* once */
 	if (SSL_version(t->ssl) != TLS1_3_VERSION || t->secret.len == 0 || SSL_has_pending(t->ssl) ||
-	    SSL_get_shutdown(t->ssl))
+	    SSL_get_shutdown(t->ssl) || (t->settled && t->secret.client_len == 0))
 		return;
 	struct tls_sealer *s = tls_context_sealer(t->tc);
-	struct tls_park *pk =
-		tls_park_new(s, park_suite(t->ssl), t->secret.bytes, t->secret.len, tls_park_record_max(t->ssl));
+	unsigned suite = park_suite(t->ssl);
+	struct tls_park *pk = tls_park_new(s, suite, t->secret.bytes, t->secret.len, tls_park_record_max(t->ssl));
+	struct tls_park_reader *rd =
+		t->settled ? tls_park_reader_new(s, suite, t->secret.client, t->secret.client_len, t->rseq) : NULL;
 	OPENSSL_cleanse(&t->secret, sizeof(t->secret));
-	if (!pk)
+	if (!pk || (t->settled && !rd)) {
+		tls_park_free(pk);
+		tls_park_reader_free(rd);
 		return;
+	}
 	BIO *sock = SSL_get_wbio(t->ssl), *mem = BIO_new(BIO_s_mem());
 	if (!mem || BIO_up_ref(sock) != 1) {
 		BIO_free(mem);
 		tls_park_free(pk);
+		tls_park_reader_free(rd);
 		return;
 	}
 	SSL_set0_wbio(t->ssl, mem);
@@ -275,6 +321,7 @@ static void park(struct tls_conn *t, const unsigned char *p, size_t n)
 		ERR_clear_error();
 		SSL_set0_wbio(t->ssl, sock);
 		tls_park_free(pk);
+		tls_park_reader_free(rd);
 		return;
 	}
 	bool match = w == (int)n && made_len > 0 &&
@@ -286,9 +333,12 @@ static void park(struct tls_conn *t, const unsigned char *p, size_t n)
 		BIO_free(sock); /* the reference taken above; the SSL frees its own */
 		SSL_free(t->ssl);
 		t->ssl = NULL;
-		log_debug("tls: stream from %s parked (sequence %llu)", t->peer, (unsigned long long)pk->seq);
+		t->rd = rd;
+		log_debug("tls: %s from %s parked (sequence %llu%s)", rd ? "session" : "stream", t->peer,
+			  (unsigned long long)pk->seq, rd ? ", reading on" : "");
 		return;
 	}
+	tls_park_reader_free(rd);
 	/* Keep the SSL; the record it made still leaves through the hold. */
 	SSL_set0_wbio(t->ssl, sock);
 	log_debug("tls: stream from %s not parked: its first record did not match", t->peer);
@@ -321,7 +371,7 @@ static ssize_t tls_writev(struct transport *tp, const struct iovec *iov, int n)
 		return -EAGAIN;
 	if (t->failed)
 		return -EPIPE;
-	if (!t->park && !t->no_park && t->streaming && !t->write_pending && n > 0 && iov[0].iov_len) {
+	if (!t->park && !t->no_park && (t->streaming || t->settled) && !t->write_pending && n > 0 && iov[0].iov_len) {
 		size_t first = MIN(iov[0].iov_len, (size_t)tls_park_record_max(t->ssl));
 		park(t, iov[0].iov_base, first);
 	}
@@ -376,7 +426,9 @@ static uint32_t tls_events(const struct transport *tp, uint32_t wanted)
 static bool tls_input_pending(const struct transport *tp)
 {
 	const struct tls_conn *t = tp->state;
-	return !t->handshaking && !t->failed && t->ssl && SSL_pending(t->ssl) > 0;
+	if (t->handshaking || t->failed)
+		return false;
+	return t->ssl ? SSL_pending(t->ssl) > 0 : t->rd && tls_park_reader_pending(t->rd);
 }
 
 static bool tls_output_pending(const struct transport *tp)
@@ -389,6 +441,12 @@ static void tls_streaming(struct transport *tp)
 {
 	struct tls_conn *t = tp->state;
 	t->streaming = true;
+}
+
+static void tls_settle(struct transport *tp)
+{
+	struct tls_conn *t = tp->state;
+	t->settled = true;
 }
 
 static const char *tls_not_ready(const struct transport *tp)
@@ -409,6 +467,7 @@ const struct transport_ops transport_tls = {
 	.input_pending = tls_input_pending,
 	.output_pending = tls_output_pending,
 	.streaming = tls_streaming,
+	.settle = tls_settle,
 	.not_ready = tls_not_ready,
 	.shutdown = tls_shutdown,
 	.moved = tls_moved,

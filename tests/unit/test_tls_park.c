@@ -4,7 +4,10 @@
  * against OpenSSL's own for each TLS 1.3 suite, on a real handshake over a
  * socketpair; the end of the sequence at PARK_SEQ_MAX; and writes through a
  * socket that takes records in part, where every record must open under
- * the next sequence number and nothing may be lost or repeated. */
+ * the next sequence number and nothing may be lost or repeated; and the
+ * reader of a session parked reading on: records split anywhere, padding,
+ * the first record found near the counted number and only there, records
+ * that wait for room, close_notify, and what it must refuse. */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,6 +20,7 @@
 #include "check.h"
 #include "tls_context.h"
 #include "tls_park.h"
+#include "util.h"
 
 /* Hex (spaces allowed) to bytes; returns the count. */
 static size_t unhex(const char *h, unsigned char *out, size_t cap)
@@ -340,11 +344,194 @@ static void test_partial_writes(void)
 	close(sv[1]);
 }
 
+/* ---- (e) the reader of a session parked reading on ---- */
+
+static const unsigned char some_secret[32] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3,
+					       2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5 };
+
+/* Seal a client's record: n bytes of p, then inner type, under seq, with
+ * the peer's keys (a park from the same secret seals what the reader
+ * opens). Appends it to out at *len. */
+static void client_record(struct tls_sealer *s, uint64_t seq, unsigned char type, const void *p, size_t n,
+			  unsigned char *out, size_t *len)
+{
+	struct tls_park *peer = tls_park_new(s, TLS_PARK_AES_128_GCM_SHA256, some_secret, 32, 16384);
+	const unsigned char *rec;
+	int rl = tls_park_seal(s, peer, seq, type, p, n, &rec);
+	CHECK(rl > 0);
+	memcpy(out + *len, rec, (size_t)rl);
+	*len += (size_t)rl;
+	tls_park_free(peer);
+}
+
+static struct tls_park_reader *some_reader(struct tls_sealer *s, uint64_t seq)
+{
+	return tls_park_reader_new(s, TLS_PARK_AES_128_GCM_SHA256, some_secret, 32, seq);
+}
+
+static void test_reader_records_split_anywhere(void)
+{
+	struct tls_sealer *s = tls_sealer_new();
+	static unsigned char raw[3 * 17000], big[16384], buf[16384], want[20000];
+	size_t len = 0, wlen = 0;
+	/* Counted 5, and the client's next record is 5: three small records,
+	 * one with padding (content, type, zeros sealed as type 0), then a
+	 * full one. */
+	client_record(s, 5, 0x17, "one,", 4, raw, &len);
+	client_record(s, 6, 0x00, "two,\x17\0\0\0", 8, raw, &len);
+	client_record(s, 7, 0x17, "three,", 6, raw, &len);
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (unsigned char)(i * 31 + 7);
+	client_record(s, 8, 0x17, big, sizeof(big), raw, &len);
+	memcpy(want, "one,two,three,", 14);
+	memcpy(want + 14, big, sizeof(big));
+	wlen = 14 + sizeof(big);
+	/* Fed in pieces of every size from 1 to 9 bytes, then the rest. */
+	for (size_t piece = 1; piece <= 10; piece++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+		struct tls_park_reader *rd = some_reader(s, 5);
+		size_t fed = 0, got = 0;
+		int bad = 0;
+		while (got < wlen && bad == 0) {
+			size_t k = piece == 10 ? len - fed : MIN(piece, len - fed);
+			if (k)
+				CHECK(write(sv[1], raw + fed, k) == (ssize_t)k);
+			fed += k;
+			ssize_t r;
+			while ((r = tls_park_read(s, rd, sv[0], buf, sizeof(buf))) > 0) {
+				if (got + (size_t)r > wlen || memcmp(buf, want + got, (size_t)r) != 0)
+					bad++;
+				got += (size_t)r;
+			}
+			if (r != -EAGAIN || (fed == len && got < wlen && !tls_park_reader_pending(rd)))
+				bad++;
+		}
+		CHECK(bad == 0 && got == wlen);
+		CHECK(!tls_park_reader_pending(rd));
+		/* The end of the socket is the end. */
+		close(sv[1]);
+		CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), 0);
+		tls_park_reader_free(rd);
+		close(sv[0]);
+	}
+	tls_sealer_free(s);
+}
+
+/* The first record is looked for a few numbers around the count, and no
+ * further: a count far off is a record that does not open. */
+static void test_reader_first_record_near_the_count(void)
+{
+	struct tls_sealer *s = tls_sealer_new();
+	static unsigned char raw[1024], buf[16384];
+	for (int off = -6; off <= 6; off++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+		size_t len = 0;
+		client_record(s, (uint64_t)(20 + off), 0x17, "abc", 3, raw, &len);
+		client_record(s, (uint64_t)(21 + off), 0x17, "def", 3, raw, &len);
+		CHECK(write(sv[1], raw, len) == (ssize_t)len);
+		struct tls_park_reader *rd = some_reader(s, 20);
+		ssize_t r = tls_park_read(s, rd, sv[0], buf, sizeof(buf));
+		if (off >= -4 && off <= 4) {
+			CHECK_EQ_INT(r, 6);
+			CHECK(memcmp(buf, "abcdef", 6) == 0 && rd->seq == (uint64_t)(22 + off));
+		} else {
+			CHECK_EQ_INT(r, -EPROTO);
+			CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), -EPROTO);
+		}
+		tls_park_reader_free(rd);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	tls_sealer_free(s);
+}
+
+/* A second full record waits while the first fills the buffer, and the
+ * reader says so; close_notify ends the reading, also what follows it. */
+static void test_reader_waits_for_room_and_ends_at_close_notify(void)
+{
+	struct tls_sealer *s = tls_sealer_new();
+	static unsigned char raw[3 * 17000], a[16384], b[16384], buf[16384];
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	size_t len = 0;
+	client_record(s, 0, 0x17, a, 100, raw, &len);
+	client_record(s, 1, 0x17, b, sizeof(b), raw, &len);
+	client_record(s, 2, 0x15, "\x01\x00", 2, raw, &len);
+	client_record(s, 3, 0x17, "after", 5, raw, &len);
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+	CHECK(write(sv[1], raw, len) == (ssize_t)len);
+	struct tls_park_reader *rd = some_reader(s, 0);
+	CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), 100);
+	CHECK(tls_park_reader_pending(rd)); /* b's record, whole, waits */
+	CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), 16384);
+	CHECK(memcmp(buf, b, sizeof(b)) == 0);
+	CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), 0);
+	CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), 0);
+	CHECK(!tls_park_reader_pending(rd));
+	tls_park_reader_free(rd);
+	close(sv[0]);
+	close(sv[1]);
+	tls_sealer_free(s);
+}
+
+/* What a parked session cannot follow ends its reading: a key update (a
+ * handshake message), a fatal alert, a forged record, a header that is no
+ * TLS 1.3 record, one longer than the limit, a record with no content
+ * type; and a buffer shorter than a record's content is refused. */
+static void test_reader_refusals(void)
+{
+	struct tls_sealer *s = tls_sealer_new();
+	static unsigned char raw[1024], buf[16384];
+	static const unsigned char key_update[5] = { 24, 0, 0, 1, 0 };
+	for (int k = 0; k < 7; k++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+		size_t len = 0;
+		client_record(s, 0, 0x17, "ok", 2, raw, &len);
+		if (k == 0)
+			client_record(s, 1, 0x16, key_update, sizeof(key_update), raw, &len);
+		else if (k == 1)
+			client_record(s, 1, 0x15, "\x02\x28", 2, raw, &len); /* fatal handshake_failure */
+		else if (k == 2) {
+			client_record(s, 1, 0x17, "forged", 6, raw, &len);
+			raw[len - 1] ^= 1;
+		} else if (k == 3) {
+			memcpy(raw + len, "\x16\x03\x03\x00\x20", 5); /* a plaintext handshake record */
+			len += 5 + 32;
+		} else if (k == 4) {
+			memcpy(raw + len, "\x17\x03\x03\x41\x11", 5); /* 2^14 + 257 bytes */
+			len += 5;
+		} else if (k == 5) {
+			client_record(s, 1, 0x00, "\0\0\0", 3, raw, &len); /* zeros only */
+		}
+		CHECK(write(sv[1], raw, len) == (ssize_t)len);
+		struct tls_park_reader *rd = some_reader(s, 0);
+		if (k == 6) {
+			CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, TLS_PARK_READ_MIN - 1), -EPROTO);
+		} else {
+			/* What opened first is delivered; the refusal comes next. */
+			CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), 2);
+			CHECK_EQ_INT(tls_park_read(s, rd, sv[0], buf, sizeof(buf)), -EPROTO);
+		}
+		tls_park_reader_free(rd);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	tls_sealer_free(s);
+}
+
 int main(void)
 {
 	test_rfc8448();
 	test_openssl();
 	test_seq_max();
 	test_partial_writes();
+	test_reader_records_split_anywhere();
+	test_reader_first_record_near_the_count();
+	test_reader_waits_for_room_and_ends_at_close_notify();
+	test_reader_refusals();
 	return check_done("test_tls_park");
 }

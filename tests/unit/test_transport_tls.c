@@ -4,7 +4,10 @@
  * fails comes back from on_io as a reason to close; a handshake not done
  * says so through not_ready; a finished one hands the request to read; and
  * once told it is a stream, the transport's records (parked or not) are
- * read by the client in order, up to its close_notify. */
+ * read by the client in order, up to its close_notify. A settled
+ * connection (an HTTP/2 session) parks at a write and reads on: the
+ * client's records after the park open under the number counted before
+ * it, and a key update, which a parked session cannot follow, ends it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,12 +95,14 @@ static int client_read(SSL *cli, char *buf, int n)
 	return got;
 }
 
-static void test_stream(struct tls_ctx *tc)
+/* A socketpair with the transport on sv[0] and an OpenSSL client on
+ * sv[1], handshaken; the client is returned (freed by the caller with its
+ * context, SSL_get_SSL_CTX). */
+static SSL *handshaken(struct tls_ctx *tc, struct transport *t, int sv[2])
 {
-	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
-	struct transport t = { .ops = &transport_tls, .fd = sv[0] };
-	CHECK(t.ops->open(&t, tc, "test peer") == 0);
+	*t = (struct transport){ .ops = &transport_tls, .fd = sv[0] };
+	CHECK(t->ops->open(t, tc, "test peer") == 0);
 	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
 	SSL *cli = SSL_new(cctx);
 	SSL_set_fd(cli, sv[1]);
@@ -112,11 +117,43 @@ static void test_stream(struct tls_ctx *tc)
 			cdone = SSL_do_handshake(cli) == 1;
 		if (!ev) {
 			ev = EPOLLIN | EPOLLOUT;
-			CHECK(transport_on_io(&t, &ev, why, sizeof(why)) == 0);
+			CHECK(transport_on_io(t, &ev, why, sizeof(why)) == 0);
 		}
 	}
 	CHECK(cdone && ev == EPOLLIN);
-	CHECK(transport_not_ready(&t) == NULL);
+	CHECK(transport_not_ready(t) == NULL);
+	return cli;
+}
+
+static void client_free(SSL *cli)
+{
+	SSL_CTX *cctx = SSL_get_SSL_CTX(cli);
+	SSL_free(cli);
+	SSL_CTX_free(cctx);
+}
+
+/* Read exactly n bytes through the transport, which has them. */
+static bool transport_read_all(struct transport *t, char *out, size_t n)
+{
+	static char buf[16384];
+	size_t got = 0;
+	for (int i = 0; i < 1000 && got < n; i++) {
+		ssize_t r = transport_read(t, buf, sizeof(buf));
+		if (r <= 0)
+			return false;
+		if (got + (size_t)r > n)
+			return false;
+		memcpy(out + got, buf, (size_t)r);
+		got += (size_t)r;
+	}
+	return got == n;
+}
+
+static void test_stream(struct tls_ctx *tc)
+{
+	int sv[2];
+	struct transport t;
+	SSL *cli = handshaken(tc, &t, sv);
 	static const char req[] = "GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n";
 	CHECK(SSL_write(cli, req, sizeof(req) - 1) == (int)(sizeof(req) - 1));
 	char buf[4096];
@@ -144,8 +181,64 @@ static void test_stream(struct tls_ctx *tc)
 	int r = SSL_read(cli, buf, sizeof(buf));
 	CHECK(r <= 0 && SSL_get_error(cli, r) == SSL_ERROR_ZERO_RETURN);
 	transport_free(&t);
-	SSL_free(cli);
-	SSL_CTX_free(cctx);
+	client_free(cli);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_settled_session(struct tls_ctx *tc, bool key_update)
+{
+	int sv[2];
+	struct transport t;
+	SSL *cli = handshaken(tc, &t, sv);
+	transport_settle(&t);
+	/* Twelve records before the park, read through OpenSSL: more than
+	 * the few numbers tried around the count. */
+	static char sent[20000], got[20000];
+	size_t n = 0;
+	for (int k = 0; k < 12; k++) {
+		int l = snprintf(sent + n, sizeof(sent) - n, "frame %d;", k);
+		CHECK(SSL_write(cli, sent + n, l) == l);
+		n += (size_t)l;
+	}
+	CHECK(transport_read_all(&t, got, n) && memcmp(got, sent, n) == 0);
+	CHECK(!transport_input_pending(&t));
+	/* A write parks it; the client reads it. */
+	struct iovec iov = { (void *)"settings", 8 };
+	CHECK_EQ_INT(transport_writev(&t, &iov, 1), 8);
+	char buf[64];
+	CHECK(client_read(cli, buf, 8) == 8 && memcmp(buf, "settings", 8) == 0);
+	if (key_update) {
+		/* Parked, a key update cannot be followed: the read fails where
+		 * OpenSSL would have read on. */
+		CHECK(SSL_key_update(cli, SSL_KEY_UPDATE_NOT_REQUESTED) == 1);
+		CHECK(SSL_write(cli, "x", 1) == 1);
+		char big[16384];
+		CHECK_EQ_INT(transport_read(&t, big, sizeof(big)), -EPROTO);
+		CHECK_EQ_INT(transport_read(&t, big, sizeof(big)), -EPROTO);
+	} else {
+		/* Records after the park, small and full, read in order. */
+		n = 0;
+		for (int k = 0; k < 20; k++) {
+			int l = k == 7 ? 16384 : snprintf(sent + n, sizeof(sent) - n, "after %d;", k);
+			if (k == 7)
+				memset(sent + n, 'f', 16384);
+			CHECK(SSL_write(cli, sent + n, l) == l);
+			n += (size_t)l;
+		}
+		CHECK(transport_read_all(&t, got, n) && memcmp(got, sent, n) == 0);
+		char big[16384];
+		CHECK_EQ_INT(transport_read(&t, big, sizeof(big)), -EAGAIN);
+		/* Writes go on after reads. */
+		iov = (struct iovec){ (void *)"ack", 3 };
+		CHECK_EQ_INT(transport_writev(&t, &iov, 1), 3);
+		CHECK(client_read(cli, buf, 3) == 3 && memcmp(buf, "ack", 3) == 0);
+		/* The client's close_notify is the end, read as such. */
+		CHECK(SSL_shutdown(cli) >= 0);
+		CHECK_EQ_INT(transport_read(&t, big, sizeof(big)), 0);
+	}
+	transport_free(&t);
+	client_free(cli);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -165,6 +258,8 @@ int main(void)
 	if (tc) {
 		test_failed_handshake(tc);
 		test_stream(tc);
+		test_settled_session(tc, false);
+		test_settled_session(tc, true);
 	}
 	tls_teardown(tc);
 	loop_free(lp);
