@@ -138,7 +138,9 @@ static void prune_tick(void *arg)
 static void stamp_tick(void *arg)
 {
 	struct server *srv = arg;
-	struct group_figures f = { .connections = conn_pool_count(srv->pool),
+	struct group_figures f = { .connections = api_sockets(&srv->api),
+				   .http2_sessions = h2_server_sessions(srv->h2),
+				   .http2_streams = h2_server_streams(srv->h2),
 				   .readers_catching_up = hub_catching_up(srv->hub),
 				   .publish_pending = publish_pending(srv->pubq),
 				   .last_event_id = hub_high_water(srv->hub) };
@@ -184,7 +186,7 @@ static void status_line(void *arg, char *buf, size_t len)
 	 * INSERTs); frames sent is events times the readers they reached. */
 	snprintf(buf, len,
 		 "%zu readers, %zu connections, last event id %lld, %llu events read (%llu posted), %llu frames sent",
-		 hub_readers(srv->hub), conn_pool_count(srv->pool), (long long)hub_high_water(srv->hub),
+		 hub_readers(srv->hub), api_sockets(&srv->api), (long long)hub_high_water(srv->hub),
 		 (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
 		 (unsigned long long)srv->m.frames_queued);
 }
@@ -383,6 +385,7 @@ int server_start(struct server *srv, int argc, char **argv)
 	/* A client opening with HTTP/2's preface is handed to the sessions,
 	 * whose streams come back to the pool as connections. */
 	srv->h2 = h2_server_new(srv->lp, &srv->cfg, &srv->m, srv->pool);
+	srv->api.h2 = srv->h2;
 	struct conn_takeover takeover = h2_server_takeover(srv->h2);
 	conn_pool_set_takeover(srv->pool, &takeover);
 

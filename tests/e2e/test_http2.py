@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Herald, connect, publish, wait_until
+from harness import Herald, connect, publish, request, wait_until
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
@@ -418,7 +418,7 @@ def test_nghttp_small_window_gets_every_event():
 
 # ---- slice 3: the limits ----
 
-REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM, NO_ERROR, INTERNAL_ERROR = 0x7, 0x8, 0xB, 0x0, 0x2
+REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM, NO_ERROR, INTERNAL_ERROR, PROTOCOL_ERROR = 0x7, 0x8, 0xB, 0x0, 0x2, 0x1
 
 
 def test_max_concurrent_streams_refuses_the_rest():
@@ -644,6 +644,114 @@ def test_churn_of_streams_resets_and_dropped_connections():
         keep.close()
         wait_until(lambda: _metric(h, "herald_readers") == 0, what="every reader gone")
         assert h.log_ok()
+
+
+# ---- what operators see: /metrics, /api/health, the open-file cap ----
+
+
+def _metrics_text(port):
+    st, _, body = request(port, "GET", "/metrics")
+    assert st == 200, st
+    return body.decode()
+
+
+def _gauge(text, name):
+    """The value of an unlabelled sample, or of name{labels} given whole."""
+    for ln in text.split("\n"):
+        if ln.startswith(name + " "):
+            return float(ln.split()[1])
+    return None
+
+
+def _health(port):
+    st, _, body = request(port, "GET", "/api/health")
+    assert st == 200, (st, body)
+    return json.loads(body)
+
+
+def _streams_open(c, n, path="/api/events/stream"):
+    sids = [c.request(path) for _ in range(n)]
+    c.wait(lambda: all("retry:" in c.text(s) for s in sids), what=f"{n} streams open")
+    return sids
+
+
+def test_metrics_count_http2_sessions_streams_and_the_sessions_herald_ended():
+    with Herald() as h:
+        a, b = H2Raw(h.port), H2Raw(h.port)
+        try:
+            _streams_open(a, 3)
+            _streams_open(b, 1)
+            # The /metrics request itself is the third socket.
+            want = {"herald_http2_sessions": 2, "herald_http2_streams": 4, "herald_readers": 4,
+                    "herald_connections": 3}
+            wait_until(lambda: {k: _gauge(_metrics_text(h.port), k) for k in want} == want,
+                       what=f"gauges {want}")
+            a.close()
+            want = {"herald_http2_sessions": 1, "herald_http2_streams": 1, "herald_connections": 2}
+            wait_until(lambda: {k: _gauge(_metrics_text(h.port), k) for k in want} == want,
+                       what=f"gauges {want} once a session closed")
+        finally:
+            a.close()
+            b.close()
+        ended = 'herald_http2_sessions_ended_total{cause="%s"}'
+        text = _metrics_text(h.port)
+        assert all(_gauge(text, ended % c) == 0 for c in ("protocol_error", "flood", "stall_timeout",
+                                                          "ping_unanswered")), text
+        # A PING flood, and a protocol error nghttp2 finds (DATA on stream 0).
+        flood = H2Raw(h.port)
+        try:
+            try:
+                flood.sock.sendall(flood.frame_bytes(PING, 0, 0, b"12345678") * 2000)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert flood.wait_closed(10)
+        finally:
+            flood.close()
+        bad = H2Raw(h.port)
+        try:
+            bad.send(DATA, 0, 0, b"x")
+            assert bad.wait_closed(10)
+            assert bad.goaway and bad.goaway[1] == PROTOCOL_ERROR, bad.goaway
+        finally:
+            bad.close()
+        wait_until(lambda: (lambda t: (_gauge(t, ended % "flood"), _gauge(t, ended % "protocol_error"),
+                                       _gauge(t, "herald_http2_sessions")))(_metrics_text(h.port)) == (1, 1, 0),
+                   what="one session ended for a flood, one for a protocol error")
+
+
+def test_metrics_of_a_group_sum_every_workers_http2_sessions_and_streams():
+    with Herald(config="workers = 2\n") as h:
+        cs = [H2Raw(h.port) for _ in range(4)]
+        try:
+            for c in cs:
+                _streams_open(c, 2)
+            # The connections land on either worker; the sums do not care.
+            want = {"herald_http2_sessions": 4, "herald_http2_streams": 8, "herald_readers": 8}
+            wait_until(lambda: {k: _gauge(_metrics_text(h.port), k) for k in want} == want, timeout=10,
+                       what=f"the group's gauges {want}")
+        finally:
+            for c in cs:
+                c.close()
+
+
+def test_health_counts_sockets_as_connections_and_http2_streams_apart():
+    with Herald() as h:
+        c = H2Raw(h.port)
+        try:
+            _streams_open(c, 3)
+            # Over HTTP/1.1: the h2c socket and this request's.
+            wait_until(lambda: (lambda j: (j["connections"], j["http2_streams"], j["readers"]))(_health(h.port))
+                       == (2, 3, 3), what="connections 2, http2_streams 3")
+            # Over the same h2c connection: one socket, the health request
+            # being a fourth stream.
+            sid = c.request("/api/health")
+            c.wait(lambda: sid in c.ended, what="health over h2c")
+            j = json.loads(c.text(sid))
+            assert (j["connections"], j["http2_streams"], j["readers"]) == (1, 4, 3), j
+        finally:
+            c.close()
+        wait_until(lambda: (lambda j: (j["connections"], j["http2_streams"]))(_health(h.port)) == (1, 0),
+                   what="only the health request's own socket left")
 
 
 # ---- slice 4: a proxy speaking h2c to herald ----
