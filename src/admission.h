@@ -15,10 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The caps a request is checked against (0: no cap, except max_local). */
+/* The caps a request is checked against (0: no cap). */
 struct admission_caps {
 	int64_t max_readers;       /* streams open at once; in a group, the group's */
-	int64_t max_local;         /* in a group, this worker's own (its open-file limit); unused otherwise */
+	int64_t max_local;         /* in a group, this worker's own streams; unused otherwise */
 	int64_t per_address_limit; /* streams open at once under one key */
 };
 

@@ -754,6 +754,52 @@ def test_health_counts_sockets_as_connections_and_http2_streams_apart():
                    what="only the health request's own socket left")
 
 
+def test_open_file_limit_caps_sockets_not_http2_streams():
+    from test_caps import _herald_with_nofile, _try_stream
+    # 64 descriptors: about 32 for clients. One h2c connection carries 90
+    # streams, all served; HTTP/1.1 readers beside it are refused once the
+    # sockets reach the cap, as without HTTP/2.
+    with _herald_with_nofile(64, ["--per-address-limit", "0"]) as h:
+        c = H2Raw(h.port)
+        got = []
+        try:
+            sids = _streams_open(c, 90)
+            for _ in range(80):
+                st, s = _try_stream(h.port)
+                got.append((st, s))
+                if st == 503:
+                    break
+            statuses = [st for st, _ in got]
+            assert statuses[-1] == 503, f"no 503 within 80 HTTP/1.1 streams under a 64-fd limit: {statuses}"
+            assert all(st == 200 for st in statuses[:-1]), statuses
+            assert 10 <= len(statuses) - 1 < 64, f"{len(statuses) - 1} HTTP/1.1 readers under a 64-fd limit"
+            n = publish(h.port, data="fd")
+            c.wait(lambda: all(c.ids(s) == [n] for s in sids), what="every h2c stream has the event")
+            for st, s in got[:-1]:
+                assert [e["id"] for e in s.events(1, timeout=5)] == [n]
+        finally:
+            c.close()
+            for _, s in got:
+                if s:
+                    s.close()
+
+
+test_open_file_limit_caps_sockets_not_http2_streams.timeout = 60
+
+
+def test_explicit_max_readers_still_counts_http2_streams_under_the_open_file_limit():
+    from test_caps import _herald_with_nofile
+    with _herald_with_nofile(64, ["--per-address-limit", "0", "--max-readers", "40"]) as h:
+        c = H2Raw(h.port)
+        try:
+            sids = [c.request() for _ in range(41)]
+            c.wait(lambda: sids[-1] in c.ended, what="the 41st stream refused")
+            assert '"status":503' in c.text(sids[-1]), c.text(sids[-1])
+            c.wait(lambda: all("retry:" in c.text(s) for s in sids[:-1]), what="40 streams open")
+        finally:
+            c.close()
+
+
 # ---- slice 4: a proxy speaking h2c to herald ----
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
