@@ -6,7 +6,10 @@ over HTTP/1.1; many streams share one connection; flow control is
 backpressure (a stream whose window is spent is a slow reader, caught up
 from the store without loss, its neighbours unaffected); the limits hold
 (concurrent streams, header-list size, rapid reset, CONTINUATION, PING and
-SETTINGS floods, a window never opened, idle sessions, GOAWAY on stop).
+SETTINGS floods, a window never opened, idle sessions, GOAWAY on stop);
+operators see sessions and streams apart from sockets (/metrics,
+/api/health), and the open-file limit caps descriptors, not streams; Caddy
+with README's h2c block carries readers across a restart of herald.
 
 The misbehaving clients are written here as raw frames (H2Raw): nothing
 else sends a flood on purpose. They read DATA, RST_STREAM and GOAWAY; they
@@ -824,9 +827,10 @@ def _established_to(port):
     return n
 
 
-def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
-    import selectors
-    from test_caddy import Caddy, ProxiedStream, _replace_once
+def _h2c_caddy(upstream):
+    """Caddy on a spare port with README.md's h2c block, its site address
+    and upstream replaced."""
+    from test_caddy import Caddy, _replace_once
 
     class H2cCaddy(Caddy):
         def _caddyfile(self, port):
@@ -836,10 +840,17 @@ def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
             text = _replace_once(text, "reverse_proxy 127.0.0.1:8199 {", f"reverse_proxy {self.upstream} {{")
             return "{\n\tadmin off\n\tgrace_period 1s\n}\n\n" + text
 
+    return H2cCaddy(upstream)
+
+
+def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
+    import selectors
+    from test_caddy import ProxiedStream
+
     n = 2000
     h = Herald()
     port, db = h.port, h.db
-    caddy = H2cCaddy(f"127.0.0.1:{port}")
+    caddy = _h2c_caddy(f"127.0.0.1:{port}")
     readers = []
     try:
         def open_all(last_ids=None):
@@ -909,6 +920,107 @@ def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
 
 test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.timeout = 120
 test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.alone = True
+
+
+def test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume():
+    """What Caddy 2.6 does with README's h2c block while herald restarts
+    (without herald.socket holding the port): a request that finds herald
+    down is dialled again every lb_try_interval for lb_try_duration, and
+    reaches herald once it listens again, resuming without loss; one that
+    finds no herald for longer gets a 502 and Caddy serves on."""
+    from test_caddy import ProxiedStream
+
+    class Pending(ProxiedStream):
+        """A stream request sent now, its answer read later."""
+
+        def __init__(self, port, headers=None):
+            self.sock = connect(port, timeout=15)
+            h = {"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream", **(headers or {})}
+            self.sock.sendall(("GET /api/events/stream HTTP/1.1\r\n" +
+                               "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n").encode())
+
+        def answer(self):
+            from harness import parse_head
+            from test_caddy import Dechunk
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                d = self.sock.recv(65536)
+                assert d, f"closed before a response head: {buf!r}"
+                buf += d
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            self.status, self.headers = parse_head(head)
+            self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+            self.dechunk, self.body, self.closed = Dechunk(), b"", False
+            self._add(rest)
+            return self.status
+
+        def ids_until(self, want, timeout=10.0):
+            got, deadline = [], time.monotonic() + timeout
+            self.sock.settimeout(0.2)
+            while got != want:
+                assert time.monotonic() < deadline, f"ids {got}, want {want}"
+                try:
+                    if not self.pump():
+                        raise AssertionError(f"stream closed with ids {got}, want {want}")
+                except socket.timeout:
+                    pass
+                for f in self.frames():
+                    got += [int(ln[4:]) for ln in f.decode().split("\n") if ln.startswith("id: ")]
+            return got
+
+    assert "lb_try_duration 5s" in _readme_h2c_block()
+    h = Herald()
+    port, db = h.port, h.db
+    caddy = _h2c_caddy(f"127.0.0.1:{port}")
+    readers = []
+    try:
+        first = Pending(caddy.port)
+        assert first.answer() == 200
+        e1 = publish(port, data="before")
+        assert first.ids_until([e1]) == [e1]
+        h.stop()
+        # The stream open at the stop ends for the client too (herald's
+        # GOAWAY and END_STREAM, passed on by Caddy), so EventSource
+        # reconnects by itself.
+        def ended():
+            try:
+                first.pump()
+            except socket.timeout:
+                pass
+            return first.closed or first.dechunk.done
+        wait_until(ended, timeout=10, what="the open stream ended through Caddy")
+        first.sock.close()
+        # Down for longer than lb_try_duration: Caddy answers 502 once it
+        # has tried for that long, and goes on serving.
+        t0 = time.monotonic()
+        st, _, _ = request(caddy.port, "GET", "/api/health", headers={"Host": f"127.0.0.1:{caddy.port}"},
+                           timeout=20)
+        waited = time.monotonic() - t0
+        assert st == 502 and waited >= 4.5, (st, waited)
+        # Down a moment: an event written meanwhile, readers asking Caddy
+        # (one resuming, one new), then herald on the same port again.
+        import sqlite3
+        con = sqlite3.connect(db)
+        e2 = con.execute("INSERT INTO events(type, topic, data, public) VALUES('message', 'news', 'down', 1)").lastrowid
+        con.commit()
+        con.close()
+        readers = [Pending(caddy.port, {"Last-Event-ID": str(e1)}) for _ in range(3)] + [Pending(caddy.port)]
+        h = Herald(db=db, listen=False, args=["--listen", f"127.0.0.1:{port}"])
+        h.port = port
+        assert [r.answer() for r in readers] == [200] * 4
+        e3 = publish(port, data="after")
+        for r in readers[:3]:
+            assert r.ids_until([e2, e3]) == [e2, e3]
+        assert readers[3].ids_until([e3]) == [e3]
+        assert h.log_ok()
+    finally:
+        for r in readers:
+            r.sock.close()
+        caddy.stop()
+        h.stop()
+
+
+test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume.timeout = 60
 
 
 # ---- slice 4: Chromium on herald's own TLS listener ----
