@@ -368,8 +368,8 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 }
 
 /* A place for one more stream on c: 0 with *ticket set, or the refusal
- * (503 shutting down or at max_readers, 429 past per_address_limit) with
- * *cause and *why. */
+ * (503 shutting down, at the open-file limit or at max_readers, 429 past
+ * per_address_limit) with *cause and *why. */
 static int admit(struct streams *s, struct conn *c, struct admission_ticket **ticket, const char **cause,
 		 const char **why)
 {
@@ -385,7 +385,7 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 	 * stream, which it therefore never refuses. */
 	size_t held = s->socket_readers + (s->http2_sockets ? s->http2_sockets(s->http2_sockets_arg) : 0);
 	if (conn_has_socket(c) && s->max_sockets > 0 && (int64_t)held >= s->max_sockets) {
-		*cause = "max_readers";
+		*cause = "open_file_limit";
 		*why = "the server is at its reader capacity (the open-file limit)";
 		return 503;
 	}

@@ -776,6 +776,8 @@ def test_open_file_limit_caps_sockets_not_http2_streams():
             assert statuses[-1] == 503, f"no 503 within 80 HTTP/1.1 streams under a 64-fd limit: {statuses}"
             assert all(st == 200 for st in statuses[:-1]), statuses
             assert 10 <= len(statuses) - 1 < 64, f"{len(statuses) - 1} HTTP/1.1 readers under a 64-fd limit"
+            text = _metrics_text(h.port)
+            assert _gauge(text, 'herald_refusals_total{code="503",cause="open_file_limit"}') == 1, text
             n = publish(h.port, data="fd")
             c.wait(lambda: all(c.ids(s) == [n] for s in sids), what="every h2c stream has the event")
             for st, s in got[:-1]:
