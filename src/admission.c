@@ -84,12 +84,9 @@ enum admission_refusal admission_admit(struct admission *a, const char *key, con
 {
 	*ticket = NULL;
 	if (group_on()) {
-		/* This worker stays within what its own open-file limit
-		 * allows; the group's caps are checked and counted together,
-		 * so that streams opening at the same moment on several
-		 * workers cannot pass a cap together. */
-		if ((int64_t)open_here >= caps->max_local)
-			return ADMISSION_FULL;
+		/* The group's caps are checked and counted together, so that
+		 * streams opening at the same moment on several workers cannot
+		 * pass a cap together. */
 		int r = group_count_admit(key, caps->per_address_limit > 0 ? (size_t)caps->per_address_limit : 0,
 					  caps->max_readers > 0 ? (size_t)caps->max_readers : 0);
 		if (r == -1)

@@ -15,17 +15,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The caps a request is checked against (0: no cap, except max_local). */
+/* The caps a request is checked against (0: no cap). */
 struct admission_caps {
 	int64_t max_readers;       /* streams open at once; in a group, the group's */
-	int64_t max_local;         /* in a group, this worker's own (its open-file limit); unused otherwise */
 	int64_t per_address_limit; /* streams open at once under one key */
 };
 
 /* Why admission_admit refused. */
 enum admission_refusal {
 	ADMISSION_OK = 0,
-	ADMISSION_FULL,         /* max_readers, or in a group this worker's max_local */
+	ADMISSION_FULL,         /* max_readers */
 	ADMISSION_ADDRESS_FULL, /* per_address_limit under the key */
 };
 
@@ -45,8 +44,8 @@ void admission_free(struct admission *a);
 
 /* Whether one more stream counted under key may open, with open_here
  * streams open in this process now (the hub's readers). Checks, in order:
- * in a group max_local, then the group's max_readers and per_address_limit
- * in one step with the count; otherwise max_readers, then
+ * in a group the group's max_readers and per_address_limit in one step
+ * with the count (open_here unused); otherwise max_readers, then
  * per_address_limit. Returns ADMISSION_OK with *ticket set to the place now
  * counted, or the cap that refuses with *ticket NULL and nothing counted. */
 enum admission_refusal admission_admit(struct admission *a, const char *key, const struct admission_caps *caps,

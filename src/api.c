@@ -47,27 +47,33 @@ static void method_not_allowed(struct conn *c, const char *allow)
 	conn_refuse(c, 405, "method_not_allowed", "method not allowed for this path", extra);
 }
 
+size_t api_sockets(const struct api *a)
+{
+	return conn_pool_count(a->pool) - h2_server_streams(a->h2) + h2_server_sessions(a->h2);
+}
+
 static void health(struct api *a, struct conn *c, bool head_only)
 {
-	char body[320];
+	char body[384];
 	/* A node whose log is unreachable answers 503, so a balancer's health
 	 * check sends new readers and publishes elsewhere. */
 	bool log_ok = store_available(a->st);
 	int status = log_ok ? 200 : 503;
-	/* In a group, readers counts every worker's; connections are this
-	 * worker's (worker names it). */
+	/* In a group, readers counts every worker's; connections (sockets,
+	 * an HTTP/2 connection being one) and http2_streams are this worker's
+	 * (worker names it). */
 	bool group = group_on();
 	char who[48] = "";
 	if (group)
 		snprintf(who, sizeof(who), ",\"worker\":%d", group_index());
 	int n = snprintf(body, sizeof(body),
 			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"workers\":%u%s,\"readers\":%zu,"
-			 "\"connections\":%zu,\"last_id\":%lld,\"uptime_s\":%llu}\n",
+			 "\"connections\":%zu,\"http2_streams\":%zu,\"last_id\":%lld,\"uptime_s\":%llu}\n",
 			 !log_ok            ? "unavailable"
 			 : conn_draining(c) ? "draining"
 					    : "ok",
 			 log_ok ? "ok" : "unavailable", store_kind(a->st), group ? group_workers() : 1u, who,
-			 group ? group_readers() : hub_readers(a->hub), conn_pool_count(a->pool),
+			 group ? group_readers() : hub_readers(a->hub), api_sockets(a), h2_server_streams(a->h2),
 			 (long long)hub_high_water(a->hub),
 			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
 	bool keep = conn_keep_alive(c);
@@ -87,6 +93,8 @@ static void health(struct api *a, struct conn *c, bool head_only)
 static void group_metrics(struct api *a, struct conn *c, struct metrics_gauges *g)
 {
 	struct group_figures mine = { .connections = g->connections,
+				      .http2_sessions = g->http2_sessions,
+				      .http2_streams = g->http2_streams,
 				      .readers_catching_up = g->readers_catching_up,
 				      .publish_pending = g->publish_pending,
 				      .last_event_id = g->last_event_id };
@@ -105,6 +113,8 @@ static void group_metrics(struct api *a, struct conn *c, struct metrics_gauges *
 	}
 	g->readers_catching_up = f.readers_catching_up;
 	g->connections = f.connections;
+	g->http2_sessions = f.http2_sessions;
+	g->http2_streams = f.http2_streams;
 	g->publish_pending = f.publish_pending;
 	g->last_event_id = f.last_event_id;
 	g->workers = n;
@@ -139,7 +149,9 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 	}
 	struct metrics_gauges g = { .readers = hub_readers(a->hub),
 				    .readers_catching_up = hub_catching_up(a->hub),
-				    .connections = conn_pool_count(a->pool),
+				    .connections = api_sockets(a),
+				    .http2_sessions = h2_server_sessions(a->h2),
+				    .http2_streams = h2_server_streams(a->h2),
 				    .last_event_id = hub_high_water(a->hub),
 				    .publish_pending = publish_pending(a->pubq),
 				    .log_available = store_available(a->st) };

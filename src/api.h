@@ -14,6 +14,7 @@
 #include "config.h"
 #include "cors.h"
 #include "conn.h"
+#include "h2_session.h"
 #include "hub.h"
 #include "metrics.h"
 #include "publish.h"
@@ -33,12 +34,17 @@ struct api {
 	struct presence *presence; /* GET /api/presence */
 	struct publish_queue *pubq;
 	struct conn_pool *pool;
+	struct h2_server *h2; /* HTTP/2 sessions, for health and metrics */
 	struct metrics *m;
 	uint64_t started_ms;
 	/* The refusal log's rate limit. */
 	uint64_t log_window;
 	unsigned log_in_window, log_suppressed;
 };
+
+/* Sockets held for clients: the pool's connections less the HTTP/2 streams
+ * among them (which hold none), plus the HTTP/2 sessions (one each). */
+size_t api_sockets(const struct api *a);
 
 /* The hooks that route the pool's requests to a (owner = a). */
 void api_hooks(struct api *a, struct conn_hooks *out);

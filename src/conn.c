@@ -1011,6 +1011,11 @@ const char *conn_peer(const struct conn *c)
 	return c->peer;
 }
 
+bool conn_has_socket(const struct conn *c)
+{
+	return c->fd >= 0;
+}
+
 bool conn_peer_unix(const struct conn *c)
 {
 	return c->peer_unix;

@@ -246,6 +246,7 @@ const char *conn_client(const struct conn *c); /* after trusted-proxy rules */
 void conn_set_client(struct conn *c, const char *client);
 const char *conn_peer(const struct conn *c); /* the socket's peer ("unix") */
 bool conn_peer_unix(const struct conn *c);
+bool conn_has_socket(const struct conn *c);  /* false: an HTTP/2 stream's (conn_new_virtual) */
 bool conn_peer_local(const struct conn *c);  /* loopback or the unix socket */
 const char *conn_what(const struct conn *c); /* "METHOD /path", or "" */
 bool conn_keep_alive(const struct conn *c);  /* the client allows another request */

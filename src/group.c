@@ -333,6 +333,8 @@ unsigned group_sum(struct metrics *m, struct group_figures *f, struct group_work
 		f->connections += s->f.connections;
 		f->readers_catching_up += s->f.readers_catching_up;
 		f->publish_pending += s->f.publish_pending;
+		f->http2_sessions += s->f.http2_sessions;
+		f->http2_streams += s->f.http2_streams;
 		f->last_event_id = MAX(f->last_event_id, s->f.last_event_id);
 	}
 	unlock();

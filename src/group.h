@@ -28,6 +28,7 @@
 /* Figures of the moment a worker stamps into its slot. */
 struct group_figures {
 	size_t connections, readers_catching_up, publish_pending;
+	size_t http2_sessions, http2_streams;
 	int64_t last_event_id;
 };
 

@@ -98,6 +98,7 @@ struct h2_server {
 	nghttp2_option *opt;
 	struct h2_session *all;
 	size_t n;
+	size_t streams; /* streams with a connection, over every session */
 	bool draining;
 	/* What a stream asks of its session, set by h2_session.c so that
 	 * h2_stream.c, below it, names none of its functions: run the session

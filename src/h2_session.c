@@ -71,6 +71,21 @@ static void fail(struct h2_session *s, const char *why)
 	s->dead = true;
 }
 
+/* fail() for a protocol error or a limit passed: counted once per session
+ * in herald_http2_sessions_ended_total. */
+static void end_for(struct h2_session *s, enum metrics_h2_end cause, const char *why)
+{
+	if (!s->dead)
+		s->h->m->http2_sessions_ended[cause]++;
+	fail(s, why);
+}
+
+/* The cause of a failed nghttp2_session_mem_recv. */
+static enum metrics_h2_end recv_cause(ssize_t r)
+{
+	return r == NGHTTP2_ERR_FLOODED ? METRICS_H2_FLOOD : METRICS_H2_PROTOCOL_ERROR;
+}
+
 /* ---- output ---- */
 
 static void obuf_append(struct h2_session *s, const void *p, size_t n)
@@ -318,7 +333,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	case NGHTTP2_PING:
 	case NGHTTP2_SETTINGS:
 		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && control_flood(s)) {
-			fail(s, "PING or SETTINGS flood");
+			end_for(s, METRICS_H2_FLOOD, "PING or SETTINGS flood");
 			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
 		}
 		return 0;
@@ -355,6 +370,21 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 
 /* ---- the session's own work ---- */
 
+/* A GOAWAY with an error code is nghttp2 ending the session for a
+ * protocol error or one of its limits (rapid reset, CONTINUATION, the
+ * queue of acknowledgements); herald's own floods were counted before. */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
+{
+	(void)ng;
+	struct h2_session *s = user;
+	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
+		end_for(s,
+			frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM ? METRICS_H2_FLOOD
+									      : METRICS_H2_PROTOCOL_ERROR,
+			nghttp2_http2_strerror(frame->goaway.error_code));
+	return 0;
+}
+
 /* Queue a graceful GOAWAY (once): the streams begun go on, new ones go to
  * a new connection. */
 static void go_away(struct h2_session *s)
@@ -390,6 +420,7 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	st->in = text;
 	st->in_len = len;
 	s->nconns++;
+	h->streams++;
 	s->served = true;
 	st->conn_gone = false;
 	struct conn *c = conn_new_virtual(h->pool, s->peer, s->peer_unix, s->peer_loopback, &h2_stream_ops, st);
@@ -456,7 +487,7 @@ static void read_input(struct h2_session *s)
 		ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, (size_t)n);
 		s->in_ng = false;
 		if (r < 0) {
-			fail(s, nghttp2_strerror((int)r));
+			end_for(s, recv_cause(r), nghttp2_strerror((int)r));
 			break;
 		}
 		budget -= (size_t)n;
@@ -616,7 +647,7 @@ static void on_timer(void *arg)
 	uint64_t now = loop_now(s->h->lp);
 	s->busy++;
 	if (s->olen && now - s->last_out >= (uint64_t)cfg->stall_timeout_ms) {
-		fail(s, "no bytes accepted within stall_timeout");
+		end_for(s, METRICS_H2_STALLED, "no bytes accepted within stall_timeout");
 	} else if (!s->olen && s->nconns == 0) {
 		uint64_t idle = (uint64_t)(s->served ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
 		if (now - s->last_active >= idle) {
@@ -627,7 +658,7 @@ static void on_timer(void *arg)
 			loop_timer_start(s->h->lp, &s->timer, idle - (now - s->last_active), on_timer, s);
 		}
 	} else if (s->ping_sent && now - s->ping_at >= (uint64_t)cfg->stall_timeout_ms) {
-		fail(s, "no answer to PING within stall_timeout");
+		end_for(s, METRICS_H2_PING_UNANSWERED, "no answer to PING within stall_timeout");
 	} else if (!s->ping_sent && now - s->last_in >= (uint64_t)cfg->keepalive_timeout_ms) {
 		/* Streams only write, so a peer gone without a word would hold
 		 * them until the socket fills: ask it for a sign of life. */
@@ -693,7 +724,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 		ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)bytes, n);
 		s->in_ng = false;
 		if (r < 0)
-			fail(s, nghttp2_strerror((int)r));
+			end_for(s, recv_cause(r), nghttp2_strerror((int)r));
 		/* More may wait inside TLS or the socket. */
 		if (!s->dead)
 			read_input(s);
@@ -734,6 +765,7 @@ struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struc
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h->cbs, on_data_chunk);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(h->cbs, on_frame_recv);
 	nghttp2_session_callbacks_set_on_stream_close_callback(h->cbs, on_stream_close);
+	nghttp2_session_callbacks_set_on_frame_send_callback(h->cbs, on_frame_send);
 	/* Closed streams are not kept for the priority tree (herald sends
 	 * in the order its connections write). */
 	nghttp2_option_set_no_closed_streams(h->opt, 1);
@@ -750,6 +782,11 @@ void h2_server_drain(struct h2_server *h)
 size_t h2_server_sessions(const struct h2_server *h)
 {
 	return h->n;
+}
+
+size_t h2_server_streams(const struct h2_server *h)
+{
+	return h->streams;
 }
 
 void h2_server_free(struct h2_server *h)

@@ -37,8 +37,12 @@ struct conn_takeover h2_server_takeover(struct h2_server *h);
  * closes once its streams have ended. */
 void h2_server_drain(struct h2_server *h);
 
-/* Open sessions. */
+/* Open sessions (each holds one socket). */
 size_t h2_server_sessions(const struct h2_server *h);
+
+/* Streams that have a connection, over every session: each is also one of
+ * the pool's connections (conn_pool_count), though it holds no socket. */
+size_t h2_server_streams(const struct h2_server *h);
 
 /* Close every session (their streams' connections first) and free h
  * (NULL: nothing). */

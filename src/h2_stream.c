@@ -251,6 +251,7 @@ static void stream_free_op(struct transport *t)
 	st->c = NULL;
 	st->conn_gone = true;
 	s->nconns--;
+	s->h->streams--;
 	if (s->nconns == 0)
 		s->last_active = loop_now(s->h->lp);
 	if (s->dead || st->closed) {

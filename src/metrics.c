@@ -99,6 +99,8 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->store_busy += from->store_busy;
 	to->group_commits += from->group_commits;
 	to->log_outages += from->log_outages;
+	for (size_t i = 0; i < METRICS_H2_ENDS; i++)
+		to->http2_sessions_ended[i] += from->http2_sessions_ended[i];
 	hist_add(&to->publish_seconds, &from->publish_seconds);
 	hist_add(&to->commit_seconds, &from->commit_seconds);
 	hist_add(&to->fanout_seconds, &from->fanout_seconds);
@@ -242,6 +244,26 @@ static void put_refusals(struct out *o, const struct metrics *m)
 	}
 }
 
+static void put_http2_ended(struct out *o, const struct metrics *m)
+{
+	static const char head[] = "# HELP herald_http2_sessions_ended_total HTTP/2 sessions herald ended for a "
+				   "protocol error or a limit, by cause.\n"
+				   "# TYPE herald_http2_sessions_ended_total counter\n";
+	static const char *const causes[METRICS_H2_ENDS] = {
+		[METRICS_H2_PROTOCOL_ERROR] = "protocol_error",
+		[METRICS_H2_FLOOD] = "flood",
+		[METRICS_H2_STALLED] = "stall_timeout",
+		[METRICS_H2_PING_UNANSWERED] = "ping_unanswered",
+	};
+	append(o, head, sizeof(head) - 1);
+	for (size_t i = 0; i < METRICS_H2_ENDS; i++) {
+		char line[128];
+		int n = snprintf(line, sizeof(line), "herald_http2_sessions_ended_total{cause=\"%s\"} %llu\n",
+				 causes[i], (unsigned long long)m->http2_sessions_ended[i]);
+		append(o, line, (size_t)n);
+	}
+}
+
 /* herald_workers and one line per worker for its pid and its readers. */
 static void put_workers(struct out *o, const struct metrics_gauges *g)
 {
@@ -272,7 +294,12 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put(&o, "herald_readers", "gauge", "Open event streams.", (double)g->readers);
 	put(&o, "herald_readers_catching_up", "gauge", "Streams being fed from the store.",
 	    (double)g->readers_catching_up);
-	put(&o, "herald_connections", "gauge", "Open client connections.", (double)g->connections);
+	put(&o, "herald_connections", "gauge",
+	    "Open client connections (sockets: an HTTP/2 connection is one, whatever its streams).",
+	    (double)g->connections);
+	put(&o, "herald_http2_sessions", "gauge", "Open HTTP/2 connections.", (double)g->http2_sessions);
+	put(&o, "herald_http2_streams", "gauge", "Open HTTP/2 streams being served (event streams and requests).",
+	    (double)g->http2_streams);
 	put(&o, "herald_last_event_id", "gauge", "Newest event id fanned out.", (double)g->last_event_id);
 	put(&o, "herald_publish_pending", "gauge", "Publishes waiting for commit.", (double)g->publish_pending);
 	if (g->workers)
@@ -314,6 +341,7 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	    "1 while the event log can be read and written (0: Redis unreachable).", g->log_available ? 1.0 : 0.0);
 	put(&o, "herald_log_outages_total", "counter", "Times the connection to the event log (Redis) was lost.",
 	    (double)m->log_outages);
+	put_http2_ended(&o, m);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
 		      &m->publish_seconds);
 	put_histogram(&o, "herald_store_commit_seconds", "One group commit's transaction.", &m->commit_seconds);

@@ -20,6 +20,16 @@ struct histogram {
 	double sum;
 };
 
+/* Why herald ended an HTTP/2 session itself (the client's own close, an
+ * idle session and a graceful stop are not counted). */
+enum metrics_h2_end {
+	METRICS_H2_PROTOCOL_ERROR,  /* nghttp2 found a protocol error or passed one of its limits */
+	METRICS_H2_FLOOD,           /* PING, SETTINGS or other frames faster than allowed */
+	METRICS_H2_STALLED,         /* output not taken within stall_timeout */
+	METRICS_H2_PING_UNANSWERED, /* a silent client's PING not answered within stall_timeout */
+	METRICS_H2_ENDS
+};
+
 struct metrics {
 	uint64_t connections_accepted;
 	uint64_t accept_fd_exhausted; /* EMFILE/ENFILE at accept */
@@ -53,6 +63,8 @@ struct metrics {
 	struct histogram flush_seconds;      /* one pass's writes to every connection with output */
 	struct histogram checkpoint_seconds; /* copying the WAL into the database */
 	struct histogram catchup_seconds;    /* one catch-up read of the store for one reader */
+	/* HTTP/2 sessions herald ended, by enum metrics_h2_end. */
+	uint64_t http2_sessions_ended[METRICS_H2_ENDS];
 };
 
 /* Count a response with this status. */
@@ -70,7 +82,9 @@ void metrics_add(struct metrics *to, const struct metrics *from);
 
 /* Figures of the moment that belong to other modules, given to the page. */
 struct metrics_gauges {
-	size_t readers, readers_catching_up, connections;
+	size_t readers, readers_catching_up;
+	size_t connections; /* sockets: an HTTP/2 session is one, whatever its streams */
+	size_t http2_sessions, http2_streams;
 	int64_t last_event_id;
 	size_t publish_pending;
 	bool log_available; /* store_available */

@@ -78,6 +78,10 @@ static void group_peers_taken(void *arg)
 	group_wake_taken();
 }
 
+/* The caps on streams: max_readers as set (0: none), counting every
+ * stream (in a group, the group's); and, always, the descriptors this
+ * process's readers may hold (the open-file limit less a reserve): one per
+ * HTTP/1.1 reader and per HTTP/2 connection, none per HTTP/2 stream. */
 static void compute_limits(struct server *srv)
 {
 	struct rlimit rl;
@@ -85,22 +89,19 @@ static void compute_limits(struct server *srv)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds = rl.rlim_cur == RLIM_INFINITY ? INT64_C(1) << 20 : (int64_t)rl.rlim_cur;
 	int64_t derived = fds > FD_RESERVE * 2 ? fds - FD_RESERVE : fds / 2;
-	if (group_on()) {
-		/* max_readers counts the whole group; each worker also stays
-		 * within its own open-file limit. */
-		int64_t all = derived * (int64_t)group_workers();
-		srv->streams.max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, all) : all;
-		srv->streams.max_local = derived;
-		if (srv->cfg.max_readers > all && group_index() == 0)
-			log_warn("max_readers %lld is above what the workers' open-file limits allow; using %lld "
-				 "(raise LimitNOFILE)",
-				 (long long)srv->cfg.max_readers, (long long)all);
-		return;
-	}
-	srv->streams.max_readers = srv->cfg.max_readers ? MIN(srv->cfg.max_readers, derived) : derived;
-	if (srv->cfg.max_readers > derived)
-		log_warn("max_readers %lld is above what the open-file limit allows; using %lld (raise LimitNOFILE)",
-			 (long long)srv->cfg.max_readers, (long long)derived);
+	srv->streams.max_readers = srv->cfg.max_readers;
+	srv->streams.max_sockets = derived;
+	int64_t all = group_on() ? derived * (int64_t)group_workers() : derived;
+	if (srv->cfg.max_readers > all && group_index() <= 0)
+		log_warn("max_readers %lld is above the %lld descriptors the open-file limit%s allow%s for readers: "
+			 "HTTP/1.1 readers past them are refused (raise LimitNOFILE); HTTP/2 streams are not",
+			 (long long)srv->cfg.max_readers, (long long)all, group_on() ? "s of the workers" : "",
+			 group_on() ? "" : "s");
+}
+
+static size_t count_http2_sockets(void *arg)
+{
+	return h2_server_sessions(arg);
 }
 
 static void raise_nofile(void)
@@ -138,7 +139,9 @@ static void prune_tick(void *arg)
 static void stamp_tick(void *arg)
 {
 	struct server *srv = arg;
-	struct group_figures f = { .connections = conn_pool_count(srv->pool),
+	struct group_figures f = { .connections = api_sockets(&srv->api),
+				   .http2_sessions = h2_server_sessions(srv->h2),
+				   .http2_streams = h2_server_streams(srv->h2),
 				   .readers_catching_up = hub_catching_up(srv->hub),
 				   .publish_pending = publish_pending(srv->pubq),
 				   .last_event_id = hub_high_water(srv->hub) };
@@ -184,7 +187,7 @@ static void status_line(void *arg, char *buf, size_t len)
 	 * INSERTs); frames sent is events times the readers they reached. */
 	snprintf(buf, len,
 		 "%zu readers, %zu connections, last event id %lld, %llu events read (%llu posted), %llu frames sent",
-		 hub_readers(srv->hub), conn_pool_count(srv->pool), (long long)hub_high_water(srv->hub),
+		 hub_readers(srv->hub), api_sockets(&srv->api), (long long)hub_high_water(srv->hub),
 		 (unsigned long long)srv->m.events_read, (unsigned long long)srv->m.events_published,
 		 (unsigned long long)srv->m.frames_queued);
 }
@@ -383,6 +386,9 @@ int server_start(struct server *srv, int argc, char **argv)
 	/* A client opening with HTTP/2's preface is handed to the sessions,
 	 * whose streams come back to the pool as connections. */
 	srv->h2 = h2_server_new(srv->lp, &srv->cfg, &srv->m, srv->pool);
+	srv->api.h2 = srv->h2;
+	srv->streams.http2_sockets = count_http2_sockets;
+	srv->streams.http2_sockets_arg = srv->h2;
 	struct conn_takeover takeover = h2_server_takeover(srv->h2);
 	conn_pool_set_takeover(srv->pool, &takeover);
 
@@ -423,13 +429,16 @@ int server_start(struct server *srv, int argc, char **argv)
 	if (group_on()) {
 		stamp_tick(srv);
 		group_set_ready();
-		log_info("worker %d ready: %zu listener(s), %s, last event id %lld, up to %lld readers in the group",
+		log_info("worker %d ready: %zu listener(s), %s, last event id %lld, descriptors for %lld readers here, "
+			 "max_readers %lld in the group (0: none)",
 			 group_index(), srv->listeners.n, where, (long long)hub_high_water(srv->hub),
-			 (long long)srv->streams.max_readers);
+			 (long long)srv->streams.max_sockets, (long long)srv->streams.max_readers);
 		return 0;
 	}
-	log_info("herald ready: %zu listener(s), %s, last event id %lld, up to %lld readers", srv->listeners.n, where,
-		 (long long)hub_high_water(srv->hub), (long long)srv->streams.max_readers);
+	log_info("herald ready: %zu listener(s), %s, last event id %lld, descriptors for %lld readers, "
+		 "max_readers %lld (0: none)",
+		 srv->listeners.n, where, (long long)hub_high_water(srv->hub), (long long)srv->streams.max_sockets,
+		 (long long)srv->streams.max_readers);
 	service_ready();
 	return 0;
 }

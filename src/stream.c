@@ -254,6 +254,8 @@ struct stream {
 	struct admission_ticket *ticket;
 	struct presence *presence;
 	struct presence_reg *reg;
+	struct streams *owner;
+	bool on_socket; /* counted in owner->socket_readers */
 };
 
 /* What the connection tells its stream. */
@@ -269,12 +271,23 @@ static void reader_closed(struct conn *c, void *data)
 	(void)c;
 	struct stream *st = data;
 	hub_reader_closed(st->r);
+	if (st->on_socket)
+		st->owner->socket_readers--;
 	admission_release(st->admission, st->ticket);
 	presence_unregister(st->presence, st->reg);
 	free(st);
 }
 
 static const struct conn_user reader_user = { reader_drained, reader_closed };
+
+/* Count st among the readers holding a descriptor when c has a socket. */
+static void stream_count_socket(struct streams *s, struct stream *st, struct conn *c)
+{
+	st->owner = s;
+	st->on_socket = conn_has_socket(c);
+	if (st->on_socket)
+		s->socket_readers++;
+}
 
 void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,
 		  struct metrics *m)
@@ -355,8 +368,8 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 }
 
 /* A place for one more stream on c: 0 with *ticket set, or the refusal
- * (503 shutting down or at max_readers, 429 past per_address_limit) with
- * *cause and *why. */
+ * (503 shutting down, at the open-file limit or at max_readers, 429 past
+ * per_address_limit) with *cause and *why. */
 static int admit(struct streams *s, struct conn *c, struct admission_ticket **ticket, const char **cause,
 		 const char **why)
 {
@@ -367,11 +380,18 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 		*why = "the server is shutting down";
 		return 503;
 	}
+	/* The open-file limit caps the descriptors readers hold: one for each
+	 * HTTP/1.1 reader, one for each HTTP/2 connection, none for an HTTP/2
+	 * stream, which it therefore never refuses. */
+	size_t held = s->socket_readers + (s->http2_sockets ? s->http2_sockets(s->http2_sockets_arg) : 0);
+	if (conn_has_socket(c) && s->max_sockets > 0 && (int64_t)held >= s->max_sockets) {
+		*cause = "open_file_limit";
+		*why = "the server is at its reader capacity (the open-file limit)";
+		return 503;
+	}
 	char key[64];
 	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
-	struct admission_caps caps = { .max_readers = s->max_readers,
-				       .max_local = s->max_local,
-				       .per_address_limit = cfg->per_address_limit };
+	struct admission_caps caps = { .max_readers = s->max_readers, .per_address_limit = cfg->per_address_limit };
 	enum admission_refusal refused = admission_admit(s->admission, key, &caps, hub_readers(s->hub), ticket);
 	if (refused == ADMISSION_FULL) {
 		*cause = "max_readers";
@@ -414,7 +434,11 @@ void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket
 	spec->client = conn_client(c);
 	spec->rotate_after_ms = s->cfg->rotate_after_ms;
 	struct stream *st = xmalloc(sizeof(*st));
-	*st = (struct stream){ hub_open(s->hub, spec, &conn_sink, c), s->admission, ticket, s->presence, NULL };
+	*st = (struct stream){ .r = hub_open(s->hub, spec, &conn_sink, c),
+			       .admission = s->admission,
+			       .ticket = ticket,
+			       .presence = s->presence };
+	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);
 }
 
@@ -512,6 +536,11 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	jwt_rights_free(&rights);
 	stream_params_free(&p);
 	struct stream *st = xmalloc(sizeof(*st));
-	*st = (struct stream){ hub_open(s->hub, &spec, &conn_sink, c), s->admission, ticket, s->presence, reg };
+	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
+			       .admission = s->admission,
+			       .ticket = ticket,
+			       .presence = s->presence,
+			       .reg = reg };
+	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);
 }

@@ -52,9 +52,14 @@ struct streams {
 	const struct cors *cors;     /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt;    /* signed tokens, or NULL: set by the server at start and reload */
 	struct presence *presence;   /* who reads what, or NULL: set by the server (it owns it) */
-	int64_t max_readers;         /* the global cap, set by the server from the open-file limit */
-	int64_t max_local;           /* in a group of workers: this worker's own cap (its open-file limit) */
-	struct chunk *head;          /* the shared head and opening frame (with CORS * when so set) */
+	int64_t max_readers;         /* streams open at once (in a group, the group's); 0: none */
+	int64_t max_sockets;         /* descriptors its readers may hold here (from the open-file limit) */
+	size_t socket_readers;       /* open streams on a socket of their own (HTTP/1.1) */
+	/* The HTTP/2 connections open here (each holds a descriptor, whatever
+	 * its streams): set by the server. */
+	size_t (*http2_sockets)(void *arg);
+	void *http2_sockets_arg;
+	struct chunk *head; /* the shared head and opening frame (with CORS * when so set) */
 };
 
 void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,

@@ -6,7 +6,10 @@ over HTTP/1.1; many streams share one connection; flow control is
 backpressure (a stream whose window is spent is a slow reader, caught up
 from the store without loss, its neighbours unaffected); the limits hold
 (concurrent streams, header-list size, rapid reset, CONTINUATION, PING and
-SETTINGS floods, a window never opened, idle sessions, GOAWAY on stop).
+SETTINGS floods, a window never opened, idle sessions, GOAWAY on stop);
+operators see sessions and streams apart from sockets (/metrics,
+/api/health), and the open-file limit caps descriptors, not streams; Caddy
+with README's h2c block carries readers across a restart of herald.
 
 The misbehaving clients are written here as raw frames (H2Raw): nothing
 else sends a flood on purpose. They read DATA, RST_STREAM and GOAWAY; they
@@ -19,7 +22,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Herald, connect, publish, wait_until
+from harness import Herald, connect, publish, request, wait_until
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
@@ -455,7 +458,7 @@ def test_nghttp_small_window_gets_every_event():
 
 # ---- slice 3: the limits ----
 
-REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM, NO_ERROR, INTERNAL_ERROR = 0x7, 0x8, 0xB, 0x0, 0x2
+REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM, NO_ERROR, INTERNAL_ERROR, PROTOCOL_ERROR = 0x7, 0x8, 0xB, 0x0, 0x2, 0x1
 
 
 def test_max_concurrent_streams_refuses_the_rest():
@@ -683,6 +686,162 @@ def test_churn_of_streams_resets_and_dropped_connections():
         assert h.log_ok()
 
 
+# ---- what operators see: /metrics, /api/health, the open-file cap ----
+
+
+def _metrics_text(port):
+    st, _, body = request(port, "GET", "/metrics")
+    assert st == 200, st
+    return body.decode()
+
+
+def _gauge(text, name):
+    """The value of an unlabelled sample, or of name{labels} given whole."""
+    for ln in text.split("\n"):
+        if ln.startswith(name + " "):
+            return float(ln.split()[1])
+    return None
+
+
+def _health(port):
+    st, _, body = request(port, "GET", "/api/health")
+    assert st == 200, (st, body)
+    return json.loads(body)
+
+
+def _streams_open(c, n, path="/api/events/stream"):
+    sids = [c.request(path) for _ in range(n)]
+    c.wait(lambda: all("retry:" in c.text(s) for s in sids), what=f"{n} streams open")
+    return sids
+
+
+def test_metrics_count_http2_sessions_streams_and_the_sessions_herald_ended():
+    with Herald() as h:
+        a, b = H2Raw(h.port), H2Raw(h.port)
+        try:
+            _streams_open(a, 3)
+            _streams_open(b, 1)
+            # The /metrics request itself is the third socket.
+            want = {"herald_http2_sessions": 2, "herald_http2_streams": 4, "herald_readers": 4,
+                    "herald_connections": 3}
+            wait_until(lambda: {k: _gauge(_metrics_text(h.port), k) for k in want} == want,
+                       what=f"gauges {want}")
+            a.close()
+            want = {"herald_http2_sessions": 1, "herald_http2_streams": 1, "herald_connections": 2}
+            wait_until(lambda: {k: _gauge(_metrics_text(h.port), k) for k in want} == want,
+                       what=f"gauges {want} once a session closed")
+        finally:
+            a.close()
+            b.close()
+        ended = 'herald_http2_sessions_ended_total{cause="%s"}'
+        text = _metrics_text(h.port)
+        assert all(_gauge(text, ended % c) == 0 for c in ("protocol_error", "flood", "stall_timeout",
+                                                          "ping_unanswered")), text
+        # A PING flood, and a protocol error nghttp2 finds (DATA on stream 0).
+        flood = H2Raw(h.port)
+        try:
+            try:
+                flood.sock.sendall(flood.frame_bytes(PING, 0, 0, b"12345678") * 2000)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert flood.wait_closed(10)
+        finally:
+            flood.close()
+        bad = H2Raw(h.port)
+        try:
+            bad.send(DATA, 0, 0, b"x")
+            assert bad.wait_closed(10)
+            assert bad.goaway and bad.goaway[1] == PROTOCOL_ERROR, bad.goaway
+        finally:
+            bad.close()
+        wait_until(lambda: (lambda t: (_gauge(t, ended % "flood"), _gauge(t, ended % "protocol_error"),
+                                       _gauge(t, "herald_http2_sessions")))(_metrics_text(h.port)) == (1, 1, 0),
+                   what="one session ended for a flood, one for a protocol error")
+
+
+def test_metrics_of_a_group_sum_every_workers_http2_sessions_and_streams():
+    with Herald(config="workers = 2\n") as h:
+        cs = [H2Raw(h.port) for _ in range(4)]
+        try:
+            for c in cs:
+                _streams_open(c, 2)
+            # The connections land on either worker; the sums do not care.
+            want = {"herald_http2_sessions": 4, "herald_http2_streams": 8, "herald_readers": 8}
+            wait_until(lambda: {k: _gauge(_metrics_text(h.port), k) for k in want} == want, timeout=10,
+                       what=f"the group's gauges {want}")
+        finally:
+            for c in cs:
+                c.close()
+
+
+def test_health_counts_sockets_as_connections_and_http2_streams_apart():
+    with Herald() as h:
+        c = H2Raw(h.port)
+        try:
+            _streams_open(c, 3)
+            # Over HTTP/1.1: the h2c socket and this request's.
+            wait_until(lambda: (lambda j: (j["connections"], j["http2_streams"], j["readers"]))(_health(h.port))
+                       == (2, 3, 3), what="connections 2, http2_streams 3")
+            # Over the same h2c connection: one socket, the health request
+            # being a fourth stream.
+            sid = c.request("/api/health")
+            c.wait(lambda: sid in c.ended, what="health over h2c")
+            j = json.loads(c.text(sid))
+            assert (j["connections"], j["http2_streams"], j["readers"]) == (1, 4, 3), j
+        finally:
+            c.close()
+        wait_until(lambda: (lambda j: (j["connections"], j["http2_streams"]))(_health(h.port)) == (1, 0),
+                   what="only the health request's own socket left")
+
+
+def test_open_file_limit_caps_sockets_not_http2_streams():
+    from test_caps import _herald_with_nofile, _try_stream
+    # 64 descriptors: about 32 for clients. One h2c connection carries 90
+    # streams, all served; HTTP/1.1 readers beside it are refused once the
+    # sockets reach the cap, as without HTTP/2.
+    with _herald_with_nofile(64, ["--per-address-limit", "0"]) as h:
+        c = H2Raw(h.port)
+        got = []
+        try:
+            sids = _streams_open(c, 90)
+            for _ in range(80):
+                st, s = _try_stream(h.port)
+                got.append((st, s))
+                if st == 503:
+                    break
+            statuses = [st for st, _ in got]
+            assert statuses[-1] == 503, f"no 503 within 80 HTTP/1.1 streams under a 64-fd limit: {statuses}"
+            assert all(st == 200 for st in statuses[:-1]), statuses
+            assert 10 <= len(statuses) - 1 < 64, f"{len(statuses) - 1} HTTP/1.1 readers under a 64-fd limit"
+            text = _metrics_text(h.port)
+            assert _gauge(text, 'herald_refusals_total{code="503",cause="open_file_limit"}') == 1, text
+            n = publish(h.port, data="fd")
+            c.wait(lambda: all(c.ids(s) == [n] for s in sids), what="every h2c stream has the event")
+            for st, s in got[:-1]:
+                assert [e["id"] for e in s.events(1, timeout=5)] == [n]
+        finally:
+            c.close()
+            for _, s in got:
+                if s:
+                    s.close()
+
+
+test_open_file_limit_caps_sockets_not_http2_streams.timeout = 60
+
+
+def test_explicit_max_readers_still_counts_http2_streams_under_the_open_file_limit():
+    from test_caps import _herald_with_nofile
+    with _herald_with_nofile(64, ["--per-address-limit", "0", "--max-readers", "40"]) as h:
+        c = H2Raw(h.port)
+        try:
+            sids = [c.request() for _ in range(41)]
+            c.wait(lambda: sids[-1] in c.ended, what="the 41st stream refused")
+            assert '"status":503' in c.text(sids[-1]), c.text(sids[-1])
+            c.wait(lambda: all("retry:" in c.text(s) for s in sids[:-1]), what="40 streams open")
+        finally:
+            c.close()
+
+
 # ---- slice 4: a proxy speaking h2c to herald ----
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -707,9 +866,10 @@ def _established_to(port):
     return n
 
 
-def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
-    import selectors
-    from test_caddy import Caddy, ProxiedStream, _replace_once
+def _h2c_caddy(upstream):
+    """Caddy on a spare port with README.md's h2c block, its site address
+    and upstream replaced."""
+    from test_caddy import Caddy, _replace_once
 
     class H2cCaddy(Caddy):
         def _caddyfile(self, port):
@@ -719,10 +879,17 @@ def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
             text = _replace_once(text, "reverse_proxy 127.0.0.1:8199 {", f"reverse_proxy {self.upstream} {{")
             return "{\n\tadmin off\n\tgrace_period 1s\n}\n\n" + text
 
+    return H2cCaddy(upstream)
+
+
+def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
+    import selectors
+    from test_caddy import ProxiedStream
+
     n = 2000
     h = Herald()
     port, db = h.port, h.db
-    caddy = H2cCaddy(f"127.0.0.1:{port}")
+    caddy = _h2c_caddy(f"127.0.0.1:{port}")
     readers = []
     try:
         def open_all(last_ids=None):
@@ -792,6 +959,107 @@ def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
 
 test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.timeout = 120
 test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.alone = True
+
+
+def test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume():
+    """What Caddy 2.6 does with README's h2c block while herald restarts
+    (without herald.socket holding the port): a request that finds herald
+    down is dialled again every lb_try_interval for lb_try_duration, and
+    reaches herald once it listens again, resuming without loss; one that
+    finds no herald for longer gets a 502 and Caddy serves on."""
+    from test_caddy import ProxiedStream
+
+    class Pending(ProxiedStream):
+        """A stream request sent now, its answer read later."""
+
+        def __init__(self, port, headers=None):
+            self.sock = connect(port, timeout=15)
+            h = {"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream", **(headers or {})}
+            self.sock.sendall(("GET /api/events/stream HTTP/1.1\r\n" +
+                               "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n").encode())
+
+        def answer(self):
+            from harness import parse_head
+            from test_caddy import Dechunk
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                d = self.sock.recv(65536)
+                assert d, f"closed before a response head: {buf!r}"
+                buf += d
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            self.status, self.headers = parse_head(head)
+            self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+            self.dechunk, self.body, self.closed = Dechunk(), b"", False
+            self._add(rest)
+            return self.status
+
+        def ids_until(self, want, timeout=10.0):
+            got, deadline = [], time.monotonic() + timeout
+            self.sock.settimeout(0.2)
+            while got != want:
+                assert time.monotonic() < deadline, f"ids {got}, want {want}"
+                try:
+                    if not self.pump():
+                        raise AssertionError(f"stream closed with ids {got}, want {want}")
+                except socket.timeout:
+                    pass
+                for f in self.frames():
+                    got += [int(ln[4:]) for ln in f.decode().split("\n") if ln.startswith("id: ")]
+            return got
+
+    assert "lb_try_duration 5s" in _readme_h2c_block()
+    h = Herald()
+    port, db = h.port, h.db
+    caddy = _h2c_caddy(f"127.0.0.1:{port}")
+    readers = []
+    try:
+        first = Pending(caddy.port)
+        assert first.answer() == 200
+        e1 = publish(port, data="before")
+        assert first.ids_until([e1]) == [e1]
+        h.stop()
+        # The stream open at the stop ends for the client too (herald's
+        # GOAWAY and END_STREAM, passed on by Caddy), so EventSource
+        # reconnects by itself.
+        def ended():
+            try:
+                first.pump()
+            except socket.timeout:
+                pass
+            return first.closed or first.dechunk.done
+        wait_until(ended, timeout=10, what="the open stream ended through Caddy")
+        first.sock.close()
+        # Down for longer than lb_try_duration: Caddy answers 502 once it
+        # has tried for that long, and goes on serving.
+        t0 = time.monotonic()
+        st, _, _ = request(caddy.port, "GET", "/api/health", headers={"Host": f"127.0.0.1:{caddy.port}"},
+                           timeout=20)
+        waited = time.monotonic() - t0
+        assert st == 502 and waited >= 4.5, (st, waited)
+        # Down a moment: an event written meanwhile, readers asking Caddy
+        # (one resuming, one new), then herald on the same port again.
+        import sqlite3
+        con = sqlite3.connect(db)
+        e2 = con.execute("INSERT INTO events(type, topic, data, public) VALUES('message', 'news', 'down', 1)").lastrowid
+        con.commit()
+        con.close()
+        readers = [Pending(caddy.port, {"Last-Event-ID": str(e1)}) for _ in range(3)] + [Pending(caddy.port)]
+        h = Herald(db=db, listen=False, args=["--listen", f"127.0.0.1:{port}"])
+        h.port = port
+        assert [r.answer() for r in readers] == [200] * 4
+        e3 = publish(port, data="after")
+        for r in readers[:3]:
+            assert r.ids_until([e2, e3]) == [e2, e3]
+        assert readers[3].ids_until([e3]) == [e3]
+        assert h.log_ok()
+    finally:
+        for r in readers:
+            r.sock.close()
+        caddy.stop()
+        h.stop()
+
+
+test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume.timeout = 60
 
 
 # ---- slice 4: Chromium on herald's own TLS listener ----

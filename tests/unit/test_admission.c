@@ -124,7 +124,7 @@ static void worker1_opens_two(void)
 {
 	group_enter(1);
 	struct admission *a = admission_new();
-	struct admission_caps caps = { .max_readers = 0, .max_local = 100, .per_address_limit = 0 };
+	struct admission_caps caps = { .max_readers = 0, .per_address_limit = 0 };
 	struct admission_ticket *t;
 	int ok = admission_admit(a, "10.0.0.1", &caps, 0, &t) == ADMISSION_OK &&
 		 admission_admit(a, "10.0.0.1", &caps, 1, &t) == ADMISSION_OK;
@@ -143,7 +143,7 @@ static void test_group_caps(void)
 	struct admission *a = admission_new();
 	/* The other worker's two count for the whole group. */
 	CHECK_EQ_INT(admission_count(a, "10.0.0.1"), 2);
-	struct admission_caps caps = { .max_readers = 4, .max_local = 2, .per_address_limit = 3 };
+	struct admission_caps caps = { .max_readers = 4, .per_address_limit = 3 };
 	struct admission_ticket *t1, *t2, *t3;
 	CHECK_EQ_INT(admission_admit(a, "10.0.0.1", &caps, 0, &t1), ADMISSION_OK);
 	CHECK_EQ_INT(admission_count(a, "10.0.0.1"), 3);
@@ -154,10 +154,6 @@ static void test_group_caps(void)
 	CHECK_EQ_INT(admission_admit(a, "10.0.0.2", &caps, 1, &t2), ADMISSION_OK);
 	CHECK_EQ_INT(group_readers(), 4);
 	CHECK_EQ_INT(admission_admit(a, "10.0.0.3", &caps, 1, &t3), ADMISSION_FULL);
-	/* This worker's own cap comes before the group's, and counts
-	 * nothing either. */
-	caps.max_readers = 0;
-	CHECK_EQ_INT(admission_admit(a, "10.0.0.3", &caps, 2, &t3), ADMISSION_FULL);
 	CHECK_EQ_INT(admission_count(a, "10.0.0.3"), 0);
 	CHECK_EQ_INT(group_readers(), 4);
 	/* Places given back leave the group's counts. */

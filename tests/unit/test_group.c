@@ -131,7 +131,7 @@ static void stamp_worker1(void)
 	m.requests = 5;
 	metrics_count_refusal(&m, 429, "too many");
 	metrics_observe(&m.fanout_seconds, 2000000);
-	struct group_figures f = { .connections = 7, .last_event_id = 40 };
+	struct group_figures f = { .connections = 7, .http2_sessions = 2, .http2_streams = 9, .last_event_id = 40 };
 	group_stamp(&f, &m);
 	group_set_ready();
 }
@@ -152,6 +152,8 @@ static void test_sum_and_dead_counters_kept(void)
 	CHECK_EQ_INT(group_sum(&sum, &f, w), 2);
 	CHECK_EQ_INT(sum.requests, 5);
 	CHECK_EQ_INT(f.connections, 7);
+	CHECK_EQ_INT(f.http2_sessions, 2);
+	CHECK_EQ_INT(f.http2_streams, 9);
 	CHECK_EQ_INT(f.last_event_id, 40);
 	CHECK_EQ_INT(w[1].pid, 4242);
 	CHECK(w[1].ready);
@@ -165,6 +167,7 @@ static void test_sum_and_dead_counters_kept(void)
 	CHECK_EQ_INT(sum.nrefusals, 1);
 	CHECK_EQ_INT(sum.fanout_seconds.n, 1);
 	CHECK_EQ_INT(f.connections, 0);
+	CHECK_EQ_INT(f.http2_streams, 0);
 	CHECK_EQ_INT(w[1].pid, 0);
 	group_worker_gone(0);
 	CHECK(group_all_alive(10)); /* none running: nothing overdue */
