@@ -686,7 +686,6 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	snprintf(s->peer, sizeof(s->peer), "%s", conn_peer(c));
 	s->peer_unix = conn_peer_unix(c);
 	s->peer_loopback = conn_peer_local(c);
-	transport_moved(&s->tp, s->peer);
 	s->started = s->last_active = s->last_out = s->last_in = loop_now(h->lp);
 	h2_mem_init(&s->mem);
 	h2_mem_mark(&s->mem, true); /* what it maps now is its frame buffer */
@@ -697,6 +696,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 		free(s);
 		return false;
 	}
+	transport_moved(&s->tp, s->peer);
 	transport_settle(&s->tp); /* a TLS session may park, reading on */
 	nghttp2_settings_entry iv[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)cfg->http2_max_streams },
