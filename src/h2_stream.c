@@ -4,11 +4,16 @@
  * writes begins with an HTTP/1.1 response head, queued once as HEADERS,
  * and the rest becomes DATA frames whose payload is the connection's own
  * iovecs (the shared chunks), handed to nghttp2 as the current data source
- * while the session's sender runs. A spent window or a full socket makes a
- * short write, so the connection is a slow reader. Its interest is kept
- * here (want_out) and epoll is asked for nothing; the session wakes it.
- * The stream record is freed by the second of nghttp2 closing the stream
- * and the connection letting go (its transport's free). */
+ * while the session's sender runs. A stream holds a data item in nghttp2
+ * only while output waits: one is submitted when its connection writes
+ * body bytes and ends (without END_STREAM) with the last of them, so an
+ * idle stream costs nghttp2 no outbound item; ending the stream submits
+ * one for END_STREAM. A spent window or a full socket makes a short
+ * write, which keeps the item (deferred), so the connection is a slow
+ * reader. Its interest is kept here (want_out) and epoll is asked for
+ * nothing; the session wakes it. The stream record is freed by the second
+ * of nghttp2 closing the stream and the connection letting go (its
+ * transport's free). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +74,8 @@ void h2_stream_free(struct h2_stream *st)
 	free(st);
 }
 
+/* The data item's source (every item is submitted with END_STREAM, which
+ * only an ending stream's EOF keeps). */
 static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
 			 nghttp2_data_source *source, void *user)
 {
@@ -92,10 +99,33 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 	if (avail == 0 || s->blocked)
 		return NGHTTP2_ERR_DEFERRED;
 	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-	return (ssize_t)MIN(length, avail);
+	if (length < avail)
+		return (ssize_t)length;
+	/* The last byte of this write: nghttp2 lets go of the item once the
+	 * frame is out, and the stream stays open. */
+	*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	return (ssize_t)avail;
 }
 
-/* Queue the response head as HEADERS with the stream's data source. */
+/* Give the stream a data item for nghttp2 to ask read_data from, or
+ * resume the one it still holds (a short write left it deferred).
+ * Returns 0, or nghttp2's error (the stream is closed). */
+static int attach_data(struct h2_stream *st)
+{
+	nghttp2_session *ng = st->s->ng;
+	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
+	int r = nghttp2_submit_data(ng, NGHTTP2_FLAG_END_STREAM, st->id, &prd);
+	if (r == NGHTTP2_ERR_DATA_EXIST) {
+		/* Not deferred by us (its window is spent): nghttp2 resumes
+		 * it when the window opens, and this fails harmlessly. */
+		nghttp2_session_resume_data(ng, st->id);
+		return 0;
+	}
+	return r;
+}
+
+/* Queue the response head as HEADERS: the stream's end with it when the
+ * response has no body, else no data item until body bytes are written. */
 static int submit_head(struct h2_stream *st, char *head, size_t len)
 {
 	struct h2_session *s = st->s;
@@ -112,8 +142,8 @@ static int submit_head(struct h2_stream *st, char *head, size_t len)
 		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
 					  NGHTTP2_NV_FLAG_NONE };
 	st->bodyless = st->head_request || status == 204 || status == 304;
-	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
-	int r = nghttp2_submit_response(s->ng, st->id, nv, n + 1, st->bodyless ? NULL : &prd);
+	uint8_t flags = st->bodyless ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE;
+	int r = nghttp2_submit_headers(s->ng, flags, st->id, NULL, nv, n + 1, NULL);
 	if (r < 0)
 		return -1;
 	st->submitted = true;
@@ -193,13 +223,14 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 		off = total; /* nothing follows the head */
 	size_t taken = 0;
 	if (off < total && !s->blocked) {
+		if (attach_data(st) < 0)
+			return -EPIPE;
 		s->cur = st;
 		s->cur_iov = iov;
 		s->cur_n = n;
 		s->cur_skip = off;
 		s->cur_len = total - off;
 		s->cur_taken = 0;
-		nghttp2_session_resume_data(s->ng, st->id);
 		s->h->send(s);
 		taken = s->cur_taken;
 		s->cur = NULL;
@@ -231,8 +262,10 @@ static void end_stream(struct h2_stream *st)
 	} else if (st->short_write) {
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
 	} else if (!st->bodyless) {
+		/* An item ending in END_STREAM: a new one, or the one still
+		 * held, which read_data now ends. */
 		st->ending = true;
-		nghttp2_session_resume_data(s->ng, st->id);
+		attach_data(st);
 	}
 	s->h->kick(s);
 }

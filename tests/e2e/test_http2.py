@@ -385,6 +385,49 @@ def test_spent_window_is_a_slow_reader_caught_up_without_loss_and_neighbours_flo
         assert h.log_ok()
 
 
+def test_stream_written_idle_and_written_again_gets_every_byte_through_windows_spent_midway():
+    # Each write of a stream's connection is a data item that ends with its
+    # last byte (the stream stays open); an event larger than the window
+    # left spends it midway, and its item resumes, in pieces, as the window
+    # opens. Every byte arrives once, in order, between idle spells.
+    with Herald() as h:
+        c = H2Raw(h.port, settings=[(0x4, 600)], conn_window=1 << 24)  # INITIAL_WINDOW_SIZE 600
+        granted = 600
+        try:
+            sid = c.request()
+            c.wait(lambda: "stream open" in c.text(sid), what="the opening frame")
+            want, datas, spent_midway = [], [], 0
+
+            def take_all(data):
+                nonlocal granted, spent_midway
+                deadline = time.monotonic() + 15
+                while not c.text(sid).endswith(f"data: {data}\n\n"):
+                    assert time.monotonic() < deadline, f"ids {c.ids(sid)}, wanted {want}"
+                    c.pump(0.1)
+                    got = len(c.data.get(sid, b""))
+                    assert got <= granted, f"{got} bytes sent through a window of {granted}"
+                    if got == granted and not c.text(sid).endswith(f"data: {data}\n\n"):
+                        spent_midway += 1
+                        c.window_update(sid, 500)
+                        granted += 500
+
+            for r in range(4):
+                for data in (f"small {r}", f"big {r} " + "z" * 1800):
+                    datas.append(data)
+                    want.append(publish(h.port, data=data))
+                    take_all(data)
+                    c.pump(0.2)  # idle: nothing more comes
+                    assert c.ids(sid) == want
+            text = c.text(sid)
+            got = [ln[6:] for ln in text.split("\n") if ln.startswith("data: ")]
+            assert got == datas, [len(d) for d in got]
+            assert spent_midway >= 4 * 3, spent_midway
+            assert sid not in c.ended and not c.resets and c.goaway is None
+        finally:
+            c.close()
+        assert h.log_ok()
+
+
 def test_nghttp_small_window_gets_every_event():
     with Herald() as h:
         # Windows of 2^8-1 bytes for the stream and 2^16-1 for the
