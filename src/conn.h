@@ -69,9 +69,8 @@ struct conn {
 	struct transport tp; /* how bytes move: plain, TLS (chosen at accept) */
 	bool peer_unix;
 	bool peer_loopback;
-	char peer[64];   /* peer address as text ("unix" for the unix socket) */
-	char client[64]; /* client address after trusted-proxy rules */
-	char what[80];   /* "METHOD /path" of the request being handled, for logs */
+	char *client; /* client address after trusted-proxy rules; NULL while it is the peer */
+	char *what;   /* "METHOD /path" of the request being handled, for logs; NULL: "" */
 
 	char *rbuf; /* the request bytes read and not yet consumed */
 	size_t rlen, rcap;
@@ -97,6 +96,10 @@ struct conn {
 	struct conn *next, *prev; /* the pool's list of all connections */
 	struct conn *flush_next;  /* the pool's flush list */
 	struct conn *stream_next; /* the pool's stream list */
+	/* The peer address as text ("unix" for the unix socket), allocated
+	 * with the record at its exact length; it never changes, so a
+	 * transport may keep pointing at it. */
+	char peer[];
 };
 
 /* A new empty pool on lp; cfg (timeouts and limits, read at each use, so
