@@ -50,6 +50,43 @@ static void pending_remove(struct h2_stream *st)
 	st->pending = false;
 }
 
+struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_limit, size_t body_limit)
+{
+	struct h2_stream *st = xcalloc(1, sizeof(*st));
+	st->s = s;
+	st->id = id;
+	st->text = xcalloc(1, sizeof(*st->text));
+	st->text->req.head_limit = head_limit;
+	st->text->req.body_limit = body_limit;
+	st->arriving = true;
+	return st;
+}
+
+/* Free the stream's text record once it holds none of its texts. */
+static void text_release(struct h2_stream *st)
+{
+	if (st->text && !st->arriving && !st->text->in && !st->text->head) {
+		free(st->text);
+		st->text = NULL;
+	}
+}
+
+bool h2_stream_finish_request(struct h2_stream *st, bool *too_large)
+{
+	struct h2_stream_text *x = st->text;
+	size_t len = 0;
+	char *text = h2_request_finish(&x->req, &len);
+	*too_large = x->req.too_large;
+	st->head_request = h2_request_is_head(&x->req);
+	h2_request_free(&x->req);
+	st->arriving = false;
+	x->in = text;
+	x->in_len = len;
+	x->in_off = 0;
+	text_release(st);
+	return text != NULL;
+}
+
 void h2_stream_free(struct h2_stream *st)
 {
 	struct h2_session *s = st->s;
@@ -61,12 +98,13 @@ void h2_stream_free(struct h2_stream *st)
 		s->streams = st->next;
 	if (st->next)
 		st->next->prev = st->prev;
-	if (st->req) {
-		h2_request_free(st->req);
-		free(st->req);
+	if (st->text) {
+		if (st->arriving)
+			h2_request_free(&st->text->req);
+		free(st->text->in);
+		free(st->text->head);
+		free(st->text);
 	}
-	free(st->in);
-	free(st->head);
 	if (s->cur == st)
 		s->cur = NULL;
 	if (s->ng && !s->dead && !st->closed)
@@ -156,9 +194,9 @@ static int submit_head(struct h2_stream *st, char *head, size_t len)
 static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
 {
 	char buf[HEAD_MAX];
-	size_t have = st->head_len, used = 0;
+	size_t have = st->text ? st->text->head_len : 0, used = 0;
 	if (have)
-		memcpy(buf, st->head, have);
+		memcpy(buf, st->text->head, have);
 	for (int i = 0; i < n; i++) {
 		if (have == HEAD_MAX)
 			return -1;
@@ -168,31 +206,40 @@ static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
 		if (end) {
 			if (submit_head(st, buf, end) < 0)
 				return -1;
-			free(st->head);
-			st->head = NULL;
-			st->head_len = 0;
+			if (st->text) {
+				free(st->text->head);
+				st->text->head = NULL;
+				st->text->head_len = 0;
+				text_release(st);
+			}
 			return (ssize_t)(used + end - have);
 		}
 		have += take;
 		used += take;
 	}
-	st->head = xrealloc(st->head, have ? have : 1);
-	memcpy(st->head, buf, have);
-	st->head_len = have;
+	if (!have)
+		return 0;
+	if (!st->text)
+		st->text = xcalloc(1, sizeof(*st->text));
+	st->text->head = xrealloc(st->text->head, have);
+	memcpy(st->text->head, buf, have);
+	st->text->head_len = have;
 	return (ssize_t)used;
 }
 
 static ssize_t stream_read(struct transport *t, void *buf, size_t len)
 {
 	struct h2_stream *st = t->state;
-	if (!st->in)
+	struct h2_stream_text *x = st->text;
+	if (!x || !x->in)
 		return -EAGAIN;
-	size_t n = MIN(len, st->in_len - st->in_off);
-	memcpy(buf, st->in + st->in_off, n);
-	st->in_off += n;
-	if (st->in_off == st->in_len) {
-		free(st->in);
-		st->in = NULL;
+	size_t n = MIN(len, x->in_len - x->in_off);
+	memcpy(buf, x->in + x->in_off, n);
+	x->in_off += n;
+	if (x->in_off == x->in_len) {
+		free(x->in);
+		x->in = NULL;
+		text_release(st);
 	}
 	return (ssize_t)n;
 }
