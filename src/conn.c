@@ -64,6 +64,11 @@
  * server's time at 1,000 events/s to 1,000 readers) than one memcpy of
  * frames still in the cache. */
 #define GATHER_BYTES 8192
+/* A drained output ring of at most this many entries is released: most
+ * readers are idle most of the time, and the next frame allocates one
+ * again (one malloc beside a writev). A larger one means a busy reader,
+ * whose ring would only be grown again entry by entry: it is kept. */
+#define RING_RELEASE_CAP 4
 
 struct conn_pool {
 	struct loop *lp;
@@ -464,6 +469,8 @@ static void conn_flush(struct conn *c)
 			c->user->drained(c, c->user_data);
 		if (c->state == CONN_CLOSED)
 			return;
+		if (c->out.len == 0 && c->out.cap <= RING_RELEASE_CAP)
+			outq_free(&c->out); /* keeps the resume point */
 	}
 	if (c->state == CONN_READING && !c->close_after_flush) {
 		/* Requests parked behind unwritten output can be parsed again. */

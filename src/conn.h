@@ -67,17 +67,21 @@ struct conn {
 	enum conn_state state;
 	struct conn_pool *pool;
 	struct transport tp; /* how bytes move: plain, TLS (chosen at accept) */
-	bool peer_unix;
-	bool peer_loopback;
-	char *client; /* client address after trusted-proxy rules; NULL while it is the peer */
-	char *what;   /* "METHOD /path" of the request being handled, for logs; NULL: "" */
+	char *client;        /* client address after trusted-proxy rules; NULL while it is the peer */
+	char *what;          /* "METHOD /path" of the request being handled, for logs; NULL: "" */
 
 	char *rbuf; /* the request bytes read and not yet consumed */
 	size_t rlen, rcap;
-	bool rbuf_lent; /* rbuf is the pool's read_buf, for the length of one wake-up */
 
 	struct outq out;
 	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */
+
+	/* The flags together, so that the record has no padding: most of a
+	 * reader's memory is records like this one. */
+	uint32_t want; /* epoll events currently requested */
+	bool peer_unix;
+	bool peer_loopback;
+	bool rbuf_lent; /* rbuf is the pool's read_buf, for the length of one wake-up */
 	bool flush_scheduled;
 	bool stream_scheduled; /* on the pool's stream_list */
 	bool close_after_flush;
@@ -88,7 +92,6 @@ struct conn {
 	bool continued;  /* sent 100 Continue for the request being read */
 	bool in_handler; /* inside the request hook: the request is not consumed yet */
 
-	uint32_t want;           /* epoll events currently requested */
 	struct loop_timer timer; /* request, keep-alive, send-progress or linger timeout */
 	const struct conn_user *user;
 	void *user_data;
