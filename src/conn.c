@@ -567,6 +567,10 @@ void conn_become_stream(struct conn *c)
 {
 	c->state = CONN_STREAMING;
 	drop_read_buffer(c);
+	/* A stream's response has begun, so it is never refused, and it
+	 * reads no other request: no log line names its request again. */
+	free(c->what);
+	c->what = NULL;
 	loop_timer_stop(c->pool->lp, &c->timer);
 	transport_streaming(&c->tp);
 	conn_update_events(c);

@@ -68,7 +68,7 @@ struct conn {
 	struct conn_pool *pool;
 	struct transport tp; /* how bytes move: plain, TLS (chosen at accept) */
 	char *client;        /* client address after trusted-proxy rules; NULL while it is the peer */
-	char *what;          /* "METHOD /path" of the request being handled, for logs; NULL: "" */
+	char *what;          /* "METHOD /path" of the request being handled, for logs; NULL: "" (a stream's) */
 
 	char *rbuf; /* the request bytes read and not yet consumed */
 	size_t rlen, rcap;
@@ -214,9 +214,10 @@ void conn_count_response(struct conn *c, int status);
  * input pauses until conn_respond. */
 void conn_wait(struct conn *c);
 
-/* c is a stream from now on: its read buffer goes, input is read and
- * dropped, its liveness is the hub's to judge, and its transport is told
- * (a TLS session may shed all but its write side). */
+/* c is a stream from now on: its read buffer and its request's text go
+ * (conn_what is "" after), input is read and dropped, its liveness is the
+ * hub's to judge, and its transport is told (a TLS session may shed all
+ * but its write side). */
 void conn_become_stream(struct conn *c);
 
 /* Drop every queued event or heartbeat frame that has not started to be
