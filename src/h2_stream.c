@@ -154,8 +154,9 @@ static int attach_data(struct h2_stream *st)
 	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
 	int r = nghttp2_submit_data(ng, NGHTTP2_FLAG_END_STREAM, st->id, &prd);
 	if (r == NGHTTP2_ERR_DATA_EXIST) {
-		/* Not deferred by us (its window is spent): nghttp2 resumes
-		 * it when the window opens, and this fails harmlessly. */
+		/* Still held: resumed when read_data deferred it (a full
+		 * socket); one waiting for its window nghttp2 resumes itself
+		 * when the window opens, and this call fails harmlessly. */
 		nghttp2_session_resume_data(ng, st->id);
 		return 0;
 	}
