@@ -64,6 +64,11 @@
  * server's time at 1,000 events/s to 1,000 readers) than one memcpy of
  * frames still in the cache. */
 #define GATHER_BYTES 8192
+/* A drained output ring of at most this many entries is released: most
+ * readers are idle most of the time, and the next frame allocates one
+ * again (one malloc beside a writev). A larger one means a busy reader,
+ * whose ring would only be grown again entry by entry: it is kept. */
+#define RING_RELEASE_CAP 4
 
 struct conn_pool {
 	struct loop *lp;
@@ -147,7 +152,7 @@ static void send_stalled(struct conn *c)
 {
 	uint64_t now = loop_now(c->pool->lp), limit = (uint64_t)c->pool->cfg->stall_timeout_ms;
 	if (now - c->last_progress >= limit) {
-		log_info("closing connection from %s: no bytes of its %zu queued accepted for %llu ms", c->client,
+		log_info("closing connection from %s: no bytes of its %zu queued accepted for %llu ms", conn_client(c),
 			 c->out.bytes, (unsigned long long)limit);
 		conn_close(c, NULL);
 		return;
@@ -211,6 +216,27 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 	return p;
 }
 
+/* A zeroed connection record of p, READING, with the peer's text at its
+ * end. Freed by conn_free_record. */
+static struct conn *conn_alloc(struct conn_pool *p, const char *peer)
+{
+	size_t n = strlen(peer) + 1;
+	struct conn *c = xcalloc(1, sizeof(*c) + n);
+	memcpy(c->peer, peer, n);
+	c->pool = p;
+	c->state = CONN_READING;
+	c->last_progress = loop_now(p->lp);
+	return c;
+}
+
+/* Free a record and the text it owns (client, what). */
+static void conn_free_record(struct conn *c)
+{
+	free(c->client);
+	free(c->what);
+	free(c);
+}
+
 /* c joins the pool's list of every connection, its request timer running. */
 static void pool_add(struct conn_pool *p, struct conn *c)
 {
@@ -225,23 +251,23 @@ static void pool_add(struct conn_pool *p, struct conn *c)
 struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
 		      const struct transport_ops *ops, void *ctx)
 {
-	struct conn *c = xcalloc(1, sizeof(*c));
+	char peer[64];
+	bool peer_loopback = false;
+	bool peer_unix = sa->sa_family == AF_UNIX || salen <= sizeof(sa_family_t);
+	addr_peer_text(sa, salen, peer, sizeof(peer), &peer_loopback);
+	if (peer_unix) {
+		snprintf(peer, sizeof(peer), "unix");
+		peer_loopback = true;
+	}
+	struct conn *c = conn_alloc(p, peer);
 	c->fd = fd;
 	c->tp.ops = ops;
 	c->tp.fd = fd;
-	c->pool = p;
-	c->state = CONN_READING;
-	c->peer_unix = sa->sa_family == AF_UNIX || salen <= sizeof(sa_family_t);
-	addr_peer_text(sa, salen, c->peer, sizeof(c->peer), &c->peer_loopback);
-	if (c->peer_unix) {
-		snprintf(c->peer, sizeof(c->peer), "unix");
-		c->peer_loopback = true;
-	}
-	snprintf(c->client, sizeof(c->client), "%s", c->peer);
-	c->last_progress = loop_now(p->lp);
+	c->peer_unix = peer_unix;
+	c->peer_loopback = peer_loopback;
 	if (ops->open && ops->open(&c->tp, ctx, c->peer) < 0) {
 		close(fd);
-		free(c);
+		conn_free_record(c);
 		return NULL;
 	}
 	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
@@ -250,7 +276,7 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 		log_warn("epoll_ctl for a new connection: %s", strerror(-r));
 		transport_free(&c->tp);
 		close(fd);
-		free(c);
+		conn_free_record(c);
 		return NULL;
 	}
 	pool_add(p, c);
@@ -269,16 +295,11 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
 			      const struct transport_ops *ops, void *state)
 {
-	struct conn *c = xcalloc(1, sizeof(*c));
+	struct conn *c = conn_alloc(p, peer);
 	c->fd = -1;
 	c->tp = (struct transport){ .ops = ops, .state = state, .fd = -1 };
-	c->pool = p;
-	c->state = CONN_READING;
 	c->peer_unix = peer_unix;
 	c->peer_loopback = peer_loopback;
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
-	snprintf(c->client, sizeof(c->client), "%s", peer);
-	c->last_progress = loop_now(p->lp);
 	/* Its interest is the transport's to keep: what it returns stays
 	 * c->want, so epoll is never asked about a socket it does not have. */
 	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
@@ -448,6 +469,8 @@ static void conn_flush(struct conn *c)
 			c->user->drained(c, c->user_data);
 		if (c->state == CONN_CLOSED)
 			return;
+		if (c->out.len == 0 && c->out.cap <= RING_RELEASE_CAP)
+			outq_free(&c->out); /* keeps the resume point */
 	}
 	if (c->state == CONN_READING && !c->close_after_flush) {
 		/* Requests parked behind unwritten output can be parsed again. */
@@ -544,6 +567,10 @@ void conn_become_stream(struct conn *c)
 {
 	c->state = CONN_STREAMING;
 	drop_read_buffer(c);
+	/* A stream's response has begun, so it is never refused, and it
+	 * reads no other request: no log line names its request again. */
+	free(c->what);
+	c->what = NULL;
 	loop_timer_stop(c->pool->lp, &c->timer);
 	transport_streaming(&c->tp);
 	conn_update_events(c);
@@ -665,13 +692,18 @@ static void discard_input(struct conn *c)
  * cannot occur: the parser refuses them. */
 static void set_what(struct conn *c, const struct http_request *req)
 {
-	if (!req->method_name.n) {
-		c->what[0] = '\0';
-		return;
+	char what[80];
+	what[0] = '\0';
+	if (req->method_name.n) {
+		int pn = (int)MIN(req->path.n, 60);
+		snprintf(what, sizeof(what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
+			 req->path.p, req->path.n > 60 ? "..." : "");
 	}
-	int pn = (int)MIN(req->path.n, 60);
-	snprintf(c->what, sizeof(c->what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
-		 req->path.p, req->path.n > 60 ? "..." : "");
+	/* A request read in pieces is parsed again as each arrives. */
+	if (strcmp(what, conn_what(c)) == 0)
+		return;
+	free(c->what);
+	c->what = what[0] ? xstrdup(what) : NULL;
 }
 
 /* The first bytes of the connection are HTTP/2's preface: the parser
@@ -832,7 +864,7 @@ void conn_close(struct conn *c, const char *why)
 	if (c->state == CONN_CLOSED)
 		return;
 	if (why)
-		log_debug("closing connection from %s: %s", c->client, why);
+		log_debug("closing connection from %s: %s", conn_client(c), why);
 	c->state = CONN_CLOSED;
 	const struct conn_user *u = c->user;
 	c->user = NULL;
@@ -937,7 +969,7 @@ static void pass_end(void *arg)
 			continue;
 		}
 		*pp = c->next;
-		free(c);
+		conn_free_record(c);
 	}
 }
 
@@ -998,12 +1030,16 @@ void conn_pool_set_stream_gap(struct conn_pool *p, uint64_t max_ms, uint64_t fac
 
 const char *conn_client(const struct conn *c)
 {
-	return c->client;
+	return c->client ? c->client : c->peer;
 }
 
 void conn_set_client(struct conn *c, const char *client)
 {
-	snprintf(c->client, sizeof(c->client), "%s", client);
+	/* Unchanged, the text stays where it is: a reader may hold it. */
+	if (strcmp(client, conn_client(c)) == 0)
+		return;
+	free(c->client);
+	c->client = strcmp(client, c->peer) == 0 ? NULL : xstrdup(client);
 }
 
 const char *conn_peer(const struct conn *c)
@@ -1028,7 +1064,7 @@ bool conn_peer_local(const struct conn *c)
 
 const char *conn_what(const struct conn *c)
 {
-	return c->what;
+	return c->what ? c->what : "";
 }
 
 bool conn_keep_alive(const struct conn *c)

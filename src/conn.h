@@ -67,18 +67,21 @@ struct conn {
 	enum conn_state state;
 	struct conn_pool *pool;
 	struct transport tp; /* how bytes move: plain, TLS (chosen at accept) */
-	bool peer_unix;
-	bool peer_loopback;
-	char peer[64];   /* peer address as text ("unix" for the unix socket) */
-	char client[64]; /* client address after trusted-proxy rules */
-	char what[80];   /* "METHOD /path" of the request being handled, for logs */
+	char *client;        /* client address after trusted-proxy rules; NULL while it is the peer */
+	char *what;          /* "METHOD /path" of the request being handled, for logs; NULL: "" (a stream's) */
 
 	char *rbuf; /* the request bytes read and not yet consumed */
 	size_t rlen, rcap;
-	bool rbuf_lent; /* rbuf is the pool's read_buf, for the length of one wake-up */
 
 	struct outq out;
 	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */
+
+	/* The flags together, so that the record has no padding: most of a
+	 * reader's memory is records like this one. */
+	uint32_t want; /* epoll events currently requested */
+	bool peer_unix;
+	bool peer_loopback;
+	bool rbuf_lent; /* rbuf is the pool's read_buf, for the length of one wake-up */
 	bool flush_scheduled;
 	bool stream_scheduled; /* on the pool's stream_list */
 	bool close_after_flush;
@@ -89,7 +92,6 @@ struct conn {
 	bool continued;  /* sent 100 Continue for the request being read */
 	bool in_handler; /* inside the request hook: the request is not consumed yet */
 
-	uint32_t want;           /* epoll events currently requested */
 	struct loop_timer timer; /* request, keep-alive, send-progress or linger timeout */
 	const struct conn_user *user;
 	void *user_data;
@@ -97,6 +99,10 @@ struct conn {
 	struct conn *next, *prev; /* the pool's list of all connections */
 	struct conn *flush_next;  /* the pool's flush list */
 	struct conn *stream_next; /* the pool's stream list */
+	/* The peer address as text ("unix" for the unix socket), allocated
+	 * with the record at its exact length; it never changes, so a
+	 * transport may keep pointing at it. */
+	char peer[];
 };
 
 /* A new empty pool on lp; cfg (timeouts and limits, read at each use, so
@@ -208,9 +214,10 @@ void conn_count_response(struct conn *c, int status);
  * input pauses until conn_respond. */
 void conn_wait(struct conn *c);
 
-/* c is a stream from now on: its read buffer goes, input is read and
- * dropped, its liveness is the hub's to judge, and its transport is told
- * (a TLS session may shed all but its write side). */
+/* c is a stream from now on: its read buffer and its request's text go
+ * (conn_what is "" after), input is read and dropped, its liveness is the
+ * hub's to judge, and its transport is told (a TLS session may shed all
+ * but its write side). */
 void conn_become_stream(struct conn *c);
 
 /* Drop every queued event or heartbeat frame that has not started to be

@@ -24,25 +24,35 @@
 struct h2_session;
 struct h2_server;
 
+/* What a stream holds only for a while (h2_stream.c's), allocated then
+ * and freed after, so that an idle stream's record is small: its request
+ * as it arrives, the HTTP/1.1 text of it until the connection has read
+ * it, a response head split over writes (rare). */
+struct h2_stream_text {
+	struct h2_request req; /* while the stream is arriving */
+	char *in;              /* the request text; NULL once read */
+	size_t in_len, in_off;
+	char *head; /* the response head written so far; NULL when none waits */
+	size_t head_len;
+};
+
+/* A stream's record, kept small: an idle stream is most of them. */
 struct h2_stream {
 	struct h2_session *s;
 	int32_t id;
-	struct conn *c;         /* NULL until made, and once it let go */
-	struct h2_request *req; /* while the request arrives */
-	char *in;               /* the request text, until the connection read it */
-	size_t in_len, in_off;
-	char *head; /* a response head split over writes (rare) */
-	size_t head_len;
-	bool head_request; /* HEAD: no body */
-	bool submitted;    /* the response's HEADERS are queued */
-	bool bodyless;     /* ...without a data source */
-	bool ending;       /* END_STREAM once what was written is out */
-	bool short_write;  /* the last writev left bytes queued */
-	bool want_out;     /* the connection waits for room */
-	bool closed;       /* nghttp2 is done with the stream */
-	bool ready;        /* the request is whole: make the connection */
-	bool pending;      /* on the session's pending list */
-	bool conn_gone;    /* its connection closed */
+	bool arriving : 1;           /* its request arrives (text->req) */
+	bool head_request : 1;       /* HEAD: no body */
+	bool submitted : 1;          /* the response's HEADERS are queued */
+	bool bodyless : 1;           /* ...with END_STREAM: no data follows */
+	bool ending : 1;             /* END_STREAM once what was written is out */
+	bool short_write : 1;        /* the last writev left bytes queued */
+	bool want_out : 1;           /* the connection waits for room */
+	bool closed : 1;             /* nghttp2 is done with the stream */
+	bool ready : 1;              /* the request is whole: make the connection */
+	bool pending : 1;            /* on the session's pending list */
+	bool conn_gone : 1;          /* its connection closed */
+	struct conn *c;              /* NULL until made, and once it let go */
+	struct h2_stream_text *text; /* NULL while it holds none of its texts */
 	struct h2_stream *next, *prev;
 	struct h2_stream *pend_next;
 };
@@ -117,6 +127,22 @@ extern const struct transport_ops h2_stream_ops;
  * closed it while it has a connection), in order of arrival, and kick the
  * session (h2_stream.c). */
 void h2_pending_push(struct h2_stream *st);
+
+/* A new stream record of s (zeroed, unlinked), its request arriving
+ * under these limits (h2_stream.c). */
+struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_limit, size_t body_limit);
+
+/* The request of a stream while it arrives, else NULL. */
+static inline struct h2_request *h2_stream_request(const struct h2_stream *st)
+{
+	return st->arriving ? &st->text->req : NULL;
+}
+
+/* The stream's request is whole: keep its HTTP/1.1 text for the
+ * connection to read (freed once read) and note a HEAD. Returns false
+ * when there is none: too large (*too_large, a 431) or malformed
+ * (h2_stream.c). */
+bool h2_stream_finish_request(struct h2_stream *st, bool *too_large);
 
 /* Unlink and free a stream record (h2_stream.c). */
 void h2_stream_free(struct h2_stream *st);

@@ -277,12 +277,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
 	const struct config *cfg = s->h->cfg;
-	struct h2_stream *st = xcalloc(1, sizeof(*st));
-	st->s = s;
-	st->id = frame->hd.stream_id;
-	st->req = xcalloc(1, sizeof(*st->req));
-	st->req->head_limit = (size_t)(cfg->max_request_line + cfg->max_header_bytes);
-	st->req->body_limit = (size_t)cfg->max_body;
+	struct h2_stream *st = h2_stream_new(
+		s, frame->hd.stream_id, (size_t)(cfg->max_request_line + cfg->max_header_bytes), (size_t)cfg->max_body);
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -299,8 +295,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0; /* trailers: nothing herald reads */
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-	if (st && st->req)
-		h2_request_field(st->req, (const char *)name, namelen, (const char *)value, valuelen);
+	if (st && st->arriving)
+		h2_request_field(h2_stream_request(st), (const char *)name, namelen, (const char *)value, valuelen);
 	return 0;
 }
 
@@ -309,8 +305,8 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 	(void)flags;
 	(void)user;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
-	if (st && st->req)
-		h2_request_data(st->req, (const char *)data, len);
+	if (st && st->arriving)
+		h2_request_data(h2_stream_request(st), (const char *)data, len);
 	return 0;
 }
 
@@ -346,7 +342,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-	if (st && st->req && !st->ready) {
+	if (st && st->arriving && !st->ready) {
 		st->ready = true;
 		h2_pending_push(st);
 	}
@@ -406,19 +402,12 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	int64_t rotate = h->cfg->rotate_after_ms;
 	if (rotate > 0 && loop_now(h->lp) - s->started >= (uint64_t)rotate)
 		go_away(s);
-	size_t len = 0;
-	char *text = h2_request_finish(st->req, &len);
-	bool too_large = st->req->too_large;
-	st->head_request = h2_request_is_head(st->req);
-	h2_request_free(st->req);
-	free(st->req);
-	st->req = NULL;
-	if (!text && !too_large) {
+	bool too_large = false;
+	bool has_text = h2_stream_finish_request(st, &too_large);
+	if (!has_text && !too_large) {
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
 		return;
 	}
-	st->in = text;
-	st->in_len = len;
 	s->nconns++;
 	h->streams++;
 	s->served = true;
@@ -429,7 +418,7 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	if (st->conn_gone)
 		return;
 	st->c = c;
-	if (!text)
+	if (!has_text)
 		conn_refuse(c, 431, http_error_cause(431), "request header fields too large", NULL);
 }
 
@@ -444,7 +433,7 @@ static void run_pending(struct h2_session *s)
 				conn_close(st->c, NULL); /* frees st */
 			else
 				h2_stream_free(st);
-		} else if (st->ready && st->req) {
+		} else if (st->ready && st->arriving) {
 			make_conn(s, st);
 		}
 	}

@@ -4,11 +4,16 @@
  * writes begins with an HTTP/1.1 response head, queued once as HEADERS,
  * and the rest becomes DATA frames whose payload is the connection's own
  * iovecs (the shared chunks), handed to nghttp2 as the current data source
- * while the session's sender runs. A spent window or a full socket makes a
- * short write, so the connection is a slow reader. Its interest is kept
- * here (want_out) and epoll is asked for nothing; the session wakes it.
- * The stream record is freed by the second of nghttp2 closing the stream
- * and the connection letting go (its transport's free). */
+ * while the session's sender runs. A stream holds a data item in nghttp2
+ * only while output waits: one is submitted when its connection writes
+ * body bytes and ends (without END_STREAM) with the last of them, so an
+ * idle stream costs nghttp2 no outbound item; ending the stream submits
+ * one for END_STREAM. A spent window or a full socket makes a short
+ * write, which keeps the item (deferred), so the connection is a slow
+ * reader. Its interest is kept here (want_out) and epoll is asked for
+ * nothing; the session wakes it. The stream record is freed by the second
+ * of nghttp2 closing the stream and the connection letting go (its
+ * transport's free). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +50,43 @@ static void pending_remove(struct h2_stream *st)
 	st->pending = false;
 }
 
+struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_limit, size_t body_limit)
+{
+	struct h2_stream *st = xcalloc(1, sizeof(*st));
+	st->s = s;
+	st->id = id;
+	st->text = xcalloc(1, sizeof(*st->text));
+	st->text->req.head_limit = head_limit;
+	st->text->req.body_limit = body_limit;
+	st->arriving = true;
+	return st;
+}
+
+/* Free the stream's text record once it holds none of its texts. */
+static void text_release(struct h2_stream *st)
+{
+	if (st->text && !st->arriving && !st->text->in && !st->text->head) {
+		free(st->text);
+		st->text = NULL;
+	}
+}
+
+bool h2_stream_finish_request(struct h2_stream *st, bool *too_large)
+{
+	struct h2_stream_text *x = st->text;
+	size_t len = 0;
+	char *text = h2_request_finish(&x->req, &len);
+	*too_large = x->req.too_large;
+	st->head_request = h2_request_is_head(&x->req);
+	h2_request_free(&x->req);
+	st->arriving = false;
+	x->in = text;
+	x->in_len = len;
+	x->in_off = 0;
+	text_release(st);
+	return text != NULL;
+}
+
 void h2_stream_free(struct h2_stream *st)
 {
 	struct h2_session *s = st->s;
@@ -56,12 +98,13 @@ void h2_stream_free(struct h2_stream *st)
 		s->streams = st->next;
 	if (st->next)
 		st->next->prev = st->prev;
-	if (st->req) {
-		h2_request_free(st->req);
-		free(st->req);
+	if (st->text) {
+		if (st->arriving)
+			h2_request_free(&st->text->req);
+		free(st->text->in);
+		free(st->text->head);
+		free(st->text);
 	}
-	free(st->in);
-	free(st->head);
 	if (s->cur == st)
 		s->cur = NULL;
 	if (s->ng && !s->dead && !st->closed)
@@ -69,6 +112,8 @@ void h2_stream_free(struct h2_stream *st)
 	free(st);
 }
 
+/* The data item's source (every item is submitted with END_STREAM, which
+ * only an ending stream's EOF keeps). */
 static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
 			 nghttp2_data_source *source, void *user)
 {
@@ -92,10 +137,34 @@ static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 	if (avail == 0 || s->blocked)
 		return NGHTTP2_ERR_DEFERRED;
 	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-	return (ssize_t)MIN(length, avail);
+	if (length < avail)
+		return (ssize_t)length;
+	/* The last byte of this write: nghttp2 lets go of the item once the
+	 * frame is out, and the stream stays open. */
+	*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	return (ssize_t)avail;
 }
 
-/* Queue the response head as HEADERS with the stream's data source. */
+/* Give the stream a data item for nghttp2 to ask read_data from, or
+ * resume the one it still holds (a short write left it deferred).
+ * Returns 0, or nghttp2's error (the stream is closed). */
+static int attach_data(struct h2_stream *st)
+{
+	nghttp2_session *ng = st->s->ng;
+	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
+	int r = nghttp2_submit_data(ng, NGHTTP2_FLAG_END_STREAM, st->id, &prd);
+	if (r == NGHTTP2_ERR_DATA_EXIST) {
+		/* Still held: resumed when read_data deferred it (a full
+		 * socket); one waiting for its window nghttp2 resumes itself
+		 * when the window opens, and this call fails harmlessly. */
+		nghttp2_session_resume_data(ng, st->id);
+		return 0;
+	}
+	return r;
+}
+
+/* Queue the response head as HEADERS: the stream's end with it when the
+ * response has no body, else no data item until body bytes are written. */
 static int submit_head(struct h2_stream *st, char *head, size_t len)
 {
 	struct h2_session *s = st->s;
@@ -112,8 +181,8 @@ static int submit_head(struct h2_stream *st, char *head, size_t len)
 		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
 					  NGHTTP2_NV_FLAG_NONE };
 	st->bodyless = st->head_request || status == 204 || status == 304;
-	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
-	int r = nghttp2_submit_response(s->ng, st->id, nv, n + 1, st->bodyless ? NULL : &prd);
+	uint8_t flags = st->bodyless ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE;
+	int r = nghttp2_submit_headers(s->ng, flags, st->id, NULL, nv, n + 1, NULL);
 	if (r < 0)
 		return -1;
 	st->submitted = true;
@@ -126,9 +195,9 @@ static int submit_head(struct h2_stream *st, char *head, size_t len)
 static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
 {
 	char buf[HEAD_MAX];
-	size_t have = st->head_len, used = 0;
+	size_t have = st->text ? st->text->head_len : 0, used = 0;
 	if (have)
-		memcpy(buf, st->head, have);
+		memcpy(buf, st->text->head, have);
 	for (int i = 0; i < n; i++) {
 		if (have == HEAD_MAX)
 			return -1;
@@ -138,31 +207,40 @@ static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
 		if (end) {
 			if (submit_head(st, buf, end) < 0)
 				return -1;
-			free(st->head);
-			st->head = NULL;
-			st->head_len = 0;
+			if (st->text) {
+				free(st->text->head);
+				st->text->head = NULL;
+				st->text->head_len = 0;
+				text_release(st);
+			}
 			return (ssize_t)(used + end - have);
 		}
 		have += take;
 		used += take;
 	}
-	st->head = xrealloc(st->head, have ? have : 1);
-	memcpy(st->head, buf, have);
-	st->head_len = have;
+	if (!have)
+		return 0;
+	if (!st->text)
+		st->text = xcalloc(1, sizeof(*st->text));
+	st->text->head = xrealloc(st->text->head, have);
+	memcpy(st->text->head, buf, have);
+	st->text->head_len = have;
 	return (ssize_t)used;
 }
 
 static ssize_t stream_read(struct transport *t, void *buf, size_t len)
 {
 	struct h2_stream *st = t->state;
-	if (!st->in)
+	struct h2_stream_text *x = st->text;
+	if (!x || !x->in)
 		return -EAGAIN;
-	size_t n = MIN(len, st->in_len - st->in_off);
-	memcpy(buf, st->in + st->in_off, n);
-	st->in_off += n;
-	if (st->in_off == st->in_len) {
-		free(st->in);
-		st->in = NULL;
+	size_t n = MIN(len, x->in_len - x->in_off);
+	memcpy(buf, x->in + x->in_off, n);
+	x->in_off += n;
+	if (x->in_off == x->in_len) {
+		free(x->in);
+		x->in = NULL;
+		text_release(st);
 	}
 	return (ssize_t)n;
 }
@@ -193,13 +271,14 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 		off = total; /* nothing follows the head */
 	size_t taken = 0;
 	if (off < total && !s->blocked) {
+		if (attach_data(st) < 0)
+			return -EPIPE;
 		s->cur = st;
 		s->cur_iov = iov;
 		s->cur_n = n;
 		s->cur_skip = off;
 		s->cur_len = total - off;
 		s->cur_taken = 0;
-		nghttp2_session_resume_data(s->ng, st->id);
 		s->h->send(s);
 		taken = s->cur_taken;
 		s->cur = NULL;
@@ -231,8 +310,10 @@ static void end_stream(struct h2_stream *st)
 	} else if (st->short_write) {
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
 	} else if (!st->bodyless) {
+		/* An item ending in END_STREAM: a new one, or the one still
+		 * held, which read_data now ends. */
 		st->ending = true;
-		nghttp2_session_resume_data(s->ng, st->id);
+		attach_data(st);
 	}
 	s->h->kick(s);
 }
