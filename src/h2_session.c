@@ -499,6 +499,12 @@ static void run(struct h2_session *s)
 
 static void on_timer(void *arg);
 
+static void arm(struct h2_session *s, uint64_t ms)
+{
+	s->timer_ms = ms;
+	loop_timer_start(s->h->lp, &s->timer, ms, on_timer, s);
+}
+
 static void update(struct h2_session *s)
 {
 	struct h2_server *h = s->h;
@@ -515,14 +521,15 @@ static void update(struct h2_session *s)
 	if ((want & EPOLLIN) && transport_input_pending(&s->tp))
 		h2_kick(s);
 	/* One timer: stalled output, an idle session, or (with streams) a
-	 * client silent for keepalive_timeout, then its PING's answer. */
-	if (!loop_timer_active(&s->timer)) {
-		const struct config *cfg = h->cfg;
-		int64_t ms = s->olen || s->ping_sent  ? cfg->stall_timeout_ms
-			     : s->nconns || s->served ? cfg->keepalive_timeout_ms
-						      : cfg->header_timeout_ms;
-		loop_timer_start(h->lp, &s->timer, (uint64_t)ms, on_timer, s);
-	}
+	 * client silent for keepalive_timeout, then its PING's answer. A
+	 * timer set for a longer wait (header_timeout, before the first
+	 * request) gives way to a shorter one; on_timer checks what is due. */
+	const struct config *cfg = h->cfg;
+	int64_t ms = s->olen || s->ping_sent  ? cfg->stall_timeout_ms
+		     : s->nconns || s->served ? cfg->keepalive_timeout_ms
+					      : cfg->header_timeout_ms;
+	if (!loop_timer_active(&s->timer) || (uint64_t)ms < s->timer_ms)
+		arm(s, (uint64_t)ms);
 }
 
 static void teardown(struct h2_session *s)
@@ -644,7 +651,7 @@ static void on_timer(void *arg)
 			h2_session_send(s);
 			s->dead = true;
 		} else {
-			loop_timer_start(s->h->lp, &s->timer, idle - (now - s->last_active), on_timer, s);
+			arm(s, idle - (now - s->last_active));
 		}
 	} else if (s->ping_sent && now - s->ping_at >= (uint64_t)cfg->stall_timeout_ms) {
 		end_for(s, METRICS_H2_PING_UNANSWERED, "no answer to PING within stall_timeout");

@@ -127,6 +127,7 @@ class H2Raw:
         self.goaway = None
         self.eof = False
         self.pings = 0
+        self.settings_seen = 0
         self.next_id = 1
         self.sock.sendall(PREFACE)
         self.settings(settings)
@@ -192,6 +193,7 @@ class H2Raw:
             elif type == RST_STREAM:
                 self.resets[sid] = int.from_bytes(payload[:4], "big")
             elif type == SETTINGS and not flags & ACK:
+                self.settings_seen += 1
                 self.send(SETTINGS, ACK, 0)
             elif type == PING and flags & ACK:
                 self.pings += 1
@@ -644,6 +646,23 @@ def test_idle_session_closes_with_goaway():
             assert c.wait_closed(10)
             assert c.goaway == (sid, NO_ERROR), c.goaway
             assert time.monotonic() - t0 < 5
+        finally:
+            c.close()
+
+
+def test_session_idle_after_its_first_request_closes_after_keepalive_not_header_timeout():
+    # The session's timer is first set for header_timeout (no request yet);
+    # once a request was answered the shorter keepalive_timeout applies.
+    with Herald(args=["--keepalive-timeout", "500ms", "--header-timeout", "10s"]) as h:
+        c = H2Raw(h.port)
+        try:
+            c.wait(lambda: c.settings_seen, what="herald's SETTINGS (the session begun, its timer set)")
+            sid = c.request("/api/health")
+            c.wait(lambda: sid in c.ended, what="the health answer")
+            t0 = time.monotonic()
+            assert c.wait_closed(8)
+            assert time.monotonic() - t0 < 4, time.monotonic() - t0
+            assert c.goaway == (sid, NO_ERROR), c.goaway
         finally:
             c.close()
 
