@@ -165,21 +165,29 @@ def _try_stream(port):
     return s.status, s
 
 
+def _readers_until_refused(port, got, most=80):
+    """Open HTTP/1.1 readers one by one into got ((status, stream) pairs)
+    until one is refused; assert that the last is a 503 under a 64-fd limit
+    after between 10 and 63 admitted. Returns the count admitted."""
+    for _ in range(most):
+        st, s = _try_stream(port)
+        got.append((st, s))
+        if st == 503:
+            break
+    statuses = [st for st, _ in got]
+    assert statuses[-1] == 503, f"no 503 within {most} readers under a 64-fd limit: {statuses}"
+    assert all(st == 200 for st in statuses[:-1]), statuses
+    assert 10 <= len(statuses) - 1 < 64, f"{len(statuses) - 1} readers admitted under a 64-fd limit"
+    return len(statuses) - 1
+
+
 def test_max_readers_derived_from_fd_limit():
     # max_readers 0: derived from RLIMIT_NOFILE, so a reader beyond it gets
     # 503 instead of herald running out of descriptors.
     with _herald_with_nofile(64, ["--per-address-limit", "0"]) as h:
         got = []
         try:
-            for _ in range(80):
-                st, s = _try_stream(h.port)
-                got.append((st, s))
-                if st == 503:
-                    break
-            statuses = [st for st, _ in got]
-            assert statuses[-1] == 503, f"no 503 within 80 streams under a 64-fd limit: {statuses}"
-            assert all(st == 200 for st in statuses[:-1]), statuses
-            assert 10 <= len(statuses) - 1 < 64, f"{len(statuses) - 1} readers admitted under a 64-fd limit"
+            _readers_until_refused(h.port, got)
             n = publish(h.port, data="fd")
             for st, s in got[:-1]:
                 assert [e["id"] for e in s.events(1, timeout=5)] == [n]
