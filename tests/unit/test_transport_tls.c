@@ -98,12 +98,14 @@ static int client_read(SSL *cli, char *buf, int n)
 /* A socketpair with the transport on sv[0] and an OpenSSL client on
  * sv[1], handshaken; the client is returned (freed by the caller with its
  * context, SSL_get_SSL_CTX). */
-static SSL *handshaken(struct tls_ctx *tc, struct transport *t, int sv[2])
+static SSL *handshaken(struct tls_ctx *tc, struct transport *t, int sv[2], const char *suites)
 {
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
 	*t = (struct transport){ .ops = &transport_tls, .fd = sv[0] };
 	CHECK(t->ops->open(t, tc, "test peer") == 0);
 	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	if (suites)
+		CHECK(SSL_CTX_set_ciphersuites(cctx, suites) == 1);
 	SSL *cli = SSL_new(cctx);
 	SSL_set_fd(cli, sv[1]);
 	SSL_set_connect_state(cli);
@@ -153,7 +155,7 @@ static void test_stream(struct tls_ctx *tc)
 {
 	int sv[2];
 	struct transport t;
-	SSL *cli = handshaken(tc, &t, sv);
+	SSL *cli = handshaken(tc, &t, sv, NULL);
 	static const char req[] = "GET /api/events/stream HTTP/1.1\r\nHost: x\r\n\r\n";
 	CHECK(SSL_write(cli, req, sizeof(req) - 1) == (int)(sizeof(req) - 1));
 	char buf[4096];
@@ -186,11 +188,12 @@ static void test_stream(struct tls_ctx *tc)
 	close(sv[1]);
 }
 
-static void test_settled_session(struct tls_ctx *tc, bool key_update)
+static void test_settled_session(struct tls_ctx *tc, const char *suite, bool key_update)
 {
 	int sv[2];
 	struct transport t;
-	SSL *cli = handshaken(tc, &t, sv);
+	SSL *cli = handshaken(tc, &t, sv, suite);
+	CHECK(strcmp(SSL_CIPHER_get_name(SSL_get_current_cipher(cli)), suite) == 0);
 	transport_settle(&t);
 	/* Twelve records before the park, read through OpenSSL: more than
 	 * the few numbers tried around the count. */
@@ -258,8 +261,13 @@ int main(void)
 	if (tc) {
 		test_failed_handshake(tc);
 		test_stream(tc);
-		test_settled_session(tc, false);
-		test_settled_session(tc, true);
+		/* Every TLS 1.3 suite parking knows, both ways. */
+		static const char *const suites[] = { "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+						      "TLS_CHACHA20_POLY1305_SHA256" };
+		for (int i = 0; i < 3; i++) {
+			test_settled_session(tc, suites[i], false);
+			test_settled_session(tc, suites[i], true);
+		}
 	}
 	tls_teardown(tc);
 	loop_free(lp);
