@@ -1124,8 +1124,9 @@ def test_chromium_forty_event_sources_over_one_tls_connection():
     names = [f"e{i}" for i in range(40)]
     # Forty streams from one address: past the default per_address_limit.
     # A spare connection Chromium may race beside the first carries no
-    # stream: it is closed once idle for keepalive_timeout.
-    h = _tls_herald(args=["--per-address-limit", "64", "--keepalive-timeout", "1s"])
+    # stream: it is closed once idle for keepalive_timeout. The session
+    # parks at its first write and reads Chromium's frames itself.
+    h = _tls_herald(args=["--per-address-limit", "64", "--keepalive-timeout", "1s", "--log-level", "debug"])
     with h:
         base = f"https://127.0.0.1:{h.tls_port}"
         with Page("stream.mjs", page=base + "/api/health", streams={n: base + "/api/events/stream" for n in names},
@@ -1141,6 +1142,7 @@ def test_chromium_forty_event_sources_over_one_tls_connection():
             sent = [publish(h.port, data=f"to-forty {i}") for i in range(3)]
             st = p.do(until=" && ".join(f"esCount('{n}') >= 3" for n in names))
             proto = p.value("performance.getEntriesByType('navigation')[0].nextHopProtocol")
+        assert "parked (sequence" in h.log() and "reading on" in h.log()
     assert proto == "h2", f"the page came over {proto!r}, not HTTP/2"
     for n in names:
         assert ids(st[n]) == sent, (n, st[n])
