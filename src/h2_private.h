@@ -88,7 +88,6 @@ struct h2_session {
 	struct loop_timer timer;
 	uint64_t timer_ms;             /* the wait the timer was last set for */
 	struct loop_timer quiet_timer; /* gives the frame buffer's pages back after QUIET_MS without output */
-	bool pages_held;               /* the frame buffer may hold pages */
 	uint64_t last_active;          /* loop time the last connection left, or the session began */
 	uint64_t last_out;             /* loop time the socket last took bytes */
 	uint64_t started;              /* loop time the session began */

@@ -245,10 +245,8 @@ static void h2_session_send(struct h2_session *s)
 	if (r < 0)
 		fail(s, nghttp2_strerror(r));
 	flush_obuf(s);
-	if (!s->pages_held) {
-		s->pages_held = true;
+	if (!loop_timer_active(&s->quiet_timer)) /* the buffer may hold pages now */
 		loop_timer_start(s->h->lp, &s->quiet_timer, QUIET_MS, on_quiet, s);
-	}
 }
 
 /* Most sessions are quiet between events and heartbeats: once one has
@@ -266,7 +264,6 @@ static void on_quiet(void *arg)
 		return;
 	}
 	h2_mem_release(&s->mem);
-	s->pages_held = false;
 }
 
 /* ---- nghttp2's input callbacks ---- */
