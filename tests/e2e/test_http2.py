@@ -936,6 +936,25 @@ def _h2c_caddy(upstream):
     return H2cCaddy(upstream)
 
 
+def _insert_while_down(db, datas):
+    """Public events on 'news' written to herald's database by another
+    program while herald is stopped; returns their ids."""
+    import sqlite3
+    con = sqlite3.connect(db)
+    ids = [con.execute("INSERT INTO events(type, topic, data, public) VALUES('message', 'news', ?, 1)",
+                       (d,)).lastrowid for d in datas]
+    con.commit()
+    con.close()
+    return ids
+
+
+def _herald_again(db, port):
+    """herald started again on db and the same port."""
+    h = Herald(db=db, listen=False, args=["--listen", f"127.0.0.1:{port}"])
+    h.port = port
+    return h
+
+
 def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
     import selectors
     from test_caddy import ProxiedStream
@@ -988,17 +1007,8 @@ def test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart():
         h.stop()
         for r in readers:
             r.sock.close()
-        sqlite_ids = []
-        import sqlite3
-        con = sqlite3.connect(db)
-        for i in range(3):
-            cur = con.execute("INSERT INTO events(type, topic, data, public) VALUES('message', 'news', ?, 1)",
-                              (f"while down {i}",))
-            sqlite_ids.append(cur.lastrowid)
-        con.commit()
-        con.close()
-        h = Herald(db=db, listen=False, args=["--listen", f"127.0.0.1:{port}"])
-        h.port = port
+        sqlite_ids = _insert_while_down(db, [f"while down {i}" for i in range(3)])
+        h = _herald_again(db, port)
         readers = open_all([first[-1]] * n)
         after = publish(port, data="after")
         read_until(readers, sqlite_ids + [after])
@@ -1092,14 +1102,9 @@ def test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume():
         assert st == 502 and waited >= 4.5, (st, waited)
         # Down a moment: an event written meanwhile, readers asking Caddy
         # (one resuming, one new), then herald on the same port again.
-        import sqlite3
-        con = sqlite3.connect(db)
-        e2 = con.execute("INSERT INTO events(type, topic, data, public) VALUES('message', 'news', 'down', 1)").lastrowid
-        con.commit()
-        con.close()
+        e2, = _insert_while_down(db, ["down"])
         readers = [Pending(caddy.port, {"Last-Event-ID": str(e1)}) for _ in range(3)] + [Pending(caddy.port)]
-        h = Herald(db=db, listen=False, args=["--listen", f"127.0.0.1:{port}"])
-        h.port = port
+        h = _herald_again(db, port)
         assert [r.answer() for r in readers] == [200] * 4
         e3 = publish(port, data="after")
         for r in readers[:3]:
