@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/socket.h>
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -228,7 +228,7 @@ ssize_t tls_park_flush(struct tls_park *pk, int fd)
 	if (!pk->out)
 		return 0;
 	while (pk->out_off < pk->out_len) {
-		ssize_t w = write(fd, pk->out + pk->out_off, pk->out_len - pk->out_off);
+		ssize_t w = send(fd, pk->out + pk->out_off, pk->out_len - pk->out_off, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
@@ -270,7 +270,7 @@ ssize_t tls_park_writev(struct tls_sealer *s, struct tls_park *pk, int fd, const
 				return done ? (ssize_t)done : -EPIPE;
 			}
 			pk->seq++;
-			ssize_t w = write(fd, rec, (size_t)rl);
+			ssize_t w = send(fd, rec, (size_t)rl, MSG_NOSIGNAL);
 			if (w == rl) {
 				done += chunk, p += chunk, left -= chunk;
 				continue;
@@ -297,7 +297,7 @@ void tls_park_close_notify(struct tls_sealer *s, struct tls_park *pk, int fd)
 	int rl = tls_park_seal(s, pk, pk->seq, 0x15, close_notify, sizeof(close_notify), &rec);
 	if (rl > 0) {
 		pk->seq++;
-		ssize_t w = write(fd, rec, (size_t)rl);
+		ssize_t w = send(fd, rec, (size_t)rl, MSG_NOSIGNAL);
 		(void)w;
 	}
 }
@@ -425,7 +425,7 @@ ssize_t tls_park_read(struct tls_sealer *s, struct tls_park_reader *rd, int fd, 
 	if (!whole_record(in, have)) {
 		ssize_t r;
 		do
-			r = read(fd, in + have, REC_MAX - have);
+			r = recv(fd, in + have, REC_MAX - have, 0);
 		while (r < 0 && errno == EINTR);
 		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
 			int e = errno;
