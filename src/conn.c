@@ -132,6 +132,8 @@ static void conn_update_events(struct conn *c)
 {
 	if (c->state == CONN_CLOSED)
 		return;
+	if (c->state == CONN_WAITING && c->flush_scheduled)
+		return; /* the pass end's flush does it (conn_wait) */
 	uint32_t ev = wanted_events(c);
 	if (ev != c->want) {
 		c->want = ev;
@@ -560,7 +562,11 @@ void conn_attach(struct conn *c, const struct conn_user *user, void *data)
 void conn_wait(struct conn *c)
 {
 	c->state = CONN_WAITING;
-	conn_update_events(c);
+	/* Input stops at the pass end (the flush), not now: an answer that
+	 * comes within the pass (a publish the database commits in it) finds
+	 * the interest as it was, and no epoll_ctl call stops and restarts
+	 * input around it. */
+	schedule_flush(c);
 }
 
 void conn_become_stream(struct conn *c)

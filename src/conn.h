@@ -211,7 +211,8 @@ void conn_refuse_as(struct conn *c, int status, const char *cause, const char *m
 void conn_count_response(struct conn *c, int status);
 
 /* The request now waits for its handler (a publish awaiting its commit):
- * input pauses until conn_respond. */
+ * input pauses from the end of the pass until conn_respond. An answer
+ * work deferred before this call gives is there before the pause. */
 void conn_wait(struct conn *c);
 
 /* c is a stream from now on: its read buffer and its request's text go

@@ -379,8 +379,8 @@ static void enqueue(struct publish_queue *q, struct conn *c, const struct publis
 	}
 	q->items[q->n++] = *it;
 	conn_attach(c, &waiting_user, q);
+	schedule(q); /* before the connection's pass end, which stops its input */
 	conn_wait(c);
-	schedule(q);
 }
 
 /* The request's Idempotency-Key into key (IDEM_KEY_MAX + 1 bytes).
