@@ -158,7 +158,9 @@ void store_set_peers(struct store *st, const struct store_peers *p);
 void store_close(struct store *st);
 
 /* Append n rows as one batch (one transaction, one Redis call): the rows
- * stored get consecutive ids, all or nothing. done runs once. */
+ * stored get consecutive ids, all or nothing. done runs once. After a
+ * successful append the caller reads what is new (the hub's poll), and a
+ * backend counts on it: SQLite's watch for other writers rests a moment. */
 void store_append(struct store *st, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg);
 
 /* Call cb for each row with after < id <= upto, in id order, at most limit

@@ -941,6 +941,65 @@ static void test_late_visible_commit_reaches_reader(void)
 	teardown(&fx);
 }
 
+/* Another program's row through a second connection of this process
+ * (inotify sees its writes to the -wal file as any writer's). */
+static void insert_elsewhere(struct fixture *fx, const char *data)
+{
+	sqlite3 *db = NULL;
+	char sql[256];
+	snprintf(sql, sizeof(sql), "INSERT INTO events(type, topic, data, public) VALUES ('t', 't', '%s', 1)", data);
+	CHECK(sqlite3_open_v2(fx->db, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* An append of herald's own followed by the poll a publish makes leaves
+ * the folder watch resting: the append's own writes to the -wal file wake
+ * nothing. Another program's row committed before an append comes with
+ * that append's poll; one committed during the rest, when the rest ends. */
+static void test_own_append_rests_the_watch(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	struct fake *f = open_reader(&fx, -1, false, NULL);
+	CHECK(f->r && f->r->mode == READER_LIVE);
+	spin(&fx, 20); /* what opening the file woke */
+
+	append(&fx, 1, 10, NULL, 0, 0);
+	hub_poll(fx.h);
+	uint64_t passes = loop_iterations(fx.lp);
+	spin(&fx, 5);
+	/* One pass: the one that ran the timer ending the spin. Before the
+	 * rest the append's writes woke the watch at once, and its checks
+	 * followed 1 and 2 ms later. */
+	CHECK_EQ_INT((int)(loop_iterations(fx.lp) - passes), 1);
+	drain(f);
+	CHECK_EQ_INT((int)f->ngot, 1);
+
+	insert_elsewhere(&fx, "before an append");
+	append(&fx, 1, 10, NULL, 0, 0);
+	hub_poll(fx.h);
+	drain(f); /* no loop pass between */
+	struct expect e;
+	expected(&fx, 0, false, NULL, &e);
+	CHECK_EQ_INT((int)e.n, 3);
+	CHECK(same_ids(f, &e, "another program's row before an append"));
+
+	insert_elsewhere(&fx, "during the rest");
+	for (int i = 0; i < 200 && f->n == 0; i++)
+		spin(&fx, 10);
+	drain(f);
+	expected(&fx, 0, false, NULL, &e);
+	CHECK_EQ_INT((int)e.n, 4);
+	CHECK(same_ids(f, &e, "another program's row during the rest"));
+
+	fake_close(f);
+	fake_free(f);
+	free(f);
+	teardown(&fx);
+}
+
 int main(void)
 {
 	/* A reader linked twice in the index makes a walk loop forever: let
@@ -951,6 +1010,7 @@ int main(void)
 		return 1;
 	}
 	test_live_reader_gets_every_row();
+	test_own_append_rests_the_watch();
 	test_live_catchup_live();
 	test_resume_with_filter();
 	test_prune_below_cursor();
