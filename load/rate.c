@@ -130,15 +130,8 @@ static double server_cpu_s(pid_t pid)
  * a step the server wanted a core and had none. */
 static double runq_wait_s(pid_t pid)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NAN;
-	unsigned long long run = 0, wait = 0;
-	int ok = fscanf(f, "%llu %llu", &run, &wait) == 2;
-	fclose(f);
-	return ok ? (double)wait / 1e9 : NAN;
+	uint64_t wait;
+	return tool_sched_ns(pid, 0, NULL, &wait) == 0 ? (double)wait / 1e9 : NAN;
 }
 
 struct ctx {

@@ -39,11 +39,8 @@ struct round {
  * first field (ns on CPU); NAN when unreadable. */
 static double schedstat_s(pid_t pid)
 {
-	char path[64], buf[128];
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	if (procstat_read_file(path, buf, sizeof(buf)) <= 0)
-		return NAN;
-	return strtod(buf, NULL) / 1e9;
+	uint64_t run;
+	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (double)run / 1e9 : NAN;
 }
 
 static double self_cpu_s(void)

@@ -116,7 +116,7 @@ struct rep {
 	size_t n_all; /* events that reached at least one reader */
 	double all_min, all_max, all_p50, ratio;
 	double open_p50, open_p99;
-	double cpu_ev, cpu_idle, client_cpu, cpu_open_ms, client_open_ms, cpu_per_event, rss_per_reader;
+	double cpu_ev, cpu_idle, client_cpu, cpu_open_ms, client_open_ms, cpu_per_event, wait_per_event, rss_per_reader;
 	long long dovf, ddrop;
 	long closed_total;
 };
@@ -184,6 +184,11 @@ static void server_figures(struct rep *r)
 	if (m->ev_a.ok && m->ev_b.ok && m->ev_b.t > m->ev_a.t)
 		r->cpu_per_event =
 			(double)(m->ev_b.ticks - m->ev_a.ticks) / (double)procstat_clk_tck() * 1e3 / (double)r->ev->k;
+	/* The time the server wanted a CPU and had none: on a shared machine,
+	 * what stretches its rounds beside the CPU they took. */
+	r->wait_per_event = NAN;
+	if (m->ev_a.wait_ok && m->ev_b.wait_ok && m->ev_b.wait_ns >= m->ev_a.wait_ns)
+		r->wait_per_event = (double)(m->ev_b.wait_ns - m->ev_a.wait_ns) / 1e6 / (double)r->ev->k;
 	r->rss_per_reader = (m->rss_open >= 0 && m->rss_before >= 0 && c->c.opened > 0)
 				    ? (double)(m->rss_open - m->rss_before) / (double)c->c.opened
 				    : NAN;
@@ -307,6 +312,9 @@ static void print_notes(const struct rep *r)
 		printf("Server CPU: %.1f ms per event while events flowed; RSS %ld KiB before, %ld KiB with all "
 		       "open.\n",
 		       r->cpu_per_event, m->rss_before, m->rss_open);
+	if (!isnan(r->wait_per_event))
+		printf("Server runnable but waiting for a CPU: %.1f ms per event while events flowed.\n",
+		       r->wait_per_event);
 	if (!isnan(r->client_cpu))
 		printf("This client used %.1f %% of a core while events flowed.\n", r->client_cpu);
 	if (!isnan(r->cpu_open_ms) && c->c.opened > 0)
@@ -374,6 +382,7 @@ static void print_json(const struct rep *r)
 	tool_json_num("cpu_events_pct", r->cpu_ev);
 	tool_json_num("cpu_idle_pct", r->cpu_idle);
 	tool_json_num("cpu_ms_per_event", r->cpu_per_event);
+	tool_json_num("wait_ms_per_event", r->wait_per_event);
 	tool_json_num("client_cpu_events_pct", r->client_cpu);
 	tool_json_int("events_published", ev->published);
 	tool_json_int("events_failed", r->failed_events);

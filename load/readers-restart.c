@@ -36,11 +36,8 @@ static void pass(struct client *c, struct steady *st, int cap_ms)
 
 static double cpu_s(pid_t pid)
 {
-	char path[64], buf[128];
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	if (pid <= 0 || procstat_read_file(path, buf, sizeof(buf)) <= 0)
-		return NAN;
-	return strtod(buf, NULL) / 1e9;
+	uint64_t run;
+	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (double)run / 1e9 : NAN;
 }
 
 /* Whether every reader that opened has read id or a later one. */

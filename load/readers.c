@@ -307,8 +307,10 @@ static struct cpu_mark cpu_mark(pid_t pid)
 	struct timespec ts;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	m.self = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-	if (pid > 0)
+	if (pid > 0) {
 		m.ok = tool_cpu_ticks(pid, 1, &m.ticks) == 0;
+		m.wait_ok = tool_sched_ns(pid, 1, NULL, &m.wait_ns) == 0;
+	}
 	return m;
 }
 

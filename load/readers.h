@@ -72,9 +72,10 @@ struct options {
 /* A reading of the server's CPU (and this client's) at one moment. */
 struct cpu_mark {
 	uint64_t ticks;
+	uint64_t wait_ns; /* the server runnable but waiting for a CPU (schedstat) */
 	double t;
 	double self; /* this client's own CPU seconds, to show it kept up */
-	int ok;
+	int ok, wait_ok;
 };
 
 /* What a run measured, gathered by the phases and printed by report(). */

@@ -1,6 +1,8 @@
 /* tool-proc.c: the kernel readings the load tools print, built on herald's
  * src/procstat and src/sockdiag: a server process and its children summed
- * (CPU ticks, threads, resident memory, from one /proc/N/stat line each),
+ * (CPU ticks, threads, resident memory, from one /proc/N/stat line each;
+ * the scheduler's nanoseconds on a CPU and waiting for one, from
+ * /proc/N/schedstat),
  * one TcpExt counter now, the backlog a listener got, and which process
  * holds a socket. A missing process or file gives an error value the tools
  * print as "n/a", never a crash. */
@@ -90,6 +92,46 @@ int tool_cpu_ticks(pid_t pid, int children, uint64_t *ticks)
 	for (int i = 0; i < n; i++)
 		sum += st[i].utime + st[i].stime;
 	*ticks = sum;
+	return 0;
+}
+
+/* /proc/N/schedstat: nanoseconds on a CPU, then runnable and waiting. */
+static int read_schedstat(pid_t pid, uint64_t *run, uint64_t *wait)
+{
+	char path[64], buf[128];
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	if (pid <= 0 || procstat_read_file(path, buf, sizeof(buf)) <= 0)
+		return -ESRCH;
+	unsigned long long r = 0, w = 0;
+	if (sscanf(buf, "%llu %llu", &r, &w) != 2)
+		return -EINVAL;
+	*run = r;
+	*wait = w;
+	return 0;
+}
+
+int tool_sched_ns(pid_t pid, int children, uint64_t *run_ns, uint64_t *wait_ns)
+{
+	uint64_t run = 0, wait = 0;
+	int r = read_schedstat(pid, &run, &wait);
+	if (r < 0)
+		return r;
+	if (children) {
+		pid_t fam[FAMILY_MAX];
+		fam[0] = pid;
+		int n = add_descendants(fam, 1, FAMILY_MAX);
+		for (int i = 1; i < n; i++) {
+			uint64_t a, b;
+			if (read_schedstat(fam[i], &a, &b) == 0) {
+				run += a;
+				wait += b;
+			}
+		}
+	}
+	if (run_ns)
+		*run_ns = run;
+	if (wait_ns)
+		*wait_ns = wait;
 	return 0;
 }
 

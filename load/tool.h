@@ -236,6 +236,10 @@ int tool_default_backlog(long given);
 /* utime+stime in clock ticks of pid (and its live descendants when children
  * is set). Returns 0, or -ESRCH when pid is gone. */
 int tool_cpu_ticks(pid_t pid, int children, uint64_t *ticks);
+/* The scheduler's own counts (/proc/N/schedstat of the main thread): ns on
+ * a CPU and ns runnable but waiting for one, summed the same way; either
+ * pointer may be NULL. Returns 0, or -ESRCH when pid is gone. */
+int tool_sched_ns(pid_t pid, int children, uint64_t *run_ns, uint64_t *wait_ns);
 /* Threads of pid and, with children, its descendants; -1 when pid is gone. */
 int tool_threads(pid_t pid, int children);
 /* Resident set in KiB summed the same way; -1 when pid is gone. */

@@ -251,11 +251,8 @@ static int insert_batch(struct ctx *x, sqlite3 *db, sqlite3_stmt *ins, long coun
 /* Nanoseconds pid has spent on a CPU (the scheduler's count), or -1. */
 static int64_t sched_ns(pid_t pid)
 {
-	char path[64], buf[128];
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	if (procstat_read_file(path, buf, sizeof(buf)) <= 0)
-		return -1;
-	return strtoll(buf, NULL, 10);
+	uint64_t run;
+	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (int64_t)run : -1;
 }
 
 /* ---- one scenario -------------------------------------------------------------- */

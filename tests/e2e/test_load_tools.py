@@ -124,6 +124,10 @@ def test_readers_own_herald_insert():
     assert js["publish"] == "insert" and js["backlog"] == 128 and js["backlog_effective"] == 128
     assert js["pid"] > 0 and js["threads_open"] >= 1 and js["rss_open_kb"] > 0
     assert js["cpu_events_pct"] is not None and js["cpu_idle_pct"] is not None
+    # Time runnable without a CPU, from the scheduler's own count, at most
+    # the time between two events.
+    assert js["wait_ms_per_event"] is not None and 0 <= js["wait_ms_per_event"] < 1000, js
+    assert "Server runnable but waiting for a CPU: " in out, out
     assert js["floor_ms"] is not None and js["floor_ms"] > 0 and js["floor_ratio"] > 0
     assert js["herald_exit"] == 0
     # The markdown table with the agreed columns, then the per-event table.
@@ -469,12 +473,13 @@ def test_bench_peer_small():
         assert len(runs) == 1 and runs[0]["opened"] == 200, (who, runs)
         assert runs[0]["received"] == [200, 200, 200] and runs[0]["missing_total"] == 0, (who, runs)
         assert runs[0]["events_failed"] == 0, (who, runs)
-        for key in ("open_ms", "event_to_last_ms", "cpu_ms_per_event", "rss_per_reader_kb", "open_vs_floor",
-                    "event_vs_floor"):
+        for key in ("open_ms", "event_to_last_ms", "cpu_ms_per_event", "wait_ms_per_event", "rss_per_reader_kb",
+                    "open_vs_floor", "event_vs_floor"):
             assert res[who][key] is not None and res[who][key] >= 0, (who, key, res[who])
         assert res[who]["open_ms"] > 0 and res[who]["event_to_last_ms"] > 0, (who, res[who])
     assert res["floors"]["write_floor_ms"] > 0 and res["floors"]["open_floor_ms"] > 0, res["floors"]
     assert "| herald |" in out and "| nginx + nchan, one worker |" in out and "| kernel floors |" in out, out
+    assert "| CPU per event | waiting for a CPU per event |" in out, out
     assert "NO (" not in out, out
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).startswith("nginx: master")
                 and "herald-peer-" in _cmdline(p)], "an nginx of load/bench-peer is still running"
