@@ -17,7 +17,7 @@
 #include "config.h"
 #include "log.h"
 #include "store_backend.h"
-#include "topic.h"
+#include "store_filter_sql.h"
 #include "loop.h"
 #include "metrics.h"
 #include "util.h"
@@ -116,12 +116,6 @@ struct store_sqlite {
 };
 
 /* ---- schema and migrations ---- */
-
-/* The Mercure block comes from its own table by the event's id (a probe of
- * an integer key; NULL for herald's own rows). */
-#define ROW_COLUMNS                                  \
-	"id, type, topic, data, public, created_at," \
-	" (SELECT block FROM herald_mercure WHERE event_id = events.id)"
 
 #define EVENTS_COLUMNS                          \
 	"id INTEGER PRIMARY KEY AUTOINCREMENT," \
@@ -496,10 +490,10 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 	    prepare(st, &st->insert, "INSERT INTO events(type, topic, data, public) VALUES (?1, ?2, ?3, ?4)", err,
 		    errlen) < 0 ||
 	    prepare(st, &st->range,
-		    "SELECT " ROW_COLUMNS " FROM events WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3", err,
+		    "SELECT " STORE_ROW_COLUMNS " FROM events WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3", err,
 		    errlen) < 0 ||
 	    prepare(st, &st->range_public,
-		    "SELECT " ROW_COLUMNS " FROM events WHERE CAST(public AS INTEGER) <> 0"
+		    "SELECT " STORE_ROW_COLUMNS " FROM events WHERE CAST(public AS INTEGER) <> 0"
 		    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
 		    err, errlen) < 0 ||
 	    prepare(st, &st->late, "SELECT value FROM herald_meta WHERE key = 'late_inserts'", err, errlen) < 0 ||
@@ -950,7 +944,7 @@ static const char *column_text(sqlite3_stmt *s, int col, size_t *len)
 	return p;
 }
 
-/* The row s is on (its columns in ROW_COLUMNS' order), valid until the
+/* The row s is on (its columns in STORE_ROW_COLUMNS' order), valid until the
  * next step. */
 static void row_event(sqlite3_stmt *s, struct store_event *ev)
 {
@@ -1000,156 +994,6 @@ int store_sqlite_read_range(struct store_sqlite *st, int64_t after, int64_t upto
 	if (limit == 0 || upto <= after)
 		return 0;
 	return read_rows(st, st->range, after, upto, limit, cb, arg);
-}
-
-/* A pattern as SQL: an exact topic is compared with "=", which seeks the
- * (topic, id) indexes in id order; a subtree (p, "/", "*") becomes GLOB
- * 'p/?*' (topics hold no GLOB metacharacters). */
-static bool pattern_exact(const char *pattern)
-{
-	size_t n = strlen(pattern);
-	return !(n >= 1 && pattern[n - 1] == '*');
-}
-
-static void pattern_bind(sqlite3_stmt *s, int index, const char *pattern)
-{
-	size_t n = strlen(pattern);
-	if (pattern_exact(pattern)) {
-		sqlite3_bind_text(s, index, pattern, -1, SQLITE_TRANSIENT);
-		return;
-	}
-	char glob[160];
-	snprintf(glob, sizeof(glob), "%.*s?*", (int)(n - 1), pattern);
-	sqlite3_bind_text(s, index, glob, -1, SQLITE_TRANSIENT);
-}
-
-#define MATCH(p) (pattern_exact(p) ? "=" : "GLOB")
-
-/* ---- filtered reads ----
- *
- * What a reader may and wants to see is its topics (none: all), and of
- * those the public rows, or every row (the read token, a "*" grant), or the
- * private rows under its granted patterns too. Two patterns are either
- * disjoint or one covers the other (the hub has removed repeated and
- * covered ones), so the rows of topic t a reader may see are: all of them
- * when a grant covers t; else the public ones, plus all rows of each grant
- * that t covers.
- *
- * When every such part is an exact topic, the read is one index seek per
- * part (public parts through the index of public rows by topic), each
- * stopping at the limit: bounded work, whatever the log. A subtree is a
- * GLOB, which no index seeks in id order; its read is then one scan in id
- * order (the rows, or only the public ones through their index) with the
- * whole filter as its condition, cut short by the read budget and resumed
- * from the last row it examined. */
-
-/* One index seek: the rows of pattern (NULL: every topic), only the public
- * ones or all. */
-struct part {
-	const char *pattern;
-	bool public_only;
-};
-
-#define MAX_PARTS (STORE_MAX_TOPICS + STORE_MAX_GRANTS + 1)
-
-static bool covered_by_any(char *const *patterns, size_t n, const char *q)
-{
-	for (size_t i = 0; i < n; i++)
-		if (topic_pattern_covers(patterns[i], q))
-			return true;
-	return false;
-}
-
-static void part_add(struct part *parts, size_t *n, const char *pattern, bool public_only)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (parts[i].public_only == public_only &&
-		    (parts[i].pattern == pattern ||
-		     (parts[i].pattern && pattern && strcmp(parts[i].pattern, pattern) == 0)))
-			return;
-	parts[(*n)++] = (struct part){ pattern, public_only };
-}
-
-/* The parts of f, for a reader that does not see every row (see_private
- * false). Returns their count, and whether one is a subtree. */
-static size_t filter_parts(const struct store_filter *f, size_t ntopics, struct part *parts, bool *subtree)
-{
-	size_t n = 0;
-	if (ntopics == 0) {
-		part_add(parts, &n, NULL, true);
-		for (size_t g = 0; g < f->ngrants; g++)
-			part_add(parts, &n, f->grants[g], false);
-	}
-	for (size_t i = 0; i < ntopics; i++) {
-		const char *t = f->topics[i];
-		if (covered_by_any(f->grants, f->ngrants, t)) {
-			part_add(parts, &n, t, false);
-			continue;
-		}
-		part_add(parts, &n, t, true);
-		for (size_t g = 0; g < f->ngrants; g++)
-			if (topic_pattern_covers(t, f->grants[g]))
-				part_add(parts, &n, f->grants[g], false);
-	}
-	*subtree = false;
-	for (size_t i = 0; i < n; i++)
-		if (parts[i].pattern && !pattern_exact(parts[i].pattern))
-			*subtree = true;
-	return n;
-}
-
-/* The parts as one statement: ?1 after, ?2 upto, ?3 limit, then the
- * parts' patterns from ?4 in order; merged by id (UNION: a row of two
- * parts, a public row of a granted topic, comes once). A public part names
- * the partial indexes' own condition, so SQLite's planner picks them by
- * itself (test_store checks the page reads); with no INDEXED BY, a
- * database that lost one still reads, only slower. */
-static int seek_sql(const struct part *parts, size_t n, char *sql, size_t len)
-{
-	size_t k = 0;
-#define ADD(...) k += (size_t)snprintf(sql + k, k < len ? len - k : 0, __VA_ARGS__)
-	for (size_t i = 0; i < n; i++) {
-		ADD("%sSELECT * FROM (SELECT " ROW_COLUMNS " FROM events", i ? " UNION " : "");
-		if (!parts[i].pattern)
-			ADD(" WHERE CAST(public AS INTEGER) <> 0");
-		else if (parts[i].public_only)
-			ADD(" WHERE topic %s ?%zu AND CAST(public AS INTEGER) <> 0", MATCH(parts[i].pattern), i + 4);
-		else
-			ADD(" WHERE topic %s ?%zu", MATCH(parts[i].pattern), i + 4);
-		ADD(" AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)");
-	}
-	ADD(" ORDER BY id LIMIT ?3");
-#undef ADD
-	return k < len ? 0 : -1;
-}
-
-/* The filter as one scan in id order: ?1 after, ?2 upto, ?3 limit, the
- * topics from ?4, then the grants. herald_seen(id, wanted) notes every row
- * examined, so a scan cut short still says how far it looked. A reader
- * that sees only public rows scans their index alone. */
-static int scan_sql(const struct store_filter *f, size_t ntopics, bool see_private, char *sql, size_t len)
-{
-	size_t k = 0;
-	bool public_only = !see_private && f->ngrants == 0;
-#define ADD(...) k += (size_t)snprintf(sql + k, k < len ? len - k : 0, __VA_ARGS__)
-	ADD("SELECT " ROW_COLUMNS " FROM events %s WHERE id > ?1 AND id <= ?2", public_only ? "" : "NOT INDEXED");
-	if (public_only)
-		ADD(" AND CAST(public AS INTEGER) <> 0");
-	ADD(" AND herald_seen(id, (");
-	if (ntopics == 0)
-		ADD("1");
-	for (size_t i = 0; i < ntopics; i++)
-		ADD("%stopic %s ?%zu", i ? " OR " : "", MATCH(f->topics[i]), i + 4);
-	ADD(")");
-	if (!see_private && !public_only) {
-		ADD(" AND (CAST(public AS INTEGER) <> 0");
-		for (size_t g = 0; g < f->ngrants; g++)
-			ADD(" OR topic %s ?%zu", MATCH(f->grants[g]), ntopics + g + 4);
-		ADD(")");
-	}
-	ADD(") ORDER BY id LIMIT ?3");
-#undef ADD
-	return k < len ? 0 : -1;
 }
 
 /* herald_seen(id, wanted): note id as examined, answer wanted. */
@@ -1256,54 +1100,24 @@ static int step_budgeted(struct store_sqlite *st, sqlite3_stmt *s, struct read_s
 static sqlite3_stmt *filtered_stmt(struct store_sqlite *st, const struct store_filter *f, bool force_scan, bool *scan,
 				   int *rc)
 {
-	bool see_private = f->see_private;
-	size_t ntopics = f->ntopics;
-	for (size_t i = 0; i < f->ntopics; i++)
-		if (strcmp(f->topics[i], "*") == 0)
-			ntopics = 0; /* every topic */
-	for (size_t g = 0; g < f->ngrants; g++)
-		if (strcmp(f->grants[g], "*") == 0)
-			see_private = true;
-	size_t ngrants = see_private ? 0 : f->ngrants;
-	*scan = false;
-	if (ntopics == 0 && ngrants == 0)
-		/* Every row, or every public one: an id-ordered walk that stops
-		 * at the limit. */
-		return see_private ? st->range : st->range_public;
-	struct part parts[MAX_PARTS];
-	size_t n = 0;
-	bool subtree = false;
-	if (see_private) {
-		for (size_t i = 0; i < ntopics; i++) {
-			part_add(parts, &n, f->topics[i], false);
-			subtree = subtree || !pattern_exact(f->topics[i]);
-		}
-	} else {
-		n = filter_parts(f, ntopics, parts, &subtree);
-	}
-	*scan = subtree || force_scan;
+	struct store_filter_query q;
 	char sql[16384];
-	struct store_filter g = *f;
-	g.ngrants = ngrants;
-	if (*scan ? scan_sql(&g, ntopics, see_private, sql, sizeof(sql)) : seek_sql(parts, n, sql, sizeof(sql))) {
+	*scan = false;
+	if (store_filter_sql(f, force_scan, &q, sql, sizeof(sql)) < 0) {
 		*rc = -EINVAL;
 		return NULL;
 	}
+	if (q.every)
+		/* Every row, or every public one: an id-ordered walk that stops
+		 * at the limit. */
+		return q.see_private ? st->range : st->range_public;
+	*scan = q.scan;
 	sqlite3_stmt *s = filter_stmt(st, sql);
 	if (!s) {
 		*rc = -EIO;
 		return NULL;
 	}
-	if (*scan) {
-		for (size_t i = 0; i < ntopics; i++)
-			pattern_bind(s, (int)i + 4, f->topics[i]);
-		for (size_t i = 0; i < ngrants; i++)
-			pattern_bind(s, (int)(ntopics + i) + 4, f->grants[i]);
-	} else {
-		for (size_t i = 0; i < n; i++)
-			if (parts[i].pattern)
-				pattern_bind(s, (int)i + 4, parts[i].pattern);
-	}
+	store_filter_bind(s, &q);
 	return s;
 }
 

@@ -2,6 +2,7 @@
  * with a second SQLite connection (and once the sqlite3 command-line tool)
  * playing the other processes that insert into the events table. */
 #include "check.h"
+#include "store_filter_sql.h"
 #include "store_sqlite.h"
 #include "topic.h"
 #include "util.h"
@@ -1191,6 +1192,45 @@ static void test_append_after_a_pause_syncs_nothing(void)
 	}
 }
 
+/* The statement a filter makes, before any database sees it: exact topics
+ * are index seeks with their topics bound in order, a subtree makes it one
+ * scan, "*" reads everything through the range walks, and a buffer too
+ * small is refused rather than cut. */
+static void test_filter_sql_shapes(void)
+{
+	char sql[16384];
+	struct store_filter_query q;
+	char *ab[] = { "a", "b" }, *sub[] = { "a/*" }, *all[] = { "*" }, *grant[] = { "a" };
+
+	struct store_filter f = { .ntopics = 2, .topics = ab };
+	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, sizeof(sql)), 0);
+	CHECK(!q.every && !q.scan && !q.see_private && q.nbinds == 2);
+	CHECK(q.nbinds == 2 && strcmp(q.binds[0], "a") == 0 && strcmp(q.binds[1], "b") == 0);
+	CHECK(strstr(sql, " UNION ") && strstr(sql, "topic = ?4") && strstr(sql, "topic = ?5"));
+
+	CHECK_EQ_INT(store_filter_sql(&f, true, &q, sql, sizeof(sql)), 0);
+	CHECK(q.scan && strstr(sql, "herald_seen(id, (topic = ?4 OR topic = ?5))"));
+
+	f = (struct store_filter){ .ntopics = 1, .topics = sub };
+	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, sizeof(sql)), 0);
+	CHECK(q.scan && q.nbinds == 1 && strstr(sql, "topic GLOB ?4"));
+
+	/* A grant of one topic: its private rows beside every public row. */
+	f = (struct store_filter){ .ngrants = 1, .grants = grant };
+	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, sizeof(sql)), 0);
+	CHECK(!q.every && !q.scan && q.nbinds == 2 && q.binds[0] == NULL && strcmp(q.binds[1], "a") == 0);
+
+	f = (struct store_filter){ .ntopics = 1, .topics = all };
+	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, sizeof(sql)), 0);
+	CHECK(q.every && !q.see_private);
+	f = (struct store_filter){ .ngrants = 1, .grants = all };
+	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, sizeof(sql)), 0);
+	CHECK(q.every && q.see_private);
+
+	f = (struct store_filter){ .ntopics = 2, .topics = ab };
+	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, 64), -1);
+}
+
 int main(void)
 {
 	use_counting_vfs();
@@ -1209,6 +1249,7 @@ int main(void)
 	test_open_failure();
 	test_odd_external_rows();
 	test_older_layouts();
+	test_filter_sql_shapes();
 	test_read_matching();
 	test_read_matching_agrees_with_the_rule();
 	test_migration_to_3();
