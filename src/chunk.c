@@ -11,6 +11,7 @@ struct chunk *chunk_new(size_t len)
 	struct chunk *c = xmalloc(sizeof(*c) + len);
 	c->refs = 1;
 	c->len = (uint32_t)len;
+	c->id = 0;
 	return c;
 }
 

@@ -10,6 +10,9 @@
 struct chunk {
 	uint32_t refs;
 	uint32_t len;
+	/* The event id the bytes carry (0: none): the same in every output
+	 * queue the chunk is in, so the queues keep it here, once (outq.h). */
+	int64_t id;
 	char data[];
 };
 

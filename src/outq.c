@@ -12,14 +12,19 @@ static struct outq_entry *at(const struct outq *q, size_t i)
 	return &q->q[(q->head + i) & (q->cap - 1)];
 }
 
+static struct chunk *entry_chunk(const struct outq_entry *e)
+{
+	return (struct chunk *)(e->word & ~(uintptr_t)1);
+}
+
 static int64_t entry_id(const struct outq_entry *e)
 {
-	return e->tag >> 1;
+	return entry_chunk(e)->id;
 }
 
 static bool entry_droppable(const struct outq_entry *e)
 {
-	return e->tag & 1;
+	return e->word & 1;
 }
 
 void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
@@ -34,8 +39,8 @@ void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable)
 		q->cap = ncap;
 		q->head = 0;
 	}
-	q->q[(q->head + q->len) & (q->cap - 1)] =
-		(struct outq_entry){ chunk_ref(ch), (int64_t)((uint64_t)id << 1) | droppable };
+	ch->id = id;
+	q->q[(q->head + q->len) & (q->cap - 1)] = (struct outq_entry){ (uintptr_t)chunk_ref(ch) | droppable };
 	q->len++;
 	q->bytes += ch->len;
 }
@@ -47,8 +52,9 @@ int outq_iov(const struct outq *q, struct iovec *iov, int max, size_t *total)
 	size_t off = q->head_off; /* only the head can be partly written */
 	for (size_t i = 0; i < q->len && n < max; i++) {
 		const struct outq_entry *e = at(q, i);
-		iov[n].iov_base = e->c->data + off;
-		iov[n].iov_len = e->c->len - off;
+		const struct chunk *c = entry_chunk(e);
+		iov[n].iov_base = (char *)c->data + off;
+		iov[n].iov_len = c->len - off;
 		*total += iov[n].iov_len;
 		n++;
 		off = 0;
@@ -61,16 +67,17 @@ void outq_consume(struct outq *q, size_t n)
 	q->bytes -= n;
 	while (n) {
 		struct outq_entry *e = at(q, 0);
-		size_t rest = e->c->len - q->head_off;
+		struct chunk *c = entry_chunk(e);
+		size_t rest = c->len - q->head_off;
 		if (n < rest) {
 			q->head_off += (uint32_t)n;
 			return;
 		}
 		n -= rest;
 		q->head_off = 0;
-		if (entry_id(e) > 0)
-			q->written_id = entry_id(e);
-		chunk_unref(e->c);
+		if (c->id > 0)
+			q->written_id = c->id;
+		chunk_unref(c);
 		q->head = (q->head + 1) & (q->cap - 1);
 		q->len--;
 	}
@@ -96,8 +103,8 @@ int64_t outq_drop(struct outq *q, bool first_committed)
 			continue;
 		}
 		/* Only a head that has not started is dropped: no offset. */
-		q->bytes -= e.c->len;
-		chunk_unref(e.c);
+		q->bytes -= entry_chunk(&e)->len;
+		chunk_unref(entry_chunk(&e));
 	}
 	q->len = kept;
 	return resume;
@@ -106,7 +113,7 @@ int64_t outq_drop(struct outq *q, bool first_committed)
 void outq_free(struct outq *q)
 {
 	for (size_t i = 0; i < q->len; i++)
-		chunk_unref(at(q, i)->c);
+		chunk_unref(entry_chunk(at(q, i)));
 	free(q->q);
 	q->q = NULL;
 	q->len = q->cap = q->head = q->bytes = 0;

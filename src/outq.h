@@ -18,15 +18,13 @@
 
 #include "chunk.h"
 
-/* 16 bytes, so a delivery stores into a quarter of a cache line: the store
+/* 8 bytes, so a delivery stores into an eighth of a cache line: the store
  * into each reader's ring misses the cache, and it is the largest cost of a
- * delivery in user space. */
+ * delivery in user space. The chunk's address, with the low bit set for a
+ * frame the reader can get again (an event or a heartbeat), which outq_drop
+ * may discard; the event id carried is the chunk's own (chunk->id). */
 struct outq_entry {
-	struct chunk *c;
-	/* The event id carried (0 for other frames) shifted left by one; the
-	 * low bit set for a frame the reader can get again (an event or a
-	 * heartbeat), which outq_drop may discard. */
-	int64_t tag;
+	uintptr_t word;
 };
 
 struct outq {
@@ -37,7 +35,9 @@ struct outq {
 	int64_t written_id; /* id of the last event fully written, or the resume point set */
 };
 
-/* Append a reference to ch (the caller keeps its own). */
+/* Append a reference to ch (the caller keeps its own), carrying event id
+ * (0: none), which becomes ch->id: a chunk carries one id wherever it is
+ * queued. */
 void outq_push(struct outq *q, struct chunk *ch, int64_t id, bool droppable);
 
 /* Fill iov with up to max entries from the head (the unwritten part of

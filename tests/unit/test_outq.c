@@ -181,6 +181,27 @@ static void test_ids_and_offsets_of_packed_entries(void)
 	outq_free(&q);
 }
 
+/* One chunk in two queues, as one event in two readers' rings: its id
+ * reaches both resume points, and whether it may be dropped is each
+ * queue's own (the mark is in the entry, not in the chunk). */
+static void test_a_chunk_shared_by_two_queues(void)
+{
+	struct outq a = { 0 }, b = { 0 };
+	struct chunk *ev = text("event|");
+	outq_push(&a, ev, 41, true);
+	outq_push(&b, ev, 41, false);
+	chunk_unref(ev); /* the queues hold it now */
+	CHECK_EQ_INT(outq_drop(&a, false), 0);
+	CHECK_EQ_INT(a.len, 0);
+	CHECK_EQ_INT(outq_drop(&b, false), 41);
+	CHECK_EQ_INT(b.len, 1);
+	outq_consume(&b, 6);
+	CHECK_EQ_INT(b.written_id, 41);
+	CHECK_EQ_INT(b.len, 0);
+	outq_free(&a);
+	outq_free(&b);
+}
+
 int main(void)
 {
 	test_order_and_partial_writes();
@@ -189,5 +210,6 @@ int main(void)
 	test_drop_finishes_a_frame_on_the_wire();
 	test_iov_batch_limit();
 	test_ids_and_offsets_of_packed_entries();
+	test_a_chunk_shared_by_two_queues();
 	return check_done("test_outq");
 }
