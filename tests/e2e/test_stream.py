@@ -340,8 +340,10 @@ def _switches(pid):
 def test_idle_server_does_not_poll():
     # Other writers are noticed through inotify, not a polling timer: an idle
     # herald (a reader connected, nothing happening) sleeps. Over 4 s it may
-    # wake for its own periodic chores (retention every few seconds), but a
-    # poll of the database even once a second would show as 4+ wake-ups.
+    # wake for its own periodic chores: retention every 5 s (at most once in
+    # the window) and a heartbeat turn every quarter of heartbeat_interval
+    # (15 s: at most twice), so up to three times depending on where the
+    # window falls. A poll of the database even once a second would add four.
     with Herald() as h:
         s = Stream(h.port)
         s.opening()
@@ -354,7 +356,7 @@ def test_idle_server_does_not_poll():
         before = _switches(h.pid)
         time.sleep(4)
         woke = _switches(h.pid) - before
-        assert woke <= 2, f"idle herald woke {woke} times in 4 s"
+        assert woke <= 3, f"idle herald woke {woke} times in 4 s"
         # And it still notices another process's insert at once.
         sqlite(h.db, "INSERT INTO events(type,topic,data,public) VALUES('t','news','after-idle',1)")
         assert [e["data"] for e in s.events(1, timeout=2)] == ["after-idle"]
