@@ -10,7 +10,8 @@
 #   make deb    the Debian packages herald and herald-tools in build/deb-out
 # The libraries, as pkg-config name=Debian package (scripts/deps installs them).
 PKG_DEBIAN := sqlite3=libsqlite3-dev openssl=libssl-dev libsystemd=libsystemd-dev inih=libinih-dev \
-              hiredis=libhiredis-dev libnghttp2=libnghttp2-dev
+              hiredis=libhiredis-dev libnghttp2=libnghttp2-dev \
+              liburing=liburing-dev
 PKGS      := $(foreach m,$(PKG_DEBIAN),$(firstword $(subst =, ,$(m))))
 CC        ?= cc
 OPT       ?= -O2 -g
@@ -67,7 +68,7 @@ LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 LOAD_LIB     := $(BUILD)/load/libtool.a
 LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.c load/sse-client*.c)) \
                 $(foreach m,util procstat sockdiag,$(BUILD)/obj/$(m).o)
-LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm
+LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm -luring
 
 .PHONY: all deps pkg-check browser-deps run test check unit bench bench-check bench-peer fuzz fuzz-targets format \
 	install uninstall deb version clean

@@ -125,6 +125,7 @@ static const struct key keys[] = {
 	KEY("jwt_cookie", K_STR, jwt_cookie, 0, 256, "", .check = check_cookie),
 	KEY("console", K_BOOL, console, 0, 0, "on"),
 	KEY("http2", K_BOOL, http2, 0, 0, "on"),
+	KEY("io_uring", K_BOOL, io_uring, 0, 0, "on", .flags = KF_RESTART),
 	KEY("http2_max_streams", K_INT, http2_max_streams, 1, 100000, "100"),
 	KEY("redis_url", K_STR, redis_url, 0, REDIS_URL_MAX - 1, "", .flags = KF_URL | KF_RESTART,
 	    .check = check_redis_url),

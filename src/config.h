@@ -90,6 +90,7 @@ struct config {
 	/* HTTP/2: h2 by ALPN on TLS listeners and h2c with prior knowledge on
 	 * the others (h2_session.h); the streams one connection may open. */
 	bool http2;
+	bool io_uring; /* a stream round's sends go to the kernel together (off: one send(2) per reader) */
 	int64_t http2_max_streams;
 	/* The event log on Redis Streams (store_redis.c) when redis_url or
 	 * redis_sentinels is set. */

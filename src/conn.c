@@ -44,6 +44,7 @@
 
 #include "addr.h"
 #include "log.h"
+#include "send_batch.h"
 #include "util.h"
 
 #define IOV_BATCH 128
@@ -69,6 +70,9 @@
  * again (one malloc beside a writev). A larger one means a busy reader,
  * whose ring would only be grown again entry by entry: it is kept. */
 #define RING_RELEASE_CAP 4
+/* Sends per io_uring submission in a stream round: a few system calls for
+ * ten thousand readers, and 64 bytes of submission ring per send. */
+#define SEND_BATCH_CAP 4096
 
 struct conn_pool {
 	struct loop *lp;
@@ -91,7 +95,10 @@ struct conn_pool {
 	struct loop_timer stream_timer;
 	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
 	uint64_t stream_rounds; /* stream rounds run */
-	uint64_t writes;        /* writev calls (or their transport's equivalent) */
+	uint64_t writes;        /* writev calls (or their transport's equivalent, or batched sends) */
+	/* A stream round's sends, run together (NULL: io_uring is off or
+	 * cannot be used here, and each reader gets its own send). */
+	struct send_batch *batch;
 	/* The request buffer a connection reads into while it has no request
 	 * of its own in progress (see take_read_buffer). */
 	char *read_buf;
@@ -215,6 +222,16 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 	p->hooks = *hooks;
 	p->stream_gap_ms = STREAM_GAP_MS;
 	p->stream_gap_factor = STREAM_GAP_FACTOR;
+	if (cfg->io_uring) {
+		char why[160];
+		p->batch = send_batch_new(SEND_BATCH_CAP, why, sizeof(why));
+		if (p->batch)
+			log_debug("stream rounds: up to %d sends per io_uring submission", SEND_BATCH_CAP);
+		else
+			log_warn("io_uring is not available (%s): each reader of a stream round gets a send(2) of "
+				 "its own (io_uring = off says so without this warning)",
+				 why);
+	}
 	return p;
 }
 
@@ -428,10 +445,40 @@ static int gather_iov(struct iovec *iov, int n, char *buf)
 	return 1;
 }
 
+/* The socket took w bytes of c's queue. */
+static void took(struct conn *c, size_t w)
+{
+	struct conn_pool *p = c->pool;
+	p->m->bytes_written += w;
+	c->last_progress = loop_now(p->lp);
+	outq_consume(&c->out, w);
+}
+
+static void close_after_write_error(struct conn *c, ssize_t w)
+{
+	conn_close(c, w == -EPIPE || w == -ECONNRESET ? NULL : "write failed");
+}
+
+/* Take the result of one write of total bytes from c's queue: w bytes
+ * taken, or -errno. Returns whether the socket may take more now. */
+static bool take_write(struct conn *c, ssize_t w, size_t total)
+{
+	c->pool->writes++;
+	if (w == -EAGAIN)
+		return false;
+	if (w < 0) {
+		close_after_write_error(c, w);
+		return false;
+	}
+	took(c, (size_t)w);
+	return (size_t)w == total;
+}
+
+static void flush_done(struct conn *c);
+
 /* Write what the socket takes now; arm EPOLLOUT for the rest. */
 static void conn_flush(struct conn *c)
 {
-	struct conn_pool *p = c->pool;
 	while (c->out.len && c->state != CONN_CLOSED) {
 		struct iovec iov[IOV_BATCH];
 		size_t total;
@@ -440,21 +487,18 @@ static void conn_flush(struct conn *c)
 		if (n > 1 && total <= sizeof(gather))
 			n = gather_iov(iov, n, gather);
 		ssize_t w = transport_writev(&c->tp, iov, n);
-		p->writes++;
 		if (w == -EINTR)
 			continue;
-		if (w == -EAGAIN)
-			break;
-		if (w < 0) {
-			conn_close(c, w == -EPIPE || w == -ECONNRESET ? NULL : "write failed");
-			return;
-		}
-		p->m->bytes_written += (uint64_t)w;
-		c->last_progress = loop_now(p->lp);
-		outq_consume(&c->out, (size_t)w);
-		if ((size_t)w < total)
+		if (!take_write(c, w, total))
 			break;
 	}
+	flush_done(c);
+}
+
+/* After c's writes: the close it waited for, the drained hook, its read
+ * side and epoll interest. */
+static void flush_done(struct conn *c)
+{
 	if (c->state == CONN_CLOSED)
 		return;
 	if (c->out.len == 0) {
@@ -483,6 +527,60 @@ static void conn_flush(struct conn *c)
 			start_request_timer(c);
 	}
 	conn_update_events(c);
+}
+
+/* Run the pool's batch of sends and take their results in two steps:
+ * first every connection's queue gives up what its socket took, and only
+ * then does any of them act on it (close, the drained hook, what is left),
+ * since acting may queue to or drop from another connection of the same
+ * run, whose queue must already be in step with its socket. */
+static void run_batch(struct conn_pool *p)
+{
+	unsigned n = send_batch_run(p->batch);
+	for (unsigned i = 0; i < n; i++) {
+		ssize_t w;
+		size_t total;
+		struct conn *c = send_batch_result(p->batch, i, &w, &total);
+		p->writes++;
+		if (w > 0)
+			took(c, (size_t)w);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ssize_t w;
+		size_t total;
+		struct conn *c = send_batch_result(p->batch, i, &w, &total);
+		if (c->state == CONN_CLOSED)
+			continue;
+		if (w < 0 && w != -EAGAIN)
+			close_after_write_error(c, w);
+		else if (w >= 0 && (size_t)w == total && c->out.len)
+			conn_flush(c); /* more than one send's worth: the rest now */
+		else
+			flush_done(c);
+	}
+}
+
+/* Queue c's output as one send of the pool's batch, or write it now where
+ * a batch cannot carry it. */
+static void batch_flush(struct conn_pool *p, struct conn *c)
+{
+	if (!p->batch || !transport_plain_send(&c->tp)) {
+		conn_flush(c);
+		return;
+	}
+	if (!send_batch_has_room(p->batch, GATHER_BYTES)) {
+		run_batch(p);
+		/* What that run set off may have written or closed c. */
+		if (c->state == CONN_CLOSED || !c->out.len)
+			return;
+	}
+	struct iovec iov[IOV_BATCH];
+	size_t total;
+	int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
+	if (n > 1 && total <= GATHER_BYTES)
+		n = gather_iov(iov, n, send_batch_buffer(p->batch, total));
+	if (send_batch_add(p->batch, c->tp.fd, iov, n, total, c) != SEND_BATCH_QUEUED)
+		conn_flush(c);
 }
 
 void conn_end_after_flush(struct conn *c)
@@ -930,8 +1028,10 @@ static void frame_round(struct conn_pool *p)
 		list = c->stream_next;
 		c->stream_scheduled = false;
 		if (c->state != CONN_CLOSED && c->out.len)
-			conn_flush(c);
+			batch_flush(p, c);
 	}
+	if (p->batch)
+		run_batch(p);
 	p->stream_round_end_ns = clock_mono_ns();
 	p->stream_round_ns = p->stream_round_end_ns - now;
 }
@@ -1005,6 +1105,7 @@ void conn_pool_free(struct conn_pool *p)
 	if (!p)
 		return;
 	conn_pool_close_all(p);
+	send_batch_free(p->batch);
 	free(p);
 }
 

@@ -35,6 +35,10 @@ struct transport_ops {
 	/* Each piece given to writev costs a record of its own (TLS): a
 	 * writer of many small pieces joins them first. */
 	bool coalesce;
+	/* writev is send(2) of the bytes as they are on fd, with nothing kept
+	 * in between: a send of the same bytes queued elsewhere (a batch of
+	 * sends over many sockets) may stand in for it. */
+	bool plain_send;
 	/* Set up t->state for the accepted socket t->fd with the listener's
 	 * ctx; peer names the client in logs and outlives t. Returns 0, or -1
 	 * after logging why (nothing to free). NULL: no state. */
@@ -95,6 +99,11 @@ static inline ssize_t transport_read(struct transport *t, void *buf, size_t len)
 static inline ssize_t transport_writev(struct transport *t, const struct iovec *iov, int n)
 {
 	return t->ops->writev(t, iov, n);
+}
+
+static inline bool transport_plain_send(const struct transport *t)
+{
+	return t->ops->plain_send;
 }
 
 static inline uint32_t transport_events(const struct transport *t, uint32_t wanted)

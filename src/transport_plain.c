@@ -30,6 +30,7 @@ static ssize_t plain_writev(struct transport *t, const struct iovec *iov, int n)
 const struct transport_ops transport_plain = {
 	.name = "tcp",
 	.ready_at_accept = true,
+	.plain_send = true,
 	.read = plain_read,
 	.writev = plain_writev,
 };
