@@ -70,9 +70,10 @@
  * again (one malloc beside a writev). A larger one means a busy reader,
  * whose ring would only be grown again entry by entry: it is kept. */
 #define RING_RELEASE_CAP 4
-/* Sends per io_uring submission in a stream round: a few system calls for
- * ten thousand readers, and 64 bytes of submission ring per send. */
-#define SEND_BATCH_CAP 4096
+/* Sends per io_uring submission in a stream round: ten system calls for
+ * ten thousand readers, and 64 bytes of submission ring (and 32 of
+ * completion ring) per send, 96 KiB in all. */
+#define SEND_BATCH_CAP 1024
 
 struct conn_pool {
 	struct loop *lp;

@@ -1,9 +1,10 @@
 /* send_batch.c: queued sends run together through one io_uring (see
  * send_batch.h). Each queued send is an entry holding its tag, its size
  * and, for a send of several pieces, the msghdr and iovec copy that
- * IORING_OP_SENDMSG reads at submission; a send of one piece is an
- * IORING_OP_SEND. The completion ring holds twice the submission ring, and
- * a run reaps every completion before it returns, so it never overflows. */
+ * IORING_OP_SENDMSG reads at submission (a slot of its own); a send of
+ * one piece is an IORING_OP_SEND. The completion ring holds twice the
+ * submission ring, and a run reaps every completion before it returns, so
+ * it never overflows. */
 #include "send_batch.h"
 
 #include <errno.h>
@@ -18,14 +19,21 @@
 #include "util.h"
 
 /* Joined pieces of one run: a stream round's small frames, up to 8 KiB a
- * reader, for a few dozen readers before the run must go. */
-#define ARENA_BYTES (256 * 1024)
+ * reader, for a few dozen readers before the run must go. Allocated at
+ * the first use: while events come one at a time nothing is joined. */
+#define ARENA_BYTES (128 * 1024)
+/* Sends of several pieces in one run (each holds a msghdr and iovecs the
+ * kernel reads at submission): only large queues are not joined. */
+#define VEC_SLOTS 64
 
 struct entry {
 	void *tag;
 	size_t total;
 	ssize_t res;
 	bool done;
+};
+
+struct vec {
 	struct msghdr msg;
 	struct iovec iov[SEND_BATCH_IOV];
 };
@@ -33,11 +41,13 @@ struct entry {
 struct send_batch {
 	struct io_uring ring;
 	unsigned cap, n;
-	struct entry *e;
-	char *arena;
-	size_t arena_used;
 	unsigned ran; /* sends of the last run, their results in e[] */
 	bool broken;  /* the kernel did not take a submission: never submit again */
+	struct entry *e;
+	struct vec *vec;
+	unsigned vecs;
+	char *arena;
+	size_t arena_used;
 };
 
 struct send_batch *send_batch_new(unsigned cap, char *why, size_t whylen)
@@ -57,7 +67,7 @@ struct send_batch *send_batch_new(unsigned cap, char *why, size_t whylen)
 	}
 	b->cap = b->ring.sq.ring_entries;
 	b->e = xcalloc(b->cap, sizeof(*b->e));
-	b->arena = xmalloc(ARENA_BYTES);
+	b->vec = xcalloc(VEC_SLOTS, sizeof(*b->vec));
 	return b;
 }
 
@@ -67,6 +77,7 @@ void send_batch_free(struct send_batch *b)
 		return;
 	io_uring_queue_exit(&b->ring);
 	free(b->e);
+	free(b->vec);
 	free(b->arena);
 	free(b);
 }
@@ -75,6 +86,8 @@ void *send_batch_buffer(struct send_batch *b, size_t len)
 {
 	if (len > ARENA_BYTES - b->arena_used)
 		return NULL;
+	if (!b->arena)
+		b->arena = xmalloc(ARENA_BYTES);
 	void *p = b->arena + b->arena_used;
 	b->arena_used += len;
 	return p;
@@ -87,7 +100,7 @@ unsigned send_batch_count(const struct send_batch *b)
 
 bool send_batch_has_room(const struct send_batch *b, size_t joined)
 {
-	return b->n < b->cap && joined <= ARENA_BYTES - b->arena_used;
+	return b->n < b->cap && b->vecs < VEC_SLOTS && joined <= ARENA_BYTES - b->arena_used;
 }
 
 enum send_batch_add send_batch_add(struct send_batch *b, int fd, const struct iovec *iov, int n, size_t total,
@@ -95,7 +108,7 @@ enum send_batch_add send_batch_add(struct send_batch *b, int fd, const struct io
 {
 	if (n < 1 || n > SEND_BATCH_IOV || b->broken)
 		return SEND_BATCH_UNFIT;
-	if (b->n == b->cap)
+	if (b->n == b->cap || (n > 1 && b->vecs == VEC_SLOTS))
 		return SEND_BATCH_FULL;
 	if (b->n == 0)
 		b->ran = 0; /* the last run's results are let go */
@@ -107,9 +120,10 @@ enum send_batch_add send_batch_add(struct send_batch *b, int fd, const struct io
 	if (n == 1) {
 		io_uring_prep_send(sqe, fd, iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	} else {
-		memcpy(e->iov, iov, (size_t)n * sizeof(*iov));
-		e->msg = (struct msghdr){ .msg_iov = e->iov, .msg_iovlen = (size_t)n };
-		io_uring_prep_sendmsg(sqe, fd, &e->msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		struct vec *v = &b->vec[b->vecs++];
+		memcpy(v->iov, iov, (size_t)n * sizeof(*iov));
+		v->msg = (struct msghdr){ .msg_iov = v->iov, .msg_iovlen = (size_t)n };
+		io_uring_prep_sendmsg(sqe, fd, &v->msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 	}
 	io_uring_sqe_set_data64(sqe, b->n);
 	b->n++;
@@ -164,6 +178,7 @@ unsigned send_batch_run(struct send_batch *b)
 	}
 	b->ran = n;
 	b->n = 0;
+	b->vecs = 0;
 	b->arena_used = 0;
 	return n;
 }
