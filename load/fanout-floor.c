@@ -7,12 +7,18 @@
  * deliver one event to N readers faster than this on the same machine.
  * With --procs W the N pairs are split over W such writers (each with its
  * own reading process), started at one moment: the floor for a group of W
- * herald workers, which fan out to their own readers side by side. */
+ * herald workers, which fan out to their own readers side by side.
+ * With --uring the writer hands the kernel one IORING_OP_SEND per socket
+ * through one io_uring instead of calling write(2) for each: up to 4,096
+ * sends a submission (io_uring_submit_and_wait), every completion reaped
+ * before the next; the floor for a server that submits a round's sends in
+ * batches, as herald's send_batch does. */
 #include "tool.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -28,8 +34,10 @@
 #include <unistd.h>
 
 #define MSG_LEN 100
+/* --uring: the ring's submission entries, and so the most sends a submission. */
+#define URING_ENTRIES 4096
 
-static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--procs W] [--unix] [--json]\n";
+static const char USAGE[] = "usage: load/fanout-floor N [--rounds R] [--procs W] [--unix] [--uring] [--json]\n";
 
 static void help(const struct tool_opt *t)
 {
@@ -40,11 +48,15 @@ static void help(const struct tool_opt *t)
 	       "a second process reads the other ends. Prints the writer's loop time, its\n"
 	       "CPU, and the time until the last reader has the message (median, min and\n"
 	       "max of R rounds) as a markdown table and one JSON line. With --procs W the\n"
-	       "pairs are split over W writers that start at one moment.\n"
+	       "pairs are split over W writers that start at one moment. With --uring each\n"
+	       "writer queues one send per socket into an io_uring instead and submits them\n"
+	       "%d at a time: the floor for a server that hands a round's sends to the\n"
+	       "kernel in batches.\n"
 	       "\n",
-	       MSG_LEN);
+	       MSG_LEN, URING_ENTRIES);
 	tool_opt_help(t);
-	printf("Exit status: 0; 1 when the pairs cannot be set up; 2 usage.\n");
+	printf("Exit status: 0; 1 when the pairs cannot be set up, or a write or send\n"
+	       "does not take the whole message; 2 usage.\n");
 }
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -137,7 +149,9 @@ static int reader_main(const struct sockaddr_storage *sa, socklen_t sl, long n, 
 			for (int j = 0; j < k; j++) {
 				long i = (long)evs[j].data.u64;
 				ssize_t r = read(fds[i], buf, sizeof(buf));
-				if (r <= 0)
+				if (r == 0)
+					return 1; /* the writer gave up (and said why) */
+				if (r < 0)
 					continue;
 				uint32_t before = got[i];
 				got[i] += (uint32_t)r;
@@ -178,6 +192,109 @@ struct group_round {
 	int64_t last; /* monotonic time its last reader had the message */
 };
 
+/* --uring: a ring of URING_ENTRIES for one writer, made in the writer
+ * itself after its reading process is forked (the reader holds no copy).
+ * Asks for the flags that spare a lone submitter work (as herald's
+ * send_batch does) and, on a kernel that knows none of them, for none.
+ * 0, or -1 after saying why. */
+static int uring_open(struct io_uring *ring)
+{
+	int r = io_uring_queue_init(URING_ENTRIES, ring,
+				    IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER);
+	if (r == -EINVAL)
+		r = io_uring_queue_init(URING_ENTRIES, ring, 0);
+	if (r < 0) {
+		fprintf(stderr, "fanout-floor: io_uring_queue_init (%d entries): %s\n", URING_ENTRIES, strerror(-r));
+		return -1;
+	}
+	return 0;
+}
+
+/* --uring: one round's sends of len bytes of msg to each of fds[0..n): an
+ * IORING_OP_SEND per socket (MSG_DONTWAIT, so a socket without room fails
+ * with -EAGAIN rather than waiting), submitted up to the ring's size at a
+ * time with io_uring_submit_and_wait, and every completion of a submission
+ * reaped before the next one is queued (the completion ring holds twice the
+ * submission ring, so it never overflows). 0, or -1 after saying why: the
+ * kernel not taking a submission whole, or any send's result other than
+ * len (the first such named, with how many of its submission's failed). */
+static int uring_round(struct io_uring *ring, const int *fds, long n, const char *msg, size_t len, long round)
+{
+	unsigned batch = ring->sq.ring_entries < URING_ENTRIES ? ring->sq.ring_entries : URING_ENTRIES;
+	long failed = 0, first = -1;
+	int first_res = 0;
+	for (long i = 0; i < n;) {
+		unsigned k = 0;
+		for (; k < batch && i < n; k++, i++) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+			if (!sqe)
+				break; /* not expected: every submission is reaped whole */
+			io_uring_prep_send(sqe, fds[i], msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+			io_uring_sqe_set_data64(sqe, (uint64_t)i);
+		}
+		if (k == 0) {
+			fprintf(stderr, "fanout-floor: io_uring has no free submission entry in round %ld\n", round);
+			return -1;
+		}
+		int r;
+		do
+			r = io_uring_submit_and_wait(ring, k);
+		while (r == -EINTR);
+		if (r < 0) {
+			fprintf(stderr, "fanout-floor: io_uring_submit_and_wait (%u sends) in round %ld: %s\n", k,
+				round, strerror(-r));
+			return -1;
+		}
+		unsigned submitted = (unsigned)r, got = 0;
+		while (got < submitted) {
+			struct io_uring_cqe *cqe;
+			int w = io_uring_wait_cqe(ring, &cqe);
+			if (w == -EINTR)
+				continue;
+			if (w < 0) {
+				fprintf(stderr,
+					"fanout-floor: io_uring_wait_cqe (%u of %u sends in) in round %ld: %s\n", got,
+					submitted, round, strerror(-w));
+				return -1;
+			}
+			unsigned head, seen = 0;
+			io_uring_for_each_cqe(ring, head, cqe)
+			{
+				if (cqe->res != (int)len) {
+					if (failed++ == 0) {
+						first = (long)io_uring_cqe_get_data64(cqe);
+						first_res = cqe->res;
+					}
+				}
+				seen++;
+			}
+			io_uring_cq_advance(ring, seen);
+			got += seen;
+		}
+		if (submitted < k) {
+			fprintf(stderr, "fanout-floor: io_uring took %u of %u sends in round %ld\n", submitted, k,
+				round);
+			return -1;
+		}
+		if (failed > 0)
+			break;
+	}
+	if (failed > 0) {
+		if (first_res < 0)
+			fprintf(stderr,
+				"fanout-floor: io_uring send to socket %ld in round %ld: %s (%ld of its batch "
+				"failed)\n",
+				first, round, strerror(-first_res), failed);
+		else
+			fprintf(stderr,
+				"fanout-floor: io_uring send to socket %ld in round %ld took %d of %zu bytes "
+				"(%ld of its batch failed)\n",
+				first, round, first_res, len, failed);
+		return -1;
+	}
+	return 0;
+}
+
 /* Sleep until the monotonic clock reads t (ns). */
 static void sleep_until(int64_t t)
 {
@@ -186,15 +303,16 @@ static void sleep_until(int64_t t)
 		;
 }
 
-/* One writer and its reading process: set up n pairs, then run the rounds,
- * each round's loop time, CPU and time until the last reader had it into
+/* One writer and its reading process: set up n pairs, then run the rounds
+ * (by write(2), or with use_uring through an io_uring: uring_round), each
+ * round's loop time, CPU and time until the last reader had it into
  * loop[], cpu[] and last[] (seconds from the round's start). With sync_in
  * >= 0 (a writer of --procs) each round first says 'r' on sync_out once its
  * reader sits in epoll_wait, then waits for the start time on sync_in,
  * starts writing at that moment and answers a struct group_round; loop[]
  * and the others are not filled then. Returns 0, or 1 after saying why. */
-static int group_run(long n, long rounds, int use_unix, int sync_in, int sync_out, double *loop, double *cpu,
-		     double *last)
+static int group_run(long n, long rounds, int use_unix, int use_uring, int sync_in, int sync_out, double *loop,
+		     double *cpu, double *last)
 {
 	/* The listener: loopback TCP on a kernel-chosen port, or a unix socket
 	 * in a temporary folder (removed as soon as both ends are connected). */
@@ -266,6 +384,8 @@ static int group_run(long n, long rounds, int use_unix, int sync_in, int sync_ou
 	int *fds = xmalloc((size_t)n * sizeof(*fds));
 	int rc = 1;
 	long accepted = 0;
+	struct io_uring ring;
+	int have_ring = 0;
 	for (; accepted < n; accepted++) {
 		fds[accepted] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fds[accepted] < 0) {
@@ -289,6 +409,11 @@ static int group_run(long n, long rounds, int use_unix, int sync_in, int sync_ou
 		fprintf(stderr, "fanout-floor: the reading process did not get ready\n");
 		goto out;
 	}
+	if (use_uring) {
+		if (uring_open(&ring) != 0)
+			goto out;
+		have_ring = 1;
+	}
 
 	char msg[MSG_LEN];
 	memset(msg, 'x', sizeof(msg));
@@ -310,11 +435,16 @@ static int group_run(long n, long rounds, int use_unix, int sync_in, int sync_ou
 		}
 		double c0 = cpu_now();
 		int64_t t0 = tool_now_ns();
-		for (long i = 0; i < n; i++)
-			if (write(fds[i], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
-				fprintf(stderr, "fanout-floor: write: %s\n", strerror(errno));
+		if (use_uring) {
+			if (uring_round(&ring, fds, n, msg, sizeof(msg), r + 1) != 0)
 				goto out;
-			}
+		} else {
+			for (long i = 0; i < n; i++)
+				if (write(fds[i], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
+					fprintf(stderr, "fanout-floor: write: %s\n", strerror(errno));
+					goto out;
+				}
+		}
 		int64_t t1 = tool_now_ns();
 		double c1 = cpu_now();
 		int64_t tl;
@@ -334,6 +464,8 @@ static int group_run(long n, long rounds, int use_unix, int sync_in, int sync_ou
 	}
 	rc = 0;
 out:
+	if (have_ring)
+		io_uring_queue_exit(&ring);
 	close(go[1]);
 	for (long i = 0; i < accepted; i++)
 		close(fds[i]);
@@ -357,7 +489,8 @@ out:
  * parent names, a little ahead; the round's time to the last reader is from
  * that moment until the last reader of all had the message, its loop time
  * the slowest writer's and its CPU the writers' sum. Returns 0 or 1. */
-static int groups_run(long n, long rounds, int use_unix, long procs, double *loop, double *cpu, double *last)
+static int groups_run(long n, long rounds, int use_unix, int use_uring, long procs, double *loop, double *cpu,
+		      double *last)
 {
 	struct group *g = xcalloc((size_t)procs, sizeof(*g));
 	int rc = 1;
@@ -386,7 +519,7 @@ static int groups_run(long n, long rounds, int use_unix, long procs, double *loo
 			}
 			close(down[1]);
 			close(up[0]);
-			_exit(group_run(share, rounds, use_unix, down[0], up[1], NULL, NULL, NULL));
+			_exit(group_run(share, rounds, use_unix, use_uring, down[0], up[1], NULL, NULL, NULL));
 		}
 		close(down[0]);
 		close(up[1]);
@@ -442,7 +575,7 @@ int main(int argc, char **argv)
 {
 	tool_usage("fanout-floor", USAGE);
 	long n = -1, rounds = 7, procs = 1;
-	int json_only = 0, use_unix = 0;
+	int json_only = 0, use_unix = 0, use_uring = 0;
 	const struct tool_opt opts[] = {
 		TOOL_LONG("N", &n, 1, 500000, "a number",
 			  "  N             socket pairs (1 to 500000; each process holds N descriptors,\n"
@@ -455,6 +588,11 @@ int main(int argc, char **argv)
 			  "                the time is until the last reader of all has the message\n"
 			  "                (the floor for a group of W herald workers; default 1)\n"),
 		TOOL_FLAG("--unix", &use_unix, "  --unix        unix stream socket pairs instead of loopback TCP\n"),
+		TOOL_FLAG("--uring", &use_uring,
+			  "  --uring       send through an io_uring of 4096 entries instead of write(2):\n"
+			  "                one IORING_OP_SEND per socket, submitted up to 4096 at a time\n"
+			  "                (io_uring_submit_and_wait) and every completion reaped; a\n"
+			  "                result short of the whole message fails the run\n"),
 		TOOL_FLAG("--json", &json_only, "  --json        only the JSON line\n"),
 		TOOL_HELP("  --help        this text\n"),
 		TOOL_END,
@@ -476,8 +614,8 @@ int main(int argc, char **argv)
 	double *loop = xmalloc((size_t)rounds * sizeof(double));
 	double *cpu = xmalloc((size_t)rounds * sizeof(double));
 	double *last = xmalloc((size_t)rounds * sizeof(double));
-	rc = procs > 1 ? groups_run(n, rounds, use_unix, procs, loop, cpu, last)
-		       : group_run(n, rounds, use_unix, -1, -1, loop, cpu, last);
+	rc = procs > 1 ? groups_run(n, rounds, use_unix, use_uring, procs, loop, cpu, last)
+		       : group_run(n, rounds, use_unix, use_uring, -1, -1, loop, cpu, last);
 	if (rc == 0) {
 		tool_sort_doubles(loop, (size_t)rounds);
 		tool_sort_doubles(cpu, (size_t)rounds);
@@ -489,9 +627,10 @@ int main(int argc, char **argv)
 		double last_max = last[rounds - 1];
 		char b1[32], b2[32], b3[32], b4[32], b5[32], c1[32];
 		if (!json_only) {
-			printf("| floor: %s pairs (N) | writers | rounds | writer loop | per write | writer CPU | last "
-			       "reader has it (median) | min – max |\n|---|---|---|---|---|---|---|---|\n",
-			       use_unix ? "unix" : "TCP");
+			printf("| floor: %s pairs (N), %s | writers | rounds | writer loop | per write | writer CPU | "
+			       "last reader has it (median) | min – max |\n|---|---|---|---|---|---|---|---|\n",
+			       use_unix ? "unix" : "TCP",
+			       use_uring ? "io_uring sends (4,096 a submission)" : "write(2) to each");
 			printf("| %s | %ld | %ld | %s | %.1f us | %s | **%s** | %s – %s |\n",
 			       tool_fmt_count(n, c1, sizeof(c1)), procs, rounds, tool_fmt_dur(mloop, b1, sizeof(b1)),
 			       mloop / (double)per * 1e6, tool_fmt_dur(mcpu, b2, sizeof(b2)),
@@ -501,6 +640,7 @@ int main(int argc, char **argv)
 		tool_json_open(NULL, '{');
 		tool_json_text("tool", "fanout-floor");
 		tool_json_text("transport", use_unix ? "unix" : "tcp");
+		tool_json_text("writer", use_uring ? "io_uring" : "write");
 		tool_json_int("n", n);
 		tool_json_int("procs", procs);
 		tool_json_int("rounds", rounds);
