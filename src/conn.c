@@ -543,7 +543,7 @@ static void run_batch(struct conn_pool *p)
 		size_t total;
 		struct conn *c = send_batch_result(p->batch, i, &w, &total);
 		p->writes++;
-		if (w > 0)
+		if (w > 0 && c->state != CONN_CLOSED)
 			took(c, (size_t)w);
 	}
 	for (unsigned i = 0; i < n; i++) {
