@@ -227,7 +227,7 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 		char why[160];
 		p->batch = send_batch_new(SEND_BATCH_CAP, why, sizeof(why));
 		if (p->batch)
-			log_debug("stream rounds: up to %d sends per io_uring submission", SEND_BATCH_CAP);
+			log_info("stream rounds send through io_uring, up to %d readers per submission", SEND_BATCH_CAP);
 		else
 			log_warn("io_uring is not available (%s): each reader of a stream round gets a send(2) of "
 				 "its own (io_uring = off says so without this warning)",

@@ -13,6 +13,7 @@ from harness import Herald, Stream, publish
 
 OPENING = b"retry: 3000\n: stream open\n\n"
 WARNING = "io_uring is not available"
+IN_USE = "stream rounds send through io_uring"
 
 
 def _has_io_uring(pid):
@@ -85,6 +86,7 @@ def _fan_out(h, events=100, tcp_readers=60, unix_readers=20):
 def test_rounds_go_through_io_uring():
     with Herald(unix=True, args=["--per-address-limit", "0"]) as h:
         assert _has_io_uring(h.pid), "herald holds no io_uring with io_uring = on"
+        assert IN_USE in h.log(), h.log()
         _fan_out(h)
         assert WARNING not in h.log(), h.log()
 
@@ -96,7 +98,7 @@ def test_off_sends_one_by_one_without_a_warning():
     with Herald(unix=True, args=["--per-address-limit", "0"], config="io_uring = off\n") as h:
         assert not _has_io_uring(h.pid), "herald holds an io_uring with io_uring = off"
         _fan_out(h)
-        assert WARNING not in h.log(), h.log()
+        assert WARNING not in h.log() and IN_USE not in h.log(), h.log()
 
 
 test_off_sends_one_by_one_without_a_warning.timeout = 90
@@ -105,7 +107,7 @@ test_off_sends_one_by_one_without_a_warning.timeout = 90
 def test_denied_by_a_system_call_filter_warns_and_sends_one_by_one():
     with Herald(unix=True, args=["--per-address-limit", "0"], preexec_fn=_deny_io_uring_setup) as h:
         h.wait_log(WARNING + r" \(io_uring_setup: Operation not permitted\)")
-        assert h.log().count(WARNING) == 1, h.log()
+        assert h.log().count(WARNING) == 1 and IN_USE not in h.log(), h.log()
         assert not _has_io_uring(h.pid)
         _fan_out(h)
 
