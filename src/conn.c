@@ -561,14 +561,12 @@ static void run_batch(struct conn_pool *p)
 	}
 }
 
-/* Queue c's output as one send of the pool's batch, or write it now where
- * a batch cannot carry it. */
+/* Queue c's output (a plain socket's) as one send of the pool's batch, or
+ * write it now where a batch cannot carry it. A write of its own may set
+ * off hooks that drop another reader's queue, which must not happen while
+ * the batch holds sends of bytes from queues: the batch runs first. */
 static void batch_flush(struct conn_pool *p, struct conn *c)
 {
-	if (!p->batch || !transport_plain_send(&c->tp)) {
-		conn_flush(c);
-		return;
-	}
 	if (!send_batch_has_room(p->batch, GATHER_BYTES)) {
 		run_batch(p);
 		/* What that run set off may have written or closed c. */
@@ -580,7 +578,10 @@ static void batch_flush(struct conn_pool *p, struct conn *c)
 	int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
 	if (n > 1 && total <= GATHER_BYTES)
 		n = gather_iov(iov, n, send_batch_buffer(p->batch, total));
-	if (send_batch_add(p->batch, c->tp.fd, iov, n, total, c) != SEND_BATCH_QUEUED)
+	if (send_batch_add(p->batch, c->tp.fd, iov, n, total, c) == SEND_BATCH_QUEUED)
+		return;
+	run_batch(p);
+	if (c->state != CONN_CLOSED && c->out.len)
 		conn_flush(c);
 }
 
@@ -1024,15 +1025,35 @@ static void frame_round(struct conn_pool *p)
 	struct conn *list = p->stream_list;
 	p->stream_list = NULL;
 	p->stream_rounds++;
+	struct conn *later = NULL; /* written one by one after the batch's run */
 	while (list) {
 		struct conn *c = list;
 		list = c->stream_next;
-		c->stream_scheduled = false;
-		if (c->state != CONN_CLOSED && c->out.len)
+		if (c->state == CONN_CLOSED || !c->out.len) {
+			c->stream_scheduled = false;
+		} else if (!p->batch) {
+			c->stream_scheduled = false;
+			conn_flush(c);
+		} else if (!transport_plain_send(&c->tp)) {
+			/* Its write may set off hooks that drop another reader's
+			 * queue (see batch_flush): after the run. It stays
+			 * scheduled meanwhile, so nothing links it elsewhere. */
+			c->stream_next = later;
+			later = c;
+		} else {
+			c->stream_scheduled = false;
 			batch_flush(p, c);
+		}
 	}
 	if (p->batch)
 		run_batch(p);
+	while (later) {
+		struct conn *c = later;
+		later = c->stream_next;
+		c->stream_scheduled = false;
+		if (c->state != CONN_CLOSED && c->out.len)
+			conn_flush(c);
+	}
 	p->stream_round_end_ns = clock_mono_ns();
 	p->stream_round_ns = p->stream_round_end_ns - now;
 }

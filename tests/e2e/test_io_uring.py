@@ -1,15 +1,18 @@
 """End-to-end: a stream round's sends through io_uring (the `io_uring` key).
 With it on, herald holds an io_uring and every reader, over TCP and over a
 unix socket, still gets every event once and in order, including a reader
-whose socket is full when the round runs; with it off, or denied by a
+whose socket is full when the round runs, and TLS readers in the same
+rounds (written one by one after the batch); with it off, or denied by a
 system call filter (as a systemd unit's SystemCallFilter would deny it),
 herald sends one by one and delivers the same, warning only when it was
 denied."""
 import ctypes
 import os
 import struct
+import tempfile
 
 from harness import Herald, Stream, publish
+from test_tls import _make_cert, _tls_connect
 
 OPENING = b"retry: 3000\n: stream open\n\n"
 WARNING = "io_uring is not available"
@@ -55,13 +58,16 @@ def _deny_io_uring_setup():
         raise OSError(ctypes.get_errno(), "PR_SET_SECCOMP")
 
 
-def _fan_out(h, events=100, tcp_readers=60, unix_readers=20):
+def _fan_out(h, events=100, tcp_readers=60, unix_readers=20, tls=None):
     """Open readers over TCP and the unix socket, and one more on the unix
     socket that reads nothing until the end, publish events enough to fill
     its socket (rounds then meet it with no room: -EAGAIN from the batch),
-    and check every reader got every event once and in order."""
+    and check every reader got every event once and in order. tls: the
+    certificate of herald's tls: listener, for ten TLS readers besides."""
     readers = [Stream(h.port, timeout=10) for _ in range(tcp_readers)]
     readers += [Stream(path=h.sock_path, timeout=10) for _ in range(unix_readers)]
+    if tls:
+        readers += [Stream(sock=_tls_connect(h.tls_port, tls, timeout=10), timeout=10) for _ in range(10)]
     slow = Stream(path=h.sock_path, timeout=10)
     try:
         for s in readers + [slow]:
@@ -92,6 +98,18 @@ def test_rounds_go_through_io_uring():
 
 
 test_rounds_go_through_io_uring.timeout = 90
+
+
+def test_tls_readers_share_the_rounds():
+    d = tempfile.mkdtemp(prefix="herald-uring-tls-")
+    cert, key = _make_cert(d, "a")
+    with Herald(unix=True, dir=d, args=["--per-address-limit", "0", "--listen", "tls:127.0.0.1:0", "--tls-cert",
+                                        cert, "--tls-key", key]) as h:
+        assert _has_io_uring(h.pid)
+        _fan_out(h, tls=cert)
+
+
+test_tls_readers_share_the_rounds.timeout = 90
 
 
 def test_off_sends_one_by_one_without_a_warning():
