@@ -54,8 +54,9 @@ struct send_batch *send_batch_new(unsigned cap, char *why, size_t whylen)
 {
 	struct send_batch *b = xcalloc(1, sizeof(*b));
 	/* The fewest interruptions: one process submits, and completions are
-	 * posted while it is in the kernel anyway. Older kernels know neither
-	 * flag, so ask again without them. */
+	 * posted while it is in the kernel anyway; a bad send does not stop
+	 * the others. Kernels before 6.0 lack some of these flags: ask again
+	 * without them. */
 	unsigned flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER;
 	int r = io_uring_queue_init(cap, &b->ring, flags);
 	if (r == -EINVAL)
