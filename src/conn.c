@@ -475,27 +475,6 @@ static bool take_write(struct conn *c, ssize_t w, size_t total)
 	return (size_t)w == total;
 }
 
-static void flush_done(struct conn *c);
-
-/* Write what the socket takes now; arm EPOLLOUT for the rest. */
-static void conn_flush(struct conn *c)
-{
-	while (c->out.len && c->state != CONN_CLOSED) {
-		struct iovec iov[IOV_BATCH];
-		size_t total;
-		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
-		char gather[GATHER_BYTES];
-		if (n > 1 && total <= sizeof(gather))
-			n = gather_iov(iov, n, gather);
-		ssize_t w = transport_writev(&c->tp, iov, n);
-		if (w == -EINTR)
-			continue;
-		if (!take_write(c, w, total))
-			break;
-	}
-	flush_done(c);
-}
-
 /* After c's writes: the close it waited for, the drained hook, its read
  * side and epoll interest. */
 static void flush_done(struct conn *c)
@@ -530,6 +509,25 @@ static void flush_done(struct conn *c)
 	conn_update_events(c);
 }
 
+/* Write what the socket takes now; arm EPOLLOUT for the rest. */
+static void conn_flush(struct conn *c)
+{
+	while (c->out.len && c->state != CONN_CLOSED) {
+		struct iovec iov[IOV_BATCH];
+		size_t total;
+		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
+		char gather[GATHER_BYTES];
+		if (n > 1 && total <= sizeof(gather))
+			n = gather_iov(iov, n, gather);
+		ssize_t w = transport_writev(&c->tp, iov, n);
+		if (w == -EINTR)
+			continue;
+		if (!take_write(c, w, total))
+			break;
+	}
+	flush_done(c);
+}
+
 /* Run the pool's batch of sends and take their results in two steps:
  * first every connection's queue gives up what its socket took, and only
  * then does any of them act on it (close, the drained hook, what is left),
@@ -562,11 +560,15 @@ static void run_batch(struct conn_pool *p)
 }
 
 /* Queue c's output (a plain socket's) as one send of the pool's batch, or
- * write it now where a batch cannot carry it. A write of its own may set
+ * write it now where there is no batch or it cannot carry it. A write of its own may set
  * off hooks that drop another reader's queue, which must not happen while
  * the batch holds sends of bytes from queues: the batch runs first. */
 static void batch_flush(struct conn_pool *p, struct conn *c)
 {
+	if (!p->batch) {
+		conn_flush(c);
+		return;
+	}
 	if (!send_batch_has_room(p->batch, GATHER_BYTES)) {
 		run_batch(p);
 		/* What that run set off may have written or closed c. */
@@ -1031,10 +1033,7 @@ static void frame_round(struct conn_pool *p)
 		list = c->stream_next;
 		if (c->state == CONN_CLOSED || !c->out.len) {
 			c->stream_scheduled = false;
-		} else if (!p->batch) {
-			c->stream_scheduled = false;
-			conn_flush(c);
-		} else if (!transport_plain_send(&c->tp)) {
+		} else if (p->batch && !transport_plain_send(&c->tp)) {
 			/* Its write may set off hooks that drop another reader's
 			 * queue (see batch_flush): after the run. It stays
 			 * scheduled meanwhile, so nothing links it elsewhere. */
