@@ -10,6 +10,7 @@
 #include "log.h"
 #include "mercure.h"
 #include "presence.h"
+#include "stall_guard.h"
 #include "topic.h"
 #include "util.h"
 
@@ -54,7 +55,7 @@ size_t api_sockets(const struct api *a)
 
 static void health(struct api *a, struct conn *c, bool head_only)
 {
-	char body[384];
+	char body[384 + 6 * STALL_WHAT_MAX];
 	/* A node whose log is unreachable answers 503, so a balancer's health
 	 * check sends new readers and publishes elsewhere. */
 	bool log_ok = store_available(a->st);
@@ -66,16 +67,23 @@ static void health(struct api *a, struct conn *c, bool head_only)
 	char who[48] = "";
 	if (group)
 		snprintf(who, sizeof(who), ",\"worker\":%d", group_index());
+	/* The worst loop pass of the last minute (this process's) and what
+	 * ran longest in it: a stall shows here without a profiler. */
+	const char *what = "";
+	uint64_t worst = a->stall ? stall_guard_worst(a->stall, loop_now(a->lp), &what) : 0;
+	char what_json[6 * STALL_WHAT_MAX + 1];
+	what_json[http_json_escape(what, what_json)] = '\0';
 	int n = snprintf(body, sizeof(body),
 			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"workers\":%u%s,\"readers\":%zu,"
-			 "\"connections\":%zu,\"http2_streams\":%zu,\"last_id\":%lld,\"uptime_s\":%llu}\n",
+			 "\"connections\":%zu,\"http2_streams\":%zu,\"last_id\":%lld,\"uptime_s\":%llu,"
+			 "\"loop_worst_ms\":%.3f,\"loop_worst\":\"%s\"}\n",
 			 !log_ok            ? "unavailable"
 			 : conn_draining(c) ? "draining"
 					    : "ok",
 			 log_ok ? "ok" : "unavailable", store_kind(a->st), group ? group_workers() : 1u, who,
 			 group ? group_readers() : hub_readers(a->hub), api_sockets(a), h2_server_streams(a->h2),
 			 (long long)hub_high_water(a->hub),
-			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000));
+			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6, what_json);
 	bool keep = conn_keep_alive(c);
 	struct chunk *resp = http_format_response(status, "application/json",
 						  log_ok ? "Cache-Control: no-store\r\n"

@@ -22,6 +22,7 @@
 #include "stream.h"
 
 struct presence;
+struct stall_guard;
 
 struct api {
 	struct loop *lp;
@@ -36,6 +37,7 @@ struct api {
 	struct conn_pool *pool;
 	struct h2_server *h2; /* HTTP/2 sessions, for health and metrics */
 	struct metrics *m;
+	const struct stall_guard *stall; /* the worst loop pass of the last minute, for health */
 	uint64_t started_ms;
 	/* The refusal log's rate limit. */
 	uint64_t log_window;

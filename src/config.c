@@ -76,6 +76,7 @@ static const struct key keys[] = {
 	KEY("header_timeout", K_DUR_MS, header_timeout_ms, 100, 3600000, "10s"),
 	KEY("keepalive_timeout", K_DUR_MS, keepalive_timeout_ms, 100, 3600000, "60s"),
 	KEY("stall_timeout", K_DUR_MS, stall_timeout_ms, 100, 86400000, "60s"),
+	KEY("loop_stall_warn", K_DUR_MS, loop_stall_warn_ms, 1, 60000, "50ms", .flags = KF_ZERO_OK),
 	KEY("max_request_line", K_SIZE, max_request_line, 64, 1048576, "8192"),
 	KEY("max_header_bytes", K_SIZE, max_header_bytes, 256, 1048576, "16384"),
 	KEY("max_headers", K_INT, max_headers, 4, 128, "64"),

@@ -39,6 +39,7 @@ struct config {
 	int64_t header_timeout_ms;
 	int64_t keepalive_timeout_ms;
 	int64_t stall_timeout_ms;
+	int64_t loop_stall_warn_ms; /* a loop pass this long is logged; 0 = never */
 	int64_t max_request_line;
 	int64_t max_header_bytes;
 	int64_t max_headers;

@@ -905,6 +905,7 @@ static void conn_process(struct conn *c)
 		p->m->requests++;
 		c->keep_alive = req.keep_alive && !p->draining && !c->peer_eof;
 		c->in_handler = true;
+		loop_label(p->lp, conn_what(c), conn_client(c));
 		p->hooks.request(p->hooks.owner, c, &req, c->rbuf + r, body);
 		c->in_handler = false;
 		if (c->state == CONN_CLOSED)
@@ -921,6 +922,7 @@ static void on_io(void *arg, uint32_t events)
 {
 	struct conn *c = arg;
 	char why[320];
+	loop_label(c->pool->lp, c->state == CONN_STREAMING ? "a stream's socket" : "reading a request", c->peer);
 	if (transport_on_io(&c->tp, &events, why, sizeof(why)) < 0) {
 		conn_close(c, why);
 		return;
@@ -1064,6 +1066,7 @@ static void pass_end(void *arg)
 {
 	struct conn_pool *p = arg;
 	p->pass_end_scheduled = false;
+	loop_label(p->lp, "writing to connections (flushes and the stream round)", NULL);
 	struct conn *list = p->flush_list;
 	p->flush_list = NULL;
 	uint64_t t0 = list || p->stream_list ? clock_mono_ns() : 0;

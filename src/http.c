@@ -717,9 +717,7 @@ struct chunk *http_format_response(int status, const char *content_type, const c
 	return c;
 }
 
-/* Write s into dst as the inside of a JSON string; dst holds 6 * strlen(s)
- * bytes at least. Returns the bytes written. */
-static size_t json_escape(const char *s, char *dst)
+size_t http_json_escape(const char *s, char *dst)
 {
 	static const char hex[] = "0123456789abcdef";
 	char *w = dst;
@@ -756,7 +754,7 @@ struct chunk *http_format_error(int status, const char *message, const char *ext
 	char *body = xmalloc(6 * mn + 64);
 	char *w = body;
 	w = put(w, "{\"error\":\"", 10);
-	w += json_escape(message, w);
+	w += http_json_escape(message, w);
 	w += sprintf(w, "\",\"status\":%d}\n", status);
 	struct chunk *c =
 		http_format_response(status, "application/json", extra_headers, body, (size_t)(w - body), keep_alive);

@@ -124,6 +124,10 @@ const char *http_reason(int status);
 struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers, const char *body,
 				   size_t body_len, bool keep_alive);
 
+/* Write s into dst as the inside of a JSON string; dst holds 6 * strlen(s)
+ * bytes at least. Returns the bytes written (no NUL is added). */
+size_t http_json_escape(const char *s, char *dst);
+
 /* Format the standard refusal: a JSON body {"error":"<message>","status":N}
  * followed by a newline, Content-Type application/json. The message is
  * JSON-escaped. */

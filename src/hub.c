@@ -18,6 +18,11 @@
 
 #define POLL_PAGE 256    /* rows read per store call by the live path */
 #define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
+/* The time the live path's reading and fan-out may take in one pass: a row
+ * may be as large as max_body, and another program's batch of 2,000 rows of
+ * 20 KB held the loop 40-180 ms when only rows were counted. At least one
+ * row goes out per pass, whatever it costs. */
+#define POLL_PASS_NS 4000000
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
 /* The time catch-up reads that found nothing to send may take in one loop
@@ -153,6 +158,8 @@ static void to_catchup(struct hub *h, struct reader *r)
 struct fanout {
 	struct hub *h;
 	int64_t last;
+	uint64_t until_ns; /* the pass's fan-out ends at this time */
+	bool yielded;      /* it did, with rows left */
 };
 
 /* One event on its way through the index to the live readers. */
@@ -204,6 +211,10 @@ static int fanout_row(void *arg, const struct store_event *ev)
 	f->last = ev->id;
 	h->high_water = ev->id;
 	h->m->events_read++;
+	if (clock_mono_ns() >= f->until_ns) {
+		f->yielded = true;
+		return 1;
+	}
 	return 0;
 }
 
@@ -211,7 +222,9 @@ static void poll_pages(struct hub *h);
 
 static void retry_poll(void *arg)
 {
-	hub_poll(arg);
+	struct hub *h = arg;
+	loop_label(h->lp, "reading new rows (fan-out)", NULL);
+	hub_poll(h);
 }
 
 void hub_poll(struct hub *h)
@@ -227,14 +240,20 @@ void hub_poll(struct hub *h)
 static void poll_pages(struct hub *h)
 {
 	/* A large batch from another writer is fanned out a few thousand rows
-	 * per pass, so sockets and timers keep being served meanwhile. */
+	 * or POLL_PASS_NS per pass, so sockets and timers keep being served
+	 * meanwhile. */
+	uint64_t until = clock_mono_ns() + POLL_PASS_NS;
 	for (int page = 0;; page++) {
 		if (page == POLL_PAGES) {
 			loop_timer_start(h->lp, &h->retry_timer, 0, retry_poll, h);
 			return;
 		}
-		struct fanout f = { h, h->high_water };
+		struct fanout f = { h, h->high_water, until, false };
 		int n = store_read_range(h->st, h->high_water, INT64_MAX, POLL_PAGE, fanout_row, &f);
+		if (f.yielded) {
+			loop_timer_start(h->lp, &h->retry_timer, 0, retry_poll, h);
+			return;
+		}
 		if (n == -EAGAIN)
 			return; /* the store fetches; its changed hook calls again */
 		if (n == -EBUSY) {
@@ -257,6 +276,7 @@ static void poll_pages(struct hub *h)
 static void on_store_changed(void *arg)
 {
 	struct hub *h = arg;
+	loop_label(h->lp, "reading new rows (fan-out)", NULL);
 	if (h->catchup_waiting) {
 		h->catchup_waiting = false;
 		catchup_retry(h); /* polls first */
@@ -685,6 +705,7 @@ void hub_reader_drained(struct reader *r)
 static void catchup_retry(void *arg)
 {
 	struct hub *h = arg;
+	loop_label(h->lp, "catch-up reads", NULL);
 	hub_poll(h);
 	size_t left = h->ncatchup;
 	if (!h->catchup_resume)

@@ -509,6 +509,7 @@ static void on_accept(void *arg, uint32_t events)
 	struct listener *ls = arg;
 	struct listeners *set = ls->set;
 	(void)events;
+	loop_label(set->lp, "accepting connections", NULL);
 	while (!conn_pool_draining(set->pool)) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);

@@ -32,6 +32,24 @@ struct deferred {
 	void *arg;
 };
 
+#define LABEL_MAX 160
+
+/* The timing of the pass under way: when the last callback ended, its
+ * longest callback so far, and the labels. Two label buffers take turns:
+ * the callback running writes one, and the longest so far keeps the other,
+ * so a new longest costs a swap, not a copy. */
+struct pass_clock {
+	uint64_t mark_ns;
+	uint64_t worst_ns;
+	unsigned callbacks;
+	const char *worst_kind;
+	int worst_fd;
+	int worst_label; /* index into label[] of the longest's label, or -1 */
+	int cur;         /* index into label[] the running callback labels */
+	bool labelled;   /* the running callback set its label */
+	char label[2][LABEL_MAX];
+};
+
 struct loop {
 	int epfd;
 	bool stop;
@@ -44,6 +62,9 @@ struct loop {
 	uint64_t timer_seq; /* start order, so a timer re-armed while timers run waits a pass */
 	struct deferred *dq;
 	size_t ndq, capdq;
+	loop_pass_fn pass_fn;
+	void *pass_arg;
+	struct pass_clock pc;
 };
 
 struct loop *loop_new(void)
@@ -229,6 +250,81 @@ void loop_stop(struct loop *lp)
 	lp->stop = true;
 }
 
+void loop_label(struct loop *lp, const char *what, const char *who)
+{
+	char *d = lp->pc.label[lp->pc.cur], *end = d + LABEL_MAX - 1;
+	/* A bounded copy by hand: snprintf would cost more than the label is
+	 * worth on a callback that turns out short. */
+	for (const char *s = what ? what : ""; *s && d < end; s++)
+		*d++ = *s;
+	if (who && *who) {
+		for (const char *s = " from "; *s && d < end; s++)
+			*d++ = *s;
+		for (const char *s = who; *s && d < end; s++)
+			*d++ = *s;
+	}
+	*d = '\0';
+	lp->pc.labelled = true;
+}
+
+void loop_on_pass(struct loop *lp, loop_pass_fn fn, void *arg)
+{
+	lp->pass_fn = fn;
+	lp->pass_arg = arg;
+}
+
+static inline void cb_begin(struct loop *lp)
+{
+	lp->pc.labelled = false;
+}
+
+/* A callback of this kind (and fd) has returned: time it against the
+ * pass's longest. */
+static void cb_end(struct loop *lp, const char *kind, int fd)
+{
+	struct pass_clock *pc = &lp->pc;
+	uint64_t now = clock_mono_ns();
+	uint64_t took = now - pc->mark_ns;
+	pc->mark_ns = now;
+	pc->callbacks++;
+	if (took < pc->worst_ns && pc->callbacks > 1)
+		return;
+	pc->worst_ns = took;
+	pc->worst_kind = kind;
+	pc->worst_fd = fd;
+	if (pc->labelled) {
+		pc->worst_label = pc->cur;
+		pc->cur ^= 1;
+	} else {
+		pc->worst_label = -1;
+	}
+}
+
+static void pass_begin(struct loop *lp, uint64_t now_ns)
+{
+	struct pass_clock *pc = &lp->pc;
+	pc->mark_ns = now_ns;
+	pc->worst_ns = 0;
+	pc->callbacks = 0;
+	pc->worst_label = -1;
+}
+
+static void pass_report(struct loop *lp, uint64_t began_ns)
+{
+	struct pass_clock *pc = &lp->pc;
+	if (!lp->pass_fn || !pc->callbacks)
+		return;
+	struct loop_pass pass = {
+		.ns = pc->mark_ns - began_ns,
+		.worst_ns = pc->worst_ns,
+		.worst = pc->worst_label >= 0 ? pc->label[pc->worst_label] : NULL,
+		.kind = pc->worst_kind,
+		.fd = pc->worst_fd,
+		.callbacks = pc->callbacks,
+	};
+	lp->pass_fn(lp->pass_arg, &pass);
+}
+
 static void run_timers(struct loop *lp)
 {
 	/* Only timers armed before this run: one re-armed from its own callback
@@ -238,7 +334,9 @@ static void run_timers(struct loop *lp)
 	while (lp->nheap && lp->heap[0]->due_ms <= lp->now && lp->heap[0]->seq <= limit) {
 		struct loop_timer *t = lp->heap[0];
 		loop_timer_stop(lp, t);
+		cb_begin(lp);
 		t->cb(t->arg);
+		cb_end(lp, "timer", -1);
 	}
 }
 
@@ -250,7 +348,9 @@ static void run_deferred(struct loop *lp)
 	size_t n = lp->ndq;
 	for (size_t i = 0; i < n; i++) {
 		struct deferred d = lp->dq[i];
+		cb_begin(lp);
 		d.fn(d.arg);
+		cb_end(lp, "deferred work", -1);
 	}
 	if (lp->ndq > n)
 		memmove(lp->dq, lp->dq + n, (lp->ndq - n) * sizeof(*lp->dq));
@@ -274,8 +374,10 @@ int loop_run(struct loop *lp)
 				return -errno;
 			n = 0;
 		}
-		lp->now = clock_mono_ms();
+		uint64_t began = clock_mono_ns();
+		lp->now = began / 1000000;
 		lp->iterations++;
+		pass_begin(lp, began);
 		for (int i = 0; i < n; i++) {
 			int fd = (int)(uint32_t)evs[i].data.u64;
 			uint32_t gen = (uint32_t)(evs[i].data.u64 >> 32);
@@ -284,10 +386,13 @@ int loop_run(struct loop *lp)
 			struct watcher *w = &lp->w[fd];
 			if (!w->active || w->gen != gen)
 				continue;
+			cb_begin(lp);
 			w->cb(w->arg, evs[i].events);
+			cb_end(lp, "I/O", fd);
 		}
 		run_timers(lp);
 		run_deferred(lp);
+		pass_report(lp, began);
 	}
 	return 0;
 }

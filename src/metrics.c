@@ -107,6 +107,8 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	hist_add(&to->flush_seconds, &from->flush_seconds);
 	hist_add(&to->checkpoint_seconds, &from->checkpoint_seconds);
 	hist_add(&to->catchup_seconds, &from->catchup_seconds);
+	hist_add(&to->loop_pass_seconds, &from->loop_pass_seconds);
+	to->loop_stalls += from->loop_stalls;
 }
 
 struct self_sample {
@@ -354,6 +356,11 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	put_histogram(&o, "herald_catchup_read_seconds",
 		      "One catch-up read of the store for one reader (bounded by the read budget).",
 		      &m->catchup_seconds);
+	put_histogram(&o, "herald_loop_pass_seconds",
+		      "One pass of the event loop: every callback it ran, its wait for events not counted.",
+		      &m->loop_pass_seconds);
+	put(&o, "herald_loop_stalls_total", "counter", "Loop passes that took loop_stall_warn or longer.",
+	    (double)m->loop_stalls);
 	put(&o, "process_cpu_seconds_total", "counter", "User and system CPU time.", s.cpu_seconds);
 	put(&o, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch.",
 	    (double)m->start_time_s);

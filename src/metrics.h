@@ -63,6 +63,8 @@ struct metrics {
 	struct histogram flush_seconds;      /* one pass's writes to every connection with output */
 	struct histogram checkpoint_seconds; /* copying the WAL into the database */
 	struct histogram catchup_seconds;    /* one catch-up read of the store for one reader */
+	struct histogram loop_pass_seconds;  /* one pass of the event loop, its wait for events not counted */
+	uint64_t loop_stalls;                /* passes that took loop_stall_warn or longer */
 	/* HTTP/2 sessions herald ended, by enum metrics_h2_end. */
 	uint64_t http2_sessions_ended[METRICS_H2_ENDS];
 };

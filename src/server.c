@@ -25,7 +25,13 @@
 #define FD_RESERVE 64 /* descriptors kept for the database, listeners and plain requests */
 #define DRAIN_MS 3000
 #define PRUNE_EVERY_MS 5000
-#define PRUNE_STEP_ROWS 1000 /* rows per transaction: the loop never waits long */
+/* Rows per pruning transaction follow its time, not a fixed count: an
+ * event may be as large as max_body, and 1,000 rows of 20 KB took 322 ms
+ * in one step. A step starts small, doubles while it is quick and halves
+ * while it is slow, so it stays near PRUNE_STEP_NS whatever the rows hold. */
+#define PRUNE_STEP_MAX 1000
+#define PRUNE_STEP_FIRST 64
+#define PRUNE_STEP_NS 2000000
 #define PRUNE_AGAIN_MS 10    /* between steps while a backlog of old rows remains */
 #define STAMP_MS 250         /* a worker's stamp into the group's region */
 
@@ -121,13 +127,22 @@ static void prune_tick(void *arg)
 {
 	struct server *srv = arg;
 	uint64_t next = PRUNE_EVERY_MS;
+	loop_label(srv->lp, "pruning the log (retention)", NULL);
 	if (srv->cfg.retention_age_s || srv->cfg.retention_count) {
-		int n = store_prune(srv->st, srv->cfg.retention_age_s, srv->cfg.retention_count, PRUNE_STEP_ROWS);
-		if (n == PRUNE_STEP_ROWS || n == -EBUSY)
+		if (!srv->prune_rows)
+			srv->prune_rows = PRUNE_STEP_FIRST;
+		uint64_t t0 = clock_mono_ns();
+		int n = store_prune(srv->st, srv->cfg.retention_age_s, srv->cfg.retention_count, srv->prune_rows);
+		uint64_t took = clock_mono_ns() - t0;
+		if (n > 0 && took > PRUNE_STEP_NS && srv->prune_rows > 1)
+			srv->prune_rows /= 2;
+		else if (n == (int)srv->prune_rows && took < PRUNE_STEP_NS / 2 && srv->prune_rows < PRUNE_STEP_MAX)
+			srv->prune_rows = MIN(srv->prune_rows * 2, (size_t)PRUNE_STEP_MAX);
+		if ((n > 0 && (size_t)n >= srv->prune_rows) || n == -EBUSY)
 			next = PRUNE_AGAIN_MS;
 		if (n > 0) {
-			log_debug("retention removed %d events; oldest kept id is above %lld", n,
-				  (long long)store_pruned_through(srv->st));
+			log_debug("retention removed %d events in %.1f ms; oldest kept id is above %lld; next step %zu rows",
+				  n, (double)took / 1e6, (long long)store_pruned_through(srv->st), srv->prune_rows);
 		}
 	}
 	loop_timer_start(srv->lp, &srv->prune_timer, next, prune_tick, srv);
@@ -326,6 +341,7 @@ int server_start(struct server *srv, int argc, char **argv)
 		return -1;
 	}
 	srv->started_ms = loop_now(srv->lp);
+	stall_guard_start(&srv->stall, srv->lp, &srv->cfg, &srv->m);
 	srv->m.start_time_s = clock_wall_s();
 	if (setup_signals(srv) < 0) {
 		log_err("signal setup: %s", strerror(errno));
@@ -378,6 +394,7 @@ int server_start(struct server *srv, int argc, char **argv)
 				 .presence = srv->presence,
 				 .pubq = srv->pubq,
 				 .m = &srv->m,
+				 .stall = &srv->stall,
 				 .started_ms = srv->started_ms };
 	struct conn_hooks hooks;
 	api_hooks(&srv->api, &hooks);
@@ -486,6 +503,7 @@ void server_free(struct server *srv)
 	}
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
+	stall_guard_stop(&srv->stall);
 	loop_free(srv->lp);
 	srv->lp = NULL;
 	config_free(&srv->cfg);

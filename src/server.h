@@ -20,6 +20,7 @@
 #include "listener.h"
 #include "loop.h"
 #include "metrics.h"
+#include "stall_guard.h"
 #include "store.h"
 #include "stream.h"
 
@@ -42,6 +43,7 @@ struct server {
 	struct presence *presence; /* who reads what (presence.h) */
 	struct tls_ctx *tls;
 	struct api api;
+	struct stall_guard stall; /* the loop's pass times (/metrics, /api/health, the stall warning) */
 
 	int argc; /* the command line, read again on SIGHUP */
 	char **argv;
@@ -49,6 +51,7 @@ struct server {
 	uint64_t drain_deadline;
 	struct loop_timer drain_timer;
 	struct loop_timer prune_timer;
+	size_t prune_rows; /* rows the next pruning step may remove (adapted to its time) */
 	struct loop_timer stamp_timer; /* a worker's stamp into the group's region */
 	bool draining;                 /* SIGTERM seen: no new work */
 	int exit_code;                 /* what server_run returns */

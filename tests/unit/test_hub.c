@@ -1000,6 +1000,39 @@ static void test_own_append_rests_the_watch(void)
 	teardown(&fx);
 }
 
+/* A batch of large rows is fanned out over several passes: one poll stops
+ * once its time is spent (after at least one row), the rest follows from
+ * the retry timer, and the reader gets every row once, in order. 300 rows of
+ * 60 KB take well over the pass's 4 ms to read and encode on any machine;
+ * counted by rows alone they went out in one pass. */
+static void test_fanout_of_large_rows_spans_passes(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 26);
+	struct fake *f = open_reader(&fx, -1, false, NULL);
+	CHECK(f->r && f->r->mode == READER_LIVE);
+	int64_t before = hub_high_water(fx.h);
+	append(&fx, 300, 60000, NULL, 0, 0);
+	hub_poll(fx.h);
+	int64_t after_one = hub_high_water(fx.h);
+	CHECK(after_one > before);
+	CHECK(after_one < before + 300);
+	CHECK(loop_timer_active(&fx.h->retry_timer));
+	for (int i = 0; i < 1000 && hub_high_water(fx.h) < before + 300; i++) {
+		spin(&fx, 1);
+		drain(f);
+	}
+	drain(f);
+	struct expect e;
+	expected(&fx, before, false, NULL, &e);
+	CHECK_EQ_INT((int)e.n, 300);
+	CHECK(same_ids(f, &e, "large rows over several passes"));
+	fake_close(f);
+	fake_free(f);
+	free(f);
+	teardown(&fx);
+}
+
 int main(void)
 {
 	/* A reader linked twice in the index makes a walk loop forever: let
@@ -1011,6 +1044,7 @@ int main(void)
 	}
 	test_live_reader_gets_every_row();
 	test_own_append_rests_the_watch();
+	test_fanout_of_large_rows_spans_passes();
 	test_live_catchup_live();
 	test_resume_with_filter();
 	test_prune_below_cursor();

@@ -5,7 +5,9 @@
  * that does not block; fd watchers on pipes, eventfds and socketpairs see
  * the events they asked for, follow loop_modify, and never get a stale
  * event from earlier in the same batch, even when an fd number is closed and
- * reused by a new watcher in that pass; loop_stop ends loop_run.
+ * reused by a new watcher in that pass; loop_stop ends loop_run; every pass
+ * is reported to the pass hook with its longest callback, named by the
+ * label that callback set (cut to a bound), or else by its kind and fd.
  *
  * Every loop run is bounded by a safety timer, so a broken loop fails the
  * test instead of hanging it. */
@@ -1110,6 +1112,168 @@ static void test_run_error(void)
 	loop_free(lp); /* closes the eventfd now at that number */
 }
 
+/* ---- Pass timing: the hook hears of the longest callback and its label. ---- */
+
+struct seen_pass {
+	uint64_t ns, worst_ns;
+	char worst[200];
+	bool labelled;
+	const char *kind;
+	int fd;
+	unsigned callbacks;
+};
+static struct seen_pass seen[16];
+static size_t nseen;
+
+static void on_pass_seen(void *arg, const struct loop_pass *p)
+{
+	(void)arg;
+	if (nseen == ARRAY_LEN(seen))
+		return;
+	struct seen_pass *s = &seen[nseen++];
+	s->ns = p->ns;
+	s->worst_ns = p->worst_ns;
+	s->labelled = p->worst != NULL;
+	snprintf(s->worst, sizeof(s->worst), "%s", p->worst ? p->worst : "");
+	s->kind = p->kind;
+	s->fd = p->fd;
+	s->callbacks = p->callbacks;
+}
+
+/* Busy for at least ms: a lower bound that a loaded machine only lengthens. */
+static void spin_ms(uint64_t ms)
+{
+	uint64_t t0 = clock_mono_ns();
+	while (clock_mono_ns() - t0 < ms * 1000000)
+		;
+}
+
+static int pass_efd;
+static int pass_step;
+static void pass_next(void *arg);
+
+/* A deferred callback with a label longer than the bound. */
+static void pass_long_label(void *arg)
+{
+	char what[400];
+	memset(what, 'x', sizeof(what) - 1);
+	what[sizeof(what) - 1] = '\0';
+	loop_label(arg, what, "peer");
+	spin_ms(25);
+	loop_stop(arg);
+}
+
+static void pass_io(void *arg, uint32_t events)
+{
+	(void)events;
+	uint64_t v;
+	if (read(pass_efd, &v, sizeof(v)) < 0)
+		return;
+	if (pass_step == 0) {
+		loop_label(arg, "GET /slow", "127.0.0.1");
+		spin_ms(30);
+	} else if (pass_step == 2) {
+		spin_ms(20); /* no label of its own: named by kind and fd */
+		loop_defer(arg, pass_next, arg);
+	}
+}
+
+static void pass_slow_timer(void *arg)
+{
+	(void)arg;
+	spin_ms(20);
+}
+
+static void pass_next(void *arg)
+{
+	struct loop *lp = arg;
+	pass_step++;
+	if (pass_step == 1) {
+		/* A labelled callback that is short, then an unlabelled timer
+		 * that is long: the label must not stick to the timer. */
+		loop_label(lp, "short", NULL);
+		static struct loop_timer t;
+		loop_timer_start(lp, &t, 0, pass_slow_timer, lp);
+		loop_defer(lp, pass_next, lp);
+	} else if (pass_step == 2) {
+		uint64_t one = 1; /* pass_io, in the next pass, goes on */
+		CHECK(write(pass_efd, &one, sizeof(one)) == sizeof(one));
+	} else {
+		loop_defer(lp, pass_long_label, lp); /* in the pass after */
+	}
+}
+
+/* The first pass of seen whose longest callback took at least ms, or NULL. */
+static const struct seen_pass *slow_pass(size_t from, uint64_t ms)
+{
+	for (size_t i = from; i < nseen; i++)
+		if (seen[i].worst_ns >= ms * 1000000)
+			return &seen[i];
+	return NULL;
+}
+
+static void test_pass_timing(void)
+{
+	struct loop *lp = loop_new();
+	nseen = 0;
+	pass_step = 0;
+	pass_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	CHECK(pass_efd >= 0);
+	CHECK_EQ_INT(loop_watch(lp, pass_efd, EPOLLIN, pass_io, lp), 0);
+	loop_on_pass(lp, on_pass_seen, NULL);
+	uint64_t one = 1;
+	CHECK(write(pass_efd, &one, sizeof(one)) == sizeof(one));
+	loop_defer(lp, pass_next, lp);
+	CHECK(run_bounded(lp, 5000));
+
+	/* Pass 1: the labelled I/O callback of 30 ms is the longest. */
+	const struct seen_pass *p = slow_pass(0, 30);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK(p->labelled);
+		CHECK(strcmp(p->worst, "GET /slow from 127.0.0.1") == 0);
+		CHECK(strcmp(p->kind, "I/O") == 0);
+		CHECK_EQ_INT(p->fd, pass_efd);
+		CHECK(p->ns >= p->worst_ns);
+		CHECK(p->callbacks >= 2); /* the I/O and the deferred pass_next */
+	}
+	/* Pass 2: the unlabelled timer of 20 ms, not the labelled short one. */
+	size_t at = p ? (size_t)(p - seen) + 1 : 0;
+	p = slow_pass(at, 20);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK(!p->labelled);
+		CHECK(strcmp(p->kind, "timer") == 0);
+		CHECK_EQ_INT(p->fd, -1);
+		at = (size_t)(p - seen) + 1;
+	}
+	/* Pass 3: an unlabelled I/O callback: its kind and fd. */
+	p = slow_pass(at, 20);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK(!p->labelled);
+		CHECK(strcmp(p->kind, "I/O") == 0);
+		CHECK_EQ_INT(p->fd, pass_efd);
+		at = (size_t)(p - seen) + 1;
+	}
+	/* Pass 4: a deferred callback with a label longer than the bound. */
+	p = slow_pass(at, 25);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK(p->labelled);
+		CHECK(strcmp(p->kind, "deferred work") == 0);
+		CHECK_EQ_INT(strlen(p->worst), 159);
+		CHECK(p->worst[0] == 'x' && p->worst[158] == 'x');
+	}
+	/* Every pass that ran a callback was reported, and no quiet one. */
+	for (size_t i = 0; i < nseen; i++)
+		CHECK(seen[i].callbacks > 0);
+	loop_on_pass(lp, NULL, NULL);
+	loop_unwatch(lp, pass_efd);
+	close(pass_efd);
+	loop_free(lp);
+}
+
 int main(void)
 {
 	uint64_t t0 = clock_mono_ms();
@@ -1128,6 +1292,7 @@ int main(void)
 	test_rewatch_same_pass();
 	test_stop();
 	test_run_error();
+	test_pass_timing();
 	CHECK(clock_mono_ms() - t0 < 8000);
 	return check_done("test_loop");
 }
