@@ -99,11 +99,10 @@ static const char *unknown_field(const struct json_value *key, char *buf, size_t
 {
 	static const char *const fields[] = { "type", "topic", "data", "public" };
 	size_t n;
-	char *name = json_string_dup(key, &n), shown[64];
-	const char *near = text_nearest(name, fields, ARRAY_LEN(fields));
-	snprintf(buf, len, "unknown field \"%s\"%s%s%s; the fields are type, topic, data and public",
-		 text_escape(name, shown, sizeof(shown)), near ? " (did you mean \"" : "", near ? near : "",
-		 near ? "\"?)" : "");
+	char *name = json_string_dup(key, &n), shown[64], hint[48];
+	snprintf(buf, len, "unknown field \"%s\"%s; the fields are type, topic, data and public",
+		 text_escape(name, shown, sizeof(shown)),
+		 text_did_you_mean(name, fields, ARRAY_LEN(fields), "\"", hint, sizeof(hint)));
 	free(name);
 	return buf;
 }

@@ -134,6 +134,17 @@ const char *text_nearest(const char *word, const char *const *choices, size_t n)
 	return best;
 }
 
+const char *text_did_you_mean(const char *word, const char *const *choices, size_t n, const char *quote, char *buf,
+			      size_t len)
+{
+	const char *near = text_nearest(word, choices, n);
+	if (near)
+		snprintf(buf, len, " (did you mean %s%s%s?)", quote, near, quote);
+	else if (len)
+		buf[0] = '\0';
+	return buf;
+}
+
 const char *text_escape(const char *v, char *buf, size_t len)
 {
 	size_t n = 0;

@@ -39,6 +39,11 @@ size_t text_distance(const char *a, const char *b, size_t limit);
  * nearest on a tie; NULL when none is near enough. */
 const char *text_nearest(const char *word, const char *const *choices, size_t n);
 
+/* " (did you mean Q<choice>Q?)", Q being quote ("" for none), for the
+ * choice text_nearest finds for word; "" when none is near. Returns buf. */
+const char *text_did_you_mean(const char *word, const char *const *choices, size_t n, const char *quote, char *buf,
+			      size_t len);
+
 /* v for a one-line message: control bytes as \xNN, quotes and backslashes
  * behind a backslash, cut to fit len (at least 1) bytes with its NUL.
  * Returns buf. */

@@ -91,10 +91,18 @@ def test_presence_counts_topics_patterns_and_the_top_list():
         wait_until(lambda: readers(h.port, "room/1") == 3, what="three closes counted")
         close_all(b + c + d)
         wait_until(lambda: presence(h.port)[1] == {"topics": {}}, what="every close counted")
-        # Bad requests name the cause.
-        for target in ("/api/presence?topic=a%20b", "/api/presence?topics=a", "/api/presence?topic=a,,b"):
+        # Bad requests name the parameter and what is wrong with it.
+        many = ",".join(f"t{i}" for i in range(65))
+        for target, said in (
+                ("/api/presence?topic=a%20b", 'the topic parameter: "a b" is not a topic'),
+                ("/api/presence?topics=", 'unknown query parameter "topics" (did you mean topic?)'),
+                ("/api/presence?topics=a", 'unknown query parameter "topics" (did you mean topic?)'),
+                ("/api/presence?room=a", 'unknown query parameter "room"; presence takes only topic'),
+                ("/api/presence?topic=a,,b", "the topic parameter holds an empty topic"),
+                ("/api/presence?topic=a%zz", "the topic parameter is not valid percent-encoding"),
+                ("/api/presence?topic=" + many, "the topic parameter names more than 64 topics")):
             st, _, body = request(h.port, "GET", target)
-            assert st == 400, (target, st, body)
+            assert st == 400 and said in json.loads(body)["error"], (target, st, body)
         assert request(h.port, "POST", "/api/presence", body={})[0] == 405
         h.stop()
 

@@ -45,6 +45,10 @@ static void test_nearest(void)
 	CHECK(strcmp(text_nearest("max_bdy", keys, 4), "max_body") == 0);
 	CHECK(strcmp(text_nearest("worker", keys, 4), "workers") == 0);
 	CHECK(text_nearest("db", keys, 4) == NULL);
+	char hint[48];
+	CHECK(strcmp(text_did_you_mean("topc", fields, 4, "\"", hint, sizeof(hint)), " (did you mean \"topic\"?)") ==
+	      0);
+	CHECK(strcmp(text_did_you_mean("payload", fields, 4, "", hint, sizeof(hint)), "") == 0);
 }
 
 static void test_escape(void)
