@@ -34,7 +34,7 @@ static void test_table_counts(void)
 	presence_table_drop_column(t, 1, 200);
 	CHECK_EQ_INT(presence_table_total(t, "room/1"), 0);
 	CHECK_EQ_INT(presence_table_used(t), 0);
-	/* Many keys, each a spare entry again once its total is 0. */
+	/* Many keys, each out of the table again once its total is 0. */
 	char key[32];
 	for (int round = 0; round < 3; round++) {
 		for (int i = 0; i < 900; i++) {
