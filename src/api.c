@@ -11,6 +11,7 @@
 #include "mercure.h"
 #include "presence.h"
 #include "stall_guard.h"
+#include "text.h"
 #include "topic.h"
 #include "util.h"
 
@@ -173,17 +174,26 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 #define PRESENCE_MAX_TOPICS 64
 
 /* The topics of GET /api/presence?topic=a,b (owned strings, valid
- * patterns) into topics; returns how many, or -1 with *why set. Only the
+ * patterns) into topics; returns how many, or -1 with *why set (static, or
+ * written into buf): the parameter and what is wrong with it. Only the
  * topic parameter is taken. */
-static int presence_topics(const struct http_request *req, char **topics, const char **why)
+static int presence_topics(const struct http_request *req, char **topics, const char **why, char *buf, size_t len)
 {
+	static const char *const params[] = { "topic" };
 	size_t pos = 0, n = 0;
 	struct http_slice name, value;
-	while (http_query_next(req->query, &pos, &name, &value))
-		if (name.n && !(name.n == 5 && memcmp(name.p, "topic", 5) == 0)) {
-			*why = "unknown query parameter (presence takes topic)";
-			return -1;
-		}
+	char shown[48];
+	while (http_query_next(req->query, &pos, &name, &value)) {
+		if (!name.n || (name.n == 5 && memcmp(name.p, "topic", 5) == 0))
+			continue;
+		char *given = xstrndup(name.p, name.n), hint[48];
+		snprintf(buf, len, "unknown query parameter \"%s\"%s; presence takes only topic",
+			 text_escape(given, shown, sizeof(shown)),
+			 text_did_you_mean(given, params, ARRAY_LEN(params), "", hint, sizeof(hint)));
+		free(given);
+		*why = buf;
+		return -1;
+	}
 	if (!http_query_get(req->query, "topic", &value))
 		return 0;
 	char *dec = http_percent_decode_dup(value, NULL);
@@ -194,13 +204,21 @@ static int presence_topics(const struct http_request *req, char **topics, const 
 	}
 	for (const char *t = dec; !*why && *t;) {
 		size_t k = strcspn(t, ",");
-		if (!topic_pattern_valid(t, k))
-			*why = "a topic may hold only letters, digits and _ . : / -, or end in /* for a subtree, or be "
-			       "*";
-		else if (n == PRESENCE_MAX_TOPICS)
-			*why = "more than 64 topics";
-		else
+		if (k == 0) {
+			*why = "the topic parameter holds an empty topic (two commas together, or a comma first)";
+		} else if (!topic_pattern_valid(t, k)) {
+			char *bad = xstrndup(t, k);
+			snprintf(buf, len,
+				 "the topic parameter: \"%s\" is not a topic (letters, digits and _ . : / -, or ending "
+				 "in /* for a subtree, or *)",
+				 text_escape(bad, shown, sizeof(shown)));
+			free(bad);
+			*why = buf;
+		} else if (n == PRESENCE_MAX_TOPICS) {
+			*why = "the topic parameter names more than 64 topics";
+		} else {
 			topics[n++] = xstrndup(t, k);
+		}
 		t += k;
 		if (*t == ',')
 			t++;
@@ -312,7 +330,8 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 {
 	char *topics[PRESENCE_MAX_TOPICS];
 	const char *why = NULL, *cause = "bad_parameter", *extra = NULL;
-	int n = presence_topics(req, topics, &why);
+	char reason[200];
+	int n = presence_topics(req, topics, &why, reason, sizeof(reason));
 	if (n < 0) {
 		conn_refuse(c, 400, cause, why, NULL);
 		return;

@@ -24,6 +24,7 @@
 
 #include "addr.h"
 #include "log.h"
+#include "text.h"
 #include "util.h"
 
 enum ktype { K_STR, K_INT, K_DUR_MS, K_DUR_S, K_SIZE, K_LIST, K_LEVEL, K_MODE, K_CHOICE, K_BOOL };
@@ -33,6 +34,7 @@ enum {
 	KF_ZERO_OK = 2, /* 0 is allowed below min (0 = off) */
 	KF_URL = 4,     /* may hold a password: printed and echoed without it */
 	KF_RESTART = 8, /* read at start-up only: a reload keeps the running value */
+	KF_AUTO = 16,   /* K_INT: "auto" is one per CPU this process may run on, at most max */
 };
 
 /* Extra validation of a string value: NULL, or the reason (static, or
@@ -67,7 +69,7 @@ static const struct key keys[] = {
 	KEY("db", K_STR, db, 1, 4096, "var/herald.db", .flags = KF_RESTART),
 	KEY("unix_mode", K_MODE, unix_mode, 0, 0777, "0660"),
 	KEY("backlog", K_INT, backlog, 1, 65535, "1024", .flags = KF_RESTART),
-	KEY("workers", K_INT, workers, 1, 64, "1", .flags = KF_RESTART),
+	KEY("workers", K_INT, workers, 1, 64, "1", .flags = KF_RESTART | KF_AUTO),
 	KEY("log_level", K_LEVEL, log_level, 0, 0, "info"),
 	KEY("per_address_limit", K_INT, per_address_limit, 0, 1000000, "32"),
 	KEY("ipv6_prefix", K_INT, ipv6_prefix, 1, 128, "64"),
@@ -180,6 +182,50 @@ static const struct key *key_named(const char *name)
 	return key_find(name, strlen(name));
 }
 
+/* The key nearest to the unknown name (n bytes; a dash read as an
+ * underscore) when it is likely a slip of the keyboard, else NULL. */
+static const struct key *key_nearest(const char *name, size_t n)
+{
+	char want[TEXT_DISTANCE_MAX + 1];
+	const char *names[NKEYS];
+	if (n > TEXT_DISTANCE_MAX)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		want[i] = name[i] == '-' ? '_' : name[i];
+	want[n] = '\0';
+	for (size_t i = 0; i < NKEYS; i++)
+		names[i] = keys[i].name;
+	const char *near = text_nearest(want, names, NKEYS);
+	return near ? key_named(near) : NULL;
+}
+
+/* How a key is written: in a file, as a flag (--max-body), or as a
+ * variable (HERALD_MAX_BODY). */
+enum spelling { AS_KEY, AS_FLAG, AS_VARIABLE };
+
+/* k's name as written in that source, into buf. Returns buf. */
+static const char *key_spelled(const struct key *k, enum spelling as, char *buf, size_t len)
+{
+	size_t w = (size_t)snprintf(buf, len, "%s", as == AS_FLAG ? "--" : as == AS_VARIABLE ? "HERALD_" : "");
+	for (const char *p = k->name; *p && w + 1 < len; p++)
+		buf[w++] = as == AS_VARIABLE ? (char)toupper((unsigned char)*p) : as == AS_FLAG && *p == '_' ? '-' : *p;
+	buf[w] = '\0';
+	return buf;
+}
+
+/* " (did you mean K?)", K the key nearest to the unknown name (n bytes)
+ * as written in that source; "" when none is near. Returns buf. */
+static const char *did_you_mean(const char *name, size_t n, enum spelling as, char *buf, size_t len)
+{
+	const struct key *k = key_nearest(name, n);
+	char shown[80];
+	if (k)
+		snprintf(buf, len, " (did you mean %s?)", key_spelled(k, as, shown, sizeof(shown)));
+	else
+		buf[0] = '\0';
+	return buf;
+}
+
 static const char *origin_in(const struct config *cfg, const struct key *k)
 {
 	const char *o = cfg->origin ? cfg->origin[k - keys] : NULL;
@@ -191,28 +237,11 @@ static const char *origin_of(const struct load *ld, const struct key *k)
 	return origin_in(ld->cfg, k);
 }
 
-/* Escape text for a message: control bytes, quotes and backslashes, so
- * that one message stays one line and cannot be forged; cut to fit. */
-static const char *escaped(const char *v, char *buf, size_t len)
-{
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)v; *p && n + 8 < len; p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			n += (size_t)snprintf(buf + n, len - n, "\\x%02x", *p);
-		else if (*p == '"' || *p == '\\')
-			n += (size_t)snprintf(buf + n, len - n, "\\%c", *p);
-		else
-			buf[n++] = (char)*p;
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
-/* The same in double quotes. */
+/* v for a message (text_escape), in double quotes. */
 static const char *quoted(const char *v, char *buf, size_t len)
 {
 	buf[0] = '"';
-	escaped(v, buf + 1, len - 2);
+	text_escape(v, buf + 1, len - 2);
 	size_t n = strlen(buf);
 	buf[n] = '"';
 	buf[n + 1] = '\0';
@@ -266,6 +295,7 @@ static const struct unit units_size[] = { { "", 1 },           { "b", 1 },      
 					  { "kb", 1024 },      { "m", 1048576 },     { "mb", 1048576 },
 					  { "g", 1073741824 }, { "gb", 1073741824 }, { NULL, 0 } };
 static const char form_int[] = "not a whole number";
+static const char form_int_auto[] = "not a whole number, nor auto";
 static const char form_ms[] =
 	"not a duration: a whole number, optionally followed by ms, s, m, h or d (a bare number is seconds)";
 static const char form_s[] =
@@ -289,8 +319,9 @@ static void report_value(const char *origin, const struct key *k, const char *v,
 				   : k->type == K_DUR_S ? " s"
 				   : k->type == K_SIZE  ? " bytes"
 							: "";
-		snprintf(hint, sizeof(hint), " (allowed: %s%lld to %lld%s)", k->flags & KF_ZERO_OK ? "0, or " : "",
-			 (long long)k->min, (long long)k->max, unit);
+		snprintf(hint, sizeof(hint), " (allowed: %s%lld to %lld%s%s)", k->flags & KF_ZERO_OK ? "0, or " : "",
+			 (long long)k->min, (long long)k->max, unit,
+			 k->flags & KF_AUTO ? ", or auto: one per CPU" : "");
 	}
 	/* A token is a secret: name it, never echo it into a log. */
 	char redacted[REDIS_URL_MAX + 8];
@@ -523,13 +554,12 @@ static const char *key_set(struct config *cfg, const struct key *k, const char *
 		return buf;
 	}
 	case K_INT:
-		if (k->off == OFF(workers) && strcmp(v, "auto") == 0) {
-			/* One worker per CPU this process may run on. */
+		if ((k->flags & KF_AUTO) && strcmp(v, "auto") == 0) {
 			long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 			n = cpus < 1 ? 1 : cpus > k->max ? k->max : cpus;
 			break;
 		}
-		why = parse_scaled(v, units_int, form_int, &n);
+		why = parse_scaled(v, units_int, k->flags & KF_AUTO ? form_int_auto : form_int, &n);
 		break;
 	case K_MODE: {
 		char *end;
@@ -672,13 +702,15 @@ static int file_handler(void *user, const char *section, const char *name, const
 	snprintf(origin, sizeof(origin), "%s:%d", fc->path, fc->line);
 	if (section[0] && strcmp(section, "herald") != 0) {
 		config_err("%s: unknown section [%s] (keys go at the top or under [herald])", origin,
-			   escaped(section, shown, sizeof(shown)));
+			   text_escape(section, shown, sizeof(shown)));
 		fc->ld->errors++;
 		return 1;
 	}
 	const struct key *k = key_find(name, strlen(name));
 	if (!k) {
-		config_err("%s: unknown key %s", origin, quoted(name, shown, sizeof(shown)));
+		char hint[96];
+		config_err("%s: unknown key %s%s", origin, quoted(name, shown, sizeof(shown)),
+			   did_you_mean(name, strlen(name), AS_KEY, hint, sizeof(hint)));
 		fc->ld->errors++;
 		return 1;
 	}
@@ -732,10 +764,11 @@ static const struct key *env_key(const char *name, size_t n)
 	return NULL;
 }
 
-/* An unknown HERALD_* variable: name it, and the key it may have meant. */
+/* An unknown HERALD_* variable: name it, and the key it may have meant
+ * (its name in another letter case, or one near it). */
 static void env_unknown(struct load *ld, const char *name, size_t n)
 {
-	char shown[300], lower[128];
+	char shown[300], lower[128], hint[96];
 	size_t m = 0;
 	for (size_t i = 7; i < n && m < sizeof(lower) - 1; i++)
 		lower[m++] = (char)tolower((unsigned char)name[i]);
@@ -743,16 +776,12 @@ static void env_unknown(struct load *ld, const char *name, size_t n)
 	char *v = xstrndup(name, n);
 	const struct key *k = key_find(lower, m);
 	if (k) {
-		char want[64];
-		size_t w = (size_t)snprintf(want, sizeof(want), "HERALD_");
-		for (const char *p = k->name; *p && w < sizeof(want) - 1; p++)
-			want[w++] = (char)toupper((unsigned char)*p);
-		want[w] = '\0';
 		config_err("environment %s: unknown variable; the key %s is set by %s", quoted(v, shown, sizeof(shown)),
-			   k->name, want);
+			   k->name, key_spelled(k, AS_VARIABLE, hint, sizeof(hint)));
 	} else {
-		config_err("environment %s: unknown variable: herald has no key %s (see herald --help)",
-			   quoted(v, shown, sizeof(shown)), lower);
+		config_err("environment %s: unknown variable: herald has no key %s%s", quoted(v, shown, sizeof(shown)),
+			   lower,
+			   did_you_mean(lower, m, AS_VARIABLE, hint, sizeof(hint))[0] ? hint : " (see herald --help)");
 	}
 	free(v);
 	ld->errors++;
@@ -941,6 +970,14 @@ static void check_whole(struct load *ld)
 			   origin_of(ld, key_named("redis_sentinels")));
 		ld->errors++;
 	}
+	if (c->mercure_subscriptions && !c->presence) {
+		/* The presence registry keeps the subscriptions: without it
+		 * the subscription API would answer 404. */
+		config_err("%s: mercure_subscriptions = on needs presence = on (%s sets it off): the active "
+			   "subscriptions are kept by presence",
+			   origin_of(ld, key_named("mercure_subscriptions")), origin_of(ld, key_named("presence")));
+		ld->errors++;
+	}
 	if (c->redis_master_name[0] && !c->redis_sentinels[0]) {
 		config_err("%s: redis_master_name is set without redis_sentinels",
 			   origin_of(ld, key_named("redis_master_name")));
@@ -952,7 +989,7 @@ static void check_whole(struct load *ld)
 static int cmdline_error(int *exit_code, bool usage, const char *before, const char *arg, const char *after)
 {
 	char shown[300];
-	config_err("%s%s%s", before, escaped(arg, shown, sizeof(shown)), after);
+	config_err("%s%s%s", before, text_escape(arg, shown, sizeof(shown)), after);
 	if (usage)
 		config_usage(stderr);
 	*exit_code = 2;
@@ -986,8 +1023,12 @@ static int scan_args(int argc, char **argv, const char **path, bool *check_only,
 			*path = a + 9;
 		} else if (strncmp(a, "--", 2) == 0) {
 			const char *iv;
-			if (!flag_key(a, &iv))
-				return cmdline_error(exit_code, true, "unknown option ", a, "");
+			if (!flag_key(a, &iv)) {
+				char hint[96];
+				size_t n = strcspn(a + 2, "=");
+				return cmdline_error(exit_code, true, "unknown option ", a,
+						     did_you_mean(a + 2, n, AS_FLAG, hint, sizeof(hint)));
+			}
 			if (!iv && ++i >= argc)
 				return cmdline_error(exit_code, false, "option ", a, " needs a value");
 		} else {

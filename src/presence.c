@@ -695,7 +695,7 @@ static char **copy_strings(char *const *from, size_t n)
 static void on_snapshot(void *arg, const char *const *keys, const uint32_t *totals, size_t n)
 {
 	struct ask *a = arg;
-	struct presence_table *t = n == (size_t)-1 ? NULL : presence_table_map(1, 2 * n, false);
+	struct presence_table *t = n == (size_t)-1 ? NULL : presence_table_map(1, n, false);
 	if (!t) {
 		a->cb(a->arg, NULL, 0);
 		ask_free(a);

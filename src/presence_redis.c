@@ -5,7 +5,13 @@
  * States: down (no connection; a reconnect timer with backoff), or up
  * (a connection whose first commands, queued before it even completes,
  * are the login and the whole share; every count after goes behind them
- * on the same connection, so Redis sees them in order). */
+ * on the same connection, so Redis sees them in order). Up is not yet
+ * working: the link works once Redis has answered the share's first write
+ * (so a server that refuses connections, or a replica, never counts as
+ * back). An outage is said once when it begins and once when a link works
+ * again; the tries between back off from BACKOFF_MIN_MS, doubling to
+ * BACKOFF_MAX_MS, and only a working link (or a failover Sentinel
+ * announces) starts them from BACKOFF_MIN_MS again. */
 #include "presence_redis.h"
 
 #include <errno.h>
@@ -106,7 +112,8 @@ struct presence_redis {
 	bool asking;                     /* a question to Sentinel is out */
 	redisAsyncContext *ac;           /* NULL while down */
 	bool up;                         /* the share was written on ac */
-	bool warned;                     /* the loss was logged */
+	bool working;                    /* Redis answered the share's first write on ac */
+	bool warned;                     /* the loss was logged, and no link has worked since */
 	uint64_t backoff_ms;
 	struct loop_timer reconnect_timer, heartbeat_timer, sweep_timer;
 	char id[24];
@@ -136,8 +143,12 @@ static void lost(struct presence_redis *r, const char *why)
 		log_warn("presence: lost Redis at %s (%s); answers are refused until it is back, then this node's "
 			 "share is written again",
 			 r->where, why);
+	else
+		log_debug("presence: Redis at %s: %s; trying again in %llu ms", r->where, why,
+			  (unsigned long long)r->backoff_ms);
 	r->warned = true;
 	r->up = false;
+	r->working = false;
 	redisAsyncContext *ac = r->ac;
 	r->ac = NULL;
 	if (ac)
@@ -193,6 +204,18 @@ static void on_checked(redisAsyncContext *ac, void *reply, void *privdata)
 		answer_error(ac->data, rep);
 }
 
+/* Redis answered a write on the connection: it works (again). */
+static void link_works(struct presence_redis *r)
+{
+	if (r->working)
+		return;
+	r->working = true;
+	r->backoff_ms = BACKOFF_MIN_MS;
+	if (r->warned)
+		log_notice("presence: Redis at %s is back; this node's share is written again", r->where);
+	r->warned = false;
+}
+
 /* An answer naming keys: lua_add's (privdata the key added: 1 is its
  * join), lua_share's (privdata NULL: an array of joins) or lua_sweep's
  * (privdata r: an array of leaves). */
@@ -208,6 +231,8 @@ static void on_keys(redisAsyncContext *ac, void *reply, void *privdata)
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
 			r->hooks.join(r->hooks.arg, added);
 	} else if (rep && rep->type == REDIS_REPLY_ARRAY) {
+		if (!leaves)
+			link_works(r);
 		for (size_t i = 0; i < rep->elements; i++) {
 			if (rep->element[i]->type != REDIS_REPLY_STRING)
 				continue;
@@ -283,7 +308,7 @@ static void connect_to(struct presence_redis *r)
 	redisAsyncContext *ac = redis_loop_connect(r->lp, r->url.host, r->url.port, r->url.path, r, on_connect,
 						   on_disconnect, err, sizeof(err));
 	if (!ac) {
-		lost(r, "could not start a connection");
+		lost(r, err);
 		return;
 	}
 	r->ac = ac;
@@ -485,11 +510,7 @@ void presence_redis_share_done(struct presence_redis *r)
 	if (!r->ac)
 		return;
 	share_flush(r); /* the last pairs, or none: the first call also clears and beats */
-	r->up = true;
-	r->backoff_ms = BACKOFF_MIN_MS;
-	if (r->warned)
-		log_notice("presence: Redis at %s is back; this node's share is written again", r->where);
-	r->warned = false;
+	r->up = true;   /* counts may follow the share; whether it works, its answer says */
 	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
 			 heartbeat, r);
 	if (r->cfg->presence_events)

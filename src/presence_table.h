@@ -11,10 +11,16 @@
  * leave is due only after the grace period, and a new stream within it
  * finds the join still announced (no leave, no join).
  *
+ * An entry leaves the table once it counts no stream and no leave is
+ * pending, so the table holds only the keys in use, whatever came and
+ * went before: a lookup costs a few slots of a hash index at most half
+ * full, a scan reads the keys in use (presence_table.c draws the layout).
+ *
  * A robust, process-shared mutex guards the block, so a worker killed
- * while holding it leaves the lock usable; the main process drops a dead
- * worker's column (presence_table_drop_column) and its subjects become
- * due to leave after the grace. Every call below takes the lock itself. */
+ * while holding it leaves the lock usable (and the next holder repairs
+ * what it left half done); the main process drops a dead worker's column
+ * (presence_table_drop_column) and its subjects become due to leave after
+ * the grace. Every call below takes the lock itself. */
 #ifndef HERALD_PRESENCE_TABLE_H
 #define HERALD_PRESENCE_TABLE_H
 
@@ -28,9 +34,10 @@
 struct presence_table;
 
 /* Map a table with ncols columns (1..64) and room for capacity keys at
- * once (rounded up to a power of two, at least 1024): shared between
- * processes that fork after this call, or private to this one. Pages are
- * touched only as keys land on them. Returns NULL with errno set. */
+ * once (at least 1024, at most 8,388,608): shared between processes that
+ * fork after this call, or private to this one. About 300 bytes a key
+ * plus 16 bytes of index a key are reserved; pages are touched only as
+ * keys land on them. Returns NULL with errno set. */
 struct presence_table *presence_table_map(unsigned ncols, size_t capacity, bool shared);
 
 /* Unmap t (NULL: nothing). In a group each process unmaps its own view. */
@@ -44,7 +51,8 @@ void presence_table_unmap(struct presence_table *t);
 int presence_table_add(struct presence_table *t, unsigned col, const char *key, bool announce);
 
 /* Count n streams under key in column col at once, with no join (a copy
- * of counts made elsewhere). Returns 0, or -1 when the table is full. */
+ * of counts made elsewhere; n 0 counts nothing). Returns 0, or -1 when the
+ * table is full. */
 int presence_table_put(struct presence_table *t, unsigned col, const char *key, uint32_t n);
 
 /* Count one stream less under key in column col (as counted by
@@ -86,5 +94,9 @@ size_t presence_table_take_leaves(struct presence_table *t, uint64_t now_ms, uin
 
 /* Keys in use (a total above 0, or a leave pending). */
 size_t presence_table_used(struct presence_table *t);
+
+/* Slots of the index looked at since t was mapped: the work lookups cost,
+ * counted (tests and benchmarks read it). */
+uint64_t presence_table_probes(struct presence_table *t);
 
 #endif

@@ -92,8 +92,24 @@ size_t publish_pending(const struct publish_queue *q)
 	return q ? q->n : 0;
 }
 
-/* Take the body apart into it. Returns NULL, or a static reason for a 400. */
-static const char *parse_body(const char *body, size_t len, struct publish_item *it)
+/* Why the body's field named by key is refused: its name (escaped and cut
+ * for a one-line message) and the field it is nearest to, written into
+ * buf. Returns buf. */
+static const char *unknown_field(const struct json_value *key, char *buf, size_t len)
+{
+	static const char *const fields[] = { "type", "topic", "data", "public" };
+	size_t n;
+	char *name = json_string_dup(key, &n), shown[64], hint[48];
+	snprintf(buf, len, "unknown field \"%s\"%s; the fields are type, topic, data and public",
+		 text_escape(name, shown, sizeof(shown)),
+		 text_did_you_mean(name, fields, ARRAY_LEN(fields), "\"", hint, sizeof(hint)));
+	free(name);
+	return buf;
+}
+
+/* Take the body apart into it. Returns NULL, or the reason for a 400
+ * (static, or written into buf). */
+static const char *parse_body(const char *body, size_t len, struct publish_item *it, char *buf, size_t buflen)
 {
 	static const char *const refused[] = {
 		[-JSON_NOT_UTF8] = "the request body is not valid UTF-8",
@@ -151,7 +167,7 @@ static const char *parse_body(const char *body, size_t len, struct publish_item 
 				why = "\"public\" must be true or false";
 			seen_public = true;
 		} else {
-			why = "unknown field; the fields are type, topic, data and public";
+			why = unknown_field(&key, buf, buflen);
 		}
 	}
 	if (!why && !have_data)
@@ -448,7 +464,8 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 		it.idem_publisher = publisher_of(q, c, req, &rights);
 		idem_digest(body, body_len, NULL, 0, it.idem_hash);
 	}
-	why = parse_body(body, body_len, &it);
+	char reason[200];
+	why = parse_body(body, body_len, &it, reason, sizeof(reason));
 	if (!why && !topic_granted(&rights, it.topic)) {
 		jwt_rights_free(&rights.jwt);
 		item_free(&it);

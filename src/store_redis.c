@@ -421,14 +421,12 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 	changed(st); /* reads that waited for the connection go again */
 }
 
-static redisAsyncContext *open_async(struct store_redis *st)
+/* A connection to st->url, or NULL with the reason in err (said by lost(),
+ * once an outage). */
+static redisAsyncContext *open_async(struct store_redis *st, char *err, size_t errlen)
 {
-	char err[128];
-	redisAsyncContext *ac = redis_loop_connect(st->lp, st->url.host, st->url.port, st->url.path, st, on_connect,
-						   on_disconnect, err, sizeof(err));
-	if (!ac)
-		log_warn("redis: connecting to %s: %s", st->where, err);
-	return ac;
+	return redis_loop_connect(st->lp, st->url.host, st->url.port, st->url.path, st, on_connect, on_disconnect, err,
+				  errlen);
 }
 
 /* AUTH and SELECT, queued before the connection is even up; count: the
@@ -469,10 +467,11 @@ static void on_role(redisAsyncContext *ac, void *reply, void *privdata)
  * the node is up. */
 static void connect_to(struct store_redis *st)
 {
-	st->cmd = open_async(st);
-	st->tail = st->cmd ? open_async(st) : NULL;
+	char err[128];
+	st->cmd = open_async(st, err, sizeof(err));
+	st->tail = st->cmd ? open_async(st, err, sizeof(err)) : NULL;
 	if (!st->cmd || !st->tail) {
-		lost(st, "could not start a connection");
+		lost(st, err);
 		return;
 	}
 	queue_login(st, st->cmd, true);

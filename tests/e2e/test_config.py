@@ -324,6 +324,26 @@ def test_unknown_herald_environment_variable_is_an_error():
     assert code == 0 and "max_body = 1024\n" in out, out
 
 
+def test_near_misses_name_the_key_meant():
+    """A misspelt key in the file, the environment and the flags is
+    answered with the key nearest to it; workers says it takes auto; presence
+    off with mercure_subscriptions on is refused, naming both."""
+    p, (code, out) = _check("presense_top = 5\n")
+    assert code == 1 and f'{p}:1: unknown key "presense_top" (did you mean presence_top?)' in out, out
+    code, out = _run(["--check-config"], env={"HERALD_HEARTBEAT_INTERVALL": "5s"})
+    assert code == 1 and "(did you mean HERALD_HEARTBEAT_INTERVAL?)" in out, out
+    code, out = _run(["--check-config", "--max-bdy", "1k"])
+    assert code == 2 and "unknown option --max-bdy (did you mean --max-body?)" in out, out
+    code, out = _run(["--check-config"], env={"HERALD_WORKERS": "two"})
+    assert code == 1 and ('environment HERALD_WORKERS: workers = "two": not a whole number, nor auto '
+                          '(allowed: 1 to 64, or auto: one per CPU)') in out, out
+    code, out = _run(["--check-config"], env={"HERALD_WORKERS": "auto"})
+    assert code == 0, out
+    p, (code, out) = _check("presence = off\nmercure_subscriptions = on\n")
+    assert code == 1 and (f"{p}:2: mercure_subscriptions = on needs presence = on ({p}:1 sets it off)"
+                          in out), out
+
+
 def test_dashed_keys_in_the_file_are_the_same_keys():
     p, (code, out) = _check("max-body = 1k\nper-address-limit = 5\n")
     assert code == 0, f"dashed keys refused in the file:\n{out}"

@@ -91,10 +91,18 @@ def test_presence_counts_topics_patterns_and_the_top_list():
         wait_until(lambda: readers(h.port, "room/1") == 3, what="three closes counted")
         close_all(b + c + d)
         wait_until(lambda: presence(h.port)[1] == {"topics": {}}, what="every close counted")
-        # Bad requests name the cause.
-        for target in ("/api/presence?topic=a%20b", "/api/presence?topics=a", "/api/presence?topic=a,,b"):
+        # Bad requests name the parameter and what is wrong with it.
+        many = ",".join(f"t{i}" for i in range(65))
+        for target, said in (
+                ("/api/presence?topic=a%20b", 'the topic parameter: "a b" is not a topic'),
+                ("/api/presence?topics=", 'unknown query parameter "topics" (did you mean topic?)'),
+                ("/api/presence?topics=a", 'unknown query parameter "topics" (did you mean topic?)'),
+                ("/api/presence?room=a", 'unknown query parameter "room"; presence takes only topic'),
+                ("/api/presence?topic=a,,b", "the topic parameter holds an empty topic"),
+                ("/api/presence?topic=a%zz", "the topic parameter is not valid percent-encoding"),
+                ("/api/presence?topic=" + many, "the topic parameter names more than 64 topics")):
             st, _, body = request(h.port, "GET", target)
-            assert st == 400, (target, st, body)
+            assert st == 400 and said in json.loads(body)["error"], (target, st, body)
         assert request(h.port, "POST", "/api/presence", body={})[0] == 405
         h.stop()
 
@@ -435,6 +443,66 @@ def test_presence_cluster_debounce_across_nodes_and_share_after_redis_restart():
 test_presence_cluster_debounce_across_nodes_and_share_after_redis_restart.timeout = 60
 
 
+def _check_outage_said_once(log, dead_port, new_port):
+    """The log of a node over a failover: the loss said once (a retry on
+    the dead primary is no news), and a link said to be back only once a
+    command went through on it, on the new primary, once."""
+    lost = re.findall(r"presence: lost Redis at .*", log)
+    back = re.findall(r"presence: Redis at .* is back.*", log)
+    assert len(lost) <= 1, f"{len(lost)} 'lost' lines over one outage:\n{log[-3000:]}"
+    assert len(back) == 1 and f":{new_port} " in back[0], f"'back' lines: {back}\n{log[-3000:]}"
+    store_lost = re.findall(r"redis: (?:lost the event log|cannot reach the event log|connecting to).*", log)
+    store_back = re.findall(r"redis: the event log at .* is back.*", log)
+    assert len(store_lost) <= 1, f"the store's link: {len(store_lost)} lines of loss:\n{log[-3000:]}"
+    assert len(store_back) == 1 and f":{new_port} " in store_back[0], f"{store_back}\n{log[-3000:]}"
+
+
+def test_presence_redis_outage_said_once_with_backoff():
+    """Redis down for a while, over TCP (a refused connection is learnt
+    after the connect) and over a unix socket (refused at once): each link
+    says the loss once, spaces out its tries more and more (at debug
+    level), and says once that Redis is back, when it answers again."""
+    from harness import RedisServer
+    for unix in (False, True):
+        with RedisServer(unix=unix) as r:
+            h = Herald(redis=r, redis_stream="outage",
+                       args=["--log-level", "debug", "--presence-token", PRESENCE_TOKEN])
+            try:
+                _outage_said_once(h, r)
+            finally:
+                h.kill()
+
+
+def _outage_said_once(h, r):
+    s = Stream(h.port, query="topic=a")
+    wait_until(lambda: _cluster_readers_or_none(h, "a") == 1, what="the count on Redis")
+    at = len(h.log())
+    r.kill()
+    # The store's own tries (at debug level) pace the wait: four of them
+    # take 1.5 s, fifteen tries at a fixed 100 ms.
+    wait_until(lambda: len(re.findall(r"redis: .*; trying again in", h.log()[at:])) >= 4, timeout=20,
+               what=f"the store to try four times:\n{h.log()[at:][-2000:]}")
+    r.start()
+    wait_until(lambda: _cluster_readers_or_none(h, "a") == 1, timeout=20, what="the count on Redis again")
+    wait_until(lambda: "redis: the event log at" in h.log()[at:], what="the store back")
+    log = h.log()[at:]
+    for name, lost_re, back_re, waits_re in (
+            ("presence", r"warning: presence: .*", r"presence: Redis at \S+ is back.*",
+             r"presence: Redis at .*; trying again in (\d+) ms"),
+            ("the store", r"warning: redis: .*", r"redis: the event log at .* is back.*",
+             r"redis: .*; trying again in (\d+) ms")):
+        lost = re.findall(lost_re, log)
+        back = re.findall(back_re, log)
+        assert len(lost) == 1 and len(back) == 1, f"{name}: {len(lost)} warnings, {len(back)} backs:\n" + "\n".join(lost + back)
+        assert log.index(lost[0]) < log.index(back[0]), log[-3000:]
+        waits = [int(w) for w in re.findall(waits_re, log)]
+        assert len(waits) >= 2 and all(b == min(2 * a, 5000) for a, b in zip(waits, waits[1:])), (name, waits)
+    s.close()
+
+
+test_presence_redis_outage_said_once_with_backoff.timeout = 60
+
+
 def test_presence_cluster_follows_a_sentinel_failover():
     from harness import RedisSentinel, RedisServer
     from test_sentinel import MASTER, _replica_linked
@@ -464,11 +532,14 @@ def test_presence_cluster_follows_a_sentinel_failover():
         streams = [Stream(n.port, query="topic=f/1") for n in nodes for _ in range(2)]
         for n in nodes:
             wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 4, what="the cluster's count")
+        since = [len(n.log()) for n in nodes]
         primary.kill()
         # The replica is promoted; the nodes follow, and count there.
         for n in nodes:
             wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 4, timeout=40, interval=0.2,
                        what="the count on the new primary")
+        for n, at in zip(nodes, since):
+            _check_outage_said_once(n.log()[at:], primary.port, replica.port)
         # Closes counted on the new primary (a node still on the old one, or
         # on a demoted one, could not take them out).
         close_all(streams)

@@ -21,6 +21,12 @@ def test_refused_bodies_name_the_cause():
         (b'{"data":"x","public":1}', "true or false"),
         (b'{"data":"x"} trailing', "not valid JSON"),
         (b'[{"data":"x"}]', "JSON object"),
+        # An unknown field is named, with the field it is nearest to.
+        (b'{"topc":"news","data":"x"}', 'unknown field "topc" (did you mean "topic"?)'),
+        (b'{"Data":"x"}', 'unknown field "Data" (did you mean "data"?)'),
+        (b'{"data":"x","payload":1}', 'unknown field "payload"; the fields are type, topic, data and public'),
+        # A name that would break a log line is escaped there and here.
+        (b'{"data":"x","a\\nb":1}', 'unknown field "a\\x0ab"'),
     ]
     with Herald() as h:
         for raw, cause in cases:
@@ -28,8 +34,12 @@ def test_refused_bodies_name_the_cause():
             assert st == 400, (raw, st, body)
             err = json.loads(body)
             assert err["status"] == 400 and cause in err["error"], (raw, err)
+        # A long name is cut in the answer.
+        st, _, body = _post(h.port, b'{"data":"x","' + b"k" * 5000 + b'":1}')
+        assert st == 400 and len(json.loads(body)["error"]) < 200, body[:300]
         rows = sqlite(h.db, "SELECT count(*) FROM events").strip()
         assert rows == "0", f"refused bodies stored {rows} rows"
+        assert "refused" in h.log() and not any(l.startswith("b") for l in h.log().splitlines()), h.log()[-2000:]
 
 
 def test_stored_and_streamed_exactly():

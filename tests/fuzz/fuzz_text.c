@@ -4,7 +4,12 @@
  *   - text_utf8_valid against a decoder that rebuilds each code point and
  *     re-encodes it (valid exactly when the bytes round-trip and the code
  *     point is a Unicode scalar value);
- *   - text_json_escapes_nul against a two-state scanner over the same bytes.
+ *   - text_json_escapes_nul against a two-state scanner over the same bytes;
+ *   - text_distance, on two strings cut from the input (the first byte
+ *     picks the cut and the limit), against the whole table computed
+ *     without a limit, and against itself with the strings swapped;
+ *     text_escape's output stays within its buffer and holds no control
+ *     byte.
  * Inputs end at the driver's PROT_NONE page, so an over-read crashes.
  */
 #include <stdbool.h>
@@ -95,9 +100,64 @@ static bool ref_nul_escape(const char *b, size_t n)
 	return false;
 }
 
+/* Reference: the optimal-string-alignment distance from the whole table,
+ * no row skipped and no early end. */
+static size_t ref_distance(const char *a, const char *b)
+{
+	static size_t d[TEXT_DISTANCE_MAX + 1][TEXT_DISTANCE_MAX + 1];
+	size_t na = strlen(a), nb = strlen(b);
+	for (size_t i = 0; i <= na; i++) {
+		for (size_t j = 0; j <= nb; j++) {
+			if (i == 0 || j == 0) {
+				d[i][j] = i + j;
+				continue;
+			}
+			size_t best = d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[na][nb];
+}
+
+static void check_distance(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return;
+	char a[TEXT_DISTANCE_MAX + 9], b[TEXT_DISTANCE_MAX + 9];
+	size_t limit = data[0] & 7, cut = 1 + (data[0] >> 3) * 3;
+	size_t rest = size - 1, na = cut - 1 < rest ? cut - 1 : rest;
+	na = na < sizeof(a) - 1 ? na : sizeof(a) - 1;
+	size_t nb = rest - na < sizeof(b) - 1 ? rest - na : sizeof(b) - 1;
+	memcpy(a, data + 1, na);
+	a[na] = '\0';
+	memcpy(b, data + 1 + na, nb);
+	b[nb] = '\0';
+	size_t got = text_distance(a, b, limit);
+	FUZZ_ASSERT(got == text_distance(b, a, limit));
+	if (strlen(a) > TEXT_DISTANCE_MAX || strlen(b) > TEXT_DISTANCE_MAX) {
+		FUZZ_ASSERT(got == limit + 1);
+	} else {
+		size_t want = ref_distance(a, b);
+		FUZZ_ASSERT(got == (want > limit ? limit + 1 : want));
+	}
+	char shown[24];
+	text_escape(a, shown, sizeof(shown));
+	FUZZ_ASSERT(strlen(shown) < sizeof(shown));
+	for (const char *p = shown; *p; p++)
+		FUZZ_ASSERT((unsigned char)*p >= 0x20 && *p != 0x7f);
+}
+
 int fuzz_one(const uint8_t *data, size_t size)
 {
 	FUZZ_ASSERT(text_utf8_valid(data, size) == ref_utf8(data, size));
 	FUZZ_ASSERT(text_json_escapes_nul((const char *)data, size) == ref_nul_escape((const char *)data, size));
+	check_distance(data, size);
 	return 0;
 }

@@ -974,6 +974,40 @@ static void test_quotes(void)
 	CHECK(r->r == 0 && strcmp(cfg.read_token, "\"abc\"") == 0);
 }
 
+/* A misspelt key, in a file, a flag or a variable, is answered with the
+ * key nearest to it (none when no key is near); workers names its other
+ * spelling; presence off with active subscriptions on is refused, naming
+ * both keys where they were set. */
+static void test_near_misses(void)
+{
+	char want[512];
+	const char *p = write_file("backlog = 5\npresense = off\n");
+	const struct res *r = load("--config", p, NULL);
+	snprintf(want, sizeof(want), "%s:2: unknown key \"presense\" (did you mean presence?)", p);
+	CHECK(r->r == -1 && r->code == 1 && err_has(want));
+	r = load("--max-bdy", "1k", NULL);
+	CHECK(r->code == 2 && err_has("unknown option --max-bdy (did you mean --max-body?)"));
+	r = load("--max_bdy=1k", NULL);
+	CHECK(r->code == 2 && err_has("unknown option --max_bdy=1k (did you mean --max-body?)"));
+	r = load("--colour", "1", NULL);
+	CHECK(r->code == 2 && !strstr(last.err, "did you mean"));
+	setenv("HERALD_PRESENSE_TOP", "5", 1);
+	r = load(NULL);
+	CHECK(r->r == -1 && err_has("herald has no key presense_top (did you mean HERALD_PRESENCE_TOP?)"));
+	clear_env();
+	r = load("--workers", "two", NULL);
+	CHECK(r->r == -1 && err_has("workers = \"two\": not a whole number, nor auto (allowed: 1 to 64, or auto: "
+				    "one per CPU)"));
+	r = load("--workers", "auto", NULL);
+	CHECK(r->r == 0 && cfg.workers >= 1);
+	p = write_file("presence = off\nmercure_subscriptions = on\n");
+	r = load("--config", p, NULL);
+	snprintf(want, sizeof(want), "%s:2: mercure_subscriptions = on needs presence = on (%s:1 sets it off)", p, p);
+	CHECK(r->r == -1 && r->code == 1 && err_has(want));
+	r = load("--presence", "off", NULL);
+	CHECK_EQ_INT(r->r, 0);
+}
+
 /* HERALD_* variables: a key's exact name, the build's own two, or an error. */
 static void test_env_names(void)
 {
@@ -1584,6 +1618,7 @@ int main(void)
 	test_checked_strings();
 	test_quotes();
 	test_env_names();
+	test_near_misses();
 	test_token_files();
 	test_new_keys();
 	test_jwt_keys();

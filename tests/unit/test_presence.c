@@ -4,6 +4,8 @@
  * with a second process) and the registry above it (a stream counted for
  * every topic its patterns match, once; subjects distinct and sorted; the
  * list of topics with the most readers; the scope of a token). */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,7 @@ static void test_table_counts(void)
 	presence_table_drop_column(t, 1, 200);
 	CHECK_EQ_INT(presence_table_total(t, "room/1"), 0);
 	CHECK_EQ_INT(presence_table_used(t), 0);
-	/* Many keys, each a spare entry again once its total is 0. */
+	/* Many keys, each out of the table again once its total is 0. */
 	char key[32];
 	for (int round = 0; round < 3; round++) {
 		for (int i = 0; i < 900; i++) {
@@ -136,6 +138,65 @@ static void test_table_debounce(void)
 	presence_table_unmap(t);
 }
 
+/* Keys come and go far beyond the table's room (anonymous streams on ever
+ * new patterns, subjects that join and leave, a worker that dies): a
+ * lookup of a key that is not there still looks at a few slots of the
+ * index, not at every key the table ever held. */
+static void test_table_churn_stays_cheap(void)
+{
+	enum { LIVE = 800, KEYS = 60000, ASKED = 1000 };
+	struct presence_table *t = presence_table_map(2, 1024, false);
+	char key[48];
+	int refused = 0, wrong = 0;
+	for (int i = 0; i < KEYS; i++) {
+		/* One key in ten a subject that joins, leaves and is taken out. */
+		bool subject = i % 10 == 0;
+		snprintf(key, sizeof(key), subject ? "churn/%d\x1fu%d" : "churn/%d", i, i);
+		refused += presence_table_add(t, (unsigned)i % 2, key, subject) < 0;
+		if (i >= LIVE) {
+			int j = i - LIVE;
+			snprintf(key, sizeof(key), j % 10 == 0 ? "churn/%d\x1fu%d" : "churn/%d", j, j);
+			presence_table_del(t, (unsigned)j % 2, key, (uint64_t)i);
+		}
+		if (i % 1000 == 999)
+			presence_table_take_leaves(t, (uint64_t)i, 10, on_leave, NULL);
+	}
+	CHECK_EQ_INT(refused, 0);
+	/* Every live key, and the few subjects whose leave is not due yet. */
+	CHECK(presence_table_used(t) >= LIVE && presence_table_used(t) <= LIVE + 10);
+	/* The live keys are all there, counted once. */
+	for (int i = KEYS - LIVE; i < KEYS; i++) {
+		snprintf(key, sizeof(key), i % 10 == 0 ? "churn/%d\x1fu%d" : "churn/%d", i, i);
+		wrong += presence_table_total(t, key) != 1;
+	}
+	CHECK_EQ_INT(wrong, 0);
+	uint64_t start = presence_table_probes(t), worst = 0;
+	for (int i = 0; i < ASKED; i++) {
+		snprintf(key, sizeof(key), "absent/%d", i);
+		uint64_t before = presence_table_probes(t);
+		wrong += presence_table_total(t, key) != 0;
+		uint64_t n = presence_table_probes(t) - before;
+		worst = n > worst ? n : worst;
+	}
+	CHECK_EQ_INT(wrong, 0);
+	uint64_t mean_x10 = (presence_table_probes(t) - start) * 10 / ASKED;
+	/* Linear probing at under half load looks at 2.5 slots on average for a
+	 * key that is not there; an index never emptied, at every slot. */
+	if (mean_x10 > 50 || worst > 64)
+		fprintf(stderr, "absent-key lookups: %.1f slots on average, %llu at worst\n", (double)mean_x10 / 10,
+			(unsigned long long)worst);
+	CHECK(mean_x10 <= 50);
+	CHECK(worst <= 64);
+	/* A worker's death empties its column; the other keeps its half. */
+	presence_table_drop_column(t, 1, KEYS);
+	presence_table_take_leaves(t, 10 * KEYS, 10, on_leave, NULL);
+	CHECK_EQ_INT(presence_table_used(t), LIVE / 2);
+	presence_table_drop_column(t, 0, KEYS);
+	presence_table_take_leaves(t, 10 * KEYS, 10, on_leave, NULL);
+	CHECK_EQ_INT(presence_table_used(t), 0);
+	presence_table_unmap(t);
+}
+
 /* A second process (a worker) counts in column 1 of a shared table and
  * dies; dropping its column takes its streams out, and its subject, last
  * seen there, is due to leave after the grace. */
@@ -172,6 +233,57 @@ static void test_table_shared_worker_dies(void)
 	close(to_child[1]);
 	close(to_parent[0]);
 	close(to_parent[1]);
+	presence_table_unmap(t);
+}
+
+/* A worker killed at any moment, most likely inside the lock, halfway
+ * through taking a key out: the next holder repairs the table, and after
+ * its column is dropped every key of the other column is found with its
+ * count, and nothing else is left. */
+static void test_table_worker_killed_mid_change(void)
+{
+	enum { MINE = 200, ROUNDS = 40 };
+	struct presence_table *t = presence_table_map(2, 1024, true);
+	char key[48];
+	for (int i = 0; i < MINE; i++) {
+		snprintf(key, sizeof(key), "mine/%d", i);
+		presence_table_add(t, 0, key, false);
+	}
+	int wrong = 0;
+	for (int round = 0; round < ROUNDS; round++) {
+		int ready[2];
+		CHECK(pipe(ready) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			char k[48];
+			if (write(ready[1], "r", 1) != 1)
+				_exit(2);
+			for (unsigned i = 0;; i++) {
+				snprintf(k, sizeof(k), "theirs/%u/%u", (unsigned)round, i);
+				presence_table_add(t, 1, k, false);
+				if (i >= 300) {
+					snprintf(k, sizeof(k), "theirs/%u/%u", (unsigned)round, i - 300);
+					presence_table_del(t, 1, k, 1);
+				}
+			}
+		}
+		char c;
+		CHECK(read(ready[0], &c, 1) == 1);
+		usleep((useconds_t)(200 + round * 97 % 1500));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(ready[0]);
+		close(ready[1]);
+		presence_table_drop_column(t, 1, 1);
+		wrong += presence_table_used(t) != MINE;
+		for (int i = 0; i < MINE; i++) {
+			snprintf(key, sizeof(key), "mine/%d", i);
+			wrong += presence_table_total(t, key) != 1;
+		}
+		snprintf(key, sizeof(key), "theirs/%u/%u", (unsigned)round, 0u);
+		wrong += presence_table_total(t, key) != 0;
+	}
+	CHECK_EQ_INT(wrong, 0);
 	presence_table_unmap(t);
 }
 
@@ -297,7 +409,9 @@ int main(void)
 	test_table_counts();
 	test_table_put_and_columns();
 	test_table_debounce();
+	test_table_churn_stays_cheap();
 	test_table_shared_worker_dies();
+	test_table_worker_killed_mid_change();
 	test_registry();
 	test_churn();
 	return check_done("presence");
