@@ -21,7 +21,7 @@ import struct
 import time
 
 from harness import Herald, request, rss_kb, wait_until
-from test_http2 import (DATA, ENHANCE_YOUR_CALM, HEADERS, END_HEADERS, NO_ERROR, REFUSED_STREAM, H2Raw, _cpu_ticks,
+from test_http2 import (DATA, ENHANCE_YOUR_CALM, HEADERS, END_HEADERS, END_STREAM, NO_ERROR, REFUSED_STREAM, H2Raw, _cpu_ticks,
                         _metrics_text, hpack_indexed, hpack_indexing, hpack_literal)
 
 CLK_MS = 10  # one clock tick of /proc/PID/stat (USER_HZ 100)
@@ -113,6 +113,31 @@ def test_every_field_counts_against_the_header_limit_and_a_request_over_it_is_43
         finally:
             c.close()
         assert c.goaway is None, c.goaway
+        assert h.log_ok()
+
+
+def test_requests_past_a_pass_of_decoding_are_all_served():
+    # Six requests in one write, 12 KB of fields each from references
+    # (a byte each): herald decodes 64 KiB of fields a pass, so nghttp2 is
+    # paused and given the rest later. The sizes (184 bytes of
+    # pseudo-fields and 4,035 a reference, as the header list counts them)
+    # put the pause at the last field of the last request, with nothing
+    # after it on the wire: the request must still end, on the next pass.
+    with Herald() as h:
+        c = H2Raw(h.port)
+        try:
+            blocks, sids = b"", []
+            for refs in (2, 3, 3, 3, 3, 1):
+                sid = _next(c)
+                block = _pseudo() + (hpack_indexing("x-a", "a" * 4000) if not sids else b"")
+                blocks += c.frame_bytes(HEADERS, END_HEADERS | END_STREAM, sid, block + hpack_indexed(62) * refs)
+                sids.append(sid)
+            c.sock.sendall(blocks)
+            c.wait(lambda: all(s in c.ended for s in sids), what="the six requests answered")
+            for s in sids:
+                assert '"status":"ok"' in c.text(s), (s, c.text(s))
+        finally:
+            c.close()
         assert h.log_ok()
 
 
