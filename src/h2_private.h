@@ -30,9 +30,9 @@ struct h2_server;
  * it, a response head split over writes (rare). */
 struct h2_stream_text {
 	struct h2_request req; /* while the stream is arriving */
-	/* While it arrives: its place among the session's incomplete
-	 * requests (oldest first), when its HEADERS began (loop ms), and the
-	 * bytes of req counted in the session's held. */
+	/* Until the request is whole: its place among the session's
+	 * incomplete requests (oldest first) and the bytes of req counted in
+	 * the session's held; when its HEADERS began (loop ms). */
 	struct h2_stream *arr_next, *arr_prev;
 	uint64_t begun;
 	size_t held;
@@ -166,6 +166,11 @@ static inline struct h2_request *h2_stream_request(const struct h2_stream *st)
  * what it then holds in its session's held (h2_stream.c). */
 void h2_stream_field(struct h2_stream *st, const char *name, size_t namelen, const char *value, size_t valuelen);
 void h2_stream_data(struct h2_stream *st, const char *data, size_t len);
+
+/* The stream's request has all come (END_STREAM): it is no longer
+ * among the session's incomplete requests, nor counted in held, though
+ * it is kept until its connection is made this pass (h2_stream.c). */
+void h2_stream_whole(struct h2_stream *st);
 
 /* The stream's request is whole: keep its HTTP/1.1 text for the
  * connection to read (freed once read) and note a HEAD. Returns 0, or

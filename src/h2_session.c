@@ -452,6 +452,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 		return 0;
 	if (st && st->arriving && !st->ready) {
 		s->refused = 0;
+		h2_stream_whole(st);
 		st->ready = true;
 		h2_pending_push(st);
 	}
@@ -800,8 +801,6 @@ static void expire_requests(struct h2_session *s, uint64_t now)
 		next = st->text->arr_next;
 		if (now - st->text->begun < limit)
 			break;
-		if (st->ready)
-			continue; /* whole: its connection is made this pass */
 		if (!st->head_whole) {
 			calm(s, METRICS_H2_INCOMPLETE, "header block not finished within header_timeout");
 			break;

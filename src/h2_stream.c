@@ -13,7 +13,7 @@
  * reader. Its interest is kept here (want_out) and epoll is asked for
  * nothing; the session wakes it. The stream record is freed by the second
  * of nghttp2 closing the stream and the connection letting go (its
- * transport's free). While its request arrives a stream is on its
+ * transport's free). Until its request is whole a stream is on its
  * session's list of incomplete requests (oldest first: the session times
  * out the head of it), and what the request holds counts in the
  * session's held, which the session bounds. */
@@ -82,12 +82,20 @@ static void text_release(struct h2_stream *st)
 	}
 }
 
-/* The request is no longer arriving: off the session's list of
- * incomplete requests, its bytes given back, freed. */
-static void arriving_end(struct h2_stream *st)
+/* Whether the request is on the session's list of incomplete ones. */
+static bool listed(const struct h2_stream *st)
+{
+	return st->text->arr_prev || st->s->arr_head == st;
+}
+
+/* Take the request off the session's list of incomplete requests, and
+ * what it holds off the session's held. */
+static void unlist(struct h2_stream *st)
 {
 	struct h2_session *s = st->s;
 	struct h2_stream_text *x = st->text;
+	if (!listed(st))
+		return;
 	if (x->arr_prev)
 		x->arr_prev->text->arr_next = x->arr_next;
 	else
@@ -99,7 +107,13 @@ static void arriving_end(struct h2_stream *st)
 	x->arr_next = x->arr_prev = NULL;
 	s->held -= x->held;
 	x->held = 0;
-	h2_request_free(&x->req);
+}
+
+/* The request is no longer arriving: unlisted and freed. */
+static void arriving_end(struct h2_stream *st)
+{
+	unlist(st);
+	h2_request_free(&st->text->req);
 	st->arriving = false;
 }
 
@@ -107,8 +121,15 @@ static void arriving_end(struct h2_stream *st)
 static void count_held(struct h2_stream *st)
 {
 	struct h2_stream_text *x = st->text;
+	if (!listed(st))
+		return;
 	st->s->held += x->req.held - x->held;
 	x->held = x->req.held;
+}
+
+void h2_stream_whole(struct h2_stream *st)
+{
+	unlist(st);
 }
 
 void h2_stream_field(struct h2_stream *st, const char *name, size_t namelen, const char *value, size_t valuelen)

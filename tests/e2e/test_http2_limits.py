@@ -242,6 +242,34 @@ def test_incomplete_requests_of_a_connection_hold_a_bounded_number_of_bytes():
         assert h.log_ok()
 
 
+def test_whole_requests_are_not_counted_among_the_incomplete():
+    # Two uploads that have not ended hold 128 KiB of the connection's
+    # 176; a burst of thirty GETs with 2 KB of cookie each, every one whole
+    # (END_STREAM) as it arrives, is served in full rather than refused.
+    with Herald() as h:
+        c = H2Raw(h.port)
+        try:
+            for _ in range(2):
+                up = c.request("/api/events", method="POST",
+                               extra=[("content-type", "application/json"), ("content-length", "50000")],
+                               end=False)
+                c.send(DATA, 0, up, b"x" * 16000)
+                c.send(DATA, 0, up, b"x" * 16001)
+            out, sids = b"", []
+            for i in range(30):
+                sid = _next(c)
+                block = _pseudo() + (hpack_indexing("cookie", "c" * 2000) if i == 0 else hpack_indexed(62))
+                out += c.frame_bytes(HEADERS, END_HEADERS | END_STREAM, sid, block)
+                sids.append(sid)
+            c.sock.sendall(out)
+            c.wait(lambda: all(s in c.ended or s in c.resets for s in sids), what="the burst answered")
+            assert not c.resets, c.resets
+            assert all('"status":"ok"' in c.text(s) for s in sids)
+        finally:
+            c.close()
+        assert h.log_ok()
+
+
 def test_request_bodies_count_toward_what_a_connection_holds():
     # Ten uploads of 40 KB (under max_body) that never end: 400 KB. Past
     # the bound the stream whose DATA passes it is refused.
