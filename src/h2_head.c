@@ -80,6 +80,19 @@ long h2_head_parse(char *buf, size_t len, int *status, struct h2_field *out, siz
 	return end - buf;
 }
 
+/* Make room for need bytes in *buf (capacity *cap, doubling from first
+ * and never past most), counting what it adds in r->held. */
+static void grow(struct h2_request *r, char **buf, size_t *cap, size_t need, size_t first, size_t most)
+{
+	if (need <= *cap)
+		return;
+	size_t n = MAX(need, *cap ? *cap * 2 : first);
+	n = MAX(MIN(n, most), need);
+	*buf = xrealloc(*buf, n);
+	r->held += n - *cap;
+	*cap = n;
+}
+
 /* Append to the head text, or mark the request too large. */
 static void head_put(struct h2_request *r, const char *p, size_t n)
 {
@@ -89,10 +102,7 @@ static void head_put(struct h2_request *r, const char *p, size_t n)
 		r->too_large = true;
 		return;
 	}
-	if (r->head_len + n > r->head_cap) {
-		r->head_cap = MAX(r->head_len + n, r->head_cap ? r->head_cap * 2 : (size_t)512);
-		r->head = xrealloc(r->head, r->head_cap);
-	}
+	grow(r, &r->head, &r->head_cap, r->head_len + n, 512, r->head_limit);
 	memcpy(r->head + r->head_len, p, n);
 	r->head_len += n;
 }
@@ -131,10 +141,13 @@ static void keep(struct h2_request *r, char **slot, const char *v, size_t n)
 		return;
 	}
 	*slot = xstrndup(v, n);
+	r->held += n + 1;
 }
 
 void h2_request_field(struct h2_request *r, const char *name, size_t namelen, const char *value, size_t valuelen)
 {
+	if (r->too_large)
+		return;
 	if (namelen && name[0] == ':') {
 		if (name_is(name, namelen, ":method"))
 			keep(r, &r->method, value, valuelen);
@@ -151,7 +164,7 @@ void h2_request_field(struct h2_request *r, const char *name, size_t namelen, co
 			r->too_large = true;
 			return;
 		}
-		r->cookie = xrealloc(r->cookie, r->cookie_len + valuelen + 3);
+		grow(r, &r->cookie, &r->cookie_cap, r->cookie_len + valuelen + 2, 256, r->head_limit + 2);
 		if (r->cookie_len) {
 			memcpy(r->cookie + r->cookie_len, "; ", 2);
 			r->cookie_len += 2;
@@ -181,11 +194,7 @@ void h2_request_data(struct h2_request *r, const char *data, size_t len)
 	if (r->body_len >= r->body_limit)
 		return;
 	size_t n = MIN(len, r->body_limit - r->body_len);
-	if (r->body_len + n > r->body_cap) {
-		r->body_cap = MAX(r->body_len + n, r->body_cap ? r->body_cap * 2 : (size_t)1024);
-		r->body_cap = MIN(r->body_cap, r->body_limit);
-		r->body = xrealloc(r->body, r->body_cap);
-	}
+	grow(r, &r->body, &r->body_cap, r->body_len + n, 1024, r->body_limit);
 	memcpy(r->body + r->body_len, data, n);
 	r->body_len += n;
 }

@@ -47,14 +47,16 @@ struct h2_request {
 	size_t body_seen; /* DATA bytes received, kept or not */
 	char *method, *path, *authority;
 	char *cookie; /* every cookie field, joined by "; " */
-	size_t cookie_len;
+	size_t cookie_len, cookie_cap;
+	size_t held; /* bytes allocated for all of the above */
 	bool line_written;
 	bool had_length; /* the client sent content-length */
-	bool too_large;  /* the head passed head_limit: refuse with 431 */
+	bool too_large;  /* the head passed head_limit (or its caller said so): refuse with 431 */
 };
 
 /* Add one field (pseudo-fields first, as HTTP/2 requires; nghttp2 has
- * checked the names and values). */
+ * checked the names and values). Nothing more is kept once too_large is
+ * set. */
 void h2_request_field(struct h2_request *r, const char *name, size_t namelen, const char *value, size_t valuelen);
 
 /* Add body bytes (those past body_limit are counted, not kept). */

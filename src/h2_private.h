@@ -30,7 +30,13 @@ struct h2_server;
  * it, a response head split over writes (rare). */
 struct h2_stream_text {
 	struct h2_request req; /* while the stream is arriving */
-	char *in;              /* the request text; NULL once read */
+	/* Until the request is whole: its place among the session's
+	 * incomplete requests (oldest first) and the bytes of req counted in
+	 * the session's held; when its HEADERS began (loop ms). */
+	struct h2_stream *arr_next, *arr_prev;
+	uint64_t begun;
+	size_t held;
+	char *in; /* the request text; NULL once read */
 	size_t in_len, in_off;
 	char *head; /* the response head written so far; NULL when none waits */
 	size_t head_len;
@@ -51,6 +57,8 @@ struct h2_stream {
 	bool ready : 1;              /* the request is whole: make the connection */
 	bool pending : 1;            /* on the session's pending list */
 	bool conn_gone : 1;          /* its connection closed */
+	bool head_whole : 1;         /* its request's header block has ended */
+	bool expired : 1;            /* not whole within header_timeout: answered 408 */
 	struct conn *c;              /* NULL until made, and once it let go */
 	struct h2_stream_text *text; /* NULL while it holds none of its texts */
 	struct h2_stream *next, *prev;
@@ -71,6 +79,22 @@ struct h2_session {
 	bool blocked; /* the socket took less than offered: no DATA until obuf drains */
 	struct h2_stream *streams;
 	struct h2_stream *pending;
+	/* Incomplete requests (HEADERS seen, END_STREAM not yet), oldest
+	 * first, and the bytes they hold; streams refused for it since a
+	 * request last ended. */
+	struct h2_stream *arr_head, *arr_tail;
+	size_t held;
+	unsigned refused;
+	/* Header blocks: the decoded size of the one arriving, and the bytes
+	 * decoded in loop iteration `pass`. paused: nghttp2 stopped at a field
+	 * once those passed the pass's budget, and what it left of its input
+	 * waits in ibuf. */
+	size_t block;
+	size_t decoded;
+	uint64_t pass;
+	bool paused;
+	char *ibuf;
+	size_t ilen;
 	size_t nconns; /* streams with a connection */
 	/* The data source of the writev in progress. */
 	struct h2_stream *cur;
@@ -86,7 +110,7 @@ struct h2_session {
 	bool served; /* a stream was made */
 	bool goaway; /* GOAWAY queued: no stream past those begun */
 	struct loop_timer timer;
-	uint64_t timer_ms;             /* the wait the timer was last set for */
+	uint64_t timer_at;             /* loop time the timer was last set to fire */
 	struct loop_timer quiet_timer; /* gives the frame buffer's pages back after QUIET_MS without output */
 	uint64_t last_active;          /* loop time the last connection left, or the session began */
 	uint64_t last_out;             /* loop time the socket last took bytes */
@@ -138,11 +162,25 @@ static inline struct h2_request *h2_stream_request(const struct h2_stream *st)
 	return st->arriving ? &st->text->req : NULL;
 }
 
+/* Add a field or body bytes to the stream's arriving request, counting
+ * what it then holds in its session's held (h2_stream.c). */
+void h2_stream_field(struct h2_stream *st, const char *name, size_t namelen, const char *value, size_t valuelen);
+void h2_stream_data(struct h2_stream *st, const char *data, size_t len);
+
+/* The stream's request has all come (END_STREAM): it is no longer
+ * among the session's incomplete requests, nor counted in held, though
+ * it is kept until its connection is made this pass (h2_stream.c). */
+void h2_stream_whole(struct h2_stream *st);
+
 /* The stream's request is whole: keep its HTTP/1.1 text for the
- * connection to read (freed once read) and note a HEAD. Returns false
- * when there is none: too large (*too_large, a 431) or malformed
+ * connection to read (freed once read) and note a HEAD. Returns 0, or
+ * when there is no text: 431 (too large) or -1 (malformed)
  * (h2_stream.c). */
-bool h2_stream_finish_request(struct h2_stream *st, bool *too_large);
+int h2_stream_finish_request(struct h2_stream *st);
+
+/* Let go of the stream's arriving request unfinished (refused, or
+ * expired) (h2_stream.c). */
+void h2_stream_drop_request(struct h2_stream *st);
 
 /* Unlink and free a stream record (h2_stream.c). */
 void h2_stream_free(struct h2_stream *st);

@@ -8,9 +8,11 @@
  * nghttp2 or a stream's write. Tearing down closes every stream's
  * connection first.
  *
- * A stream:    HEADERS (fields into an h2_request) -> request whole
- * (END_STREAM) -> its connection is made after nghttp2 returns, reads the
- * request text and runs its handler -> writes: the response head becomes
+ * A stream:    HEADERS (fields into an h2_request; among the session's
+ * incomplete requests, oldest first) -> request whole (END_STREAM), or
+ * expired (header_timeout after its HEADERS: answered 408) -> its
+ * connection is made after nghttp2 returns, reads the request text and
+ * runs its handler -> writes: the response head becomes
  * HEADERS, the rest DATA -> the connection ends it (END_STREAM once all
  * it wrote is out, RST_STREAM when it closes with bytes unwritten). A
  * stream record is freed by the second of nghttp2 closing the stream and
@@ -35,10 +37,29 @@
  *
  * Limits: nghttp2 enforces SETTINGS_MAX_CONCURRENT_STREAMS
  * (http2_max_streams), CONTINUATION counts, the rate of RST_STREAM (rapid
- * reset) and the queue of unsent acknowledgements; herald bounds header
- * lists (431), bodies (413), PING and SETTINGS per second, input read
- * while output waits, idle and stalled sessions, and a client silent for
- * keepalive_timeout (a PING, which it must answer within stall_timeout). */
+ * reset) and the queue of unsent acknowledgements. herald bounds:
+ *   - header lists: every field decoded counts (name + value + 32, kept
+ *     or dropped) against the header limit, max_request_line +
+ *     max_header_bytes (SETTINGS_MAX_HEADER_LIST_SIZE): 431 past it. HPACK
+ *     lets one byte on the wire stand for a 4 KB field, so a block decoded
+ *     past twice the limit ends the session (GOAWAY ENHANCE_YOUR_CALM)
+ *     before nghttp2 decodes and checks more of it;
+ *   - decoding per pass: DECODE_BUDGET decoded header bytes per session
+ *     per loop pass, as READ_BUDGET bounds the bytes read; nghttp2 is
+ *     paused at the field that spends it and fed the rest next pass;
+ *   - incomplete requests (HEADERS seen, END_STREAM not yet): each is
+ *     answered 408 header_timeout after its HEADERS, as over HTTP/1.1 (a
+ *     header block still unfinished then holds the whole connection,
+ *     which ends); together they hold at most held_limit bytes, two of the
+ *     largest requests HTTP/1.1 lets one connection hold as it arrives.
+ *     Past it a new stream is refused (REFUSED_STREAM: the client may send
+ *     it again), as is one whose fields or DATA pass it unless it is the
+ *     only one; a client that goes on opening streams once refused is
+ *     sent away (GOAWAY ENHANCE_YOUR_CALM);
+ *   - bodies (413), PING and SETTINGS per second, input read while output
+ *     waits, idle and stalled sessions, and a client silent for
+ *     keepalive_timeout (a PING, which it must answer within
+ *     stall_timeout). */
 #include "h2_session.h"
 
 #include <errno.h>
@@ -56,8 +77,9 @@
 #include "util.h"
 
 #define READ_CHUNK 16384
-#define READ_BUDGET (64 * 1024) /* bytes read per wake-up per session */
-#define OBUF_HIGH (64 * 1024)   /* unsent output past which input and control frames wait */
+#define READ_BUDGET (64 * 1024)   /* bytes read per wake-up per session */
+#define DECODE_BUDGET (64 * 1024) /* decoded header bytes per loop pass per session */
+#define OBUF_HIGH (64 * 1024)     /* unsent output past which input and control frames wait */
 #define IOV_MAX_H2 160
 #define CONTROL_PER_SEC 250 /* PING and SETTINGS frames a client may send per second */
 #define QUIET_MS 1000       /* without output this long, a session gives its frame buffer's pages back */
@@ -78,6 +100,29 @@ static void end_for(struct h2_session *s, enum metrics_h2_end cause, const char 
 	if (!s->dead)
 		s->h->m->http2_sessions_ended[cause]++;
 	fail(s, why);
+}
+
+/* end_for() with GOAWAY ENHANCE_YOUR_CALM: nghttp2 ignores the rest of
+ * the input (its own state is IGN_ALL from now on). */
+static void calm(struct h2_session *s, enum metrics_h2_end cause, const char *why)
+{
+	end_for(s, cause, why);
+	nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* The header limit (SETTINGS_MAX_HEADER_LIST_SIZE): what HTTP/1.1 allows
+ * a request line and head together. */
+static size_t header_limit(const struct config *cfg)
+{
+	return (size_t)(cfg->max_request_line + cfg->max_header_bytes);
+}
+
+/* What the incomplete requests of one session may hold: two of the
+ * largest requests HTTP/1.1 lets one connection hold while it arrives
+ * (head and body), or as many smaller ones. */
+static size_t held_limit(const struct config *cfg)
+{
+	return 2 * (header_limit(cfg) + (size_t)cfg->max_body);
 }
 
 /* The cause of a failed nghttp2_session_mem_recv. */
@@ -268,14 +313,56 @@ static void on_quiet(void *arg)
 
 /* ---- nghttp2's input callbacks ---- */
 
+/* Refuse stream id while the session's incomplete requests hold
+ * held_limit: RST_STREAM REFUSED_STREAM (the request was not taken; the
+ * client may send it again), and GOAWAY once more streams were refused
+ * without a request ending in between than a client may have open at
+ * once, which only one that goes on opening streams after it was refused
+ * can do. */
+static void refuse(struct h2_session *s, int32_t id)
+{
+	nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+	if (++s->refused > (unsigned)s->h->cfg->http2_max_streams)
+		calm(s, METRICS_H2_INCOMPLETE, "streams opened past the bound of incomplete requests");
+}
+
+/* Whether st's request must go for the session's bound: its incomplete
+ * requests hold more than held_limit, and st is not the only one (one
+ * request alone is always taken, as over HTTP/1.1). */
+static bool over_held(const struct h2_session *s, const struct h2_stream *st)
+{
+	return s->held > held_limit(s->h->cfg) && !(s->arr_head == st && s->arr_tail == st);
+}
+
+/* Count n decoded header bytes against this pass's budget. True once it
+ * is spent: the callback pauses nghttp2 after this field, and the session
+ * feeds it the rest on the next pass (read_input). */
+static bool decode_spent(struct h2_session *s, size_t n)
+{
+	uint64_t pass = loop_iterations(s->h->lp);
+	if (pass != s->pass) {
+		s->pass = pass;
+		s->decoded = 0;
+	}
+	s->decoded += n;
+	if (s->decoded < DECODE_BUDGET)
+		return false;
+	s->paused = true;
+	return true;
+}
+
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
 	struct h2_session *s = user;
+	s->block = 0;
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
 	const struct config *cfg = s->h->cfg;
-	struct h2_stream *st = h2_stream_new(
-		s, frame->hd.stream_id, (size_t)(cfg->max_request_line + cfg->max_header_bytes), (size_t)cfg->max_body);
+	if (s->held >= held_limit(cfg)) {
+		refuse(s, frame->hd.stream_id);
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* its block is decoded, never handed to herald */
+	}
+	struct h2_stream *st = h2_stream_new(s, frame->hd.stream_id, header_limit(cfg), (size_t)cfg->max_body);
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -284,26 +371,50 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 	return 0;
 }
 
+/* Every field counts, kept or dropped, as SETTINGS_MAX_HEADER_LIST_SIZE
+ * counts it (name, value and 32): a reference to HPACK's dynamic table is
+ * one byte on the wire and up to 4 KB decoded. Past the header limit the
+ * request is answered 431 and nothing more of it is kept; a block twice
+ * the limit ends the session before nghttp2 decodes and checks more of
+ * it. */
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
 		     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
 {
+	struct h2_session *s = user;
 	(void)flags;
-	(void)user;
-	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-		return 0; /* trailers: nothing herald reads */
+	size_t size = namelen + valuelen + 32, limit = header_limit(s->h->cfg);
+	s->block += size;
+	if (s->block > 2 * limit) {
+		calm(s, METRICS_H2_HEADER_SIZE, "header block decoded past twice the header limit");
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+	}
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-	if (st && st->arriving)
-		h2_request_field(h2_stream_request(st), (const char *)name, namelen, (const char *)value, valuelen);
-	return 0;
+	if (frame->hd.type == NGHTTP2_HEADERS && st && st->arriving) {
+		if (s->block > limit)
+			h2_stream_request(st)->too_large = true;
+		else if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) /* trailers: nothing herald reads */
+			h2_stream_field(st, (const char *)name, namelen, (const char *)value, valuelen);
+		if (over_held(s, st)) {
+			h2_stream_drop_request(st);
+			refuse(s, st->id);
+			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		}
+	}
+	return decode_spent(s, size) ? NGHTTP2_ERR_PAUSE : 0;
 }
 
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *user)
 {
+	struct h2_session *s = user;
 	(void)flags;
-	(void)user;
 	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
-	if (st && st->arriving)
-		h2_request_data(h2_stream_request(st), (const char *)data, len);
+	if (st && st->arriving) {
+		h2_stream_data(st, (const char *)data, len);
+		if (over_held(s, st)) {
+			h2_stream_drop_request(st);
+			refuse(s, id);
+		}
+	}
 	return 0;
 }
 
@@ -325,10 +436,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	switch (frame->hd.type) {
 	case NGHTTP2_PING:
 	case NGHTTP2_SETTINGS:
-		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && control_flood(s)) {
-			end_for(s, METRICS_H2_FLOOD, "PING or SETTINGS flood");
-			nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
-		}
+		if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && control_flood(s))
+			calm(s, METRICS_H2_FLOOD, "PING or SETTINGS flood");
 		return 0;
 	case NGHTTP2_HEADERS:
 	case NGHTTP2_DATA:
@@ -336,10 +445,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 	default:
 		return 0;
 	}
+	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+	if (st && frame->hd.type == NGHTTP2_HEADERS)
+		st->head_whole = true;
 	if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
-	struct h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
 	if (st && st->arriving && !st->ready) {
+		s->refused = 0;
+		h2_stream_whole(st);
 		st->ready = true;
 		h2_pending_push(st);
 	}
@@ -363,13 +476,18 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 
 /* ---- the session's own work ---- */
 
-/* A GOAWAY with an error code is nghttp2 ending the session for a
- * protocol error or one of its limits (rapid reset, CONTINUATION, the
- * queue of acknowledgements); herald's own floods were counted before. */
+/* A response ended before its request (a 408): the rest of the request
+ * is declined without error (RFC 9113 8.1). A GOAWAY with an error code
+ * is nghttp2 ending the session for a protocol error or one of its limits
+ * (rapid reset, CONTINUATION, the queue of acknowledgements); herald's
+ * own ends were counted before. */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
-	(void)ng;
 	struct h2_session *s = user;
+	if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+	    (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+	    nghttp2_session_get_stream_remote_close(ng, frame->hd.stream_id) == 0)
+		nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
 	if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
 		end_for(s,
 			frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM ? METRICS_H2_FLOOD
@@ -390,7 +508,7 @@ static void go_away(struct h2_session *s)
 	h2_kick(s);
 }
 
-/* Make the connection of a stream whose request is whole. */
+/* Make the connection of a stream whose request is whole, or expired. */
 static void make_conn(struct h2_session *s, struct h2_stream *st)
 {
 	struct h2_server *h = s->h;
@@ -399,9 +517,8 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	int64_t rotate = h->cfg->rotate_after_ms;
 	if (rotate > 0 && loop_now(h->lp) - s->started >= (uint64_t)rotate)
 		go_away(s);
-	bool too_large = false;
-	bool has_text = h2_stream_finish_request(st, &too_large);
-	if (!has_text && !too_large) {
+	int status = st->expired ? 408 : h2_stream_finish_request(st);
+	if (status < 0) {
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
 		return;
 	}
@@ -415,7 +532,9 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	if (st->conn_gone)
 		return;
 	st->c = c;
-	if (!has_text)
+	if (status == 408)
+		conn_refuse(c, 408, "header_timeout", "request not complete within header_timeout", NULL);
+	else if (status)
 		conn_refuse(c, 431, http_error_cause(431), "request header fields too large", NULL);
 }
 
@@ -430,7 +549,7 @@ static void run_pending(struct h2_session *s)
 				conn_close(st->c, NULL); /* frees st */
 			else
 				h2_stream_free(st);
-		} else if (st->ready && st->arriving) {
+		} else if (st->ready && (st->arriving || st->expired)) {
 			make_conn(s, st);
 		}
 	}
@@ -454,11 +573,46 @@ static void wake_streams(struct h2_session *s)
 	}
 }
 
+/* Hand n bytes to nghttp2 (p may be ibuf itself). What it leaves unread,
+ * paused at a field once the pass's budget of decoded header bytes was
+ * spent, waits in ibuf for the next pass. Returns false once the session
+ * has failed. */
+static bool feed(struct h2_session *s, const char *p, size_t n)
+{
+	s->in_ng = true;
+	ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)p, n);
+	s->in_ng = false;
+	if (r < 0) {
+		end_for(s, recv_cause(r), nghttp2_strerror((int)r));
+		return false;
+	}
+	size_t left = n - (size_t)r;
+	if (left && p == s->ibuf) {
+		memmove(s->ibuf, s->ibuf + r, left);
+	} else if (left) {
+		s->ibuf = xmalloc(left); /* empty before: no read while paused */
+		memcpy(s->ibuf, p + r, left);
+	} else {
+		free(s->ibuf);
+		s->ibuf = NULL;
+	}
+	s->ilen = left;
+	return true;
+}
+
 static void read_input(struct h2_session *s)
 {
+	if (s->paused) {
+		/* What nghttp2 left, once this pass has budget for it. */
+		if (s->pass == loop_iterations(s->h->lp) && s->decoded >= DECODE_BUDGET)
+			return;
+		s->paused = false;
+		if (!feed(s, s->ibuf, s->ilen) || s->paused)
+			return;
+	}
 	char buf[READ_CHUNK];
 	size_t budget = READ_BUDGET;
-	while (budget && !s->dead && s->olen < OBUF_HIGH) {
+	while (budget && !s->dead && !s->paused && s->olen < OBUF_HIGH) {
 		ssize_t n = transport_read(&s->tp, buf, sizeof(buf));
 		if (n == -EINTR)
 			continue;
@@ -469,13 +623,8 @@ static void read_input(struct h2_session *s)
 			fail(s, n < 0 && n != -ECONNRESET ? "read failed" : NULL);
 			break;
 		}
-		s->in_ng = true;
-		ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, (size_t)n);
-		s->in_ng = false;
-		if (r < 0) {
-			end_for(s, recv_cause(r), nghttp2_strerror((int)r));
+		if (!feed(s, buf, (size_t)n))
 			break;
-		}
 		budget -= (size_t)n;
 		s->last_in = loop_now(s->h->lp);
 		s->ping_sent = false;
@@ -498,7 +647,7 @@ static void on_timer(void *arg);
 
 static void arm(struct h2_session *s, uint64_t ms)
 {
-	s->timer_ms = ms;
+	s->timer_at = loop_now(s->h->lp) + ms;
 	loop_timer_start(s->h->lp, &s->timer, ms, on_timer, s);
 }
 
@@ -515,18 +664,24 @@ static void update(struct h2_session *s)
 		s->want = ev;
 		loop_modify(h->lp, s->fd, ev);
 	}
-	if ((want & EPOLLIN) && transport_input_pending(&s->tp))
+	if ((want & EPOLLIN) && (s->paused || transport_input_pending(&s->tp)))
 		h2_kick(s);
-	/* One timer: stalled output, an idle session, or (with streams) a
-	 * client silent for keepalive_timeout, then its PING's answer. A
-	 * timer set for a longer wait (header_timeout, before the first
-	 * request) gives way to a shorter one; on_timer checks what is due. */
+	/* One timer: stalled output, an idle session, (with streams) a client
+	 * silent for keepalive_timeout, then its PING's answer, and the
+	 * deadline of the oldest incomplete request. A timer set to fire
+	 * later (header_timeout, before the first request) gives way to an
+	 * earlier one; on_timer checks what is due. */
 	const struct config *cfg = h->cfg;
-	int64_t ms = s->olen || s->ping_sent  ? cfg->stall_timeout_ms
-		     : s->nconns || s->served ? cfg->keepalive_timeout_ms
-					      : cfg->header_timeout_ms;
-	if (!loop_timer_active(&s->timer) || (uint64_t)ms < s->timer_ms)
-		arm(s, (uint64_t)ms);
+	uint64_t now = loop_now(h->lp);
+	uint64_t ms = (uint64_t)(s->olen || s->ping_sent  ? cfg->stall_timeout_ms
+				 : s->nconns || s->served ? cfg->keepalive_timeout_ms
+							  : cfg->header_timeout_ms);
+	if (s->arr_head) {
+		uint64_t due = s->arr_head->text->begun + (uint64_t)cfg->header_timeout_ms;
+		ms = MIN(ms, due > now ? due - now : 0);
+	}
+	if (!loop_timer_active(&s->timer) || now + ms < s->timer_at)
+		arm(s, ms);
 }
 
 static void teardown(struct h2_session *s)
@@ -556,6 +711,8 @@ static void teardown(struct h2_session *s)
 	close(s->fd);
 	free(s->obuf);
 	s->obuf = NULL;
+	free(s->ibuf);
+	s->ibuf = NULL;
 	if (s->kick_scheduled)
 		s->zombie = true;
 	else
@@ -616,7 +773,7 @@ static void deferred(void *arg)
 	}
 	s->busy++;
 	if (!s->dead) {
-		if ((s->want & EPOLLIN) && transport_input_pending(&s->tp))
+		if ((s->want & EPOLLIN) && (s->paused || transport_input_pending(&s->tp)))
 			read_input(s);
 		run(s);
 	}
@@ -633,15 +790,37 @@ static void h2_kick(struct h2_session *s)
 	loop_defer(s->h->lp, deferred, s);
 }
 
+/* Answer 408 to each request not whole within header_timeout of its
+ * HEADERS (the list is oldest first), as HTTP/1.1 does. One whose header
+ * block has not ended holds the whole connection (nothing else may come
+ * before the rest of the block), which ends. */
+static void expire_requests(struct h2_session *s, uint64_t now)
+{
+	uint64_t limit = (uint64_t)s->h->cfg->header_timeout_ms;
+	for (struct h2_stream *st = s->arr_head, *next; st && !s->dead; st = next) {
+		next = st->text->arr_next;
+		if (now - st->text->begun < limit)
+			break;
+		if (!st->head_whole) {
+			calm(s, METRICS_H2_INCOMPLETE, "header block not finished within header_timeout");
+			break;
+		}
+		h2_stream_drop_request(st);
+		st->expired = st->ready = true;
+		h2_pending_push(st);
+	}
+}
+
 static void on_timer(void *arg)
 {
 	struct h2_session *s = arg;
 	const struct config *cfg = s->h->cfg;
 	uint64_t now = loop_now(s->h->lp);
 	s->busy++;
+	expire_requests(s, now);
 	if (s->olen && now - s->last_out >= (uint64_t)cfg->stall_timeout_ms) {
 		end_for(s, METRICS_H2_STALLED, "no bytes accepted within stall_timeout");
-	} else if (!s->olen && s->nconns == 0) {
+	} else if (!s->olen && s->nconns == 0 && !s->arr_head && !s->pending) {
 		uint64_t idle = (uint64_t)(s->served ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
 		if (now - s->last_active >= idle) {
 			nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
@@ -713,13 +892,8 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	/* The preface and whatever came with it. */
 	s->busy++;
 	if (!s->dead) {
-		s->in_ng = true;
-		ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)bytes, n);
-		s->in_ng = false;
-		if (r < 0)
-			end_for(s, recv_cause(r), nghttp2_strerror((int)r));
 		/* More may wait inside TLS or the socket. */
-		if (!s->dead)
+		if (feed(s, bytes, n) && !s->dead)
 			read_input(s);
 		run(s);
 	}

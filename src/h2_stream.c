@@ -13,7 +13,10 @@
  * reader. Its interest is kept here (want_out) and epoll is asked for
  * nothing; the session wakes it. The stream record is freed by the second
  * of nghttp2 closing the stream and the connection letting go (its
- * transport's free). */
+ * transport's free). Until its request is whole a stream is on its
+ * session's list of incomplete requests (oldest first: the session times
+ * out the head of it), and what the request holds counts in the
+ * session's held, which the session bounds. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +58,17 @@ struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_li
 	struct h2_stream *st = xcalloc(1, sizeof(*st));
 	st->s = s;
 	st->id = id;
-	st->text = xcalloc(1, sizeof(*st->text));
-	st->text->req.head_limit = head_limit;
-	st->text->req.body_limit = body_limit;
+	struct h2_stream_text *x = st->text = xcalloc(1, sizeof(*st->text));
+	x->req.head_limit = head_limit;
+	x->req.body_limit = body_limit;
+	x->begun = loop_now(s->h->lp);
+	/* The newest of the session's incomplete requests. */
+	x->arr_prev = s->arr_tail;
+	if (s->arr_tail)
+		s->arr_tail->text->arr_next = st;
+	else
+		s->arr_head = st;
+	s->arr_tail = st;
 	st->arriving = true;
 	return st;
 }
@@ -71,20 +82,87 @@ static void text_release(struct h2_stream *st)
 	}
 }
 
-bool h2_stream_finish_request(struct h2_stream *st, bool *too_large)
+/* Whether the request is on the session's list of incomplete ones. */
+static bool listed(const struct h2_stream *st)
+{
+	return st->text->arr_prev || st->s->arr_head == st;
+}
+
+/* Take the request off the session's list of incomplete requests, and
+ * what it holds off the session's held. */
+static void unlist(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	struct h2_stream_text *x = st->text;
+	if (!listed(st))
+		return;
+	if (x->arr_prev)
+		x->arr_prev->text->arr_next = x->arr_next;
+	else
+		s->arr_head = x->arr_next;
+	if (x->arr_next)
+		x->arr_next->text->arr_prev = x->arr_prev;
+	else
+		s->arr_tail = x->arr_prev;
+	x->arr_next = x->arr_prev = NULL;
+	s->held -= x->held;
+	x->held = 0;
+}
+
+/* The request is no longer arriving: unlisted and freed. */
+static void arriving_end(struct h2_stream *st)
+{
+	unlist(st);
+	h2_request_free(&st->text->req);
+	st->arriving = false;
+}
+
+/* Count what the request holds now in the session's held. */
+static void count_held(struct h2_stream *st)
+{
+	struct h2_stream_text *x = st->text;
+	if (!listed(st))
+		return;
+	st->s->held += x->req.held - x->held;
+	x->held = x->req.held;
+}
+
+void h2_stream_whole(struct h2_stream *st)
+{
+	unlist(st);
+}
+
+void h2_stream_field(struct h2_stream *st, const char *name, size_t namelen, const char *value, size_t valuelen)
+{
+	h2_request_field(&st->text->req, name, namelen, value, valuelen);
+	count_held(st);
+}
+
+void h2_stream_data(struct h2_stream *st, const char *data, size_t len)
+{
+	h2_request_data(&st->text->req, data, len);
+	count_held(st);
+}
+
+int h2_stream_finish_request(struct h2_stream *st)
 {
 	struct h2_stream_text *x = st->text;
 	size_t len = 0;
 	char *text = h2_request_finish(&x->req, &len);
-	*too_large = x->req.too_large;
+	int status = text ? 0 : x->req.too_large ? 431 : -1;
 	st->head_request = h2_request_is_head(&x->req);
-	h2_request_free(&x->req);
-	st->arriving = false;
+	arriving_end(st);
 	x->in = text;
 	x->in_len = len;
 	x->in_off = 0;
 	text_release(st);
-	return text != NULL;
+	return status;
+}
+
+void h2_stream_drop_request(struct h2_stream *st)
+{
+	arriving_end(st);
+	text_release(st);
 }
 
 void h2_stream_free(struct h2_stream *st)
@@ -100,7 +178,7 @@ void h2_stream_free(struct h2_stream *st)
 		st->next->prev = st->prev;
 	if (st->text) {
 		if (st->arriving)
-			h2_request_free(&st->text->req);
+			arriving_end(st);
 		free(st->text->in);
 		free(st->text->head);
 		free(st->text);

@@ -256,6 +256,8 @@ static void put_http2_ended(struct out *o, const struct metrics *m)
 		[METRICS_H2_FLOOD] = "flood",
 		[METRICS_H2_STALLED] = "stall_timeout",
 		[METRICS_H2_PING_UNANSWERED] = "ping_unanswered",
+		[METRICS_H2_HEADER_SIZE] = "header_size",
+		[METRICS_H2_INCOMPLETE] = "incomplete_requests",
 	};
 	append(o, head, sizeof(head) - 1);
 	for (size_t i = 0; i < METRICS_H2_ENDS; i++) {

@@ -27,6 +27,8 @@ enum metrics_h2_end {
 	METRICS_H2_FLOOD,           /* PING, SETTINGS or other frames faster than allowed */
 	METRICS_H2_STALLED,         /* output not taken within stall_timeout */
 	METRICS_H2_PING_UNANSWERED, /* a silent client's PING not answered within stall_timeout */
+	METRICS_H2_HEADER_SIZE,     /* a header block decoded past twice the header limit */
+	METRICS_H2_INCOMPLETE,      /* incomplete requests: streams opened on refusal, a header block left unfinished */
 	METRICS_H2_ENDS
 };
 

@@ -109,6 +109,20 @@ def hpack_literal(fields):
     return out
 
 
+def hpack_indexing(name, value):
+    """One field as a literal with incremental indexing (a new name): the
+    decoder puts it into its dynamic table, where the next entry is index
+    62 (RFC 7541 2.3.3)."""
+    k, v = name.encode(), value.encode()
+    return b"\x40" + _hpack_int(len(k), 7) + k + _hpack_int(len(v), 7) + v
+
+
+def hpack_indexed(index):
+    """One field by its index in the static or dynamic table: one byte for
+    an index below 127, whatever the field's size."""
+    return _hpack_int(index, 7, 0x80)
+
+
 class H2Raw:
     """An HTTP/2 client of raw frames over a socket: it sends what a test
     says, and reads DATA (per stream), RST_STREAM and GOAWAY. SETTINGS are
@@ -139,6 +153,19 @@ class H2Raw:
 
     def frame_bytes(self, type, flags, sid, payload=b""):
         return struct.pack(">I", len(payload))[1:] + bytes([type, flags]) + struct.pack(">I", sid) + payload
+
+    def send_block(self, sid, block, end_stream=True, frame_max=16384):
+        """A header block as HEADERS and as many CONTINUATION frames as
+        frame_max makes it, all in one write."""
+        pieces = [block[i:i + frame_max] for i in range(0, len(block), frame_max)] or [b""]
+        out = b""
+        for i, p in enumerate(pieces):
+            last = END_HEADERS if i == len(pieces) - 1 else 0
+            if i == 0:
+                out += self.frame_bytes(HEADERS, last | (END_STREAM if end_stream else 0), sid, p)
+            else:
+                out += self.frame_bytes(CONTINUATION, last, sid, p)
+        self.sock.sendall(out)
 
     def settings(self, pairs):
         self.send(SETTINGS, 0, 0, b"".join(struct.pack(">HI", k, v) for k, v in pairs))

@@ -140,11 +140,40 @@ static void test_request_limits(void)
 	h2_request_free(&r);
 }
 
+static void test_request_held(void)
+{
+	/* held is every byte allocated for the request, counted as it grows
+	 * (the session bounds what its incomplete requests hold with it). */
+	struct h2_request r = { .head_limit = 4096, .body_limit = 4096 };
+	field(&r, ":method", "GET");
+	field(&r, ":path", "/x");
+	CHECK_EQ_INT(r.held, 4 + 3);
+	field(&r, "cookie", "a=1");
+	field(&r, "x-a", "b");
+	h2_request_data(&r, "0123", 4);
+	CHECK_EQ_INT(r.held, 7 + r.cookie_cap + r.head_cap + r.body_cap);
+	/* Crumbs by the thousand: the cookie's room doubles (no copy of it
+	 * per crumb) and never passes the limit. */
+	for (int i = 0; i < 2000 && !r.too_large; i++)
+		field(&r, "cookie", "k=v");
+	CHECK(r.too_large);
+	CHECK(r.cookie_cap <= r.head_limit + 2);
+	CHECK_EQ_INT(r.held, 7 + r.cookie_cap + r.head_cap + r.body_cap);
+	/* Too large: nothing more is kept. */
+	size_t held = r.held;
+	field(&r, "x-b", "c");
+	field(&r, ":authority", "example.org");
+	CHECK_EQ_INT(r.held, held);
+	h2_request_free(&r);
+	CHECK_EQ_INT(r.held, 0);
+}
+
 int main(void)
 {
 	test_response_head();
 	test_response_head_incomplete_and_malformed();
 	test_request_assembled();
 	test_request_limits();
+	test_request_held();
 	return check_done("test_h2_head");
 }
