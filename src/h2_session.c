@@ -745,6 +745,7 @@ static void on_io(void *arg, uint32_t events)
 {
 	struct h2_session *s = arg;
 	char why[320];
+	loop_label(s->h->lp, "an HTTP/2 connection", s->peer);
 	s->busy++;
 	if (transport_on_io(&s->tp, &events, why, sizeof(why)) < 0) {
 		s->io_err = true;
@@ -771,6 +772,7 @@ static void deferred(void *arg)
 		free(s);
 		return;
 	}
+	loop_label(s->h->lp, "an HTTP/2 connection", s->peer);
 	s->busy++;
 	if (!s->dead) {
 		if ((s->want & EPOLLIN) && (s->paused || transport_input_pending(&s->tp)))
@@ -815,6 +817,7 @@ static void on_timer(void *arg)
 {
 	struct h2_session *s = arg;
 	const struct config *cfg = s->h->cfg;
+	loop_label(s->h->lp, "an HTTP/2 connection", s->peer);
 	uint64_t now = loop_now(s->h->lp);
 	s->busy++;
 	expire_requests(s, now);
