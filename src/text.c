@@ -1,4 +1,5 @@
-/* text.c: UTF-8 validation and the JSON NUL-escape scan (see text.h). */
+/* text.c: UTF-8 validation, the JSON NUL-escape scan, names and quoting
+ * client text in messages (see text.h). */
 #include "text.h"
 
 #include <stdint.h>
@@ -68,4 +69,17 @@ bool text_name_valid(const char *s, size_t n, bool slash)
 			return false;
 	}
 	return true;
+}
+
+char *text_shown(const char *s, size_t n, char *buf, size_t len)
+{
+	size_t room = n < len ? n : len - 4, k = 0;
+	for (size_t i = 0; i < room; i++)
+		buf[k++] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\' ? s[i] : '?';
+	if (room < n) {
+		memcpy(buf + k, "...", 3);
+		k += 3;
+	}
+	buf[k] = '\0';
+	return buf;
 }

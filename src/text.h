@@ -21,4 +21,9 @@ bool text_json_escapes_nul(const char *b, size_t n);
  * with slash also '/' (topics). One rule for publishes and stream filters. */
 bool text_name_valid(const char *s, size_t n, bool slash);
 
+/* s[0..n) as a refusal may quote it, into buf (len > 4): printable ASCII
+ * kept, '"', '\\' and every other byte as '?', cut with "..." when it
+ * does not fit. Returns buf. */
+char *text_shown(const char *s, size_t n, char *buf, size_t len);
+
 #endif
