@@ -18,6 +18,7 @@
 #include "presence.h"
 #include "mercure_update.h"
 #include "text.h"
+#include "urlpattern.h"
 #include "util.h"
 
 #define MERCURE_MAX_TOPICS 64 /* topic fields of one update */
@@ -663,17 +664,15 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 
 /* ---- publish ------------------------------------------------------------ */
 
-/* Whether topic (resolved against the hub's URL) is in the hub's own
- * namespace: its path is the hub's path or under it. */
+/* Whether topic, resolved against the hub's URL base as URL patterns
+ * resolve it (urlpattern_topic_path: one resolution for both, so no
+ * relative topic slips past this check into a pattern on the namespace),
+ * is in the hub's own namespace: its path, with unreserved escapes decoded
+ * and dot segments removed, is the hub's path or under it. */
 static bool reserved_topic(const char *topic, const char *base)
 {
-	/* Only the path matters: skip "scheme://authority" when present. */
-	const char *path = topic;
-	const char *s = strstr(topic, "://");
-	if (s && s > topic && strcspn(topic, ":/?#") == (size_t)(s - topic))
-		path = s + 3 + strcspn(s + 3, "/?#");
-	else if (topic[0] != '/')
-		return false; /* a relative reference without a path of its own: never the hub's */
+	char *resolved = urlpattern_topic_path(topic, strlen(topic), base);
+	const char *path = resolved;
 	size_t plen = strcspn(path, "?#");
 	/* The path with unreserved escapes decoded and dot segments gone. */
 	char *clean = xmalloc(plen + 2);
@@ -714,10 +713,11 @@ static bool reserved_topic(const char *topic, const char *base)
 		i = seg_end;
 	}
 	out[o] = '\0';
-	const char *hp = strstr(base, "://");
-	hp = hp ? hp + 3 + strcspn(hp + 3, "/") : base;
-	size_t hl = strcspn(hp, "?#");
+	char hp[2200];
+	hub_path(base, hp, sizeof(hp));
+	size_t hl = strlen(hp);
 	bool r = strncmp(out, hp, hl) == 0 && (out[hl] == '\0' || out[hl] == '/');
+	free(resolved);
 	free(clean);
 	free(out);
 	return r;

@@ -59,6 +59,27 @@ def error_of(body):
     return json.loads(body)["error"]
 
 
+def test_a_relative_topic_in_the_hubs_namespace_is_refused():
+    with start("publish_token = ptok\n") as h:
+        # Matching resolves a relative topic against the hub's URL
+        # (https://hub.example/.well-known/mercure): these name its own
+        # namespace, where the subscription events are.
+        for t in ("mercure/subscriptions/exact/x/urn%3Ax", "mercure", "./mercure/subscriptions",
+                  "../.well-known/mercure/subscriptions/x", "x/../mercure/subscriptions", "%6Dercure/x",
+                  "?x", "mercure?x", "mercure#x"):
+            st, _, body = mpublish(h.port, [("topic", t)], "ptok", expect=None)
+            if t.startswith("?"):
+                assert st == 200, (t, st, body)  # resolves to /.well-known/?x, outside the namespace
+            else:
+                assert st == 400 and "namespace" in body, (t, st, body)
+        for t in ("books/1", "urn:example:1", "mercurial/x", "/.well-known/mercurex", "https://other.example/a"):
+            mpublish(h.port, [("topic", t), ("data", "ok")], "ptok")
+        # An alternate topic is judged the same way.
+        st, _, body = mpublish(h.port, [("topic", "books/1"), ("topic", "mercure/subscriptions/x")], "ptok",
+                               expect=None)
+        assert st == 400, body
+
+
 def test_a_resume_id_answers_only_for_an_update_the_subscriber_may_see():
     with start("mercure_anonymous = on\npublish_token = ptok\n") as h:
         mpublish(h.port, [("topic", "https://example.com/secret"), ("private", "on"), ("data", "s"),
