@@ -849,16 +849,12 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 	*extra = NULL;
 	const char *static_token = mc->cfg->publish_token;
 	if (!find_token(mc, req, &tok, &from_cookie)) {
-		if (!static_token[0] && !mc->streams->jwt && conn_peer_local(c) && !http_forwarded(req)) {
-			/* herald's rule without tokens: this host, not through a
-			 * proxy, and not a page of another site (a form post
-			 * needs no preflight). */
-			*why = publish_cross_site(req);
-			return *why ? 403 : 0;
-		}
-		*why = "publishing needs an access token";
-		*extra = challenge(base, NULL, chal, chal_len);
-		return 401;
+		/* herald's one rule without a token, as on POST /api/events
+		 * (a form post needs no preflight: publish_cross_site). */
+		int status = publish_without_token(mc->cfg, c, req, why);
+		if (status == 401)
+			*extra = challenge(base, NULL, chal, chal_len);
+		return status;
 	}
 	if (from_cookie && !cookie_allowed(mc, req)) {
 		*why = "a publish authorized by cookie is refused from an origin allow_origin does not list";

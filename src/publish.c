@@ -240,38 +240,12 @@ static bool topic_granted(const struct rights *r, const char *topic)
 	return false;
 }
 
-/* The right to publish: the token where one is configured; otherwise only a
- * peer on this host that did not come through a proxy, nor from a web page
- * of another site. Returns 0 or the refusal status with *why set. */
-static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req,
-		       struct rights *rights, const char **why)
+int publish_without_token(const struct config *cfg, const struct conn *c, const struct http_request *req,
+			  const char **why)
 {
-	const char *token = q->cfg->publish_token;
-	struct http_slice tok;
-	bool bearer = http_bearer_token(req, &tok);
-	if (token[0] || (q->jwt && bearer)) {
-		/* The static token may publish anywhere; a signed one where its
-		 * claim says (checked against the topic once the body is read).
-		 * With publish_token set every publish shows a token; with
-		 * only signed tokens, token-less local publishing stays. */
-		if (!bearer) {
-			*why = "publishing needs Authorization: Bearer <publish_token>";
-			return 401;
-		}
-		if (token[0] && http_token_equal(tok, token))
-			return 0;
-		if (!q->jwt) {
-			*why = "the publish token is not valid";
-			return 403;
-		}
-		struct jwt_cost cost;
-		int e = jwt_check(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why, &cost);
-		q->m->token_verifications += cost.signature;
-		q->m->token_cache_hits += cost.cached;
-		if (e != JWT_OK)
-			return 401;
-		rights->by_claim = true;
-		return 0;
+	if (cfg->publish_token[0]) {
+		*why = "publishing needs a token (publish_token is set): Authorization: Bearer <token>";
+		return 401;
 	}
 	if (!conn_peer_local(c) || http_forwarded(req)) {
 		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
@@ -279,6 +253,37 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 	}
 	*why = publish_cross_site(req);
 	return *why ? 403 : 0;
+}
+
+/* The right to publish: a token shown (publish_token anywhere, a signed
+ * one where its claim says), else publish_without_token's rule. Returns 0
+ * or the refusal status with *why set. */
+static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req,
+		       struct rights *rights, const char **why)
+{
+	const char *token = q->cfg->publish_token;
+	struct http_slice tok;
+	bool bearer = http_bearer_token(req, &tok);
+	/* A bearer token that nothing here could check (neither
+	 * publish_token nor jwt_algorithm is set) counts for nothing. */
+	if (!bearer || (!token[0] && !q->jwt))
+		return publish_without_token(q->cfg, c, req, why);
+	if (token[0] && http_token_equal(tok, token))
+		return 0;
+	if (!q->jwt) {
+		*why = "the publish token is not valid";
+		return 403;
+	}
+	/* Signed: its claim is checked against the topic once the body is
+	 * read. */
+	struct jwt_cost cost;
+	int e = jwt_check(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why, &cost);
+	q->m->token_verifications += cost.signature;
+	q->m->token_cache_hits += cost.cached;
+	if (e != JWT_OK)
+		return 401;
+	rights->by_claim = true;
+	return 0;
 }
 
 /* The body must be declared JSON: a form or text/plain post, which any web

@@ -202,6 +202,25 @@ def test_a_token_refusal_names_its_cause_in_the_answer_and_the_log():
             h.wait_log(rf"refused 127\.0\.0\.1 POST /\.well-known/mercure: 401 [^\n]*{cause}")
 
 
+def test_publishing_without_a_token_is_one_rule_for_both_endpoints():
+    # jwt_algorithm set, no publish_token: a client on this host publishes
+    # without a token on both endpoints, and from behind a proxy on neither.
+    with start("") as h:
+        publish(h.port, topic="t", data="native")
+        mpublish(h.port, [("topic", "t"), ("data", "mercure")])
+        fwd = {"X-Forwarded-For": "203.0.113.9"}
+        st, _, _ = request(h.port, "POST", "/api/events", {"topic": "t", "data": "x"}, headers=fwd)
+        assert st == 403
+        mpublish(h.port, [("topic", "t")], headers=fwd, expect=403)
+        mpublish(h.port, [("topic", "t")], headers={"Origin": "https://evil.example"}, expect=403)
+    # publish_token set: both need a token.
+    with start("publish_token = ptok\n") as h:
+        st, _, _ = request(h.port, "POST", "/api/events", {"topic": "t", "data": "x"})
+        assert st == 401
+        _, hd, _ = mpublish(h.port, [("topic", "t")], expect=401)
+        assert hd["www-authenticate"].startswith("Bearer")
+
+
 def _make_cert(dir):
     cert, key = os.path.join(dir, "hub.crt"), os.path.join(dir, "hub.key")
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
