@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "addr.h"
 #include "frame.h"
 #include "idempotency.h"
 #include "jwt.h"
@@ -22,6 +23,10 @@
 #include "util.h"
 
 #define MERCURE_MAX_TOPICS 64 /* topic fields of one update */
+
+/* mercure_subscription_events (config.c) is at least 128: one subscription
+ * of the most matchers must fit in a budget. */
+_Static_assert(2 * MERCURE_MAX_MATCHERS <= 128, "a full subscription must fit mercure_subscription_events");
 
 /* The hub's URL: mercure_url, else SCHEME://HOST/.well-known/mercure from
  * the request's Host (printable bytes only), https when c came over TLS
@@ -404,6 +409,28 @@ static const char *read_query(const struct http_request *req, const char *base, 
 	return why;
 }
 
+/* Whether c's address may open a subscription of n matchers now, whose
+ * opening and closing put 2n events in the log: taken from its budget of
+ * mercure_subscription_events a minute, else refused (429, with when to
+ * try again). Subscription events count toward retention_count like any
+ * row, so without a budget a client that opens and drops subscriptions
+ * would push published events out of the log. */
+static bool subscription_events_admitted(const struct mercure *mc, struct conn *c, struct mercure_subs *subs, size_t n,
+					 const char *base)
+{
+	char key[64], retry[48];
+	addr_count_key(conn_client(c), (int)mc->cfg->ipv6_prefix, key, sizeof(key));
+	uint64_t wait_ms = mercure_subs_admit(subs, key, n, mc->cfg->mercure_subscription_events, clock_mono_ms());
+	if (!wait_ms)
+		return true;
+	snprintf(retry, sizeof(retry), "Retry-After: %llu\r\n", (unsigned long long)((wait_ms + 999) / 1000));
+	refuse(c, base, 429, "subscription_events",
+	       "too many subscriptions from this address: each puts an event in the log when it opens and when it "
+	       "closes, and mercure_subscription_events caps those a minute",
+	       retry);
+	return false;
+}
+
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
 	char base[2200], why_buf[400], link[2400];
@@ -462,6 +489,13 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		goto done;
 	}
 	free(sub);
+	/* Subscription events count against the address's budget, checked
+	 * before the stream opens. */
+	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
+	if (subs && !subscription_events_admitted(mc, c, subs, m->want.n, base)) {
+		stream_release(mc->streams, ticket);
+		goto done;
+	}
 
 	char extra[5000] = "", *e = extra;
 	const struct http_header *o = http_header_get(req, "Origin");
@@ -488,7 +522,6 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	}
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
-	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
 	stream_open_spec(mc->streams, c, ticket, &spec, extra);
 	if (subs) {
 		char path[2200];

@@ -59,6 +59,49 @@ def error_of(body):
     return json.loads(body)["error"]
 
 
+def test_subscription_churn_does_not_push_published_events_out():
+    # retention_count 400, the default budget of subscription events per
+    # address (256 a minute): a subscriber opening and dropping 20
+    # subscriptions of 16 matchers wants 640 rows; without a budget they
+    # push the update a reader resumes from out of the log. (The budget
+    # refills 4 events a second: the loop would need half a minute to earn
+    # the rows that would reach the update.)
+    conf = "mercure_anonymous = on\nmercure_subscriptions = on\nretention_count = 400\npublish_token = ptok\n"
+    with start(conf) as h:
+        h.insert_many([("message", "filler", "", True)] * 400)
+        _, _, a = mpublish(h.port, [("topic", "https://example.com/a"), ("data", "a"), ("id", "urn:test:a")], "ptok")
+        a_num = h.last_id()
+        matchers = [("match", f"https://example.com/m/{i}") for i in range(16)]
+        opened = refused = 0
+        for _ in range(20):
+            s = MStream(h.port, matchers)
+            if s.status == 200:
+                opened += 1
+            else:
+                assert s.status == 429 and "retry-after" in s.headers, (s.status, s.headers)
+                refused += 1
+            s.close()
+        assert refused > 0 and opened > 0, (opened, refused)
+
+        def announced():
+            return int(sqlite(h.db, "SELECT count(*) FROM events WHERE type = 'mercure'"))
+        # Every open and close of the subscriptions served is in the log.
+        wait_until(lambda: announced() == opened * 16 * 2, what="the subscription events")
+        _, _, m = mpublish(h.port, [("topic", "https://example.com/a"), ("data", "m")], "ptok")
+        m_num = h.last_id()
+        # Retention (every 5 s) has run since: it keeps the newest 400 ids.
+        wait_until(lambda: int(sqlite(h.db, "SELECT min(id) FROM events")) > m_num - 400, timeout=15,
+                   what="retention to run")
+        r = MStream(h.port, [("match", "https://example.com/a")], {"Last-Event-ID": a})
+        assert r.headers["mercure-last-event-id"] == a, (opened, r.headers)
+        assert [e["data"] for e in r.events(1)] == ["m"]
+        r.close()
+        s = Stream(h.port, f"topic=https://example.com/a&last_event_id={a_num}")
+        got = s.events(1)
+        assert got and got[0]["event"] != "reset" and got[0]["data"] == "m", got
+        s.close()
+
+
 def test_a_relative_topic_in_the_hubs_namespace_is_refused():
     with start("publish_token = ptok\n") as h:
         # Matching resolves a relative topic against the hub's URL
