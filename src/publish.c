@@ -482,12 +482,22 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	enqueue(q, c, &it);
 }
 
+/* A refusal's header lines, into buf: Retry-After on a 503, then the
+ * headers every answer to a Mercure update carries (its item's cors:
+ * CORS and the hub's Link), or none for herald's own publishes. */
+static const char *refusal_headers(int status, const char *mercure_headers, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s", status == 503 ? "Retry-After: 1\r\n" : "", mercure_headers ? mercure_headers : "");
+	return buf;
+}
+
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors)
 {
 	if (q->n >= MAX_PENDING) {
+		char extra[5100];
 		publish_mercure_free(u);
 		conn_refuse(c, 503, "publish_queue_full", "too many publishes waiting for the database",
-			    "Retry-After: 1\r\n");
+			    refusal_headers(503, cors, extra, sizeof(extra)));
 		return;
 	}
 	struct publish_item it = { .c = c,
@@ -565,7 +575,10 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 								  it->keep_alive),
 					     it->keep_alive);
 			} else {
-				conn_refuse(it->c, status, cause, message, status == 503 ? "Retry-After: 1\r\n" : NULL);
+				char extra[5100];
+				conn_refuse(it->c, status, cause, message,
+					    refusal_headers(status, it->mercure_id ? it->cors : NULL, extra,
+							    sizeof(extra)));
 			}
 		}
 		item_free(it);

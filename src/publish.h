@@ -54,8 +54,9 @@ struct publish_mercure {
 };
 
 /* Queue u for the group commit like any publish (taking over its
- * strings); the answer is 200 text/plain with the id. cors: extra headers
- * for the answer, or NULL. */
+ * strings); the answer is 200 text/plain with the id. cors: header lines
+ * every answer carries, refusals included (CORS, the hub's Link), or
+ * NULL. */
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors);
 void publish_mercure_free(struct publish_mercure *u);
 

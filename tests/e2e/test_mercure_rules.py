@@ -16,6 +16,7 @@ import json
 import os
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -158,6 +159,17 @@ def test_a_resume_id_answers_only_for_an_update_the_subscriber_may_see():
             assert st == 200 and f'last-event-id="{want}"' in hd["link"], (grants, st, hd)
 
 
+# Holds the database's write lock until its stdin closes.
+HOLD_LOCK = r"""
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], timeout=10, isolation_level=None)
+con.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.read()
+con.execute("ROLLBACK")
+"""
+
+
 def test_every_answer_of_the_endpoint_carries_the_hubs_link():
     conf = "publish_token = ptok\nper_address_limit = 2\nallow_origin = https://app.example\n"
     with start(conf) as h:
@@ -213,6 +225,18 @@ def test_every_answer_of_the_endpoint_carries_the_hubs_link():
         assert st == 429 and hd.get("link") == LINK, (st, hd)
         a.close()
         b.close()
+    # A publish the log cannot take (another process holds its write lock):
+    # 503 after herald's wait for the lock.
+    with start("publish_token = ptok\n") as h:
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, h.db], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        try:
+            assert holder.stdout.readline() == b"held\n"
+            st, hd, body = mpublish(h.port, [("topic", "a")], "ptok", expect=None)
+            assert st == 503 and hd.get("link") == LINK, (st, hd, body)
+        finally:
+            holder.stdin.close()
+            holder.wait(10)
     # The subscription API's refusals.
     with start("mercure_subscriptions = on\n") as h:
         for status, hdrs, target in (
