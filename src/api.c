@@ -42,10 +42,19 @@ static void log_refusal(void *owner, struct conn *c, int status, const char *mes
 	log_notice("refused %s %s: %d %s", conn_client(c), what[0] ? what : "(no request line)", status, message);
 }
 
-static void method_not_allowed(struct conn *c, const char *allow)
+/* 503 while the server shuts down, with more header lines (or "") beside. */
+static void shutting_down(struct conn *c, const char *more)
 {
-	char extra[64];
-	snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
+	char extra[2600];
+	snprintf(extra, sizeof(extra), "Retry-After: 5\r\n%s", more);
+	conn_refuse(c, 503, "shutting_down", "the server is shutting down", extra);
+}
+
+/* 405 naming the methods allow, with more header lines (or "") beside. */
+static void method_not_allowed(struct conn *c, const char *allow, const char *more)
+{
+	char extra[2600];
+	snprintf(extra, sizeof(extra), "Allow: %s\r\n%s", allow, more);
 	conn_refuse(c, 405, "method_not_allowed", "method not allowed for this path", extra);
 }
 
@@ -366,21 +375,22 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 /* A browser's CORS preflight, before a cross-origin request that sets
  * headers (Authorization, Last-Event-ID) or posts JSON: answered as
  * allow_origin says. */
-static void preflight(struct api *a, struct conn *c, const struct http_request *req, const char *methods)
+static void preflight(struct api *a, struct conn *c, const struct http_request *req, const char *methods,
+		      const char *more)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
-	char extra[600], allow[400];
+	char extra[3200], allow[400];
 	cors_headers(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, allow, sizeof(allow));
 	if (!allow[0]) {
 		conn_refuse(c, 403, "cross_origin",
-			    "cross-origin requests are allowed only from the origins allow_origin lists", NULL);
+			    "cross-origin requests are allowed only from the origins allow_origin lists", more);
 		return;
 	}
 	snprintf(extra, sizeof(extra),
 		 "%sAccess-Control-Allow-Methods: %s\r\n"
 		 "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID\r\n"
-		 "Access-Control-Max-Age: 600\r\n",
-		 allow, methods);
+		 "Access-Control-Max-Age: 600\r\n%s",
+		 allow, methods, more);
 	bool keep = conn_keep_alive(c);
 	conn_respond(c, 204, http_format_response(204, NULL, extra, NULL, 0, keep), keep);
 }
@@ -393,6 +403,17 @@ static struct mercure mercure_of(const struct api *a)
 	return (struct mercure){ a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub };
 }
 
+/* The header lines every answer to req carries, whoever makes it
+ * (conn_hooks.answer_headers): the Mercure hub's Link on its paths. */
+static void answer_headers(void *owner, struct conn *c, const struct http_request *req, char *buf, size_t len)
+{
+	struct api *a = owner;
+	struct mercure mc = mercure_of(a);
+	buf[0] = '\0';
+	if (mercure_answers(&mc, req))
+		mercure_link(&mc, c, req, buf, len);
+}
+
 /* Route a request whose body has not arrived and that asked first
  * (Expect: 100-continue): refuse it now if it would be refused anyway. */
 static bool expect_continue(void *owner, struct conn *c, const struct http_request *req)
@@ -400,7 +421,7 @@ static bool expect_continue(void *owner, struct conn *c, const struct http_reque
 	struct api *a = owner;
 	if (path_is(req, "/api/events") && req->method == HTTP_POST) {
 		if (conn_draining(c)) {
-			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
+			shutting_down(c, "");
 			return false;
 		}
 		return publish_precheck(a->pubq, c, req);
@@ -427,76 +448,82 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 	conn_set_client(c, client);
 	free(xff);
 	struct mercure mc = mercure_of(a);
+	char more[2400];
+	answer_headers(a, c, req, more, sizeof(more));
 
 	if (path_is(req, "/api/events/stream")) {
 		if (req->method == HTTP_OPTIONS)
-			preflight(a, c, req, "GET");
+			preflight(a, c, req, "GET", more);
 		else if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET, OPTIONS");
+			method_not_allowed(c, "GET, OPTIONS", more);
 		else
 			stream_open(a->streams, c, req);
 	} else if (path_is(req, "/api/events")) {
 		if (req->method == HTTP_OPTIONS)
-			preflight(a, c, req, "POST");
+			preflight(a, c, req, "POST", more);
 		else if (req->method != HTTP_POST)
-			method_not_allowed(c, "POST, OPTIONS");
+			method_not_allowed(c, "POST, OPTIONS", more);
 		else if (conn_draining(c))
-			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
+			shutting_down(c, more);
 		else
 			publish_handle(a->pubq, c, req, body, body_len);
 	} else if (path_is(req, MERCURE_PATH) && a->cfg->mercure) {
 		if (req->method == HTTP_OPTIONS)
-			preflight(a, c, req, "GET, POST");
+			preflight(a, c, req, "GET, POST", more);
 		else if (req->method == HTTP_GET)
 			mercure_subscribe(&mc, c, req);
 		else if (req->method != HTTP_POST)
-			method_not_allowed(c, "GET, POST, OPTIONS");
+			method_not_allowed(c, "GET, POST, OPTIONS", more);
 		else if (conn_draining(c))
-			conn_refuse(c, 503, "shutting_down", "the server is shutting down", "Retry-After: 5\r\n");
+			shutting_down(c, more);
 		else
 			mercure_publish(&mc, c, req, body, body_len);
 	} else if (a->cfg->mercure && req->path.n >= 34 &&
 		   memcmp(req->path.p, MERCURE_PATH "/subscriptions", 34) == 0 &&
 		   (req->path.n == 34 || req->path.p[34] == '/')) {
 		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET");
+			method_not_allowed(c, "GET", more);
 		else
 			mercure_subscriptions(&mc, c, req);
 	} else if (a->cfg->mercure && req->path.n > 38 &&
 		   memcmp(req->path.p, "/.well-known/oauth-protected-resource/", 38) == 0 &&
 		   mercure_metadata_path(&mc, req)) {
 		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET");
+			method_not_allowed(c, "GET", more);
 		else
 			mercure_metadata(&mc, c, req);
 	} else if (path_is(req, "/api/presence") && a->presence) {
 		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET");
+			method_not_allowed(c, "GET", more);
 		else
 			presence_route(a, c, req);
 	} else if (path_is(req, "/api/health")) {
 		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
-			method_not_allowed(c, "GET, HEAD");
+			method_not_allowed(c, "GET, HEAD", more);
 		else
 			health(a, c, req->method == HTTP_HEAD);
 	} else if (path_is(req, "/") && a->cfg->console) {
 		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
-			method_not_allowed(c, "GET, HEAD");
+			method_not_allowed(c, "GET, HEAD", more);
 		else
 			console_serve(c, req->method == HTTP_HEAD);
 	} else if (path_is(req, "/metrics")) {
 		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET");
+			method_not_allowed(c, "GET", more);
 		else
 			metrics(a, c, req);
 	} else {
-		conn_refuse(c, 404, "not_found", "no such path", NULL);
+		conn_refuse(c, 404, "not_found", "no such path", more);
 	}
 }
 
 void api_hooks(struct api *a, struct conn_hooks *out)
 {
 	*out = (struct conn_hooks){
-		.owner = a, .request = route, .expect_continue = expect_continue, .refused = log_refusal
+		.owner = a,
+		.request = route,
+		.expect_continue = expect_continue,
+		.refused = log_refusal,
+		.answer_headers = answer_headers,
 	};
 }

@@ -110,6 +110,10 @@ static const struct key keys[] = {
 	KEY("mercure_anonymous", K_BOOL, mercure_anonymous, 0, 0, "off"),
 	KEY("mercure_url", K_STR, mercure_url, 0, 2048, "", .check = check_mercure_url),
 	KEY("mercure_subscriptions", K_BOOL, mercure_subscriptions, 0, 0, "off"),
+	/* A subscription's open and close events, 2 per matcher: one of 64
+	 * matchers (MERCURE_MAX_MATCHERS) must fit, so at least 128. */
+	KEY("mercure_subscription_events", K_INT, mercure_subscription_events, 128, INT64_C(1000000000), "256",
+	    .flags = KF_ZERO_OK),
 	KEY("retry_ms", K_INT, retry_ms, 0, 3600000, "3000"),
 	KEY("rotate_after", K_DUR_MS, rotate_after_ms, 0, INT64_C(31536000000), "0"),
 	KEY("busy_timeout_ms", K_INT, busy_timeout_ms, 0, 1000, "5"),

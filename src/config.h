@@ -73,10 +73,11 @@ struct config {
 	int64_t presence_ttl_ms;   /* on Redis: a node's share outlives its last heartbeat this long */
 	int64_t presence_max_keys; /* distinct (topic pattern) and (pattern, subject) entries at once */
 	/* The Mercure protocol at /.well-known/mercure (mercure.h). */
-	bool mercure;               /* serve it (off: 404) */
-	bool mercure_anonymous;     /* subscribers without a token (public updates only) */
-	char *mercure_url;          /* the hub's public URL: "" = from the request's Host */
-	bool mercure_subscriptions; /* active subscriptions: events and the API (needs presence) */
+	bool mercure;                        /* serve it (off: 404) */
+	bool mercure_anonymous;              /* subscribers without a token (public updates only) */
+	char *mercure_url;                   /* the hub's public URL: "" = from the request's Host */
+	bool mercure_subscriptions;          /* active subscriptions: events and the API (needs presence) */
+	int64_t mercure_subscription_events; /* of them per address a minute (0: no limit) */
 	int64_t retry_ms;
 	int64_t rotate_after_ms;
 	int64_t busy_timeout_ms;

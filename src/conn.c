@@ -868,13 +868,15 @@ static void conn_process(struct conn *c)
 				conn_close(c, NULL);
 			return;
 		}
-		if (req.chunked) {
-			conn_refuse(c, 411, "chunked_body",
-				    "chunked request bodies are not accepted; send Content-Length", NULL);
-			return;
-		}
-		if (req.content_length > cfg->max_body) {
-			conn_refuse(c, 413, "body_too_large", "request body larger than max_body", NULL);
+		if (req.chunked || req.content_length > cfg->max_body) {
+			char more[2400] = "";
+			if (p->hooks.answer_headers)
+				p->hooks.answer_headers(p->hooks.owner, c, &req, more, sizeof(more));
+			if (req.chunked)
+				conn_refuse(c, 411, "chunked_body",
+					    "chunked request bodies are not accepted; send Content-Length", more);
+			else
+				conn_refuse(c, 413, "body_too_large", "request body larger than max_body", more);
 			return;
 		}
 		size_t body = req.content_length > 0 ? (size_t)req.content_length : 0;
@@ -1196,6 +1198,11 @@ bool conn_peer_local(const struct conn *c)
 const char *conn_what(const struct conn *c)
 {
 	return c->what ? c->what : "";
+}
+
+bool conn_secure(const struct conn *c)
+{
+	return transport_secure(&c->tp);
 }
 
 bool conn_keep_alive(const struct conn *c)

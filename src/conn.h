@@ -54,6 +54,11 @@ struct conn_hooks {
 	bool (*expect_continue)(void *owner, struct conn *c, const struct http_request *req);
 	/* A refusal is being sent (for the log): its sentence. */
 	void (*refused)(void *owner, struct conn *c, int status, const char *message);
+	/* The header lines every answer to req carries, whoever makes it (the
+	 * Mercure hub's Link on its paths), into buf ("" for none): asked for
+	 * the refusals conn.c makes once it has a request's head (411, 413).
+	 * NULL: none. */
+	void (*answer_headers)(void *owner, struct conn *c, const struct http_request *req, char *buf, size_t len);
 };
 
 /* What a handler attaches to one connection (conn_attach). */
@@ -256,6 +261,7 @@ const char *conn_peer(const struct conn *c); /* the socket's peer ("unix") */
 bool conn_peer_unix(const struct conn *c);
 bool conn_has_socket(const struct conn *c);  /* false: an HTTP/2 stream's (conn_new_virtual) */
 bool conn_peer_local(const struct conn *c);  /* loopback or the unix socket */
+bool conn_secure(const struct conn *c);      /* came over TLS (an https request) */
 const char *conn_what(const struct conn *c); /* "METHOD /path", or "" */
 bool conn_keep_alive(const struct conn *c);  /* the client allows another request */
 bool conn_draining(const struct conn *c);    /* the server is shutting down */

@@ -421,6 +421,13 @@ static void stream_free_op(struct transport *t)
 		end_stream(st);
 }
 
+/* A stream is as secure as its session's connection. */
+static bool stream_secure(const struct transport *t)
+{
+	const struct h2_stream *st = t->state;
+	return transport_secure(&st->s->tp);
+}
+
 const struct transport_ops h2_stream_ops = {
 	.name = "h2",
 	.ready_at_accept = true,
@@ -428,5 +435,6 @@ const struct transport_ops h2_stream_ops = {
 	.writev = stream_writev,
 	.events = stream_events,
 	.shutdown = stream_shutdown,
+	.secure = stream_secure,
 	.free = stream_free_op,
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "addr.h"
 #include "frame.h"
 #include "idempotency.h"
 #include "jwt.h"
@@ -18,13 +19,20 @@
 #include "presence.h"
 #include "mercure_update.h"
 #include "text.h"
+#include "urlpattern.h"
 #include "util.h"
 
 #define MERCURE_MAX_TOPICS 64 /* topic fields of one update */
 
-/* The hub's URL: mercure_url, else http://HOST/.well-known/mercure from the
- * request's Host (printable bytes only), into buf. */
-static void hub_url(const struct mercure *mc, const struct http_request *req, char *buf, size_t len)
+/* mercure_subscription_events (config.c) is at least 128: one subscription
+ * of the most matchers must fit in a budget. */
+_Static_assert(2 * MERCURE_MAX_MATCHERS <= 128, "a full subscription must fit mercure_subscription_events");
+
+/* The hub's URL: mercure_url, else SCHEME://HOST/.well-known/mercure from
+ * the request's Host (printable bytes only), https when c came over TLS
+ * (c NULL: http), into buf. */
+static void hub_url(const struct mercure *mc, const struct conn *c, const struct http_request *req, char *buf,
+		    size_t len)
 {
 	if (mc->cfg->mercure_url[0]) {
 		snprintf(buf, len, "%s", mc->cfg->mercure_url);
@@ -41,7 +49,7 @@ static void hub_url(const struct mercure *mc, const struct http_request *req, ch
 			host[h->value.n] = '\0';
 		}
 	}
-	snprintf(buf, len, "http://%s%s", host, MERCURE_PATH);
+	snprintf(buf, len, "%s://%s%s", c && conn_secure(c) ? "https" : "http", host, MERCURE_PATH);
 }
 
 /* Where the protected-resource metadata of the hub at base is served
@@ -62,6 +70,24 @@ static const char *challenge(const char *base, const char *error, char *buf, siz
 	snprintf(buf, len, "WWW-Authenticate: Bearer realm=\"mercure\", resource_metadata=\"%s\"%s%s%s\r\n", meta,
 		 error ? ", error=\"" : "", error ? error : "", error ? "\"" : "");
 	return buf;
+}
+
+/* The hub's Link header line for base, into buf. */
+static const char *link_line(const char *base, char *buf, size_t len)
+{
+	snprintf(buf, len, "Link: <%s>; rel=\"mercure\"\r\n", base);
+	return buf;
+}
+
+/* Refuse c as conn_refuse does, with the hub's Link among the headers
+ * (every answer of the endpoint carries it) before extra (header lines, or
+ * NULL). */
+static void refuse(struct conn *c, const char *base, int status, const char *cause, const char *why, const char *extra)
+{
+	char headers[5200];
+	size_t k = strlen(link_line(base, headers, sizeof(headers)));
+	snprintf(headers + k, sizeof(headers) - k, "%s", extra ? extra : "");
+	conn_refuse(c, status, cause, why, headers);
 }
 
 /* The path of the hub's URL base into buf. */
@@ -97,15 +123,19 @@ static bool cookie_allowed(const struct mercure *mc, const struct http_request *
 	return !o || cors_listed(mc->cors, o->value.p, o->value.n);
 }
 
-/* Verify tok's Mercure grants into *g (base set by the caller). */
-static int verify(const struct mercure *mc, struct http_slice tok, struct mercure_grants *g, int64_t *exp, char **sub)
+/* Verify tok's Mercure grants into *g (base set by the caller): JWT_OK,
+ * or the jwt_error with *why its cause (jwt.c's words, for the answer and
+ * the log). */
+static int verify(const struct mercure *mc, struct http_slice tok, struct mercure_grants *g, int64_t *exp, char **sub,
+		  const char **why)
 {
-	if (!mc->streams->jwt)
+	if (!mc->streams->jwt) {
+		*why = "signed tokens are off (jwt_algorithm is not set)";
 		return JWT_BAD_SIGNATURE;
+	}
 	struct jwt_rights r;
-	const char *why;
 	g->audience_checked = mc->cfg->jwt_audience[0] != '\0';
-	int e = jwt_verify_claims(mc->streams->jwt, tok.p, tok.n, clock_wall_s(), mercure_read_claims, g, &r, &why);
+	int e = jwt_verify_claims(mc->streams->jwt, tok.p, tok.n, clock_wall_s(), mercure_read_claims, g, &r, why);
 	if (e == JWT_OK) {
 		*exp = r.exp;
 		if (sub) {
@@ -141,21 +171,31 @@ static void msub_free(void *arg)
 	free(m);
 }
 
+/* The topic lines of the row's update into [*p, *end): its block's, else
+ * the row's one topic; false for a row without either. */
+static bool update_topics(const struct store_event *ev, const char **p, const char **end)
+{
+	struct mercure_block b;
+	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b) && b.topics) {
+		*p = b.topics;
+		*end = b.topics + b.topics_len;
+		return true;
+	}
+	*p = ev->topic;
+	*end = ev->topic + ev->topic_len;
+	return ev->topic_len > 0;
+}
+
 /* Wanted by a matcher on one of the update's topics, and public or
  * granted on one of them (the audience of a private update is the union
  * of its topics'). */
 static bool msub_accepts(void *arg, const struct store_event *ev)
 {
 	const struct msub *m = arg;
-	const char *p = ev->topic, *end = ev->topic + ev->topic_len, *t;
+	const char *p, *end, *t;
 	size_t tl;
-	struct mercure_block b;
-	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b) && b.topics) {
-		p = b.topics;
-		end = b.topics + b.topics_len;
-	} else if (ev->topic_len == 0) {
+	if (!update_topics(ev, &p, &end))
 		return false;
-	}
 	bool wanted = false, allowed = ev->public;
 	while (mercure_block_next_topic(&p, end, &t, &tl)) {
 		if (!wanted)
@@ -179,18 +219,42 @@ static bool all_digits(const char *s, size_t n)
 	return true;
 }
 
-/* The resume point for the id a subscriber sent: -1 (from now on, with
- * *found false) when the log has no such event. */
-static int64_t resume_of(const struct mercure *mc, const char *id, bool *found)
+/* The row read (store_row_cb): whether the subscriber whose grants are
+ * in arg (struct sight) may see its update: public, or granted on one of
+ * its topics. */
+struct sight {
+	const struct mercure_grants *grants;
+	bool visible;
+};
+
+static int judge_sight(void *arg, const struct store_event *ev)
+{
+	struct sight *w = arg;
+	const char *p, *end, *t;
+	size_t tl;
+	update_topics(ev, &p, &end);
+	w->visible = ev->public;
+	while (!w->visible && mercure_block_next_topic(&p, end, &t, &tl))
+		w->visible = mercure_matchers_match(&w->grants->subscribe, t, tl, w->grants->base);
+	return 1;
+}
+
+/* The resume point for the id a subscriber with grants g sent: -1 (from
+ * now on, with *found false) when the log has no such event, and when the
+ * id names an update the subscriber may not see, so that neither its
+ * existence nor its place is told. herald's own numbers are places in the
+ * log, taken for any number in its range whatever the row there. */
+static int64_t resume_of(const struct mercure *mc, const char *id, const struct mercure_grants *g, bool *found)
 {
 	int64_t ev = 0;
 	*found = true;
 	if (strcmp(id, "earliest") == 0)
 		return store_pruned_through(mc->st);
-	int r = store_mercure_find(mc->st, id, &ev);
-	if (r == 1)
-		return ev;
-	if (all_digits(id, strlen(id))) {
+	if (store_mercure_find(mc->st, id, &ev) == 1) {
+		struct sight w = { g, false };
+		if (store_read_range(mc->st, ev - 1, ev, 1, judge_sight, &w) == 1 && w.visible)
+			return ev;
+	} else if (all_digits(id, strlen(id))) {
 		ev = strtoll(id, NULL, 10);
 		if (ev <= hub_high_water(mc->hub) && ev >= store_pruned_through(mc->st))
 			return ev;
@@ -213,46 +277,155 @@ static int matcher_param(const char *name)
 	return -2;
 }
 
-void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req)
+/* The parameters a subscription takes (README); a token parameter
+ * (authorization, access_token) is known but not read. */
+static const char *const sub_params[] = { "match", "match_exact", "match_urlpattern",
+					  "topic", "lastEventID", "last_event_id" };
+
+/* name folded for a near match: lower case, without '_' and '-', into
+ * out; false when it does not fit. */
+static bool fold(const char *name, char *out, size_t len)
 {
-	char base[2200];
-	hub_url(mc, req, base, sizeof(base));
-	struct msub *m = xcalloc(1, sizeof(*m));
-	m->base = xstrdup(base);
-	m->grants.base = m->base;
-	char *last_id = NULL, *legacy_id = NULL;
+	size_t k = 0;
+	for (; *name; name++) {
+		if (*name == '_' || *name == '-')
+			continue;
+		if (k + 1 >= len)
+			return false;
+		out[k++] = (char)tolower((unsigned char)*name);
+	}
+	out[k] = '\0';
+	return true;
+}
+
+/* The parameter a subscription takes that name is likely a slip for: the
+ * same but for case, '_' and '-', else within two edits of it; NULL for
+ * none (or a name of fewer than four letters). */
+static const char *near_param(const char *name)
+{
+	char f[32], g[32];
+	if (!fold(name, f, sizeof(f)) || strlen(f) < 4)
+		return NULL;
+	const char *best = NULL;
+	size_t best_d = 3;
+	for (size_t i = 0; i < ARRAY_LEN(sub_params); i++) {
+		fold(sub_params[i], g, sizeof(g));
+		size_t d = text_distance(f, g, 2);
+		if (d < best_d) {
+			best_d = d;
+			best = sub_params[i];
+		}
+	}
+	return best;
+}
+
+/* Why the parameter name[0..n) is refused, into why: a name herald does
+ * not know, or a matcher type it does not (matcher), with the parameter
+ * it is likely a slip for. */
+static const char *unknown_param(const char *name, size_t n, bool matcher, char *why, size_t len)
+{
+	char shown[44], hint[64] = "";
+	const char *near = near_param(name);
+	if (near)
+		snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", near);
+	snprintf(why, len,
+		 "%s \"%s\"%s: a subscription takes match, match_exact, match_urlpattern, topic, lastEventID and "
+		 "last_event_id",
+		 matcher ? "unknown topic matcher type" : "unknown query parameter",
+		 text_shown(name, n, shown, sizeof(shown)), hint);
+	return why;
+}
+
+/* What a subscription's query asks besides its matchers. */
+struct sub_query {
+	char *last_id, *legacy_id; /* the first last_event_id, the first lastEventID */
+	const char *token_param;   /* "authorization" or "access_token" when one came, else NULL */
+};
+
+/* A copy of v into *slot unless it holds one already. */
+static void take_first(char **slot, const char *v)
+{
+	if (!*slot)
+		*slot = xstrdup(v);
+}
+
+/* Read req's query: matchers into want, the rest into q. Returns NULL, or
+ * why it is refused (400), static or in why_buf. */
+static const char *read_query(const struct http_request *req, const char *base, struct mercure_matchers *want,
+			      struct sub_query *q, char *why_buf, size_t why_len)
+{
 	const char *why = NULL;
 	size_t pos = 0;
 	struct http_slice name, value;
 	while (!why && http_query_next(req->query, &pos, &name, &value)) {
+		if (name.n == 0)
+			continue; /* an empty part ("a=1&&b=2", a trailing '&') */
 		size_t nn, vn;
 		char *n = http_percent_decode_dup(name, &nn);
 		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
-		if (!n || !v) {
+		int kind = n ? matcher_param(n) : -2;
+		if (!n || !v)
 			why = "a query parameter with a malformed percent escape";
-		} else {
-			int kind = matcher_param(n);
-			if (kind == -1)
-				why = "an unknown topic matcher type (herald takes match, match_exact, "
-				      "match_urlpattern)";
-			else if (kind >= 0)
-				why = mercure_matchers_add(&m->want, (enum mercure_kind)kind, v, vn, base);
-			else if (strcmp(n, "topic") == 0)
-				why = mercure_matchers_add(&m->want, MERCURE_EXACT, v, vn, base);
-			else if (strcmp(n, "last_event_id") == 0 && !last_id)
-				last_id = xstrdup(v);
-			else if (strcmp(n, "lastEventID") == 0 && !legacy_id)
-				legacy_id = xstrdup(v);
-		}
+		else if (kind == -1)
+			why = unknown_param(n, nn, true, why_buf, why_len);
+		else if (kind >= 0)
+			why = mercure_matchers_add(want, (enum mercure_kind)kind, v, vn, base);
+		else if (strcmp(n, "topic") == 0)
+			why = mercure_matchers_add(want, MERCURE_EXACT, v, vn, base);
+		else if (strcmp(n, "last_event_id") == 0)
+			take_first(&q->last_id, v);
+		else if (strcmp(n, "lastEventID") == 0)
+			take_first(&q->legacy_id, v);
+		else if (strcmp(n, "authorization") == 0)
+			q->token_param = "authorization";
+		else if (strcmp(n, "access_token") == 0)
+			q->token_param = "access_token";
+		else
+			why = unknown_param(n, nn, false, why_buf, why_len);
 		free(n);
 		free(v);
 	}
-	if (!why && m->want.n == 0)
+	if (!why && want->n == 0)
 		why = "a subscription needs at least one topic matcher (match, match_urlpattern or topic)";
+	return why;
+}
+
+/* Whether c's address may open a subscription of n matchers now, whose
+ * opening and closing put 2n events in the log: taken from its budget of
+ * mercure_subscription_events a minute, else refused (429, with when to
+ * try again). Subscription events count toward retention_count like any
+ * row, so without a budget a client that opens and drops subscriptions
+ * would push published events out of the log. */
+static bool subscription_events_admitted(const struct mercure *mc, struct conn *c, struct mercure_subs *subs, size_t n,
+					 const char *base)
+{
+	char key[64], retry[48];
+	addr_count_key(conn_client(c), (int)mc->cfg->ipv6_prefix, key, sizeof(key));
+	uint64_t wait_ms = mercure_subs_admit(subs, key, n, mc->cfg->mercure_subscription_events, clock_mono_ms());
+	if (!wait_ms)
+		return true;
+	snprintf(retry, sizeof(retry), "Retry-After: %llu\r\n", (unsigned long long)((wait_ms + 999) / 1000));
+	refuse(c, base, 429, "subscription_events",
+	       "too many subscriptions from this address: each puts an event in the log when it opens and when it "
+	       "closes, and mercure_subscription_events caps those a minute",
+	       retry);
+	return false;
+}
+
+void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req)
+{
+	char base[2200], why_buf[400], link[2400];
+	hub_url(mc, c, req, base, sizeof(base));
+	link_line(base, link, sizeof(link));
+	struct msub *m = xcalloc(1, sizeof(*m));
+	m->base = xstrdup(base);
+	m->grants.base = m->base;
+	struct sub_query q = { 0 };
+	const char *why = read_query(req, base, &m->want, &q, why_buf, sizeof(why_buf));
 	const struct http_header *leh = http_header_get(req, "Last-Event-ID");
-	char *resume_id = leh ? xstrndup(leh->value.p, leh->value.n) : last_id ? last_id : legacy_id;
+	char *resume_id = leh ? xstrndup(leh->value.p, leh->value.n) : q.last_id ? q.last_id : q.legacy_id;
 	if (why) {
-		conn_refuse(c, 400, "bad_parameter", why, NULL);
+		refuse(c, base, 400, "bad_parameter", why, NULL);
 		goto done;
 	}
 
@@ -262,38 +435,55 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	char *sub = NULL;
 	char chal[2600];
 	/* The caps before the token, as for herald's own streams. */
-	struct admission_ticket *ticket = stream_admit(mc->streams, c);
+	struct admission_ticket *ticket = stream_admit(mc->streams, c, link);
 	if (!ticket)
 		goto done;
 	if (find_token(mc, req, &tok, &from_cookie)) {
 		if (from_cookie && !cookie_allowed(mc, req)) {
 			stream_release(mc->streams, ticket);
-			conn_refuse(c, 403, "cookie_origin",
-				    "a subscription authorized by cookie is refused from an origin allow_origin does "
-				    "not list",
-				    NULL);
+			refuse(c, base, 403, "cookie_origin",
+			       "a subscription authorized by cookie is refused from an origin allow_origin does not "
+			       "list",
+			       NULL);
 			goto done;
 		}
-		if (verify(mc, tok, &m->grants, &exp, &sub) != JWT_OK) {
+		if (verify(mc, tok, &m->grants, &exp, &sub, &why) != JWT_OK) {
 			stream_release(mc->streams, ticket);
-			conn_refuse(c, 401, "invalid_token", "the access token is not valid",
-				    challenge(base, "invalid_token", chal, sizeof(chal)));
+			refuse(c, base, 401, "invalid_token", why,
+			       challenge(base, "invalid_token", chal, sizeof(chal)));
 			goto done;
 		}
+	} else if (q.token_param) {
+		/* Not read (README), and not ignored either: a client that
+		 * sends one means to be authorized. */
+		stream_release(mc->streams, ticket);
+		snprintf(why_buf, sizeof(why_buf),
+			 "herald does not read a token from the query (%s): send it in the Authorization header or "
+			 "the cookie",
+			 q.token_param);
+		refuse(c, base, 401, "token_in_query", why_buf, challenge(base, "invalid_request", chal, sizeof(chal)));
+		goto done;
 	} else if (!mc->cfg->mercure_anonymous) {
 		stream_release(mc->streams, ticket);
-		conn_refuse(c, 401, "token_required", "subscribing needs an access token (mercure_anonymous is off)",
-			    challenge(base, NULL, chal, sizeof(chal)));
+		refuse(c, base, 401, "token_required", "subscribing needs an access token (mercure_anonymous is off)",
+		       challenge(base, NULL, chal, sizeof(chal)));
 		goto done;
 	}
 	free(sub);
+	/* Subscription events count against the address's budget, checked
+	 * before the stream opens. */
+	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
+	if (subs && !subscription_events_admitted(mc, c, subs, m->want.n, base)) {
+		stream_release(mc->streams, ticket);
+		goto done;
+	}
 
-	char extra[3000] = "", *e = extra;
+	char extra[5000] = "", *e = extra;
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
 	e += strlen(extra);
-	e += snprintf(e, sizeof(extra) - (size_t)(e - extra), "Link: <%s>; rel=\"mercure\"\r\n", base);
+	e += snprintf(e, sizeof(extra) - (size_t)(e - extra), "%s", link);
 	struct reader_spec spec = { .resume = -1,
 				    .mercure = true,
 				    .accepts = msub_accepts,
@@ -302,9 +492,10 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 				    .expires_at = exp ? exp + mc->cfg->jwt_leeway_s : 0 };
 	if (resume_id) {
 		bool found;
-		spec.resume = resume_of(mc, resume_id, &found);
+		spec.resume = resume_of(mc, resume_id, &m->grants, &found);
 		/* The id of the event before the first one sent: the one asked
-		 * for when the log has it, else "earliest". */
+		 * for when the log has it and the subscriber may see it, else
+		 * "earliest". */
 		bool plain = found && strcmp(resume_id, "earliest") != 0 &&
 			     mercure_value_valid(resume_id, strlen(resume_id));
 		snprintf(e, sizeof(extra) - (size_t)(e - extra), "Mercure-Last-Event-ID: %s\r\n",
@@ -312,7 +503,6 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	}
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
-	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
 	stream_open_spec(mc->streams, c, ticket, &spec, extra);
 	if (subs) {
 		char path[2200];
@@ -321,19 +511,39 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		opened->sub = mercure_subs_add(subs, path, &opened->want);
 	}
 done:
-	if (resume_id != last_id && resume_id != legacy_id)
+	if (resume_id != q.last_id && resume_id != q.legacy_id)
 		free(resume_id);
-	free(last_id);
-	free(legacy_id);
+	free(q.last_id);
+	free(q.legacy_id);
 	msub_free(m);
 }
 
 /* ---- discovery ---------------------------------------------------------- */
 
+bool mercure_answers(const struct mercure *mc, const struct http_request *req)
+{
+	size_t n = strlen(MERCURE_PATH);
+	if (!mc->cfg->mercure)
+		return false;
+	if (req->path.n >= n && memcmp(req->path.p, MERCURE_PATH, n) == 0 &&
+	    (req->path.n == n || req->path.p[n] == '/'))
+		return true;
+	static const char meta[] = "/.well-known/oauth-protected-resource/";
+	return req->path.n > sizeof(meta) - 1 && memcmp(req->path.p, meta, sizeof(meta) - 1) == 0 &&
+	       mercure_metadata_path(mc, req);
+}
+
+void mercure_link(const struct mercure *mc, const struct conn *c, const struct http_request *req, char *buf, size_t len)
+{
+	char base[2200];
+	hub_url(mc, c, req, base, sizeof(base));
+	link_line(base, buf, len);
+}
+
 bool mercure_metadata_path(const struct mercure *mc, const struct http_request *req)
 {
 	char base[2200], meta[2400];
-	hub_url(mc, req, base, sizeof(base));
+	hub_url(mc, NULL, req, base, sizeof(base));
 	metadata_url(base, meta, sizeof(meta));
 	const char *hp = strstr(meta, "://");
 	const char *path = hp ? hp + 3 + strcspn(hp + 3, "/") : meta;
@@ -342,8 +552,8 @@ bool mercure_metadata_path(const struct mercure *mc, const struct http_request *
 
 void mercure_metadata(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
-	char base[2200], body[3000], extra[2600] = "";
-	hub_url(mc, req, base, sizeof(base));
+	char base[2200], body[3000], extra[5000] = "";
+	hub_url(mc, c, req, base, sizeof(base));
 	const char *cookie = mc->cfg->jwt_cookie[0] ? mc->cfg->jwt_cookie : "__Secure-mercure_access_token";
 	int n = snprintf(
 		body, sizeof(body),
@@ -358,25 +568,33 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
 	size_t k = strlen(extra);
-	snprintf(extra + k, sizeof(extra) - k, "Link: <%s>; rel=\"mercure\"\r\n", base);
+	link_line(base, extra + k, sizeof(extra) - k);
 	bool keep = conn_keep_alive(c);
 	conn_respond(c, 200, http_format_response(200, "application/json", extra, body, (size_t)n, keep), keep);
 }
 
 /* ---- the subscription API ---------------------------------------------- */
 
-/* The Mercure id of the row read (store_row_cb): its update's id, or its
- * number. */
+/* The row read (store_row_cb) as a cursor for the asker whose grants are
+ * in arg (struct cursor): its update's id when the asker may see it, else
+ * its number (a place in the log, which tells nothing of the update). */
+struct cursor {
+	const struct mercure_grants *grants;
+	char *id;
+};
+
 static int newest_id(void *arg, const struct store_event *ev)
 {
-	char **out = arg;
+	struct cursor *cur = arg;
 	struct mercure_block b;
+	struct sight w = { cur->grants, false };
+	judge_sight(&w, ev);
 	char num[24];
-	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b)) {
-		*out = xstrndup(b.id, b.id_len);
+	if (w.visible && ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b)) {
+		cur->id = xstrndup(b.id, b.id_len);
 	} else {
 		snprintf(num, sizeof(num), "%lld", (long long)ev->id);
-		*out = xstrdup(num);
+		cur->id = xstrdup(num);
 	}
 	return 1;
 }
@@ -384,12 +602,12 @@ static int newest_id(void *arg, const struct store_event *ev)
 void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
 	char base[2200], path[2200], chal[2600];
-	hub_url(mc, req, base, sizeof(base));
+	hub_url(mc, c, req, base, sizeof(base));
 	hub_path(base, path, sizeof(path));
 	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
 	if (!subs) {
-		conn_refuse(c, 404, "not_found", "active subscriptions are off (mercure_subscriptions, presence)",
-			    NULL);
+		refuse(c, base, 404, "not_found", "active subscriptions are off (mercure_subscriptions, presence)",
+		       NULL);
 		return;
 	}
 	/* Authorized as a subscription to the requested path, relative. */
@@ -410,35 +628,36 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 	} else if (from_cookie && !cookie_allowed(mc, req)) {
 		status = 403;
 		why = "a request authorized by cookie is refused from an origin allow_origin does not list";
-	} else if (verify(mc, tok, &g, &exp, NULL) != JWT_OK) {
+	} else if (verify(mc, tok, &g, &exp, NULL, &why) != JWT_OK) {
 		status = 401;
-		why = "the access token is not valid";
 		extra = challenge(base, "invalid_token", chal, sizeof(chal));
 	} else if (!mercure_matchers_match(&g.subscribe, topic, strlen(topic), base)) {
 		status = 403;
 		why = "the token does not grant subscribing to this path";
 		extra = challenge(base, "insufficient_scope", chal, sizeof(chal));
 	}
-	mercure_grants_free(&g);
 	char *rest_s = xstrndup(rest, rest_n);
 	size_t len = 0;
 	char *body = status ? NULL : mercure_subs_answer(subs, path, rest_s, &len);
 	free(rest_s);
 	free(topic);
-	if (status) {
-		conn_refuse(c, status, status == 401 ? "invalid_token" : "forbidden", why, extra);
+	if (status || !body) {
+		mercure_grants_free(&g);
+		if (status)
+			refuse(c, base, status, status == 401 ? "invalid_token" : "forbidden", why, extra);
+		else
+			refuse(c, base, 404, "not_found", "no such subscription", NULL);
 		return;
 	}
-	if (!body) {
-		conn_refuse(c, 404, "not_found", "no such subscription", NULL);
-		return;
-	}
-	/* The cursor to subscribe from: the newest event's id. */
+	/* The cursor to subscribe from: the newest event's id (its number
+	 * when the asker may not see it). */
 	char headers[3000] = "", last[64];
 	int64_t newest = hub_high_water(mc->hub);
-	char *last_id = NULL;
+	struct cursor cur = { &g, NULL };
 	if (newest > 0)
-		store_read_range(mc->st, newest - 1, newest, 1, newest_id, &last_id);
+		store_read_range(mc->st, newest - 1, newest, 1, newest_id, &cur);
+	mercure_grants_free(&g);
+	char *last_id = cur.id;
 	snprintf(last, sizeof(last), "%lld", (long long)newest);
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
@@ -459,17 +678,15 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 
 /* ---- publish ------------------------------------------------------------ */
 
-/* Whether topic (resolved against the hub's URL) is in the hub's own
- * namespace: its path is the hub's path or under it. */
+/* Whether topic, resolved against the hub's URL base as URL patterns
+ * resolve it (urlpattern_topic_path: one resolution for both, so no
+ * relative topic slips past this check into a pattern on the namespace),
+ * is in the hub's own namespace: its path, with unreserved escapes decoded
+ * and dot segments removed, is the hub's path or under it. */
 static bool reserved_topic(const char *topic, const char *base)
 {
-	/* Only the path matters: skip "scheme://authority" when present. */
-	const char *path = topic;
-	const char *s = strstr(topic, "://");
-	if (s && s > topic && strcspn(topic, ":/?#") == (size_t)(s - topic))
-		path = s + 3 + strcspn(s + 3, "/?#");
-	else if (topic[0] != '/')
-		return false; /* a relative reference without a path of its own: never the hub's */
+	char *resolved = urlpattern_topic_path(topic, strlen(topic), base);
+	const char *path = resolved;
 	size_t plen = strcspn(path, "?#");
 	/* The path with unreserved escapes decoded and dot segments gone. */
 	char *clean = xmalloc(plen + 2);
@@ -510,10 +727,11 @@ static bool reserved_topic(const char *topic, const char *base)
 		i = seg_end;
 	}
 	out[o] = '\0';
-	const char *hp = strstr(base, "://");
-	hp = hp ? hp + 3 + strcspn(hp + 3, "/") : base;
-	size_t hl = strcspn(hp, "?#");
+	char hp[2200];
+	hub_path(base, hp, sizeof(hp));
+	size_t hl = strlen(hp);
 	bool r = strncmp(out, hp, hl) == 0 && (out[hl] == '\0' || out[hl] == '/');
+	free(resolved);
 	free(clean);
 	free(out);
 	return r;
@@ -645,16 +863,12 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 	*extra = NULL;
 	const char *static_token = mc->cfg->publish_token;
 	if (!find_token(mc, req, &tok, &from_cookie)) {
-		if (!static_token[0] && !mc->streams->jwt && conn_peer_local(c) && !http_forwarded(req)) {
-			/* herald's rule without tokens: this host, not through a
-			 * proxy, and not a page of another site (a form post
-			 * needs no preflight). */
-			*why = publish_cross_site(req);
-			return *why ? 403 : 0;
-		}
-		*why = "publishing needs an access token";
-		*extra = challenge(base, NULL, chal, chal_len);
-		return 401;
+		/* herald's one rule without a token, as on POST /api/events
+		 * (a form post needs no preflight: publish_cross_site). */
+		int status = publish_without_token(mc->cfg, c, req, why);
+		if (status == 401)
+			*extra = challenge(base, NULL, chal, chal_len);
+		return status;
 	}
 	if (from_cookie && !cookie_allowed(mc, req)) {
 		*why = "a publish authorized by cookie is refused from an origin allow_origin does not list";
@@ -664,8 +878,7 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 		return 0;
 	struct mercure_grants g = { .base = base };
 	int64_t exp;
-	if (verify(mc, tok, &g, &exp, NULL) != JWT_OK) {
-		*why = "the access token is not valid";
+	if (verify(mc, tok, &g, &exp, NULL, why) != JWT_OK) {
 		*extra = challenge(base, "invalid_token", chal, chal_len);
 		return 401;
 	}
@@ -684,10 +897,11 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 		     size_t len)
 {
 	char base[2200];
-	hub_url(mc, req, base, sizeof(base));
+	hub_url(mc, c, req, base, sizeof(base));
 	const struct http_header *ct = http_header_get(req, "Content-Type");
 	if (!ct || ct->value.n < 33 || strncasecmp(ct->value.p, "application/x-www-form-urlencoded", 33) != 0) {
-		conn_refuse(c, 400, "bad_content_type", "an update is sent as application/x-www-form-urlencoded", NULL);
+		refuse(c, base, 400, "bad_content_type", "an update is sent as application/x-www-form-urlencoded",
+		       NULL);
 		return;
 	}
 	struct form f = { 0 };
@@ -702,11 +916,11 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	}
 	if (status) {
 		form_free(&f);
-		conn_refuse(c, status,
-			    status == 401   ? "invalid_token"
-			    : status == 403 ? "forbidden"
-					    : "bad_body",
-			    why, extra);
+		refuse(c, base, status,
+		       status == 401   ? "invalid_token"
+		       : status == 403 ? "forbidden"
+				       : "bad_body",
+		       why, extra);
 		return;
 	}
 	struct publish_mercure u = { 0 };
@@ -720,11 +934,11 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	f.data = NULL;
 	u.public = !f.private_;
 	form_free(&f);
-	char extra_headers[2800] = "";
+	char extra_headers[5000] = "";
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra_headers, sizeof(extra_headers));
 	size_t k = strlen(extra_headers);
-	snprintf(extra_headers + k, sizeof(extra_headers) - k, "Link: <%s>; rel=\"mercure\"\r\n", base);
+	link_line(base, extra_headers + k, sizeof(extra_headers) - k);
 	publish_mercure(mc->pubq, c, &u, extra_headers);
 }

@@ -40,8 +40,9 @@ struct mercure {
 	struct hub *hub;
 };
 
-/* GET: subscribe, or refuse (400 for bad matchers, 401/403 with a Bearer
- * challenge, the caps' 429/503). */
+/* GET: subscribe, or refuse (400 for bad matchers or an unknown
+ * parameter, named; 401/403 with a Bearer challenge naming the token's
+ * fault; the caps' 429/503). */
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req);
 
 /* POST: publish a form-encoded update, or refuse (400, 401, 403, 413,
@@ -61,5 +62,15 @@ bool mercure_metadata_path(const struct mercure *mc, const struct http_request *
 /* GET of that document: the resource (the hub's URL), the authorization
  * detail type, the bearer method (header), the cookie, the matcher types. */
 void mercure_metadata(const struct mercure *mc, struct conn *c, const struct http_request *req);
+
+/* Whether req is the hub's to answer (mercure on): its path, a path under
+ * it, or its metadata. Every answer to such a request carries the hub's
+ * Link, whoever makes it (the router's 404, 405 and preflights, conn.c's
+ * 411 and 413): mercure_link writes it. */
+bool mercure_answers(const struct mercure *mc, const struct http_request *req);
+
+/* The header line "Link: <HUB URL>; rel="mercure"" for req on c, into buf. */
+void mercure_link(const struct mercure *mc, const struct conn *c, const struct http_request *req, char *buf,
+		  size_t len);
 
 #endif

@@ -211,6 +211,7 @@ int mercure_read_claims(void *arg, const struct json_value *header, const struct
 	struct json_value typ, details, d, type;
 	struct json_iter it;
 	bool ok = true;
+	int fault = JWT_MALFORMED;
 	if (json_member(header, "typ", 3, &typ) && typ.type == JSON_STRING) {
 		/* Compared without "application/" and case-insensitively (RFC 7515 4.1.9). */
 		size_t n;
@@ -235,6 +236,10 @@ int mercure_read_claims(void *arg, const struct json_value *header, const struct
 				for_us = is(&aud, g->base);
 			}
 		}
+		if (!ok)
+			fault = JWT_BAD_ISSUER;
+		else if (!for_us && !g->audience_checked)
+			fault = JWT_BAD_AUDIENCE;
 		ok = ok && (for_us || g->audience_checked);
 		if (ok && json_member(payload, "authorization_details", 21, &details)) {
 			if (details.type != JSON_ARRAY)
@@ -252,7 +257,7 @@ int mercure_read_claims(void *arg, const struct json_value *header, const struct
 	}
 	if (!ok) {
 		mercure_grants_free(g);
-		return JWT_MALFORMED;
+		return fault;
 	}
 	return JWT_OK;
 }

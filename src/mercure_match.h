@@ -62,8 +62,9 @@ struct json_value;
  * name an issuer ("iss") and this hub (base) in "aud", unless
  * audience_checked, and carry its rights in authorization_details (every Mercure detail valid,
  * or the token is refused); any other token in the older "mercure" claim
- * (publish and subscribe lists of topics, "*" for all). Returns JWT_OK or
- * JWT_MALFORMED. */
+ * (publish and subscribe lists of topics, "*" for all). Returns JWT_OK,
+ * JWT_BAD_ISSUER (an access token without iss), JWT_BAD_AUDIENCE (one
+ * whose aud does not name the hub) or JWT_MALFORMED. */
 int mercure_read_claims(void *arg, const struct json_value *header, const struct json_value *payload);
 
 void mercure_grants_free(struct mercure_grants *g);

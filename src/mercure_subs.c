@@ -9,6 +9,7 @@
 #include "idempotency.h"
 #include "log.h"
 #include "mercure_update.h"
+#include "rate_limit.h"
 #include "util.h"
 
 struct mercure_sub {
@@ -34,7 +35,10 @@ struct mercure_subs {
 	struct pending *pending;
 	size_t npending, cap;
 	struct loop_timer flush_timer; /* the pass's events go in one append */
+	struct rate_limit *budget;     /* events per client address */
 };
+
+#define BUDGET_KEYS 16384 /* addresses whose budgets are kept apart */
 
 struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct hub *hub)
 {
@@ -42,6 +46,7 @@ struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct 
 	s->lp = lp;
 	s->st = st && store_keeps_mercure(st) ? st : NULL;
 	s->hub = hub;
+	s->budget = rate_limit_new(BUDGET_KEYS);
 	return s;
 }
 
@@ -62,6 +67,7 @@ void mercure_subs_free(struct mercure_subs *s)
 	loop_timer_stop(s->lp, &s->flush_timer);
 	pending_clear(s);
 	free(s->pending);
+	rate_limit_free(s->budget);
 	free(s);
 }
 
@@ -213,6 +219,13 @@ static void queue(struct mercure_subs *s, const struct mercure_sub *sub, size_t 
 	s->pending[s->npending++] = (struct pending){ row_topic, data.p, block, block_len };
 	if (!loop_timer_active(&s->flush_timer))
 		loop_timer_start(s->lp, &s->flush_timer, 0, flush, s);
+}
+
+uint64_t mercure_subs_admit(struct mercure_subs *s, const char *key, size_t n, int64_t per_minute, uint64_t now_ms)
+{
+	if (!s->st || per_minute <= 0)
+		return 0;
+	return rate_limit_take(s->budget, key, 2 * (uint64_t)n, (uint64_t)per_minute, now_ms);
 }
 
 struct mercure_sub *mercure_subs_add(struct mercure_subs *s, const char *hub_path, const struct mercure_matchers *want)

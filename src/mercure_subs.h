@@ -8,7 +8,10 @@
  * (each variable percent-encoded once), as the specification has them.
  * The list is this process's: with workers, or nodes on one log, each
  * answers for its own subscribers (the events reach everyone). Events
- * need a log that keeps Mercure ids (SQLite); on Redis there are none. */
+ * need a log that keeps Mercure ids (SQLite); on Redis there are none.
+ * Each client address has a budget of events a minute
+ * (mercure_subs_admit), so that subscribers cannot push published events
+ * out of the log's retention_count. */
 #ifndef HERALD_MERCURE_SUBS_H
 #define HERALD_MERCURE_SUBS_H
 
@@ -29,6 +32,13 @@ struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct 
 /* Free the registry (NULL: nothing) once every subscription is gone;
  * events not yet appended are dropped. */
 void mercure_subs_free(struct mercure_subs *s);
+
+/* Whether a subscription of n matchers from the client address key may
+ * open now: its 2n events (open and close) are taken from key's budget of
+ * per_minute events a minute (rate_limit.h; 0: no limit). Returns 0, or
+ * the milliseconds until they could be (nothing taken). A registry that
+ * appends no events takes every one. */
+uint64_t mercure_subs_admit(struct mercure_subs *s, const char *key, size_t n, int64_t per_minute, uint64_t now_ms);
 
 /* Register a connection's subscriptions (one per matcher of want, which
  * is copied) on the hub whose path is hub_path ("/.well-known/mercure"):

@@ -256,38 +256,12 @@ static bool topic_granted(const struct rights *r, const char *topic)
 	return false;
 }
 
-/* The right to publish: the token where one is configured; otherwise only a
- * peer on this host that did not come through a proxy, nor from a web page
- * of another site. Returns 0 or the refusal status with *why set. */
-static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req,
-		       struct rights *rights, const char **why)
+int publish_without_token(const struct config *cfg, const struct conn *c, const struct http_request *req,
+			  const char **why)
 {
-	const char *token = q->cfg->publish_token;
-	struct http_slice tok;
-	bool bearer = http_bearer_token(req, &tok);
-	if (token[0] || (q->jwt && bearer)) {
-		/* The static token may publish anywhere; a signed one where its
-		 * claim says (checked against the topic once the body is read).
-		 * With publish_token set every publish shows a token; with
-		 * only signed tokens, token-less local publishing stays. */
-		if (!bearer) {
-			*why = "publishing needs Authorization: Bearer <publish_token>";
-			return 401;
-		}
-		if (token[0] && http_token_equal(tok, token))
-			return 0;
-		if (!q->jwt) {
-			*why = "the publish token is not valid";
-			return 403;
-		}
-		struct jwt_cost cost;
-		int e = jwt_check(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why, &cost);
-		q->m->token_verifications += cost.signature;
-		q->m->token_cache_hits += cost.cached;
-		if (e != JWT_OK)
-			return 401;
-		rights->by_claim = true;
-		return 0;
+	if (cfg->publish_token[0]) {
+		*why = "publishing needs a token (publish_token is set): Authorization: Bearer <token>";
+		return 401;
 	}
 	if (!conn_peer_local(c) || http_forwarded(req)) {
 		*why = "publishing without publish_token is allowed only from this host, not through a proxy";
@@ -295,6 +269,37 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 	}
 	*why = publish_cross_site(req);
 	return *why ? 403 : 0;
+}
+
+/* The right to publish: a token shown (publish_token anywhere, a signed
+ * one where its claim says), else publish_without_token's rule. Returns 0
+ * or the refusal status with *why set. */
+static int check_right(const struct publish_queue *q, struct conn *c, const struct http_request *req,
+		       struct rights *rights, const char **why)
+{
+	const char *token = q->cfg->publish_token;
+	struct http_slice tok;
+	bool bearer = http_bearer_token(req, &tok);
+	/* A bearer token that nothing here could check (neither
+	 * publish_token nor jwt_algorithm is set) counts for nothing. */
+	if (!bearer || (!token[0] && !q->jwt))
+		return publish_without_token(q->cfg, c, req, why);
+	if (token[0] && http_token_equal(tok, token))
+		return 0;
+	if (!q->jwt) {
+		*why = "the publish token is not valid";
+		return 403;
+	}
+	/* Signed: its claim is checked against the topic once the body is
+	 * read. */
+	struct jwt_cost cost;
+	int e = jwt_check(q->jwt, tok.p, tok.n, clock_wall_s(), &rights->jwt, why, &cost);
+	q->m->token_verifications += cost.signature;
+	q->m->token_cache_hits += cost.cached;
+	if (e != JWT_OK)
+		return 401;
+	rights->by_claim = true;
+	return 0;
 }
 
 /* The body must be declared JSON: a form or text/plain post, which any web
@@ -494,12 +499,22 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	enqueue(q, c, &it);
 }
 
+/* A refusal's header lines, into buf: Retry-After on a 503, then the
+ * headers every answer to a Mercure update carries (its item's cors:
+ * CORS and the hub's Link), or none for herald's own publishes. */
+static const char *refusal_headers(int status, const char *mercure_headers, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s", status == 503 ? "Retry-After: 1\r\n" : "", mercure_headers ? mercure_headers : "");
+	return buf;
+}
+
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors)
 {
 	if (q->n >= MAX_PENDING) {
+		char extra[5100];
 		publish_mercure_free(u);
 		conn_refuse(c, 503, "publish_queue_full", "too many publishes waiting for the database",
-			    "Retry-After: 1\r\n");
+			    refusal_headers(503, cors, extra, sizeof(extra)));
 		return;
 	}
 	struct publish_item it = { .c = c,
@@ -577,7 +592,10 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 								  it->keep_alive),
 					     it->keep_alive);
 			} else {
-				conn_refuse(it->c, status, cause, message, status == 503 ? "Retry-After: 1\r\n" : NULL);
+				char extra[5100];
+				conn_refuse(it->c, status, cause, message,
+					    refusal_headers(status, it->mercure_id ? it->cors : NULL, extra,
+							    sizeof(extra)));
 			}
 		}
 		item_free(it);

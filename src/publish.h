@@ -54,10 +54,21 @@ struct publish_mercure {
 };
 
 /* Queue u for the group commit like any publish (taking over its
- * strings); the answer is 200 text/plain with the id. cors: extra headers
- * for the answer, or NULL. */
+ * strings); the answer is 200 text/plain with the id. cors: header lines
+ * every answer carries, refusals included (CORS, the hub's Link), or
+ * NULL. */
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors);
 void publish_mercure_free(struct publish_mercure *u);
+
+/* herald's one rule for a publish that shows no token, on POST /api/events
+ * and on the Mercure endpoint alike (docs/SECURITY.md, "Who may publish"):
+ * 0 when it may go on (publish_token is not set, and the peer is on this
+ * host, not behind a proxy, and not a page of another site:
+ * publish_cross_site), else 401 (publish_token is set) or 403, with *why.
+ * jwt_algorithm changes nothing here: signed tokens add publishers, they
+ * do not take the local one away. */
+int publish_without_token(const struct config *cfg, const struct conn *c, const struct http_request *req,
+			  const char **why);
 
 /* Why a publish without a token must be refused though its peer is on
  * this host: a browser marked it as from another site (Sec-Fetch-Site),

@@ -14,6 +14,7 @@
 #include "admission.h"
 #include "frame.h"
 #include "presence.h"
+#include "text.h"
 #include "topic.h"
 #include "util.h"
 
@@ -51,15 +52,11 @@ static const char *unknown_param(struct http_slice query, char *why, size_t len)
 		for (size_t i = 0; i < sizeof(known_params) / sizeof(known_params[0]) && !known; i++)
 			known = strlen(known_params[i]) == n && memcmp(known_params[i], q, n) == 0;
 		if (!known) {
-			char shown[40];
-			size_t k = 0;
-			for (size_t i = 0; i < n && k + 1 < sizeof(shown); i++)
-				shown[k++] = isprint((unsigned char)q[i]) && q[i] != '"' && q[i] != '\\' ? q[i] : '?';
-			shown[k] = '\0';
+			char shown[44];
 			snprintf(why, len,
-				 "unknown query parameter \"%s%s\" (a stream takes topic, last_event_id, envelope, "
+				 "unknown query parameter \"%s\" (a stream takes topic, last_event_id, envelope, "
 				 "token)",
-				 shown, n >= sizeof(shown) ? "..." : "");
+				 text_shown(q, n, shown, sizeof(shown)));
 			return why;
 		}
 	}
@@ -406,13 +403,15 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 	return 0;
 }
 
-struct admission_ticket *stream_admit(struct streams *s, struct conn *c)
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const char *extra_headers)
 {
 	struct admission_ticket *ticket = NULL;
 	const char *cause = NULL, *why = NULL;
 	int status = admit(s, c, &ticket, &cause, &why);
 	if (status) {
-		conn_refuse(c, status, cause, why, "Retry-After: 5\r\n");
+		char headers[4096];
+		snprintf(headers, sizeof(headers), "Retry-After: 5\r\n%s", extra_headers ? extra_headers : "");
+		conn_refuse(c, status, cause, why, headers);
 		return NULL;
 	}
 	return ticket;

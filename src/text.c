@@ -1,6 +1,6 @@
 /* text.c: UTF-8 validation, the JSON NUL-escape scan, names' characters,
- * the edit distance behind "did you mean", and escaping for messages (see
- * text.h). */
+ * the edit distance behind "did you mean", and escaping and quoting client
+ * text in messages (see text.h). */
 #include "text.h"
 
 #include <ctype.h>
@@ -162,5 +162,18 @@ const char *text_escape(const char *v, char *buf, size_t len)
 		n += need;
 	}
 	buf[n] = '\0';
+	return buf;
+}
+
+char *text_shown(const char *s, size_t n, char *buf, size_t len)
+{
+	size_t room = n < len ? n : len - 4, k = 0;
+	for (size_t i = 0; i < room; i++)
+		buf[k++] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\' ? s[i] : '?';
+	if (room < n) {
+		memcpy(buf + k, "...", 3);
+		k += 3;
+	}
+	buf[k] = '\0';
 	return buf;
 }

@@ -49,4 +49,9 @@ const char *text_did_you_mean(const char *word, const char *const *choices, size
  * Returns buf. */
 const char *text_escape(const char *v, char *buf, size_t len);
 
+/* s[0..n) as a refusal may quote it, into buf (len > 4): printable ASCII
+ * kept, '"', '\\' and every other byte as '?', cut with "..." when it
+ * does not fit. Returns buf. */
+char *text_shown(const char *s, size_t n, char *buf, size_t len);
+
 #endif

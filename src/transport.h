@@ -80,6 +80,9 @@ struct transport_ops {
 	 * over by the HTTP/2 session), and peer (which outlives it) names the
 	 * client in logs from now on. NULL: nothing refers back. */
 	void (*moved)(struct transport *t, const char *peer);
+	/* The bytes cross the network encrypted (TLS, or HTTP/2 streams over
+	 * it): a request on it came as https. NULL: not. */
+	bool (*secure)(const struct transport *t);
 	/* Free t->state (saying goodbye first where the session is healthy).
 	 * Never closes t->fd. */
 	void (*free)(struct transport *t);
@@ -160,6 +163,11 @@ static inline void transport_moved(struct transport *t, const char *peer)
 {
 	if (t->ops->moved)
 		t->ops->moved(t, peer);
+}
+
+static inline bool transport_secure(const struct transport *t)
+{
+	return t->ops->secure && t->ops->secure(t);
 }
 
 static inline void transport_free(struct transport *t)

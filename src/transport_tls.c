@@ -455,6 +455,12 @@ static const char *tls_not_ready(const struct transport *tp)
 	return t->handshaking ? "TLS handshake not complete within header_timeout" : NULL;
 }
 
+static bool tls_secure(const struct transport *tp)
+{
+	(void)tp;
+	return true;
+}
+
 const struct transport_ops transport_tls = {
 	.name = "tls",
 	.ready_at_accept = false,
@@ -471,5 +477,6 @@ const struct transport_ops transport_tls = {
 	.not_ready = tls_not_ready,
 	.shutdown = tls_shutdown,
 	.moved = tls_moved,
+	.secure = tls_secure,
 	.free = tls_free,
 };

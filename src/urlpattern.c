@@ -445,3 +445,12 @@ bool urlpattern_match(const struct urlpattern *p, const char *topic, size_t n, c
 	texts_free(t);
 	return ok;
 }
+
+char *urlpattern_topic_path(const char *topic, size_t n, const char *base)
+{
+	struct text t[C_COUNT];
+	split(topic, n, base, false, t);
+	char *path = xstrndup(t[C_PATHNAME].s ? t[C_PATHNAME].s : "", t[C_PATHNAME].n);
+	texts_free(t);
+	return path;
+}

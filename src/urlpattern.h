@@ -36,4 +36,11 @@ void urlpattern_free(struct urlpattern *p);
 /* Whether topic[0..n), resolved against base, matches p. */
 bool urlpattern_match(const struct urlpattern *p, const char *topic, size_t n, const char *base);
 
+/* The path of topic[0..n) resolved against base exactly as
+ * urlpattern_match resolves it (a relative topic joined to base's folder,
+ * no dot segment removed, no escape decoded): a new string the caller
+ * frees. The hub's namespace check (mercure.c) judges this path, so what
+ * it lets through no pattern on that namespace matches. */
+char *urlpattern_topic_path(const char *topic, size_t n, const char *base);
+
 #endif

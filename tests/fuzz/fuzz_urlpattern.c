@@ -92,6 +92,11 @@ int fuzz_one(const uint8_t *data, size_t size)
 			free(topic);
 		}
 	}
+	/* The path the namespace check judges: always absolute, never with
+	 * the search or the hash. */
+	char *path = urlpattern_topic_path(t, tn, BASE);
+	FUZZ_ASSERT(path[0] == '/' && !strpbrk(path, "?#"));
+	free(path);
 	struct urlpattern *all = urlpattern_new("*", 1, BASE, &why);
 	FUZZ_ASSERT(all != NULL);
 	if (tn > 0 && t[0] != '/' && !memmem(t, tn, "://", 3))

@@ -82,6 +82,23 @@ static void test_relative(void)
 		     0);
 	CHECK_EQ_INT(try("https://hub.example/books/:id", "/books/1"), 1);
 	CHECK_EQ_INT(try("books/:id", "https://hub.example/.well-known/books/1"), 1);
+	/* A relative topic is matched as it resolves, and its path is the one
+	 * urlpattern_topic_path gives (the hub's namespace check's). */
+	CHECK_EQ_INT(try("/.well-known/mercure/subscriptions/:t", "mercure/subscriptions/a"), 1);
+	static const char *const paths[][2] = {
+		{ "mercure/subscriptions/a", "/.well-known/mercure/subscriptions/a" },
+		{ "/x?y#z", "/x" },
+		{ "?y", "/.well-known/" },
+		{ "urn:example:1", "/.well-known/urn:example:1" },
+		{ "https://other.example", "/" },
+		{ "HTTPS://h.example/a/../b", "/a/../b" },
+		{ "//h.example/.well-known/mercure", "//h.example/.well-known/mercure" },
+	};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char *path = urlpattern_topic_path(paths[i][0], strlen(paths[i][0]), BASE);
+		CHECK(strcmp(path, paths[i][1]) == 0);
+		free(path);
+	}
 }
 
 static void test_refused(void)
