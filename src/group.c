@@ -1,19 +1,23 @@
-/* group.c: the shared region of a group of workers: slots, counts, the
- * robust lock. See group.h.
+/* group.c: the shared memory of a group of workers: slots, the counts per
+ * client address, the presence table, the wake-ups. See group.h.
  *
- * Layout, one anonymous shared mapping made before fork (so every worker
- * sees it at the same address): struct region, then the count table, an
- * open-addressed array of entries { used, total, key[64], n[nworkers] }.
- * An entry once used is never emptied again (its total may fall to 0 and
- * the entry then serves another key), so probe chains never break and a
- * lookup stops at the first never-used entry. After the table, the indexes
- * of the entries ever used, in order, so that dropping a dead worker's
- * share reads only those (never the untouched pages of the table). */
+ * Three anonymous shared mappings made before fork (so every worker sees
+ * each at the same address): struct region (the slots and the counters of
+ * dead workers, under the region's robust lock); the open streams per
+ * address key, a presence_table with a column per worker and keys of at
+ * most KEY_LEN - 1 bytes, which holds only the keys counting a stream now
+ * (a lookup stays a few slots of an index at most half full whatever
+ * addresses came and went, presence_table.c); and the presence counts, a
+ * presence_table too.
+ *
+ * The region's lock is taken first and the count table's inside it, never
+ * the other way: admission checks the group's readers (the slots) and the
+ * key's total (the table) in one step. The presence table's lock is never
+ * held with either. */
 #include "group.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -24,13 +28,13 @@
 #include "presence_table.h"
 #include "util.h"
 
-#define KEY_LEN 64
+#define KEY_LEN 64 /* an address key's room, as admission.c's */
 
 struct slot {
 	pid_t pid;
 	bool ready;
 	uint64_t alive_ms;
-	uint64_t readers; /* this worker's column total */
+	uint64_t readers; /* this worker's open streams (its column of the counts) */
 	struct group_figures f;
 	struct metrics m;      /* the worker's counters as last stamped */
 	uint32_t wake_pending; /* its wake fd was written and not yet taken */
@@ -39,22 +43,12 @@ struct slot {
 struct region {
 	pthread_mutex_t lock;
 	unsigned nworkers;
-	size_t nentries; /* a power of two */
-	size_t entry_size;
-	size_t nused;           /* entries ever used, listed in the index after the table */
 	struct metrics retired; /* counters of workers that died */
 	struct slot slot[GROUP_MAX_WORKERS];
 };
 
-struct entry {
-	uint32_t used;
-	uint32_t total;
-	char key[KEY_LEN];
-	uint32_t n[]; /* one per worker */
-};
-
 static struct region *g;
-static size_t g_len;
+static struct presence_table *counts;   /* open streams per address key, a column per worker */
 static struct presence_table *presence; /* the presence counts, a column per worker */
 static int self = -1;
 /* One eventfd per worker index, made before the first fork, so every worker
@@ -69,18 +63,8 @@ uint64_t group_clock_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static struct entry *entry_at(size_t i)
-{
-	return (struct entry *)((char *)(g + 1) + i * g->entry_size);
-}
-
-static uint32_t *used_index(void)
-{
-	return (uint32_t *)(void *)((char *)(g + 1) + g->nentries * g->entry_size);
-}
-
 /* Take the lock; a holder that died leaves it to us, consistent again
- * (what it was changing is at worst one worker's count or copy, and the
+ * (what it was changing is at worst one worker's readers or copy, and the
  * main process zeroes a dead worker's share anyway). */
 static void lock(void)
 {
@@ -94,28 +78,32 @@ static void unlock(void)
 	pthread_mutex_unlock(&g->lock);
 }
 
+/* Unmap the tables (either may be NULL). */
+static void unmap_tables(void)
+{
+	presence_table_unmap(counts);
+	presence_table_unmap(presence);
+	counts = presence = NULL;
+}
+
 int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys)
 {
 	if (nworkers < 2 || nworkers > GROUP_MAX_WORKERS)
 		return -EINVAL;
-	presence = presence_table_map(nworkers, presence_keys, true);
-	if (!presence)
-		return -errno;
-	size_t n = 1024;
-	while (n < max_keys * 2 && n < ((size_t)1 << 22))
-		n *= 2;
-	size_t esize = (sizeof(struct entry) + nworkers * sizeof(uint32_t) + 7) & ~(size_t)7;
-	size_t len = sizeof(struct region) + n * esize + n * sizeof(uint32_t);
-	/* Pages are touched only as keys land on them. */
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	counts = presence_table_map(nworkers, max_keys, KEY_LEN, true);
+	presence = counts ? presence_table_map(nworkers, presence_keys, PRESENCE_KEY_MAX, true) : NULL;
+	if (!presence) {
+		int e = errno;
+		unmap_tables();
+		return -e;
+	}
+	void *p = mmap(NULL, sizeof(*g), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
 		int e = errno;
-		presence_table_unmap(presence);
-		presence = NULL;
+		unmap_tables();
 		return -e;
 	}
 	g = p;
-	g_len = len;
 	pthread_mutexattr_t a;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -123,15 +111,12 @@ int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys)
 	int r = pthread_mutex_init(&g->lock, &a);
 	pthread_mutexattr_destroy(&a);
 	if (r != 0) {
-		munmap(p, len);
+		munmap(p, sizeof(*g));
 		g = NULL;
-		presence_table_unmap(presence);
-		presence = NULL;
+		unmap_tables();
 		return -r;
 	}
 	g->nworkers = nworkers;
-	g->nentries = n;
-	g->entry_size = esize;
 	for (unsigned i = 0; i < nworkers; i++) {
 		wake_fds[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (wake_fds[i] < 0) {
@@ -154,10 +139,9 @@ void group_destroy(void)
 	n_wake_fds = 0;
 	if (self < 0)
 		pthread_mutex_destroy(&g->lock);
-	munmap(g, g_len);
+	munmap(g, sizeof(*g));
 	g = NULL;
-	presence_table_unmap(presence);
-	presence = NULL;
+	unmap_tables();
 	self = -1;
 }
 
@@ -186,74 +170,6 @@ struct presence_table *group_presence_table(void)
 	return presence;
 }
 
-static size_t hash(const char *key)
-{
-	unsigned h = 2166136261u;
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return h;
-}
-
-/* The entry holding key, or NULL; with spare set, also the first entry a
- * new key may take on its probe path (NULL when the table is full). */
-static struct entry *find(const char *key, struct entry **spare)
-{
-	size_t mask = g->nentries - 1;
-	if (spare)
-		*spare = NULL;
-	for (size_t i = hash(key) & mask, seen = 0; seen < g->nentries; i = (i + 1) & mask, seen++) {
-		struct entry *e = entry_at(i);
-		if (!e->used) {
-			if (spare && !*spare)
-				*spare = e;
-			return NULL;
-		}
-		if (strncmp(e->key, key, KEY_LEN) == 0)
-			return e;
-		if (spare && !*spare && e->total == 0)
-			*spare = e;
-	}
-	return NULL;
-}
-
-/* key's entry, taken from a spare one when new; NULL when the table is
- * full. Under the lock. */
-static struct entry *entry_for(const char *key)
-{
-	struct entry *spare, *e = find(key, &spare);
-	if (!e && spare) {
-		e = spare;
-		if (!e->used)
-			used_index()[g->nused++] = (uint32_t)(((char *)e - (char *)(g + 1)) / g->entry_size);
-		memset(e, 0, g->entry_size);
-		e->used = 1;
-		snprintf(e->key, sizeof(e->key), "%s", key);
-	}
-	return e;
-}
-
-/* Count one more reader under key in this worker's column. Under the lock. */
-static void add_locked(const char *key)
-{
-	struct entry *e = entry_for(key);
-	if (e) {
-		e->n[self]++;
-		e->total++;
-	} else {
-		/* Cannot happen while the table is twice the reader cap; the
-		 * reader is served, uncounted by address. */
-		log_warn("the group's count table is full; %s is not counted", key);
-	}
-	g->slot[self].readers++;
-}
-
-void group_count_add(const char *key)
-{
-	lock();
-	add_locked(key);
-	unlock();
-}
-
 int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit)
 {
 	int r = 0;
@@ -261,13 +177,22 @@ int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit)
 	size_t total = 0;
 	for (unsigned i = 0; i < g->nworkers; i++)
 		total += g->slot[i].readers;
-	struct entry *e = per_key_limit ? find(key, NULL) : NULL;
-	if (total_limit && total >= total_limit)
+	if (total_limit && total >= total_limit) {
 		r = -1;
-	else if (e && e->total >= per_key_limit)
-		r = -2;
-	else
-		add_locked(key);
+	} else {
+		/* The key's check and count under the table's lock, inside the
+		 * region's: no other worker counts between the two checks. */
+		int k = presence_table_add_below(counts, (unsigned)self, key, per_key_limit);
+		if (k == 1) {
+			r = -2;
+		} else {
+			/* Full cannot happen while the table has room for the
+			 * reader cap; the reader is served, uncounted by address. */
+			if (k < 0)
+				log_warn("the group's count table is full; %s is not counted", key);
+			g->slot[self].readers++;
+		}
+	}
 	unlock();
 	return r;
 }
@@ -275,11 +200,7 @@ int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit)
 void group_count_del(const char *key)
 {
 	lock();
-	struct entry *e = find(key, NULL);
-	if (e && e->n[self] > 0) {
-		e->n[self]--;
-		e->total--;
-	}
+	presence_table_del(counts, (unsigned)self, key, 0);
 	if (g->slot[self].readers > 0)
 		g->slot[self].readers--;
 	unlock();
@@ -287,11 +208,12 @@ void group_count_del(const char *key)
 
 size_t group_count(const char *key)
 {
-	lock();
-	struct entry *e = find(key, NULL);
-	size_t n = e ? e->total : 0;
-	unlock();
-	return n;
+	return presence_table_total(counts, key);
+}
+
+uint64_t group_count_probes(void)
+{
+	return presence_table_probes(counts);
 }
 
 size_t group_readers(void)
@@ -357,17 +279,8 @@ void group_worker_gone(unsigned index)
 {
 	struct slot *s = &g->slot[index];
 	lock();
-	for (size_t i = 0; i < g->nused; i++) {
-		/* The total is summed again from the other columns: a worker
-		 * killed inside the lock may have changed its column and not
-		 * yet the total. */
-		struct entry *e = entry_at(used_index()[i]);
-		uint32_t total = 0;
-		e->n[index] = 0;
-		for (unsigned w = 0; w < g->nworkers; w++)
-			total += e->n[w];
-		e->total = total;
-	}
+	/* Its keys leave with its readers, in one step for admission. */
+	presence_table_drop_column(counts, index, 0);
 	metrics_add(&g->retired, &s->m);
 	memset(s, 0, sizeof(*s));
 	unlock();

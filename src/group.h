@@ -1,17 +1,21 @@
-/* group.h: what the worker processes of one herald share (workers > 1): a
- * region of shared memory, mapped by the main process before it forks,
- * holding one slot per worker (its pid, whether it is ready, when its loop
- * last showed life, its gauges and a copy of its counters) and the open
- * readers per count key, with a column per worker, so that max_readers and
- * per_address_limit hold for the whole group and the main process can drop
- * a dead worker's share at once; and the presence table
- * (presence_table.h), a column per worker, whose dead worker's column the
- * main process drops the same way.
+/* group.h: what the worker processes of one herald share (workers > 1),
+ * in shared memory mapped by the main process before it forks: one slot
+ * per worker (its pid, whether it is ready, when its loop last showed
+ * life, its open readers, its gauges and a copy of its counters); the open
+ * readers per address key with a column per worker (a presence_table,
+ * presence_table.h), so that max_readers and per_address_limit hold for
+ * the whole group and the main process can drop a dead worker's share at
+ * once; and the presence table, a column per worker, whose dead worker's
+ * column the main process drops the same way.
  *
- * One region per process, as this file's state: the main process creates
- * it, each worker enters it with its index after fork. A robust,
- * process-shared mutex guards the table and the copies, so a worker killed
- * while holding it leaves the lock usable. With workers = 1 nothing is
+ * The address counts hold only the keys with a reader open now, so a
+ * lookup (every stream's open and close) costs a few slots whatever
+ * addresses came and went before.
+ *
+ * One set of mappings per process, as this file's state: the main process
+ * creates them, each worker enters them with its index after fork. Robust,
+ * process-shared mutexes guard the slots and each table, so a worker
+ * killed while holding one leaves it usable. With workers = 1 nothing is
  * mapped and group_on() is false: callers keep their private state. */
 #ifndef HERALD_GROUP_H
 #define HERALD_GROUP_H
@@ -40,8 +44,9 @@ struct group_worker {
 };
 
 /* Map the region for nworkers (2..GROUP_MAX_WORKERS) with room for
- * max_keys distinct count keys at once, and the presence table with room
- * for presence_keys. Main process, before any fork. Returns 0, or -errno
+ * max_keys distinct address keys at once (the reader cap: each key counts
+ * a reader; at least 1,024), and the presence table with room for
+ * presence_keys. Main process, before any fork. Returns 0, or -errno
  * (nothing mapped). */
 int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys);
 
@@ -63,17 +68,23 @@ int group_index(void);        /* this worker's index, or -1 */
  * its index. */
 struct presence_table *group_presence_table(void);
 
-/* The per-address counts (admission.c's counts in a group). add and
- * del change this worker's column; count is the group's total for key. */
-void group_count_add(const char *key);
-/* The cap check and the count in one step, so that streams opening at the
- * same moment on several workers cannot pass a cap together: counts one
- * more reader under key and returns 0, or counts nothing and returns -1
- * when the group holds total_limit readers, -2 when key has per_key_limit
- * (a limit of 0: none). */
+/* The per-address counts (admission.c's counts in a group), keys of at
+ * most 63 bytes. admit and del change this worker's column; count is the
+ * group's total for key.
+ *
+ * admit is the cap check and the count in one step, so that streams
+ * opening at the same moment on several workers cannot pass a cap
+ * together: counts one more reader under key and returns 0, or counts
+ * nothing and returns -1 when the group holds total_limit readers, -2
+ * when key has per_key_limit (a limit of 0: none). */
 int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit);
+/* One reader less under key (one group_count_admit counted). */
 void group_count_del(const char *key);
 size_t group_count(const char *key);
+
+/* Index slots the address counts looked at since group_create: the work
+ * their lookups cost, counted (tests read it). */
+uint64_t group_count_probes(void);
 
 /* Open readers in the whole group. */
 size_t group_readers(void);

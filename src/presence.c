@@ -103,7 +103,7 @@ struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub
 		p->t = group_presence_table();
 		p->col = (unsigned)group_index();
 	} else {
-		p->t = presence_table_map(1, (size_t)cfg->presence_max_keys, false);
+		p->t = presence_table_map(1, (size_t)cfg->presence_max_keys, PRESENCE_KEY_MAX, false);
 		p->own_table = true;
 	}
 	if (!p->t) {
@@ -695,7 +695,7 @@ static char **copy_strings(char *const *from, size_t n)
 static void on_snapshot(void *arg, const char *const *keys, const uint32_t *totals, size_t n)
 {
 	struct ask *a = arg;
-	struct presence_table *t = n == (size_t)-1 ? NULL : presence_table_map(1, n, false);
+	struct presence_table *t = n == (size_t)-1 ? NULL : presence_table_map(1, n, PRESENCE_KEY_MAX, false);
 	if (!t) {
 		a->cb(a->arg, NULL, 0);
 		ask_free(a);

@@ -1,4 +1,4 @@
-/* presence_table.c: the presence counts in one mapped block (see
+/* presence_table.c: counts per key and column in one mapped block (see
  * presence_table.h).
  *
  * Layout: struct presence_table, then the index, then the pool.
@@ -6,8 +6,9 @@
  *          0 for an empty slot, else the key's hash (high 32 bits) and
  *          its entry's place in the pool plus one (low 32 bits). Open
  *          addressing with linear probing.
- *   pool   cap entries { hash, total, announced, zero_ms, key, n[ncols] },
- *          the nlive in use first, with no gap.
+ *   pool   cap entries { hash, total, announced, zero_ms, n[ncols], key },
+ *          the key's room (key_max bytes) fixed per table, the nlive in
+ *          use first, with no gap.
  * Invariants, whenever the lock is free:
  *   - every entry in pool[0, nlive) has exactly one index slot, found by
  *     probing from its hash, and no empty slot lies between the two;
@@ -47,8 +48,7 @@ struct entry {
 	uint32_t announced; /* a join went out and no leave since */
 	uint32_t pad;
 	uint64_t zero_ms; /* when total fell to 0 with the join announced; 0: no leave pending */
-	char key[PRESENCE_KEY_MAX];
-	uint32_t n[]; /* one per column */
+	uint32_t n[];     /* one per column, then the key (key_of) */
 };
 
 struct presence_table {
@@ -59,7 +59,8 @@ struct presence_table {
 	size_t nlive;                    /* entries in use: pool[0, nlive) */
 	size_t nslots;                   /* index slots, a power of two */
 	size_t entry_size;
-	size_t pending; /* entries with a leave pending */
+	size_t key_off, key_max; /* where an entry's key starts, and its room */
+	size_t pending;          /* entries with a leave pending */
 	size_t map_len;
 	uint64_t probes; /* index slots looked at */
 };
@@ -72,6 +73,11 @@ static uint64_t *slots(struct presence_table *t)
 static struct entry *entry_at(struct presence_table *t, size_t i)
 {
 	return (struct entry *)(void *)((char *)(slots(t) + t->nslots) + i * t->entry_size);
+}
+
+static char *key_of(struct presence_table *t, struct entry *e)
+{
+	return (char *)e + t->key_off;
 }
 
 static size_t place_of(struct presence_table *t, const struct entry *e)
@@ -89,10 +95,11 @@ static size_t slot_place(uint64_t v)
 	return (size_t)(v & 0xffffffffu) - 1;
 }
 
-static uint32_t hash(const char *key)
+/* The hash of key as the table keeps it: its first key_max - 1 bytes. */
+static uint32_t hash(const struct presence_table *t, const char *key)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
-	for (const char *p = key; *p; p++)
+	for (const char *p = key; *p && p < key + t->key_max - 1; p++)
 		h = (h ^ (unsigned char)*p) * 16777619u;
 	return h;
 }
@@ -184,9 +191,9 @@ static void unlock(struct presence_table *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-struct presence_table *presence_table_map(unsigned ncols, size_t capacity, bool shared)
+struct presence_table *presence_table_map(unsigned ncols, size_t capacity, size_t key_max, bool shared)
 {
-	if (ncols < 1 || ncols > 64) {
+	if (ncols < 1 || ncols > 64 || key_max < 2 || key_max > PRESENCE_KEY_MAX) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -194,7 +201,8 @@ struct presence_table *presence_table_map(unsigned ncols, size_t capacity, bool 
 	size_t nslots = 1;
 	while (nslots < 2 * cap)
 		nslots *= 2;
-	size_t esize = (sizeof(struct entry) + ncols * sizeof(uint32_t) + 7) & ~(size_t)7;
+	size_t key_off = sizeof(struct entry) + ncols * sizeof(uint32_t);
+	size_t esize = (key_off + key_max + 7) & ~(size_t)7;
 	size_t len = sizeof(struct presence_table) + nslots * sizeof(uint64_t) + cap * esize;
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -217,6 +225,8 @@ struct presence_table *presence_table_map(unsigned ncols, size_t capacity, bool 
 	t->cap = cap;
 	t->nslots = nslots;
 	t->entry_size = esize;
+	t->key_off = key_off;
+	t->key_max = key_max;
 	t->map_len = len;
 	return t;
 }
@@ -240,7 +250,7 @@ static struct entry *find(struct presence_table *t, const char *key, uint32_t h,
 		if ((uint32_t)(s[i] >> 32) != h)
 			continue;
 		struct entry *e = entry_at(t, slot_place(s[i]));
-		if (strncmp(e->key, key, PRESENCE_KEY_MAX) == 0)
+		if (strncmp(key_of(t, e), key, t->key_max - 1) == 0)
 			return e;
 	}
 	*slot = i;
@@ -250,13 +260,13 @@ static struct entry *find(struct presence_table *t, const char *key, uint32_t h,
 static struct entry *lookup(struct presence_table *t, const char *key)
 {
 	size_t slot;
-	return find(t, key, hash(key), &slot);
+	return find(t, key, hash(t, key), &slot);
 }
 
 /* key's entry, made when new; NULL when the pool is full. Under the lock. */
 static struct entry *entry_for(struct presence_table *t, const char *key)
 {
-	uint32_t h = hash(key);
+	uint32_t h = hash(t, key);
 	size_t slot;
 	struct entry *e = find(t, key, h, &slot);
 	if (e || t->nlive == t->cap)
@@ -266,7 +276,7 @@ static struct entry *entry_for(struct presence_table *t, const char *key)
 	e = entry_at(t, t->nlive);
 	memset(e, 0, t->entry_size);
 	e->hash = h;
-	snprintf(e->key, sizeof(e->key), "%s", key);
+	snprintf(key_of(t, e), t->key_max, "%s", key);
 	slots(t)[slot] = slot_value(h, t->nlive);
 	STEP();
 	t->nlive++;
@@ -297,18 +307,31 @@ static void release_if_unused(struct presence_table *t, struct entry *e)
 	t->moving_from = NO_MOVE;
 }
 
-int presence_table_put(struct presence_table *t, unsigned col, const char *key, uint32_t n)
+/* Count n more under key in column col, with no join, unless key's total
+ * is limit or more (0: no limit). Returns 0, 1 (at the limit) or -1 (the
+ * pool is full), as presence_table_add_below does. */
+static int count_below(struct presence_table *t, unsigned col, const char *key, uint32_t n, size_t limit)
 {
-	if (n == 0)
-		return 0;
 	lock(t);
 	struct entry *e = entry_for(t, key);
-	if (e) {
+	/* A key made just now counts 0, below any limit: nothing to take out. */
+	int r = !e ? -1 : limit && e->total >= limit ? 1 : 0;
+	if (r == 0) {
 		e->n[col] += n;
 		e->total += n;
 	}
 	unlock(t);
-	return e ? 0 : -1;
+	return r;
+}
+
+int presence_table_put(struct presence_table *t, unsigned col, const char *key, uint32_t n)
+{
+	return n ? count_below(t, col, key, n, 0) : 0;
+}
+
+int presence_table_add_below(struct presence_table *t, unsigned col, const char *key, size_t limit)
+{
+	return count_below(t, col, key, 1, limit);
 }
 
 int presence_table_add(struct presence_table *t, unsigned col, const char *key, bool announce)
@@ -383,7 +406,7 @@ size_t presence_table_each(struct presence_table *t, void (*fn)(void *arg, const
 	for (size_t i = 0; i < t->nlive; i++) {
 		struct entry *e = entry_at(t, i);
 		if (e->total > 0) {
-			fn(arg, e->key, e->total);
+			fn(arg, key_of(t, e), e->total);
 			k++;
 		}
 	}
@@ -398,7 +421,7 @@ void presence_table_each_column(struct presence_table *t, unsigned col,
 	for (size_t i = 0; i < t->nlive; i++) {
 		struct entry *e = entry_at(t, i);
 		if (e->n[col] > 0)
-			fn(arg, e->key, e->n[col]);
+			fn(arg, key_of(t, e), e->n[col]);
 	}
 	unlock(t);
 }
@@ -443,7 +466,7 @@ size_t presence_table_take_leaves(struct presence_table *t, uint64_t now_ms, uin
 		e->zero_ms = 0;
 		e->announced = 0;
 		t->pending--;
-		fn(arg, e->key);
+		fn(arg, key_of(t, e));
 		k++;
 		release_if_unused(t, e);
 	}

@@ -1,7 +1,10 @@
-/* presence_table.h: the counts behind presence (presence.h), in one block
- * of memory that is either this process's own or, in a group of workers,
- * shared by every worker (mapped by the main process before it forks, so
- * each worker sees it at the same address).
+/* presence_table.h: streams counted per key with a column per worker, in
+ * one block of memory that is either this process's own or, in a group of
+ * workers, shared by every worker (mapped by the main process before it
+ * forks, so each worker sees it at the same address). Two users: the
+ * counts behind presence (presence.h), and in a group the open streams per
+ * client address that per_address_limit caps (group.c, with
+ * presence_table_add_below; those keys never announce a join).
  *
  * An entry is a key with a count per column (one column per worker; one
  * in a single process) and their total. presence.c keys an entry by a
@@ -34,11 +37,14 @@
 struct presence_table;
 
 /* Map a table with ncols columns (1..64) and room for capacity keys at
- * once (at least 1024, at most 8,388,608): shared between processes that
- * fork after this call, or private to this one. About 300 bytes a key
- * plus 16 bytes of index a key are reserved; pages are touched only as
- * keys land on them. Returns NULL with errno set. */
-struct presence_table *presence_table_map(unsigned ncols, size_t capacity, bool shared);
+ * once (at least 1024, at most 8,388,608), each of at most key_max - 1
+ * bytes (key_max 2..PRESENCE_KEY_MAX; a longer key counts as its first
+ * key_max - 1 bytes): shared between processes that fork after this call,
+ * or private to this one. About key_max + 24 + 4 x ncols bytes a key plus
+ * 16 bytes of index a key are reserved; pages are touched only as keys are
+ * used. Returns NULL with errno set (EINVAL: ncols or key_max out of
+ * range). */
+struct presence_table *presence_table_map(unsigned ncols, size_t capacity, size_t key_max, bool shared);
 
 /* Unmap t (NULL: nothing). In a group each process unmaps its own view. */
 void presence_table_unmap(struct presence_table *t);
@@ -54,6 +60,13 @@ int presence_table_add(struct presence_table *t, unsigned col, const char *key, 
  * of counts made elsewhere; n 0 counts nothing). Returns 0, or -1 when the
  * table is full. */
 int presence_table_put(struct presence_table *t, unsigned col, const char *key, uint32_t n);
+
+/* Count one more stream under key in column col, with no join, unless
+ * key's total is already limit or more (0: no limit): the check and the
+ * count under one hold of the lock, so that columns counting at once
+ * cannot pass the limit together. Returns 0 when counted, 1 when at the
+ * limit (nothing counted), -1 when the table is full (nothing counted). */
+int presence_table_add_below(struct presence_table *t, unsigned col, const char *key, size_t limit);
 
 /* Count one stream less under key in column col (as counted by
  * presence_table_add). When the total falls to 0 and a join was

@@ -18,7 +18,7 @@
 
 static void test_table_counts(void)
 {
-	struct presence_table *t = presence_table_map(2, 1024, false);
+	struct presence_table *t = presence_table_map(2, 1024, PRESENCE_KEY_MAX, false);
 	CHECK(t != NULL);
 	CHECK_EQ_INT(presence_table_add(t, 0, "room/1", false), 0);
 	CHECK_EQ_INT(presence_table_add(t, 1, "room/1", false), 0);
@@ -62,11 +62,56 @@ static void on_column(void *arg, const char *key, uint32_t n)
 	column_keys++;
 }
 
+/* A count checked against a limit and made in one step (the group's
+ * per-address counts): refused at the limit whichever column asks, never
+ * past it, refused when the table is full; keys of a small room, a longer
+ * one counted as its cut. */
+static void test_table_add_below(void)
+{
+	struct presence_table *t = presence_table_map(2, 1024, 16, false);
+	CHECK(presence_table_map(2, 1024, 1, false) == NULL);
+	CHECK(presence_table_map(2, 1024, PRESENCE_KEY_MAX + 1, false) == NULL);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "10.0.0.1", 2), 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 1, "10.0.0.1", 2), 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 1, "10.0.0.1", 2), 1);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "10.0.0.1", 2), 1);
+	CHECK_EQ_INT(presence_table_total(t, "10.0.0.1"), 2);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "10.0.0.1", 0), 0); /* 0: no limit */
+	CHECK_EQ_INT(presence_table_total(t, "10.0.0.1"), 3);
+	presence_table_drop_column(t, 0, 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 1, "10.0.0.1", 2), 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "10.0.0.1", 2), 1);
+	/* 15 bytes of key: a longer key is the same key as its first 15. */
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "2001:db8:0:1::/64", 3), 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 1, "2001:db8:0:1::/", 3), 0);
+	CHECK_EQ_INT(presence_table_total(t, "2001:db8:0:1::/48"), 2);
+	CHECK_EQ_INT(presence_table_total(t, "2001:db8:0:1::"), 0);
+	CHECK_EQ_INT(presence_table_used(t), 2);
+	/* Full: nothing counted, and the keys in it still are. */
+	char key[32];
+	int wrong = 0;
+	for (int i = 0; i < 1022; i++) {
+		snprintf(key, sizeof(key), "192.0.%d.%d", i / 256, i % 256);
+		wrong += presence_table_add_below(t, (unsigned)i % 2, key, 1) != 0;
+	}
+	CHECK_EQ_INT(wrong, 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "198.51.100.1", 1), -1);
+	CHECK_EQ_INT(presence_table_total(t, "198.51.100.1"), 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "192.0.3.253", 1), 1);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "192.0.3.253", 2), 0);
+	/* Dropping both columns empties it, and it takes new keys again. */
+	presence_table_drop_column(t, 0, 0);
+	presence_table_drop_column(t, 1, 0);
+	CHECK_EQ_INT(presence_table_used(t), 0);
+	CHECK_EQ_INT(presence_table_add_below(t, 0, "198.51.100.1", 1), 0);
+	presence_table_unmap(t);
+}
+
 /* A copy of counts made elsewhere (a cluster's, summed), and one column's
  * share (what a node writes to Redis). */
 static void test_table_put_and_columns(void)
 {
-	struct presence_table *t = presence_table_map(2, 1024, false);
+	struct presence_table *t = presence_table_map(2, 1024, PRESENCE_KEY_MAX, false);
 	CHECK_EQ_INT(presence_table_put(t, 0, "x", 40), 0);
 	CHECK_EQ_INT(presence_table_put(t, 1, "x", 2), 0);
 	CHECK_EQ_INT(presence_table_put(t, 1, "y", 5), 0);
@@ -101,7 +146,7 @@ static void on_leave(void *arg, const char *key)
 
 static void test_table_debounce(void)
 {
-	struct presence_table *t = presence_table_map(1, 1024, false);
+	struct presence_table *t = presence_table_map(1, 1024, PRESENCE_KEY_MAX, false);
 	const char *k = "room/1\x1fuser-42";
 	CHECK_EQ_INT(presence_table_add(t, 0, k, true), 1); /* the join */
 	CHECK_EQ_INT(presence_table_add(t, 0, k, true), 0); /* a second stream: no join */
@@ -145,7 +190,7 @@ static void test_table_debounce(void)
 static void test_table_churn_stays_cheap(void)
 {
 	enum { LIVE = 800, KEYS = 60000, ASKED = 1000 };
-	struct presence_table *t = presence_table_map(2, 1024, false);
+	struct presence_table *t = presence_table_map(2, 1024, PRESENCE_KEY_MAX, false);
 	char key[48];
 	int refused = 0, wrong = 0;
 	for (int i = 0; i < KEYS; i++) {
@@ -202,7 +247,7 @@ static void test_table_churn_stays_cheap(void)
  * seen there, is due to leave after the grace. */
 static void test_table_shared_worker_dies(void)
 {
-	struct presence_table *t = presence_table_map(2, 1024, true);
+	struct presence_table *t = presence_table_map(2, 1024, PRESENCE_KEY_MAX, true);
 	CHECK_EQ_INT(presence_table_add(t, 0, "news", false), 0);
 	int to_child[2], to_parent[2];
 	CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
@@ -243,7 +288,7 @@ static void test_table_shared_worker_dies(void)
 static void test_table_worker_killed_mid_change(void)
 {
 	enum { MINE = 200, ROUNDS = 40 };
-	struct presence_table *t = presence_table_map(2, 1024, true);
+	struct presence_table *t = presence_table_map(2, 1024, PRESENCE_KEY_MAX, true);
 	char key[48];
 	for (int i = 0; i < MINE; i++) {
 		snprintf(key, sizeof(key), "mine/%d", i);
@@ -408,6 +453,7 @@ int main(void)
 {
 	test_table_counts();
 	test_table_put_and_columns();
+	test_table_add_below();
 	test_table_debounce();
 	test_table_churn_stays_cheap();
 	test_table_shared_worker_dies();
