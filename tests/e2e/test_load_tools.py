@@ -1123,7 +1123,7 @@ def test_bench_adversary_small():
     assert flood["outcomes"].get("GOAWAY 0xb", 0) >= 2 and flood["held_peak"] == 1, flood
     assert flood["extra"]["pings_written"] > 250, flood
     # 200 connections held at once, each a few bytes into its head.
-    assert slow["held_peak"] == 200 and slow["connections"] == 200 and slow["extra"]["bytes_each"] >= 2, slow
+    assert slow["held_peak"] == 200 and slow["connections"] == 200 and slow["extra"]["bytes_each"] >= 1, slow
     assert (code == 0) == all(r["verdict"] == "ok" for r in js["attacks"][1:]) == js["ok"], js
     lines = out.splitlines()
     assert "| attack | health worst (ms) | readers' worst delay (ms) | passes > 10 ms | worst pass (ms), what ran | " \
