@@ -60,7 +60,7 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
               tls-handshakes presence
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
-LOAD_SCRIPTS := bench bench-catchup bench-check bench-tokens bench-redis bench-workers bench-peer plot
+LOAD_SCRIPTS := bench bench-adversary bench-catchup bench-check bench-tokens bench-redis bench-workers bench-peer plot
 LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 # The tools' library: what the tools share (load/tool*.c: options, JSON,
 # /proc, finding herald, certificates; load/sse-client*.c: the SSE client)
@@ -246,10 +246,14 @@ test: deps browser-deps
 	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined OPT='-O1 -g' all unit
 	@HERALD_BUILD=build/asan python3 tests/run.py
 
+# The tables of docs/BENCHMARKS.md, the guard against regressions, then one
+# hostile client's cost to everyone else (load/bench-adversary: exit 1 when
+# an attack holds the loop over 10 ms or more memory than the limits allow).
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@HERALD_BUILD=$(BUILD) load/bench
 	@HERALD_BUILD=$(BUILD) load/bench-check
+	@HERALD_BUILD=$(BUILD) load/bench-adversary
 
 # The guard against regressions alone: the steady figures against
 # docs/bench/baseline.json (load/bench-check --update writes it anew).

@@ -25,7 +25,7 @@ from harness import Herald, sqlite
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
          "minimal-sse", "tls-handshakes", "presence"]
-SCRIPTS = ["bench", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
+SCRIPTS = ["bench", "bench-adversary", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
            "bench-peer", "plot"]  # scripts beside the C tools
 
 
@@ -361,6 +361,8 @@ def test_usage_errors():
                    ["10", "--events", "0"], ["10", "--nope"]],
         "rate": [["0"], ["--rates", "x"], ["--rates", "100,"], ["--step", "0"], ["-k", "0"], ["10", "--bogus"]],
         "plot": [[], ["/tmp/somewhere"], ["--rate"], ["a", "b", "--rate", "x.csv"]],
+        "bench-adversary": [["--attacks", "nope"], ["--attacks", ""], ["--seconds", "0"], ["--readers", "0"],
+                            ["--rate", "x"], ["--port", "65536"], ["--seconds"], ["extra"]],
     }
     for name, cases in bad.items():
         for args in cases:
@@ -954,6 +956,7 @@ def test_every_tool_says_first_when_its_herald_is_sanitized():
             ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], 120),
             ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10], 120),
             ("bench-catchup", ["--rows", 100, "--streams", "1", "--repeat", 1], 120),
+            ("bench-adversary", ["--readers", 5, "--seconds", 0.5, "--rows", 100, "--attacks", "ping-flood"], 120),
         ]
         for name, args, timeout in runs:
             code, out, err, _ = run(name, *args, timeout=timeout, env={"HERALD_BIN": asan})
@@ -1049,7 +1052,9 @@ def test_every_tool_that_starts_herald_takes_a_port():
             (name, port, err[-3000:])
     for name, args, key in (("bench-tokens", [3], None),
                             ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10], None),
-                            ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], None)):
+                            ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], None),
+                            ("bench-adversary", ["--readers", 5, "--seconds", 0.5, "--rows", 100, "--attacks",
+                                                 "slowloris"], None)):
         port = _free_run(4)
         code, out, err, js = run(name, *args, "--port", port, timeout=150)
         want = [port + i for i in range(4)] if name == "bench-redis" else [port]
@@ -1074,6 +1079,66 @@ def test_every_tool_that_starts_herald_takes_a_port():
 
 
 test_every_tool_that_starts_herald_takes_a_port.timeout = 900
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_bench_adversary_small():
+    """load/bench-adversary at a small scale: herald and the readers are
+    started and stopped, each attack asked for runs from its own address
+    with the readers and the health prober beside it, and the table and the
+    JSON line carry every figure; its verdicts follow from the figures and
+    the exit status from the verdicts (0 or 1, never 2 or a hang). Not
+    herald's timings: those are the tool's to report."""
+    code, out, err, js = run("bench-adversary", "--readers", 50, "--seconds", 1, "--attacks", "ping-flood,slowloris",
+                             timeout=150, expect=None)
+    assert code in (0, 1), (code, out[-3000:], err[-3000:])
+    assert js["tool"] == "bench-adversary" and js["readers_opened"] == 50 and js["herald_exit"] == 0, js
+    assert [r["attack"] for r in js["attacks"]] == ["none", "ping-flood", "slowloris"], js
+    for r in js["attacks"]:
+        assert r["error"] is None, r
+        # The prober and the readers ran all along; herald answered /metrics.
+        assert r["health_requests"] > 0 and r["health_worst_ms"] > 0, r
+        assert r["readers_events"] > 0 and r["readers_worst_ms"] > 0, r
+        assert isinstance(r["passes_over"], int) and r["passes_over"] >= 0, r
+        assert r["rss_before_kb"] > 0 and r["rss_peak_kb"] >= r["rss_before_kb"], r
+        assert r["herald_cpu_ms"] > 0, r
+        if r["attack"] == "none":
+            assert r["opened"] == 0 and r["verdict"] == "-", r
+            continue
+        assert r["rss_per_conn_kib"] >= 0 and r["allowance_kib"] > 0, r
+        ok = r["passes_over"] == 0 and r["rss_per_conn_kib"] <= r["allowance_kib"]
+        assert r["verdict"] == ("ok" if ok else "FAIL") and bool(r["why"]) != ok, r
+        if r["passes_over"]:
+            assert r["worst_pass_ms"] or r["pass_bound_ms"], r
+    flood, slow = js["attacks"][1], js["attacks"][2]
+    # herald ends a PING flood with GOAWAY ENHANCE_YOUR_CALM, and the tool
+    # comes back with a new connection each time.
+    assert flood["outcomes"].get("GOAWAY 0xb", 0) >= 2 and flood["held_peak"] == 1, flood
+    assert flood["extra"]["pings_written"] > 250, flood
+    # 200 connections held at once, each a few bytes into its head.
+    assert slow["held_peak"] == 200 and slow["connections"] == 200 and slow["extra"]["bytes_each"] >= 1, slow
+    assert (code == 0) == all(r["verdict"] == "ok" for r in js["attacks"][1:]) == js["ok"], js
+    lines = out.splitlines()
+    assert "| attack | health worst (ms) | readers' worst delay (ms) | passes > 10 ms | worst pass (ms), what ran | " \
+           "RSS KiB per connection (allowed) | verdict |" in lines, out
+    assert any(ln.startswith("| none (readers and events only) |") for ln in lines), out
+    for name in ("ping-flood", "slowloris"):
+        row = [ln for ln in lines if ln.startswith(f"| {name} |")]
+        assert len(row) == 2 and re.search(r"\| (ok|FAIL: [^|]+) \|$", row[0]), (name, row)
+    # Nothing it started is left: herald, by the pid it named, and its folder.
+    m = re.search(r"herald \S+ \(pid (\d+)\) on 127\.0\.0\.1:\d+, .* folder (\S+)", err)
+    assert m, err
+    assert not _alive(int(m.group(1))) and not os.path.exists(m.group(2)), err
+
+
+test_bench_adversary_small.timeout = 200
 
 
 def test_bench_check_compares_with_its_baseline():
