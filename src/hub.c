@@ -20,15 +20,6 @@
 #define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
-/* The time catch-up reads that found nothing to send may take in one loop
- * pass, for every reader together; the rest goes on in the next pass, after
- * the loop has looked at the sockets. With the store's budget per read
- * (STORE_READ_BUDGET_US in store_sqlite.h) a pass spends at most about this
- * plus one read looking through rows nobody gets, whatever the filters and
- * the log. A read that sends rows is the delivery itself (as a fan-out is)
- * and is bounded by the reader's queue: a reconnect storm of readers a few
- * events behind is caught up in the pass they come in. */
-#define CATCHUP_PASS_NS 1000000
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
@@ -570,28 +561,48 @@ static bool pass_budget_left(struct hub *h)
 	return h->pass_spent_ns < CATCHUP_PASS_NS;
 }
 
+/* One catch-up read: its start, and the part of its time spent queuing
+ * the rows it sent (the delivery, which the pass's budget does not count;
+ * the rest, the store's search and the rule judging rows, it does). */
 struct feed {
 	struct hub *h;
 	struct reader *r;
-	bool full;
+	uint64_t t0;
+	uint64_t sent_ns;
 };
 
+/* The time a read started at f->t0 has cost the pass by now. */
+static uint64_t feed_cost(const struct feed *f, uint64_t now)
+{
+	return now - f->t0 - f->sent_ns;
+}
+
+/* A row of a catch-up read: sent if the reader wants it. The read stops
+ * after this row when the reader's queue is half full, or when the pass's
+ * time is spent: a reader with its own rule (a Mercure subscriber's URL
+ * patterns) judges every row, and judging is work the store's own budget
+ * does not see. The cursor is this row either way, so the next read goes
+ * on right after it. */
 static int feed_row(void *arg, const struct store_event *ev)
 {
 	struct feed *f = arg;
 	struct reader *r = f->r;
+	struct hub *h = f->h;
 	r->cursor = ev->id;
-	if (!reader_wants(r, ev))
-		return 0;
-	struct chunk *ch = encode(r, ev);
-	r->ops->send(r->sink, ch, ev->id, true);
-	chunk_unref(ch);
-	f->h->m->frames_queued++;
-	if (r->ops->queued(r->sink) >= (size_t)f->h->cfg->queue_limit / 2) {
-		f->full = true;
-		return 1;
+	bool wanted = reader_wants(r, ev);
+	uint64_t now = clock_mono_ns();
+	if (wanted) {
+		uint64_t t = now;
+		struct chunk *ch = encode(r, ev);
+		r->ops->send(r->sink, ch, ev->id, true);
+		chunk_unref(ch);
+		h->m->frames_queued++;
+		now = clock_mono_ns();
+		f->sent_ns += now - t;
+		if (r->ops->queued(r->sink) >= (size_t)h->cfg->queue_limit / 2)
+			return 1;
 	}
-	return 0;
+	return h->pass_spent_ns + feed_cost(f, now) >= CATCHUP_PASS_NS;
 }
 
 /* A resume point beyond the newest id: once the store has caught up with
@@ -641,15 +652,13 @@ void hub_reader_drained(struct reader *r)
 				loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
 			return;
 		}
-		struct feed f = { h, r, false };
+		struct feed f = { h, r, clock_mono_ns(), 0 };
 		int64_t through = r->cursor;
-		uint64_t t0 = clock_mono_ns();
 		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f,
 					    &through);
-		uint64_t took = clock_mono_ns() - t0;
-		if (n == 0)
-			h->pass_spent_ns += took;
-		metrics_observe(&h->m->catchup_seconds, took);
+		uint64_t now = clock_mono_ns();
+		h->pass_spent_ns += feed_cost(&f, now);
+		metrics_observe(&h->m->catchup_seconds, now - f.t0);
 		if (n == -EAGAIN) {
 			h->catchup_waiting = true; /* the store fetches; its changed hook feeds us */
 			return;

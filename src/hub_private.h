@@ -1,12 +1,25 @@
 /* hub_private.h: the fields of the hub and of its readers, which are the
  * hub's alone. Only hub.c includes this, and the hub's unit test
- * (tests/unit/test_hub.c), which looks at a reader's mode and the index;
- * every other file holds a hub or a reader only by pointer, through hub.h. */
+ * (tests/unit/test_hub.c), which looks at a reader's mode, the index and
+ * the catch-up budget; every other file holds a hub or a reader only by
+ * pointer, through hub.h. */
 #ifndef HERALD_HUB_PRIVATE_H
 #define HERALD_HUB_PRIVATE_H
 
 #include "hub.h"
 #include "topic_index.h"
+
+/* The time catch-up reads may spend in one loop pass looking for rows, for
+ * every reader together: the store's search and the judging of rows by a
+ * reader's own rule, everything but queuing the rows sent; the rest goes
+ * on in the next pass, after the loop has looked at the sockets. A read
+ * stops after the row that spends it (feed_row), and the store's budget
+ * (STORE_READ_BUDGET_US in store_sqlite.h) cuts a search that finds no row,
+ * so a pass spends at most about this plus one store step or one row's
+ * judging, whatever the filters, rules and the log. Queuing the rows sent
+ * is the delivery itself (as a fan-out is) and is bounded by the reader's
+ * queue. */
+#define CATCHUP_PASS_NS 1000000
 
 enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
 

@@ -1,0 +1,134 @@
+"""What a Mercure subscriber's URL patterns may cost herald's loop.
+
+A Mercure subscriber is judged by its own rule (its matchers, run on each
+update's topics), not by SQL: catch-up reads every row and the rule looks at
+each. These tests send the costly cases herald must bound:
+
+- catch-up from `earliest` over a long log with URL patterns that match no
+  row: every row is judged, and the judging must be cut into steps of about
+  a millisecond of loop per pass, so health requests are answered meanwhile;
+- the same with patterns that match some rows: exactly those, in order,
+  once each, however many passes the catch-up took.
+
+The latency bound asserted (500 ms for one health request) is far above
+what herald needs on a busy machine (a step of about a millisecond), and far
+below what one step took when judging was not counted (0.9 s, 4.4 s under
+ASan: the loop judged 1,024 rows of 300-byte topics in one piece).
+"""
+
+# Times health requests against a catch-up: nothing runs beside it.
+ALONE = True
+
+import sqlite3
+import time
+
+from harness import Herald, request, wait_until
+from test_mercure import MStream
+
+HUB = "https://hub.example/.well-known/mercure"
+ROWS = 20000
+TOPIC_LEN = 300
+# Eight patterns of 32 positions each: sixteen wildcards, each followed by a
+# byte. On topics of 'a's every position stays live, and the last byte ('Z'
+# or 'Y'...) is never there, so each pattern runs to the end of each topic.
+NEVER = [("*a" * 15) + "*" + chr(ord("Z") - i) for i in range(8)]
+HEALTH_BOUND = 0.5
+
+
+def start(rows_sql):
+    """A herald with anonymous Mercure subscribers, over a log that rows_sql
+    (run on the stopped herald's database in one transaction) filled."""
+    conf = "mercure_anonymous = on\nmercure_url = %s\n" % HUB
+    h = Herald(config=conf)
+    h.stop()
+    c = sqlite3.connect(h.db, timeout=10)
+    c.executescript("BEGIN;" + rows_sql + "COMMIT;")
+    c.close()
+    return Herald(db=h.db, config=conf)
+
+
+def fill_sql(matching_every=0):
+    """ROWS rows of TOPIC_LEN 'a's; with matching_every, every such row's
+    topic is 'books/<i>' instead (a topic the matching tests' pattern takes)."""
+    topic = "'%s'" % ("a" * TOPIC_LEN)
+    if matching_every:
+        topic = "CASE WHEN i %% %d = 0 THEN 'books/' || i ELSE %s END" % (matching_every, topic)
+    return ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
+            "INSERT INTO events(type, topic, data, public) SELECT 'x', %s, 'd' || i, 1 FROM n;" % (ROWS, topic))
+
+
+def gauge(port, name):
+    st, _, body = request(port, "GET", "/metrics", timeout=60)
+    assert st == 200
+    for ln in body.decode().splitlines():
+        if ln.startswith(name + " "):
+            return float(ln.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def subscribe_from_earliest(port, params):
+    """A Mercure subscription resuming from earliest (MStream)."""
+    s = MStream(port, params, headers={"Last-Event-ID": "earliest"}, timeout=10)
+    assert s.status == 200, s.status
+    return s
+
+
+def id_data(events):
+    return [(e["id"], e["data"]) for e in events]
+
+
+def worst_health_until_live(h, timeout):
+    """Time health requests back to back until no reader is catching up;
+    the slowest answer, in seconds."""
+    worst = 0.0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        t0 = time.monotonic()
+        st, _, _ = request(h.port, "GET", "/api/health", timeout=60)
+        worst = max(worst, time.monotonic() - t0)
+        assert st == 200
+        if gauge(h.port, "herald_readers_catching_up") == 0:
+            return worst
+    raise AssertionError(f"the subscriber did not reach the live edge in {timeout} s (worst health {worst:.2f} s)")
+
+
+def test_catchup_over_patterns_matching_nothing_is_cut_into_steps():
+    h = start(fill_sql())
+    try:
+        params = [("match", "done")] + [("match_urlpattern", p) for p in NEVER]
+        s = subscribe_from_earliest(h.port, params)
+        worst = worst_health_until_live(h, timeout=240)
+        assert worst < HEALTH_BOUND, f"a health request waited {worst:.2f} s behind the Mercure catch-up"
+        # The catch-up ended where the log did: the next matching row comes,
+        # and nothing before it.
+        new_id = h.insert(topic="done", data="after")
+        assert new_id == ROWS + 1
+        assert id_data(s.events(1, timeout=20)) == [(str(ROWS + 1), "after")]
+        s.close()
+    finally:
+        h.stop()
+
+
+test_catchup_over_patterns_matching_nothing_is_cut_into_steps.timeout = 400
+
+
+def test_catchup_over_patterns_matching_some_rows_is_exact():
+    every = 97
+    h = start(fill_sql(matching_every=every))
+    try:
+        params = [("match_urlpattern", "books/:n")] + [("match_urlpattern", p) for p in NEVER[1:]]
+        s = subscribe_from_earliest(h.port, params)
+        want = [(str(i), "d%d" % i) for i in range(every, ROWS + 1, every)]
+        got = id_data(s.events(len(want), timeout=240))
+        assert got == want, f"got {len(got)} events, expected {len(want)}: first differences " + \
+            str([(g, w) for g, w in zip(got, want) if g != w][:5])
+        wait_until(lambda: gauge(h.port, "herald_readers_catching_up") == 0, timeout=60)
+        new_id = h.insert(topic="books/new", data="later")
+        assert id_data(s.events(1, timeout=20)) == [(str(new_id), "later")]
+        assert s.events(1, timeout=0.5) == []
+        s.close()
+    finally:
+        h.stop()
+
+
+test_catchup_over_patterns_matching_some_rows_is_exact.timeout = 400
