@@ -199,20 +199,6 @@ static int64_t resume_of(const struct mercure *mc, const char *id, bool *found)
 	return -1;
 }
 
-/* The matcher type a "match..." parameter names; -1 when it is in the
- * reserved namespace but not a type herald knows, -2 when it is no
- * matcher parameter. */
-static int matcher_param(const char *name)
-{
-	if (strcmp(name, "match") == 0 || strcmp(name, "match_exact") == 0)
-		return MERCURE_EXACT;
-	if (strcmp(name, "match_urlpattern") == 0)
-		return MERCURE_URLPATTERN;
-	if (strncasecmp(name, "match", 5) == 0)
-		return -1;
-	return -2;
-}
-
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
 	char base[2200];
@@ -220,37 +206,10 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	struct msub *m = xcalloc(1, sizeof(*m));
 	m->base = xstrdup(base);
 	m->grants.base = m->base;
-	char *last_id = NULL, *legacy_id = NULL;
-	const char *why = NULL;
-	size_t pos = 0;
-	struct http_slice name, value;
-	while (!why && http_query_next(req->query, &pos, &name, &value)) {
-		size_t nn, vn;
-		char *n = http_percent_decode_dup(name, &nn);
-		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
-		if (!n || !v) {
-			why = "a query parameter with a malformed percent escape";
-		} else {
-			int kind = matcher_param(n);
-			if (kind == -1)
-				why = "an unknown topic matcher type (herald takes match, match_exact, "
-				      "match_urlpattern)";
-			else if (kind >= 0)
-				why = mercure_matchers_add(&m->want, (enum mercure_kind)kind, v, vn, base);
-			else if (strcmp(n, "topic") == 0)
-				why = mercure_matchers_add(&m->want, MERCURE_EXACT, v, vn, base);
-			else if (strcmp(n, "last_event_id") == 0 && !last_id)
-				last_id = xstrdup(v);
-			else if (strcmp(n, "lastEventID") == 0 && !legacy_id)
-				legacy_id = xstrdup(v);
-		}
-		free(n);
-		free(v);
-	}
-	if (!why && m->want.n == 0)
-		why = "a subscription needs at least one topic matcher (match, match_urlpattern or topic)";
+	char *last_id;
+	const char *why = mercure_query_read(req->query, base, &m->want, &last_id);
 	const struct http_header *leh = http_header_get(req, "Last-Event-ID");
-	char *resume_id = leh ? xstrndup(leh->value.p, leh->value.n) : last_id ? last_id : legacy_id;
+	char *resume_id = leh ? xstrndup(leh->value.p, leh->value.n) : last_id;
 	if (why) {
 		conn_refuse(c, 400, "bad_parameter", why, NULL);
 		goto done;
@@ -321,10 +280,9 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		opened->sub = mercure_subs_add(subs, path, &opened->want);
 	}
 done:
-	if (resume_id != last_id && resume_id != legacy_id)
+	if (resume_id != last_id)
 		free(resume_id);
 	free(last_id);
-	free(legacy_id);
 	msub_free(m);
 }
 

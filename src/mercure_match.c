@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http.h"
 #include "json.h"
 #include "jwt.h"
 #include "text.h"
@@ -77,6 +78,13 @@ const char *mercure_matchers_add(struct mercure_matchers *l, enum mercure_kind k
 			free(m.text);
 			return why;
 		}
+		if (l->width + urlpattern_width(m.up) > MERCURE_MAX_WIDTH) {
+			urlpattern_free(m.up);
+			free(m.text);
+			return "URL patterns wider than 256 in all (the widths of one subscription's patterns add up; "
+			       "each is at most 64)";
+		}
+		l->width += urlpattern_width(m.up);
 	}
 	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
 	l->v[l->n++] = m;
@@ -85,16 +93,79 @@ const char *mercure_matchers_add(struct mercure_matchers *l, enum mercure_kind k
 
 bool mercure_matchers_match(const struct mercure_matchers *l, const char *topic, size_t n, const char *base)
 {
-	for (size_t i = 0; i < l->n; i++) {
+	/* The topic is taken apart once, at the first URL pattern. */
+	struct urlpattern_url u;
+	bool parsed = false, hit = false;
+	for (size_t i = 0; i < l->n && !hit; i++) {
 		const struct mercure_matcher *m = &l->v[i];
-		if (m->kind == MERCURE_ANY)
-			return true;
-		if (m->kind == MERCURE_EXACT && m->len == n && memcmp(m->text, topic, n) == 0)
-			return true;
-		if (m->kind == MERCURE_URLPATTERN && urlpattern_match(m->up, topic, n, base))
-			return true;
+		if (m->kind == MERCURE_ANY) {
+			hit = true;
+		} else if (m->kind == MERCURE_EXACT) {
+			hit = m->len == n && memcmp(m->text, topic, n) == 0;
+		} else {
+			if (!parsed)
+				urlpattern_url_parse(&u, topic, n, base);
+			parsed = true;
+			hit = urlpattern_match_url(m->up, &u);
+		}
 	}
-	return false;
+	if (parsed)
+		urlpattern_url_free(&u);
+	return hit;
+}
+
+/* The matcher type a "match..." parameter names; -1 when it is in the
+ * reserved namespace but not a type herald knows, -2 when it is no
+ * matcher parameter. */
+static int matcher_param(const char *name)
+{
+	if (strcmp(name, "match") == 0 || strcmp(name, "match_exact") == 0)
+		return MERCURE_EXACT;
+	if (strcmp(name, "match_urlpattern") == 0)
+		return MERCURE_URLPATTERN;
+	if (strncasecmp(name, "match", 5) == 0)
+		return -1;
+	return -2;
+}
+
+const char *mercure_query_read(struct http_slice query, const char *base, struct mercure_matchers *want,
+			       char **last_id)
+{
+	char *legacy_id = NULL;
+	const char *why = NULL;
+	size_t pos = 0;
+	struct http_slice name, value;
+	*last_id = NULL;
+	while (!why && http_query_next(query, &pos, &name, &value)) {
+		size_t nn, vn;
+		char *n = http_percent_decode_dup(name, &nn);
+		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
+		if (!n || !v) {
+			why = "a query parameter with a malformed percent escape";
+		} else {
+			int kind = matcher_param(n);
+			if (kind == -1)
+				why = "an unknown topic matcher type (herald takes match, match_exact, "
+				      "match_urlpattern)";
+			else if (kind >= 0)
+				why = mercure_matchers_add(want, (enum mercure_kind)kind, v, vn, base);
+			else if (strcmp(n, "topic") == 0)
+				why = mercure_matchers_add(want, MERCURE_EXACT, v, vn, base);
+			else if (strcmp(n, "last_event_id") == 0 && !*last_id)
+				*last_id = xstrdup(v);
+			else if (strcmp(n, "lastEventID") == 0 && !legacy_id)
+				legacy_id = xstrdup(v);
+		}
+		free(n);
+		free(v);
+	}
+	if (!why && want->n == 0)
+		why = "a subscription needs at least one topic matcher (match, match_urlpattern or topic)";
+	if (!*last_id)
+		*last_id = legacy_id;
+	else
+		free(legacy_id);
+	return why;
 }
 
 void mercure_matchers_free(struct mercure_matchers *l)
@@ -106,6 +177,7 @@ void mercure_matchers_free(struct mercure_matchers *l)
 	free(l->v);
 	l->v = NULL;
 	l->n = 0;
+	l->width = 0;
 }
 
 void mercure_grants_free(struct mercure_grants *g)

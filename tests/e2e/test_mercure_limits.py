@@ -2,7 +2,14 @@
 
 A Mercure subscriber is judged by its own rule (its matchers, run on each
 update's topics), not by SQL: catch-up reads every row and the rule looks at
-each. These tests send the costly cases herald must bound:
+each, and every update is judged for each subscriber its topics may
+interest. These tests send the costly cases herald must bound:
+
+- patterns too wide to be judged cheaply (a thousand wildcards in 1 KB)
+  are refused with 400 naming why;
+- 31 subscribers from one address with the costliest patterns allowed do
+  not hold the loop while updates are published, and each gets exactly the
+  updates its patterns match;
 
 - catch-up from `earliest` over a long log with URL patterns that match no
   row: every row is judged, and the judging must be cut into steps of about
@@ -19,18 +26,27 @@ ASan: the loop judged 1,024 rows of 300-byte topics in one piece).
 # Times health requests against a catch-up: nothing runs beside it.
 ALONE = True
 
+import json
 import sqlite3
+import threading
 import time
+import urllib.parse
 
-from harness import Herald, request, wait_until
+from harness import Herald, check_refusal, request, wait_until
 from test_mercure import MStream
 
 HUB = "https://hub.example/.well-known/mercure"
 ROWS = 20000
 TOPIC_LEN = 300
-# Eight patterns of 32 positions each: sixteen wildcards, each followed by a
-# byte. On topics of 'a's every position stays live, and the last byte ('Z'
-# or 'Y'...) is never there, so each pattern runs to the end of each topic.
+# The first rows' topics are longer: judging one of them costs about a
+# millisecond, so that the 1,024 rows a catch-up read used to judge in one
+# piece hold the loop for a second.
+LONG_ROWS = 2048
+LONG_TOPIC_LEN = 4000
+# Eight patterns 32 wide (the widest a subscription may have in all: 256):
+# sixteen wildcards, each followed by a byte. On topics of 'a's every
+# position stays live, and the last byte ('Z' or 'Y'...) is never there, so
+# each pattern runs to the end of each topic.
 NEVER = [("*a" * 15) + "*" + chr(ord("Z") - i) for i in range(8)]
 HEALTH_BOUND = 0.5
 
@@ -48,9 +64,10 @@ def start(rows_sql):
 
 
 def fill_sql(matching_every=0):
-    """ROWS rows of TOPIC_LEN 'a's; with matching_every, every such row's
-    topic is 'books/<i>' instead (a topic the matching tests' pattern takes)."""
-    topic = "'%s'" % ("a" * TOPIC_LEN)
+    """ROWS rows of 'a's (LONG_TOPIC_LEN of them in the first LONG_ROWS rows,
+    TOPIC_LEN in the others); with matching_every, every such row's topic is
+    'books/<i>' instead (a topic the matching tests' pattern takes)."""
+    topic = "CASE WHEN i <= %d THEN '%s' ELSE '%s' END" % (LONG_ROWS, "a" * LONG_TOPIC_LEN, "a" * TOPIC_LEN)
     if matching_every:
         topic = "CASE WHEN i %% %d = 0 THEN 'books/' || i ELSE %s END" % (matching_every, topic)
     return ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
@@ -132,3 +149,92 @@ def test_catchup_over_patterns_matching_some_rows_is_exact():
 
 
 test_catchup_over_patterns_matching_some_rows_is_exact.timeout = 400
+
+
+def test_patterns_too_wide_are_refused_naming_why():
+    conf = "mercure_anonymous = on\nmercure_url = %s\n" % HUB
+    with Herald(config=conf) as h:
+        # Eight patterns of a thousand wildcards (8 KB, within the request
+        # line's limit): each one alone is too wide.
+        wide = "*a" * 490
+        q = urllib.parse.urlencode([("match_urlpattern", wide)] * 8, safe="*:/")
+        st, hd, body = request(h.port, "GET", "/.well-known/mercure?" + q)
+        check_refusal(st, hd, body, 400)
+        assert "wider than 64" in json.loads(body)["error"], body
+        # Five allowed at the bound: together too wide.
+        at_bound = "https://example.com/" + "*a" * 31 + "*b"
+        q = urllib.parse.urlencode([("match_urlpattern", at_bound)] * 5, safe="*:/")
+        st, hd, body = request(h.port, "GET", "/.well-known/mercure?" + q)
+        check_refusal(st, hd, body, 400)
+        assert "wider than 256 in all" in json.loads(body)["error"], body
+        # Four are taken.
+        s = MStream(h.port, [("match_urlpattern", at_bound)] * 4)
+        assert s.status == 200
+        s.close()
+
+
+SUBSCRIBERS = 31  # one fewer than per_address_limit: all from one address
+FANOUT_UPDATES = 12
+TOPIC_BYTES = 2000
+TOPICS_PER_UPDATE = 4
+
+
+def fanout_patterns():
+    """Eight patterns 32 wide (256 in all, the most one subscription may
+    have), none with a literal path prefix to be found by: seven match no
+    topic of 'a's, the eighth those that end in /hit."""
+    never = ["https://example.com/" + "*a" * 15 + "*" + chr(ord("Z") - i) for i in range(7)]
+    return never + ["https://example.com/" + "*a" * 13 + "*/hit"]
+
+
+def fanout_update(i):
+    """The form of update i: four topics of 2 KB of 'a's; the odd ones end
+    in /hit (the eighth pattern takes them)."""
+    tail = "/hit" if i % 2 else ""
+    topics = ["https://example.com/%d/%s%s" % (k, "a" * (TOPIC_BYTES - 30), tail) for k in range(TOPICS_PER_UPDATE)]
+    return [("topic", t) for t in topics] + [("data", "update %d" % i), ("id", "urn:u:%d" % i)]
+
+
+def test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout():
+    conf = "mercure_anonymous = on\nmercure_url = %s\n" % HUB
+    with Herald(config=conf) as h:
+        params = [("match_urlpattern", p) for p in fanout_patterns()]
+        subs = [MStream(h.port, params, timeout=30) for _ in range(SUBSCRIBERS)]
+        assert [s.status for s in subs] == [200] * SUBSCRIBERS, [(s.status, s.buf) for s in subs if s.status != 200]
+        wait_until(lambda: gauge(h.port, "herald_readers") == SUBSCRIBERS, timeout=30)
+        done = threading.Event()
+        failures = []
+
+        def publisher():
+            try:
+                for i in range(FANOUT_UPDATES):
+                    body = urllib.parse.urlencode(fanout_update(i))
+                    st, _, b = request(h.port, "POST", "/.well-known/mercure", body, timeout=60,
+                                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+                    if st != 200:
+                        failures.append((st, b))
+            except Exception as e:  # reported by the main thread
+                failures.append(e)
+            finally:
+                done.set()
+
+        t = threading.Thread(target=publisher)
+        t.start()
+        worst = 0.0
+        while not done.is_set():
+            t0 = time.monotonic()
+            st, _, _ = request(h.port, "GET", "/api/health", timeout=60)
+            worst = max(worst, time.monotonic() - t0)
+            assert st == 200
+        t.join()
+        assert not failures, failures
+        want = [("urn:u:%d" % i, "update %d" % i) for i in range(FANOUT_UPDATES) if i % 2]
+        for s in subs:
+            assert id_data(s.events(len(want), timeout=30)) == want
+        for s in subs:
+            assert s.events(1, timeout=0.2) == []
+            s.close()
+        assert worst < HEALTH_BOUND, f"a health request waited {worst:.2f} s behind the fan-out"
+
+
+test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout.timeout = 300
