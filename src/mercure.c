@@ -14,6 +14,7 @@
 #include "idempotency.h"
 #include "jwt.h"
 #include "mercure_match.h"
+#include "mercure_sets.h"
 #include "mercure_subs.h"
 #include "presence.h"
 #include "mercure_update.h"
@@ -119,12 +120,15 @@ static int verify(const struct mercure *mc, struct http_slice tok, struct mercur
 
 /* ---- subscribe ---------------------------------------------------------- */
 
-/* A subscriber's rule: what it asked for and what its token grants. */
+/* A subscriber's rule: what it asked for and what its token grants, as
+ * they are read, then interned (msub_intern) for as long as it reads. */
 struct msub {
 	char *base;
 	struct mercure_matchers want;
 	struct mercure_grants grants;
-	struct mercure_subs *subs; /* where sub is registered (the presence registry's) */
+	struct mercure_sets *sets;                /* the registry want_set and grant_set are from */
+	struct mercure_set *want_set, *grant_set; /* grant_set NULL: no grants */
+	struct mercure_subs *subs;                /* where sub is registered (the presence registry's) */
 	struct mercure_sub *sub;
 };
 
@@ -135,10 +139,25 @@ static void msub_free(void *arg)
 		return;
 	if (m->sub)
 		mercure_subs_remove(m->subs, m->sub);
+	if (m->want_set)
+		mercure_sets_release(m->sets, m->want_set);
+	if (m->grant_set)
+		mercure_sets_release(m->sets, m->grant_set);
 	mercure_matchers_free(&m->want);
 	mercure_grants_free(&m->grants);
 	free(m->base);
 	free(m);
+}
+
+/* Share the subscriber's lists with the other subscribers that have the
+ * same: they are judged once per update for all of them. */
+static void msub_intern(struct msub *m, struct mercure_sets *sets)
+{
+	m->sets = sets;
+	m->want_set = mercure_sets_intern(sets, &m->want, m->base);
+	if (m->grants.subscribe.n)
+		m->grant_set = mercure_sets_intern(sets, &m->grants.subscribe, m->base);
+	mercure_grants_free(&m->grants);
 }
 
 /* Wanted by a matcher on one of the update's topics, and public or
@@ -147,25 +166,8 @@ static void msub_free(void *arg)
 static bool msub_accepts(void *arg, const struct store_event *ev)
 {
 	const struct msub *m = arg;
-	const char *p = ev->topic, *end = ev->topic + ev->topic_len, *t;
-	size_t tl;
-	struct mercure_block b;
-	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b) && b.topics) {
-		p = b.topics;
-		end = b.topics + b.topics_len;
-	} else if (ev->topic_len == 0) {
-		return false;
-	}
-	bool wanted = false, allowed = ev->public;
-	while (mercure_block_next_topic(&p, end, &t, &tl)) {
-		if (!wanted)
-			wanted = mercure_matchers_match(&m->want, t, tl, m->base);
-		if (!allowed)
-			allowed = mercure_matchers_match(&m->grants.subscribe, t, tl, m->base);
-		if (wanted && allowed)
-			return true;
-	}
-	return false;
+	return mercure_set_wants(m->want_set, ev) &&
+	       (ev->public || (m->grant_set && mercure_set_wants(m->grant_set, ev)));
 }
 
 /* Whether s[0..n) is a decimal id herald can hold. */
@@ -269,6 +271,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		snprintf(e, sizeof(extra) - (size_t)(e - extra), "Mercure-Last-Event-ID: %s\r\n",
 			 plain ? resume_id : "earliest");
 	}
+	msub_intern(m, mc->sets);
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
 	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;
@@ -277,7 +280,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		char path[2200];
 		hub_path(base, path, sizeof(path));
 		opened->subs = subs;
-		opened->sub = mercure_subs_add(subs, path, &opened->want);
+		opened->sub = mercure_subs_add(subs, path, mercure_set_matchers(opened->want_set));
 	}
 done:
 	if (resume_id != last_id)

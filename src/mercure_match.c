@@ -128,8 +128,7 @@ static int matcher_param(const char *name)
 	return -2;
 }
 
-const char *mercure_query_read(struct http_slice query, const char *base, struct mercure_matchers *want,
-			       char **last_id)
+const char *mercure_query_read(struct http_slice query, const char *base, struct mercure_matchers *want, char **last_id)
 {
 	char *legacy_id = NULL;
 	const char *why = NULL;

@@ -40,6 +40,7 @@ struct server {
 	struct jwt_verifier *jwt; /* signed tokens, or NULL when off */
 	struct publish_queue *pubq;
 	struct presence *presence; /* who reads what (presence.h) */
+	struct mercure_sets *msets; /* the Mercure subscribers' interned matcher lists */
 	struct tls_ctx *tls;
 	struct api api;
 

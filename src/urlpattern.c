@@ -54,9 +54,9 @@ struct part {
 	size_t nlit;
 	struct pos *pos; /* owned; npos <= URLPATTERN_MAX_WIDTH */
 	size_t npos;
-	uint64_t start;  /* the positions live after the prefix */
-	bool start_fin;  /* the component may end right after the prefix */
-	size_t width;    /* npos and the modified groups */
+	uint64_t start; /* the positions live after the prefix */
+	bool start_fin; /* the component may end right after the prefix */
+	size_t width;   /* npos and the modified groups */
 };
 
 struct urlpattern {
@@ -64,7 +64,8 @@ struct urlpattern {
 	size_t width;
 };
 
-_Static_assert(C_COUNT == sizeof(((struct urlpattern_url *)0)->len) / sizeof(size_t), "urlpattern_url holds each component");
+_Static_assert(C_COUNT == sizeof(((struct urlpattern_url *)0)->len) / sizeof(size_t),
+	       "urlpattern_url holds each component");
 
 /* Steps of every match so far (urlpattern_steps). */
 static uint64_t steps_total;

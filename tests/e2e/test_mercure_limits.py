@@ -8,8 +8,9 @@ interest. These tests send the costly cases herald must bound:
 - patterns too wide to be judged cheaply (a thousand wildcards in 1 KB)
   are refused with 400 naming why;
 - 31 subscribers from one address with the costliest patterns allowed do
-  not hold the loop while updates are published, and each gets exactly the
-  updates its patterns match;
+  not hold the loop while updates are published (the same patterns are
+  judged once per update for all of them: counted in /metrics), and each
+  gets exactly the updates its patterns match;
 
 - catch-up from `earliest` over a long log with URL patterns that match no
   row: every row is judged, and the judging must be cut into steps of about
@@ -218,6 +219,8 @@ def test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout():
             finally:
                 done.set()
 
+        judged0 = gauge(h.port, "herald_mercure_judged_total")
+        steps0 = gauge(h.port, "herald_mercure_match_steps_total")
         t = threading.Thread(target=publisher)
         t.start()
         worst = 0.0
@@ -234,6 +237,14 @@ def test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout():
         for s in subs:
             assert s.events(1, timeout=0.2) == []
             s.close()
+        # Work, counted: the subscribers' matchers are the same, so each
+        # update was judged once for all 31, in at most (256 + 8) steps per
+        # byte of its topics (resolved: they are absolute).
+        judged = gauge(h.port, "herald_mercure_judged_total") - judged0
+        steps = gauge(h.port, "herald_mercure_match_steps_total") - steps0
+        assert judged == FANOUT_UPDATES, judged
+        topic_bytes = sum(len(v) for k, v in fanout_update(0) if k == "topic") + 4 * TOPICS_PER_UPDATE
+        assert 0 < steps <= FANOUT_UPDATES * (256 + 8) * topic_bytes, steps
         assert worst < HEALTH_BOUND, f"a health request waited {worst:.2f} s behind the fan-out"
 
 
