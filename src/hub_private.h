@@ -44,6 +44,8 @@ struct reader {
 	void (*accepts_free)(void *arg);
 	size_t ntopics; /* 0 = every topic */
 	char **topics;  /* ntopics patterns, in the reader's own block after subs[] */
+	size_t nkeys;   /* with accepts: where the rules index finds it (reader_spec.keys) */
+	char **keys;    /* owned, with its strings */
 	size_t ngrants;
 	char **grants;
 	struct loop_timer expiry_timer; /* ends the stream when its token expires */
@@ -52,8 +54,8 @@ struct reader {
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
 	struct reader *next, *prev; /* the hub's list for its mode */
-	size_t nsubs;               /* LIVE: its patterns in the hub's index */
-	struct topic_sub subs[];    /* room for max(1, ntopics), then the topics' pointers */
+	size_t nsubs;               /* LIVE: its patterns (or keys) in the hub's index (or rules index) */
+	struct topic_sub subs[];    /* room for max(1, ntopics, nkeys), then the topics' pointers */
 };
 
 struct hub {
@@ -67,6 +69,10 @@ struct hub {
 	struct reader *live;
 	struct reader *catchup;
 	struct topic_index *index; /* the live readers by the topics they want */
+	struct topic_index *rules; /* the live readers with their own rule, by their keys */
+	size_t nrules;             /* readers in rules */
+	hub_rule_probe probe;      /* an event's keys in rules (hub_set_rule_probe) */
+	void *probe_arg;
 	size_t nlive, ncatchup;
 	struct chunk *heartbeat;
 	struct loop_timer heartbeat_timer; /* runs while there are readers */

@@ -272,6 +272,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 			 plain ? resume_id : "earliest");
 	}
 	msub_intern(m, mc->sets);
+	spec.keys = mercure_set_keys(m->want_set, &spec.nkeys);
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
 	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? presence_mercure(mc->streams->presence) : NULL;

@@ -29,6 +29,15 @@ struct verdict {
 	bool hit;
 };
 
+/* A folder that path-relative topics resolve into (the hub URL's path up
+ * to its last '/'), with a hub URL that has it; one per folder in use. */
+struct folder {
+	struct folder *next;
+	char *path; /* owned */
+	char *base; /* owned: the first set's hub URL with this folder */
+	size_t refs;
+};
+
 struct mercure_set {
 	struct mercure_sets *owner;
 	struct mercure_set *chain; /* the next set in its slot */
@@ -38,6 +47,9 @@ struct mercure_set {
 	size_t key_len;
 	char *base; /* owned: the hub URL the matchers resolve against */
 	struct mercure_matchers m;
+	struct folder *folder;
+	char **keys; /* owned (with the strings): where the hub's index finds it; none: every update */
+	size_t nkeys;
 	struct verdict verdicts[VERDICTS];
 };
 
@@ -45,6 +57,7 @@ struct mercure_sets {
 	struct mercure_set **slot;
 	size_t nslots; /* 0 or a power of two */
 	size_t n;
+	struct folder *folders;
 	struct metrics *m;
 };
 
@@ -106,6 +119,88 @@ static void resize(struct mercure_sets *ss, size_t nslots)
 	ss->nslots = nslots;
 }
 
+/* The folder of base, one reference more. */
+static struct folder *folder_get(struct mercure_sets *ss, const char *base)
+{
+	/* What "x" resolves to, less the "x". */
+	struct urlpattern_url u;
+	size_t n;
+	urlpattern_url_parse(&u, "x", 1, base);
+	const char *path = urlpattern_url_path(&u, &n);
+	n = n ? n - 1 : 0;
+	struct folder *f = ss->folders;
+	while (f && !(strlen(f->path) == n && memcmp(f->path, path, n) == 0))
+		f = f->next;
+	if (!f) {
+		f = xcalloc(1, sizeof(*f));
+		f->path = xstrndup(path, n);
+		f->base = xstrdup(base);
+		f->next = ss->folders;
+		ss->folders = f;
+	}
+	urlpattern_url_free(&u);
+	f->refs++;
+	return f;
+}
+
+static void folder_put(struct mercure_sets *ss, struct folder *f)
+{
+	if (--f->refs > 0)
+		return;
+	struct folder **pp = &ss->folders;
+	while (*pp != f)
+		pp = &(*pp)->next;
+	*pp = f->next;
+	free(f->path);
+	free(f->base);
+	free(f);
+}
+
+/* Add key[0..n) to s's keys unless it is there. */
+static void key_add(struct mercure_set *s, const char *key, size_t n)
+{
+	for (size_t i = 0; i < s->nkeys; i++)
+		if (strlen(s->keys[i]) == n && memcmp(s->keys[i], key, n) == 0)
+			return;
+	s->keys = xrealloc(s->keys, (s->nkeys + 1) * sizeof(*s->keys));
+	s->keys[s->nkeys++] = xstrndup(key, n);
+}
+
+/* Where the hub's index finds s's subscribers, as topic patterns for
+ * topic_index (mercure_sets_probe gives an update's strings): an exact
+ * matcher under its text; a URL pattern under its path's literal prefix
+ * up to its last '/', as a subtree ("/books/" + "*", found by a path
+ * "/books/..." probed with a '?' after it, so that a path ending at that
+ * '/' is found too). A matcher with no such prefix ("*", a path that
+ * starts with a variable, "/" alone) leaves the set with no keys: every
+ * update. */
+static void keys_make(struct mercure_set *s)
+{
+	for (size_t i = 0; i < s->m.n; i++) {
+		const struct mercure_matcher *m = &s->m.v[i];
+		size_t n = 0;
+		const char *prefix = m->kind == MERCURE_URLPATTERN ? urlpattern_path_prefix(m->up, &n) : NULL;
+		while (n > 0 && prefix[n - 1] != '/')
+			n--;
+		if (m->kind == MERCURE_EXACT) {
+			key_add(s, m->text, m->len);
+		} else if (n > 1) {
+			char *k = xmalloc(n + 2);
+			memcpy(k, prefix, n);
+			memcpy(k + n, "*", 2);
+			key_add(s, k, n + 1);
+			free(k);
+		} else {
+			for (size_t j = 0; j < s->nkeys; j++)
+				free(s->keys[j]);
+			free(s->keys);
+			s->keys = NULL;
+			s->nkeys = 0;
+			return;
+		}
+	}
+}
+
 struct mercure_set *mercure_sets_intern(struct mercure_sets *ss, struct mercure_matchers *l, const char *base)
 {
 	size_t len;
@@ -129,6 +224,8 @@ struct mercure_set *mercure_sets_intern(struct mercure_sets *ss, struct mercure_
 	s->base = xstrdup(base);
 	s->m = *l;
 	memset(l, 0, sizeof(*l));
+	s->folder = folder_get(ss, base);
+	keys_make(s);
 	size_t j = h & (ss->nslots - 1);
 	s->chain = ss->slot[j];
 	ss->slot[j] = s;
@@ -149,24 +246,36 @@ void mercure_sets_release(struct mercure_sets *ss, struct mercure_set *s)
 		ss->slot = NULL;
 		ss->nslots = 0;
 	}
+	folder_put(ss, s->folder);
+	for (size_t i = 0; i < s->nkeys; i++)
+		free(s->keys[i]);
+	free(s->keys);
 	mercure_matchers_free(&s->m);
 	free(s->key);
 	free(s->base);
 	free(s);
 }
 
+/* The lines of ev's topics into [*p, *end) for mercure_block_next_topic:
+ * its update's, else its row's topic (none when empty). */
+static void topics_of(const struct store_event *ev, const char **p, const char **end)
+{
+	struct mercure_block b;
+	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b) && b.topics) {
+		*p = b.topics;
+		*end = b.topics + b.topics_len;
+	} else {
+		*p = ev->topic;
+		*end = ev->topic + ev->topic_len;
+	}
+}
+
 /* Whether one of l's matchers matches one of ev's topics. */
 static bool judge(const struct mercure_matchers *l, const char *base, const struct store_event *ev)
 {
-	const char *p = ev->topic, *end = ev->topic + ev->topic_len, *t;
+	const char *p, *end, *t;
 	size_t tl;
-	struct mercure_block b;
-	if (ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b) && b.topics) {
-		p = b.topics;
-		end = b.topics + b.topics_len;
-	} else if (ev->topic_len == 0) {
-		return false;
-	}
+	topics_of(ev, &p, &end);
 	while (mercure_block_next_topic(&p, end, &t, &tl))
 		if (mercure_matchers_match(l, t, tl, base))
 			return true;
@@ -192,6 +301,45 @@ bool mercure_set_wants(struct mercure_set *s, const struct store_event *ev)
 const struct mercure_matchers *mercure_set_matchers(const struct mercure_set *s)
 {
 	return &s->m;
+}
+
+char **mercure_set_keys(const struct mercure_set *s, size_t *n)
+{
+	*n = s->nkeys;
+	if (!s->nkeys)
+		return NULL;
+	char **k = xmalloc(s->nkeys * sizeof(*k));
+	for (size_t i = 0; i < s->nkeys; i++)
+		k[i] = xstrdup(s->keys[i]);
+	return k;
+}
+
+void mercure_sets_probe(void *arg, const struct store_event *ev, void (*hit)(void *ctx, const char *key, size_t n),
+			void *ctx)
+{
+	struct mercure_sets *ss = arg;
+	const char *p, *end, *t;
+	size_t tl;
+	topics_of(ev, &p, &end);
+	while (mercure_block_next_topic(&p, end, &t, &tl)) {
+		hit(ctx, t, tl); /* exact matchers */
+		/* Its path, as each folder in use resolves it (one but for
+		 * a path-relative topic while mercure_url's path changes). */
+		for (struct folder *f = ss->folders; f; f = f->next) {
+			struct urlpattern_url u;
+			size_t n;
+			urlpattern_url_parse(&u, t, tl, f->base);
+			const char *path = urlpattern_url_path(&u, &n);
+			if (!u.too_long) {
+				char *k = xmalloc(n + 1);
+				memcpy(k, path, n);
+				k[n] = '?';
+				hit(ctx, k, n + 1);
+				free(k);
+			}
+			urlpattern_url_free(&u);
+		}
+	}
 }
 
 size_t mercure_sets_count(const struct mercure_sets *ss)

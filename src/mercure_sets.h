@@ -45,6 +45,21 @@ bool mercure_set_wants(struct mercure_set *s, const struct store_event *ev);
 /* s's matchers, owned by s. */
 const struct mercure_matchers *mercure_set_matchers(const struct mercure_set *s);
 
+/* Where the hub's index is to find s's subscribers (reader_spec.keys):
+ * copies, malloc'd (the array and its strings, the caller's), *n of them;
+ * NULL with *n 0 for a set that may want any update. An exact matcher is
+ * found under its text, a URL pattern under its path's literal prefix up
+ * to its last '/' (a subtree pattern); a matcher without one ("*", a path
+ * that starts with a variable) makes the set want every update. */
+char **mercure_set_keys(const struct mercure_set *s, size_t *n);
+
+/* The hub's rule prober (hub_rule_probe) for the sets of ss: each of ev's
+ * topics (the update's, else the row's), and its path with a '?' after it
+ * (resolved against the hub URL's folder of every set in use), so that
+ * every subscriber that may want ev is found under one of its keys. */
+void mercure_sets_probe(void *arg, const struct store_event *ev, void (*hit)(void *ctx, const char *key, size_t n),
+			void *ctx);
+
 /* Distinct sets alive. */
 size_t mercure_sets_count(const struct mercure_sets *ss);
 

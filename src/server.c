@@ -366,6 +366,7 @@ int server_start(struct server *srv, int argc, char **argv)
 	}
 	srv->streams.presence = srv->presence;
 	srv->msets = mercure_sets_new(&srv->m);
+	hub_set_rule_probe(srv->hub, mercure_sets_probe, srv->msets);
 	compute_limits(srv);
 
 	/* The layers, wired once: connections hand complete requests to the

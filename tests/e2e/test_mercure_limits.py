@@ -11,6 +11,8 @@ interest. These tests send the costly cases herald must bound:
   not hold the loop while updates are published (the same patterns are
   judged once per update for all of them: counted in /metrics), and each
   gets exactly the updates its patterns match;
+- 31 different costly subscriptions under literal path prefixes cost an
+  update only those whose prefix its topics have (counted);
 
 - catch-up from `earliest` over a long log with URL patterns that match no
   row: every row is judged, and the judging must be cut into steps of about
@@ -249,3 +251,43 @@ def test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout():
 
 
 test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout.timeout = 300
+
+
+def test_updates_cost_only_the_subscribers_their_paths_may_interest():
+    """31 different costly subscriptions, each under its own literal path
+    prefix: an update elsewhere is judged for none of them, an update under
+    one prefix for that one only (counted in /metrics)."""
+    conf = "mercure_anonymous = on\nmercure_url = %s\n" % HUB
+    with Herald(config=conf) as h:
+        def patterns(k):
+            return ["https://example.com/shelf-%d/" % k + "*a" * 15 + "*" + chr(ord("Z") - i) for i in range(7)] + \
+                ["https://example.com/shelf-%d/" % k + "*a" * 13 + "*/hit"]
+
+        subs = [MStream(h.port, [("match_urlpattern", p) for p in patterns(k)], timeout=30)
+                for k in range(SUBSCRIBERS)]
+        assert [s.status for s in subs] == [200] * SUBSCRIBERS
+        wait_until(lambda: gauge(h.port, "herald_readers") == SUBSCRIBERS, timeout=30)
+
+        def post(topics, i):
+            body = urllib.parse.urlencode([("topic", t) for t in topics] + [("data", "u%d" % i), ("id", "urn:v:%d" % i)])
+            st, _, b = request(h.port, "POST", "/.well-known/mercure", body, timeout=60,
+                               headers={"Content-Type": "application/x-www-form-urlencoded"})
+            assert st == 200, b
+
+        judged0 = gauge(h.port, "herald_mercure_judged_total")
+        for i in range(10):
+            post(["https://example.com/other/%d/%s/hit" % (k, "a" * 1900) for k in range(4)], i)
+        post(["https://example.com/shelf-3/%s/hit" % ("a" * 1900)], 10)
+        post(["https://example.com/shelf-7/%s" % ("a" * 1900), "https://example.com/shelf-9/%s/hit" % ("a" * 20)],
+             11)
+        assert id_data(subs[3].events(1, timeout=30)) == [("urn:v:10", "u10")]
+        assert id_data(subs[9].events(1, timeout=30)) == [("urn:v:11", "u11")]
+        judged = gauge(h.port, "herald_mercure_judged_total") - judged0
+        # Update 10: shelf-3's subscriber; update 11: shelf-7's and shelf-9's.
+        assert judged == 3, judged
+        for k, s in enumerate(subs):
+            assert s.events(1, timeout=0.2) == [], k
+            s.close()
+
+
+test_updates_cost_only_the_subscribers_their_paths_may_interest.timeout = 120
