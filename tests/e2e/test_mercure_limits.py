@@ -16,7 +16,8 @@ interest. These tests send the costly cases herald must bound:
 
 - catch-up from `earliest` over a long log with URL patterns that match no
   row: every row is judged, and the judging must be cut into steps of about
-  a millisecond of loop per pass, so health requests are answered meanwhile;
+  a millisecond of loop per pass, so health requests are answered meanwhile
+  (with the log in SQLite, and on Redis);
 - the same with patterns that match some rows: exactly those, in order,
   once each, however many passes the catch-up took.
 
@@ -35,7 +36,7 @@ import threading
 import time
 import urllib.parse
 
-from harness import Herald, check_refusal, request, wait_until
+from harness import Herald, RedisServer, check_refusal, request, wait_until
 from test_mercure import MStream
 
 HUB = "https://hub.example/.well-known/mercure"
@@ -112,24 +113,47 @@ def worst_health_until_live(h, timeout):
     raise AssertionError(f"the subscriber did not reach the live edge in {timeout} s (worst health {worst:.2f} s)")
 
 
+def catch_up_matching_nothing(h):
+    """The catch-up of one subscriber whose patterns match no row of h's
+    log, timed from another client; then a row it wants."""
+    params = [("match", "done")] + [("match_urlpattern", p) for p in NEVER]
+    s = subscribe_from_earliest(h.port, params)
+    worst = worst_health_until_live(h, timeout=240)
+    assert worst < HEALTH_BOUND, f"a health request waited {worst:.2f} s behind the Mercure catch-up"
+    # The catch-up ended where the log did: the next matching row comes,
+    # and nothing before it.
+    new_id = h.insert(topic="done", data="after")
+    assert new_id == ROWS + 1
+    assert id_data(s.events(1, timeout=20)) == [(str(ROWS + 1), "after")]
+    s.close()
+
+
 def test_catchup_over_patterns_matching_nothing_is_cut_into_steps():
     h = start(fill_sql())
     try:
-        params = [("match", "done")] + [("match_urlpattern", p) for p in NEVER]
-        s = subscribe_from_earliest(h.port, params)
-        worst = worst_health_until_live(h, timeout=240)
-        assert worst < HEALTH_BOUND, f"a health request waited {worst:.2f} s behind the Mercure catch-up"
-        # The catch-up ended where the log did: the next matching row comes,
-        # and nothing before it.
-        new_id = h.insert(topic="done", data="after")
-        assert new_id == ROWS + 1
-        assert id_data(s.events(1, timeout=20)) == [(str(ROWS + 1), "after")]
-        s.close()
+        catch_up_matching_nothing(h)
     finally:
         h.stop()
 
 
 test_catchup_over_patterns_matching_nothing_is_cut_into_steps.timeout = 400
+
+
+def test_catchup_over_patterns_on_the_redis_log_is_cut_into_steps():
+    """The same with the log on Redis: rows come in pages into the window
+    (store_window.c) and the same budget cuts their judging."""
+    with RedisServer() as r:
+        conf = "mercure_anonymous = on\nmercure_url = %s\n" % HUB
+        with Herald(config=conf, redis=r) as h:
+            for first in range(1, ROWS + 1, 200):
+                h.insert_many([("x", "a" * (LONG_TOPIC_LEN if i <= LONG_ROWS else TOPIC_LEN), "d%d" % i, True)
+                               for i in range(first, min(first + 200, ROWS + 1))])
+            wait_until(lambda: json.loads(request(h.port, "GET", "/api/health")[2])["last_id"] == ROWS,
+                       timeout=60, what="herald to read the entries")
+            catch_up_matching_nothing(h)
+
+
+test_catchup_over_patterns_on_the_redis_log_is_cut_into_steps.timeout = 400
 
 
 def test_catchup_over_patterns_matching_some_rows_is_exact():
