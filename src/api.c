@@ -400,7 +400,7 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 /* What the Mercure handlers use, lent for one request. */
 static struct mercure mercure_of(const struct api *a)
 {
-	return (struct mercure){ a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub };
+	return (struct mercure){ a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub, a->msets };
 }
 
 /* The header lines every answer to req carries, whoever makes it

@@ -34,6 +34,7 @@ struct api {
 	struct streams *streams;
 	struct presence *presence; /* GET /api/presence */
 	struct publish_queue *pubq;
+	struct mercure_sets *msets; /* the Mercure subscribers' interned matcher lists */
 	struct conn_pool *pool;
 	struct h2_server *h2; /* HTTP/2 sessions, for health and metrics */
 	struct metrics *m;

@@ -25,15 +25,6 @@
 #define POLL_PASS_NS 4000000
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
-/* The time catch-up reads that found nothing to send may take in one loop
- * pass, for every reader together; the rest goes on in the next pass, after
- * the loop has looked at the sockets. With the store's budget per read
- * (STORE_READ_BUDGET_US in store_sqlite.h) a pass spends at most about this
- * plus one read looking through rows nobody gets, whatever the filters and
- * the log. A read that sends rows is the delivery itself (as a fan-out is)
- * and is bounded by the reader's queue: a reconnect storm of readers a few
- * events behind is caught up in the pass they come in. */
-#define CATCHUP_PASS_NS 1000000
 #define NO_INOTIFY_POLL_MS 1000
 #define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
@@ -81,25 +72,33 @@ static bool reader_wants(const struct reader *r, const struct store_event *ev)
 	return visibility_wants(r->topics, r->ntopics, ev->topic, ev->topic_len) && reader_may_see(r, ev);
 }
 
-/* Index r's patterns. No topic, or "*" among them, is one subscription to
- * every topic (the others add nothing); a pattern given twice is indexed
- * once, since the index wants no owner twice on one key. */
-static void index_reader(struct hub *h, struct reader *r)
+/* The index r is in while LIVE: the rules index for a reader with its own
+ * rule, else the topic index. */
+static struct topic_index *index_of(const struct hub *h, const struct reader *r)
 {
-	bool every = r->ntopics == 0;
-	for (size_t i = 0; i < r->ntopics && !every; i++)
-		every = strcmp(r->topics[i], "*") == 0;
+	return r->accepts ? h->rules : h->index;
+}
+
+/* Index r under patterns pats[0..n). None, or "*" among them, is one
+ * subscription to every topic (the others add nothing); a pattern given
+ * twice is indexed once, since the index wants no owner twice on one key. */
+static void index_reader(struct hub *h, struct reader *r, char *const *pats, size_t n)
+{
+	struct topic_index *ix = index_of(h, r);
+	bool every = n == 0;
+	for (size_t i = 0; i < n && !every; i++)
+		every = strcmp(pats[i], "*") == 0;
 	r->nsubs = 0;
 	if (every) {
-		topic_index_add(h->index, &r->subs[r->nsubs++], "*", r);
+		topic_index_add(ix, &r->subs[r->nsubs++], "*", r);
 		return;
 	}
-	for (size_t i = 0; i < r->ntopics; i++) {
+	for (size_t i = 0; i < n; i++) {
 		bool repeated = false;
 		for (size_t j = 0; j < i && !repeated; j++)
-			repeated = strcmp(r->topics[i], r->topics[j]) == 0;
+			repeated = strcmp(pats[i], pats[j]) == 0;
 		if (!repeated)
-			topic_index_add(h->index, &r->subs[r->nsubs++], r->topics[i], r);
+			topic_index_add(ix, &r->subs[r->nsubs++], pats[i], r);
 	}
 }
 
@@ -109,14 +108,23 @@ static void live_add(struct hub *h, struct reader *r)
 	r->mode = READER_LIVE;
 	list_push(&h->live, r);
 	h->nlive++;
-	index_reader(h, r);
+	if (r->accepts) {
+		/* Its keys mean something only with a prober to give an
+		 * event's; without one, every event. */
+		index_reader(h, r, r->keys, h->probe ? r->nkeys : 0);
+		h->nrules++;
+	} else {
+		index_reader(h, r, r->topics, r->ntopics);
+	}
 }
 
 /* r stops being LIVE (its caller sets the new mode). */
 static void live_del(struct hub *h, struct reader *r)
 {
 	for (size_t i = 0; i < r->nsubs; i++)
-		topic_index_del(h->index, &r->subs[i]);
+		topic_index_del(index_of(h, r), &r->subs[i]);
+	if (r->accepts)
+		h->nrules--;
 	r->nsubs = 0;
 	list_del(&h->live, r);
 	h->nlive--;
@@ -200,12 +208,28 @@ static void offer_event(void *owner, void *arg)
 	o->h->m->frames_queued++;
 }
 
+/* One of the event's keys (hub_rule_probe): the readers with their own
+ * rule indexed under it. */
+static void offer_by_key(void *arg, const char *key, size_t n)
+{
+	struct offer *o = arg;
+	topic_index_each_keyed(o->h->rules, key, n, offer_event, o);
+}
+
 static int fanout_row(void *arg, const struct store_event *ev)
 {
 	struct fanout *f = arg;
 	struct hub *h = f->h;
 	struct offer o = { h, ev, { NULL, NULL, NULL } };
 	topic_index_each(h->index, ev->topic, ev->topic_len, offer_event, &o);
+	if (h->nrules) {
+		/* Readers with their own rule: those of every event, then
+		 * those the event's keys find (none looked for while no
+		 * reader has keys). */
+		topic_index_each_every(h->rules, offer_event, &o);
+		if (topic_index_keys(h->rules))
+			h->probe(h->probe_arg, ev, offer_by_key, &o);
+	}
 	for (size_t i = 0; i < 3; i++)
 		chunk_unref(o.frames[i]);
 	f->last = ev->id;
@@ -356,8 +380,15 @@ struct hub *hub_new(struct loop *lp, struct store *st, const struct config *cfg,
 	}
 	store_watch(st, &(struct store_hooks){ on_store_changed, on_store_fatal, h });
 	h->index = topic_index_new();
+	h->rules = topic_index_new();
 	h->heartbeat = frame_heartbeat();
 	return h;
+}
+
+void hub_set_rule_probe(struct hub *h, hub_rule_probe probe, void *arg)
+{
+	h->probe = probe;
+	h->probe_arg = arg;
 }
 
 void hub_reconfigure(struct hub *h)
@@ -379,6 +410,7 @@ void hub_free(struct hub *h)
 	for (size_t i = 0; i < ARRAY_LEN(timers); i++)
 		loop_timer_stop(h->lp, timers[i]);
 	topic_index_free(h->index); /* empty: every reader has closed */
+	topic_index_free(h->rules);
 	chunk_unref(h->heartbeat);
 	free(h);
 }
@@ -433,7 +465,8 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	 * reads by them: the topic index, the store's filtered reads. */
 	spec->ntopics = topic_patterns_reduce(spec->topics, spec->ntopics);
 	spec->ngrants = topic_patterns_reduce(spec->grants, spec->ngrants);
-	size_t nsubs = spec->ntopics ? spec->ntopics : 1;
+	size_t nsubs = spec->ntopics > spec->nkeys ? spec->ntopics : spec->nkeys;
+	nsubs = nsubs ? nsubs : 1;
 	/* One block: the reader, its index nodes and its topics' pointers
 	 * (an idle stream is mostly this block and its connection). */
 	struct reader *r = xcalloc(1, sizeof(*r) + nsubs * sizeof(r->subs[0]) + spec->ntopics * sizeof(char *));
@@ -447,6 +480,10 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	r->accepts_arg = spec->accepts_arg;
 	r->accepts_free = spec->accepts_free;
 	spec->accepts_arg = NULL;
+	r->nkeys = spec->nkeys;
+	r->keys = spec->keys;
+	spec->nkeys = 0;
+	spec->keys = NULL;
 	if (r->accepts) {
 		/* Every row, decided by its own rule: indexed under "*", read
 		 * from the store unfiltered. */
@@ -543,6 +580,9 @@ void hub_reader_closed(struct reader *r)
 	for (size_t i = 0; i < r->ngrants; i++)
 		free(r->grants[i]);
 	free(r->grants);
+	for (size_t i = 0; i < r->nkeys; i++)
+		free(r->keys[i]);
+	free(r->keys);
 	if (r->accepts_free)
 		r->accepts_free(r->accepts_arg);
 	free(r);
@@ -590,28 +630,48 @@ static bool pass_budget_left(struct hub *h)
 	return h->pass_spent_ns < CATCHUP_PASS_NS;
 }
 
+/* One catch-up read: its start, and the part of its time spent queuing
+ * the rows it sent (the delivery, which the pass's budget does not count;
+ * the rest, the store's search and the rule judging rows, it does). */
 struct feed {
 	struct hub *h;
 	struct reader *r;
-	bool full;
+	uint64_t t0;
+	uint64_t sent_ns;
 };
 
+/* The time a read started at f->t0 has cost the pass by now. */
+static uint64_t feed_cost(const struct feed *f, uint64_t now)
+{
+	return now - f->t0 - f->sent_ns;
+}
+
+/* A row of a catch-up read: sent if the reader wants it. The read stops
+ * after this row when the reader's queue is half full, or when the pass's
+ * time is spent: a reader with its own rule (a Mercure subscriber's URL
+ * patterns) judges every row, and judging is work the store's own budget
+ * does not see. The cursor is this row either way, so the next read goes
+ * on right after it. */
 static int feed_row(void *arg, const struct store_event *ev)
 {
 	struct feed *f = arg;
 	struct reader *r = f->r;
+	struct hub *h = f->h;
 	r->cursor = ev->id;
-	if (!reader_wants(r, ev))
-		return 0;
-	struct chunk *ch = encode(r, ev);
-	r->ops->send(r->sink, ch, ev->id, true);
-	chunk_unref(ch);
-	f->h->m->frames_queued++;
-	if (r->ops->queued(r->sink) >= (size_t)f->h->cfg->queue_limit / 2) {
-		f->full = true;
-		return 1;
+	bool wanted = reader_wants(r, ev);
+	uint64_t now = clock_mono_ns();
+	if (wanted) {
+		uint64_t t = now;
+		struct chunk *ch = encode(r, ev);
+		r->ops->send(r->sink, ch, ev->id, true);
+		chunk_unref(ch);
+		h->m->frames_queued++;
+		now = clock_mono_ns();
+		f->sent_ns += now - t;
+		if (r->ops->queued(r->sink) >= (size_t)h->cfg->queue_limit / 2)
+			return 1;
 	}
-	return 0;
+	return h->pass_spent_ns + feed_cost(f, now) >= CATCHUP_PASS_NS;
 }
 
 /* A resume point beyond the newest id: once the store has caught up with
@@ -661,15 +721,13 @@ void hub_reader_drained(struct reader *r)
 				loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
 			return;
 		}
-		struct feed f = { h, r, false };
+		struct feed f = { h, r, clock_mono_ns(), 0 };
 		int64_t through = r->cursor;
-		uint64_t t0 = clock_mono_ns();
 		int n = store_read_matching(h->st, r->cursor, h->high_water, CATCHUP_PAGE, &filter, feed_row, &f,
 					    &through);
-		uint64_t took = clock_mono_ns() - t0;
-		if (n == 0)
-			h->pass_spent_ns += took;
-		metrics_observe(&h->m->catchup_seconds, took);
+		uint64_t now = clock_mono_ns();
+		h->pass_spent_ns += feed_cost(&f, now);
+		metrics_observe(&h->m->catchup_seconds, now - f.t0);
 		if (n == -EAGAIN) {
 			h->catchup_waiting = true; /* the store fetches; its changed hook feeds us */
 			return;

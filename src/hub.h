@@ -9,7 +9,9 @@
  *
  * Live readers are also indexed by their topic patterns (topic_index.h),
  * so an event visits only the readers whose patterns match its topic; a
- * reader is in the index exactly while it is LIVE.
+ * reader with its own rule, by the keys its opener gave, in an index of
+ * its own probed with the keys of each event; a reader is in an index
+ * exactly while it is LIVE.
  *
  * Invariant: high_water is the highest id the hub has read from the store;
  * every event <= high_water has been offered to every live reader, and a
@@ -68,12 +70,19 @@ struct reader_spec {
 	bool mercure;                    /* events as Mercure frames (frame_mercure) */
 	/* A reader whose rule is its own (the Mercure endpoint's matchers and
 	 * grants): with accepts set, topics and grants are not used, the
-	 * reader is reached by every event and sent those accepts(arg, ev)
-	 * passes, live and in catch-up alike. The hub takes over arg and
-	 * frees it with arg_free when the reader ends. */
+	 * reader is sent those events accepts(arg, ev) passes, live and in
+	 * catch-up alike (where it reads every row). The hub takes over arg
+	 * and frees it with arg_free when the reader ends. Live, it is
+	 * offered the events whose keys (the strings the hub's rule prober
+	 * gives for an event, hub_set_rule_probe) match one of its own keys,
+	 * topic patterns (topic.h's syntax: an exact string, "p/" then "*",
+	 * or "*"); with no keys, or no prober, every event. keys (the array
+	 * and its strings) are taken over by hub_open. */
 	bool (*accepts)(void *arg, const struct store_event *ev);
 	void *accepts_arg;
 	void (*accepts_free)(void *arg);
+	size_t nkeys;
+	char **keys;
 	const char *client;      /* for logs; lent, kept by the reader: must outlive it */
 	int64_t rotate_after_ms; /* 0: never */
 };
@@ -91,6 +100,14 @@ struct hub *hub_new(struct loop *lp, struct store *st, const struct config *cfg,
 		    void (*on_fatal)(void *arg), void *fatal_arg);
 /* Close every reader (the streams end) and free the hub (NULL: nothing). */
 void hub_free(struct hub *h);
+
+/* The strings under which an event reaches the readers with their own rule
+ * (reader_spec.keys): probe calls hit(ctx, key, n) for each of ev's (a
+ * key may come twice; a reader is offered an event once). Registered once,
+ * before the first such reader opens; arg outlives the hub's readers. */
+typedef void (*hub_rule_probe)(void *arg, const struct store_event *ev,
+			       void (*hit)(void *ctx, const char *key, size_t n), void *ctx);
+void hub_set_rule_probe(struct hub *h, hub_rule_probe probe, void *arg);
 
 /* Read every row past high_water from the store and fan it out. Called after
  * own commits and when another process committed. */

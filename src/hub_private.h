@@ -1,12 +1,25 @@
 /* hub_private.h: the fields of the hub and of its readers, which are the
  * hub's alone. Only hub.c includes this, and the hub's unit test
- * (tests/unit/test_hub.c), which looks at a reader's mode and the index;
- * every other file holds a hub or a reader only by pointer, through hub.h. */
+ * (tests/unit/test_hub.c), which looks at a reader's mode, the index and
+ * the catch-up budget; every other file holds a hub or a reader only by
+ * pointer, through hub.h. */
 #ifndef HERALD_HUB_PRIVATE_H
 #define HERALD_HUB_PRIVATE_H
 
 #include "hub.h"
 #include "topic_index.h"
+
+/* The time catch-up reads may spend in one loop pass looking for rows, for
+ * every reader together: the store's search and the judging of rows by a
+ * reader's own rule, everything but queuing the rows sent; the rest goes
+ * on in the next pass, after the loop has looked at the sockets. A read
+ * stops after the row that spends it (feed_row), and the store's budget
+ * (STORE_READ_BUDGET_US in store_sqlite.h) cuts a search that finds no row,
+ * so a pass spends at most about this plus one store step or one row's
+ * judging, whatever the filters, rules and the log. Queuing the rows sent
+ * is the delivery itself (as a fan-out is) and is bounded by the reader's
+ * queue. */
+#define CATCHUP_PASS_NS 1000000
 
 enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
 
@@ -31,6 +44,8 @@ struct reader {
 	void (*accepts_free)(void *arg);
 	size_t ntopics; /* 0 = every topic */
 	char **topics;  /* ntopics patterns, in the reader's own block after subs[] */
+	size_t nkeys;   /* with accepts: where the rules index finds it (reader_spec.keys) */
+	char **keys;    /* owned, with its strings */
 	size_t ngrants;
 	char **grants;
 	struct loop_timer expiry_timer; /* ends the stream when its token expires */
@@ -39,8 +54,8 @@ struct reader {
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
 	struct reader *next, *prev; /* the hub's list for its mode */
-	size_t nsubs;               /* LIVE: its patterns in the hub's index */
-	struct topic_sub subs[];    /* room for max(1, ntopics), then the topics' pointers */
+	size_t nsubs;               /* LIVE: its patterns (or keys) in the hub's index (or rules index) */
+	struct topic_sub subs[];    /* room for max(1, ntopics, nkeys), then the topics' pointers */
 };
 
 struct hub {
@@ -54,6 +69,10 @@ struct hub {
 	struct reader *live;
 	struct reader *catchup;
 	struct topic_index *index; /* the live readers by the topics they want */
+	struct topic_index *rules; /* the live readers with their own rule, by their keys */
+	size_t nrules;             /* readers in rules */
+	hub_rule_probe probe;      /* an event's keys in rules (hub_set_rule_probe) */
+	void *probe_arg;
 	size_t nlive, ncatchup;
 	struct chunk *heartbeat;
 	struct loop_timer heartbeat_timer; /* runs while there are readers */

@@ -15,6 +15,7 @@
 #include "idempotency.h"
 #include "jwt.h"
 #include "mercure_match.h"
+#include "mercure_sets.h"
 #include "mercure_subs.h"
 #include "presence.h"
 #include "mercure_update.h"
@@ -149,12 +150,15 @@ static int verify(const struct mercure *mc, struct http_slice tok, struct mercur
 
 /* ---- subscribe ---------------------------------------------------------- */
 
-/* A subscriber's rule: what it asked for and what its token grants. */
+/* A subscriber's rule: what it asked for and what its token grants, as
+ * they are read, then interned (msub_intern) for as long as it reads. */
 struct msub {
 	char *base;
 	struct mercure_matchers want;
 	struct mercure_grants grants;
-	struct mercure_subs *subs; /* where sub is registered (the presence registry's) */
+	struct mercure_sets *sets;                /* the registry want_set and grant_set are from */
+	struct mercure_set *want_set, *grant_set; /* grant_set NULL: no grants */
+	struct mercure_subs *subs;                /* where sub is registered (the presence registry's) */
 	struct mercure_sub *sub;
 };
 
@@ -165,6 +169,10 @@ static void msub_free(void *arg)
 		return;
 	if (m->sub)
 		mercure_subs_remove(m->subs, m->sub);
+	if (m->want_set)
+		mercure_sets_release(m->sets, m->want_set);
+	if (m->grant_set)
+		mercure_sets_release(m->sets, m->grant_set);
 	mercure_matchers_free(&m->want);
 	mercure_grants_free(&m->grants);
 	free(m->base);
@@ -186,26 +194,25 @@ static bool update_topics(const struct store_event *ev, const char **p, const ch
 	return ev->topic_len > 0;
 }
 
+/* Share the subscriber's lists with the other subscribers that have the
+ * same: they are judged once per update for all of them. */
+static void msub_intern(struct msub *m, struct mercure_sets *sets)
+{
+	m->sets = sets;
+	m->want_set = mercure_sets_intern(sets, &m->want, m->base);
+	if (m->grants.subscribe.n)
+		m->grant_set = mercure_sets_intern(sets, &m->grants.subscribe, m->base);
+	mercure_grants_free(&m->grants);
+}
+
 /* Wanted by a matcher on one of the update's topics, and public or
  * granted on one of them (the audience of a private update is the union
  * of its topics'). */
 static bool msub_accepts(void *arg, const struct store_event *ev)
 {
 	const struct msub *m = arg;
-	const char *p, *end, *t;
-	size_t tl;
-	if (!update_topics(ev, &p, &end))
-		return false;
-	bool wanted = false, allowed = ev->public;
-	while (mercure_block_next_topic(&p, end, &t, &tl)) {
-		if (!wanted)
-			wanted = mercure_matchers_match(&m->want, t, tl, m->base);
-		if (!allowed)
-			allowed = mercure_matchers_match(&m->grants.subscribe, t, tl, m->base);
-		if (wanted && allowed)
-			return true;
-	}
-	return false;
+	return mercure_set_wants(m->want_set, ev) &&
+	       (ev->public || (m->grant_set && mercure_set_wants(m->grant_set, ev)));
 }
 
 /* Whether s[0..n) is a decimal id herald can hold. */
@@ -263,133 +270,6 @@ static int64_t resume_of(const struct mercure *mc, const char *id, const struct 
 	return -1;
 }
 
-/* The matcher type a "match..." parameter names; -1 when it is in the
- * reserved namespace but not a type herald knows, -2 when it is no
- * matcher parameter. */
-static int matcher_param(const char *name)
-{
-	if (strcmp(name, "match") == 0 || strcmp(name, "match_exact") == 0)
-		return MERCURE_EXACT;
-	if (strcmp(name, "match_urlpattern") == 0)
-		return MERCURE_URLPATTERN;
-	if (strncasecmp(name, "match", 5) == 0)
-		return -1;
-	return -2;
-}
-
-/* The parameters a subscription takes (README); a token parameter
- * (authorization, access_token) is known but not read. */
-static const char *const sub_params[] = { "match", "match_exact", "match_urlpattern",
-					  "topic", "lastEventID", "last_event_id" };
-
-/* name folded for a near match: lower case, without '_' and '-', into
- * out; false when it does not fit. */
-static bool fold(const char *name, char *out, size_t len)
-{
-	size_t k = 0;
-	for (; *name; name++) {
-		if (*name == '_' || *name == '-')
-			continue;
-		if (k + 1 >= len)
-			return false;
-		out[k++] = (char)tolower((unsigned char)*name);
-	}
-	out[k] = '\0';
-	return true;
-}
-
-/* The parameter a subscription takes that name is likely a slip for: the
- * same but for case, '_' and '-', else within two edits of it; NULL for
- * none (or a name of fewer than four letters). */
-static const char *near_param(const char *name)
-{
-	char f[32], g[32];
-	if (!fold(name, f, sizeof(f)) || strlen(f) < 4)
-		return NULL;
-	const char *best = NULL;
-	size_t best_d = 3;
-	for (size_t i = 0; i < ARRAY_LEN(sub_params); i++) {
-		fold(sub_params[i], g, sizeof(g));
-		size_t d = text_distance(f, g, 2);
-		if (d < best_d) {
-			best_d = d;
-			best = sub_params[i];
-		}
-	}
-	return best;
-}
-
-/* Why the parameter name[0..n) is refused, into why: a name herald does
- * not know, or a matcher type it does not (matcher), with the parameter
- * it is likely a slip for. */
-static const char *unknown_param(const char *name, size_t n, bool matcher, char *why, size_t len)
-{
-	char shown[44], hint[64] = "";
-	const char *near = near_param(name);
-	if (near)
-		snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", near);
-	snprintf(why, len,
-		 "%s \"%s\"%s: a subscription takes match, match_exact, match_urlpattern, topic, lastEventID and "
-		 "last_event_id",
-		 matcher ? "unknown topic matcher type" : "unknown query parameter",
-		 text_shown(name, n, shown, sizeof(shown)), hint);
-	return why;
-}
-
-/* What a subscription's query asks besides its matchers. */
-struct sub_query {
-	char *last_id, *legacy_id; /* the first last_event_id, the first lastEventID */
-	const char *token_param;   /* "authorization" or "access_token" when one came, else NULL */
-};
-
-/* A copy of v into *slot unless it holds one already. */
-static void take_first(char **slot, const char *v)
-{
-	if (!*slot)
-		*slot = xstrdup(v);
-}
-
-/* Read req's query: matchers into want, the rest into q. Returns NULL, or
- * why it is refused (400), static or in why_buf. */
-static const char *read_query(const struct http_request *req, const char *base, struct mercure_matchers *want,
-			      struct sub_query *q, char *why_buf, size_t why_len)
-{
-	const char *why = NULL;
-	size_t pos = 0;
-	struct http_slice name, value;
-	while (!why && http_query_next(req->query, &pos, &name, &value)) {
-		if (name.n == 0)
-			continue; /* an empty part ("a=1&&b=2", a trailing '&') */
-		size_t nn, vn;
-		char *n = http_percent_decode_dup(name, &nn);
-		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
-		int kind = n ? matcher_param(n) : -2;
-		if (!n || !v)
-			why = "a query parameter with a malformed percent escape";
-		else if (kind == -1)
-			why = unknown_param(n, nn, true, why_buf, why_len);
-		else if (kind >= 0)
-			why = mercure_matchers_add(want, (enum mercure_kind)kind, v, vn, base);
-		else if (strcmp(n, "topic") == 0)
-			why = mercure_matchers_add(want, MERCURE_EXACT, v, vn, base);
-		else if (strcmp(n, "last_event_id") == 0)
-			take_first(&q->last_id, v);
-		else if (strcmp(n, "lastEventID") == 0)
-			take_first(&q->legacy_id, v);
-		else if (strcmp(n, "authorization") == 0)
-			q->token_param = "authorization";
-		else if (strcmp(n, "access_token") == 0)
-			q->token_param = "access_token";
-		else
-			why = unknown_param(n, nn, false, why_buf, why_len);
-		free(n);
-		free(v);
-	}
-	if (!why && want->n == 0)
-		why = "a subscription needs at least one topic matcher (match, match_urlpattern or topic)";
-	return why;
-}
-
 /* Whether c's address may open a subscription of n matchers now, whose
  * opening and closing put 2n events in the log: taken from its budget of
  * mercure_subscription_events a minute, else refused (429, with when to
@@ -420,10 +300,10 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	struct msub *m = xcalloc(1, sizeof(*m));
 	m->base = xstrdup(base);
 	m->grants.base = m->base;
-	struct sub_query q = { 0 };
-	const char *why = read_query(req, base, &m->want, &q, why_buf, sizeof(why_buf));
+	struct mercure_query q;
+	const char *why = mercure_query_read(req->query, base, &m->want, &q);
 	const struct http_header *leh = http_header_get(req, "Last-Event-ID");
-	char *resume_id = leh ? xstrndup(leh->value.p, leh->value.n) : q.last_id ? q.last_id : q.legacy_id;
+	char *resume_id = leh ? xstrndup(leh->value.p, leh->value.n) : q.last_id;
 	if (why) {
 		refuse(c, base, 400, "bad_parameter", why, NULL);
 		goto done;
@@ -501,6 +381,8 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		snprintf(e, sizeof(extra) - (size_t)(e - extra), "Mercure-Last-Event-ID: %s\r\n",
 			 plain ? resume_id : "earliest");
 	}
+	msub_intern(m, mc->sets);
+	spec.keys = mercure_set_keys(m->want_set, &spec.nkeys);
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
 	stream_open_spec(mc->streams, c, ticket, &spec, extra);
@@ -508,13 +390,12 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		char path[2200];
 		hub_path(base, path, sizeof(path));
 		opened->subs = subs;
-		opened->sub = mercure_subs_add(subs, path, &opened->want);
+		opened->sub = mercure_subs_add(subs, path, mercure_set_matchers(opened->want_set));
 	}
 done:
-	if (resume_id != q.last_id && resume_id != q.legacy_id)
+	if (resume_id != q.last_id)
 		free(resume_id);
 	free(q.last_id);
-	free(q.legacy_id);
 	msub_free(m);
 }
 

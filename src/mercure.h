@@ -30,6 +30,8 @@
 
 #define MERCURE_PATH "/.well-known/mercure"
 
+struct mercure_sets;
+
 /* What the handlers use, lent by the router for one request. */
 struct mercure {
 	const struct config *cfg;
@@ -38,6 +40,7 @@ struct mercure {
 	struct publish_queue *pubq;
 	struct store *st;
 	struct hub *hub;
+	struct mercure_sets *sets; /* the subscribers' interned matcher lists */
 };
 
 /* GET: subscribe, or refuse (400 for bad matchers or an unknown

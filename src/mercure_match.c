@@ -2,11 +2,14 @@
  * (mercure_match.h). */
 #include "mercure_match.h"
 
+#include <ctype.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "http.h"
 #include "json.h"
 #include "jwt.h"
 #include "text.h"
@@ -77,6 +80,13 @@ const char *mercure_matchers_add(struct mercure_matchers *l, enum mercure_kind k
 			free(m.text);
 			return why;
 		}
+		if (l->width + urlpattern_width(m.up) > MERCURE_MAX_WIDTH) {
+			urlpattern_free(m.up);
+			free(m.text);
+			return "URL patterns wider than 256 in all (the widths of one subscription's patterns add up; "
+			       "each is at most 64)";
+		}
+		l->width += urlpattern_width(m.up);
 	}
 	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
 	l->v[l->n++] = m;
@@ -85,16 +95,147 @@ const char *mercure_matchers_add(struct mercure_matchers *l, enum mercure_kind k
 
 bool mercure_matchers_match(const struct mercure_matchers *l, const char *topic, size_t n, const char *base)
 {
-	for (size_t i = 0; i < l->n; i++) {
+	/* The topic is taken apart once, at the first URL pattern. */
+	struct urlpattern_url u;
+	bool parsed = false, hit = false;
+	for (size_t i = 0; i < l->n && !hit; i++) {
 		const struct mercure_matcher *m = &l->v[i];
-		if (m->kind == MERCURE_ANY)
-			return true;
-		if (m->kind == MERCURE_EXACT && m->len == n && memcmp(m->text, topic, n) == 0)
-			return true;
-		if (m->kind == MERCURE_URLPATTERN && urlpattern_match(m->up, topic, n, base))
-			return true;
+		if (m->kind == MERCURE_ANY) {
+			hit = true;
+		} else if (m->kind == MERCURE_EXACT) {
+			hit = m->len == n && memcmp(m->text, topic, n) == 0;
+		} else {
+			if (!parsed)
+				urlpattern_url_parse(&u, topic, n, base);
+			parsed = true;
+			hit = urlpattern_match_url(m->up, &u);
+		}
 	}
-	return false;
+	if (parsed)
+		urlpattern_url_free(&u);
+	return hit;
+}
+
+/* The matcher type a "match..." parameter names; -1 when it is in the
+ * reserved namespace but not a type herald knows, -2 when it is no
+ * matcher parameter. */
+static int matcher_param(const char *name)
+{
+	if (strcmp(name, "match") == 0 || strcmp(name, "match_exact") == 0)
+		return MERCURE_EXACT;
+	if (strcmp(name, "match_urlpattern") == 0)
+		return MERCURE_URLPATTERN;
+	if (strncasecmp(name, "match", 5) == 0)
+		return -1;
+	return -2;
+}
+
+/* The parameters a subscription takes (README); a token parameter
+ * (authorization, access_token) is known but not read. */
+static const char *const sub_params[] = { "match", "match_exact", "match_urlpattern",
+					  "topic", "lastEventID", "last_event_id" };
+
+/* name folded for a near match: lower case, without '_' and '-', into
+ * out; false when it does not fit. */
+static bool fold(const char *name, char *out, size_t len)
+{
+	size_t k = 0;
+	for (; *name; name++) {
+		if (*name == '_' || *name == '-')
+			continue;
+		if (k + 1 >= len)
+			return false;
+		out[k++] = (char)tolower((unsigned char)*name);
+	}
+	out[k] = '\0';
+	return true;
+}
+
+/* The parameter a subscription takes that name is likely a slip for: the
+ * same but for case, '_' and '-', else within two edits of it; NULL for
+ * none (or a name of fewer than four letters). */
+static const char *near_param(const char *name)
+{
+	char f[32], g[32];
+	if (!fold(name, f, sizeof(f)) || strlen(f) < 4)
+		return NULL;
+	const char *best = NULL;
+	size_t best_d = 3;
+	for (size_t i = 0; i < ARRAY_LEN(sub_params); i++) {
+		fold(sub_params[i], g, sizeof(g));
+		size_t d = text_distance(f, g, 2);
+		if (d < best_d) {
+			best_d = d;
+			best = sub_params[i];
+		}
+	}
+	return best;
+}
+
+/* Why the parameter name[0..n) is refused, into why: a name herald does
+ * not know, or a matcher type it does not (matcher), with the parameter
+ * it is likely a slip for. */
+static const char *unknown_param(const char *name, size_t n, bool matcher, char *why, size_t len)
+{
+	char shown[44], hint[64] = "";
+	const char *near = near_param(name);
+	if (near)
+		snprintf(hint, sizeof(hint), " (did you mean \"%s\"?)", near);
+	snprintf(why, len,
+		 "%s \"%s\"%s: a subscription takes match, match_exact, match_urlpattern, topic, lastEventID and "
+		 "last_event_id",
+		 matcher ? "unknown topic matcher type" : "unknown query parameter",
+		 text_shown(name, n, shown, sizeof(shown)), hint);
+	return why;
+}
+
+const char *mercure_query_read(struct http_slice query, const char *base, struct mercure_matchers *want,
+			       struct mercure_query *q)
+{
+	char *legacy_id = NULL;
+	const char *why = NULL;
+	size_t pos = 0;
+	struct http_slice name, value;
+	q->last_id = NULL;
+	q->token_param = NULL;
+	q->why[0] = '\0';
+	while (!why && http_query_next(query, &pos, &name, &value)) {
+		if (name.n == 0)
+			continue; /* an empty part ("a=1&&b=2", a trailing '&') */
+		size_t nn, vn;
+		char *n = http_percent_decode_dup(name, &nn);
+		char *v = n ? http_percent_decode_dup(value, &vn) : NULL;
+		int kind = n ? matcher_param(n) : -2;
+		if (!n || !v)
+			why = "a query parameter with a malformed percent escape";
+		else if (kind == -1)
+			why = unknown_param(n, nn, true, q->why, sizeof(q->why));
+		else if (kind >= 0)
+			why = mercure_matchers_add(want, (enum mercure_kind)kind, v, vn, base);
+		else if (strcmp(n, "topic") == 0)
+			why = mercure_matchers_add(want, MERCURE_EXACT, v, vn, base);
+		else if (strcmp(n, "last_event_id") == 0) {
+			if (!q->last_id)
+				q->last_id = xstrdup(v);
+		} else if (strcmp(n, "lastEventID") == 0) {
+			if (!legacy_id)
+				legacy_id = xstrdup(v);
+		} else if (strcmp(n, "authorization") == 0)
+			q->token_param = "authorization";
+		else if (strcmp(n, "access_token") == 0)
+			q->token_param = "access_token";
+		else
+			why = unknown_param(n, nn, false, q->why, sizeof(q->why));
+		free(n);
+		free(v);
+	}
+	if (!why && want->n == 0)
+		why = "a subscription needs at least one topic matcher (match, match_urlpattern or topic)";
+	if (!q->last_id)
+		q->last_id = legacy_id;
+	else
+		free(legacy_id);
+	return why;
 }
 
 void mercure_matchers_free(struct mercure_matchers *l)
@@ -106,6 +247,7 @@ void mercure_matchers_free(struct mercure_matchers *l)
 	free(l->v);
 	l->v = NULL;
 	l->n = 0;
+	l->width = 0;
 }
 
 void mercure_grants_free(struct mercure_grants *g)

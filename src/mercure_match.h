@@ -3,15 +3,21 @@
  * and the rights a token grants in either claim style: RFC 9068 access
  * tokens' authorization_details of type
  * https://mercure.rocks/authorization-detail, or the older "mercure" claim
- * with "publish" and "subscribe" lists. Pure: no I/O. */
+ * with "publish" and "subscribe" lists, and a subscription's query string.
+ * Pure: no I/O. */
 #ifndef HERALD_MERCURE_MATCH_H
 #define HERALD_MERCURE_MATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "http.h"
+
 #define MERCURE_MAX_MATCHERS 64 /* per request, and per token and action */
 #define MERCURE_MAX_VALUE 2048  /* bytes of a topic, matcher or id */
+/* The widths (urlpattern.h) of one list's URL patterns, added up: what
+ * judging one topic byte may cost the list, at most. */
+#define MERCURE_MAX_WIDTH 256
 
 enum mercure_kind { MERCURE_ANY, MERCURE_EXACT, MERCURE_URLPATTERN };
 
@@ -29,6 +35,7 @@ struct mercure_matcher {
 struct mercure_matchers {
 	struct mercure_matcher *v;
 	size_t n;
+	size_t width; /* of its URL patterns, added up */
 };
 
 /* Whether s[0..n) is a value the protocol allows for a topic, matcher,
@@ -38,12 +45,31 @@ bool mercure_value_valid(const char *s, size_t n);
 
 /* Add a matcher of kind for text[0..n) ("*" is the wildcard whatever the
  * kind). Returns NULL, or a static reason it is refused (invalid value, a
- * URL pattern herald cannot evaluate, too many). */
+ * URL pattern herald cannot evaluate or too wide, the list's patterns too
+ * wide together, too many). */
 const char *mercure_matchers_add(struct mercure_matchers *l, enum mercure_kind kind, const char *text, size_t n,
 				 const char *base);
 
-/* Whether one of l's matchers matches topic[0..n). */
+/* Whether one of l's matchers matches topic[0..n): at most
+ * (l->width + the number of URL patterns) steps per byte of the topic
+ * resolved, besides an exact matcher's comparison. */
 bool mercure_matchers_match(const struct mercure_matchers *l, const char *topic, size_t n, const char *base);
+
+/* What a subscription's query asks besides its matchers. */
+struct mercure_query {
+	char *last_id;           /* last_event_id, else the older lastEventID (malloc'd), or NULL */
+	const char *token_param; /* "authorization" or "access_token" when one came (never read), else NULL */
+	char why[400];           /* the text of a refusal that names a parameter */
+};
+
+/* A subscription's query string: its matchers (match, match_exact,
+ * match_urlpattern, the older topic) added to *want, the rest into *q (the
+ * caller frees q->last_id). Returns NULL, or why the query is refused
+ * (400), static or in q->why: a malformed escape, an unknown matcher type
+ * or parameter (named, with the one it is likely a slip for), a refused
+ * matcher, or no matcher at all. */
+const char *mercure_query_read(struct http_slice query, const char *base, struct mercure_matchers *want,
+			       struct mercure_query *q);
 
 void mercure_matchers_free(struct mercure_matchers *l);
 

@@ -99,6 +99,9 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->store_busy += from->store_busy;
 	to->group_commits += from->group_commits;
 	to->log_outages += from->log_outages;
+	to->mercure_judged += from->mercure_judged;
+	to->mercure_judged_shared += from->mercure_judged_shared;
+	to->mercure_match_steps += from->mercure_match_steps;
 	for (size_t i = 0; i < METRICS_H2_ENDS; i++)
 		to->http2_sessions_ended[i] += from->http2_sessions_ended[i];
 	hist_add(&to->publish_seconds, &from->publish_seconds);
@@ -341,6 +344,14 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	    (double)m->token_cache_hits);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
 	    (double)m->store_busy);
+	put(&o, "herald_mercure_judged_total", "counter",
+	    "Mercure subscriptions' matchers run on an update's topics (one verdict each).", (double)m->mercure_judged);
+	put(&o, "herald_mercure_judged_shared_total", "counter",
+	    "Mercure verdicts taken from a subscription with the same matchers instead of run again.",
+	    (double)m->mercure_judged_shared);
+	put(&o, "herald_mercure_match_steps_total", "counter",
+	    "Steps of URL pattern matching in those runs (at most width + 1 per topic byte).",
+	    (double)m->mercure_match_steps);
 	put(&o, "herald_log_available", "gauge",
 	    "1 while the event log can be read and written (0: Redis unreachable).", g->log_available ? 1.0 : 0.0);
 	put(&o, "herald_log_outages_total", "counter", "Times the connection to the event log (Redis) was lost.",

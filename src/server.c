@@ -15,6 +15,7 @@
 #include "config_check.h"
 #include "group.h"
 #include "log.h"
+#include "mercure_sets.h"
 #include "presence.h"
 #include "publish.h"
 #include "redis_url.h"
@@ -380,6 +381,8 @@ int server_start(struct server *srv, int argc, char **argv)
 		return -1;
 	}
 	srv->streams.presence = srv->presence;
+	srv->msets = mercure_sets_new(&srv->m);
+	hub_set_rule_probe(srv->hub, mercure_sets_probe, srv->msets);
 	compute_limits(srv);
 
 	/* The layers, wired once: connections hand complete requests to the
@@ -393,6 +396,7 @@ int server_start(struct server *srv, int argc, char **argv)
 				 .streams = &srv->streams,
 				 .presence = srv->presence,
 				 .pubq = srv->pubq,
+				 .msets = srv->msets,
 				 .m = &srv->m,
 				 .stall = &srv->stall,
 				 .started_ms = srv->started_ms };
@@ -486,6 +490,8 @@ void server_free(struct server *srv)
 		srv->presence = NULL;
 		hub_free(srv->hub);
 		srv->hub = NULL;
+		mercure_sets_free(srv->msets); /* every subscriber has released its sets */
+		srv->msets = NULL;
 		service_stop();
 		loop_timer_stop(srv->lp, &srv->drain_timer);
 		loop_timer_stop(srv->lp, &srv->prune_timer);

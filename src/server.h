@@ -40,7 +40,8 @@ struct server {
 	struct cors cors;         /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt; /* signed tokens, or NULL when off */
 	struct publish_queue *pubq;
-	struct presence *presence; /* who reads what (presence.h) */
+	struct presence *presence;  /* who reads what (presence.h) */
+	struct mercure_sets *msets; /* the Mercure subscribers' interned matcher lists */
 	struct tls_ctx *tls;
 	struct api api;
 	struct stall_guard stall; /* the loop's pass times (/metrics, /api/health, the stall warning) */

@@ -223,8 +223,8 @@ static void visit_list(struct topic_sub *s, void (*visit)(void *owner, void *arg
 	}
 }
 
-void topic_index_each(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),
-		      void *arg)
+void topic_index_each_keyed(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),
+			    void *arg)
 {
 	uint64_t h = ix->basis;
 	bool prefixes = ix->prefix.nkeys > 0;
@@ -242,7 +242,23 @@ void topic_index_each(struct topic_index *ix, const char *topic, size_t n, void 
 	struct topic_bucket *b = table_find(&ix->exact, h, topic, n);
 	if (b)
 		visit_list(b->subs, visit, arg);
+}
+
+void topic_index_each_every(struct topic_index *ix, void (*visit)(void *owner, void *arg), void *arg)
+{
 	visit_list(ix->every, visit, arg);
+}
+
+void topic_index_each(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),
+		      void *arg)
+{
+	topic_index_each_keyed(ix, topic, n, visit, arg);
+	topic_index_each_every(ix, visit, arg);
+}
+
+size_t topic_index_keys(const struct topic_index *ix)
+{
+	return ix->exact.nkeys + ix->prefix.nkeys;
 }
 
 void topic_index_stats(const struct topic_index *ix, struct topic_index_stats *out)

@@ -51,6 +51,17 @@ void topic_index_del(struct topic_index *ix, struct topic_sub *s);
 void topic_index_each(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),
 		      void *arg);
 
+/* The two halves of topic_index_each, for a caller that looks up several
+ * topics for one event and wants the "*" subscriptions once: those whose
+ * pattern is an exact topic or a subtree matching topic[0..n), and those
+ * to "*". The same rules for visit. */
+void topic_index_each_keyed(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),
+			    void *arg);
+void topic_index_each_every(struct topic_index *ix, void (*visit)(void *owner, void *arg), void *arg);
+
+/* Distinct exact topics and subtree prefixes held (0: only "*", or none). */
+size_t topic_index_keys(const struct topic_index *ix);
+
 /* What the index holds: distinct exact topics, distinct subtree prefixes,
  * subscriptions in all, and the bytes of its buckets and slot arrays (the
  * nodes belong to their owners and are not counted). */

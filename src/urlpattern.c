@@ -1,9 +1,16 @@
-/* urlpattern.c: URL patterns compiled to one small program per component
- * and run as a Thompson simulation (see urlpattern.h for what is
- * supported). A program is a list of instructions: a byte, any byte but
- * the delimiter, any byte, a split into two paths, a jump, the end. The
- * simulation keeps the set of live instructions per topic byte, each at
- * most once, so no input makes it backtrack. */
+/* urlpattern.c: URL patterns (see urlpattern.h for what is supported),
+ * compiled per component in two steps. First to a small program: a byte,
+ * any byte but the delimiter, any byte, a split into two paths, a jump,
+ * the end. Then to what a match runs: the program's leading literal bytes,
+ * compared as they are, and after them its positions (the instructions
+ * that read a byte), each with the set of positions that may read the next
+ * byte and whether the end may come next: the splits and jumps resolved
+ * once, here, into 64-bit masks. A match keeps the live positions as one
+ * mask and visits each once per topic byte, so it costs at most the
+ * literal prefix plus (positions + 1) steps per byte: no backtracking, no
+ * allocation. A pattern's width (its positions and modified groups, all
+ * components together) is held to URLPATTERN_MAX_WIDTH when it is
+ * compiled, which is also what lets a component's positions fit a mask. */
 #include "urlpattern.h"
 
 #include <ctype.h>
@@ -26,12 +33,42 @@ struct insn {
 struct prog {
 	struct insn *code;
 	size_t n, cap;
-	int delim; /* OP_NOT_DELIM's byte, or -1 */
+	int delim;     /* OP_NOT_DELIM's byte, or -1 */
+	size_t groups; /* groups with a modifier */
+};
+
+/* A position: an instruction that reads a byte (OP_BYTE, OP_NOT_DELIM
+ * with the delimiter in byte, OP_ANY), the positions that may read the
+ * byte after it, and whether the component may end after it. */
+struct pos {
+	uint8_t op, byte;
+	bool fin;
+	uint64_t follow;
+};
+
+/* A component as matched. */
+struct part {
+	bool any;  /* "*" alone: every text, nothing to run */
+	bool fold; /* bytes compare lower-cased (scheme, host) */
+	char *lit; /* the literal prefix, owned */
+	size_t nlit;
+	struct pos *pos; /* owned; npos <= URLPATTERN_MAX_WIDTH */
+	size_t npos;
+	uint64_t start; /* the positions live after the prefix */
+	bool start_fin; /* the component may end right after the prefix */
+	size_t width;   /* npos and the modified groups */
 };
 
 struct urlpattern {
-	struct prog comp[C_COUNT];
+	struct part part[C_COUNT];
+	size_t width;
 };
+
+_Static_assert(C_COUNT == sizeof(((struct urlpattern_url *)0)->len) / sizeof(size_t),
+	       "urlpattern_url holds each component");
+
+/* Steps of every match so far (urlpattern_steps). */
+static uint64_t steps_total;
 
 /* A component's text, owned. */
 struct text {
@@ -122,8 +159,10 @@ static const char *compile(struct prog *p, const char *s, size_t n, bool fold_ca
 				return "an unbalanced '}' in a URL pattern";
 			in_group = false;
 			i++;
-			if (i < n && is_modifier(s[i]))
+			if (i < n && is_modifier(s[i])) {
 				apply_modifier(p, group_start, s[i++]);
+				p->groups++;
+			}
 			continue;
 		}
 		if (c == ':' || c == '*') {
@@ -175,63 +214,137 @@ static const char *compile(struct prog *p, const char *s, size_t n, bool fold_ca
 	return NULL;
 }
 
-/* Add pc and what it leads to without reading a byte to the set. */
-static void add_thread(const struct prog *p, size_t pc, size_t *list, size_t *count, uint8_t *on, size_t *stack)
+/* The positions (bits of pos_of) and whether the end are reached from pc
+ * without reading a byte; seen (p->n bytes) and stack (2 * p->n + 1) are
+ * the caller's scratch. */
+static void closure(const struct prog *p, size_t pc, const uint8_t *pos_of, uint8_t *seen, size_t *stack,
+		    uint64_t *mask, bool *fin)
 {
 	size_t top = 0;
+	memset(seen, 0, p->n);
+	*mask = 0;
+	*fin = false;
 	stack[top++] = pc;
 	while (top) {
 		size_t at = stack[--top];
-		if (on[at])
+		if (seen[at])
 			continue;
-		on[at] = 1;
+		seen[at] = 1;
 		const struct insn *in = &p->code[at];
 		if (in->op == OP_JMP) {
 			stack[top++] = in->x;
 		} else if (in->op == OP_SPLIT) {
 			stack[top++] = in->y;
 			stack[top++] = in->x;
+		} else if (in->op == OP_END) {
+			*fin = true;
 		} else {
-			list[(*count)++] = at;
+			*mask |= UINT64_C(1) << pos_of[at];
 		}
 	}
 }
 
-/* Whether the whole of t[0..n) runs p to its end. */
-static bool run(const struct prog *p, const char *t, size_t n, bool fold_case)
+/* The literal prefix of program p: its leading bytes up to the first
+ * instruction of another kind or that a split or jump leads to. */
+static size_t literal_prefix(const struct prog *p)
 {
-	size_t m = p->n;
-	size_t *cur = xmalloc(m * sizeof(size_t)), *next = xmalloc(m * sizeof(size_t));
-	size_t *stack = xmalloc(2 * m * sizeof(size_t) + sizeof(size_t));
-	uint8_t *on = xcalloc(m, 1);
-	size_t ncur = 0, nnext = 0;
-	add_thread(p, 0, cur, &ncur, on, stack);
-	for (size_t i = 0; i < n && ncur; i++) {
-		unsigned char c = (unsigned char)t[i];
-		if (fold_case)
-			c = (unsigned char)tolower(c);
-		memset(on, 0, m);
-		nnext = 0;
-		for (size_t k = 0; k < ncur; k++) {
-			const struct insn *in = &p->code[cur[k]];
-			bool take = (in->op == OP_BYTE && in->byte == c) || in->op == OP_ANY ||
-				    (in->op == OP_NOT_DELIM && c != in->byte);
-			if (take)
-				add_thread(p, cur[k] + 1, next, &nnext, on, stack);
+	size_t end = p->n;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct insn *in = &p->code[i];
+		if (in->op == OP_SPLIT || in->op == OP_JMP) {
+			if (in->x < end)
+				end = in->x;
+			if (in->op == OP_SPLIT && in->y < end)
+				end = in->y;
 		}
-		size_t *swap = cur;
-		cur = next;
-		next = swap;
-		ncur = nnext;
 	}
-	bool matched = false;
-	for (size_t k = 0; k < ncur && !matched; k++)
-		matched = p->code[cur[k]].op == OP_END;
-	free(cur);
-	free(next);
+	size_t k = 0;
+	while (k < end && p->code[k].op == OP_BYTE)
+		k++;
+	return k;
+}
+
+/* The literal prefix and the positions of p, into pt, and pt's width. */
+static void part_measure(struct part *pt, const struct prog *p)
+{
+	size_t k = literal_prefix(p);
+	pt->nlit = k;
+	pt->lit = xmalloc(k + 1);
+	for (size_t i = 0; i < k; i++)
+		pt->lit[i] = (char)p->code[i].byte;
+	pt->lit[k] = '\0';
+	pt->npos = 0;
+	for (size_t i = k; i < p->n; i++)
+		if (p->code[i].op <= OP_ANY)
+			pt->npos++;
+	pt->width = pt->npos + p->groups;
+}
+
+/* Resolve p's splits and jumps after its prefix into pt's masks (pt
+ * measured, npos <= 64). */
+static void part_build(struct part *pt, const struct prog *p)
+{
+	uint8_t *pos_of = xcalloc(p->n, 1), *seen = xmalloc(p->n);
+	size_t *stack = xmalloc((2 * p->n + 1) * sizeof(size_t));
+	pt->pos = xcalloc(pt->npos ? pt->npos : 1, sizeof(*pt->pos));
+	size_t q = 0;
+	for (size_t i = pt->nlit; i < p->n; i++)
+		if (p->code[i].op <= OP_ANY) {
+			pos_of[i] = (uint8_t)q;
+			pt->pos[q].op = p->code[i].op;
+			pt->pos[q].byte = p->code[i].byte;
+			q++;
+		}
+	closure(p, pt->nlit, pos_of, seen, stack, &pt->start, &pt->start_fin);
+	for (size_t i = pt->nlit; i < p->n; i++)
+		if (p->code[i].op <= OP_ANY) {
+			struct pos *ps = &pt->pos[pos_of[i]];
+			closure(p, i + 1, pos_of, seen, stack, &ps->follow, &ps->fin);
+		}
+	free(pos_of);
+	free(seen);
 	free(stack);
-	free(on);
-	return matched;
+}
+
+/* Whether the whole of t[0..n) is a text of pt; adds the steps taken to
+ * *steps: one per prefix byte, then per byte one and one per live
+ * position. */
+static bool part_match(const struct part *pt, const char *t, size_t n, uint64_t *steps)
+{
+	if (pt->any)
+		return true;
+	if (n < pt->nlit)
+		return false;
+	for (size_t i = 0; i < pt->nlit; i++) {
+		unsigned char c = (unsigned char)t[i];
+		if ((pt->fold ? (unsigned char)tolower(c) : c) != (unsigned char)pt->lit[i]) {
+			*steps += i + 1;
+			return false;
+		}
+	}
+	*steps += pt->nlit;
+	uint64_t live = pt->start;
+	bool fin = pt->start_fin;
+	for (size_t i = pt->nlit; i < n; i++) {
+		if (!live)
+			return false;
+		unsigned char c = (unsigned char)t[i];
+		if (pt->fold)
+			c = (unsigned char)tolower(c);
+		uint64_t next = 0;
+		fin = false;
+		*steps += 1 + (uint64_t)__builtin_popcountll(live);
+		for (uint64_t m = live; m; m &= m - 1) {
+			const struct pos *ps = &pt->pos[__builtin_ctzll(m)];
+			bool take = ps->op == OP_ANY || (ps->op == OP_BYTE ? ps->byte == c : ps->byte != c);
+			if (take) {
+				next |= ps->follow;
+				fin |= ps->fin;
+			}
+		}
+		live = next;
+	}
+	return fin;
 }
 
 /* The first of the bytes in set at s[from..n) outside escapes and groups
@@ -405,16 +518,33 @@ struct urlpattern *urlpattern_new(const char *pattern, size_t n, const char *bas
 	struct text t[C_COUNT];
 	split(pattern, n, base, true, t);
 	struct urlpattern *p = xcalloc(1, sizeof(*p));
+	struct prog prog[C_COUNT];
+	memset(prog, 0, sizeof(prog));
 	*why = NULL;
 	for (int i = 0; i < C_COUNT && !*why; i++) {
-		p->comp[i].delim = i == C_PATHNAME ? '/' : i == C_HOSTNAME ? '.' : -1;
+		struct part *pt = &p->part[i];
 		/* Left out (search and hash when the pattern stops before
-		 * them): anything. */
-		const char *text = t[i].given ? t[i].s : "*";
-		size_t len = t[i].given ? t[i].n : 1;
-		*why = compile(&p->comp[i], text, len, i == C_PROTOCOL || i == C_HOSTNAME, i == C_PATHNAME);
-		if (!*why && p->comp[i].n > UINT16_MAX - 4)
+		 * them), or "*" alone: anything, at no cost. */
+		pt->any = !t[i].given || (t[i].n == 1 && t[i].s[0] == '*');
+		pt->fold = i == C_PROTOCOL || i == C_HOSTNAME;
+		if (pt->any)
+			continue;
+		prog[i].delim = i == C_PATHNAME ? '/' : i == C_HOSTNAME ? '.' : -1;
+		*why = compile(&prog[i], t[i].s, t[i].n, pt->fold, i == C_PATHNAME);
+		if (!*why && prog[i].n > UINT16_MAX - 4)
 			*why = "a URL pattern too large to compile";
+		if (!*why) {
+			part_measure(pt, &prog[i]);
+			p->width += pt->width;
+		}
+	}
+	if (!*why && p->width > URLPATTERN_MAX_WIDTH)
+		*why = "a URL pattern wider than 64 (its :names, *s and modified {groups}, and the bytes after the "
+		       "first of them, counted over its parts)";
+	for (int i = 0; i < C_COUNT; i++) {
+		if (!*why && !p->part[i].any)
+			part_build(&p->part[i], &prog[i]);
+		free(prog[i].code);
 	}
 	texts_free(t);
 	if (*why) {
@@ -428,21 +558,71 @@ void urlpattern_free(struct urlpattern *p)
 {
 	if (!p)
 		return;
-	for (int i = 0; i < C_COUNT; i++)
-		free(p->comp[i].code);
+	for (int i = 0; i < C_COUNT; i++) {
+		free(p->part[i].lit);
+		free(p->part[i].pos);
+	}
 	free(p);
+}
+
+size_t urlpattern_width(const struct urlpattern *p)
+{
+	return p->width;
+}
+
+const char *urlpattern_path_prefix(const struct urlpattern *p, size_t *len)
+{
+	const struct part *pt = &p->part[C_PATHNAME];
+	*len = pt->any ? 0 : pt->nlit;
+	return pt->any ? "" : pt->lit;
+}
+
+void urlpattern_url_parse(struct urlpattern_url *u, const char *topic, size_t n, const char *base)
+{
+	memset(u, 0, sizeof(*u));
+	if (n > URLPATTERN_TOPIC_MAX) {
+		u->too_long = true;
+		return;
+	}
+	struct text t[C_COUNT];
+	split(topic, n, base, false, t);
+	for (int i = 0; i < C_COUNT; i++) {
+		u->text[i] = t[i].s;
+		u->len[i] = t[i].n;
+	}
+}
+
+void urlpattern_url_free(struct urlpattern_url *u)
+{
+	for (int i = 0; i < C_COUNT; i++)
+		free(u->text[i]);
+	memset(u, 0, sizeof(*u));
+}
+
+const char *urlpattern_url_path(const struct urlpattern_url *u, size_t *len)
+{
+	*len = u->len[C_PATHNAME];
+	return u->text[C_PATHNAME] ? u->text[C_PATHNAME] : "";
+}
+
+bool urlpattern_match_url(const struct urlpattern *p, const struct urlpattern_url *u)
+{
+	if (u->too_long)
+		return false;
+	uint64_t steps = 0;
+	bool ok = true;
+	for (int i = 0; i < C_COUNT && ok; i++)
+		ok = part_match(&p->part[i], u->text[i] ? u->text[i] : "", u->len[i], &steps);
+	steps_total += steps;
+	return ok;
 }
 
 bool urlpattern_match(const struct urlpattern *p, const char *topic, size_t n, const char *base)
 {
-	if (n > URLPATTERN_TOPIC_MAX)
-		return false;
-	struct text t[C_COUNT];
-	split(topic, n, base, false, t);
-	bool ok = true;
-	for (int i = 0; i < C_COUNT && ok; i++)
-		ok = run(&p->comp[i], t[i].s ? t[i].s : "", t[i].n, i == C_PROTOCOL || i == C_HOSTNAME);
-	texts_free(t);
+	struct urlpattern_url u;
+	urlpattern_url_parse(&u, topic, n, base);
+	bool ok = urlpattern_match_url(p, &u);
+	urlpattern_url_free(&u);
 	return ok;
 }
 
@@ -453,4 +633,9 @@ char *urlpattern_topic_path(const char *topic, size_t n, const char *base)
 	char *path = xstrndup(t[C_PATHNAME].s ? t[C_PATHNAME].s : "", t[C_PATHNAME].n);
 	texts_free(t);
 	return path;
+}
+
+uint64_t urlpattern_steps(void)
+{
+	return steps_total;
 }

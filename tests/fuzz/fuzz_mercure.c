@@ -1,6 +1,7 @@
 /* fuzz_mercure.c: fuzz target for the Mercure endpoint's pure parts
  * (src/mercure_match.c, src/mercure_update.c). The input is a JSON header
- * line, then a JSON payload line, then a value.
+ * line, then a JSON payload line, then a value, then a subscription's
+ * query string.
  * Invariants:
  *   - mercure_value_valid agrees with a reference that decodes UTF-8 by
  *     hand and applies the rule (C0, DEL, C1, the format characters listed
@@ -8,7 +9,13 @@
  *   - mercure_read_claims on any header and payload either refuses the
  *     token with nothing granted or grants matchers that are valid values
  *     and match their own text when exact;
- *   - a block made of the value as id and topic reads back the same.
+ *   - a block made of the value as id and topic reads back the same;
+ *   - the query either is refused with a reason or gives matchers (at
+ *     least one, valid, at most MERCURE_MAX_WIDTH wide together), and
+ *     judging the value as an update's topic with them takes at most
+ *     (width + URL patterns) steps per byte of the topic resolved
+ *     (urlpattern_steps: work, not time), for the query's matchers and
+ *     the token's alike.
  * Over-reads are the sanitizers' (and the driver's guard page's). */
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,6 +27,7 @@
 #include "jwt.h"
 #include "mercure_match.h"
 #include "mercure_update.h"
+#include "urlpattern.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 
@@ -83,12 +91,24 @@ static const char *line(const uint8_t *data, size_t n, size_t *at, size_t *len)
 	return p;
 }
 
+/* Judge topic[0..n) with l, within the steps its width allows. */
+static bool judge(const struct mercure_matchers *l, const char *topic, size_t n)
+{
+	uint64_t before = urlpattern_steps();
+	bool hit = mercure_matchers_match(l, topic, n, BASE);
+	uint64_t bound = (uint64_t)(l->width + l->n) * (n + 2 * strlen(BASE) + 1);
+	FUZZ_ASSERT(urlpattern_steps() - before <= bound);
+	return hit;
+}
+
 static void check_list(const struct mercure_matchers *l)
 {
+	FUZZ_ASSERT(l->n <= MERCURE_MAX_MATCHERS && l->width <= MERCURE_MAX_WIDTH);
 	for (size_t i = 0; i < l->n; i++) {
 		FUZZ_ASSERT(mercure_value_valid(l->v[i].text, l->v[i].len));
+		bool self = judge(l, l->v[i].text, l->v[i].len);
 		if (l->v[i].kind == MERCURE_EXACT)
-			FUZZ_ASSERT(mercure_matchers_match(l, l->v[i].text, l->v[i].len, BASE));
+			FUZZ_ASSERT(self);
 	}
 }
 
@@ -98,6 +118,8 @@ int fuzz_one(const uint8_t *data, size_t size)
 	const char *h = line(data, size, &at, &hn);
 	const char *p = line(data, size, &at, &pn);
 	const char *v = line(data, size, &at, &vn);
+	size_t qn;
+	const char *q = line(data, size, &at, &qn);
 
 	FUZZ_ASSERT(mercure_value_valid(v, vn) == ref_valid((const unsigned char *)v, vn));
 
@@ -110,8 +132,19 @@ int fuzz_one(const uint8_t *data, size_t size)
 			FUZZ_ASSERT(g.publish.n == 0 && g.subscribe.n == 0);
 		check_list(&g.publish);
 		check_list(&g.subscribe);
+		(void)judge(&g.subscribe, v, vn);
 		mercure_grants_free(&g);
 	}
+
+	struct mercure_matchers want = { 0 };
+	struct mercure_query mq;
+	const char *why = mercure_query_read((struct http_slice){ q, qn }, BASE, &want, &mq);
+	char *last_id = mq.last_id;
+	FUZZ_ASSERT(why || want.n > 0);
+	check_list(&want);
+	(void)judge(&want, v, vn);
+	free(last_id);
+	mercure_matchers_free(&want);
 
 	if (mercure_value_valid(v, vn)) {
 		char *text = malloc(vn + 1);

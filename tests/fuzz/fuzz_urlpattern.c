@@ -2,8 +2,10 @@
  * lines: a pattern p and a topic t (a missing line is empty).
  * Invariants:
  *   - compiling p either succeeds or gives a reason, and a compiled p
- *     matches t and p's own text without fault, in bounded work (the
- *     driver's time limit catches a runaway);
+ *     is at most URLPATTERN_MAX_WIDTH wide and matches t and p's own text
+ *     without fault in at most (width + 1) steps per byte of the resolved
+ *     topic, counted by urlpattern_steps (work, not time: a case that does
+ *     more fails, however fast the machine);
  *   - a pattern refused for a regular expression group holds a '(';
  *   - "/" and t as a path, with the pattern syntax's bytes escaped, is a
  *     pattern that matches that path (for a t of printable bytes), on the
@@ -35,6 +37,14 @@ static char *escaped(const char *t, size_t n, size_t *len)
 	return out;
 }
 
+/* The most steps a match of a pattern of width w may take on a topic of
+ * n bytes: (w + 1) per byte of the topic resolved against BASE, which adds
+ * at most the base's scheme, host and port and its folder (or a "/"). */
+static uint64_t bound(size_t w, size_t n)
+{
+	return (uint64_t)(w + 1) * (n + 2 * strlen(BASE) + 1);
+}
+
 static bool printable(const char *t, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -60,10 +70,16 @@ int fuzz_one(const uint8_t *data, size_t size)
 		if (strstr(why, "regular expression"))
 			FUZZ_ASSERT(memchr(p, '(', pn) != NULL);
 	} else {
+		size_t w = urlpattern_width(up);
+		FUZZ_ASSERT(w <= URLPATTERN_MAX_WIDTH);
+		uint64_t before = urlpattern_steps();
 		bool a = urlpattern_match(up, t, tn, BASE);
+		FUZZ_ASSERT(urlpattern_steps() - before <= bound(w, tn));
 		bool b = urlpattern_match(up, t, tn, BASE);
 		FUZZ_ASSERT(a == b);
+		before = urlpattern_steps();
 		(void)urlpattern_match(up, p, pn, BASE);
+		FUZZ_ASSERT(urlpattern_steps() - before <= bound(w, pn));
 		urlpattern_free(up);
 	}
 

@@ -257,6 +257,15 @@ static struct fake *open_reader(struct fixture *fx, int64_t resume, bool see_pri
 	return f;
 }
 
+/* Copies of v[0..n), malloc'd, for a reader_spec to take over. */
+static char **dup_strings(const char *const *v, size_t n)
+{
+	char **out = xcalloc(n ? n : 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(v[i]);
+	return out;
+}
+
 /* A reader of several patterns (copied), with grants (NULL: none). */
 static struct fake *open_multi(struct fixture *fx, int64_t resume, bool see_private, const char *const *topics,
 			       size_t nt, const char *const *grants, size_t ng)
@@ -268,9 +277,7 @@ static struct fake *open_multi(struct fixture *fx, int64_t resume, bool see_priv
 		spec.topics[i] = xstrdup(topics[i]);
 	if (ng) {
 		spec.ngrants = ng;
-		spec.grants = xcalloc(ng, sizeof(char *));
-		for (size_t i = 0; i < ng; i++)
-			spec.grants[i] = xstrdup(grants[i]);
+		spec.grants = dup_strings(grants, ng);
 	}
 	f->r = hub_open(fx->h, &spec, &fake_ops, f);
 	return f;
@@ -635,6 +642,160 @@ static void test_grants(void)
 		free(f[i]);
 	}
 	teardown(&fx);
+}
+
+/* ---- readers with their own rule ---- */
+
+/* A rule that is slow to judge (it spins for RULE_SPIN_NS of the clock on
+ * every row) and wants the rows whose topic is "want". */
+#define RULE_SPIN_NS 200000
+
+struct slow_rule {
+	size_t judged;
+};
+
+static bool slow_accepts(void *arg, const struct store_event *ev)
+{
+	struct slow_rule *sr = arg;
+	sr->judged++;
+	uint64_t until = clock_mono_ns() + RULE_SPIN_NS;
+	while (clock_mono_ns() < until) {
+	}
+	return ev->topic_len == 4 && memcmp(ev->topic, "want", 4) == 0;
+}
+
+/* Catch-up of a reader whose rule judges every row counts the judging in
+ * the pass's time: one pass judges about CATCHUP_PASS_NS worth of rows
+ * (the clock only makes a busy machine judge fewer), the rest goes on in
+ * later passes from the row after the last judged, and the reader gets
+ * exactly the rows its rule wants, in order. */
+static void test_rule_reader_catchup_in_steps(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	static const char *const topics[] = { "want", "other", "other/x", "other" };
+	append(&fx, 120, 20, topics, 4, 0);
+	hub_poll(fx.h);
+	struct slow_rule sr = { 0 };
+	struct fake *f = xcalloc(1, sizeof(*f));
+	struct reader_spec spec = { .resume = 0, .client = "t", .accepts = slow_accepts, .accepts_arg = &sr };
+	f->r = hub_open(fx.h, &spec, &fake_ops, f);
+	CHECK(f->r && f->r->mode == READER_CATCHUP);
+	hub_reader_drained(f->r);
+	size_t per_pass = CATCHUP_PASS_NS / RULE_SPIN_NS + 1;
+	CHECK(sr.judged >= 1 && sr.judged <= per_pass);
+	if (sr.judged > per_pass)
+		fprintf(stderr, "one pass judged %zu rows, at most %zu expected\n", sr.judged, per_pass);
+	drain(f);
+	CHECK(f->r && f->r->mode == READER_LIVE);
+	CHECK_EQ_INT((int)sr.judged, 120);
+	char *want[1] = { "want" };
+	struct store_filter flt = { .ntopics = 1, .topics = want };
+	struct expect e;
+	read_all_matching(&fx, 0, &flt, &e);
+	CHECK_EQ_INT((int)e.n, 30);
+	CHECK(same_ids(f, &e, "a slow rule, in steps"));
+	close_free(f);
+	teardown(&fx);
+}
+
+/* A rule that counts the events it is asked about and wants those whose
+ * topic starts with prefix. */
+struct counting_rule {
+	const char *prefix;
+	size_t asked;
+};
+
+static bool counting_accepts(void *arg, const struct store_event *ev)
+{
+	struct counting_rule *cr = arg;
+	cr->asked++;
+	return ev->topic_len >= strlen(cr->prefix) && memcmp(ev->topic, cr->prefix, strlen(cr->prefix)) == 0;
+}
+
+/* A prober that gives an event's topic as its one key, and its topic with
+ * "x:" before as another (a reader keyed under it is found twice). */
+static void topic_probe(void *arg, const struct store_event *ev, void (*hit)(void *ctx, const char *key, size_t n),
+			void *ctx)
+{
+	size_t *probes = arg;
+	(*probes)++;
+	char other[256];
+	int n = snprintf(other, sizeof(other), "x:%.*s", (int)ev->topic_len, ev->topic);
+	hit(ctx, ev->topic, ev->topic_len);
+	hit(ctx, other, (size_t)n);
+}
+
+static struct fake *open_rule(struct fixture *fx, int64_t resume, struct counting_rule *cr, const char *const *keys,
+			      size_t nkeys)
+{
+	struct fake *f = xcalloc(1, sizeof(*f));
+	struct reader_spec spec = { .resume = resume, .client = "t", .accepts = counting_accepts, .accepts_arg = cr };
+	if (nkeys) {
+		spec.nkeys = nkeys;
+		spec.keys = dup_strings(keys, nkeys);
+	}
+	f->r = hub_open(fx->h, &spec, &fake_ops, f);
+	return f;
+}
+
+/* Readers with their own rule are offered only the events whose keys find
+ * them (each once, whichever keys did), or every event without keys or
+ * without a prober; they get what their rule wants, live and after a
+ * catch-up that takes them out of the index and back. */
+static void test_rule_readers_by_key(void)
+{
+	static const char *const topics[] = { "books/1", "news", "other", "books/2/x", "news/x", "x:books" };
+	static const char *const books_keys[] = { "books/*", "x:books/*", "books/*" };
+	static const char *const news_keys[] = { "news", "news/*" };
+	static const char *const star_keys[] = { "other", "*" };
+	for (int with_probe = 0; with_probe < 2; with_probe++) {
+		struct fixture fx;
+		setup(&fx, 1 << 20);
+		size_t probes = 0;
+		if (with_probe)
+			hub_set_rule_probe(fx.h, topic_probe, &probes);
+		struct counting_rule books = { "books/", 0 }, news = { "news", 0 }, all = { "", 0 }, star = { "", 0 };
+		struct fake *f[5] = { open_rule(&fx, -1, &books, books_keys, 3),
+				      open_rule(&fx, -1, &news, news_keys, 2), open_rule(&fx, -1, &all, NULL, 0),
+				      open_rule(&fx, -1, &star, star_keys, 2) };
+		CHECK_EQ_INT(index_subs(&fx), 0); /* not in herald's topic index */
+		append(&fx, 60, 10, topics, 6, 0);
+		hub_poll(fx.h);
+		for (int i = 0; i < 4; i++)
+			drain(f[i]);
+		/* books/ rows: 20 of 60 (books/1, books/2/x); news: 20 (news, news/x). */
+		CHECK_EQ_INT((int)books.asked, with_probe ? 20 : 60);
+		CHECK_EQ_INT((int)news.asked, with_probe ? 20 : 60);
+		CHECK_EQ_INT((int)all.asked, 60);
+		CHECK_EQ_INT((int)star.asked, 60);
+		CHECK(with_probe ? probes == 60 : probes == 0);
+		CHECK_EQ_INT((int)f[0]->ngot, 20);
+		CHECK_EQ_INT((int)f[1]->ngot, 20);
+		CHECK_EQ_INT((int)f[2]->ngot, 60);
+		/* From catch-up (every row judged) into the index by its keys. */
+		struct counting_rule late = { "books/", 0 };
+		f[4] = open_rule(&fx, 0, &late, books_keys, 3);
+		CHECK(f[4]->r->mode == READER_CATCHUP);
+		drain(f[4]);
+		CHECK(f[4]->r->mode == READER_LIVE);
+		CHECK_EQ_INT((int)late.asked, 60);
+		late.asked = 0;
+		append(&fx, 6, 10, topics, 6, 0);
+		hub_poll(fx.h);
+		drain(f[4]);
+		CHECK_EQ_INT((int)late.asked, with_probe ? 2 : 6);
+		for (size_t i = 1; i < f[4]->ngot; i++)
+			CHECK(f[4]->got[i] > f[4]->got[i - 1]);
+		CHECK_EQ_INT((int)f[4]->ngot, 22);
+		for (int i = 0; i < 5; i++)
+			close_free(f[i]);
+		struct topic_index_stats st;
+		topic_index_stats(fx.h->rules, &st);
+		CHECK_EQ_INT(st.subs, 0);
+		CHECK_EQ_INT(fx.h->nrules, 0);
+		teardown(&fx);
+	}
 }
 
 /* ---- the topic index: every pattern kind, overlaps, rights ---- */
@@ -1051,6 +1212,8 @@ int main(void)
 	test_reader_closed_mid_fanout();
 	test_end_and_private();
 	test_grants();
+	test_rule_reader_catchup_in_steps();
+	test_rule_readers_by_key();
 	test_index_patterns();
 	test_index_live_catchup_moves();
 	test_index_closed_mid_fanout();

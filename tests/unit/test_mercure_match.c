@@ -1,8 +1,8 @@
 /* test_mercure_match.c: the Mercure endpoint's pure parts: the value rule
- * (src/mercure_match.c), matcher lists, a token's grants in both claim
- * styles read from JSON as jwt.c hands them over, the block an update
- * keeps beside its row (src/mercure_update.c) and its frame
- * (frame_mercure in src/frame.c). */
+ * (src/mercure_match.c), matcher lists and their width budget, the
+ * subscription's query, a token's grants in both claim styles read from
+ * JSON as jwt.c hands them over, the block an update keeps beside its row
+ * (src/mercure_update.c) and its frame (frame_mercure in src/frame.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "jwt.h"
 #include "mercure_match.h"
 #include "mercure_update.h"
+#include "urlpattern.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 
@@ -60,6 +61,72 @@ static void test_matchers(void)
 		CHECK(mercure_matchers_add(&l, MERCURE_EXACT, "a", 1, BASE) == NULL);
 	CHECK(mercure_matchers_add(&l, MERCURE_EXACT, "a", 1, BASE) != NULL);
 	mercure_matchers_free(&l);
+}
+
+/* One list's URL patterns may be 256 wide in all: the sum is what judging
+ * one topic byte costs the list. */
+static void test_width_budget(void)
+{
+	struct mercure_matchers l = { 0 };
+	char p[128] = "https://example.com/";
+	for (int i = 0; i < 31; i++)
+		strcat(p, "*a");
+	strcat(p, "*b"); /* 64 wide */
+	for (int i = 0; i < 4; i++)
+		CHECK(mercure_matchers_add(&l, MERCURE_URLPATTERN, p, strlen(p), BASE) == NULL);
+	CHECK_EQ_INT(l.width, MERCURE_MAX_WIDTH);
+	const char *why = mercure_matchers_add(&l, MERCURE_URLPATTERN, "https://example.com/:x", 22, BASE);
+	CHECK(why && strstr(why, "wider than 256"));
+	/* Exact matchers and literal patterns cost no width. */
+	CHECK(mercure_matchers_add(&l, MERCURE_EXACT, "https://example.com/:x", 22, BASE) == NULL);
+	CHECK(mercure_matchers_add(&l, MERCURE_URLPATTERN, "https://example.com/x", 21, BASE) == NULL);
+	CHECK_EQ_INT(l.n, 6);
+	/* Judging a topic costs at most (width + patterns) steps per byte. */
+	char topic[2100] = "https://example.com/";
+	memset(topic + strlen(topic), 'a', 2000);
+	uint64_t before = urlpattern_steps();
+	CHECK(!mercure_matchers_match(&l, topic, strlen(topic), BASE));
+	CHECK(urlpattern_steps() - before <= (MERCURE_MAX_WIDTH + l.n) * strlen(topic));
+	mercure_matchers_free(&l);
+	CHECK_EQ_INT(l.width, 0);
+}
+
+/* A subscription's query: matchers of each kind, the resume id, and the
+ * refusals, each naming its cause. */
+static void test_query(void)
+{
+	static const struct {
+		const char *query;
+		size_t nmatchers;
+		const char *last_id; /* NULL: none */
+		const char *why;     /* a word of the refusal, or NULL */
+	} cases[] = {
+		{ "match=a&match_urlpattern=https://e.com/:x&topic=b&match_exact=c", 4, NULL, NULL },
+		{ "match=a&lastEventID=x&last_event_id=y", 1, "y", NULL },
+		{ "lastEventID=x&match=a&lastEventID=z", 1, "x", NULL },
+		{ "match=%zz", 0, NULL, "percent" },
+		{ "match_regex=a", 0, NULL, "unknown" },
+		{ "last_event_id=1", 0, "1", "at least one" },
+		{ "match_urlpattern=https://e.com/(x)", 0, NULL, "regular expression" },
+		{ "match_urlpattern=https://e.com/*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a",
+		  0, NULL, "wider than 64" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct mercure_matchers want = { 0 };
+		struct mercure_query mq;
+		struct http_slice q = { cases[i].query, strlen(cases[i].query) };
+		const char *why = mercure_query_read(q, BASE, &want, &mq);
+		char *last_id = mq.last_id;
+		if (cases[i].why) {
+			CHECK(why && strstr(why, cases[i].why));
+		} else {
+			CHECK(!why);
+			CHECK_EQ_INT(want.n, cases[i].nmatchers);
+		}
+		CHECK(cases[i].last_id ? last_id && strcmp(last_id, cases[i].last_id) == 0 : last_id == NULL);
+		free(last_id);
+		mercure_matchers_free(&want);
+	}
 }
 
 /* Read header and payload JSON as jwt.c would hand them over. */
@@ -183,6 +250,8 @@ int main(void)
 {
 	test_values();
 	test_matchers();
+	test_width_budget();
+	test_query();
 	test_claims();
 	test_block_and_frame();
 	return check_done("test_mercure_match");

@@ -2,11 +2,12 @@
  * takes (named groups, wildcards, groups, modifiers and the "/" before a
  * modified part, escapes, each component with its delimiter), relative
  * patterns and topics against the hub's URL, case rules, what is refused,
- * and that a pattern that would make a backtracking matcher run for hours
- * answers at once. */
+ * a pattern's width and literal prefix, and the steps a match costs (a
+ * pattern that would make a backtracking matcher run for hours answers in
+ * at most (width + 1) steps per byte). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
 #include "urlpattern.h"
@@ -116,27 +117,112 @@ static void test_refused(void)
 	CHECK_EQ_INT(try(big, "a"), -1);
 }
 
-/* A pattern a backtracking matcher takes exponential time on: here the
- * cost is bounded by pattern times topic. */
-static void test_no_backtracking(void)
+static size_t width(const char *pattern)
 {
-	char pattern[600] = "/", topic[URLPATTERN_TOPIC_MAX];
+	const char *why;
+	struct urlpattern *p = urlpattern_new(pattern, strlen(pattern), BASE, &why);
+	CHECK(p != NULL);
+	if (!p)
+		return 0;
+	size_t w = urlpattern_width(p);
+	urlpattern_free(p);
+	return w;
+}
+
+/* A pattern's width: its positions after each part's literal prefix and
+ * its modified groups; what it leaves out, or gives as "*" alone, counts
+ * nothing. */
+static void test_width(void)
+{
+	CHECK_EQ_INT(width("https://example.com/books/1"), 0);
+	CHECK_EQ_INT(width("https://example.com/books/:id"), 1);
+	CHECK_EQ_INT(width("https://example.com/books/*"), 1);
+	CHECK_EQ_INT(width("*"), 1); /* relative: the hub's folder, then a wildcard */
+	CHECK_EQ_INT(width("*://*/*"), 1);
+	CHECK_EQ_INT(width("https://*/x"), 0);
+	CHECK_EQ_INT(width("https://*.example.com/x"), 13);
+	CHECK_EQ_INT(width("https://example.com/{a/}?b"), 4);
+	CHECK_EQ_INT(width("https://example.com/:a-:b"), 3);
+	CHECK_EQ_INT(width("https://example.com/b?x=:v"), 1);
+	CHECK_EQ_INT(width("https://example.com/{ab}c"), 0); /* a group without modifier is literal */
+}
+
+/* What an update's topic must start with for a pattern to match it. */
+static void test_path_prefix(void)
+{
+	static const struct {
+		const char *pattern, *prefix;
+	} cases[] = {
+		{ "https://example.com/books/:id", "/books/" },
+		{ "https://example.com/books/page-:n", "/books/page-" },
+		{ "https://example.com/books/:id?", "/books" },
+		{ "https://example.com/{ab}+/x", "/" },
+		{ "books/:id", "/.well-known/books/" },
+		{ "/x/y", "/x/y" },
+		{ "https://example.com/*", "/" },
+		{ "https://example.com", "/" },
+		{ "*", "/.well-known/" },
+		{ "*://*/*", "/" },
+		{ "https://example.com/:x?", "" },
+		{ "https://example.com/:x", "/" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *why;
+		struct urlpattern *p = urlpattern_new(cases[i].pattern, strlen(cases[i].pattern), BASE, &why);
+		CHECK(p != NULL);
+		size_t n;
+		const char *got = urlpattern_path_prefix(p, &n);
+		CHECK(n == strlen(cases[i].prefix) && memcmp(got, cases[i].prefix, n) == 0);
+		if (n != strlen(cases[i].prefix) || memcmp(got, cases[i].prefix, n) != 0)
+			fprintf(stderr, "%s: prefix %.*s\n", cases[i].pattern, (int)n, got);
+		urlpattern_free(p);
+	}
+}
+
+/* Too wide a pattern is refused, naming why; one at the bound matches a
+ * topic that keeps every position live in at most (width + 1) steps per
+ * byte, counted, not timed. */
+static void test_cost(void)
+{
+	char pattern[URLPATTERN_MAX_LEN + 1] = "/", topic[URLPATTERN_TOPIC_MAX];
 	for (int i = 0; i < 40; i++)
 		strcat(pattern, "*a");
 	strcat(pattern, "b");
+	const char *why;
+	CHECK(urlpattern_new(pattern, strlen(pattern), BASE, &why) == NULL && strstr(why, "wider than 64"));
+	/* A thousand wildcards in 1 KB. */
+	memset(pattern, 0, sizeof(pattern));
+	for (int i = 0; i < 500; i++)
+		strcat(pattern, "*a");
+	CHECK(urlpattern_new(pattern, strlen(pattern), BASE, &why) == NULL && strstr(why, "wider than 64"));
+	/* Empty modified groups cost too. */
+	strcpy(pattern, "/x");
+	for (int i = 0; i < 65; i++)
+		strcat(pattern, "{}?");
+	CHECK(urlpattern_new(pattern, strlen(pattern), BASE, &why) == NULL && strstr(why, "wider than 64"));
+
+	strcpy(pattern, "/");
+	for (int i = 0; i < 31; i++)
+		strcat(pattern, "*a");
+	strcat(pattern, "*b");
+	CHECK_EQ_INT(width(pattern), URLPATTERN_MAX_WIDTH);
 	topic[0] = '/';
 	memset(topic + 1, 'a', sizeof(topic) - 2);
 	topic[sizeof(topic) - 1] = '\0';
-	clock_t t0 = clock();
+	uint64_t before = urlpattern_steps();
 	CHECK_EQ_INT(try(pattern, topic), 0);
-	double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
-	CHECK(s < 2.0);
+	uint64_t steps = urlpattern_steps() - before;
+	size_t resolved = strlen(topic) + strlen(BASE);
+	CHECK(steps <= (URLPATTERN_MAX_WIDTH + 1) * resolved);
+	CHECK(steps > 40 * strlen(topic)); /* every position was live: the bound is no slack */
 	/* Too long a topic is no match, without being looked at. */
 	char huge[URLPATTERN_TOPIC_MAX + 2];
 	memset(huge, 'a', sizeof(huge) - 1);
 	huge[0] = '/';
 	huge[sizeof(huge) - 1] = '\0';
-	CHECK_EQ_INT(try("*", huge), 0);
+	before = urlpattern_steps();
+	CHECK_EQ_INT(try("/:x", huge), 0);
+	CHECK(urlpattern_steps() == before);
 }
 
 int main(void)
@@ -145,6 +231,8 @@ int main(void)
 	test_components();
 	test_relative();
 	test_refused();
-	test_no_backtracking();
+	test_width();
+	test_path_prefix();
+	test_cost();
 	return check_done("test_urlpattern");
 }
