@@ -59,6 +59,7 @@ struct metrics {
 	uint64_t store_busy; /* calls that met another writer's lock */
 	uint64_t group_commits;
 	uint64_t log_outages;                /* the event log's server (Redis) lost */
+	uint64_t own_events_dropped;         /* herald's own rows (event_batch.h) never stored */
 	struct histogram publish_seconds;    /* POST parsed until its 201 is queued */
 	struct histogram commit_seconds;     /* one group commit's transaction */
 	struct histogram fanout_seconds;     /* reading new rows and queueing them to readers */
