@@ -147,7 +147,7 @@ static void appended(void *arg, int rc, const struct store_appended *res)
 			log_warn("%s: %zu %s could not be stored yet (%s); trying again", b->spec.name, n, b->spec.rows,
 				 strerror(-rc));
 		}
-		if (now - b->failing_since < b->spec.give_up_ms) {
+		if (now < b->failing_since + b->spec.give_up_ms) {
 			/* The log is busy or unreachable for now: the same rows
 			 * again shortly, ahead of any newer. */
 			schedule(b, rc == -EBUSY ? STORE_BUSY_RETRY_MS : EVENT_BATCH_RETRY_MS);
