@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "event_batch.h"
 #include "idempotency.h"
-#include "log.h"
 #include "mercure_update.h"
 #include "rate_limit.h"
 #include "util.h"
@@ -21,52 +21,43 @@ struct mercure_sub {
 	char **matches;
 };
 
-/* One subscription event waiting for its append. */
-struct pending {
-	char *topic, *data, *block;
-	size_t block_len;
-};
-
 struct mercure_subs {
-	struct loop *lp;
-	struct store *st; /* NULL: no events */
 	struct hub *hub;
 	struct mercure_sub *list;
-	struct pending *pending;
-	size_t npending, cap;
-	struct loop_timer flush_timer; /* the pass's events go in one append */
-	struct rate_limit *budget;     /* events per client address */
+	struct event_batch *events; /* subscription events on their way to the log; NULL: none */
+	struct rate_limit *budget;  /* events per client address */
 };
 
 #define BUDGET_KEYS 16384 /* addresses whose budgets are kept apart */
 
-struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct hub *hub)
+/* Subscription events were stored: the hub reads them, as after a
+ * publish. */
+static void events_stored(void *arg)
 {
-	struct mercure_subs *s = xcalloc(1, sizeof(*s));
-	s->lp = lp;
-	s->st = st && store_keeps_mercure(st) ? st : NULL;
-	s->hub = hub;
-	s->budget = rate_limit_new(BUDGET_KEYS);
-	return s;
+	struct mercure_subs *s = arg;
+	if (s->hub)
+		hub_poll(s->hub);
 }
 
-static void pending_clear(struct mercure_subs *s)
+struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct hub *hub, struct metrics *m)
 {
-	for (size_t i = 0; i < s->npending; i++) {
-		free(s->pending[i].topic);
-		free(s->pending[i].data);
-		free(s->pending[i].block);
+	struct mercure_subs *s = xcalloc(1, sizeof(*s));
+	s->hub = hub;
+	if (st && store_keeps_mercure(st)) {
+		struct event_batch_spec spec = {
+			.name = "mercure", .rows = "subscription events", .stored = events_stored, .arg = s
+		};
+		s->events = event_batch_new(lp, st, m, &spec);
 	}
-	s->npending = 0;
+	s->budget = rate_limit_new(BUDGET_KEYS);
+	return s;
 }
 
 void mercure_subs_free(struct mercure_subs *s)
 {
 	if (!s)
 		return;
-	loop_timer_stop(s->lp, &s->flush_timer);
-	pending_clear(s);
-	free(s->pending);
+	event_batch_close(s->events);
 	rate_limit_free(s->budget);
 	free(s);
 }
@@ -157,47 +148,10 @@ static void add_doc(struct text *t, const struct mercure_sub *sub, size_t i, boo
 	free(topic);
 }
 
-static void appended(void *arg, int rc, const struct store_appended *res)
-{
-	struct mercure_subs *s = arg;
-	(void)res;
-	if (rc < 0)
-		log_warn("mercure: %zu subscription events were not stored: %s", s->npending, strerror(-rc));
-	else if (s->hub)
-		hub_poll(s->hub);
-}
-
-static void flush(void *arg)
-{
-	struct mercure_subs *s = arg;
-	if (!s->npending)
-		return;
-	struct store_new_event *evs = xcalloc(s->npending, sizeof(*evs));
-	char **ids = xcalloc(s->npending, sizeof(*ids));
-	for (size_t i = 0; i < s->npending; i++) {
-		struct pending *p = &s->pending[i];
-		ids[i] = xstrndup(p->block, strcspn(p->block, "\n")); /* the block's first line */
-		evs[i] = (struct store_new_event){ .type = "mercure",
-						   .topic = p->topic,
-						   .data = p->data,
-						   .data_len = strlen(p->data),
-						   .public = false,
-						   .mercure_id = ids[i],
-						   .mercure = p->block,
-						   .mercure_len = p->block_len };
-	}
-	store_append(s->st, evs, s->npending, appended, s); /* SQLite: answered before it returns */
-	for (size_t i = 0; i < s->npending; i++)
-		free(ids[i]);
-	free(ids);
-	free(evs);
-	pending_clear(s);
-}
-
 /* Queue the event of sub's i-th subscription. */
 static void queue(struct mercure_subs *s, const struct mercure_sub *sub, size_t i, bool active)
 {
-	if (!s->st)
+	if (!s->events)
 		return;
 	struct text data = { 0 };
 	add_doc(&data, sub, i, active);
@@ -205,25 +159,29 @@ static void queue(struct mercure_subs *s, const struct mercure_sub *sub, size_t 
 	char *id = mercure_new_id();
 	size_t block_len;
 	char *block = mercure_block_new(id, "", &topic, 1, &block_len);
-	free(id);
 	/* The row's topic: herald's rule takes no '%'. */
 	char hex[IDEM_HEX_LEN];
 	idem_digest(topic, strlen(topic), NULL, 0, hex);
-	char *row_topic = xmalloc(80);
-	snprintf(row_topic, 80, "$mercure/%s", hex);
+	char row_topic[80];
+	snprintf(row_topic, sizeof(row_topic), "$mercure/%s", hex);
+	struct store_new_event ev = { .type = "mercure",
+				      .topic = row_topic,
+				      .data = data.p,
+				      .data_len = data.n,
+				      .public = false,
+				      .mercure_id = id,
+				      .mercure = block,
+				      .mercure_len = block_len };
+	event_batch_add(s->events, &ev); /* copies the row */
 	free(topic);
-	if (s->npending == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 16;
-		s->pending = xrealloc(s->pending, s->cap * sizeof(*s->pending));
-	}
-	s->pending[s->npending++] = (struct pending){ row_topic, data.p, block, block_len };
-	if (!loop_timer_active(&s->flush_timer))
-		loop_timer_start(s->lp, &s->flush_timer, 0, flush, s);
+	free(id);
+	free(block);
+	free(data.p);
 }
 
 uint64_t mercure_subs_admit(struct mercure_subs *s, const char *key, size_t n, int64_t per_minute, uint64_t now_ms)
 {
-	if (!s->st || per_minute <= 0)
+	if (!s->events || per_minute <= 0)
 		return 0;
 	return rate_limit_take(s->budget, key, 2 * (uint64_t)n, (uint64_t)per_minute, now_ms);
 }

@@ -21,16 +21,21 @@
 #include "hub.h"
 #include "loop.h"
 #include "mercure_match.h"
+#include "metrics.h"
 #include "store.h"
 
 struct mercure_subs;
 struct mercure_sub;
 
-/* A registry appending its events to st and telling hub; NULL st or a
- * log without Mercure ids: no events. The caller frees it. */
-struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct hub *hub);
-/* Free the registry (NULL: nothing) once every subscription is gone;
- * events not yet appended are dropped. */
+/* A registry appending its events to st through a queue of its own
+ * (event_batch.h: one append a loop pass, a failed one tried again in
+ * order; m counts what is dropped) and telling hub; NULL st or a log
+ * without Mercure ids: no events. The caller frees it. */
+struct mercure_subs *mercure_subs_new(struct loop *lp, struct store *st, struct hub *hub, struct metrics *m);
+/* Free the registry (NULL: nothing) once every subscription is gone,
+ * before the store: events not yet stored (the closes of the last
+ * subscriptions among them) get one attempt, and what the log does not
+ * take is dropped with an error line. */
 void mercure_subs_free(struct mercure_subs *s);
 
 /* Whether a subscription of n matchers from the client address key may

@@ -102,6 +102,7 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->mercure_judged += from->mercure_judged;
 	to->mercure_judged_shared += from->mercure_judged_shared;
 	to->mercure_match_steps += from->mercure_match_steps;
+	to->own_events_dropped += from->own_events_dropped;
 	for (size_t i = 0; i < METRICS_H2_ENDS; i++)
 		to->http2_sessions_ended[i] += from->http2_sessions_ended[i];
 	hist_add(&to->publish_seconds, &from->publish_seconds);
@@ -356,6 +357,10 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	    "1 while the event log can be read and written (0: Redis unreachable).", g->log_available ? 1.0 : 0.0);
 	put(&o, "herald_log_outages_total", "counter", "Times the connection to the event log (Redis) was lost.",
 	    (double)m->log_outages);
+	put(&o, "herald_own_events_dropped_total", "counter",
+	    "herald's own events (presence joins and leaves, Mercure subscription events) never stored: "
+	    "given up after a minute of failed appends, or dropped for room while the log failed.",
+	    (double)m->own_events_dropped);
 	put_http2_ended(&o, m);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
 		      &m->publish_seconds);

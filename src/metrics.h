@@ -62,6 +62,7 @@ struct metrics {
 	uint64_t mercure_judged;             /* a Mercure subscription's matchers run on an update's topics */
 	uint64_t mercure_judged_shared;      /* verdicts taken from another subscription of the same matchers */
 	uint64_t mercure_match_steps;        /* URL pattern steps (urlpattern_steps) those runs took */
+	uint64_t own_events_dropped;         /* herald's own rows (event_batch.h) never stored */
 	struct histogram publish_seconds;    /* POST parsed until its 201 is queued */
 	struct histogram commit_seconds;     /* one group commit's transaction */
 	struct histogram fanout_seconds;     /* reading new rows and queueing them to readers */

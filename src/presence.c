@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "event_batch.h"
 #include "group.h"
 #include "log.h"
 #include "mercure_subs.h"
@@ -23,14 +24,6 @@
 
 #define PATTERN_MAX 128
 #define CANDIDATES_MAX (PATTERN_MAX / 2 + 2) /* the topic, "*", one per '/' */
-#define EVENTS_BATCH 256                     /* events per append */
-#define APPEND_GIVE_UP_MS 60000              /* a failed append is tried again for this long, */
-#define APPEND_RETRY_MS 500                  /* this long apart (a busy SQLite: STORE_BUSY_RETRY_MS) */
-
-struct pending_event {
-	bool join;
-	char *key; /* pattern, separator, subject */
-};
 
 struct presence {
 	struct loop *lp;
@@ -41,16 +34,8 @@ struct presence {
 	struct presence_table *t;
 	bool own_table; /* mapped here (no group), unmapped by presence_free */
 	unsigned col;   /* this process's column */
-	/* Join and leave events waiting for their append. */
-	struct pending_event *events;
-	size_t nevents, cap;
-	struct pending_event *sending; /* the append in flight */
-	size_t nsending;
-	bool flush_deferred;
-	bool appending;                /* an append is out; its answer frees p when closing */
-	uint64_t failing_since;        /* the first failed append of the events at the head; 0: none */
-	struct loop_timer retry_timer; /* the next attempt after a failed append */
-	bool closing;
+	/* Join and leave events on their way to the log (NULL without st). */
+	struct event_batch *events;
 	struct loop_timer leave_timer;
 	/* With the event log on Redis: this node's share there, which joins,
 	 * leaves and answers go through. */
@@ -70,6 +55,15 @@ struct presence_reg {
 static void schedule_leaves(struct presence *p);
 
 static void event_add(struct presence *p, bool join, const char *key);
+
+/* Join and leave events were stored: the hub reads them, as after a
+ * publish. */
+static void events_stored(void *arg)
+{
+	struct presence *p = arg;
+	if (p->hub)
+		hub_poll(p->hub);
+}
 
 static void put_share(void *arg, const char *key, uint32_t n)
 {
@@ -125,7 +119,13 @@ struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub
 			return NULL;
 		}
 	}
-	p->mercure = mercure_subs_new(lp, st, hub);
+	if (st) {
+		struct event_batch_spec spec = {
+			.name = "presence", .rows = "join and leave events", .stored = events_stored, .arg = p
+		};
+		p->events = event_batch_new(lp, st, m, &spec);
+	}
+	p->mercure = mercure_subs_new(lp, st, hub, m);
 	schedule_leaves(p);
 	return p;
 }
@@ -135,43 +135,18 @@ struct mercure_subs *presence_mercure(struct presence *p)
 	return p ? p->mercure : NULL;
 }
 
-static void events_clear(struct presence *p)
-{
-	for (size_t i = 0; i < p->nevents; i++)
-		free(p->events[i].key);
-	p->nevents = 0;
-}
-
-static void sent_clear(struct presence *p);
-
-static void presence_release(struct presence *p)
-{
-	events_clear(p);
-	sent_clear(p);
-	free(p->events);
-	if (p->own_table)
-		presence_table_unmap(p->t);
-	free(p);
-}
-
 void presence_free(struct presence *p)
 {
 	if (!p)
 		return;
-	if (p->st) {
+	if (p->st)
 		loop_timer_stop(p->lp, &p->leave_timer);
-		loop_timer_stop(p->lp, &p->retry_timer);
-	}
 	mercure_subs_free(p->mercure); /* every subscription has closed */
-	p->mercure = NULL;
 	presence_redis_free(p->redis); /* its answers still out come back empty */
-	p->redis = NULL;
-	if (p->appending) {
-		/* The store answers the append in flight when it closes. */
-		p->closing = true;
-		return;
-	}
-	presence_release(p);
+	event_batch_close(p->events);  /* what waits gets one attempt; one in flight is the store's to answer */
+	if (p->own_table)
+		presence_table_unmap(p->t);
+	free(p);
 }
 
 /* ---- join and leave events --------------------------------------------- */
@@ -211,130 +186,30 @@ static void buf_json(struct buf *b, const char *s, size_t n)
 	buf_add(b, "\"", 1);
 }
 
-static void sent_clear(struct presence *p)
-{
-	for (size_t i = 0; i < p->nsending; i++)
-		free(p->sending[i].key);
-	free(p->sending);
-	p->sending = NULL;
-	p->nsending = 0;
-}
-
-static void flush(void *arg);
-
-/* The events of an append that failed go back to the head of the queue
- * (their order kept), to be tried again. */
-static void requeue_sent(struct presence *p)
-{
-	size_t n = p->nsending + p->nevents;
-	struct pending_event *all = xmalloc((n + 1) * sizeof(*all));
-	memcpy(all, p->sending, p->nsending * sizeof(*all));
-	if (p->nevents)
-		memcpy(all + p->nsending, p->events, p->nevents * sizeof(*all));
-	free(p->events);
-	free(p->sending);
-	p->events = all;
-	p->nevents = p->cap = n;
-	p->sending = NULL;
-	p->nsending = 0;
-}
-
-static void appended(void *arg, int rc, const struct store_appended *res)
-{
-	struct presence *p = arg;
-	(void)res;
-	p->appending = false;
-	uint64_t now = loop_now(p->lp);
-	if (rc < 0 && !p->closing && (!p->failing_since || now - p->failing_since < APPEND_GIVE_UP_MS)) {
-		/* The log is busy or unreachable for now: the same events
-		 * again shortly, so that none is lost to a passing fault. */
-		if (!p->failing_since) {
-			p->failing_since = now ? now : 1;
-			log_warn("presence: %zu join and leave events could not be stored yet (%s); trying again",
-				 p->nsending, strerror(-rc));
-		}
-		requeue_sent(p);
-		loop_timer_start(p->lp, &p->retry_timer, rc == -EBUSY ? STORE_BUSY_RETRY_MS : APPEND_RETRY_MS, flush,
-				 p);
-		return;
-	}
-	if (rc < 0)
-		log_err("presence: %zu join and leave events were not stored: %s", p->nsending, strerror(-rc));
-	else if (p->hub && !p->closing)
-		hub_poll(p->hub);
-	p->failing_since = 0;
-	sent_clear(p);
-	if (p->closing) {
-		presence_release(p);
-		return;
-	}
-	if (p->nevents && !p->flush_deferred) {
-		p->flush_deferred = true;
-		loop_defer(p->lp, flush, p);
-	}
-}
-
-/* Append the waiting events in one batch (the rest of a long queue goes
- * once this one is answered). */
-static void flush(void *arg)
-{
-	struct presence *p = arg;
-	p->flush_deferred = false;
-	if (p->appending || p->nevents == 0 || !p->st || loop_timer_active(&p->retry_timer))
-		return;
-	size_t n = MIN(p->nevents, (size_t)EVENTS_BATCH);
-	struct store_new_event evs[EVENTS_BATCH];
-	char *topics[EVENTS_BATCH];
-	struct buf data[EVENTS_BATCH];
-	memset(data, 0, sizeof(data));
-	for (size_t i = 0; i < n; i++) {
-		const char *key = p->events[i].key, *sep = strchr(key, PRESENCE_KEY_SEP);
-		size_t plen = (size_t)(sep - key), pre = sizeof(PRESENCE_TOPIC_PREFIX) - 1;
-		topics[i] = xmalloc(pre + plen + 1);
-		memcpy(topics[i], PRESENCE_TOPIC_PREFIX, pre);
-		memcpy(topics[i] + pre, key, plen);
-		topics[i][pre + plen] = '\0';
-		buf_str(&data[i],
-			p->events[i].join ? "{\"action\":\"join\",\"topic\":" : "{\"action\":\"leave\",\"topic\":");
-		buf_json(&data[i], key, plen);
-		buf_str(&data[i], ",\"subject\":");
-		buf_json(&data[i], sep + 1, strlen(sep + 1));
-		buf_str(&data[i], "}");
-		evs[i] = (struct store_new_event){ .type = p->events[i].join ? "presence.join" : "presence.leave",
-						   .topic = topics[i],
-						   .data = data[i].p,
-						   .data_len = data[i].n,
-						   .public = false };
-	}
-	/* The first n go out now; their keys wait in sending for the answer. */
-	p->sending = xmalloc(n * sizeof(*p->sending));
-	memcpy(p->sending, p->events, n * sizeof(*p->sending));
-	p->nsending = n;
-	p->nevents -= n;
-	memmove(p->events, p->events + n, p->nevents * sizeof(*p->events));
-	p->appending = true;
-	store_append(p->st, evs, n, appended, p); /* copies the rows; may answer before it returns */
-	for (size_t i = 0; i < n; i++) {
-		free(topics[i]);
-		free(data[i].p);
-	}
-}
-
+/* Queue the join or leave of key (pattern, separator, subject): its row
+ * is made here and copied by the queue. */
 static void event_add(struct presence *p, bool join, const char *key)
 {
-	if (!p->st)
+	if (!p->events)
 		return;
-	if (p->nevents == p->cap) {
-		p->cap = p->cap ? p->cap * 2 : 16;
-		p->events = xrealloc(p->events, p->cap * sizeof(*p->events));
-	}
-	p->events[p->nevents++] = (struct pending_event){ join, xstrdup(key) };
-	if (!p->flush_deferred && !p->appending && !loop_timer_active(&p->retry_timer)) {
-		/* Once per loop pass: the joins of a burst of opens go in one
-		 * append. */
-		p->flush_deferred = true;
-		loop_defer(p->lp, flush, p);
-	}
+	const char *sep = strchr(key, PRESENCE_KEY_SEP);
+	size_t plen = (size_t)(sep - key);
+	struct buf topic = { 0 }, data = { 0 };
+	buf_str(&topic, PRESENCE_TOPIC_PREFIX);
+	buf_add(&topic, key, plen);
+	buf_str(&data, join ? "{\"action\":\"join\",\"topic\":" : "{\"action\":\"leave\",\"topic\":");
+	buf_json(&data, key, plen);
+	buf_str(&data, ",\"subject\":");
+	buf_json(&data, sep + 1, strlen(sep + 1));
+	buf_str(&data, "}");
+	struct store_new_event ev = { .type = join ? "presence.join" : "presence.leave",
+				      .topic = topic.p,
+				      .data = data.p,
+				      .data_len = data.n,
+				      .public = false };
+	event_batch_add(p->events, &ev);
+	free(topic.p);
+	free(data.p);
 }
 
 static void take_leave(void *arg, const char *key)

@@ -47,8 +47,10 @@ struct presence_reg;
 struct presence *presence_new(struct loop *lp, struct store *st, struct hub *hub, const struct config *cfg,
 			      struct metrics *m);
 
-/* Free p (NULL: nothing) once every registration is gone. Joins not yet
- * appended are dropped. */
+/* Free p (NULL: nothing) once every registration is gone, before the
+ * store: join and leave events not yet stored get one attempt
+ * (event_batch_close), and what the log does not take is dropped with an
+ * error line. */
 void presence_free(struct presence *p);
 
 /* Count a stream that reads the n valid patterns (reduced: none covers

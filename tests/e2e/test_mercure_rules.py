@@ -5,8 +5,10 @@ hub's namespace as matching resolves it; a resume id answers only for an
 update the subscriber may see; every answer of the endpoint, refusals
 included, carries the hub's Link; a token's refusal names its cause; one
 rule for publishing without a token on both publish endpoints; the hub's
-URL says https on herald's own TLS listener (HTTP/1.1 and HTTP/2); and an
-unknown subscribe parameter is refused by name instead of ignored.
+URL says https on herald's own TLS listener (HTTP/1.1 and HTTP/2); an
+unknown subscribe parameter is refused by name instead of ignored; and
+subscription events wait out another program's hold on the database's
+write lock, none lost and in order.
 
 Tokens are minted as in test_mercure.py (HS256, both claim styles)."""
 import base64
@@ -376,3 +378,73 @@ def test_subscribe_refuses_an_unknown_query_parameter_by_name():
         st, _, _ = head_only(h.port, "/.well-known/mercure?match=a&authorization=x",
                              {"Authorization": "Bearer " + legacy(subscribe=["*"])})
         assert st == 200
+
+
+def test_subscription_events_wait_out_a_locked_database():
+    # Another program holds SQLite's write lock (an INSERT of its own, as
+    # the events table invites) while subscriptions open and close: their
+    # events wait for the lock and are stored once it is free, every one
+    # and in the order they happened, not dropped.
+    with start("mercure_anonymous = on\nmercure_subscriptions = on\n") as h:
+        pattern = "/.well-known/mercure/subscriptions/:type/:match/:subscriber"
+        token = access(["subscribe"], [(pattern, "urlpattern"),
+                                       ("/.well-known/mercure/subscriptions{/*}?", "urlpattern")])
+        auth = {"Authorization": "Bearer " + token}
+        w = MStream(h.port, [("match_urlpattern", pattern)], auth)
+        assert json.loads(w.events(1)[0]["data"])["match"] == pattern
+
+        def listed():
+            st, _, body = request(h.port, "GET", "/.well-known/mercure/subscriptions", headers=auth)
+            assert st == 200, body
+            return {d["subscriber"] for d in json.loads(body)["subscriptions"]}
+
+        def mercure_rows():
+            return int(sqlite(h.db, "SELECT count(*) FROM events WHERE type = 'mercure'"))
+
+        before = mercure_rows()
+        mark = h.log_size()
+        matchers = ["https://example.com/a", "https://example.com/b"]
+        want = []  # (subscriber, match, active) in the order herald saw them
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, h.db], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        try:
+            assert holder.stdout.readline() == b"held\n"
+            known = listed()
+            kept = None
+            for i in range(3):
+                s = MStream(h.port, [("match", m) for m in matchers])
+                assert s.status == 200
+                new = listed() - known
+                assert len(new) == 1, new
+                subscriber = new.pop()
+                want += [(subscriber, m, True) for m in matchers]
+                if i == 2:
+                    kept = s  # the last one stays open
+                    break
+                s.close()
+                wait_until(lambda: subscriber not in listed(), what="the close seen")
+                want += [(subscriber, m, False) for m in matchers]
+            # herald met the lock (and said so) before it is let go.
+            h.wait_log(r"mercure: \d+ subscription events (could not be stored yet|were not stored)", since=mark)
+            assert mercure_rows() == before
+        finally:
+            holder.stdin.close()
+            holder.wait(10)
+        wait_until(lambda: mercure_rows() >= before + len(want), timeout=10, what="the subscription events stored")
+        rows = sqlite(h.db, f"SELECT data FROM events WHERE type = 'mercure' ORDER BY id LIMIT -1 OFFSET {before}")
+        stored = [(d["subscriber"], d["match"], d["active"]) for d in map(json.loads, rows.splitlines())]
+        assert stored == want, (stored, want)
+        # The watcher gets them in the same order.
+        got = [json.loads(e["data"]) for e in w.events(len(want), timeout=10)]
+        assert [(d["subscriber"], d["match"], d["active"]) for d in got] == want, got
+        assert "were not stored" not in h.log()[mark:]
+        _, _, metrics = request(h.port, "GET", "/metrics")
+        assert b"\nherald_own_events_dropped_total 0\n" in metrics
+        # A clean stop closes the last subscription: its events are stored
+        # before herald exits, not dropped with the queue.
+        h.stop()
+        rows = sqlite(h.db, "SELECT data FROM events WHERE type = 'mercure' ORDER BY id").splitlines()
+        last = [(d["match"], d["active"]) for d in map(json.loads, rows) if d["subscriber"] == want[-1][0]]
+        assert last == [(m, True) for m in matchers] + [(m, False) for m in matchers], last
+        kept.close()
+        w.close()

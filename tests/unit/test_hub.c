@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "loop_spin.h"
 #include "hub_private.h"
 #include "store.h"
 #include "util.h"
@@ -117,15 +118,10 @@ static const struct hub_sink_ops fake_ops = { fake_send, fake_drop, fake_set_res
 
 /* The client takes everything queued; then the sink tells the hub, which
  * may queue more (a catch-up page). Repeats until nothing more comes. */
-static void stop_cb(void *arg);
-
 /* Run the loop for one pass (its due timers among it). */
 static void next_pass(struct loop *lp)
 {
-	struct loop_timer t = { 0 };
-	loop_timer_start(lp, &t, 0, stop_cb, lp);
-	loop_run(lp);
-	loop_timer_stop(lp, &t);
+	loop_spin(lp, 0);
 }
 
 static void drain(struct fake *f)
@@ -300,16 +296,9 @@ static size_t index_subs(struct fixture *fx)
 }
 
 /* Run the loop for ms (timers the hub armed: catch-up retries). */
-static void stop_cb(void *arg)
-{
-	loop_stop(arg);
-}
-
 static void spin(struct fixture *fx, uint64_t ms)
 {
-	struct loop_timer t = { 0 };
-	loop_timer_start(fx->lp, &t, ms, stop_cb, fx->lp);
-	loop_run(fx->lp);
+	loop_spin(fx->lp, ms);
 }
 
 /* What the store says the reader should get after `after`. */
