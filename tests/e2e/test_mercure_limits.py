@@ -27,8 +27,8 @@ below what one step took when judging was not counted (0.9 s, 4.4 s under
 ASan: the loop judged 1,024 rows of 300-byte topics in one piece).
 """
 
-# Times health requests against a catch-up: nothing runs beside it.
-ALONE = True
+# The tests that time health requests run with nothing beside them (marked
+# alone below); the others count work or check what is sent.
 
 import json
 import sqlite3
@@ -137,6 +137,7 @@ def test_catchup_over_patterns_matching_nothing_is_cut_into_steps():
 
 
 test_catchup_over_patterns_matching_nothing_is_cut_into_steps.timeout = 400
+test_catchup_over_patterns_matching_nothing_is_cut_into_steps.alone = True
 
 
 def test_catchup_over_patterns_on_the_redis_log_is_cut_into_steps():
@@ -154,6 +155,7 @@ def test_catchup_over_patterns_on_the_redis_log_is_cut_into_steps():
 
 
 test_catchup_over_patterns_on_the_redis_log_is_cut_into_steps.timeout = 400
+test_catchup_over_patterns_on_the_redis_log_is_cut_into_steps.alone = True
 
 
 def test_catchup_over_patterns_matching_some_rows_is_exact():
@@ -275,6 +277,7 @@ def test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout():
 
 
 test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout.timeout = 300
+test_costly_patterns_of_many_subscribers_do_not_hold_the_fanout.alone = True
 
 
 def test_updates_cost_only_the_subscribers_their_paths_may_interest():
