@@ -36,9 +36,9 @@ ALL_CFLAGS := -std=gnu11 $(OPT) $(WARN) $(SAN_FLAGS) -D_GNU_SOURCE -DHERALD_VERS
 ALL_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
 
 AR        ?= ar
-SRC      := $(wildcard src/*.c)
+SRC      := $(wildcard src/*/*.c)
 OBJ      := $(SRC:src/%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/console_page.o $(BUILD)/obj/store_redis_function.o
-LIB_OBJ  := $(filter-out $(BUILD)/obj/main.o,$(OBJ))
+LIB_OBJ  := $(filter-out $(BUILD)/obj/server/main.o,$(OBJ))
 HERALD   := $(BUILD)/herald
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -67,7 +67,7 @@ LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 # and herald's own util, procstat and sockdiag objects.
 LOAD_LIB     := $(BUILD)/load/libtool.a
 LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.c load/sse-client*.c)) \
-                $(foreach m,util procstat sockdiag,$(BUILD)/obj/$(m).o)
+                $(foreach m,util procstat sockdiag,$(BUILD)/obj/common/$(m).o)
 LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm -luring
 
 .PHONY: all deps pkg-check browser-deps run test check unit bench bench-check bench-peer fuzz fuzz-targets format \
@@ -102,25 +102,25 @@ FORCE:
 
 $(BUILD)/obj/%.o: src/%.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -Isrc -c $< -o $@
 
-# The console page (src/console.html) becomes a C string in the build
+# The console page (src/api/console.html) becomes a C string in the build
 # folder, console_page[] and console_page_len, so herald reads no file to
 # serve it: od writes each byte as three octal digits and awk makes every
 # 16 of them one string literal of octal escapes (no quoting to get wrong,
 # whatever the page holds).
-$(BUILD)/gen/console_page.c: src/console.html
+$(BUILD)/gen/console_page.c: src/api/console.html Makefile
 	@mkdir -p $(dir $@)
-	@{ printf '/* Generated from %s by the Makefile: do not edit. */\n#include "console.h"\n\n' '$<'; \
+	@{ printf '/* Generated from %s by the Makefile: do not edit. */\n#include "api/console.h"\n\n' '$<'; \
 	  printf 'const char console_page[] =\n'; \
 	  od -An -v -to1 '$<' | awk '{ s = ""; for (i = 1; i <= NF; i++) s = s "\\" $$i; print "\t\"" s "\"" }'; \
 	  printf '\t"";\nconst size_t console_page_len = sizeof(console_page) - 1;\n'; } > $@.tmp && mv $@.tmp $@
 
-# The same for the Redis function library (src/store_redis.lua), loaded
+# The same for the Redis function library (src/store/store_redis.lua), loaded
 # into Redis at every connect and printed by herald --redis-function.
-$(BUILD)/gen/store_redis_function.c: src/store_redis.lua
+$(BUILD)/gen/store_redis_function.c: src/store/store_redis.lua Makefile
 	@mkdir -p $(dir $@)
-	@{ printf '/* Generated from %s by the Makefile: do not edit. */\n#include "store_redis.h"\n\n' '$<'; \
+	@{ printf '/* Generated from %s by the Makefile: do not edit. */\n#include "store/store_redis.h"\n\n' '$<'; \
 	  printf 'const char store_redis_function[] =\n'; \
 	  od -An -v -to1 '$<' | awk '{ s = ""; for (i = 1; i <= NF; i++) s = s "\\" $$i; print "\t\"" s "\"" }'; \
 	  printf '\t"";\n'; } > $@.tmp && mv $@.tmp $@
@@ -203,7 +203,8 @@ $(LOAD_BIN): $(BUILD)/load/%: $(BUILD)/load/obj/%.o $$(load_parts) $(LOAD_LIB)
 
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
-# The quick loop for a change: the unit tests and the fuzz corpora replayed
+# The quick loop for a change: the folders of src/ checked for a circle
+# (scripts/layers), the unit tests and the fuzz corpora replayed
 # (without the second of mutations make test adds), two at a time
 # (scripts/check), on the ASan+UBSan build in build/asan that make test
 # uses. Nothing is installed, no server started, nothing run but the shell
@@ -211,6 +212,7 @@ unit: $(UNIT_BIN) $(FUZZ_BIN)
 # or FAIL, and make's exit status follows it.
 CHECK_BUILD := build/asan
 check:
+	@scripts/layers
 	@$(MAKE) --no-print-directory BUILD=$(CHECK_BUILD) SANITIZE=address,undefined OPT='-O1 -g' unit
 	@scripts/check $(CHECK_BUILD)
 
@@ -291,7 +293,7 @@ CONF_FOR_SERVICE := sed -e 's|^db = .*|db = /var/lib/herald/herald.db|' conf/her
 
 # Format every C file with the repository's .clang-format.
 format:
-	clang-format -i src/*.[ch] load/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch]
+	clang-format -i src/*/*.[ch] load/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch]
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(TOOLDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \

@@ -2,7 +2,7 @@
  * given: where its binary is found, starting it on a temporary database and
  * port and waiting until it is ready, and stopping it and removing its files.
  * The port and the backlog in effect are read from herald's log. */
-#include "procstat.h"
+#include "common/procstat.h"
 #include "tool.h"
 
 #include <errno.h>

@@ -27,9 +27,9 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "procstat.h"
-#include "sockdiag.h"
-#include "util.h"
+#include "common/procstat.h"
+#include "common/sockdiag.h"
+#include "common/util.h"
 
 /* ---- tool.c ---------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 """The console page at GET /: served from the binary byte for byte as
-src/console.html, with its security headers; HEAD gives the same head and
+src/api/console.html, with its security headers; HEAD gives the same head and
 no body; other methods 405; `console = off` (file, flag, or a reload) makes
 / a 404 again. The page itself: relative URLs only, nothing from another
 host, nothing its Content-Security-Policy forbids, and the element ids the
@@ -27,7 +27,7 @@ IDS = ["state", "reconnects", "events", "filter", "history", "apply", "readers",
 
 
 def _source():
-    with open(os.path.join(ROOT, "src/console.html"), "rb") as f:
+    with open(os.path.join(ROOT, "src/api/console.html"), "rb") as f:
         return f.read()
 
 
@@ -95,7 +95,7 @@ def test_get_serves_the_page_with_its_headers():
     with Herald() as h:
         st, hdrs, body = request(h.port, "GET", "/")
         _check_head(st, hdrs, len(body))
-        assert body == _source(), "the page served differs from src/console.html"
+        assert body == _source(), "the page served differs from src/api/console.html"
         assert b"EventSource" in body
         # A query (the page reads ?topic= itself) is the same page.
         st, hdrs, body2 = request(h.port, "GET", "/?topic=news")

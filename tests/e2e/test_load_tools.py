@@ -608,7 +608,7 @@ def test_tool_outside_the_tree_finds_herald():
         gone = os.path.join(d, "gone", "build", "herald")
         built = os.path.join(d, "open-only-gone")
         cc = subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-Isrc", f'-DHERALD_TREE_BIN="{gone}"', "-o", built,
-                             "load/open-only.c"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c"))) + ["src/util.c", "src/procstat.c", "src/sockdiag.c", "-lssl", "-lcrypto", "-lm"], cwd=ROOT,
+                             "load/open-only.c"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c"))) + ["src/common/util.c", "src/common/procstat.c", "src/common/sockdiag.c", "-lssl", "-lcrypto", "-lm"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
         assert cc.returncode == 0, cc.stdout.decode(errors="replace")
         if os.path.exists(mark):
@@ -995,7 +995,7 @@ def test_tools_prefer_the_tree_release_herald_to_a_sanitized_one():
         srcs = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "load", "tool*.c")))
         cc = subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-Isrc", f'-DHERALD_TREE_BIN="{asan}"',
                              f'-DHERALD_RELEASE_BIN="{release}"', "-o", built, "load/open-only.c"] + srcs +
-                            ["src/util.c", "src/procstat.c", "src/sockdiag.c", "-lssl", "-lcrypto", "-lm"], cwd=ROOT,
+                            ["src/common/util.c", "src/common/procstat.c", "src/common/sockdiag.c", "-lssl", "-lcrypto", "-lm"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
         assert cc.returncode == 0, cc.stdout.decode(errors="replace")
         env = {k: v for k, v in os.environ.items() if k != "HERALD_BIN"}

@@ -1,4 +1,4 @@
-/* fuzz_addr.c: fuzz target for src/addr.c. The input is
+/* fuzz_addr.c: fuzz target for src/common/addr.c. The input is
  *   byte 0     bits 0-2: which peer (table below); bit 3: peer is the unix
  *              socket; bits 4-5: output buffer size (64, 16, 8, 1)
  *   then       a trusted-proxy list up to the first LF (NULs end it early),
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "addr.h"
+#include "common/addr.h"
 #include "fuzz.h"
 
 static const char *const peers[] = {

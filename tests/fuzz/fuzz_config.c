@@ -1,5 +1,5 @@
 /* fuzz_config.c: fuzz target for the configuration file reader and the value
- * parsers in src/config.c. The input is a whole configuration file: it is
+ * parsers in src/core/config.c. The input is a whole configuration file: it is
  * written to an in-memory file (created once per process, rewritten for
  * each input) and loaded the way herald does, config_load_checked (the
  * values, then the modules' checks) with argv {"herald", "--config",
@@ -25,8 +25,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "config_check.h"
+#include "core/config.h"
+#include "server/config_check.h"
 #include "fuzz.h"
 
 extern char **environ;

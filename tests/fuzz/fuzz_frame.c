@@ -1,4 +1,4 @@
-/* fuzz_frame.c: fuzz target for frame_event in src/frame.c. The input is
+/* fuzz_frame.c: fuzz target for frame_event in src/hub/frame.c. The input is
  *   byte 0-7   the event id (little-endian, any int64)
  *   byte 8     the type's length (up to the bytes left)
  *   then       the type, then the data (all the rest)
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "../unit/sse_parse.h"
-#include "frame.h"
+#include "hub/frame.h"
 #include "fuzz.h"
 
 int fuzz_one(const uint8_t *data, size_t size)

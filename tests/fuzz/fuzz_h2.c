@@ -1,5 +1,5 @@
 /* fuzz_h2.c: fuzz target for herald's side of an HTTP/2 session
- * (src/h2_session.c, src/h2_head.c): the input, after the client preface,
+ * (src/h2/h2_session.c, src/h2/h2_head.c): the input, after the client preface,
  * is what a client sends on a socket (frames, well formed or not). A real
  * loop, connection pool and session serve it over a socketpair: the
  * connection sees the preface and hands the socket over, nghttp2 takes the
@@ -17,15 +17,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "chunk.h"
-#include "config.h"
-#include "conn.h"
+#include "common/chunk.h"
+#include "core/config.h"
+#include "net/conn.h"
 #include "fuzz.h"
-#include "h2_session.h"
-#include "http.h"
-#include "loop.h"
-#include "metrics.h"
-#include "transport_plain.h"
+#include "h2/h2_session.h"
+#include "http/http.h"
+#include "common/loop.h"
+#include "core/metrics.h"
+#include "net/transport_plain.h"
 
 static void stop(void *arg)
 {

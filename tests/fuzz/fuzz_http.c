@@ -1,4 +1,4 @@
-/* fuzz_http.c: fuzz target for the request parser in src/http.c. Each input
+/* fuzz_http.c: fuzz target for the request parser in src/http/http.c. Each input
  * is parsed under the default limits and under small ones (so the 414/431
  * paths are hit often) and must keep the parser's promises: slices inside
  * the head, a head no longer than the input, only the documented statuses,
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "http.h"
+#include "http/http.h"
 
 static const struct http_limits limit_sets[] = {
 	{ 8192, 16384, 64 }, /* the server's defaults */

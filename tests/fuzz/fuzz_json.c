@@ -1,4 +1,4 @@
-/* fuzz_json.c: fuzz target for src/json.c, checked against SQLite's JSON
+/* fuzz_json.c: fuzz target for src/common/json.c, checked against SQLite's JSON
  * functions (an in-memory database opened once), which read herald's JSON
  * before json.c did, and against a recursive-descent reference written
  * here. For every input:
@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "json.h"
-#include "text.h"
+#include "common/json.h"
+#include "common/text.h"
 
 static sqlite3 *db;
 static sqlite3_stmt *valid, *tree, *lookup;

@@ -1,4 +1,4 @@
-/* fuzz_jwt.c: fuzz target for jwt_verify in src/jwt.c. Two fixed HS256
+/* fuzz_jwt.c: fuzz target for jwt_verify in src/auth/jwt.c. Two fixed HS256
  * verifiers are built once (one that checks nothing optional; one with an
  * audience, an issuer, no leeway and Mercure's nested claim names), from a
  * secret written to a temporary file. An input is either
@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "jwt.h"
-#include "topic.h"
+#include "auth/jwt.h"
+#include "core/topic.h"
 
 #define NOW INT64_C(1700000000)
 #define MAX_TOKEN 8192

@@ -1,5 +1,5 @@
 /* fuzz_mercure.c: fuzz target for the Mercure endpoint's pure parts
- * (src/mercure_match.c, src/mercure_update.c). The input is a JSON header
+ * (src/mercure/mercure_match.c, src/store/mercure_update.c). The input is a JSON header
  * line, then a JSON payload line, then a value, then a subscription's
  * query string.
  * Invariants:
@@ -23,11 +23,11 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "json.h"
-#include "jwt.h"
-#include "mercure_match.h"
-#include "mercure_update.h"
-#include "urlpattern.h"
+#include "common/json.h"
+#include "auth/jwt.h"
+#include "mercure/mercure_match.h"
+#include "store/mercure_update.h"
+#include "mercure/urlpattern.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 

@@ -1,4 +1,4 @@
-/* fuzz_redis_url.c: fuzz target for src/redis_url.c. The input is one
+/* fuzz_redis_url.c: fuzz target for src/redis/redis_url.c. The input is one
  * redis_url value. Invariants:
  *   - a value is taken (NULL) or refused with a reason, never a crash;
  *   - a taken value names exactly one of a host or a socket path, a port in
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "redis_url.h"
+#include "redis/redis_url.h"
 
 static void check_taken(const char *s, const struct redis_url *u)
 {

@@ -1,4 +1,4 @@
-/* fuzz_stream.c: fuzz target for stream_params_parse in src/stream.c, the
+/* fuzz_stream.c: fuzz target for stream_params_parse in src/api/stream.c, the
  * parsing of a stream request's query (topic=, last_event_id=, token=) and
  * its Last-Event-ID and Authorization headers. The input is a request head,
  * parsed by http_parse_request under the server's default limits; a head
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "http.h"
-#include "stream.h"
+#include "http/http.h"
+#include "api/stream.h"
 
 static const struct http_limits limits = { 8192, 16384, 64 }; /* the server's defaults */
 

@@ -1,4 +1,4 @@
-/* fuzz_text.c: fuzz target for src/text.c. The whole input is checked by
+/* fuzz_text.c: fuzz target for src/common/text.c. The whole input is checked by
  * both functions, and each answer is compared with a reference written a
  * different way:
  *   - text_utf8_valid against a decoder that rebuilds each code point and
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "text.h"
+#include "common/text.h"
 
 /* Encode cp as UTF-8 into out; returns the length. */
 static size_t encode(unsigned cp, unsigned char *out)

@@ -1,4 +1,4 @@
-/* fuzz_tls_park.c: fuzz target for the reader of src/tls_park.c (a parked
+/* fuzz_tls_park.c: fuzz target for the reader of src/net/tls_park.c (a parked
  * TLS session opening its client's records). The input is a list of
  * pieces, each a kind byte, a length byte and that many bytes:
  *   kind & 3 == 0: the bytes as they are (anything on the wire);
@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "tls_park.h"
+#include "net/tls_park.h"
 
 #define WIRE_MAX (1 << 16)
 

@@ -1,4 +1,4 @@
-/* fuzz_topic.c: fuzz target for src/topic.c. The input is three lines: a
+/* fuzz_topic.c: fuzz target for src/core/topic.c. The input is three lines: a
  * pattern p, a pattern q and a topic t (a missing line is empty).
  * Invariants:
  *   - topic_pattern_valid agrees with a reference written from the rule
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "topic.h"
+#include "core/topic.h"
 
 static bool topic_byte(unsigned char c)
 {

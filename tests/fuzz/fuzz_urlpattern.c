@@ -1,4 +1,4 @@
-/* fuzz_urlpattern.c: fuzz target for src/urlpattern.c. The input is two
+/* fuzz_urlpattern.c: fuzz target for src/mercure/urlpattern.c. The input is two
  * lines: a pattern p and a topic t (a missing line is empty).
  * Invariants:
  *   - compiling p either succeeds or gives a reason, and a compiled p
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "urlpattern.h"
+#include "mercure/urlpattern.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "config.h"
-#include "conn.h"
+#include "core/config.h"
+#include "net/conn.h"
 
 /* Timeouts of 10 s, so that no step of a test meets one on a busy machine;
  * the limits are herald's defaults. */

@@ -3,7 +3,7 @@
 #ifndef HERALD_TEST_LOOP_SPIN_H
 #define HERALD_TEST_LOOP_SPIN_H
 
-#include "loop.h"
+#include "common/loop.h"
 
 static inline void loop_spin_stop(void *arg)
 {

@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "addr.h"
+#include "common/addr.h"
 #include "check.h"
 #include "guard.h"
 

@@ -8,9 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "admission.h"
+#include "api/admission.h"
 #include "check.h"
-#include "group.h"
+#include "core/group.h"
 
 static void test_per_address_cap(void)
 {

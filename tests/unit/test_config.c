@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "config.h"
-#include "config_check.h"
-#include "jwt.h"
-#include "listener.h"
+#include "core/config.h"
+#include "server/config_check.h"
+#include "auth/jwt.h"
+#include "net/listener.h"
 
 static char tmpdir[64];
 static int nfiles;

@@ -19,9 +19,9 @@
 
 #include "check.h"
 #include "conn_fixture.h"
-#include "conn.h"
-#include "transport_plain.h"
-#include "util.h"
+#include "net/conn.h"
+#include "net/transport_plain.h"
+#include "common/util.h"
 
 #define GAP_MS 300
 

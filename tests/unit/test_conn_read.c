@@ -14,10 +14,10 @@
 
 #include "check.h"
 #include "conn_fixture.h"
-#include "conn.h"
-#include "http.h"
-#include "transport_plain.h"
-#include "util.h"
+#include "net/conn.h"
+#include "http/http.h"
+#include "net/transport_plain.h"
+#include "common/util.h"
 
 #define MAX_SEEN 8
 

@@ -1,5 +1,5 @@
 /* test_event_batch.c: herald's own rows on their way to a real SQLite log
- * (src/event_batch.c): a pass's rows in one append and a long queue one
+ * (src/store/event_batch.c): a pass's rows in one append and a long queue one
  * batch a pass, every field copied, the rows a held write lock refuses
  * kept and stored in order ahead of newer ones once it is free, a batch
  * given up after its time, the oldest rows dropped for room and counted,
@@ -11,12 +11,12 @@
 
 #include "check.h"
 #include "loop_spin.h"
-#include "config.h"
-#include "event_batch.h"
-#include "loop.h"
-#include "metrics.h"
-#include "store.h"
-#include "util.h"
+#include "core/config.h"
+#include "store/event_batch.h"
+#include "common/loop.h"
+#include "core/metrics.h"
+#include "store/store.h"
+#include "common/util.h"
 
 static char tmpdir[] = "/tmp/herald-test-event-batch-XXXXXX";
 static int dbs;

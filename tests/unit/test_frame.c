@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "frame.h"
+#include "hub/frame.h"
 #include "sse_parse.h"
 
 /* Encode, parse back, and compare with what a browser should deliver. */

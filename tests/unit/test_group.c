@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "group.h"
+#include "core/group.h"
 
 /* Run fn as worker index in a child process; wait for it. */
 static void as_worker(unsigned index, void (*fn)(void))

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "h2_head.h"
+#include "h2/h2_head.h"
 
 static bool field_is(const struct h2_field *f, const char *name, const char *value)
 {

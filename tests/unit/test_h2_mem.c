@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "h2_mem.h"
+#include "h2/h2_mem.h"
 
 static bool all_zero(const unsigned char *p, size_t n)
 {

@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "guard.h"
-#include "http.h"
+#include "http/http.h"
 
 /* Every parse reads its input from the end of this arena, right before an
  * inaccessible page, so reading one byte past len faults. */

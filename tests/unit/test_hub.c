@@ -15,9 +15,9 @@
 
 #include "check.h"
 #include "loop_spin.h"
-#include "hub_private.h"
-#include "store.h"
-#include "util.h"
+#include "hub/hub_private.h"
+#include "store/store.h"
+#include "common/util.h"
 
 /* ---- a fake sink ---- */
 

@@ -1,7 +1,7 @@
 /* test_idempotency.c: Idempotency-Key values as the draft's sf-string, the
  * publisher names keys are scoped to, and the body fingerprint. */
 #include "check.h"
-#include "idempotency.h"
+#include "store/idempotency.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* test_json.c: the JSON reader (src/json.c), every input placed to end at a
+/* test_json.c: the JSON reader (src/common/json.c), every input placed to end at a
  * PROT_NONE guard page:
  *   - json_parse: RFC 8259 texts accepted, with the root's type and extent;
  *     each refusal and its order (UTF-8, NUL byte, \u0000, the rest):
@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "guard.h"
-#include "json.h"
+#include "common/json.h"
 
 static int parse(const char *s, struct json_value *root)
 {

@@ -1,4 +1,4 @@
-/* test_jwt.c: signed tokens (src/jwt.c). Keys are made here with OpenSSL
+/* test_jwt.c: signed tokens (src/auth/jwt.c). Keys are made here with OpenSSL
  * (RSA 2048, P-256; a few others to be refused), written as PEM to a
  * temporary folder beside an HS256 secret file, and tokens are signed here
  * with EVP (ES256's DER signature turned into raw r || s), so every check
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "jwt.h"
+#include "auth/jwt.h"
 
 #define NOW INT64_C(1700000000)
 

@@ -11,10 +11,10 @@
 
 #include "check.h"
 #include "conn_fixture.h"
-#include "conn.h"
-#include "http.h"
-#include "listener.h"
-#include "util.h"
+#include "net/conn.h"
+#include "http/http.h"
+#include "net/listener.h"
+#include "common/util.h"
 
 struct fx {
 	struct loop *lp;

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "loop.h"
-#include "util.h"
+#include "common/loop.h"
+#include "common/util.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
 static uint32_t rnd32(void)

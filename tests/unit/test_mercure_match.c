@@ -1,19 +1,19 @@
 /* test_mercure_match.c: the Mercure endpoint's pure parts: the value rule
- * (src/mercure_match.c), matcher lists and their width budget, the
+ * (src/mercure/mercure_match.c), matcher lists and their width budget, the
  * subscription's query, a token's grants in both claim styles read from
  * JSON as jwt.c hands them over, the block an update keeps beside its row
- * (src/mercure_update.c) and its frame (frame_mercure in src/frame.c). */
+ * (src/store/mercure_update.c) and its frame (frame_mercure in src/hub/frame.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "frame.h"
-#include "json.h"
-#include "jwt.h"
-#include "mercure_match.h"
-#include "mercure_update.h"
-#include "urlpattern.h"
+#include "hub/frame.h"
+#include "common/json.h"
+#include "auth/jwt.h"
+#include "mercure/mercure_match.h"
+#include "store/mercure_update.h"
+#include "mercure/urlpattern.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 

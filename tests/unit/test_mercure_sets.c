@@ -1,4 +1,4 @@
-/* test_mercure_sets.c: interned Mercure matcher lists (src/mercure_sets.c):
+/* test_mercure_sets.c: interned Mercure matcher lists (src/mercure/mercure_sets.c):
  * equal lists against the same hub URL share one set and one verdict per
  * update, whatever the number of subscribers; lists that differ in a
  * matcher, its kind, their order or the hub URL do not; verdicts equal a
@@ -10,12 +10,12 @@
 #include <string.h>
 
 #include "check.h"
-#include "mercure_sets.h"
-#include "mercure_update.h"
-#include "metrics.h"
-#include "topic_index.h"
-#include "urlpattern.h"
-#include "util.h"
+#include "mercure/mercure_sets.h"
+#include "store/mercure_update.h"
+#include "core/metrics.h"
+#include "hub/topic_index.h"
+#include "mercure/urlpattern.h"
+#include "common/util.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 

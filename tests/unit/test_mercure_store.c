@@ -1,5 +1,5 @@
 /* test_mercure_store.c: Mercure update ids in the SQLite log
- * (src/store_sqlite.c, schema 5): stored with their rows in the append's
+ * (src/store/store_sqlite.c, schema 5): stored with their rows in the append's
  * transaction, read back with each row (and absent from herald's own), an
  * id used again naming its earliest row, kept across a reopen, and gone
  * with their rows when retention removes them. */
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "store_sqlite.h"
+#include "store/store_sqlite.h"
 
 static char tmpdir[] = "/tmp/herald-mercure-store-XXXXXX";
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "outq.h"
+#include "net/outq.h"
 
 static struct chunk *text(const char *s)
 {

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "presence.h"
-#include "presence_table.h"
+#include "presence/presence.h"
+#include "core/presence_table.h"
 
 static void test_table_counts(void)
 {

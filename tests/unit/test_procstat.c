@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "guard.h"
-#include "procstat.h"
+#include "common/procstat.h"
 
 /* Fields 3..24 of a line, after the name: state S, ppid 1, utime 25,
  * stime 7, 3 threads, 512 resident pages, then the rest as the kernel

@@ -1,4 +1,4 @@
-/* test_rate_limit.c: budgets per key (src/rate_limit.c): a key takes up to
+/* test_rate_limit.c: budgets per key (src/common/rate_limit.c): a key takes up to
  * its per-minute budget at once, then waits as long as the budget needs to
  * refill what it asks (the wait said is the wait needed), keys are apart,
  * a key whose budget is whole again is dropped, a full table makes new
@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "rate_limit.h"
+#include "common/rate_limit.h"
 
 #define T0 UINT64_C(1000000) /* a monotonic time in ms */
 

@@ -1,8 +1,8 @@
-/* test_redis_sentinel.c: the redis_sentinels list (src/redis_sentinel.c):
+/* test_redis_sentinel.c: the redis_sentinels list (src/redis/redis_sentinel.c):
  * the forms the README documents, the default port, and the refusals an
  * operator may meet; a finder built from a list says what it asks. */
 #include "check.h"
-#include "redis_sentinel.h"
+#include "redis/redis_sentinel.h"
 
 #include <stdio.h>
 #include <string.h>

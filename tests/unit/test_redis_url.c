@@ -1,7 +1,7 @@
-/* test_redis_url.c: redis_url taken apart (src/redis_url.c): the forms the
+/* test_redis_url.c: redis_url taken apart (src/redis/redis_url.c): the forms the
  * README documents, their defaults, and the refusals an operator may meet. */
 #include "check.h"
-#include "redis_url.h"
+#include "redis/redis_url.h"
 
 #include <string.h>
 

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "send_batch.h"
+#include "net/send_batch.h"
 
 /* The longest any one wait for bytes or a socket state may take. */
 #define WAIT_MS 5000

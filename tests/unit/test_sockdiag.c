@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "sockdiag.h"
+#include "common/sockdiag.h"
 
 /* A unix stream listener at path (a leading '@' for an abstract name) with
  * the given backlog; its fd, or -1. */

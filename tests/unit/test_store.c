@@ -2,11 +2,11 @@
  * with a second SQLite connection (and once the sqlite3 command-line tool)
  * playing the other processes that insert into the events table. */
 #include "check.h"
-#include "store_filter_sql.h"
-#include "store_sqlite.h"
-#include "topic.h"
-#include "util.h"
-#include "visibility.h"
+#include "store/store_filter_sql.h"
+#include "store/store_sqlite.h"
+#include "core/topic.h"
+#include "common/util.h"
+#include "store/visibility.h"
 
 #include <dirent.h>
 #include <errno.h>

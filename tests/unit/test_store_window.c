@@ -1,13 +1,13 @@
 /* test_store_window.c: the in-memory rows of a network backend
- * (src/store_window.c): the window's bounds in rows and bytes and the offer
+ * (src/store/store_window.c): the window's bounds in rows and bytes and the offer
  * before unread rows go, the page cache's bounds and its least recently
  * read eviction, reads by range and by filter (held to visibility.h's
  * rule), the gaps a read reports, and how far a read says it looked. */
 #include "check.h"
-#include "store_window.h"
-#include "topic.h"
-#include "util.h"
-#include "visibility.h"
+#include "store/store_window.h"
+#include "core/topic.h"
+#include "common/util.h"
+#include "store/visibility.h"
 
 #include <errno.h>
 #include <stdlib.h>

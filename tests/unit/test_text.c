@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "text.h"
+#include "common/text.h"
 
 static void test_distance(void)
 {

@@ -18,9 +18,9 @@
 #include <openssl/x509.h>
 
 #include "check.h"
-#include "tls_context.h"
-#include "tls_park.h"
-#include "util.h"
+#include "net/tls_context.h"
+#include "net/tls_park.h"
+#include "common/util.h"
 
 /* Hex (spaces allowed) to bytes; returns the count. */
 static size_t unhex(const char *h, unsigned char *out, size_t cap)

@@ -1,4 +1,4 @@
-/* test_token_cache.c: the cache of verified tokens (src/token_cache.c):
+/* test_token_cache.c: the cache of verified tokens (src/auth/token_cache.c):
  * a hit gives back a copy of the rights put, a miss gives nothing; an entry
  * ends after its valid_until and when the clock goes back before the time
  * it was put; the least recently used entry goes first at the entry bound
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "token_cache.h"
+#include "auth/token_cache.h"
 
 #define NOW INT64_C(1700000000)
 

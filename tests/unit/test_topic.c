@@ -1,4 +1,4 @@
-/* test_topic.c: topic patterns (src/topic.c): which patterns are valid,
+/* test_topic.c: topic patterns (src/core/topic.c): which patterns are valid,
  * which topics a pattern matches, and which patterns cover which, with
  * the edges named in topic.h ("a" and "a/" are not under SUB(a), nor is
  * "ab/c"). Inputs that are not NUL-terminated are given with lengths. */
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "topic.h"
+#include "core/topic.h"
 
 static bool valid(const char *p)
 {

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "topic.h"
-#include "topic_index.h"
-#include "util.h"
+#include "core/topic.h"
+#include "hub/topic_index.h"
+#include "common/util.h"
 
 #define OWNER_PATTERNS 6
 

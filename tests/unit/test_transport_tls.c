@@ -21,11 +21,11 @@
 #include <openssl/x509.h>
 
 #include "check.h"
-#include "config.h"
-#include "log.h"
-#include "loop.h"
-#include "tls_context.h"
-#include "transport_tls.h"
+#include "core/config.h"
+#include "common/log.h"
+#include "common/loop.h"
+#include "net/tls_context.h"
+#include "net/transport_tls.h"
 
 static char dir[] = "/tmp/herald-test-tls-XXXXXX";
 static char cert_path[64], key_path[64];

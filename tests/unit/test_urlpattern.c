@@ -1,4 +1,4 @@
-/* test_urlpattern.c: URL patterns (src/urlpattern.c): the syntax herald
+/* test_urlpattern.c: URL patterns (src/mercure/urlpattern.c): the syntax herald
  * takes (named groups, wildcards, groups, modifiers and the "/" before a
  * modified part, escapes, each component with its delimiter), relative
  * patterns and topics against the hub's URL, case rules, what is refused,
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "urlpattern.h"
+#include "mercure/urlpattern.h"
 
 #define BASE "https://hub.example/.well-known/mercure"
 

@@ -2,7 +2,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "util.h"
+#include "common/util.h"
 
 int main(void)
 {

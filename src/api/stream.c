@@ -1,0 +1,545 @@
+/* stream.c: opening Server-Sent Events streams: the request's parameters,
+ * the caps (asked of admission), read rights, the head, and the connection
+ * handed to the hub as the reader's sink; each open stream's record (its
+ * reader and its admission ticket). */
+#include "api/stream.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/addr.h"
+#include "api/admission.h"
+#include "hub/frame.h"
+#include "presence/presence.h"
+#include "common/text.h"
+#include "core/topic.h"
+#include "common/util.h"
+
+/* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
+static int64_t parse_id(const char *p, size_t n)
+{
+	if (n == 0 || n > 19)
+		return -1;
+	int64_t v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)p[i]))
+			return -1;
+		int d = p[i] - '0';
+		if (v > (INT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	return v;
+}
+
+/* The query parameters a stream takes. */
+static const char *const known_params[] = { "topic", "last_event_id", "envelope", "token" };
+
+/* The first parameter of query not in known_params, as a refusal's reason
+ * in why; NULL when every one is known. Empty parts ("a=1&&b=2", a
+ * trailing "&") are no parameter. */
+static const char *unknown_param(struct http_slice query, char *why, size_t len)
+{
+	size_t pos = 0;
+	struct http_slice name, value;
+	while (http_query_next(query, &pos, &name, &value)) {
+		const char *q = name.p;
+		size_t n = name.n;
+		bool known = n == 0;
+		for (size_t i = 0; i < sizeof(known_params) / sizeof(known_params[0]) && !known; i++)
+			known = strlen(known_params[i]) == n && memcmp(known_params[i], q, n) == 0;
+		if (!known) {
+			char shown[44];
+			snprintf(why, len,
+				 "unknown query parameter \"%s\" (a stream takes topic, last_event_id, envelope, "
+				 "token)",
+				 text_shown(q, n, shown, sizeof(shown)));
+			return why;
+		}
+	}
+	return NULL;
+}
+
+void stream_params_free(struct stream_params *p)
+{
+	for (size_t i = 0; i < p->ntopics; i++)
+		free(p->topics[i]);
+	free(p->token);
+	memset(p, 0, sizeof(*p));
+	p->resume = -1;
+}
+
+/* Fill p's topic list from "a,b" (already percent-decoded). */
+static const char *parse_topics(struct stream_params *p, const char *s)
+{
+	while (*s) {
+		const char *e = strchr(s, ',');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		if (n == 0 || n > 128)
+			return "a topic in the topic parameter is empty or longer than 128 characters";
+		if (!topic_pattern_valid(s, n))
+			return "a topic may hold only letters, digits and _ . : / -, or end in /* for a subtree, or be "
+			       "*";
+		if (p->ntopics == READER_MAX_TOPICS)
+			return "more than 16 topics";
+		p->topics[p->ntopics++] = xstrndup(s, n);
+		s += n;
+		if (*s == ',')
+			s++;
+	}
+	return NULL;
+}
+
+/* Percent-decode v into a new string (*out, owned by the caller); NULL or
+ * the reason it is malformed. */
+static const char *decode_param(struct http_slice v, const char *name, char **out)
+{
+	*out = http_percent_decode_dup(v, NULL);
+	return *out ? NULL : name;
+}
+
+const char *stream_params_parse(const struct http_request *req, struct stream_params *p)
+{
+	struct http_slice v;
+	const char *why = NULL;
+	char *dec;
+
+	memset(p, 0, sizeof(*p));
+	p->resume = -1;
+	if (unknown_param(req->query, p->why, sizeof(p->why)))
+		return p->why; /* nothing allocated yet */
+	if (http_query_get(req->query, "topic", &v)) {
+		why = decode_param(v, "the topic parameter is not valid percent-encoding", &dec);
+		if (!why) {
+			why = parse_topics(p, dec);
+			free(dec);
+		}
+		if (why)
+			goto bad;
+	}
+	if (http_query_get(req->query, "last_event_id", &v)) {
+		p->resume = parse_id(v.p, v.n);
+		if (p->resume < 0) {
+			why = "last_event_id must be a whole number from 0 to 9223372036854775807";
+			goto bad;
+		}
+	}
+	/* The header is what EventSource sends on reconnect, with the newest
+	 * id; it wins over an id kept in the URL. */
+	const struct http_header *h = http_header_get(req, "Last-Event-ID");
+	if (h && h->value.n) {
+		p->resume = parse_id(h->value.p, h->value.n);
+		if (p->resume < 0) {
+			why = "Last-Event-ID must be a whole number from 0 to 9223372036854775807";
+			goto bad;
+		}
+	}
+	if (http_query_get(req->query, "envelope", &v)) {
+		if (v.n != 1 || (v.p[0] != '0' && v.p[0] != '1')) {
+			why = "envelope must be 0 or 1";
+			goto bad;
+		}
+		p->envelope = v.p[0] == '1';
+	}
+	if (http_bearer_token(req, &v)) {
+		p->token = xstrndup(v.p, v.n);
+	} else if (http_query_get(req->query, "token", &v)) {
+		why = decode_param(v, "the token parameter is not valid percent-encoding", &p->token);
+		if (why)
+			goto bad;
+		p->token_in_query = true;
+	}
+	return NULL;
+bad:
+	stream_params_free(p);
+	return why;
+}
+
+/* A request from a listed origin gets a head of its own naming that origin
+ * (and allowing credentials); otherwise NULL (the shared head, which says
+ * "*" when allow_origin is "*"). */
+static struct chunk *cors_head(const struct streams *s, const struct http_request *req)
+{
+	const struct http_header *o = http_header_get(req, "Origin");
+	if (!o || !cors_listed(s->cors, o->value.p, o->value.n))
+		return NULL;
+	char extra[400];
+	cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
+	return frame_stream_head(s->cfg->retry_ms, extra);
+}
+
+/* The delay a refused browser waits, on average (the Retry-After of the
+ * 429 and 503 that other clients get). */
+#define REFUSAL_RETRY_MS 5000
+
+/* Whether the client reads an event stream (EventSource sends this). */
+static bool accepts_event_stream(const struct http_request *req)
+{
+	const struct http_header *a = http_header_get(req, "Accept");
+	if (!a)
+		return false;
+	for (size_t i = 0; i + 17 <= a->value.n; i++)
+		if (strncasecmp(a->value.p + i, "text/event-stream", 17) == 0)
+			return true;
+	return false;
+}
+
+/* The refusal as an event stream, with the CORS headers an allowed origin
+ * needs to read it. */
+static struct chunk *cors_refusal(const struct streams *s, const struct http_request *req, int status, int64_t retry,
+				  int64_t id, const char *cause)
+{
+	const struct http_header *o = http_header_get(req, "Origin");
+	char extra[400] = "";
+	if (o)
+		cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
+	return frame_refusal(status, retry, id, cause, extra);
+}
+
+/* The connection as a reader's sink. */
+static void sink_send(void *sink, struct chunk *ch, int64_t id, bool droppable)
+{
+	if (droppable)
+		conn_enqueue_frame(sink, ch, id);
+	else
+		conn_enqueue(sink, ch, id);
+}
+
+static int64_t sink_drop(void *sink)
+{
+	return conn_drop_queue(sink);
+}
+
+static void sink_set_resume_point(void *sink, int64_t id)
+{
+	conn_set_resume_point(sink, id);
+}
+
+static size_t sink_queued(const void *sink)
+{
+	return conn_queued_bytes(sink);
+}
+
+static uint64_t sink_idle_ms(const void *sink)
+{
+	return conn_idle_ms(sink);
+}
+
+static void sink_end(void *sink)
+{
+	conn_end_after_flush(sink);
+}
+
+static void sink_close(void *sink)
+{
+	conn_close(sink, NULL);
+}
+
+static const struct hub_sink_ops conn_sink = {
+	sink_send, sink_drop, sink_set_resume_point, sink_queued, sink_idle_ms, sink_end, sink_close,
+};
+
+/* One open stream: its reader, which the hub owns, the place admission
+ * counted for it, and its registration with presence. Allocated when the
+ * stream opens, freed when its connection closes. */
+struct stream {
+	struct reader *r;
+	struct admission *admission;
+	struct admission_ticket *ticket;
+	struct presence *presence;
+	struct presence_reg *reg;
+	struct streams *owner;
+	bool on_socket; /* counted in owner->socket_readers */
+};
+
+/* What the connection tells its stream. */
+static void reader_drained(struct conn *c, void *data)
+{
+	(void)c;
+	struct stream *st = data;
+	hub_reader_drained(st->r);
+}
+
+static void reader_closed(struct conn *c, void *data)
+{
+	(void)c;
+	struct stream *st = data;
+	hub_reader_closed(st->r);
+	if (st->on_socket)
+		st->owner->socket_readers--;
+	admission_release(st->admission, st->ticket);
+	presence_unregister(st->presence, st->reg);
+	free(st);
+}
+
+static const struct conn_user reader_user = { reader_drained, reader_closed };
+
+/* Count st among the readers holding a descriptor when c has a socket. */
+static void stream_count_socket(struct streams *s, struct stream *st, struct conn *c)
+{
+	st->owner = s;
+	st->on_socket = conn_has_socket(c);
+	if (st->on_socket)
+		s->socket_readers++;
+}
+
+void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,
+		  struct metrics *m)
+{
+	memset(s, 0, sizeof(*s));
+	s->hub = hub;
+	s->cfg = cfg;
+	s->cors = cors;
+	s->m = m;
+	s->admission = admission_new();
+	streams_reconfigure(s);
+}
+
+void streams_reconfigure(struct streams *s)
+{
+	chunk_unref(s->head);
+	s->head = frame_stream_head(s->cfg->retry_ms, s->cors->any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+}
+
+void streams_free(struct streams *s)
+{
+	chunk_unref(s->head);
+	s->head = NULL;
+	admission_free(s->admission); /* every stream has closed */
+	s->admission = NULL;
+}
+
+/* Who the reader is: nobody (public events), the read token (every private
+ * event), or a signed token's rights (from the verifier's cache when the
+ * token verified before). Returns 0, or the refusal status with *why (and
+ * *extra) set. */
+static int authorize(const struct streams *s, const struct stream_params *p, struct jwt_rights *rights,
+		     bool *see_private, const char **why, const char **extra)
+{
+	const struct config *cfg = s->cfg;
+	*see_private = false;
+	*extra = NULL;
+	if (!p->token)
+		return 0;
+	struct http_slice tok = { p->token, strlen(p->token) };
+	if (cfg->read_token[0] && http_token_equal(tok, cfg->read_token)) {
+		*see_private = true;
+		return 0;
+	}
+	if (s->jwt) {
+		/* Never a silent downgrade to public: a token that does not
+		 * verify is refused with its cause. */
+		struct jwt_cost cost;
+		int e = jwt_check(s->jwt, tok.p, tok.n, clock_wall_s(), rights, why, &cost);
+		s->m->token_verifications += cost.signature;
+		s->m->token_cache_hits += cost.cached;
+		if (e != JWT_OK) {
+			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			return 401;
+		}
+		if (rights->nsubscribe > READER_MAX_GRANTS) {
+			*why = "the token grants more than 16 topic patterns to subscribe to";
+			return 403;
+		}
+		/* A reader with a token reads within its rights: every topic
+		 * it asks for must be granted. */
+		for (size_t i = 0; i < p->ntopics; i++) {
+			bool covered = false;
+			for (size_t g = 0; g < rights->nsubscribe && !covered; g++)
+				covered = topic_pattern_covers(rights->subscribe[g], p->topics[i]);
+			if (!covered) {
+				*why = "the token does not grant a topic the topic parameter names";
+				return 403;
+			}
+		}
+		return 0;
+	}
+	if (cfg->read_token[0]) {
+		*why = "the read token is not valid";
+		return 403;
+	}
+	return 0; /* no token is used here: public events, as without one */
+}
+
+/* A place for one more stream on c: 0 with *ticket set, or the refusal
+ * (503 shutting down, at the open-file limit or at max_readers, 429 past
+ * per_address_limit) with *cause and *why. */
+static int admit(struct streams *s, struct conn *c, struct admission_ticket **ticket, const char **cause,
+		 const char **why)
+{
+	const struct config *cfg = s->cfg;
+	*ticket = NULL;
+	if (conn_draining(c)) {
+		*cause = "shutting_down";
+		*why = "the server is shutting down";
+		return 503;
+	}
+	/* The open-file limit caps the descriptors readers hold: one for each
+	 * HTTP/1.1 reader, one for each HTTP/2 connection, none for an HTTP/2
+	 * stream, which it therefore never refuses. */
+	size_t held = s->socket_readers + (s->http2_sockets ? s->http2_sockets(s->http2_sockets_arg) : 0);
+	if (conn_has_socket(c) && s->max_sockets > 0 && (int64_t)held >= s->max_sockets) {
+		*cause = "open_file_limit";
+		*why = "the server is at its reader capacity (the open-file limit)";
+		return 503;
+	}
+	char key[64];
+	addr_count_key(conn_client(c), (int)cfg->ipv6_prefix, key, sizeof(key));
+	struct admission_caps caps = { .max_readers = s->max_readers, .per_address_limit = cfg->per_address_limit };
+	enum admission_refusal refused = admission_admit(s->admission, key, &caps, hub_readers(s->hub), ticket);
+	if (refused == ADMISSION_FULL) {
+		*cause = "max_readers";
+		*why = "the server is at its reader capacity (max_readers)";
+		return 503;
+	}
+	if (refused == ADMISSION_ADDRESS_FULL) {
+		*cause = "per_address_limit";
+		*why = "too many open streams from this address (per_address_limit)";
+		return 429;
+	}
+	return 0;
+}
+
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const char *extra_headers)
+{
+	struct admission_ticket *ticket = NULL;
+	const char *cause = NULL, *why = NULL;
+	int status = admit(s, c, &ticket, &cause, &why);
+	if (status) {
+		char headers[4096];
+		snprintf(headers, sizeof(headers), "Retry-After: 5\r\n%s", extra_headers ? extra_headers : "");
+		conn_refuse(c, status, cause, why, headers);
+		return NULL;
+	}
+	return ticket;
+}
+
+void stream_release(struct streams *s, struct admission_ticket *ticket)
+{
+	admission_release(s->admission, ticket);
+}
+
+void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
+		      const char *extra_headers)
+{
+	struct chunk *head = frame_stream_head(s->cfg->retry_ms, extra_headers);
+	conn_count_response(c, 200);
+	conn_become_stream(c);
+	conn_enqueue(c, head, 0);
+	chunk_unref(head);
+	spec->client = conn_client(c);
+	spec->rotate_after_ms = s->cfg->rotate_after_ms;
+	struct stream *st = xmalloc(sizeof(*st));
+	*st = (struct stream){ .r = hub_open(s->hub, spec, &conn_sink, c),
+			       .admission = s->admission,
+			       .ticket = ticket,
+			       .presence = s->presence };
+	stream_count_socket(s, st, c);
+	conn_attach(c, &reader_user, st);
+}
+
+void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
+{
+	const struct config *cfg = s->cfg;
+	struct stream_params p;
+	const char *why = stream_params_parse(req, &p), *extra = NULL;
+	if (why) {
+		conn_refuse(c, 400, "bad_parameter", why, NULL);
+		return;
+	}
+	/* EventSource cannot set headers but sends cookies: a token cookie
+	 * comes before one in the URL (which proxies may log). */
+	bool from_cookie = false;
+	struct http_slice ck;
+	if ((!p.token || p.token_in_query) && cfg->jwt_cookie[0] && http_cookie_get(req, cfg->jwt_cookie, &ck)) {
+		free(p.token);
+		p.token = xstrndup(ck.p, ck.n);
+		p.token_in_query = false;
+		from_cookie = true;
+	}
+	/* Admission comes before the token: a request the caps refuse costs no
+	 * signature check, so forged tokens sent past the caps cost what
+	 * requests without a token do. When both would refuse, the cap's
+	 * answer is given; the token is judged once there is room. */
+	struct admission_ticket *ticket = NULL;
+	const char *cause = NULL;
+	int status = admit(s, c, &ticket, &cause, &why);
+	struct jwt_rights rights = { 0 };
+	bool see_private = false;
+	if (!status) {
+		status = authorize(s, &p, &rights, &see_private, &why, &extra);
+		cause = status == 401 ? "invalid_token" : "forbidden";
+		const struct http_header *origin = http_header_get(req, "Origin");
+		if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
+			/* A cookie goes with every request the browser makes,
+			 * whoever made the page: only listed origins may use it. */
+			status = 403;
+			cause = "cookie_origin";
+			why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
+		}
+		if (status) {
+			/* The place admission counted goes back. */
+			admission_release(s->admission, ticket);
+			ticket = NULL;
+		}
+	}
+	if (status >= 429 && accepts_event_stream(req)) {
+		/* An EventSource gives up for good on any status but 200: a
+		 * capacity refusal it can survive is a 200 stream that ends at
+		 * once, with a jittered retry: (refused browsers do not all come
+		 * back together) and the id to resume from (its own, or the
+		 * newest, so a page refused on its first request misses nothing
+		 * once a place frees). Authorization stays 401/403. */
+		int64_t id = p.resume >= 0 ? p.resume : hub_high_water(s->hub);
+		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
+		struct chunk *head = cors_refusal(s, req, status, (int64_t)retry, id, why);
+		stream_params_free(&p);
+		jwt_rights_free(&rights);
+		conn_refuse_as(c, status, cause, why, 200, head);
+		return;
+	}
+	if (status) {
+		stream_params_free(&p);
+		jwt_rights_free(&rights);
+		conn_refuse(c, status, cause, why, extra ? extra : status >= 429 ? "Retry-After: 5\r\n" : NULL);
+		return;
+	}
+
+	struct chunk *head = cors_head(s, req); /* before the request's buffer goes */
+	conn_count_response(c, 200);
+	conn_become_stream(c);
+	conn_enqueue(c, head ? head : s->head, 0);
+	chunk_unref(head);
+	struct reader_spec spec = { .resume = p.resume,
+				    .see_private = see_private,
+				    .ntopics = p.ntopics,
+				    .ngrants = rights.nsubscribe,
+				    .grants = rights.subscribe,
+				    .expires_at = rights.exp ? rights.exp + cfg->jwt_leeway_s : 0,
+				    .envelope = p.envelope,
+				    .client = conn_client(c),
+				    .rotate_after_ms = cfg->rotate_after_ms };
+	/* Reduced here (the hub's own reduction then keeps them), so that
+	 * presence counts each stream once per topic. */
+	spec.ntopics = topic_patterns_reduce(p.topics, p.ntopics);
+	memcpy(spec.topics, p.topics, sizeof(spec.topics));
+	struct presence_reg *reg = NULL;
+	if (s->presence)
+		reg = presence_register(s->presence, spec.topics, spec.ntopics, rights.sub);
+	p.ntopics = 0; /* the hub takes the topics and the grants */
+	rights.subscribe = NULL;
+	rights.nsubscribe = 0;
+	jwt_rights_free(&rights);
+	stream_params_free(&p);
+	struct stream *st = xmalloc(sizeof(*st));
+	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
+			       .admission = s->admission,
+			       .ticket = ticket,
+			       .presence = s->presence,
+			       .reg = reg };
+	stream_count_socket(s, st, c);
+	conn_attach(c, &reader_user, st);
+}

@@ -1,0 +1,960 @@
+/* jwt.c: verification of signed tokens (jwt.h). A token is checked in this
+ * order, cheapest first, and the first failure is the answer:
+ *   1. shape: at most 8 KiB, three strict base64url parts (no padding, no
+ *      other characters, unused bits zero), header and payload UTF-8 JSON
+ *      objects without NUL;
+ *   2. header: "alg" exactly the configured algorithm, no "crit";
+ *   3. times: exp (required) and nbf, read before the signature so that a
+ *      stale token costs none (the payload is untrusted text either way,
+ *      and its reading is fuzzed);
+ *   4. signature over "header.payload", the costly step (an ES256 check
+ *      takes longer than the rest of a stream's open);
+ *   5. claims: aud, iss, then the rights, each a topic pattern or a list
+ *      of them, copied only from a token whose signature verified.
+ * jwt_check puts a cache in front (token_cache.h): a token verified before
+ * is found by its SHA-256 and answered with the rights it granted.
+ * JSON is read with json.h, signatures with OpenSSL's EVP. The verifier
+ * owns its key, its secret (wiped on free), its claim names and its cache.
+ * Nothing here prints a token or a secret. */
+#include "auth/jwt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "auth/token_cache.h"
+#include "core/topic.h"
+#include "common/util.h"
+
+#define JWT_MAX_TOKEN 8192
+#define JWT_SECRET_MIN 32
+#define JWT_SECRET_MAX 4096
+#define JWT_KEY_FILE_MAX 65536
+#define JWT_CLAIM_PATH_MAX 256
+#define JWT_RSA_MIN_BITS 2048
+#define JWT_EXP_MAX INT64_C(253402300799) /* 9999-12-31T23:59:59Z */
+/* The cache of verified tokens: a reconnect storm of this many readers,
+ * each with a token of its own, is answered from it; 4 MiB holds them with
+ * about 1 KiB of rights each (a few patterns take a hundred bytes). */
+#define JWT_CACHE_ENTRIES 4096
+#define JWT_CACHE_BYTES (4u << 20)
+
+enum jwt_alg { ALG_HS256, ALG_RS256, ALG_ES256 };
+
+static const char *const alg_names[] = { "HS256", "RS256", "ES256" };
+
+struct jwt_verifier {
+	enum jwt_alg alg;
+	EVP_PKEY *pkey;        /* RS256, ES256 */
+	EVP_MAC *mac;          /* HS256: HMAC, fetched once */
+	unsigned char *secret; /* HS256 */
+	size_t secret_len;
+	int64_t leeway_s;
+	char *audience;       /* NULL: not checked */
+	char *issuer;         /* NULL: not checked */
+	char *subscribe_path; /* a dotted claim name: mercure.subscribe */
+	char *publish_path;
+	char *presence_path;
+	EVP_MD *sha256; /* the cache's key, fetched once */
+	struct token_cache *cache;
+};
+
+/* Reasons, indexed by -enum jwt_error. */
+static const char *const reasons[] = {
+	NULL,
+	"the token is malformed",
+	"the token's algorithm is not the one configured",
+	"the token's signature does not verify",
+	"the token has expired",
+	"the token is not valid yet",
+	"the token's audience is not this server",
+	"the token's issuer is not the one configured",
+};
+static const char reason_no_exp[] = "the token has no exp claim";
+
+/* ---- configuration ---------------------------------------------------- */
+
+/* Copy s into buf for an error message: printable ASCII kept, anything
+ * else shown as '?', so one message stays one line. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (; s[n] && n + 1 < len; n++)
+		buf[n] = s[n] >= 0x20 && s[n] < 0x7f ? s[n] : '?';
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Read the regular file path whole, at most max bytes, into a new buffer.
+ * Returns the byte count, or -1 with the reason in *why (static). The
+ * open does not block on a FIFO (which is then refused). */
+static ssize_t read_whole(const char *path, size_t max, unsigned char **out, const char **why)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	*out = NULL;
+	*why = NULL;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		*why = strerror(errno);
+	else if (S_ISDIR(st.st_mode))
+		*why = strerror(EISDIR);
+	else if (!S_ISREG(st.st_mode))
+		*why = "not a regular file";
+	unsigned char *buf = xmalloc(max + 1);
+	size_t n = 0;
+	while (!*why && n <= max) {
+		ssize_t r = read(fd, buf + n, max + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			*why = strerror(errno);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (!*why && n > max)
+		*why = "the file is too large";
+	if (fd >= 0)
+		close(fd);
+	if (*why) {
+		OPENSSL_cleanse(buf, max + 1);
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	return (ssize_t)n;
+}
+
+/* A copy of the dotted claim name ("mercure.subscribe": member
+ * "subscribe" of member "mercure"). Returns NULL when a segment is empty or
+ * holds anything but letters, digits, '_' and '-'. */
+static char *claim_path(const char *dotted)
+{
+	size_t n = strlen(dotted);
+	if (n == 0 || n > JWT_CLAIM_PATH_MAX)
+		return NULL;
+	for (const char *p = dotted;; p++) {
+		size_t seg = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+		if (seg == 0 || (p[seg] != '.' && p[seg] != '\0'))
+			return NULL;
+		p += seg;
+		if (*p == '\0')
+			break;
+	}
+	return xstrdup(dotted);
+}
+
+bool jwt_claim_name_valid(const char *dotted)
+{
+	char *p = claim_path(dotted);
+	free(p);
+	return p != NULL;
+}
+
+/* HS256: the secret is the file's bytes less one trailing LF or CRLF. */
+static int load_secret(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
+{
+	char sp[300];
+	const char *why;
+	unsigned char *buf;
+	ssize_t n = read_whole(path, JWT_SECRET_MAX + 2, &buf, &why);
+	if (n < 0) {
+		snprintf(err, errlen, "jwt_secret_file = \"%s\": %s", shown(path, sp, sizeof(sp)), why);
+		return -1;
+	}
+	size_t len = (size_t)n;
+	if (len && buf[len - 1] == '\n')
+		len -= len > 1 && buf[len - 2] == '\r' ? 2 : 1;
+	if (len == 0)
+		snprintf(err, errlen, "jwt_secret_file = \"%s\": the file is empty", shown(path, sp, sizeof(sp)));
+	else if (len < JWT_SECRET_MIN)
+		snprintf(err, errlen,
+			 "jwt_secret_file = \"%s\": the secret is %zu bytes; HS256 needs at least %d "
+			 "(e.g. openssl rand -base64 48)",
+			 shown(path, sp, sizeof(sp)), len, JWT_SECRET_MIN);
+	else if (len > JWT_SECRET_MAX)
+		snprintf(err, errlen, "jwt_secret_file = \"%s\": the secret is longer than %d bytes",
+			 shown(path, sp, sizeof(sp)), JWT_SECRET_MAX);
+	if (len >= JWT_SECRET_MIN && len <= JWT_SECRET_MAX) {
+		v->secret = xmalloc(len);
+		memcpy(v->secret, buf, len);
+		v->secret_len = len;
+	}
+	OPENSSL_cleanse(buf, (size_t)n);
+	free(buf);
+	if (!v->secret)
+		return -1;
+	v->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	if (!v->mac) {
+		snprintf(err, errlen, "jwt_algorithm = \"HS256\": this OpenSSL has no HMAC");
+		ERR_clear_error();
+		return -1;
+	}
+	return 0;
+}
+
+/* The public key in PEM text buf[0..n): a PUBLIC KEY block, else the key
+ * of a CERTIFICATE block. NULL when neither is there. */
+static EVP_PKEY *pem_public_key(const unsigned char *buf, size_t n)
+{
+	BIO *b = BIO_new_mem_buf(buf, (int)n);
+	EVP_PKEY *k = b ? PEM_read_bio_PUBKEY(b, NULL, NULL, NULL) : NULL;
+	BIO_free(b);
+	if (!k) {
+		/* Read afresh: the first pass consumed the text. */
+		b = BIO_new_mem_buf(buf, (int)n);
+		X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+		if (x)
+			k = X509_get_pubkey(x);
+		X509_free(x);
+		BIO_free(b);
+	}
+	ERR_clear_error();
+	return k;
+}
+
+/* Why key k does not fit alg, or NULL when it does. */
+static const char *key_mismatch(EVP_PKEY *k, enum jwt_alg alg)
+{
+	if (alg == ALG_RS256) {
+		if (!EVP_PKEY_is_a(k, "RSA"))
+			return "not an RSA key, which RS256 needs";
+		if (EVP_PKEY_get_bits(k) < JWT_RSA_MIN_BITS)
+			return "the RSA key is shorter than 2048 bits";
+		return NULL;
+	}
+	char group[64] = "";
+	size_t glen = 0;
+	if (!EVP_PKEY_is_a(k, "EC"))
+		return "not an EC key, which ES256 needs";
+	if (!EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) || strcmp(group, "prime256v1") != 0) {
+		ERR_clear_error();
+		return "the EC key is not on curve P-256, which ES256 needs";
+	}
+	return NULL;
+}
+
+/* RS256 / ES256: a PEM public key or certificate, of the right type. */
+static int load_public_key(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
+{
+	char sp[300];
+	const char *why;
+	unsigned char *buf;
+	ssize_t n = read_whole(path, JWT_KEY_FILE_MAX, &buf, &why);
+	if (n >= 0) {
+		v->pkey = pem_public_key(buf, (size_t)n);
+		if (!v->pkey && memmem(buf, (size_t)n, "PRIVATE KEY-----", 16))
+			why = "the file holds a private key; give the public key (openssl pkey -pubout) or a "
+			      "certificate";
+		else if (!v->pkey)
+			why = "no PEM public key (BEGIN PUBLIC KEY) or certificate in the file";
+		else
+			why = key_mismatch(v->pkey, v->alg);
+		OPENSSL_cleanse(buf, (size_t)n); /* it may have held a private key */
+		free(buf);
+	}
+	if (why)
+		snprintf(err, errlen, "jwt_public_key_file = \"%s\": %s", shown(path, sp, sizeof(sp)), why);
+	return why ? -1 : 0;
+}
+
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+/* Settings that need no file: the algorithm, the leeway, the claim names. */
+static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, char *err, size_t errlen)
+{
+	char sp[300];
+	size_t a = 0;
+	while (a < ARRAY_LEN(alg_names) && strcmp(s->algorithm, alg_names[a]) != 0)
+		a++;
+	if (a == ARRAY_LEN(alg_names)) {
+		snprintf(err, errlen, "jwt_algorithm = \"%s\": not one of HS256, RS256, ES256",
+			 shown(s->algorithm, sp, sizeof(sp)));
+		return -1;
+	}
+	v->alg = (enum jwt_alg)a;
+	if (s->leeway_s < 0) {
+		snprintf(err, errlen, "jwt_leeway: must not be negative");
+		return -1;
+	}
+	v->leeway_s = s->leeway_s;
+	/* Settings built before the presence claim existed name none: its
+	 * default then. */
+	const char *presence = s->presence_claim && s->presence_claim[0] ? s->presence_claim : "presence";
+	const char *names[3] = { or_empty(s->subscribe_claim), or_empty(s->publish_claim), presence };
+	char **paths[3] = { &v->subscribe_path, &v->publish_path, &v->presence_path };
+	static const char *const keys[3] = { "jwt_subscribe_claim", "jwt_publish_claim", "jwt_presence_claim" };
+	for (int i = 0; i < 3; i++) {
+		*paths[i] = claim_path(names[i]);
+		if (!*paths[i]) {
+			snprintf(err, errlen,
+				 "%s = \"%s\": not a claim name: names of letters, digits, _ and -, "
+				 "joined by dots (e.g. mercure.subscribe)",
+				 keys[i], shown(names[i], sp, sizeof(sp)));
+			return -1;
+		}
+	}
+	if (s->audience && s->audience[0])
+		v->audience = xstrdup(s->audience);
+	if (s->issuer && s->issuer[0])
+		v->issuer = xstrdup(s->issuer);
+	return 0;
+}
+
+/* Exactly the file the algorithm reads must be given. */
+static int check_files(const struct jwt_settings *s, enum jwt_alg alg, char *err, size_t errlen)
+{
+	bool hs = alg == ALG_HS256;
+	const char *want = hs ? s->secret_file : s->public_key_file;
+	const char *other = hs ? s->public_key_file : s->secret_file;
+	const char *want_key = hs ? "jwt_secret_file" : "jwt_public_key_file";
+	const char *other_key = hs ? "jwt_public_key_file" : "jwt_secret_file";
+	if (!want || !want[0]) {
+		snprintf(err, errlen, "jwt_algorithm = \"%s\" needs %s", alg_names[alg], want_key);
+		return -1;
+	}
+	if (other && other[0]) {
+		snprintf(err, errlen, "%s is set, but jwt_algorithm = \"%s\" reads %s", other_key, alg_names[alg],
+			 want_key);
+		return -1;
+	}
+	return 0;
+}
+
+int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (errlen)
+		err[0] = '\0';
+	if (!s->algorithm || !s->algorithm[0])
+		return 0;
+	struct jwt_verifier *v = xcalloc(1, sizeof(*v));
+	if (check_settings(s, v, err, errlen) < 0 || check_files(s, v->alg, err, errlen) < 0 ||
+	    (v->alg == ALG_HS256 ? load_secret(v, s->secret_file, err, errlen)
+				 : load_public_key(v, s->public_key_file, err, errlen)) < 0) {
+		jwt_verifier_free(v);
+		return -1;
+	}
+	v->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (!v->sha256) {
+		snprintf(err, errlen, "jwt_algorithm: this OpenSSL has no SHA-256");
+		ERR_clear_error();
+		jwt_verifier_free(v);
+		return -1;
+	}
+	v->cache = token_cache_new(JWT_CACHE_ENTRIES, JWT_CACHE_BYTES);
+	*out = v;
+	return 0;
+}
+
+void jwt_verifier_free(struct jwt_verifier *v)
+{
+	if (!v)
+		return;
+	EVP_PKEY_free(v->pkey);
+	EVP_MAC_free(v->mac);
+	if (v->secret)
+		OPENSSL_cleanse(v->secret, v->secret_len);
+	free(v->secret);
+	free(v->audience);
+	free(v->issuer);
+	free(v->subscribe_path);
+	free(v->publish_path);
+	free(v->presence_path);
+	EVP_MD_free(v->sha256);
+	token_cache_free(v->cache);
+	free(v);
+}
+
+/* ---- decoding --------------------------------------------------------- */
+
+static int b64url_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '-')
+		return 62;
+	if (c == '_')
+		return 63;
+	return -1;
+}
+
+/* Decode the unpadded base64url text s[0..n) into out (room for 3n/4
+ * bytes). Only the canonical encoding is accepted: a length that leaves a
+ * lone character, any other character, or unused low bits that are not
+ * zero all fail. Returns the decoded length, or -1. */
+static ssize_t b64url_decode(const char *s, size_t n, unsigned char *out)
+{
+	unsigned acc = 0, bits = 0;
+	size_t k = 0;
+	if (n % 4 == 1)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int d = b64url_value((unsigned char)s[i]);
+		if (d < 0)
+			return -1;
+		acc = ((acc << 6) | (unsigned)d) & 0x3fff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[k++] = (unsigned char)(acc >> bits);
+		}
+	}
+	if (acc & ((1u << bits) - 1))
+		return -1;
+	return (ssize_t)k;
+}
+
+/* A token cut into its parts: the signing input is the text up to the
+ * second dot; header, payload and signature are decoded. */
+struct jws {
+	const char *input;
+	size_t input_len;
+	unsigned char *header, *payload, *sig;
+	size_t header_len, payload_len, sig_len;
+	unsigned char *buf; /* holds the three decoded parts */
+};
+
+/* Split and decode token[0..len) into t. Returns 0, or -1 when it is not
+ * three base64url parts. t->buf is set (to be freed) either way. */
+static int jws_split(const char *token, size_t len, struct jws *t)
+{
+	const char *d1 = memchr(token, '.', len);
+	const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - token)) : NULL;
+	t->buf = xmalloc(len + 1);
+	if (!d2 || memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - token)))
+		return -1;
+	const char *parts[3] = { token, d1 + 1, d2 + 1 };
+	size_t lens[3] = { (size_t)(d1 - token), (size_t)(d2 - d1 - 1), len - (size_t)(d2 + 1 - token) };
+	unsigned char **outs[3] = { &t->header, &t->payload, &t->sig };
+	size_t *olens[3] = { &t->header_len, &t->payload_len, &t->sig_len };
+	unsigned char *w = t->buf;
+	for (int i = 0; i < 3; i++) {
+		ssize_t n = b64url_decode(parts[i], lens[i], w);
+		if (n < 0)
+			return -1;
+		*outs[i] = w;
+		*olens[i] = (size_t)n;
+		w += n;
+	}
+	t->input = token;
+	t->input_len = (size_t)(d2 - token);
+	return 0;
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+/* Whether j[0..n) is UTF-8 JSON text of an object, holding no NUL byte
+ * and no \u0000 escape (which would cut a string short in C); *root is
+ * the object. */
+static bool read_object(const unsigned char *j, size_t n, struct json_value *root)
+{
+	return json_parse((const char *)j, n, root) == JSON_OK && root->type == JSON_OBJECT;
+}
+
+enum ctype { C_ABSENT, C_NUMBER, C_TEXT, C_ARRAY, C_OTHER };
+
+/* One value looked up in a JSON object. */
+struct claim {
+	enum ctype type;
+	bool is_int; /* C_NUMBER: i, else d */
+	int64_t i;
+	double d;
+	struct json_value v; /* where it is in the token's text */
+};
+
+/* Look up the dotted name path ("exp", "mercure.subscribe") in the object
+ * root: each name is matched as written in the token, the first of equal
+ * names wins, and a path through anything but objects finds nothing. */
+static void claim_get(const struct json_value *root, const char *path, struct claim *c)
+{
+	struct json_value at = *root;
+	memset(c, 0, sizeof(*c));
+	for (const char *p = path;;) {
+		size_t seg = strcspn(p, ".");
+		if (!json_member(&at, p, seg, &at))
+			return; /* C_ABSENT */
+		if (p[seg] == '\0')
+			break;
+		p += seg + 1;
+	}
+	c->v = at;
+	switch (at.type) {
+	case JSON_INTEGER:
+	case JSON_REAL:
+		c->type = C_NUMBER;
+		c->is_int = json_int64(&at, &c->i);
+		if (!c->is_int)
+			c->d = json_double(&at);
+		break;
+	case JSON_STRING:
+		c->type = C_TEXT;
+		break;
+	case JSON_ARRAY:
+		c->type = C_ARRAY;
+		break;
+	default:
+		c->type = C_OTHER;
+	}
+}
+
+/* Call fn(arg, element) for each element of the array c; stops when fn
+ * returns non-zero and returns that, else 0. */
+typedef int element_fn(void *arg, const struct json_value *element);
+static int each_element(const struct claim *c, element_fn *fn, void *arg)
+{
+	struct json_iter it;
+	struct json_value e;
+	int r = 0;
+	json_iter_start(&it, &c->v);
+	while (r == 0 && json_iter_next(&it, NULL, &e))
+		r = fn(arg, &e);
+	return r;
+}
+
+/* ---- signatures ------------------------------------------------------- */
+
+static bool verify_hs256(const struct jwt_verifier *v, const struct jws *t)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	size_t mac_len = 0;
+	bool ok = false;
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(v->mac);
+	OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+				OSSL_PARAM_construct_end() };
+	if (ctx && EVP_MAC_init(ctx, v->secret, v->secret_len, params) &&
+	    EVP_MAC_update(ctx, (const unsigned char *)t->input, t->input_len) &&
+	    EVP_MAC_final(ctx, mac, &mac_len, sizeof(mac)))
+		ok = mac_len == 32 && t->sig_len == 32 && CRYPTO_memcmp(mac, t->sig, 32) == 0;
+	OPENSSL_cleanse(mac, sizeof(mac));
+	EVP_MAC_CTX_free(ctx);
+	return ok;
+}
+
+/* The DER ECDSA-Sig-Value for a JWS ES256 signature (r || s, 32 bytes
+ * each). Returns its length with *der to be freed by OPENSSL_free, or -1. */
+static int es256_der(const unsigned char *raw, unsigned char **der)
+{
+	ECDSA_SIG *es = ECDSA_SIG_new();
+	BIGNUM *r = BN_bin2bn(raw, 32, NULL), *s = BN_bin2bn(raw + 32, 32, NULL);
+	int n = -1;
+	*der = NULL;
+	if (es && r && s && ECDSA_SIG_set0(es, r, s) == 1) {
+		r = s = NULL; /* now the signature's */
+		n = i2d_ECDSA_SIG(es, der);
+	}
+	BN_free(r);
+	BN_free(s);
+	ECDSA_SIG_free(es);
+	return n > 0 ? n : -1;
+}
+
+/* RS256 (PKCS#1 v1.5) or ES256, both over SHA-256. */
+static bool verify_pkey(const struct jwt_verifier *v, const struct jws *t)
+{
+	const unsigned char *sig = t->sig;
+	size_t sig_len = t->sig_len;
+	unsigned char *der = NULL;
+	if (v->alg == ALG_ES256) {
+		int n = t->sig_len == 64 ? es256_der(t->sig, &der) : -1;
+		if (n < 0)
+			return false;
+		sig = der;
+		sig_len = (size_t)n;
+	} else if (t->sig_len != (size_t)EVP_PKEY_get_size(v->pkey)) {
+		return false;
+	}
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	EVP_PKEY_CTX *pctx = NULL;
+	bool ok = md && EVP_DigestVerifyInit_ex(md, &pctx, "SHA256", NULL, NULL, v->pkey, NULL) == 1 &&
+		  (v->alg != ALG_RS256 || EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1) &&
+		  EVP_DigestVerify(md, sig, sig_len, (const unsigned char *)t->input, t->input_len) == 1;
+	EVP_MD_CTX_free(md);
+	OPENSSL_free(der);
+	ERR_clear_error();
+	return ok;
+}
+
+/* ---- claims ----------------------------------------------------------- */
+
+/* Whether exp lies before now by more than the leeway. A number too large
+ * to add the leeway to has not passed. */
+static bool is_expired(const struct claim *exp, int64_t now, int64_t leeway)
+{
+	int64_t limit;
+	if (!exp->is_int)
+		return (double)now > exp->d + (double)leeway;
+	if (__builtin_add_overflow(exp->i, leeway, &limit))
+		return false;
+	return now > limit;
+}
+
+/* Whether nbf lies after now by more than the leeway. */
+static bool is_early(const struct claim *nbf, int64_t now, int64_t leeway)
+{
+	int64_t t;
+	if (!nbf->is_int)
+		return (double)now + (double)leeway < nbf->d;
+	if (__builtin_add_overflow(now, leeway, &t))
+		return false;
+	return t < nbf->i;
+}
+
+/* exp in whole seconds for the rights: a fraction is dropped, and a time
+ * past the year 9999 reads as its end, so that callers may add a leeway
+ * to it without overflow. */
+static int64_t whole_seconds(const struct claim *c)
+{
+	if (c->is_int)
+		return MIN(c->i, JWT_EXP_MAX);
+	if (c->d >= (double)JWT_EXP_MAX)
+		return JWT_EXP_MAX;
+	if (c->d <= -(double)JWT_EXP_MAX)
+		return -JWT_EXP_MAX;
+	return (int64_t)c->d;
+}
+
+/* exp (required) and nbf (optional). Returns JWT_OK or the error, with
+ * *why set for a missing exp. */
+static int check_times(const struct jwt_verifier *v, const struct json_value *payload, int64_t now,
+		       struct jwt_rights *r, const char **why)
+{
+	struct claim exp, nbf;
+	claim_get(payload, "exp", &exp);
+	claim_get(payload, "nbf", &nbf);
+	if (exp.type == C_ABSENT) {
+		*why = reason_no_exp;
+		return JWT_EXPIRED;
+	}
+	if (exp.type != C_NUMBER || (nbf.type != C_ABSENT && nbf.type != C_NUMBER))
+		return JWT_MALFORMED;
+	if (is_expired(&exp, now, v->leeway_s))
+		return JWT_EXPIRED;
+	if (nbf.type == C_NUMBER && is_early(&nbf, now, v->leeway_s))
+		return JWT_NOT_YET;
+	r->exp = whole_seconds(&exp);
+	return JWT_OK;
+}
+
+/* Whether the JSON value s is the string want. */
+static bool same(const struct json_value *s, const char *want)
+{
+	return json_string_is(s, want, strlen(want));
+}
+
+static int audience_is(void *arg, const struct json_value *element)
+{
+	return same(element, arg);
+}
+
+/* "aud", when an audience is configured: it, or a list holding it. */
+static int check_audience(const struct jwt_verifier *v, const struct json_value *payload)
+{
+	struct claim c;
+	if (!v->audience)
+		return JWT_OK;
+	claim_get(payload, "aud", &c);
+	bool ok = (c.type == C_TEXT && same(&c.v, v->audience)) ||
+		  (c.type == C_ARRAY && each_element(&c, audience_is, v->audience) == 1);
+	return ok ? JWT_OK : JWT_BAD_AUDIENCE;
+}
+
+/* "iss", when an issuer is configured: exactly it. */
+static int check_issuer(const struct jwt_verifier *v, const struct json_value *payload)
+{
+	struct claim c;
+	if (!v->issuer)
+		return JWT_OK;
+	claim_get(payload, "iss", &c);
+	return c.type == C_TEXT && same(&c.v, v->issuer) ? JWT_OK : JWT_BAD_ISSUER;
+}
+
+/* A list of patterns being collected. */
+struct patterns {
+	char **list;
+	size_t n;
+};
+
+/* Add one pattern; non-zero when it is not a string or not a valid one. */
+static int pattern_add(void *arg, const struct json_value *s)
+{
+	struct patterns *p = arg;
+	size_t len;
+	if (s->type != JSON_STRING)
+		return 1;
+	char *text = json_string_dup(s, &len);
+	if (!topic_pattern_valid(text, len)) {
+		free(text);
+		return 1;
+	}
+	p->list = xrealloc(p->list, (p->n + 1) * sizeof(*p->list));
+	p->list[p->n++] = text;
+	return 0;
+}
+
+static void patterns_free(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+/* The rights claim at path: absent grants nothing; a pattern string or a
+ * list of pattern strings; anything else is JWT_MALFORMED. */
+static int read_patterns(const struct json_value *payload, const char *path, char ***out, size_t *count)
+{
+	struct claim c;
+	struct patterns p = { NULL, 0 };
+	int bad;
+	claim_get(payload, path, &c);
+	if (c.type == C_ABSENT)
+		bad = 0;
+	else if (c.type == C_TEXT)
+		bad = pattern_add(&p, &c.v);
+	else if (c.type == C_ARRAY)
+		bad = each_element(&c, pattern_add, &p);
+	else
+		bad = 1;
+	if (bad) {
+		patterns_free(p.list, p.n);
+		return JWT_MALFORMED;
+	}
+	*out = p.list;
+	*count = p.n;
+	return JWT_OK;
+}
+
+/* The subject ("sub") as presence shows it: a string of 1 to 128
+ * printable ASCII bytes; any other "sub" is no subject (the token is
+ * still valid: "sub" is not a right). */
+static void read_subject(const struct json_value *payload, struct jwt_rights *r)
+{
+	struct claim c;
+	claim_get(payload, "sub", &c);
+	if (c.type != C_TEXT)
+		return;
+	size_t len;
+	char *text = json_string_dup(&c.v, &len);
+	bool ok = len >= 1 && len <= JWT_SUBJECT_MAX && strlen(text) == len;
+	for (size_t i = 0; ok && i < len; i++)
+		ok = text[i] >= 0x20 && text[i] < 0x7f;
+	if (ok)
+		r->sub = text;
+	else
+		free(text);
+}
+
+/* The header: a JSON object whose "alg" is the configured algorithm, with
+ * no "crit" (no extension is understood here, so RFC 7515 says refuse). */
+static int check_header(const struct jwt_verifier *v, const struct jws *t)
+{
+	struct claim alg, crit;
+	struct json_value header;
+	if (!read_object(t->header, t->header_len, &header))
+		return JWT_MALFORMED;
+	claim_get(&header, "alg", &alg);
+	bool alg_ok = alg.type == C_TEXT && same(&alg.v, alg_names[v->alg]);
+	claim_get(&header, "crit", &crit);
+	if (!alg_ok)
+		return JWT_BAD_ALG;
+	return crit.type == C_ABSENT ? JWT_OK : JWT_MALFORMED;
+}
+
+/* Everything after the shape: header, times, signature, claims, rights.
+ * *signed_ is set when the signature was computed. */
+static int verify_parts(const struct jwt_verifier *v, const struct jws *t, int64_t now, struct jwt_rights *r,
+			const char **why, bool *signed_, jwt_claims_fn read, void *arg)
+{
+	struct json_value payload;
+	int e = check_header(v, t);
+	if (e != JWT_OK)
+		return e;
+	if (!read_object(t->payload, t->payload_len, &payload))
+		return JWT_MALFORMED;
+	if ((e = check_times(v, &payload, now, r, why)) != JWT_OK)
+		return e;
+	*signed_ = true;
+	if (!(v->alg == ALG_HS256 ? verify_hs256(v, t) : verify_pkey(v, t)))
+		return JWT_BAD_SIGNATURE;
+	if ((e = check_audience(v, &payload)) != JWT_OK || (e = check_issuer(v, &payload)) != JWT_OK)
+		return e;
+	if (read) {
+		/* Another protocol's claims, read by its own module. */
+		struct json_value header;
+		if (!read_object(t->header, t->header_len, &header))
+			return JWT_MALFORMED;
+		if ((e = read(arg, &header, &payload)) != JWT_OK)
+			return e;
+		read_subject(&payload, r);
+		return JWT_OK;
+	}
+	if ((e = read_patterns(&payload, v->subscribe_path, &r->subscribe, &r->nsubscribe)) != JWT_OK ||
+	    (e = read_patterns(&payload, v->publish_path, &r->publish, &r->npublish)) != JWT_OK ||
+	    (e = read_patterns(&payload, v->presence_path, &r->presence, &r->npresence)) != JWT_OK)
+		return e;
+	read_subject(&payload, r);
+	return JWT_OK;
+}
+
+static int verify(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
+		  const char **why, bool *signed_, jwt_claims_fn read, void *arg)
+{
+	struct jws t = { 0 };
+	int e = JWT_MALFORMED;
+	memset(r, 0, sizeof(*r));
+	*why = NULL;
+	if (v && token && len <= JWT_MAX_TOKEN && jws_split(token, len, &t) == 0)
+		e = verify_parts(v, &t, now, r, why, signed_, read, arg);
+	free(t.buf);
+	if (e != JWT_OK) {
+		jwt_rights_free(r);
+		if (!*why)
+			*why = reasons[-e];
+	}
+	return e;
+}
+
+int jwt_verify(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
+	       const char **why)
+{
+	bool signed_ = false;
+	return verify(v, token, len, now, r, why, &signed_, NULL, NULL);
+}
+
+int jwt_verify_claims(const struct jwt_verifier *v, const char *token, size_t len, int64_t now, jwt_claims_fn read,
+		      void *arg, struct jwt_rights *r, const char **why)
+{
+	bool signed_ = false;
+	return verify(v, token, len, now, r, why, &signed_, read, arg);
+}
+
+int jwt_check(struct jwt_verifier *v, const char *token, size_t len, int64_t now, struct jwt_rights *r,
+	      const char **why, struct jwt_cost *cost)
+{
+	unsigned char key[TOKEN_CACHE_KEY_LEN];
+	bool keyed = false;
+	memset(cost, 0, sizeof(*cost));
+	if (v && token && len <= JWT_MAX_TOKEN) {
+		keyed = EVP_Digest(token, len, key, NULL, v->sha256, NULL) == 1;
+		if (!keyed)
+			ERR_clear_error();
+	}
+	if (keyed && token_cache_get(v->cache, key, now, r)) {
+		*why = NULL;
+		cost->cached = true;
+		return JWT_OK;
+	}
+	int e = verify(v, token, len, now, r, why, &cost->signature, NULL, NULL);
+	if (e == JWT_OK && keyed) {
+		/* Valid while a verification would pass: until exp plus the
+		 * leeway (exp is required, so every entry has an end). */
+		int64_t until;
+		if (__builtin_add_overflow(r->exp, v->leeway_s, &until))
+			until = INT64_MAX;
+		token_cache_put(v->cache, key, r, now, until);
+	}
+	return e;
+}
+
+void jwt_rights_free(struct jwt_rights *r)
+{
+	patterns_free(r->subscribe, r->nsubscribe);
+	patterns_free(r->publish, r->npublish);
+	patterns_free(r->presence, r->npresence);
+	free(r->sub);
+	memset(r, 0, sizeof(*r));
+}
+
+void jwt_settings_from_config(const struct config *cfg, struct jwt_settings *out)
+{
+	*out = (struct jwt_settings){
+		.algorithm = cfg->jwt_algorithm,
+		.secret_file = cfg->jwt_secret_file,
+		.public_key_file = cfg->jwt_public_key_file,
+		.leeway_s = cfg->jwt_leeway_s,
+		.audience = cfg->jwt_audience,
+		.issuer = cfg->jwt_issuer,
+		.subscribe_claim = cfg->jwt_subscribe_claim,
+		.publish_claim = cfg->jwt_publish_claim,
+		.presence_claim = cfg->jwt_presence_claim,
+	};
+}
+
+int jwt_check_config(const struct config *cfg)
+{
+	static const char *const claim_keys[] = { "jwt_subscribe_claim", "jwt_publish_claim", "jwt_presence_claim" };
+	const char *claims[] = { cfg->jwt_subscribe_claim, cfg->jwt_publish_claim, cfg->jwt_presence_claim };
+	int errors = 0;
+	for (size_t i = 0; i < ARRAY_LEN(claims); i++) {
+		if (!jwt_claim_name_valid(claims[i])) {
+			config_bad_value(cfg, claim_keys[i], claims[i],
+					 "not a claim name: names of letters, digits, _ and -, joined by dots (e.g. "
+					 "mercure.subscribe)");
+			errors++;
+		}
+	}
+	if (errors)
+		return errors;
+	/* An algorithm reads exactly its own key file; a key file without an
+	 * algorithm is a mistake. */
+	const char *alg = cfg->jwt_algorithm;
+	const char *files[] = { "jwt_secret_file", "jwt_public_key_file" };
+	const char *paths[] = { cfg->jwt_secret_file, cfg->jwt_public_key_file };
+	if (!alg[0]) {
+		for (size_t i = 0; i < 2; i++) {
+			if (paths[i][0]) {
+				log_err("%s: %s is set, but jwt_algorithm is not (signed tokens are off)",
+					config_origin(cfg, files[i]), files[i]);
+				errors++;
+			}
+		}
+		return errors;
+	}
+	size_t want = strcmp(alg, "HS256") == 0 ? 0 : 1, other = 1 - want;
+	if (!paths[want][0]) {
+		log_err("%s: jwt_algorithm = \"%s\" needs %s", config_origin(cfg, "jwt_algorithm"), alg, files[want]);
+		errors++;
+	}
+	if (paths[other][0]) {
+		log_err("%s: %s is set, but jwt_algorithm = \"%s\" (%s) reads %s instead",
+			config_origin(cfg, files[other]), files[other], alg, config_origin(cfg, "jwt_algorithm"),
+			files[want]);
+		errors++;
+	}
+	if (errors)
+		return errors;
+	/* Built as the server will build it, and freed: a key that does not
+	 * load is refused before anything starts. */
+	struct jwt_settings js;
+	struct jwt_verifier *v = NULL;
+	char err[700];
+	jwt_settings_from_config(cfg, &js);
+	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
+		log_err("%s: %s", config_origin(cfg, files[want]), err);
+		errors++;
+	}
+	jwt_verifier_free(v);
+	return errors;
+}

@@ -1,0 +1,440 @@
+/* h2_stream.c: the transport of an HTTP/2 stream's connection (a
+ * connection of the pool without a socket, conn_new_virtual). It reads the
+ * request as the HTTP/1.1 text h2_head assembled; what the connection
+ * writes begins with an HTTP/1.1 response head, queued once as HEADERS,
+ * and the rest becomes DATA frames whose payload is the connection's own
+ * iovecs (the shared chunks), handed to nghttp2 as the current data source
+ * while the session's sender runs. A stream holds a data item in nghttp2
+ * only while output waits: one is submitted when its connection writes
+ * body bytes and ends (without END_STREAM) with the last of them, so an
+ * idle stream costs nghttp2 no outbound item; ending the stream submits
+ * one for END_STREAM. A spent window or a full socket makes a short
+ * write, which keeps the item (deferred), so the connection is a slow
+ * reader. Its interest is kept here (want_out) and epoll is asked for
+ * nothing; the session wakes it. The stream record is freed by the second
+ * of nghttp2 closing the stream and the connection letting go (its
+ * transport's free). Until its request is whole a stream is on its
+ * session's list of incomplete requests (oldest first: the session times
+ * out the head of it), and what the request holds counts in the
+ * session's held, which the session bounds. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h2/h2_private.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define HEAD_MAX 16384 /* a response head */
+#define FIELDS_MAX 64
+
+void h2_pending_push(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	if (st->pending)
+		return;
+	/* In order of arrival: the caps admit the streams opened first. */
+	st->pending = true;
+	st->pend_next = NULL;
+	struct h2_stream **pp = &s->pending;
+	while (*pp)
+		pp = &(*pp)->pend_next;
+	*pp = st;
+	s->h->kick(s);
+}
+
+static void pending_remove(struct h2_stream *st)
+{
+	struct h2_stream **pp = &st->s->pending;
+	while (*pp && *pp != st)
+		pp = &(*pp)->pend_next;
+	if (*pp)
+		*pp = st->pend_next;
+	st->pending = false;
+}
+
+struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_limit, size_t body_limit)
+{
+	struct h2_stream *st = xcalloc(1, sizeof(*st));
+	st->s = s;
+	st->id = id;
+	struct h2_stream_text *x = st->text = xcalloc(1, sizeof(*st->text));
+	x->req.head_limit = head_limit;
+	x->req.body_limit = body_limit;
+	x->begun = loop_now(s->h->lp);
+	/* The newest of the session's incomplete requests. */
+	x->arr_prev = s->arr_tail;
+	if (s->arr_tail)
+		s->arr_tail->text->arr_next = st;
+	else
+		s->arr_head = st;
+	s->arr_tail = st;
+	st->arriving = true;
+	return st;
+}
+
+/* Free the stream's text record once it holds none of its texts. */
+static void text_release(struct h2_stream *st)
+{
+	if (st->text && !st->arriving && !st->text->in && !st->text->head) {
+		free(st->text);
+		st->text = NULL;
+	}
+}
+
+/* Whether the request is on the session's list of incomplete ones. */
+static bool listed(const struct h2_stream *st)
+{
+	return st->text->arr_prev || st->s->arr_head == st;
+}
+
+/* Take the request off the session's list of incomplete requests, and
+ * what it holds off the session's held. */
+static void unlist(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	struct h2_stream_text *x = st->text;
+	if (!listed(st))
+		return;
+	if (x->arr_prev)
+		x->arr_prev->text->arr_next = x->arr_next;
+	else
+		s->arr_head = x->arr_next;
+	if (x->arr_next)
+		x->arr_next->text->arr_prev = x->arr_prev;
+	else
+		s->arr_tail = x->arr_prev;
+	x->arr_next = x->arr_prev = NULL;
+	s->held -= x->held;
+	x->held = 0;
+}
+
+/* The request is no longer arriving: unlisted and freed. */
+static void arriving_end(struct h2_stream *st)
+{
+	unlist(st);
+	h2_request_free(&st->text->req);
+	st->arriving = false;
+}
+
+/* Count what the request holds now in the session's held. */
+static void count_held(struct h2_stream *st)
+{
+	struct h2_stream_text *x = st->text;
+	if (!listed(st))
+		return;
+	st->s->held += x->req.held - x->held;
+	x->held = x->req.held;
+}
+
+void h2_stream_whole(struct h2_stream *st)
+{
+	unlist(st);
+}
+
+void h2_stream_field(struct h2_stream *st, const char *name, size_t namelen, const char *value, size_t valuelen)
+{
+	h2_request_field(&st->text->req, name, namelen, value, valuelen);
+	count_held(st);
+}
+
+void h2_stream_data(struct h2_stream *st, const char *data, size_t len)
+{
+	h2_request_data(&st->text->req, data, len);
+	count_held(st);
+}
+
+int h2_stream_finish_request(struct h2_stream *st)
+{
+	struct h2_stream_text *x = st->text;
+	size_t len = 0;
+	char *text = h2_request_finish(&x->req, &len);
+	int status = text ? 0 : x->req.too_large ? 431 : -1;
+	st->head_request = h2_request_is_head(&x->req);
+	arriving_end(st);
+	x->in = text;
+	x->in_len = len;
+	x->in_off = 0;
+	text_release(st);
+	return status;
+}
+
+void h2_stream_drop_request(struct h2_stream *st)
+{
+	arriving_end(st);
+	text_release(st);
+}
+
+void h2_stream_free(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	if (st->pending)
+		pending_remove(st);
+	if (st->prev)
+		st->prev->next = st->next;
+	else
+		s->streams = st->next;
+	if (st->next)
+		st->next->prev = st->prev;
+	if (st->text) {
+		if (st->arriving)
+			arriving_end(st);
+		free(st->text->in);
+		free(st->text->head);
+		free(st->text);
+	}
+	if (s->cur == st)
+		s->cur = NULL;
+	if (s->ng && !s->dead && !st->closed)
+		nghttp2_session_set_stream_user_data(s->ng, st->id, NULL);
+	free(st);
+}
+
+/* The data item's source (every item is submitted with END_STREAM, which
+ * only an ending stream's EOF keeps). */
+static ssize_t read_data(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+			 nghttp2_data_source *source, void *user)
+{
+	struct h2_session *s = user;
+	struct h2_stream *st = source->ptr;
+	(void)ng;
+	(void)id;
+	(void)buf;
+	if (st != s->cur) {
+		if (st->ending) {
+			*flags |= NGHTTP2_DATA_FLAG_EOF;
+			return 0;
+		}
+		/* Its window opened (or it was resumed) while its connection
+		 * was not writing: wake the connection. */
+		if (st->c && st->want_out)
+			s->h->kick(s);
+		return NGHTTP2_ERR_DEFERRED;
+	}
+	size_t avail = s->cur_len - s->cur_taken;
+	if (avail == 0 || s->blocked)
+		return NGHTTP2_ERR_DEFERRED;
+	*flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+	if (length < avail)
+		return (ssize_t)length;
+	/* The last byte of this write: nghttp2 lets go of the item once the
+	 * frame is out, and the stream stays open. */
+	*flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+	return (ssize_t)avail;
+}
+
+/* Give the stream a data item for nghttp2 to ask read_data from, or
+ * resume the one it still holds (a short write left it deferred).
+ * Returns 0, or nghttp2's error (the stream is closed). */
+static int attach_data(struct h2_stream *st)
+{
+	nghttp2_session *ng = st->s->ng;
+	nghttp2_data_provider prd = { .source.ptr = st, .read_callback = read_data };
+	int r = nghttp2_submit_data(ng, NGHTTP2_FLAG_END_STREAM, st->id, &prd);
+	if (r == NGHTTP2_ERR_DATA_EXIST) {
+		/* Still held: resumed when read_data deferred it (a full
+		 * socket); one waiting for its window nghttp2 resumes itself
+		 * when the window opens, and this call fails harmlessly. */
+		nghttp2_session_resume_data(ng, st->id);
+		return 0;
+	}
+	return r;
+}
+
+/* Queue the response head as HEADERS: the stream's end with it when the
+ * response has no body, else no data item until body bytes are written. */
+static int submit_head(struct h2_stream *st, char *head, size_t len)
+{
+	struct h2_session *s = st->s;
+	struct h2_field f[FIELDS_MAX];
+	size_t n = 0;
+	int status = 0;
+	if (h2_head_parse(head, len, &status, f, FIELDS_MAX, &n) <= 0)
+		return -1;
+	nghttp2_nv nv[FIELDS_MAX + 1];
+	char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10),
+			 0 };
+	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE };
+	for (size_t i = 0; i < n; i++)
+		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
+					  NGHTTP2_NV_FLAG_NONE };
+	st->bodyless = st->head_request || status == 204 || status == 304;
+	uint8_t flags = st->bodyless ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE;
+	int r = nghttp2_submit_headers(s->ng, flags, st->id, NULL, nv, n + 1, NULL);
+	if (r < 0)
+		return -1;
+	st->submitted = true;
+	return 0;
+}
+
+/* Take the response head from the start of what the connection writes
+ * (nearly always whole in its first piece), and queue it as HEADERS once
+ * it is whole. Returns the bytes of it consumed, or -1. */
+static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
+{
+	char buf[HEAD_MAX];
+	size_t have = st->text ? st->text->head_len : 0, used = 0;
+	if (have)
+		memcpy(buf, st->text->head, have);
+	for (int i = 0; i < n; i++) {
+		if (have == HEAD_MAX)
+			return -1;
+		size_t take = MIN(HEAD_MAX - have, iov[i].iov_len);
+		memcpy(buf + have, iov[i].iov_base, take);
+		size_t end = h2_head_end(buf, have + take);
+		if (end) {
+			if (submit_head(st, buf, end) < 0)
+				return -1;
+			if (st->text) {
+				free(st->text->head);
+				st->text->head = NULL;
+				st->text->head_len = 0;
+				text_release(st);
+			}
+			return (ssize_t)(used + end - have);
+		}
+		have += take;
+		used += take;
+	}
+	if (!have)
+		return 0;
+	if (!st->text)
+		st->text = xcalloc(1, sizeof(*st->text));
+	st->text->head = xrealloc(st->text->head, have);
+	memcpy(st->text->head, buf, have);
+	st->text->head_len = have;
+	return (ssize_t)used;
+}
+
+static ssize_t stream_read(struct transport *t, void *buf, size_t len)
+{
+	struct h2_stream *st = t->state;
+	struct h2_stream_text *x = st->text;
+	if (!x || !x->in)
+		return -EAGAIN;
+	size_t n = MIN(len, x->in_len - x->in_off);
+	memcpy(buf, x->in + x->in_off, n);
+	x->in_off += n;
+	if (x->in_off == x->in_len) {
+		free(x->in);
+		x->in = NULL;
+		text_release(st);
+	}
+	return (ssize_t)n;
+}
+
+static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n)
+{
+	struct h2_stream *st = t->state;
+	struct h2_session *s = st->s;
+	if (s->dead || st->closed)
+		return -EPIPE;
+	if (s->in_ng) {
+		s->h->kick(s);
+		return -EAGAIN;
+	}
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	size_t off = 0;
+	if (!st->submitted) {
+		ssize_t u = take_head(st, iov, n);
+		if (u < 0) {
+			log_warn("HTTP/2 stream from %s: response head not understood", s->peer);
+			return -EIO;
+		}
+		off = (size_t)u;
+	}
+	if (st->submitted && st->bodyless)
+		off = total; /* nothing follows the head */
+	size_t taken = 0;
+	if (off < total && !s->blocked) {
+		if (attach_data(st) < 0)
+			return -EPIPE;
+		s->cur = st;
+		s->cur_iov = iov;
+		s->cur_n = n;
+		s->cur_skip = off;
+		s->cur_len = total - off;
+		s->cur_taken = 0;
+		s->h->send(s);
+		taken = s->cur_taken;
+		s->cur = NULL;
+		s->cur_iov = NULL;
+	} else {
+		s->h->send(s); /* the HEADERS */
+	}
+	if (s->dead)
+		s->h->kick(s);
+	size_t w = off + taken;
+	st->short_write = w < total;
+	return w ? (ssize_t)w : -EAGAIN;
+}
+
+/* The connection's interest is kept here; epoll is asked for nothing. */
+static uint32_t stream_events(const struct transport *t, uint32_t wanted)
+{
+	struct h2_stream *st = t->state;
+	st->want_out = (wanted & EPOLLOUT) != 0;
+	return 0;
+}
+
+/* End the stream once what was written is out. */
+static void end_stream(struct h2_stream *st)
+{
+	struct h2_session *s = st->s;
+	if (!st->submitted) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+	} else if (st->short_write) {
+		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+	} else if (!st->bodyless) {
+		/* An item ending in END_STREAM: a new one, or the one still
+		 * held, which read_data now ends. */
+		st->ending = true;
+		attach_data(st);
+	}
+	s->h->kick(s);
+}
+
+static void stream_shutdown(struct transport *t)
+{
+	struct h2_stream *st = t->state;
+	if (!st->s->dead && !st->closed && !st->ending)
+		end_stream(st);
+}
+
+static void stream_free_op(struct transport *t)
+{
+	struct h2_stream *st = t->state;
+	struct h2_session *s = st->s;
+	st->c = NULL;
+	st->conn_gone = true;
+	s->nconns--;
+	s->h->streams--;
+	if (s->nconns == 0)
+		s->last_active = loop_now(s->h->lp);
+	if (s->dead || st->closed) {
+		h2_stream_free(st);
+		return;
+	}
+	if (!st->ending)
+		end_stream(st);
+}
+
+/* A stream is as secure as its session's connection. */
+static bool stream_secure(const struct transport *t)
+{
+	const struct h2_stream *st = t->state;
+	return transport_secure(&st->s->tp);
+}
+
+const struct transport_ops h2_stream_ops = {
+	.name = "h2",
+	.ready_at_accept = true,
+	.read = stream_read,
+	.writev = stream_writev,
+	.events = stream_events,
+	.shutdown = stream_shutdown,
+	.secure = stream_secure,
+	.free = stream_free_op,
+};

@@ -1,0 +1,71 @@
+/* cors.c: allow_origin as a list, and the headers it decides. */
+#include "http/cors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+void cors_free(struct cors *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->origins[i]);
+	free(c->origins);
+	memset(c, 0, sizeof(*c));
+}
+
+void cors_set(struct cors *c, const char *list)
+{
+	cors_free(c);
+	if (strcmp(list, "*") == 0) {
+		c->any = true;
+		return;
+	}
+	for (const char *p = list; *p;) {
+		p += strspn(p, " ");
+		size_t n = strcspn(p, ","), len = n;
+		while (len && p[len - 1] == ' ')
+			len--;
+		if (len) {
+			c->origins = xrealloc(c->origins, (c->n + 1) * sizeof(*c->origins));
+			c->origins[c->n++] = xstrndup(p, len);
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+}
+
+bool cors_listed(const struct cors *c, const char *origin, size_t n)
+{
+	for (size_t i = 0; origin && i < c->n; i++)
+		if (strlen(c->origins[i]) == n && memcmp(c->origins[i], origin, n) == 0)
+			return true;
+	return false;
+}
+
+const char *cors_allow(const struct cors *c, const char *origin, size_t n)
+{
+	for (size_t i = 0; origin && i < c->n; i++)
+		if (strlen(c->origins[i]) == n && memcmp(c->origins[i], origin, n) == 0)
+			return c->origins[i];
+	return c->any ? "*" : NULL;
+}
+
+void cors_headers(const struct cors *c, const char *origin, size_t n, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (!origin)
+		return;
+	const char *allow = cors_allow(c, origin, n);
+	if (!allow)
+		return;
+	if (strcmp(allow, "*") == 0)
+		snprintf(buf, len, "Access-Control-Allow-Origin: *\r\n");
+	else
+		snprintf(
+			buf, len,
+			"Access-Control-Allow-Origin: %s\r\nAccess-Control-Allow-Credentials: true\r\nVary: Origin\r\n",
+			allow);
+}

@@ -1,0 +1,58 @@
+/* frame.h: Server-Sent Events encoding. Each stored event is encoded once
+ * into a chunk that every matching reader's queue shares. */
+#ifndef HERALD_FRAME_H
+#define HERALD_FRAME_H
+
+#include <stdint.h>
+
+#include "common/chunk.h"
+#include "store/store.h"
+
+/* The largest frame sent (chunk lengths are 32-bit; a reader's queue must
+ * stay bounded). */
+#define FRAME_MAX_BYTES (256u * 1024 * 1024)
+
+/* Encode ev as "id: N\nevent: TYPE\ndata: ...\n\n" with one data line per
+ * payload line (LF, CRLF and CR all end a line). The type is sent up to its
+ * first line break; an empty one (or one that starts with a break) is sent
+ * as "message". An event whose frame would pass FRAME_MAX_BYTES is sent as
+ * "event: too_large" with its id and size as data (and a warning logged).
+ * Returns a new chunk with one reference. */
+struct chunk *frame_event(const struct store_event *ev);
+
+/* Encode ev as one unnamed event whose data is a JSON object (the stream's
+ * envelope format, ?envelope=1): "id: N\ndata: {"type":..,"topic":..,
+ * "data":..,"public":..,"created_at":N}\n\n". A browser's EventSource then
+ * hands every event to onmessage, with its type and topic, whatever the
+ * type. Strings are JSON-escaped (control bytes as \u00XX). Over
+ * FRAME_MAX_BYTES: as frame_event. Returns a new chunk with one reference. */
+struct chunk *frame_event_envelope(const struct store_event *ev);
+
+/* Encode ev for a Mercure subscriber: "id: ID\n", "event: TYPE\n" unless
+ * the type is "message" (the SSE default), "retry: N\n" when the update
+ * set one, then the data lines as frame_event. ID is the update's own
+ * (store_event.mercure), or the row's number for a row of herald's own.
+ * Over FRAME_MAX_BYTES: as frame_event. One new reference. */
+struct chunk *frame_mercure(const struct store_event *ev);
+
+/* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */
+struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
+
+/* The stream's response head plus opening frame (retry and a comment),
+ * with extra_headers (complete "Name: value\r\n" lines, or NULL) in the
+ * head; one new reference. */
+struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers);
+
+/* A refusal an EventSource survives: a whole 200 text/event-stream
+ * response (Content-Length framed, Connection: close, and X-Refused-Status
+ * naming the status other clients get, for tools and logs) whose body is
+ * one event: the reconnection delay (retry:), the id the client sends back
+ * (id:, when id >= 0), "event: refused" (so onmessage never fires) and as
+ * data the one-line JSON {"error":CAUSE,"status":N} other clients get.
+ * One new reference. extra_headers as for frame_stream_head. */
+struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers);
+
+/* A heartbeat comment frame; one new reference. */
+struct chunk *frame_heartbeat(void);
+
+#endif

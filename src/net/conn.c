@@ -1,0 +1,1226 @@
+/* conn.c: client connections: reading requests, queued output written
+ * with writev once per loop pass, timeouts, and a deferred, lingering close.
+ *
+ * Output: every frame or response is a reference to a shared chunk in a
+ * ring (outq.c); conn_enqueue only queues and puts the connection on the
+ * pool's flush list, so a plain reader gets one writev per pass for
+ * everything queued to it in that pass (a TLS one gets one SSL_write per
+ * chunk, still in one pass). EPOLLOUT is requested only while bytes are
+ * left over.
+ *
+ * Transport: every read, write and interest change goes through the
+ * connection's transport table (transport.h), picked by whoever accepted
+ * the socket; nothing here knows which one it is.
+ *
+ * Stream rounds: an event frame for a stream goes on the pool's stream
+ * list instead, written in a "stream round" at a pass end. A round runs at
+ * once when the last one ended long enough ago (an event after a quiet
+ * spell leaves in the pass it came in); otherwise a timer holds the list
+ * until then, so that while events keep coming each reader's frames gather
+ * and leave in one writev. "Long enough" is STREAM_GAP_FACTOR times what the
+ * last round took, at most STREAM_GAP_MS: a few readers are written to
+ * almost at once, while rounds over thousands of readers, each a writev,
+ * take at most about 1 / (1 + STREAM_GAP_FACTOR) of the loop's time however
+ * fast events come. The system call, not the bytes, is most of a
+ * delivery's cost (the receiver's side of loopback TCP runs inside it), so
+ * frames per writev is what CPU per delivery follows. A stream whose queue
+ * already holds STREAM_BATCH_BYTES (a catch-up page) is written at the pass
+ * end as before, and one whose socket is full waits for EPOLLOUT, which
+ * writes everything.
+ *
+ * Closing: after a refusal the response is flushed, the write side shut
+ * down, and input drained for a moment before close, so the client reads
+ * the response instead of a reset. The struct is freed at the end of the
+ * pass, never inside a callback that may still use it. */
+#include "net/conn.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/addr.h"
+#include "common/log.h"
+#include "net/send_batch.h"
+#include "common/util.h"
+
+#define IOV_BATCH 128
+#define READ_BUDGET (64 * 1024)    /* bytes read per wakeup per connection */
+#define READ_BUF_SIZE (16 * 1024)  /* the pool's lent request buffer */
+#define OUTPUT_PAUSE (1024 * 1024) /* stop reading requests past this much queued output */
+#define LINGER_MS 2000
+/* The gap between stream rounds: STREAM_GAP_FACTOR times the last round's
+ * length, at most STREAM_GAP_MS (the most a frame waits for company). At
+ * 1,000 events/s to 1,000 readers this halves the server's CPU per delivery
+ * against writing every pass, and 30 ms rather than 20 takes a fifth off
+ * again for about 10 ms more latency (docs/BENCHMARKS.md). */
+#define STREAM_GAP_MS 30
+#define STREAM_GAP_FACTOR 4
+#define STREAM_BATCH_BYTES 4096 /* a queue this full is a batch already */
+/* A write of many small frames up to this size is copied into one buffer
+ * first: the kernel's copy from many short iovecs cost far more (7% of the
+ * server's time at 1,000 events/s to 1,000 readers) than one memcpy of
+ * frames still in the cache. */
+#define GATHER_BYTES 8192
+/* A drained output ring of at most this many entries is released: most
+ * readers are idle most of the time, and the next frame allocates one
+ * again (one malloc beside a writev). A larger one means a busy reader,
+ * whose ring would only be grown again entry by entry: it is kept. */
+#define RING_RELEASE_CAP 4
+/* Sends per io_uring submission in a stream round: ten system calls for
+ * ten thousand readers, and 64 bytes of submission ring (and 32 of
+ * completion ring) per send, 96 KiB in all. */
+#define SEND_BATCH_CAP 1024
+
+struct conn_pool {
+	struct loop *lp;
+	const struct config *cfg; /* timeouts and limits, read at each use (reload swaps the values) */
+	struct metrics *m;
+	struct conn_hooks hooks;
+	bool draining; /* no keep-alive: every connection closes after its answer */
+	struct conn *all;
+	size_t n;
+	struct conn *flush_list; /* connections with output to write this pass */
+	struct conn *graveyard;  /* closed, freed at the end of the pass */
+	bool pass_end_scheduled;
+	/* Streams with event frames held for the next stream round (see
+	 * above: while the loop is busy, several events leave in one writev). */
+	struct conn *stream_list;
+	uint64_t stream_round_end_ns; /* when the last stream round ended */
+	uint64_t stream_round_ns;     /* how long it took */
+	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
+	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
+	struct loop_timer stream_timer;
+	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
+	uint64_t stream_rounds; /* stream rounds run */
+	uint64_t writes;        /* writev calls (or their transport's equivalent, or batched sends) */
+	/* A stream round's sends, run together (NULL: io_uring is off or
+	 * cannot be used here, and each reader gets its own send). */
+	struct send_batch *batch;
+	/* The request buffer a connection reads into while it has no request
+	 * of its own in progress (see take_read_buffer). */
+	char *read_buf;
+	bool read_buf_lent;
+	struct conn_takeover takeover; /* who takes a client speaking HTTP/2 */
+};
+
+static void on_io(void *arg, uint32_t events);
+static void conn_process(struct conn *c);
+static void schedule_flush(struct conn *c);
+
+static uint32_t wanted_events(const struct conn *c)
+{
+	uint32_t ev = 0;
+	switch (c->state) {
+	case CONN_READING:
+		/* After the client's EOF, input would only report EOF again. */
+		if (c->out.bytes < OUTPUT_PAUSE && !c->close_after_flush && !c->peer_eof)
+			ev |= EPOLLIN | EPOLLRDHUP;
+		break;
+	case CONN_STREAMING:
+	case CONN_LINGERING:
+		ev |= EPOLLIN | EPOLLRDHUP;
+		break;
+	default:
+		break;
+	}
+	/* Output the pass's flush has not tried yet needs no EPOLLOUT: the
+	 * flush writes it and arms EPOLLOUT only for what the socket did not
+	 * take. Arming it here would cost a stream two epoll_ctl calls per
+	 * open (armed with its head, disarmed once that is written). */
+	if (c->out.len && !c->flush_scheduled)
+		ev |= EPOLLOUT;
+	return transport_events(&c->tp, ev);
+}
+
+static void conn_update_events(struct conn *c)
+{
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->state == CONN_WAITING && c->flush_scheduled)
+		return; /* the pass end's flush does it (conn_wait) */
+	uint32_t ev = wanted_events(c);
+	if (ev != c->want) {
+		c->want = ev;
+		loop_modify(c->pool->lp, c->fd, ev);
+	}
+	/* Input a transport already holds (decrypted by TLS) will not wake
+	 * epoll: read it at the end of the pass (pass_end). */
+	if ((ev & EPOLLIN) && transport_input_pending(&c->tp))
+		schedule_flush(c);
+}
+
+static void start_request_timer(struct conn *c);
+static void on_timeout(void *arg);
+
+/* Output is waiting for the client: the connection lives while the client
+ * takes bytes, and closes once it has taken none for stall_timeout. */
+static void send_stalled(struct conn *c)
+{
+	uint64_t now = loop_now(c->pool->lp), limit = (uint64_t)c->pool->cfg->stall_timeout_ms;
+	if (now - c->last_progress >= limit) {
+		log_info("closing connection from %s: no bytes of its %zu queued accepted for %llu ms", conn_client(c),
+			 c->out.bytes, (unsigned long long)limit);
+		conn_close(c, NULL);
+		return;
+	}
+	loop_timer_start(c->pool->lp, &c->timer, limit - (now - c->last_progress), on_timeout, c);
+}
+
+static void on_timeout(void *arg)
+{
+	struct conn *c = arg;
+	const char *not_ready = transport_not_ready(&c->tp);
+	if (not_ready) {
+		conn_close(c, not_ready);
+	} else if (c->state == CONN_LINGERING) {
+		conn_close(c, NULL);
+	} else if (c->out.len && (c->state != CONN_STREAMING || c->close_after_flush)) {
+		/* Output waits for the client (which may also have sent more
+		 * requests, parked behind it): not idle, unless it has stopped
+		 * reading. The hub times live streams itself. */
+		send_stalled(c);
+	} else if (c->state == CONN_STREAMING) {
+		if (c->close_after_flush)
+			conn_close(c, NULL);
+	} else if (c->state == CONN_WAITING) {
+		/* A handler holds the request (a publish waiting for its
+		 * commit); check again later. */
+		start_request_timer(c);
+	} else if (c->state == CONN_READING && c->rlen == 0 && c->served) {
+		conn_close(c, NULL); /* idle keep-alive connection */
+	} else if (c->state == CONN_READING) {
+		conn_refuse(c, 408, "header_timeout",
+			    c->rlen ? "request not complete within header_timeout" : "no request within header_timeout",
+			    NULL);
+	}
+}
+
+static void start_request_timer(struct conn *c)
+{
+	const struct config *cfg = c->pool->cfg;
+	if (c->out.len) {
+		/* Output first: the request clock starts once it is written. */
+		loop_timer_start(c->pool->lp, &c->timer, (uint64_t)cfg->stall_timeout_ms, on_timeout, c);
+		return;
+	}
+	uint64_t ms = (uint64_t)(c->served && c->rlen == 0 ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
+	loop_timer_start(c->pool->lp, &c->timer, ms, on_timeout, c);
+}
+
+static void pass_end(void *arg);
+
+struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struct metrics *m,
+				const struct conn_hooks *hooks)
+{
+	struct conn_pool *p = xcalloc(1, sizeof(*p));
+	p->lp = lp;
+	p->cfg = cfg;
+	p->m = m;
+	p->hooks = *hooks;
+	p->stream_gap_ms = STREAM_GAP_MS;
+	p->stream_gap_factor = STREAM_GAP_FACTOR;
+	if (cfg->io_uring) {
+		char why[160];
+		p->batch = send_batch_new(SEND_BATCH_CAP, why, sizeof(why));
+		if (p->batch)
+			log_info("stream rounds send through io_uring, up to %d readers per submission", SEND_BATCH_CAP);
+		else
+			log_warn("io_uring is not available (%s): each reader of a stream round gets a send(2) of "
+				 "its own (io_uring = off says so without this warning)",
+				 why);
+	}
+	return p;
+}
+
+/* A zeroed connection record of p, READING, with the peer's text at its
+ * end. Freed by conn_free_record. */
+static struct conn *conn_alloc(struct conn_pool *p, const char *peer)
+{
+	size_t n = strlen(peer) + 1;
+	struct conn *c = xcalloc(1, sizeof(*c) + n);
+	memcpy(c->peer, peer, n);
+	c->pool = p;
+	c->state = CONN_READING;
+	c->last_progress = loop_now(p->lp);
+	return c;
+}
+
+/* Free a record and the text it owns (client, what). */
+static void conn_free_record(struct conn *c)
+{
+	free(c->client);
+	free(c->what);
+	free(c);
+}
+
+/* c joins the pool's list of every connection, its request timer running. */
+static void pool_add(struct conn_pool *p, struct conn *c)
+{
+	c->next = p->all;
+	if (p->all)
+		p->all->prev = c;
+	p->all = c;
+	p->n++;
+	start_request_timer(c);
+}
+
+struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
+		      const struct transport_ops *ops, void *ctx)
+{
+	char peer[64];
+	bool peer_loopback = false;
+	bool peer_unix = sa->sa_family == AF_UNIX || salen <= sizeof(sa_family_t);
+	addr_peer_text(sa, salen, peer, sizeof(peer), &peer_loopback);
+	if (peer_unix) {
+		snprintf(peer, sizeof(peer), "unix");
+		peer_loopback = true;
+	}
+	struct conn *c = conn_alloc(p, peer);
+	c->fd = fd;
+	c->tp.ops = ops;
+	c->tp.fd = fd;
+	c->peer_unix = peer_unix;
+	c->peer_loopback = peer_loopback;
+	if (ops->open && ops->open(&c->tp, ctx, c->peer) < 0) {
+		close(fd);
+		conn_free_record(c);
+		return NULL;
+	}
+	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
+	int r = loop_watch(p->lp, fd, c->want, on_io, c);
+	if (r < 0) {
+		log_warn("epoll_ctl for a new connection: %s", strerror(-r));
+		transport_free(&c->tp);
+		close(fd);
+		conn_free_record(c);
+		return NULL;
+	}
+	pool_add(p, c);
+	/* A client writes its request as soon as its connect completes, which
+	 * in a burst of connects is long before we accept it: read it now
+	 * rather than after a trip through epoll, where a connection would
+	 * wait its turn among 128 events a pass, behind every pass's fan-out,
+	 * and a storm of reconnects could outwait header_timeout (408) in
+	 * the queue. Nothing there yet costs one read that finds EAGAIN.
+	 * A transport with a handshake starts with its own wake-ups. */
+	if (ops->ready_at_accept)
+		on_io(c, EPOLLIN);
+	return c;
+}
+
+struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
+			      const struct transport_ops *ops, void *state)
+{
+	struct conn *c = conn_alloc(p, peer);
+	c->fd = -1;
+	c->tp = (struct transport){ .ops = ops, .state = state, .fd = -1 };
+	c->peer_unix = peer_unix;
+	c->peer_loopback = peer_loopback;
+	/* Its interest is the transport's to keep: what it returns stays
+	 * c->want, so epoll is never asked about a socket it does not have. */
+	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
+	pool_add(p, c);
+	on_io(c, EPOLLIN);
+	return c;
+}
+
+void conn_wake(struct conn *c, uint32_t events)
+{
+	if (c->state != CONN_CLOSED)
+		on_io(c, events);
+}
+
+void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t)
+{
+	p->takeover = t ? *t : (struct conn_takeover){ 0 };
+}
+
+static void schedule_pass_end(struct conn_pool *p)
+{
+	if (!p->pass_end_scheduled) {
+		p->pass_end_scheduled = true;
+		loop_defer(p->lp, pass_end, p);
+	}
+}
+
+static void schedule_flush(struct conn *c)
+{
+	if (c->flush_scheduled)
+		return;
+	c->flush_scheduled = true;
+	c->flush_next = c->pool->flush_list;
+	c->pool->flush_list = c;
+	schedule_pass_end(c->pool);
+}
+
+/* Hold c's event frames for the next stream round. */
+static void schedule_stream(struct conn *c)
+{
+	if (c->stream_scheduled || c->flush_scheduled)
+		return;
+	/* A full socket: EPOLLOUT will write the whole queue. (Where the
+	 * transport adjusts the interest, EPOLLOUT may be its own.) */
+	if (transport_events_exact(&c->tp) && (c->want & EPOLLOUT))
+		return;
+	c->stream_scheduled = true;
+	c->stream_next = c->pool->stream_list;
+	c->pool->stream_list = c;
+	schedule_pass_end(c->pool);
+}
+
+static void enqueue(struct conn *c, struct chunk *ch, int64_t id, bool droppable)
+{
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->out.len == 0)
+		c->last_progress = loop_now(c->pool->lp);
+	outq_push(&c->out, ch, id, droppable);
+	if (droppable && c->state == CONN_STREAMING && c->out.bytes < STREAM_BATCH_BYTES)
+		schedule_stream(c);
+	else
+		schedule_flush(c);
+}
+
+void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id)
+{
+	enqueue(c, ch, id, false);
+}
+
+void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id)
+{
+	enqueue(c, ch, id, true);
+}
+
+int64_t conn_drop_queue(struct conn *c)
+{
+	/* With TLS, a record of the head may be encrypted and waiting for the
+	 * socket: those bytes are committed even if none was written. */
+	return outq_drop(&c->out, transport_output_pending(&c->tp));
+}
+
+void conn_set_resume_point(struct conn *c, int64_t id)
+{
+	c->out.written_id = id;
+}
+
+size_t conn_queued_bytes(const struct conn *c)
+{
+	return c->out.bytes;
+}
+
+uint64_t conn_idle_ms(const struct conn *c)
+{
+	return loop_now(c->pool->lp) - c->last_progress;
+}
+
+bool conn_ending(const struct conn *c)
+{
+	return c->close_after_flush;
+}
+
+/* Shut down our side and drain input for a moment before closing. */
+static void start_linger(struct conn *c)
+{
+	transport_shutdown(&c->tp);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_WR);
+	c->state = CONN_LINGERING;
+	loop_timer_start(c->pool->lp, &c->timer, LINGER_MS, on_timeout, c);
+	conn_update_events(c);
+}
+
+/* Copy the n pieces of iov into buf (room for all of them) and make iov
+ * one piece pointing there. Returns 1. */
+static int gather_iov(struct iovec *iov, int n, char *buf)
+{
+	size_t at = 0;
+	for (int i = 0; i < n; i++) {
+		memcpy(buf + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	iov[0] = (struct iovec){ buf, at };
+	return 1;
+}
+
+/* The socket took w bytes of c's queue. */
+static void took(struct conn *c, size_t w)
+{
+	struct conn_pool *p = c->pool;
+	p->m->bytes_written += w;
+	c->last_progress = loop_now(p->lp);
+	outq_consume(&c->out, w);
+}
+
+static void close_after_write_error(struct conn *c, ssize_t w)
+{
+	conn_close(c, w == -EPIPE || w == -ECONNRESET ? NULL : "write failed");
+}
+
+/* Take the result of one write of total bytes from c's queue: w bytes
+ * taken, or -errno. Returns whether the socket may take more now. */
+static bool take_write(struct conn *c, ssize_t w, size_t total)
+{
+	c->pool->writes++;
+	if (w == -EAGAIN)
+		return false;
+	if (w < 0) {
+		close_after_write_error(c, w);
+		return false;
+	}
+	took(c, (size_t)w);
+	return (size_t)w == total;
+}
+
+/* After c's writes: the close it waited for, the drained hook, its read
+ * side and epoll interest. */
+static void flush_done(struct conn *c)
+{
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->out.len == 0) {
+		if (c->close_after_flush && c->state != CONN_LINGERING) {
+			/* A stream's input was read and dropped all along, so
+			 * there is nothing that could turn the close into a reset. */
+			if (c->state == CONN_STREAMING)
+				conn_close(c, NULL);
+			else
+				start_linger(c);
+			return;
+		}
+		if (c->user && c->user->drained)
+			c->user->drained(c, c->user_data);
+		if (c->state == CONN_CLOSED)
+			return;
+		if (c->out.len == 0 && c->out.cap <= RING_RELEASE_CAP)
+			outq_free(&c->out); /* keeps the resume point */
+	}
+	if (c->state == CONN_READING && !c->close_after_flush) {
+		/* Requests parked behind unwritten output can be parsed again. */
+		if (c->rlen && c->out.bytes < OUTPUT_PAUSE)
+			c->reparse = true;
+		/* The request clock restarts once the output is gone. */
+		if (c->out.len == 0 && !c->in_handler)
+			start_request_timer(c);
+	}
+	conn_update_events(c);
+}
+
+/* Write what the socket takes now; arm EPOLLOUT for the rest. */
+static void conn_flush(struct conn *c)
+{
+	while (c->out.len && c->state != CONN_CLOSED) {
+		struct iovec iov[IOV_BATCH];
+		size_t total;
+		int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
+		char gather[GATHER_BYTES];
+		if (n > 1 && total <= sizeof(gather))
+			n = gather_iov(iov, n, gather);
+		ssize_t w = transport_writev(&c->tp, iov, n);
+		if (w == -EINTR)
+			continue;
+		if (!take_write(c, w, total))
+			break;
+	}
+	flush_done(c);
+}
+
+/* Run the pool's batch of sends and take their results in two steps:
+ * first every connection's queue gives up what its socket took, and only
+ * then does any of them act on it (close, the drained hook, what is left),
+ * since acting may queue to or drop from another connection of the same
+ * run, whose queue must already be in step with its socket. */
+static void run_batch(struct conn_pool *p)
+{
+	unsigned n = send_batch_run(p->batch);
+	for (unsigned i = 0; i < n; i++) {
+		ssize_t w;
+		size_t total;
+		struct conn *c = send_batch_result(p->batch, i, &w, &total);
+		p->writes++;
+		if (w > 0 && c->state != CONN_CLOSED)
+			took(c, (size_t)w);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ssize_t w;
+		size_t total;
+		struct conn *c = send_batch_result(p->batch, i, &w, &total);
+		if (c->state == CONN_CLOSED)
+			continue;
+		if (w < 0 && w != -EAGAIN)
+			close_after_write_error(c, w);
+		else if (w >= 0 && (size_t)w == total && c->out.len)
+			conn_flush(c); /* more than one send's worth: the rest now */
+		else
+			flush_done(c);
+	}
+}
+
+/* Queue c's output (a plain socket's) as one send of the pool's batch, or
+ * write it now where there is no batch or it cannot carry it. A write of its own may set
+ * off hooks that drop another reader's queue, which must not happen while
+ * the batch holds sends of bytes from queues: the batch runs first. */
+static void batch_flush(struct conn_pool *p, struct conn *c)
+{
+	if (!p->batch) {
+		conn_flush(c);
+		return;
+	}
+	if (!send_batch_has_room(p->batch, GATHER_BYTES)) {
+		run_batch(p);
+		/* What that run set off may have written or closed c. */
+		if (c->state == CONN_CLOSED || !c->out.len)
+			return;
+	}
+	struct iovec iov[IOV_BATCH];
+	size_t total;
+	int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
+	if (n > 1 && total <= GATHER_BYTES)
+		n = gather_iov(iov, n, send_batch_buffer(p->batch, total));
+	if (send_batch_add(p->batch, c->tp.fd, iov, n, total, c) == SEND_BATCH_QUEUED)
+		return;
+	run_batch(p);
+	if (c->state != CONN_CLOSED && c->out.len)
+		conn_flush(c);
+}
+
+void conn_end_after_flush(struct conn *c)
+{
+	if (c->state == CONN_CLOSED || c->close_after_flush)
+		return;
+	c->close_after_flush = true;
+	schedule_flush(c);
+	loop_timer_start(c->pool->lp, &c->timer, (uint64_t)c->pool->cfg->stall_timeout_ms, on_timeout, c);
+}
+
+static size_t read_cap(const struct conn *c)
+{
+	const struct config *cfg = c->pool->cfg;
+	return (size_t)(cfg->max_header_bytes + cfg->max_body) + 1;
+}
+
+/* A request that arrives whole (nearly every one: a stream's GET, a small
+ * publish) is read into one buffer the pool lends for the length of a
+ * wake-up, and a connection keeps a buffer of its own only while a request
+ * is incomplete or a pipelined one waits. A buffer per connection, taken at
+ * accept and freed once the request had become a stream, left the heap
+ * with a hole per stream among the stream's own small blocks, which a
+ * burst of accepts never filled again: about 700 bytes per reader. */
+static void take_read_buffer(struct conn *c)
+{
+	struct conn_pool *p = c->pool;
+	if (c->rbuf || p->read_buf_lent)
+		return;
+	if (!p->read_buf)
+		p->read_buf = xmalloc(READ_BUF_SIZE);
+	c->rbuf = p->read_buf;
+	c->rcap = MIN((size_t)READ_BUF_SIZE, read_cap(c));
+	c->rbuf_lent = p->read_buf_lent = true;
+}
+
+/* Give the lent buffer back, keeping what is left of it (an incomplete or
+ * pipelined request) in a buffer of the connection's own. */
+static void return_read_buffer(struct conn *c)
+{
+	if (!c->rbuf_lent)
+		return;
+	char *lent = c->rbuf;
+	c->rbuf_lent = c->pool->read_buf_lent = false;
+	c->rbuf = NULL;
+	c->rcap = 0;
+	if (c->rlen && c->state != CONN_CLOSED) {
+		c->rcap = MAX(c->rlen, (size_t)4096);
+		c->rbuf = xmalloc(c->rcap);
+		memcpy(c->rbuf, lent, c->rlen);
+	} else {
+		c->rlen = 0;
+	}
+}
+
+static void drop_read_buffer(struct conn *c)
+{
+	c->rlen = 0;
+	if (c->rbuf_lent)
+		return_read_buffer(c);
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rcap = 0;
+}
+
+void conn_count_response(struct conn *c, int status)
+{
+	metrics_count_response(c->pool->m, status);
+}
+
+void conn_attach(struct conn *c, const struct conn_user *user, void *data)
+{
+	c->user = user;
+	c->user_data = data;
+}
+
+void conn_wait(struct conn *c)
+{
+	c->state = CONN_WAITING;
+	/* Input stops at the pass end (the flush), not now: an answer that
+	 * comes within the pass (a publish the database commits in it) finds
+	 * the interest as it was, and no epoll_ctl call stops and restarts
+	 * input around it. */
+	schedule_flush(c);
+}
+
+void conn_become_stream(struct conn *c)
+{
+	c->state = CONN_STREAMING;
+	drop_read_buffer(c);
+	/* A stream's response has begun, so it is never refused, and it
+	 * reads no other request: no log line names its request again. */
+	free(c->what);
+	c->what = NULL;
+	loop_timer_stop(c->pool->lp, &c->timer);
+	transport_streaming(&c->tp);
+	conn_update_events(c);
+}
+
+void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive)
+{
+	conn_count_response(c, status);
+	conn_enqueue(c, response, 0);
+	chunk_unref(response);
+	c->user = NULL; /* what a handler attached belonged to this request */
+	c->user_data = NULL;
+	c->served = true;
+	if (!keep_alive || c->pool->draining) {
+		c->close_after_flush = true;
+		c->state = CONN_WAITING;
+		/* The response must be taken within stall_timeout. */
+		loop_timer_start(c->pool->lp, &c->timer, (uint64_t)c->pool->cfg->stall_timeout_ms, on_timeout, c);
+	} else {
+		c->state = CONN_READING;
+		c->reparse = c->rlen > 0;
+		/* Inside the handler the request is still in the buffer; the
+		 * timer starts once it is consumed (conn_process). */
+		if (!c->in_handler)
+			start_request_timer(c);
+	}
+	conn_update_events(c);
+}
+
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, int sent_status,
+		    struct chunk *response)
+{
+	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING) {
+		chunk_unref(response);
+		return;
+	}
+	struct conn_pool *p = c->pool;
+	if (p->hooks.refused)
+		p->hooks.refused(p->hooks.owner, c, status, message);
+	metrics_count_refusal(p->m, status, cause);
+	conn_respond(c, sent_status, response, false);
+}
+
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers)
+{
+	conn_refuse_as(c, status, cause, message, status, http_format_error(status, message, extra_headers, false));
+}
+
+static void consume(struct conn *c, size_t n)
+{
+	if (!c->rbuf)
+		return; /* became a stream: the buffer is gone */
+	memmove(c->rbuf, c->rbuf + n, c->rlen - n);
+	c->rlen -= n;
+}
+
+/* Read what is there (up to a budget) into the request buffer. Returns 0,
+ * or -1 when the connection was closed. */
+static int fill(struct conn *c)
+{
+	size_t budget = READ_BUDGET, cap = read_cap(c);
+	take_read_buffer(c);
+	while (budget && !c->peer_eof) {
+		if (c->rlen == c->rcap) {
+			if (c->rcap >= cap)
+				break;
+			if (c->rbuf_lent) /* a request larger than the lent buffer: one of its own */
+				return_read_buffer(c);
+			c->rcap = MIN(cap, c->rcap ? c->rcap * 2 : 4096);
+			c->rbuf = xrealloc(c->rbuf, c->rcap);
+		}
+		size_t want = MIN(budget, c->rcap - c->rlen);
+		ssize_t n = transport_read(&c->tp, c->rbuf + c->rlen, want);
+		if (n == -EINTR)
+			continue;
+		if (n == -EAGAIN)
+			break;
+		if (n < 0) {
+			conn_close(c, n == -ECONNRESET ? NULL : "read failed");
+			return -1;
+		}
+		if (n == 0) {
+			c->peer_eof = true;
+			break;
+		}
+		c->rlen += (size_t)n;
+		budget -= (size_t)n;
+		/* A short read emptied the socket: another would only find
+		 * EAGAIN, one system call per request for nothing. Epoll is
+		 * level-triggered, so what arrives later wakes us again; what a
+		 * transport holds inside (TLS) is read on. */
+		if ((size_t)n < want && !transport_input_pending(&c->tp))
+			break;
+	}
+	return 0;
+}
+
+/* Input on a stream or a lingering connection is read and dropped. */
+static void discard_input(struct conn *c)
+{
+	char buf[4096];
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = transport_read(&c->tp, buf, sizeof(buf));
+		if (n == -EINTR)
+			continue;
+		if (n == -EAGAIN)
+			return;
+		if (n <= 0) {
+			conn_close(c, NULL);
+			return;
+		}
+	}
+}
+
+/* Remember "METHOD /path" of the request being read, for log lines, from
+ * every parse of it: a refusal of its head (413, 411, 431, 408) names it as
+ * soon as its request line is whole, and none names the request before it
+ * on the connection ("" while no request line is there). Control bytes
+ * cannot occur: the parser refuses them. */
+static void set_what(struct conn *c, const struct http_request *req)
+{
+	char what[80];
+	what[0] = '\0';
+	if (req->method_name.n) {
+		int pn = (int)MIN(req->path.n, 60);
+		snprintf(what, sizeof(what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
+			 req->path.p, req->path.n > 60 ? "..." : "");
+	}
+	/* A request read in pieces is parsed again as each arrives. */
+	if (strcmp(what, conn_what(c)) == 0)
+		return;
+	free(c->what);
+	c->what = what[0] ? xstrdup(what) : NULL;
+}
+
+/* The first bytes of the connection are HTTP/2's preface: the parser
+ * refuses its request line, `PRI * HTTP/2.0`, as soon as it is whole. */
+static bool is_h2_preface(const struct conn *c)
+{
+	static const char preface[] = "PRI * HTTP/2.0\r\n";
+	return !c->served && c->rlen >= sizeof(preface) - 1 && memcmp(c->rbuf, preface, sizeof(preface) - 1) == 0;
+}
+
+/* Hand the socket, its transport and the bytes read to the pool's
+ * takeover, and close what is left of c without touching them. Returns
+ * false when it was not taken (HTTP/2 is off): c is as it was. */
+static bool take_over(struct conn *c)
+{
+	struct conn_pool *p = c->pool;
+	int fd = c->fd;
+	loop_unwatch(p->lp, fd);
+	if (!p->takeover.take(p->takeover.arg, c, fd, &c->tp, c->rbuf, c->rlen)) {
+		c->want = 0; /* watched afresh by the next update */
+		loop_watch(p->lp, fd, 0, on_io, c);
+		return false;
+	}
+	c->fd = -1;
+	c->tp.state = NULL;
+	c->rlen = 0;
+	conn_close(c, NULL);
+	return true;
+}
+
+static void conn_process(struct conn *c)
+{
+	struct conn_pool *p = c->pool;
+	const struct config *cfg = p->cfg;
+	struct http_limits lim = { (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
+				   (size_t)cfg->max_headers };
+	c->reparse = false;
+	/* A client that sends requests but does not read the answers gets
+	 * no more answers queued than OUTPUT_PAUSE: the rest of its requests
+	 * wait in the buffer until the output drains (conn_flush). */
+	while (c->state == CONN_READING && c->rlen > 0 && !c->close_after_flush && c->out.bytes < OUTPUT_PAUSE) {
+		struct http_request req;
+		struct http_error err;
+		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
+		set_what(c, &req);
+		if (r < 0) {
+			if (is_h2_preface(c) && p->takeover.take && take_over(c))
+				return;
+			conn_refuse(c, err.status, http_error_cause(err.status), err.message, NULL);
+			return;
+		}
+		if (r == 0) {
+			if (c->peer_eof)
+				conn_close(c, NULL);
+			return;
+		}
+		if (req.chunked || req.content_length > cfg->max_body) {
+			char more[2400] = "";
+			if (p->hooks.answer_headers)
+				p->hooks.answer_headers(p->hooks.owner, c, &req, more, sizeof(more));
+			if (req.chunked)
+				conn_refuse(c, 411, "chunked_body",
+					    "chunked request bodies are not accepted; send Content-Length", more);
+			else
+				conn_refuse(c, 413, "body_too_large", "request body larger than max_body", more);
+			return;
+		}
+		size_t body = req.content_length > 0 ? (size_t)req.content_length : 0;
+		if (c->rlen - (size_t)r < body) {
+			if (c->peer_eof) {
+				conn_close(c, NULL);
+				return;
+			}
+			/* A client that asked to be told before sending the body
+			 * (Expect: 100-continue) is told once, now that the head
+			 * and its Content-Length have passed. */
+			const struct http_header *ex = http_header_get(&req, "Expect");
+			if (ex && !c->continued && c->rlen == (size_t)r && ex->value.n == 12 &&
+			    strncasecmp(ex->value.p, "100-continue", 12) == 0 && req.minor_version == 1) {
+				/* Only a request that will be taken is asked for its
+				 * body: route and rights are checked first. */
+				if (!p->hooks.expect_continue(p->hooks.owner, c, &req))
+					return;
+				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+				struct chunk *ch = chunk_from(cont, sizeof(cont) - 1);
+				conn_enqueue(c, ch, 0);
+				chunk_unref(ch);
+				c->continued = true;
+			}
+			return;
+		}
+		c->continued = false;
+		p->m->requests++;
+		c->keep_alive = req.keep_alive && !p->draining && !c->peer_eof;
+		c->in_handler = true;
+		loop_label(p->lp, conn_what(c), conn_client(c));
+		p->hooks.request(p->hooks.owner, c, &req, c->rbuf + r, body);
+		c->in_handler = false;
+		if (c->state == CONN_CLOSED)
+			return;
+		consume(c, (size_t)r + body);
+		if (c->state == CONN_READING && !c->close_after_flush)
+			start_request_timer(c);
+	}
+	if (c->state == CONN_READING && c->peer_eof && c->rlen == 0 && !c->out.len)
+		conn_close(c, NULL);
+}
+
+static void on_io(void *arg, uint32_t events)
+{
+	struct conn *c = arg;
+	char why[320];
+	loop_label(c->pool->lp, c->state == CONN_STREAMING ? "a stream's socket" : "reading a request", c->peer);
+	if (transport_on_io(&c->tp, &events, why, sizeof(why)) < 0) {
+		conn_close(c, why);
+		return;
+	}
+	if (!events) {
+		/* A handshake goes on: its own interest. */
+		conn_update_events(c);
+		return;
+	}
+	if (events & EPOLLERR) {
+		conn_close(c, NULL);
+		return;
+	}
+	if (events & EPOLLOUT) {
+		conn_flush(c);
+		if (c->state == CONN_CLOSED)
+			return;
+	}
+	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)))
+		return;
+	switch (c->state) {
+	case CONN_READING:
+		if (fill(c) < 0) {
+			return_read_buffer(c);
+			return;
+		}
+		conn_process(c);
+		return_read_buffer(c);
+		if (c->state == CONN_CLOSED)
+			return;
+		if (!c->rlen) /* nothing pending: back to the lent buffer */
+			drop_read_buffer(c);
+		if (c->state == CONN_READING && c->rlen > 0 && !loop_timer_active(&c->timer))
+			start_request_timer(c);
+		break;
+	case CONN_STREAMING:
+	case CONN_LINGERING:
+		discard_input(c);
+		break;
+	default:
+		break;
+	}
+	conn_update_events(c);
+}
+
+void conn_close(struct conn *c, const char *why)
+{
+	struct conn_pool *p = c->pool;
+	if (c->state == CONN_CLOSED)
+		return;
+	if (why)
+		log_debug("closing connection from %s: %s", conn_client(c), why);
+	c->state = CONN_CLOSED;
+	const struct conn_user *u = c->user;
+	c->user = NULL;
+	if (u && u->closed)
+		u->closed(c, c->user_data);
+	c->user_data = NULL;
+	loop_timer_stop(p->lp, &c->timer);
+	if (c->fd >= 0)
+		loop_unwatch(p->lp, c->fd);
+	transport_free(&c->tp);
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	outq_free(&c->out);
+	drop_read_buffer(c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		p->all = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	p->n--;
+	c->next = p->graveyard;
+	p->graveyard = c;
+	schedule_pass_end(p);
+}
+
+static void frame_round_due(void *arg)
+{
+	struct conn_pool *p = arg;
+	p->frame_round_due = true;
+	schedule_pass_end(p);
+}
+
+/* Write the streams on the stream list, when their round is due; else make
+ * sure the timer will bring it. */
+static void frame_round(struct conn_pool *p)
+{
+	uint64_t now = clock_mono_ns(), gap = p->stream_gap_ms * 1000000;
+	if (p->stream_round_ns * p->stream_gap_factor < gap)
+		gap = p->stream_round_ns * p->stream_gap_factor;
+	if (!p->frame_round_due && now - p->stream_round_end_ns < gap) {
+		if (!loop_timer_active(&p->stream_timer)) {
+			uint64_t wait_ms = (p->stream_round_end_ns + gap - now + 999999) / 1000000;
+			loop_timer_start(p->lp, &p->stream_timer, wait_ms, frame_round_due, p);
+		}
+		return;
+	}
+	p->frame_round_due = false;
+	loop_timer_stop(p->lp, &p->stream_timer);
+	struct conn *list = p->stream_list;
+	p->stream_list = NULL;
+	p->stream_rounds++;
+	struct conn *later = NULL; /* written one by one after the batch's run */
+	while (list) {
+		struct conn *c = list;
+		list = c->stream_next;
+		if (c->state == CONN_CLOSED || !c->out.len) {
+			c->stream_scheduled = false;
+		} else if (p->batch && !transport_plain_send(&c->tp)) {
+			/* Its write may set off hooks that drop another reader's
+			 * queue (see batch_flush): after the run. It stays
+			 * scheduled meanwhile, so nothing links it elsewhere. */
+			c->stream_next = later;
+			later = c;
+		} else {
+			c->stream_scheduled = false;
+			batch_flush(p, c);
+		}
+	}
+	if (p->batch)
+		run_batch(p);
+	while (later) {
+		struct conn *c = later;
+		later = c->stream_next;
+		c->stream_scheduled = false;
+		if (c->state != CONN_CLOSED && c->out.len)
+			conn_flush(c);
+	}
+	p->stream_round_end_ns = clock_mono_ns();
+	p->stream_round_ns = p->stream_round_end_ns - now;
+}
+
+/* The end of a loop pass (deferred work): one flush for every connection
+ * queued to, the stream round when due, requests parked behind output
+ * parsed again, and the free of what was closed. */
+static void pass_end(void *arg)
+{
+	struct conn_pool *p = arg;
+	p->pass_end_scheduled = false;
+	loop_label(p->lp, "writing to connections (flushes and the stream round)", NULL);
+	struct conn *list = p->flush_list;
+	p->flush_list = NULL;
+	uint64_t t0 = list || p->stream_list ? clock_mono_ns() : 0;
+	while (list) {
+		struct conn *c = list;
+		list = c->flush_next;
+		c->flush_scheduled = false;
+		if (c->state == CONN_CLOSED)
+			continue;
+		conn_flush(c);
+		if (c->state == CONN_READING && c->reparse) {
+			conn_process(c);
+			conn_update_events(c);
+		}
+		if (c->state != CONN_CLOSED && (c->want & EPOLLIN) && transport_input_pending(&c->tp))
+			on_io(c, EPOLLIN);
+	}
+	if (p->stream_list)
+		frame_round(p);
+	else
+		p->frame_round_due = false;
+	if (t0)
+		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
+	/* Free what was closed, unless it is still on a list. */
+	struct conn **pp = &p->graveyard;
+	while (*pp) {
+		struct conn *c = *pp;
+		if (c->flush_scheduled || c->stream_scheduled) {
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		conn_free_record(c);
+	}
+}
+
+void conn_pool_drain(struct conn_pool *p)
+{
+	p->draining = true;
+	for (struct conn *c = p->all, *next; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_READING && c->rlen == 0 && c->out.len == 0)
+			conn_close(c, NULL);
+	}
+}
+
+void conn_pool_close_all(struct conn_pool *p)
+{
+	while (p->all)
+		conn_close(p->all, NULL);
+	p->frame_round_due = true; /* lets go of the stream list now */
+	pass_end(p);
+	loop_timer_stop(p->lp, &p->stream_timer);
+	free(p->read_buf);
+	p->read_buf = NULL;
+}
+
+void conn_pool_free(struct conn_pool *p)
+{
+	if (!p)
+		return;
+	conn_pool_close_all(p);
+	send_batch_free(p->batch);
+	free(p);
+}
+
+size_t conn_pool_count(const struct conn_pool *p)
+{
+	return p->n;
+}
+
+bool conn_pool_draining(const struct conn_pool *p)
+{
+	return p->draining;
+}
+
+uint64_t conn_pool_writes(const struct conn_pool *p)
+{
+	return p->writes;
+}
+
+uint64_t conn_pool_stream_rounds(const struct conn_pool *p)
+{
+	return p->stream_rounds;
+}
+
+void conn_pool_set_stream_gap(struct conn_pool *p, uint64_t max_ms, uint64_t factor)
+{
+	p->stream_gap_ms = max_ms;
+	p->stream_gap_factor = factor;
+}
+
+const char *conn_client(const struct conn *c)
+{
+	return c->client ? c->client : c->peer;
+}
+
+void conn_set_client(struct conn *c, const char *client)
+{
+	/* Unchanged, the text stays where it is: a reader may hold it. */
+	if (strcmp(client, conn_client(c)) == 0)
+		return;
+	free(c->client);
+	c->client = strcmp(client, c->peer) == 0 ? NULL : xstrdup(client);
+}
+
+const char *conn_peer(const struct conn *c)
+{
+	return c->peer;
+}
+
+bool conn_has_socket(const struct conn *c)
+{
+	return c->fd >= 0;
+}
+
+bool conn_peer_unix(const struct conn *c)
+{
+	return c->peer_unix;
+}
+
+bool conn_peer_local(const struct conn *c)
+{
+	return c->peer_loopback;
+}
+
+const char *conn_what(const struct conn *c)
+{
+	return c->what ? c->what : "";
+}
+
+bool conn_secure(const struct conn *c)
+{
+	return transport_secure(&c->tp);
+}
+
+bool conn_keep_alive(const struct conn *c)
+{
+	return c->keep_alive;
+}
+
+bool conn_draining(const struct conn *c)
+{
+	return c->pool->draining;
+}
+
+void conn_set_keep_alive(struct conn *c, bool keep)
+{
+	c->keep_alive = keep;
+}
+
+void *conn_owner(const struct conn *c)
+{
+	return c->pool->hooks.owner;
+}

@@ -1,0 +1,564 @@
+/* presence_redis.c: this node's presence share in Redis (see
+ * presence_redis.h): one connection, the heartbeat and sweep timers, and
+ * the scripts that decide joins and leaves atomically.
+ *
+ * States: down (no connection; a reconnect timer with backoff), or up
+ * (a connection whose first commands, queued before it even completes,
+ * are the login and the whole share; every count after goes behind them
+ * on the same connection, so Redis sees them in order). Up is not yet
+ * working: the link works once Redis has answered the share's first write
+ * (so a server that refuses connections, or a replica, never counts as
+ * back). An outage is said once when it begins and once when a link works
+ * again; the tries between back off from BACKOFF_MIN_MS, doubling to
+ * BACKOFF_MAX_MS, and only a working link (or a failover Sentinel
+ * announces) starts them from BACKOFF_MIN_MS again. */
+#include "presence/presence_redis.h"
+
+#include <errno.h>
+#include <hiredis/async.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "core/presence_table.h"
+#include "redis/redis_loop.h"
+#include "redis/redis_sentinel.h"
+#include "redis/redis_url.h"
+#include "common/util.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define SHARE_CHUNK 512 /* keys per script call when the share is written whole */
+#define SWEEP_MS 500    /* how often dead nodes and due leaves are looked for */
+
+/* Lua shared by the scripts: Redis' clock, the live nodes (KEYS[1]), and
+ * a key's streams over them (ARGV[1] is the nodes' hash prefix). */
+#define LUA_COMMON                                                                                      \
+	"local function now_ms() local t = redis.call('TIME') "                                         \
+	"return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end "                         \
+	"local function live(now) return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf') end " \
+	"local function total(nodes, k) local s = 0 for _, n in ipairs(nodes) do "                      \
+	"s = s + (tonumber(redis.call('HGET', ARGV[1] .. n, k)) or 0) end return s end "
+
+/* KEYS nodes, announced, leaving, mine; ARGV prefix, key. 1: a join. */
+static const char lua_add[] = "redis.call('HINCRBY', KEYS[4], ARGV[2], 1) "
+			      "if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then "
+			      "redis.call('ZREM', KEYS[3], ARGV[2]) return 0 end "
+			      "redis.call('HSET', KEYS[2], ARGV[2], 1) return 1";
+
+/* KEYS nodes, announced, leaving, mine; ARGV prefix, key. */
+static const char lua_del[] = LUA_COMMON "local n = redis.call('HINCRBY', KEYS[4], ARGV[2], -1) "
+					 "if n <= 0 then redis.call('HDEL', KEYS[4], ARGV[2]) end "
+					 "if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then return 0 end "
+					 "local now = now_ms() "
+					 "if total(live(now), ARGV[2]) == 0 then "
+					 "redis.call('ZADD', KEYS[3], 'NX', now, ARGV[2]) end return 0";
+
+/* KEYS nodes, announced, leaving; ARGV prefix, grace ms. The keys that
+ * leave now (this caller announces them). */
+static const char lua_sweep[] =
+	LUA_COMMON "local now = now_ms() local nodes = live(now) "
+		   "for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do "
+		   "local h = ARGV[1] .. d "
+		   "for _, k in ipairs(redis.call('HKEYS', h)) do "
+		   "if redis.call('HEXISTS', KEYS[2], k) == 1 and total(nodes, k) == 0 then "
+		   "redis.call('ZADD', KEYS[3], 'NX', now, k) end end "
+		   "redis.call('DEL', h) redis.call('ZREM', KEYS[1], d) end "
+		   "local out = {} "
+		   "for _, k in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))) do "
+		   "redis.call('ZREM', KEYS[3], k) "
+		   "if total(nodes, k) == 0 then redis.call('HDEL', KEYS[2], k) out[#out + 1] = k end end "
+		   "return out";
+
+/* KEYS nodes, mine; ARGV prefix, id, ttl ms. */
+static const char lua_heartbeat[] = LUA_COMMON "local now = now_ms() "
+					       "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
+					       "redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[3])) return now";
+
+/* KEYS nodes, announced, leaving, mine; ARGV prefix, id, ttl ms, first
+ * chunk (1/0), announce (1/0), then key, count pairs. The keys whose join
+ * goes out now. */
+static const char lua_share[] =
+	LUA_COMMON "if ARGV[4] == '1' then redis.call('DEL', KEYS[4]) end "
+		   "local out = {} "
+		   "for i = 6, #ARGV, 2 do local k = ARGV[i] "
+		   "redis.call('HSET', KEYS[4], k, ARGV[i + 1]) "
+		   "if ARGV[5] == '1' and string.find(k, '\\31', 1, true) then "
+		   "if redis.call('HEXISTS', KEYS[2], k) == 1 then redis.call('ZREM', KEYS[3], k) "
+		   "else redis.call('HSET', KEYS[2], k, 1) out[#out + 1] = k end end end "
+		   "local now = now_ms() "
+		   "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
+		   "redis.call('PEXPIRE', KEYS[4], 2 * tonumber(ARGV[3])) return out";
+
+/* KEYS nodes; ARGV prefix. Every live node's keys, summed: key, n, ... */
+static const char lua_snapshot[] =
+	LUA_COMMON "local sum, order = {}, {} "
+		   "for _, n in ipairs(live(now_ms())) do "
+		   "local kv = redis.call('HGETALL', ARGV[1] .. n) "
+		   "for i = 1, #kv, 2 do local v = tonumber(kv[i + 1]) if v > 0 then "
+		   "if not sum[kv[i]] then sum[kv[i]] = 0 order[#order + 1] = kv[i] end "
+		   "sum[kv[i]] = sum[kv[i]] + v end end end "
+		   "local out = {} for _, k in ipairs(order) do out[#out + 1] = k out[#out + 1] = sum[k] end "
+		   "return out";
+
+struct presence_redis {
+	struct loop *lp;
+	const struct config *cfg;
+	struct presence_redis_hooks hooks;
+	struct redis_url url;
+	struct redis_sentinel *sentinel; /* NULL unless redis_sentinels is set */
+	bool asking;                     /* a question to Sentinel is out */
+	redisAsyncContext *ac;           /* NULL while down */
+	bool up;                         /* the share was written on ac */
+	bool working;                    /* Redis answered the share's first write on ac */
+	bool warned;                     /* the loss was logged, and no link has worked since */
+	uint64_t backoff_ms;
+	struct loop_timer reconnect_timer, heartbeat_timer, sweep_timer;
+	char id[24];
+	char key_nodes[256], key_announced[256], key_leaving[256], key_mine[300], prefix[256];
+	char where[300];
+	/* The share being written: key, count pairs for the next script. */
+	const char **share_argv;
+	size_t *share_lens;
+	char **share_owned;
+	size_t share_n;
+	bool share_first;
+};
+
+static void connect_now(void *arg);
+
+static void schedule_reconnect(struct presence_redis *r)
+{
+	if (loop_timer_active(&r->reconnect_timer))
+		return;
+	loop_timer_start(r->lp, &r->reconnect_timer, r->backoff_ms, connect_now, r);
+	r->backoff_ms = MIN(r->backoff_ms * 2, (uint64_t)BACKOFF_MAX_MS);
+}
+
+static void lost(struct presence_redis *r, const char *why)
+{
+	if (!r->warned)
+		log_warn("presence: lost Redis at %s (%s); answers are refused until it is back, then this node's "
+			 "share is written again",
+			 r->where, why);
+	else
+		log_debug("presence: Redis at %s: %s; trying again in %llu ms", r->where, why,
+			  (unsigned long long)r->backoff_ms);
+	r->warned = true;
+	r->up = false;
+	r->working = false;
+	redisAsyncContext *ac = r->ac;
+	r->ac = NULL;
+	if (ac)
+		redisAsyncFree(ac);
+	loop_timer_stop(r->lp, &r->heartbeat_timer);
+	loop_timer_stop(r->lp, &r->sweep_timer);
+	schedule_reconnect(r);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct presence_redis *r = ac->data;
+	if (ac != r->ac)
+		return; /* freed by lost() */
+	r->ac = NULL;
+	lost(r, status == REDIS_OK ? "the server closed the connection" : (ac->errstr[0] ? ac->errstr : "error"));
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	if (status != REDIS_OK)
+		on_disconnect(ac, REDIS_ERR); /* hiredis frees it after this returns */
+}
+
+/* Send a script on the connection; NULL cb: the answer is only checked
+ * for an error. */
+static void on_checked(redisAsyncContext *ac, void *reply, void *privdata);
+
+static int send_argv(struct presence_redis *r, redisCallbackFn *cb, void *privdata, int argc, const char **argv,
+		     const size_t *lens)
+{
+	if (!r->ac)
+		return -1;
+	return redisAsyncCommandArgv(r->ac, cb ? cb : on_checked, privdata, argc, argv, lens) == REDIS_OK ? 0 : -1;
+}
+
+/* An error answer: logged; a server that is a replica now (a failover
+ * demoted it) is left, so the next connection asks Sentinel again. */
+static void answer_error(struct presence_redis *r, const redisReply *rep)
+{
+	if (strncmp(rep->str, "READONLY", 8) == 0 && r->ac) {
+		lost(r, "the server is a replica now");
+		return;
+	}
+	log_warn("presence: Redis at %s: %s", r->where, rep->str);
+}
+
+static void on_checked(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	(void)privdata;
+	if (rep && rep->type == REDIS_REPLY_ERROR)
+		answer_error(ac->data, rep);
+}
+
+/* Redis answered a write on the connection: it works (again). */
+static void link_works(struct presence_redis *r)
+{
+	if (r->working)
+		return;
+	r->working = true;
+	r->backoff_ms = BACKOFF_MIN_MS;
+	if (r->warned)
+		log_notice("presence: Redis at %s is back; this node's share is written again", r->where);
+	r->warned = false;
+}
+
+/* An answer naming keys: lua_add's (privdata the key added: 1 is its
+ * join), lua_share's (privdata NULL: an array of joins) or lua_sweep's
+ * (privdata r: an array of leaves). */
+static void on_keys(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	struct presence_redis *r = ac->data;
+	bool leaves = privdata == (void *)r;
+	char *added = leaves ? NULL : privdata;
+	if (rep && rep->type == REDIS_REPLY_ERROR) {
+		answer_error(r, rep);
+	} else if (rep && added) {
+		if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+			r->hooks.join(r->hooks.arg, added);
+	} else if (rep && rep->type == REDIS_REPLY_ARRAY) {
+		if (!leaves)
+			link_works(r);
+		for (size_t i = 0; i < rep->elements; i++) {
+			if (rep->element[i]->type != REDIS_REPLY_STRING)
+				continue;
+			if (leaves)
+				r->hooks.leave(r->hooks.arg, rep->element[i]->str);
+			else
+				r->hooks.join(r->hooks.arg, rep->element[i]->str);
+		}
+	}
+	free(added);
+}
+
+static void send_script(struct presence_redis *r, redisCallbackFn *cb, void *privdata, const char *script, int nkeys,
+			const char *const *keys, int nargs, const char *const *args)
+{
+	const char *argv[12];
+	char n[8];
+	int argc = 0;
+	snprintf(n, sizeof(n), "%d", nkeys);
+	argv[argc++] = "EVAL";
+	argv[argc++] = script;
+	argv[argc++] = n;
+	for (int i = 0; i < nkeys; i++)
+		argv[argc++] = keys[i];
+	for (int i = 0; i < nargs; i++)
+		argv[argc++] = args[i];
+	if (send_argv(r, cb, privdata, argc, argv, NULL) < 0 && cb == on_keys && privdata != (void *)r)
+		free(privdata);
+}
+
+static void heartbeat(void *arg)
+{
+	struct presence_redis *r = arg;
+	char ttl[24];
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
+	const char *keys[2] = { r->key_nodes, r->key_mine };
+	const char *args[3] = { r->prefix, r->id, ttl };
+	send_script(r, NULL, NULL, lua_heartbeat, 2, keys, 3, args);
+	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
+			 heartbeat, r);
+}
+
+static void sweep(void *arg)
+{
+	struct presence_redis *r = arg;
+	char grace[24];
+	snprintf(grace, sizeof(grace), "%lld", (long long)r->cfg->presence_grace_ms);
+	const char *keys[3] = { r->key_nodes, r->key_announced, r->key_leaving };
+	const char *args[2] = { r->prefix, grace };
+	send_script(r, on_keys, r, lua_sweep, 3, keys, 2, args);
+	loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
+}
+
+static void login(struct presence_redis *r)
+{
+	char db[16];
+	snprintf(db, sizeof(db), "%d", r->url.db);
+	const char *auth_user[3] = { "AUTH", r->url.user, r->url.password };
+	const char *auth[2] = { "AUTH", r->url.password };
+	const char *select[2] = { "SELECT", db };
+	if (r->url.password[0] && r->url.user[0])
+		send_argv(r, NULL, NULL, 3, auth_user, NULL);
+	else if (r->url.password[0])
+		send_argv(r, NULL, NULL, 2, auth, NULL);
+	if (r->url.db)
+		send_argv(r, NULL, NULL, 2, select, NULL);
+}
+
+/* Open the connection to r->url and queue the login and the share. */
+static void connect_to(struct presence_redis *r)
+{
+	char err[128];
+	redisAsyncContext *ac = redis_loop_connect(r->lp, r->url.host, r->url.port, r->url.path, r, on_connect,
+						   on_disconnect, err, sizeof(err));
+	if (!ac) {
+		lost(r, err);
+		return;
+	}
+	r->ac = ac;
+	login(r);
+	r->share_first = true;
+	r->share_n = 0;
+	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
+}
+
+static void on_primary(void *arg, const char *host, int port)
+{
+	struct presence_redis *r = arg;
+	r->asking = false;
+	if (!host) {
+		lost(r, "no sentinel named the primary");
+		return;
+	}
+	snprintf(r->url.host, sizeof(r->url.host), "%s", host);
+	r->url.port = port;
+	snprintf(r->where, sizeof(r->where), "%s:%d (%s)", host, port, redis_sentinel_describe(r->sentinel));
+	connect_to(r);
+}
+
+/* A failover announced: leave the old primary and connect to the new one
+ * now, without waiting out the backoff. */
+static void on_switch(void *arg, const char *host, int port)
+{
+	struct presence_redis *r = arg;
+	if (r->up && strcmp(host, r->url.host) == 0 && port == r->url.port)
+		return;
+	if (r->ac)
+		lost(r, "Sentinel moved the primary");
+	loop_timer_stop(r->lp, &r->reconnect_timer);
+	r->backoff_ms = BACKOFF_MIN_MS;
+	if (r->asking) {
+		r->asking = false; /* an answer from before the move may be stale */
+		redis_sentinel_ask(r->sentinel, NULL, NULL);
+	}
+	on_primary(r, host, port);
+}
+
+static void connect_now(void *arg)
+{
+	struct presence_redis *r = arg;
+	if (r->ac || r->asking)
+		return;
+	if (!r->sentinel) {
+		connect_to(r);
+		return;
+	}
+	r->asking = true;
+	redis_sentinel_ask(r->sentinel, on_primary, r);
+}
+
+struct presence_redis *presence_redis_new(struct loop *lp, const struct config *cfg,
+					  const struct presence_redis_hooks *hooks, char *err, size_t errlen)
+{
+	struct presence_redis *r = xcalloc(1, sizeof(*r));
+	r->lp = lp;
+	r->cfg = cfg;
+	r->hooks = *hooks;
+	r->backoff_ms = BACKOFF_MIN_MS;
+	if (cfg->redis_sentinels[0]) {
+		r->sentinel = redis_sentinel_new(lp, cfg->redis_sentinels, cfg->redis_master_name, err, errlen);
+		if (!r->sentinel) {
+			free(r);
+			return NULL;
+		}
+		snprintf(r->where, sizeof(r->where), "%s", redis_sentinel_describe(r->sentinel));
+		redis_sentinel_follow(r->sentinel, on_switch, r);
+	} else {
+		const char *why = redis_url_parse(cfg->redis_url, &r->url);
+		if (why) {
+			snprintf(err, errlen, "redis_url: %s", why);
+			free(r);
+			return NULL;
+		}
+		redis_url_redact(cfg->redis_url, r->where, sizeof(r->where));
+	}
+	snprintf(r->id, sizeof(r->id), "%08llx%08llx", (unsigned long long)random_below(UINT32_MAX),
+		 (unsigned long long)((uint64_t)getpid() ^ random_below(UINT32_MAX)));
+	snprintf(r->key_nodes, sizeof(r->key_nodes), "{%s}:presence:nodes", cfg->redis_stream);
+	snprintf(r->key_announced, sizeof(r->key_announced), "{%s}:presence:announced", cfg->redis_stream);
+	snprintf(r->key_leaving, sizeof(r->key_leaving), "{%s}:presence:leaving", cfg->redis_stream);
+	snprintf(r->prefix, sizeof(r->prefix), "{%s}:presence:node:", cfg->redis_stream);
+	snprintf(r->key_mine, sizeof(r->key_mine), "%s%s", r->prefix, r->id);
+	/* From the loop: the hooks' owner has r in hand by then. */
+	loop_timer_start(lp, &r->reconnect_timer, 0, connect_now, r);
+	return r;
+}
+
+static void share_clear(struct presence_redis *r)
+{
+	for (size_t i = 0; i < r->share_n; i++)
+		free(r->share_owned[i]);
+	r->share_n = 0;
+}
+
+void presence_redis_free(struct presence_redis *r)
+{
+	if (!r)
+		return;
+	loop_timer_stop(r->lp, &r->reconnect_timer);
+	loop_timer_stop(r->lp, &r->heartbeat_timer);
+	loop_timer_stop(r->lp, &r->sweep_timer);
+	if (r->ac) {
+		/* By now a clean stop's streams have closed during the drain,
+		 * their counts taken out on this connection; the node's entry
+		 * then expires with its TTL. */
+		redisAsyncContext *ac = r->ac;
+		r->ac = NULL;
+		redisAsyncFree(ac); /* pending answers come back NULL */
+	}
+	redis_sentinel_free(r->sentinel);
+	share_clear(r);
+	free(r->share_argv);
+	free(r->share_lens);
+	free(r->share_owned);
+	free(r);
+}
+
+bool presence_redis_up(const struct presence_redis *r)
+{
+	return r->up && r->ac;
+}
+
+void presence_redis_add(struct presence_redis *r, const char *key, bool announce)
+{
+	if (!r->up)
+		return;
+	if (!announce) {
+		const char *argv[4] = { "HINCRBY", r->key_mine, key, "1" };
+		send_argv(r, NULL, NULL, 4, argv, NULL);
+		return;
+	}
+	const char *keys[4] = { r->key_nodes, r->key_announced, r->key_leaving, r->key_mine };
+	const char *args[2] = { r->prefix, key };
+	send_script(r, on_keys, xstrdup(key), lua_add, 4, keys, 2, args);
+}
+
+void presence_redis_del(struct presence_redis *r, const char *key, bool announce)
+{
+	if (!r->up)
+		return;
+	const char *keys[4] = { r->key_nodes, r->key_announced, r->key_leaving, r->key_mine };
+	const char *args[2] = { r->prefix, key };
+	if (announce)
+		send_script(r, NULL, NULL, lua_del, 4, keys, 2, args);
+	else
+		send_script(r, NULL, NULL,
+			    "if redis.call('HINCRBY', KEYS[4], ARGV[2], -1) <= 0 then "
+			    "redis.call('HDEL', KEYS[4], ARGV[2]) end return 0",
+			    4, keys, 2, args);
+}
+
+/* Send the pairs gathered so far as one lua_share call. */
+static void share_flush(struct presence_redis *r)
+{
+	char ttl[24];
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
+	size_t argc = 0, cap = 3 + 4 + 5 + r->share_n;
+	const char **argv = xmalloc(cap * sizeof(*argv));
+	argv[argc++] = "EVAL";
+	argv[argc++] = lua_share;
+	argv[argc++] = "4";
+	argv[argc++] = r->key_nodes;
+	argv[argc++] = r->key_announced;
+	argv[argc++] = r->key_leaving;
+	argv[argc++] = r->key_mine;
+	argv[argc++] = r->prefix;
+	argv[argc++] = r->id;
+	argv[argc++] = ttl;
+	argv[argc++] = r->share_first ? "1" : "0";
+	argv[argc++] = r->cfg->presence_events ? "1" : "0";
+	for (size_t i = 0; i < r->share_n; i++)
+		argv[argc++] = r->share_owned[i];
+	send_argv(r, on_keys, NULL, (int)argc, argv, NULL);
+	free(argv);
+	share_clear(r);
+	r->share_first = false;
+}
+
+void presence_redis_share(struct presence_redis *r, const char *key, uint32_t n)
+{
+	if (!r->ac)
+		return;
+	if (!r->share_owned)
+		r->share_owned = xmalloc(2 * SHARE_CHUNK * sizeof(*r->share_owned));
+	char num[16];
+	snprintf(num, sizeof(num), "%u", n);
+	r->share_owned[r->share_n++] = xstrdup(key);
+	r->share_owned[r->share_n++] = xstrdup(num);
+	if (r->share_n == 2 * SHARE_CHUNK)
+		share_flush(r);
+}
+
+void presence_redis_share_done(struct presence_redis *r)
+{
+	if (!r->ac)
+		return;
+	share_flush(r); /* the last pairs, or none: the first call also clears and beats */
+	r->up = true;   /* counts may follow the share; whether it works, its answer says */
+	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
+			 heartbeat, r);
+	if (r->cfg->presence_events)
+		loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
+}
+
+struct snapshot_ask {
+	presence_redis_snapshot_cb *cb;
+	void *arg;
+};
+
+static void on_snapshot(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	struct snapshot_ask *ask = privdata;
+	(void)ac;
+	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements % 2) {
+		ask->cb(ask->arg, NULL, NULL, (size_t)-1);
+		free(ask);
+		return;
+	}
+	size_t n = rep->elements / 2;
+	const char **keys = xmalloc((n + 1) * sizeof(*keys));
+	uint32_t *totals = xmalloc((n + 1) * sizeof(*totals));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		redisReply *kr = rep->element[2 * i], *vr = rep->element[2 * i + 1];
+		if (kr->type != REDIS_REPLY_STRING || vr->type != REDIS_REPLY_INTEGER || vr->integer <= 0)
+			continue;
+		keys[k] = kr->str;
+		totals[k++] = (uint32_t)MIN(vr->integer, (long long)UINT32_MAX);
+	}
+	ask->cb(ask->arg, keys, totals, k);
+	free(keys);
+	free(totals);
+	free(ask);
+}
+
+int presence_redis_snapshot(struct presence_redis *r, presence_redis_snapshot_cb *cb, void *arg)
+{
+	if (!presence_redis_up(r))
+		return -1;
+	struct snapshot_ask *ask = xmalloc(sizeof(*ask));
+	*ask = (struct snapshot_ask){ cb, arg };
+	const char *argv[5] = { "EVAL", lua_snapshot, "1", r->key_nodes, r->prefix };
+	if (send_argv(r, on_snapshot, ask, 5, argv, NULL) < 0) {
+		free(ask);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,75 @@
+/* presence_redis.h: this node's share of presence kept in Redis, so that
+ * every node of a cluster (herald nodes on one Redis log) answers for all.
+ *
+ * Keys, under the event log's hash tag {redis_stream}:
+ *   {S}:presence:nodes      sorted set: node id -> when its share expires
+ *   {S}:presence:node:ID    hash: key -> this node's streams under it
+ *   {S}:presence:announced  hash: (pattern, subject) keys whose join went out
+ *   {S}:presence:leaving    sorted set: announced keys with no stream left,
+ *                           by when they fell empty
+ * A node's id is random, new at every start. Its heartbeat moves its expiry
+ * PRESENCE_TTL ahead (times are Redis' own clock, so nodes' clocks never
+ * disagree); a node that stops (killed, cut off) drops out of every answer
+ * once it expires, and the first sweep after that makes its subjects leave.
+ * Its hash outlives the expiry (twice the TTL) so that sweep can read it.
+ * A connection (or a reconnection, after a Redis outage) first writes the
+ * node's whole share again, then counts go as streams open and close, in
+ * order on the one connection. Each step that decides a join or a leave is
+ * one script, so two nodes never both announce one. Own connection, on the
+ * loop (redis_loop.h); Redis found as the store finds it (redis_url, or
+ * the primary named by redis_sentinels). */
+#ifndef HERALD_PRESENCE_REDIS_H
+#define HERALD_PRESENCE_REDIS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "common/loop.h"
+
+struct presence_redis;
+
+/* What the node's share in Redis tells presence.c (registered once). */
+struct presence_redis_hooks {
+	/* Connected (again): give the whole share now with
+	 * presence_redis_share and presence_redis_share_done. */
+	void (*connected)(void *arg);
+	/* A (pattern, subject) key whose first stream in the cluster opened
+	 * (join), or whose last closed more than the grace ago (leave). */
+	void (*join)(void *arg, const char *key);
+	void (*leave)(void *arg, const char *key);
+	void *arg;
+};
+
+/* A share for this node (a new random id) in the Redis cfg names; connects
+ * from the loop's next pass, and again with backoff whenever the
+ * connection is lost. Returns
+ * NULL with a reason in err when cfg names no usable Redis. */
+struct presence_redis *presence_redis_new(struct loop *lp, const struct config *cfg,
+					  const struct presence_redis_hooks *hooks, char *err, size_t errlen);
+
+/* Close the connection (its pending answers come back empty) and free. */
+void presence_redis_free(struct presence_redis *r);
+
+/* Whether the connection is up (answers may be asked). */
+bool presence_redis_up(const struct presence_redis *r);
+
+/* One stream more (add) or less (del) under key; a subject key with
+ * announce may make a join (add) or start a leave's grace (del). Dropped
+ * while the connection is down: the share is written whole on reconnect. */
+void presence_redis_add(struct presence_redis *r, const char *key, bool announce);
+void presence_redis_del(struct presence_redis *r, const char *key, bool announce);
+
+/* The share, written whole after connected: key with n streams, then
+ * done. */
+void presence_redis_share(struct presence_redis *r, const char *key, uint32_t n);
+void presence_redis_share_done(struct presence_redis *r);
+
+/* The cluster's counts: cb(arg, keys, totals, n) once with every key of
+ * every live node summed (n 0 when nothing), or with n == (size_t)-1 when
+ * Redis cannot answer. Returns 0, or -1 (not connected; cb not called). */
+typedef void presence_redis_snapshot_cb(void *arg, const char *const *keys, const uint32_t *totals, size_t n);
+int presence_redis_snapshot(struct presence_redis *r, presence_redis_snapshot_cb *cb, void *arg);
+
+#endif

@@ -1,0 +1,529 @@
+/* api.c: routing and the small endpoints. */
+#include "server/api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/console.h"
+#include "core/group.h"
+#include "common/log.h"
+#include "mercure/mercure.h"
+#include "presence/presence.h"
+#include "core/stall_guard.h"
+#include "common/text.h"
+#include "core/topic.h"
+#include "common/util.h"
+
+static bool path_is(const struct http_request *req, const char *path)
+{
+	size_t n = strlen(path);
+	return req->path.n == n && memcmp(req->path.p, path, n) == 0;
+}
+
+/* The refused hook: a log line with the client, the request and the cause,
+ * at most 20 a second (a flood of bad requests must not flood the journal;
+ * the rest are counted). */
+static void log_refusal(void *owner, struct conn *c, int status, const char *message)
+{
+	struct api *a = owner;
+	uint64_t now = loop_now(a->lp);
+	if (now - a->log_window >= 1000) {
+		if (a->log_suppressed)
+			log_notice("%u more refused requests not logged in the last second", a->log_suppressed);
+		a->log_window = now;
+		a->log_in_window = a->log_suppressed = 0;
+	}
+	if (++a->log_in_window > 20) {
+		a->log_suppressed++;
+		return;
+	}
+	const char *what = conn_what(c);
+	log_notice("refused %s %s: %d %s", conn_client(c), what[0] ? what : "(no request line)", status, message);
+}
+
+/* 503 while the server shuts down, with more header lines (or "") beside. */
+static void shutting_down(struct conn *c, const char *more)
+{
+	char extra[2600];
+	snprintf(extra, sizeof(extra), "Retry-After: 5\r\n%s", more);
+	conn_refuse(c, 503, "shutting_down", "the server is shutting down", extra);
+}
+
+/* 405 naming the methods allow, with more header lines (or "") beside. */
+static void method_not_allowed(struct conn *c, const char *allow, const char *more)
+{
+	char extra[2600];
+	snprintf(extra, sizeof(extra), "Allow: %s\r\n%s", allow, more);
+	conn_refuse(c, 405, "method_not_allowed", "method not allowed for this path", extra);
+}
+
+size_t api_sockets(const struct api *a)
+{
+	return conn_pool_count(a->pool) - h2_server_streams(a->h2) + h2_server_sessions(a->h2);
+}
+
+static void health(struct api *a, struct conn *c, bool head_only)
+{
+	char body[384 + 6 * STALL_WHAT_MAX];
+	/* A node whose log is unreachable answers 503, so a balancer's health
+	 * check sends new readers and publishes elsewhere. */
+	bool log_ok = store_available(a->st);
+	int status = log_ok ? 200 : 503;
+	/* In a group, readers counts every worker's; connections (sockets,
+	 * an HTTP/2 connection being one) and http2_streams are this worker's
+	 * (worker names it). */
+	bool group = group_on();
+	char who[48] = "";
+	if (group)
+		snprintf(who, sizeof(who), ",\"worker\":%d", group_index());
+	/* The worst loop pass of the last minute (this process's) and what
+	 * ran longest in it: a stall shows here without a profiler. */
+	const char *what = "";
+	uint64_t worst = a->stall ? stall_guard_worst(a->stall, loop_now(a->lp), &what) : 0;
+	char what_json[6 * STALL_WHAT_MAX + 1];
+	what_json[http_json_escape(what, what_json)] = '\0';
+	int n = snprintf(body, sizeof(body),
+			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"workers\":%u%s,\"readers\":%zu,"
+			 "\"connections\":%zu,\"http2_streams\":%zu,\"last_id\":%lld,\"uptime_s\":%llu,"
+			 "\"loop_worst_ms\":%.3f,\"loop_worst\":\"%s\"}\n",
+			 !log_ok            ? "unavailable"
+			 : conn_draining(c) ? "draining"
+					    : "ok",
+			 log_ok ? "ok" : "unavailable", store_kind(a->st), group ? group_workers() : 1u, who,
+			 group ? group_readers() : hub_readers(a->hub), api_sockets(a), h2_server_streams(a->h2),
+			 (long long)hub_high_water(a->hub),
+			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6, what_json);
+	bool keep = conn_keep_alive(c);
+	struct chunk *resp = http_format_response(status, "application/json",
+						  log_ok ? "Cache-Control: no-store\r\n"
+							 : "Cache-Control: no-store\r\nRetry-After: 1\r\n",
+						  body, (size_t)n, keep);
+	if (head_only)
+		resp->len -= (uint32_t)n; /* the same head, with its Content-Length, and no body */
+	conn_respond(c, status, resp, keep);
+}
+
+/* /metrics in a worker of a group: counters summed over the group (this
+ * worker's stamped first, so its own are current; the others' are at most
+ * a stamp old), gauges summed, and each worker's line. g holds this
+ * worker's gauges (log_available stays its own). */
+static void group_metrics(struct api *a, struct conn *c, struct metrics_gauges *g)
+{
+	struct group_figures mine = { .connections = g->connections,
+				      .http2_sessions = g->http2_sessions,
+				      .http2_streams = g->http2_streams,
+				      .readers_catching_up = g->readers_catching_up,
+				      .publish_pending = g->publish_pending,
+				      .last_event_id = g->last_event_id };
+	group_stamp(&mine, a->m);
+	struct metrics *sum = xcalloc(1, sizeof(*sum));
+	struct group_figures f;
+	struct group_worker w[GROUP_MAX_WORKERS];
+	int pids[GROUP_MAX_WORKERS];
+	size_t readers[GROUP_MAX_WORKERS];
+	unsigned n = group_sum(sum, &f, w);
+	g->readers = 0;
+	for (unsigned i = 0; i < n; i++) {
+		pids[i] = (int)w[i].pid;
+		readers[i] = w[i].readers;
+		g->readers += w[i].readers;
+	}
+	g->readers_catching_up = f.readers_catching_up;
+	g->connections = f.connections;
+	g->http2_sessions = f.http2_sessions;
+	g->http2_streams = f.http2_streams;
+	g->publish_pending = f.publish_pending;
+	g->last_event_id = f.last_event_id;
+	g->workers = n;
+	g->worker_pids = pids;
+	g->worker_readers = readers;
+	conn_respond(c, 200, metrics_render(sum, g, conn_keep_alive(c)), conn_keep_alive(c));
+	free(sum);
+}
+
+/* /metrics for whom metrics_access allows: anyone; only a client on this
+ * host that did not come through a proxy; or a client with metrics_token. */
+static void metrics(struct api *a, struct conn *c, const struct http_request *req)
+{
+	const struct config *cfg = a->cfg;
+	if (cfg->metrics_mode == METRICS_LOCAL && !(conn_peer_local(c) && !http_forwarded(req))) {
+		conn_refuse(c, 403, "metrics_local_only",
+			    "metrics are served only to this host (metrics_access = local)", NULL);
+		return;
+	}
+	if (cfg->metrics_mode == METRICS_TOKEN) {
+		struct http_slice tok;
+		if (!http_bearer_token(req, &tok)) {
+			conn_refuse(c, 401, "metrics_token_missing",
+				    "metrics need Authorization: Bearer <metrics_token>",
+				    "WWW-Authenticate: Bearer\r\n");
+			return;
+		}
+		if (!http_token_equal(tok, cfg->metrics_token)) {
+			conn_refuse(c, 403, "metrics_token_invalid", "the metrics token is not valid", NULL);
+			return;
+		}
+	}
+	struct metrics_gauges g = { .readers = hub_readers(a->hub),
+				    .readers_catching_up = hub_catching_up(a->hub),
+				    .connections = api_sockets(a),
+				    .http2_sessions = h2_server_sessions(a->h2),
+				    .http2_streams = h2_server_streams(a->h2),
+				    .last_event_id = hub_high_water(a->hub),
+				    .publish_pending = publish_pending(a->pubq),
+				    .log_available = store_available(a->st) };
+	if (group_on()) {
+		group_metrics(a, c, &g);
+		return;
+	}
+	conn_respond(c, 200, metrics_render(a->m, &g, conn_keep_alive(c)), conn_keep_alive(c));
+}
+
+#define PRESENCE_MAX_TOPICS 64
+
+/* The topics of GET /api/presence?topic=a,b (owned strings, valid
+ * patterns) into topics; returns how many, or -1 with *why set (static, or
+ * written into buf): the parameter and what is wrong with it. Only the
+ * topic parameter is taken. */
+static int presence_topics(const struct http_request *req, char **topics, const char **why, char *buf, size_t len)
+{
+	static const char *const params[] = { "topic" };
+	size_t pos = 0, n = 0;
+	struct http_slice name, value;
+	char shown[48];
+	while (http_query_next(req->query, &pos, &name, &value)) {
+		if (!name.n || (name.n == 5 && memcmp(name.p, "topic", 5) == 0))
+			continue;
+		char *given = xstrndup(name.p, name.n), hint[48];
+		snprintf(buf, len, "unknown query parameter \"%s\"%s; presence takes only topic",
+			 text_escape(given, shown, sizeof(shown)),
+			 text_did_you_mean(given, params, ARRAY_LEN(params), "", hint, sizeof(hint)));
+		free(given);
+		*why = buf;
+		return -1;
+	}
+	if (!http_query_get(req->query, "topic", &value))
+		return 0;
+	char *dec = http_percent_decode_dup(value, NULL);
+	*why = NULL;
+	if (!dec) {
+		*why = "the topic parameter is not valid percent-encoding";
+		dec = xstrdup("");
+	}
+	for (const char *t = dec; !*why && *t;) {
+		size_t k = strcspn(t, ",");
+		if (k == 0) {
+			*why = "the topic parameter holds an empty topic (two commas together, or a comma first)";
+		} else if (!topic_pattern_valid(t, k)) {
+			char *bad = xstrndup(t, k);
+			snprintf(buf, len,
+				 "the topic parameter: \"%s\" is not a topic (letters, digits and _ . : / -, or ending "
+				 "in /* for a subtree, or *)",
+				 text_escape(bad, shown, sizeof(shown)));
+			free(bad);
+			*why = buf;
+		} else if (n == PRESENCE_MAX_TOPICS) {
+			*why = "the topic parameter names more than 64 topics";
+		} else {
+			topics[n++] = xstrndup(t, k);
+		}
+		t += k;
+		if (*t == ',')
+			t++;
+	}
+	free(dec);
+	if (*why) {
+		while (n)
+			free(topics[--n]);
+		return -1;
+	}
+	return (int)n;
+}
+
+/* Who asks GET /api/presence, and what they may learn: the presence token
+ * (everything, subjects too); a signed token (the topics its presence
+ * claim covers, with subjects); without a token, a client on this host
+ * not come through a proxy with presence_access = local (everything), or
+ * anyone with presence_access = any (counts, no subjects). Returns 0 with
+ * *scope set (its grants in *rights), or the refusal status with
+ * *cause, *why and *extra set. */
+static int presence_scope(struct api *a, struct conn *c, const struct http_request *req, struct presence_scope *scope,
+			  struct jwt_rights *rights, const char **cause, const char **why, const char **extra)
+{
+	const struct config *cfg = a->cfg;
+	struct http_slice tok;
+	*scope = (struct presence_scope){ .every_topic = true, .subjects = true };
+	*extra = NULL;
+	if (http_bearer_token(req, &tok)) {
+		if (cfg->presence_token[0] && http_token_equal(tok, cfg->presence_token))
+			return 0;
+		struct jwt_verifier *jwt = a->streams->jwt;
+		if (!jwt) {
+			*cause = "presence_token_invalid";
+			*why = "the presence token is not valid";
+			return 403;
+		}
+		struct jwt_cost cost;
+		int e = jwt_check(jwt, tok.p, tok.n, clock_wall_s(), rights, why, &cost);
+		a->m->token_verifications += cost.signature;
+		a->m->token_cache_hits += cost.cached;
+		if (e != JWT_OK) {
+			*cause = "invalid_token";
+			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			return 401;
+		}
+		if (!rights->npresence) {
+			*cause = "forbidden";
+			*why = "the token grants no topic to ask presence of (its presence claim)";
+			return 403;
+		}
+		*scope = (struct presence_scope){ .grants = rights->presence,
+						  .ngrants = rights->npresence,
+						  .subjects = true };
+		return 0;
+	}
+	if (cfg->presence_mode == METRICS_ANY) {
+		scope->subjects = false; /* subjects are personal data: never to anyone */
+		return 0;
+	}
+	if (cfg->presence_mode == METRICS_LOCAL && conn_peer_local(c) && !http_forwarded(req))
+		return 0;
+	*cause = "presence_forbidden";
+	*why = cfg->presence_mode == METRICS_LOCAL
+		       ? "presence is served only to this host or with a token (presence_access = local)"
+		       : "presence needs Authorization: Bearer with the presence token or a signed token";
+	*extra = "WWW-Authenticate: Bearer\r\n";
+	return 403;
+}
+
+/* A presence request waiting for its answer; c NULL once it closed. */
+struct presence_wait {
+	struct conn *c;
+};
+
+static void presence_wait_closed(struct conn *c, void *data)
+{
+	struct presence_wait *w = data;
+	(void)c;
+	w->c = NULL;
+}
+
+static const struct conn_user presence_waiter = { NULL, presence_wait_closed };
+
+static void presence_answered(void *arg, char *body, size_t len)
+{
+	struct presence_wait *w = arg;
+	struct conn *c = w->c;
+	free(w);
+	if (!c) {
+		free(body);
+		return;
+	}
+	conn_attach(c, NULL, NULL);
+	if (!body) {
+		conn_refuse(c, 503, "presence_unavailable",
+			    "the cluster's presence cannot be read now (Redis is unreachable)", "Retry-After: 1\r\n");
+		return;
+	}
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 200,
+		     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
+		     keep);
+	free(body);
+}
+
+/* GET /api/presence[?topic=a,b]: the readers (and subjects) of each topic
+ * asked, or the topics with the most readers. */
+static void presence_route(struct api *a, struct conn *c, const struct http_request *req)
+{
+	char *topics[PRESENCE_MAX_TOPICS];
+	const char *why = NULL, *cause = "bad_parameter", *extra = NULL;
+	char reason[200];
+	int n = presence_topics(req, topics, &why, reason, sizeof(reason));
+	if (n < 0) {
+		conn_refuse(c, 400, cause, why, NULL);
+		return;
+	}
+	struct presence_scope scope;
+	struct jwt_rights rights = { 0 };
+	int status = presence_scope(a, c, req, &scope, &rights, &cause, &why, &extra);
+	for (int i = 0; !status && i < n; i++) {
+		if (!presence_scope_covers(&scope, topics[i])) {
+			status = 403;
+			cause = "forbidden";
+			why = "the token's presence claim does not cover a topic the topic parameter names";
+		}
+	}
+	if (status) {
+		conn_refuse(c, status, cause, why, extra);
+	} else {
+		/* The connection waits for the answer (the cluster's, from
+		 * Redis, comes later); if it closes first, the answer is
+		 * dropped. */
+		struct presence_wait *w = xmalloc(sizeof(*w));
+		w->c = c;
+		conn_attach(c, &presence_waiter, w);
+		conn_wait(c);
+		presence_ask(a->presence, topics, (size_t)n, &scope, presence_answered, w);
+	}
+	jwt_rights_free(&rights);
+	while (n > 0)
+		free(topics[--n]);
+}
+
+/* A browser's CORS preflight, before a cross-origin request that sets
+ * headers (Authorization, Last-Event-ID) or posts JSON: answered as
+ * allow_origin says. */
+static void preflight(struct api *a, struct conn *c, const struct http_request *req, const char *methods,
+		      const char *more)
+{
+	const struct http_header *o = http_header_get(req, "Origin");
+	char extra[3200], allow[400];
+	cors_headers(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, allow, sizeof(allow));
+	if (!allow[0]) {
+		conn_refuse(c, 403, "cross_origin",
+			    "cross-origin requests are allowed only from the origins allow_origin lists", more);
+		return;
+	}
+	snprintf(extra, sizeof(extra),
+		 "%sAccess-Control-Allow-Methods: %s\r\n"
+		 "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID\r\n"
+		 "Access-Control-Max-Age: 600\r\n%s",
+		 allow, methods, more);
+	bool keep = conn_keep_alive(c);
+	conn_respond(c, 204, http_format_response(204, NULL, extra, NULL, 0, keep), keep);
+}
+
+static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len);
+
+/* What the Mercure handlers use, lent for one request. */
+static struct mercure mercure_of(const struct api *a)
+{
+	return (struct mercure){ a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub, a->msets, a->msubs };
+}
+
+/* The header lines every answer to req carries, whoever makes it
+ * (conn_hooks.answer_headers): the Mercure hub's Link on its paths. */
+static void answer_headers(void *owner, struct conn *c, const struct http_request *req, char *buf, size_t len)
+{
+	struct api *a = owner;
+	struct mercure mc = mercure_of(a);
+	buf[0] = '\0';
+	if (mercure_answers(&mc, req))
+		mercure_link(&mc, c, req, buf, len);
+}
+
+/* Route a request whose body has not arrived and that asked first
+ * (Expect: 100-continue): refuse it now if it would be refused anyway. */
+static bool expect_continue(void *owner, struct conn *c, const struct http_request *req)
+{
+	struct api *a = owner;
+	if (path_is(req, "/api/events") && req->method == HTTP_POST) {
+		if (conn_draining(c)) {
+			shutting_down(c, "");
+			return false;
+		}
+		return publish_precheck(a->pubq, c, req);
+	}
+	if (path_is(req, MERCURE_PATH) && a->cfg->mercure && req->method == HTTP_POST)
+		return true; /* the form is judged whole */
+	/* Nothing else takes a body: answer it now as it would be answered,
+	 * and close, since the body it may still send is not read. */
+	conn_set_keep_alive(c, false);
+	route(owner, c, req, NULL, 0);
+	return false;
+}
+
+static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+{
+	struct api *a = owner;
+	/* Every X-Forwarded-For line, in order: a proxy may add its hop on a
+	 * line of its own, and reading only the first would trust what the
+	 * client wrote there. */
+	size_t xff_len = 0;
+	char *xff = http_header_join(req, "X-Forwarded-For", &xff_len);
+	char client[64];
+	addr_client(a->trust, conn_peer(c), conn_peer_unix(c), xff, xff_len, client, sizeof(client));
+	conn_set_client(c, client);
+	free(xff);
+	struct mercure mc = mercure_of(a);
+	char more[2400];
+	answer_headers(a, c, req, more, sizeof(more));
+
+	if (path_is(req, "/api/events/stream")) {
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "GET", more);
+		else if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET, OPTIONS", more);
+		else
+			stream_open(a->streams, c, req);
+	} else if (path_is(req, "/api/events")) {
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "POST", more);
+		else if (req->method != HTTP_POST)
+			method_not_allowed(c, "POST, OPTIONS", more);
+		else if (conn_draining(c))
+			shutting_down(c, more);
+		else
+			publish_handle(a->pubq, c, req, body, body_len);
+	} else if (path_is(req, MERCURE_PATH) && a->cfg->mercure) {
+		if (req->method == HTTP_OPTIONS)
+			preflight(a, c, req, "GET, POST", more);
+		else if (req->method == HTTP_GET)
+			mercure_subscribe(&mc, c, req);
+		else if (req->method != HTTP_POST)
+			method_not_allowed(c, "GET, POST, OPTIONS", more);
+		else if (conn_draining(c))
+			shutting_down(c, more);
+		else
+			mercure_publish(&mc, c, req, body, body_len);
+	} else if (a->cfg->mercure && req->path.n >= 34 &&
+		   memcmp(req->path.p, MERCURE_PATH "/subscriptions", 34) == 0 &&
+		   (req->path.n == 34 || req->path.p[34] == '/')) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET", more);
+		else
+			mercure_subscriptions(&mc, c, req);
+	} else if (a->cfg->mercure && req->path.n > 38 &&
+		   memcmp(req->path.p, "/.well-known/oauth-protected-resource/", 38) == 0 &&
+		   mercure_metadata_path(&mc, req)) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET", more);
+		else
+			mercure_metadata(&mc, c, req);
+	} else if (path_is(req, "/api/presence") && a->presence) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET", more);
+		else
+			presence_route(a, c, req);
+	} else if (path_is(req, "/api/health")) {
+		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
+			method_not_allowed(c, "GET, HEAD", more);
+		else
+			health(a, c, req->method == HTTP_HEAD);
+	} else if (path_is(req, "/") && a->cfg->console) {
+		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
+			method_not_allowed(c, "GET, HEAD", more);
+		else
+			console_serve(c, req->method == HTTP_HEAD);
+	} else if (path_is(req, "/metrics")) {
+		if (req->method != HTTP_GET)
+			method_not_allowed(c, "GET", more);
+		else
+			metrics(a, c, req);
+	} else {
+		conn_refuse(c, 404, "not_found", "no such path", more);
+	}
+}
+
+void api_hooks(struct api *a, struct conn_hooks *out)
+{
+	*out = (struct conn_hooks){
+		.owner = a,
+		.request = route,
+		.expect_continue = expect_continue,
+		.refused = log_refusal,
+		.answer_headers = answer_headers,
+	};
+}

@@ -1,0 +1,79 @@
+/* config_check.c: the list of the modules' checks of their own settings,
+ * run after every load, and the TLS one, which needs only tls_context.h's public
+ * tls_check_pair. The list's order is the order of the messages. */
+#include "server/config_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth/jwt.h"
+#include "net/listener.h"
+#include "common/log.h"
+#include "net/tls_context.h"
+#include "common/util.h"
+
+/* The event log's settings need no check of their own: redis_url and
+ * redis_stream are syntax config checks as they are set, and the database
+ * or server is only reachable at start-up, where store_open says why not. */
+static config_check_fn *const config_checks[] = {
+	listener_check_config,
+	tls_check_config,
+	jwt_check_config,
+};
+
+int config_check(const struct config *cfg)
+{
+	int errors = 0;
+	for (size_t i = 0; i < ARRAY_LEN(config_checks); i++)
+		errors += config_checks[i](cfg);
+	return errors;
+}
+
+int config_load_checked(struct config *cfg, int argc, char **argv, bool *check_only, const char **command,
+			int *exit_code)
+{
+	int r = config_load(cfg, argc, argv, check_only, command, exit_code);
+	if (r != 0)
+		return r;
+	if (config_check(cfg) > 0) {
+		config_free(cfg);
+		*exit_code = 1;
+		return -1;
+	}
+	return 0;
+}
+
+int tls_check_config(const struct config *cfg)
+{
+	bool cert = cfg->tls_cert[0], key = cfg->tls_key[0], tls_listen = false;
+	for (size_t i = 0; i < cfg->nlisten; i++)
+		tls_listen |= strncmp(cfg->listen[i], "tls:", 4) == 0;
+	if (cert != key) {
+		log_err("%s: %s is set, but %s is not: tls_cert and tls_key must be set together",
+			config_origin(cfg, cert ? "tls_cert" : "tls_key"), cert ? "tls_cert" : "tls_key",
+			cert ? "tls_key" : "tls_cert");
+		return 1;
+	}
+	if (tls_listen && !cert) {
+		log_err("%s: listen has a tls: address, but tls_cert and tls_key are not set",
+			config_origin(cfg, "listen"));
+		return 1;
+	}
+	/* Under socket activation the sockets, and which is TLS (a socket
+	 * named "tls"), come from systemd; listen is not used. */
+	if (!tls_listen && cert && !getenv("LISTEN_FDS")) {
+		log_err("%s: tls_cert is set, but no listen address is a tls: one "
+			"(e.g. listen = 127.0.0.1:8199, tls:127.0.0.1:8443)",
+			config_origin(cfg, "tls_cert"));
+		return 1;
+	}
+	if (!cert)
+		return 0;
+	char err[600];
+	int bad = tls_check_pair(cfg->tls_cert, cfg->tls_key, err, sizeof(err));
+	if (bad == TLS_BAD_CERT)
+		config_bad_value(cfg, "tls_cert", cfg->tls_cert, err);
+	else if (bad == TLS_BAD_KEY)
+		config_bad_value(cfg, "tls_key", cfg->tls_key, err);
+	return bad ? 1 : 0;
+}

@@ -1,0 +1,77 @@
+/* mercure_update.c: the block of a Mercure update's id, retry and topics
+ * (see mercure_update.h). */
+#include "store/mercure_update.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/util.h"
+
+char *mercure_block_new(const char *id, const char *retry, char *const *topics, size_t n, size_t *len)
+{
+	size_t total = strlen(id) + 1 + strlen(retry) + 1;
+	for (size_t i = 0; i < n; i++)
+		total += strlen(topics[i]) + 1;
+	char *b = xmalloc(total + 1), *p = b;
+	p += sprintf(p, "%s\n%s", id, retry);
+	for (size_t i = 0; i < n; i++)
+		p += sprintf(p, "\n%s", topics[i]);
+	*len = (size_t)(p - b);
+	return b;
+}
+
+/* The line at b[*at..n): its start and length; *at moves past its break. */
+static bool next_line(const char *b, size_t n, size_t *at, const char **line, size_t *len)
+{
+	if (*at > n)
+		return false;
+	const char *nl = memchr(b + *at, '\n', n - *at);
+	size_t end = nl ? (size_t)(nl - b) : n;
+	*line = b + *at;
+	*len = end - *at;
+	*at = end + 1;
+	return true;
+}
+
+bool mercure_block_parse(const char *b, size_t n, struct mercure_block *out)
+{
+	size_t at = 0;
+	memset(out, 0, sizeof(*out));
+	if (!b || !next_line(b, n, &at, &out->id, &out->id_len) || out->id_len == 0)
+		return false;
+	if (!next_line(b, n, &at, &out->retry, &out->retry_len)) {
+		out->retry = "";
+		return true;
+	}
+	if (at <= n) {
+		out->topics = b + at;
+		out->topics_len = n - at;
+	}
+	return true;
+}
+
+bool mercure_block_next_topic(const char **p, const char *end, const char **t, size_t *tl)
+{
+	if (!*p || *p >= end)
+		return false;
+	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+	*t = *p;
+	*tl = (size_t)((nl ? nl : end) - *p);
+	*p = nl ? nl + 1 : end;
+	return true;
+}
+
+char *mercure_new_id(void)
+{
+	unsigned char u[16];
+	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
+		for (size_t i = 0; i < sizeof(u); i++)
+			u[i] = (unsigned char)random_below(256);
+	u[6] = (unsigned char)((u[6] & 0x0F) | 0x40);
+	u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);
+	char *s = xmalloc(46);
+	snprintf(s, 46, "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	return s;
+}

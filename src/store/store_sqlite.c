@@ -1,0 +1,1729 @@
+/* store_sqlite.c: the SQLite backend of store.h. Owns the database
+ * connection, the schema and its migrations, the prepared statements of the
+ * hot paths, the inotify watch that tells herald about rows other processes
+ * commit (and its wiring to the loop), the checkpoint policy after
+ * herald's own writes, and the backend table store.c drives.
+ *
+ * Invariants:
+ * - Every statement is reset right after use, so no read transaction stays
+ *   open between calls (an open one would pin an old snapshot, hide other
+ *   writers' commits and block WAL checkpoints).
+ * - Write paths run BEGIN IMMEDIATE ... COMMIT; a lock that is not free
+ *   within busy_timeout_ms gives -EBUSY with nothing written, never a stall.
+ * - Ids come from AUTOINCREMENT, so an id is never reused even after the
+ *   rows holding the highest ids were pruned (sqlite_sequence remembers). */
+#include "store/store_sqlite.h"
+
+#include "core/config.h"
+#include "common/log.h"
+#include "store/store_backend.h"
+#include "store/store_filter_sql.h"
+#include "common/loop.h"
+#include "core/metrics.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Filtered reads' statements kept prepared (by their text). */
+#define STORE_FILTER_CACHE 32
+
+/* The schema version this build writes; a newer database is refused. */
+#define STORE_SCHEMA_VERSION 5
+
+/* SQLite's VM steps between two looks at a read's budget. */
+#define BUDGET_CHECK_OPS 1000
+
+static int budget_check(void *arg);
+static void sql_seen(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+
+/* While opening, migrations may legitimately wait for another writer for a
+ * while; the loop is not running yet. */
+#define STORE_OPEN_BUSY_MS 5000
+
+struct store_sqlite {
+	sqlite3 *db;
+	char *path;
+	int watch_fd;
+	int64_t pruned_through;
+	int64_t data_version;
+	int wal_pages;          /* frames in the WAL after our last commit */
+	uint64_t last_write_ms; /* monotonic time of our last commit */
+	dev_t dev;              /* the database file opened, to notice it replaced */
+	ino_t ino;
+	bool check_file;      /* a folder event named the database file */
+	int64_t late_inserts; /* rows seen inserted below the newest id */
+
+	sqlite3_stmt *begin;
+	sqlite3_stmt *commit;
+	sqlite3_stmt *rollback;
+	sqlite3_stmt *insert;
+	sqlite3_stmt *range;
+	sqlite3_stmt *range_public;
+	struct filter_cache {
+		char *sql;
+		sqlite3_stmt *stmt;
+	} filters[STORE_FILTER_CACHE]; /* the filtered reads' statements, by their text */
+	size_t next_filter;
+	sqlite3_stmt *late;
+	sqlite3_stmt *max_id;
+	/* The work a filtered read may do (store_sqlite_set_read_budget),
+	 * counted by the progress handler while one runs. */
+	struct read_budget {
+		uint64_t us;         /* time, from the read's start */
+		uint64_t min_ops;    /* never interrupted before this many VM steps */
+		uint64_t max_ops;    /* nor allowed more (0: no count limit) */
+		bool on;             /* a budgeted read is running */
+		uint64_t ops;        /* VM steps so far */
+		uint64_t deadline;   /* clock_mono_us() */
+		int64_t seen;        /* a scan's last row examined (herald_seen) */
+		uint64_t interrupts; /* reads cut short, for tests and logs */
+	} budget;
+	sqlite3_stmt *prune;
+	sqlite3_stmt *set_pruned;
+	sqlite3_stmt *idem_get;        /* a publisher's key, if still valid */
+	sqlite3_stmt *idem_put;        /* remember a key with its event */
+	sqlite3_stmt *idem_prune_age;  /* forget keys past the window */
+	sqlite3_stmt *idem_prune_gone; /* forget the keys of pruned events */
+	int64_t idem_window_s;         /* how long a key is remembered */
+	sqlite3_stmt *data_ver;
+	sqlite3_stmt *mercure_put;  /* a Mercure update's id and block */
+	sqlite3_stmt *mercure_find; /* the event of a Mercure id */
+
+	/* Wired to the loop by store_sqlite_watch (else lp is NULL). */
+	struct loop *lp;
+	struct metrics *m;
+	struct store_hooks hooks;
+	struct loop_timer watch_timer;   /* only without inotify: slow poll */
+	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
+	struct loop_timer upkeep_timer;  /* the checkpoint after our writes */
+	size_t confirm_step;
+	/* Other workers of a group, which wake us after their commits. */
+	struct store_peers peers;
+	bool has_peers;
+	struct loop_timer folder_rest_timer; /* the folder watch paused */
+	struct loop_timer peer_rest_timer;   /* the peers' wake-up paused */
+};
+
+/* ---- schema and migrations ---- */
+
+#define EVENTS_COLUMNS                          \
+	"id INTEGER PRIMARY KEY AUTOINCREMENT," \
+	"type TEXT NOT NULL DEFAULT 'message'," \
+	"topic TEXT NOT NULL DEFAULT '',"       \
+	"data TEXT NOT NULL DEFAULT '',"        \
+	"public INTEGER NOT NULL DEFAULT 0,"    \
+	"created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER))"
+
+/* One schema step: run fn (if any), then sql (if any), inside the migration
+ * transaction. Adding version N is appending { N, "...", fn } below. */
+struct migration {
+	int version;
+	const char *sql;
+	int (*fn)(sqlite3 *db, char *err, size_t errlen);
+};
+
+static int migrate_adopt_events(sqlite3 *db, char *err, size_t errlen);
+
+static const struct migration migrations[] = {
+	{ 1,
+	  "CREATE TABLE IF NOT EXISTS events(" EVENTS_COLUMNS ");"
+	  "CREATE INDEX IF NOT EXISTS events_created_at ON events(created_at);"
+	  "CREATE TABLE IF NOT EXISTS herald_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
+	  migrate_adopt_events },
+	/* Catch-up reads by topic and by visibility walk an index instead of
+	 * the whole log; the trigger counts rows inserted with an id below
+	 * the newest one (live readers never see those; see store_sqlite_changed). */
+	{ 2,
+	  "CREATE INDEX IF NOT EXISTS events_topic_id ON events(topic, id);"
+	  "CREATE INDEX IF NOT EXISTS events_public_id ON events(id) WHERE CAST(public AS INTEGER) <> 0;"
+	  "CREATE TRIGGER IF NOT EXISTS herald_late_insert AFTER INSERT ON events"
+	  " WHEN EXISTS (SELECT 1 FROM events WHERE id > NEW.id) BEGIN"
+	  " INSERT OR REPLACE INTO herald_meta(key, value) VALUES ('late_inserts',"
+	  " COALESCE((SELECT value FROM herald_meta WHERE key = 'late_inserts'), 0) + 1); END;",
+	  NULL },
+	/* A reader without rights to private rows reads public rows by topic
+	 * through an index that holds nothing else: a log full of private
+	 * rows under its topics costs it nothing. */
+	{ 3,
+	  "CREATE INDEX IF NOT EXISTS events_public_topic_id ON events(topic, id) WHERE CAST(public AS INTEGER) <> 0;",
+	  NULL },
+	/* Idempotency-Key: each publisher's keys with the body's hash and the
+	 * event stored, forgotten by age (the window) and with their event
+	 * (retention), each through its index. */
+	{ 4,
+	  "CREATE TABLE IF NOT EXISTS herald_idempotency(publisher TEXT NOT NULL, key TEXT NOT NULL,"
+	  " hash TEXT NOT NULL, event_id INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+	  " PRIMARY KEY(publisher, key)) WITHOUT ROWID;"
+	  "CREATE INDEX IF NOT EXISTS herald_idempotency_created_at ON herald_idempotency(created_at);"
+	  "CREATE INDEX IF NOT EXISTS herald_idempotency_event_id ON herald_idempotency(event_id);",
+	  NULL },
+	/* Mercure updates: the publisher's id (a reused one names its
+	 * earliest event, so an id resolves to one event) and the block read
+	 * back with the row, removed with their event by whoever deletes it. */
+	{ 5,
+	  "CREATE TABLE IF NOT EXISTS herald_mercure(event_id INTEGER PRIMARY KEY, uid TEXT NOT NULL,"
+	  " block TEXT NOT NULL);"
+	  "CREATE INDEX IF NOT EXISTS herald_mercure_uid ON herald_mercure(uid, event_id);"
+	  "CREATE TRIGGER IF NOT EXISTS herald_mercure_gone AFTER DELETE ON events BEGIN"
+	  " DELETE FROM herald_mercure WHERE event_id = OLD.id; END;",
+	  NULL },
+};
+
+static int exec_sql(sqlite3 *db, const char *sql, char *err, size_t errlen, const char *what)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", what, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Run a one-row, one-integer query; *out keeps its value when no row comes.
+ * Returns the SQLite result code (SQLITE_OK on success). */
+static int query_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		if (sqlite3_column_type(s, 0) != SQLITE_NULL)
+			*out = sqlite3_column_int64(s, 0);
+		rc = SQLITE_OK;
+	} else if (rc == SQLITE_DONE) {
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* An events table made before herald managed the file (by hand, or by an
+ * older program) may lack columns, NOT NULL defaults or AUTOINCREMENT. One
+ * with every column and AUTOINCREMENT is kept as it is; anything else is
+ * rebuilt into the current layout with its ids and rows preserved, so
+ * readers' resume points stay valid. */
+static int migrate_adopt_events(sqlite3 *db, char *err, size_t errlen)
+{
+	static const char *const wanted[] = { "id", "type", "topic", "data", "public", "created_at" };
+	bool have[ARRAY_LEN(wanted)] = { false };
+	bool id_is_key = false;
+	int64_t exists = 0, autoinc = 0, has_seq_table = 0, old_seq = 0;
+	sqlite3_stmt *s;
+	int rc;
+
+	rc = query_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'", &exists);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	if (!exists)
+		return 0;
+	rc = query_int(db,
+		       "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"
+		       " AND sql LIKE '%autoincrement%'",
+		       &autoinc);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+
+	rc = sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info('events')", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(s, 0);
+		const char *type = (const char *)sqlite3_column_text(s, 1);
+		for (size_t i = 0; name && i < ARRAY_LEN(wanted); i++)
+			if (strcasecmp(name, wanted[i]) == 0)
+				have[i] = true;
+		if (name && strcasecmp(name, "id") == 0 && type && strcasecmp(type, "INTEGER") == 0 &&
+		    sqlite3_column_int(s, 2) == 1)
+			id_is_key = true;
+	}
+	sqlite3_finalize(s);
+	if (rc != SQLITE_DONE)
+		goto sql_fail;
+
+	bool complete = autoinc && id_is_key;
+	for (size_t i = 0; i < ARRAY_LEN(wanted); i++)
+		complete = complete && have[i];
+	if (complete)
+		return 0;
+
+	log_notice("store: rebuilding an older events table into the current layout (ids kept)");
+	rc = query_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='sqlite_sequence'",
+		       &has_seq_table);
+	if (rc != SQLITE_OK)
+		goto sql_fail;
+	if (has_seq_table) {
+		rc = query_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'", &old_seq);
+		if (rc != SQLITE_OK)
+			goto sql_fail;
+	}
+
+	/* Each missing or NULL value becomes the column's default. A text
+	 * created_at (a datetime string) is converted to Unix seconds so age
+	 * retention can compare it. */
+	char sql[2048];
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE herald_events_new(%s);"
+		 "INSERT INTO herald_events_new(id, type, topic, data, public, created_at)"
+		 " SELECT %s, %s, %s, %s, %s, COALESCE(%s, CAST(strftime('%%s','now') AS INTEGER))"
+		 " FROM events ORDER BY 1;"
+		 "DROP TABLE events;"
+		 "ALTER TABLE herald_events_new RENAME TO events;",
+		 EVENTS_COLUMNS, have[0] ? "id" : "rowid", have[1] ? "COALESCE(type, 'message')" : "'message'",
+		 have[2] ? "COALESCE(topic, '')" : "''", have[3] ? "COALESCE(data, '')" : "''",
+		 have[4] ? "COALESCE(public, 0)" : "0",
+		 have[5] ? "CASE typeof(created_at) WHEN 'integer' THEN created_at"
+			   " WHEN 'real' THEN CAST(created_at AS INTEGER)"
+			   " WHEN 'text' THEN CAST(strftime('%s', created_at) AS INTEGER) END"
+			 : "NULL");
+	/* Legacy rename: views and triggers elsewhere that name "events" keep
+	 * naming it, instead of the rename refusing while events is missing. */
+	if (exec_sql(db, "PRAGMA legacy_alter_table=ON", err, errlen, "rebuilding events table") < 0)
+		return -1;
+	int r = exec_sql(db, sql, err, errlen, "rebuilding events table");
+	exec_sql(db, "PRAGMA legacy_alter_table=OFF", err, errlen, "rebuilding events table");
+	if (r < 0)
+		return -1;
+	if (old_seq > 0) {
+		snprintf(sql, sizeof(sql),
+			 "UPDATE sqlite_sequence SET seq = MAX(seq, %lld) WHERE name='events';"
+			 "INSERT INTO sqlite_sequence(name, seq) SELECT 'events', %lld"
+			 " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name='events');",
+			 (long long)old_seq, (long long)old_seq);
+		if (exec_sql(db, sql, err, errlen, "keeping the events id sequence") < 0)
+			return -1;
+	}
+	return 0;
+
+sql_fail:
+	snprintf(err, errlen, "inspecting the events table: %s", sqlite3_errmsg(db));
+	return -1;
+}
+
+/* Read PRAGMA user_version into *version; refuse a schema newer than this
+ * build knows. Returns 0, or -1 with a reason in err. */
+static int read_schema_version(sqlite3 *db, const char *path, int64_t *version, char *err, size_t errlen)
+{
+	if (query_int(db, "PRAGMA user_version", version) != SQLITE_OK) {
+		snprintf(err, errlen, "reading the schema version of %s: %s", path, sqlite3_errmsg(db));
+		return -1;
+	}
+	if (*version > STORE_SCHEMA_VERSION) {
+		snprintf(err, errlen,
+			 "database %s has schema version %lld, newer than this herald knows (%d); refusing to open it",
+			 path, (long long)*version, STORE_SCHEMA_VERSION);
+		return -1;
+	}
+	return 0;
+}
+
+/* Bring the schema from the stored user_version up to the current one in a
+ * single transaction, so a crash or a concurrent herald never sees half of
+ * it. Returns 0 or -1 with err set. */
+static int migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	int64_t version = 0;
+	char sql[64];
+
+	if (exec_sql(db, "BEGIN IMMEDIATE", err, errlen, "starting schema migration") < 0)
+		return -1;
+	/* Read again under the write lock: another process may have migrated
+	 * since we looked. */
+	if (read_schema_version(db, path, &version, err, errlen) < 0)
+		goto fail;
+	for (size_t i = 0; i < ARRAY_LEN(migrations); i++) {
+		const struct migration *m = &migrations[i];
+		if (m->version <= version)
+			continue;
+		char what[64];
+		snprintf(what, sizeof(what), "migrating schema to version %d", m->version);
+		if (m->fn && m->fn(db, err, errlen) < 0)
+			goto fail;
+		if (m->sql && exec_sql(db, m->sql, err, errlen, what) < 0)
+			goto fail;
+		if (version > 0)
+			log_notice("store: %s: schema migrated to version %d", path, m->version);
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION);
+	if (version != STORE_SCHEMA_VERSION && exec_sql(db, sql, err, errlen, "setting schema version") < 0)
+		goto fail;
+	if (exec_sql(db, "COMMIT", err, errlen, "committing schema migration") < 0)
+		goto fail;
+	return 0;
+
+fail:
+	if (!sqlite3_get_autocommit(db))
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+/* ---- open and close ---- */
+
+static int prepare(struct store_sqlite *st, sqlite3_stmt **out, const char *sql, char *err, size_t errlen)
+{
+	int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "preparing \"%.60s\": %s", sql, sqlite3_errmsg(st->db));
+		return -1;
+	}
+	return 0;
+}
+
+/* What the folder watch asks for: a commit by any process appends to the
+ * -wal file there (IN_MODIFY); the other events catch the file being
+ * created or replaced. */
+#define FOLDER_WRITES (IN_MODIFY | IN_CLOSE_WRITE)
+#define FOLDER_NAMES (IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
+
+/* The folder that holds path (a copy the caller frees). */
+static char *folder_of(const char *path)
+{
+	char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	if (!slash) {
+		free(dir);
+		return xstrdup(".");
+	}
+	if (slash == dir)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return dir;
+}
+
+/* Watch the database's folder for mask. Returns the descriptor or -1 (the
+ * caller then polls). */
+static int watch_folder(const char *path, uint32_t mask)
+{
+	char *folder = folder_of(path);
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0) {
+		log_warn("store: inotify unavailable (%s); falling back to polling for other writers", strerror(errno));
+	} else if (inotify_add_watch(fd, folder, mask) < 0) {
+		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers", folder,
+			 strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	free(folder);
+	return fd;
+}
+
+static int wal_counted(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct store_sqlite *st = arg;
+	(void)db;
+	(void)name;
+	st->wal_pages = pages;
+	st->last_write_ms = clock_mono_ms();
+	return SQLITE_OK;
+}
+
+struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, char *err, size_t errlen)
+{
+	struct store_sqlite *st = xcalloc(1, sizeof(*st));
+	int64_t version = 0;
+	int rc;
+
+	st->watch_fd = -1;
+	st->path = xstrdup(path);
+	/* Create a new database group-writable (the umask still applies), so
+	 * other programs in the service's group can insert events; SQLite gives
+	 * its -wal and -shm files the same mode. */
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+	if (fd >= 0)
+		close(fd);
+	rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		int sys = st->db ? sqlite3_system_errno(st->db) : 0;
+		snprintf(err, errlen, "cannot open database %s: %s%s%s%s", path,
+			 st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc), sys ? " (" : "",
+			 sys ? strerror(sys) : "", sys ? ")" : "");
+		goto fail;
+	}
+	sqlite3_busy_timeout(st->db, MAX(busy_timeout_ms, STORE_OPEN_BUSY_MS));
+
+	/* Refuse a newer schema before touching the file at all. */
+	if (read_schema_version(st->db, path, &version, err, errlen) < 0)
+		goto fail;
+
+	/* WAL lets other processes insert while herald reads, and makes every
+	 * commit touch the -wal file that inotify watches. */
+	sqlite3_stmt *s;
+	rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode=WAL", -1, &s, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(s);
+		const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(s, 0) : NULL;
+		if (!mode || strcasecmp(mode, "wal") != 0) {
+			snprintf(err, errlen, "cannot set WAL journal mode on %s: %s", path,
+				 mode ? mode : sqlite3_errmsg(st->db));
+			sqlite3_finalize(s);
+			goto fail;
+		}
+		sqlite3_finalize(s);
+	} else {
+		snprintf(err, errlen, "cannot set WAL journal mode on %s: %s", path, sqlite3_errmsg(st->db));
+		goto fail;
+	}
+	if (exec_sql(st->db, "PRAGMA synchronous=NORMAL", err, errlen, "setting synchronous=NORMAL") < 0)
+		goto fail;
+	if (migrate(st->db, path, err, errlen) < 0)
+		goto fail;
+
+	if (prepare(st, &st->begin, "BEGIN IMMEDIATE", err, errlen) < 0 ||
+	    prepare(st, &st->commit, "COMMIT", err, errlen) < 0 ||
+	    prepare(st, &st->rollback, "ROLLBACK", err, errlen) < 0 ||
+	    prepare(st, &st->insert, "INSERT INTO events(type, topic, data, public) VALUES (?1, ?2, ?3, ?4)", err,
+		    errlen) < 0 ||
+	    prepare(st, &st->range,
+		    "SELECT " STORE_ROW_COLUMNS " FROM events WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3", err,
+		    errlen) < 0 ||
+	    prepare(st, &st->range_public,
+		    "SELECT " STORE_ROW_COLUMNS " FROM events WHERE CAST(public AS INTEGER) <> 0"
+		    " AND id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->late, "SELECT value FROM herald_meta WHERE key = 'late_inserts'", err, errlen) < 0 ||
+	    prepare(st, &st->max_id,
+		    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name='events'), 0),"
+		    " COALESCE((SELECT MAX(id) FROM events), 0))",
+		    err, errlen) < 0 ||
+	    /* Both halves are bounded by the limit and walk an index (rowid,
+	     * created_at), so a call costs O(limit) however large the table;
+	     * a single "WHERE age OR count ORDER BY id" scans every row when
+	     * nothing is due. */
+	    prepare(st, &st->prune,
+		    "DELETE FROM events WHERE id IN ("
+		    "SELECT id FROM (SELECT id FROM events WHERE id <= ?2 ORDER BY id LIMIT ?3)"
+		    " UNION SELECT id FROM (SELECT id FROM events WHERE created_at < ?1"
+		    " ORDER BY created_at, id LIMIT ?3)"
+		    " ORDER BY id LIMIT ?3) RETURNING id",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->set_pruned,
+		    "INSERT INTO herald_meta(key, value) VALUES ('pruned_through', ?1)"
+		    " ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->data_ver, "PRAGMA data_version", err, errlen) < 0 ||
+	    prepare(st, &st->mercure_put, "INSERT INTO herald_mercure(event_id, uid, block) VALUES (?1, ?2, ?3)", err,
+		    errlen) < 0 ||
+	    prepare(st, &st->mercure_find,
+		    "SELECT event_id FROM herald_mercure WHERE uid = ?1 ORDER BY event_id LIMIT 1", err, errlen) < 0 ||
+	    /* A key counts only while its event is in the log: once retention
+	     * (or another program) removed it, a retry is stored anew. */
+	    prepare(st, &st->idem_get,
+		    "SELECT hash, event_id FROM herald_idempotency WHERE publisher = ?1 AND key = ?2"
+		    " AND created_at >= ?3 AND EXISTS (SELECT 1 FROM events WHERE id = event_id)",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->idem_put,
+		    "INSERT OR REPLACE INTO herald_idempotency(publisher, key, hash, event_id, created_at)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5)",
+		    err, errlen) < 0 ||
+	    /* Each through its index: one DELETE with both halves (an OR or a
+	     * UNION inside IN) makes SQLite scan the whole table. */
+	    prepare(st, &st->idem_prune_age,
+		    "DELETE FROM herald_idempotency WHERE created_at < ?1 AND (publisher, key) IN ("
+		    "SELECT publisher, key FROM herald_idempotency WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)",
+		    err, errlen) < 0 ||
+	    prepare(st, &st->idem_prune_gone,
+		    "DELETE FROM herald_idempotency WHERE event_id <= ?1 AND (publisher, key) IN ("
+		    "SELECT publisher, key FROM herald_idempotency WHERE event_id <= ?1 ORDER BY event_id LIMIT ?2)",
+		    err, errlen) < 0)
+		goto fail;
+	st->idem_window_s = 86400;
+
+	rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='pruned_through'", &st->pruned_through);
+	if (rc == SQLITE_OK)
+		rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='late_inserts'", &st->late_inserts);
+	if (rc == SQLITE_OK)
+		rc = query_int(st->db, "PRAGMA data_version", &st->data_version);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "cannot read database %s: %s", path, sqlite3_errmsg(st->db));
+		goto fail;
+	}
+	/* From here on, never wait longer than the loop can afford. */
+	sqlite3_busy_timeout(st->db, busy_timeout_ms);
+	/* No automatic checkpoint inside our commits: it syncs the files in
+	 * the middle of a publish. The caller checkpoints from a timer
+	 * (store_sqlite_checkpoint); the hook only counts the WAL's pages. */
+	sqlite3_wal_hook(st->db, wal_counted, st);
+	/* Filtered reads are cut short by their budget (budget_check), and
+	 * their scans note how far they looked (herald_seen; direct calls
+	 * only, so a trigger or view in the file cannot call it). */
+	store_sqlite_set_read_budget(st, STORE_READ_BUDGET_US, STORE_READ_MIN_OPS, 0);
+	sqlite3_progress_handler(st->db, BUDGET_CHECK_OPS, budget_check, st);
+	if (sqlite3_create_function(st->db, "herald_seen", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY, st, sql_seen, NULL,
+				    NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "cannot register a function on %s: %s", path, sqlite3_errmsg(st->db));
+		goto fail;
+	}
+	struct stat sb;
+	if (stat(path, &sb) < 0) {
+		snprintf(err, errlen, "cannot stat database %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	st->dev = sb.st_dev;
+	st->ino = sb.st_ino;
+	st->watch_fd = watch_folder(path, FOLDER_WRITES | FOLDER_NAMES);
+	return st;
+
+fail:
+	store_sqlite_close(st);
+	return NULL;
+}
+
+int store_sqlite_wal_pages(const struct store_sqlite *st)
+{
+	return st->wal_pages;
+}
+
+static int fail_rc(struct store_sqlite *st, const char *op, int rc);
+
+int store_sqlite_checkpoint(struct store_sqlite *st)
+{
+	int log = 0, done = 0;
+	int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+	if (rc != SQLITE_OK)
+		return fail_rc(st, "checkpoint", rc);
+	/* Frames readers still need stay; the WAL restarts from the top once
+	 * every frame is in the database. */
+	st->wal_pages = log > done ? log - done : 0;
+	return done;
+}
+
+/* A checkpoint that copied every frame lets the next write start the WAL
+ * from the top, and SQLite syncs the new header before the first frame:
+ * one sync of the disk (4 ms and more here) inside whatever publish came
+ * next. The policy's own write takes it now, in the pause: page 1 written
+ * again as it is (the schema version set to itself). Its one frame waits
+ * for a later checkpoint without asking for one, and the clock of the
+ * pause is left alone. Another writer holding the lock makes it a no-op;
+ * the next append restarts the WAL then, as before. */
+static void restart_wal(struct store_sqlite *st)
+{
+	uint64_t last_write = st->last_write_ms;
+	char sql[64];
+	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION);
+	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		log_debug("store: restarting the WAL of %s in a pause: %s", st->path, sqlite3_errstr(rc));
+	st->wal_pages = 0;
+	st->last_write_ms = last_write;
+}
+
+int64_t store_sqlite_upkeep(struct store_sqlite *st, uint64_t *ns)
+{
+	*ns = 0;
+	if (st->wal_pages <= 0)
+		return -1;
+	uint64_t quiet = clock_mono_ms() - st->last_write_ms;
+	if (quiet < STORE_CHECKPOINT_QUIET_MS && st->wal_pages < STORE_WAL_FORCE_PAGES)
+		return (int64_t)(STORE_CHECKPOINT_QUIET_MS - quiet);
+	int pages = st->wal_pages;
+	uint64_t t0 = clock_mono_ns();
+	int n = store_sqlite_checkpoint(st);
+	if (n >= 0 && st->wal_pages == 0)
+		restart_wal(st);
+	*ns = clock_mono_ns() - t0;
+	if (n >= 0)
+		log_debug("checkpoint: %d of %d WAL pages copied in %.1f ms", n, pages, (double)*ns / 1e6);
+	/* Once tried, wait for the next write: frames a reader still holds
+	 * stay until a later checkpoint, and a failing disk is not retried
+	 * in a loop. */
+	return -1;
+}
+
+static void store_sqlite_unwatch(struct store_sqlite *st);
+
+void store_sqlite_close(struct store_sqlite *st)
+{
+	if (!st)
+		return;
+	store_sqlite_unwatch(st);
+	sqlite3_stmt **stmts[] = { &st->begin,        &st->commit,         &st->rollback,
+				   &st->insert,       &st->range,          &st->max_id,
+				   &st->prune,        &st->set_pruned,     &st->data_ver,
+				   &st->range_public, &st->late,           &st->idem_get,
+				   &st->idem_put,     &st->idem_prune_age, &st->idem_prune_gone,
+				   &st->mercure_put,  &st->mercure_find };
+	for (size_t i = 0; i < ARRAY_LEN(stmts); i++) {
+		sqlite3_finalize(*stmts[i]);
+		*stmts[i] = NULL;
+	}
+	for (size_t i = 0; i < STORE_FILTER_CACHE; i++) {
+		sqlite3_finalize(st->filters[i].stmt);
+		free(st->filters[i].sql);
+		st->filters[i].stmt = NULL;
+		st->filters[i].sql = NULL;
+	}
+	if (st->db) {
+		/* The last connection to close checkpoints the WAL into the
+		 * database and removes the -wal file. */
+		int rc = sqlite3_close(st->db);
+		if (rc != SQLITE_OK) {
+			log_err("store: closing %s: %s", st->path, sqlite3_errmsg(st->db));
+			/* Finish whatever statement is left so the handle can go. */
+			sqlite3_stmt *s;
+			while ((s = sqlite3_next_stmt(st->db, NULL)))
+				sqlite3_finalize(s);
+			if (sqlite3_close(st->db) != SQLITE_OK)
+				log_err("store: closing %s failed again: %s", st->path, sqlite3_errmsg(st->db));
+		}
+	}
+	if (st->watch_fd >= 0)
+		close(st->watch_fd);
+	free(st->path);
+	free(st);
+}
+
+/* ---- errors and transactions ---- */
+
+static bool is_busy(int rc)
+{
+	rc &= 0xff;
+	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
+}
+
+/* The errno behind a failed file operation, or 0 when the failure was not
+ * one. sqlite3_system_errno misses a write that fails inside COMMIT, so ask
+ * the write-ahead log's file, where herald's commits write, and then the
+ * database file: each keeps the errno of its own last failure. */
+static int failed_errno(struct store_sqlite *st)
+{
+	int primary = sqlite3_extended_errcode(st->db) & 0xff;
+	if (primary != SQLITE_IOERR && primary != SQLITE_CANTOPEN)
+		return 0;
+	int e = sqlite3_system_errno(st->db);
+	sqlite3_file *wal = NULL;
+	if (!e && sqlite3_file_control(st->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) == SQLITE_OK && wal &&
+	    wal->pMethods && wal->pMethods->xFileControl(wal, SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
+		e = 0;
+	if (!e && sqlite3_file_control(st->db, "main", SQLITE_FCNTL_LAST_ERRNO, &e) != SQLITE_OK)
+		e = 0;
+	return e;
+}
+
+/* Map a failed result to store.h's contract: -EBUSY (contention), -EROFS
+ * (the files cannot be written), -ENOSPC (no room), or -EIO (logged). A
+ * full disk is SQLITE_FULL, but a file past RLIMIT_FSIZE (EFBIG) or over
+ * quota comes as an I/O error; an immutable file or a file system that went
+ * read-only under an open descriptor also comes as an I/O error (EPERM,
+ * EROFS), not as SQLITE_READONLY. Call before anything else runs on the
+ * connection, so the codes are still the failure's own. */
+static int fail_rc(struct store_sqlite *st, const char *op, int rc)
+{
+	if (is_busy(rc))
+		return -EBUSY;
+	int primary = sqlite3_extended_errcode(st->db) & 0xff;
+	int sys = failed_errno(st);
+	char why[96] = "";
+	if (sys)
+		snprintf(why, sizeof(why), " (%s)", strerror(sys));
+	if (primary == SQLITE_READONLY || sys == EROFS || sys == EPERM || sys == EACCES) {
+		log_debug("store: %s on %s: %s%s: read-only", op, st->path, sqlite3_errmsg(st->db), why);
+		return -EROFS;
+	}
+	if (primary == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || sys == EFBIG) {
+		log_debug("store: %s on %s: %s%s: no space", op, st->path, sqlite3_errmsg(st->db), why);
+		return -ENOSPC;
+	}
+	log_err("store: %s on %s: %s%s", op, st->path, sqlite3_errmsg(st->db), why);
+	return -EIO;
+}
+
+/* Step a statement that yields no row (BEGIN, COMMIT, ...) and reset it. */
+static int step_done(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void tx_abort(struct store_sqlite *st)
+{
+	if (!sqlite3_get_autocommit(st->db)) {
+		int rc = step_done(st->rollback);
+		if (rc != SQLITE_OK)
+			log_err("store: rollback on %s: %s", st->path, sqlite3_errmsg(st->db));
+	}
+}
+
+/* ---- the log ---- */
+
+/* The key of ev as remembered within the window and with its event still in
+ * the log: 1 with *id and *same (the hash equal), 0 when there is none, or
+ * a negative code. */
+static int key_lookup(struct store_sqlite *st, const struct store_new_event *ev, int64_t now, int64_t *id, bool *same)
+{
+	sqlite3_stmt *s = st->idem_get;
+	sqlite3_bind_text(s, 1, ev->idem_publisher ? ev->idem_publisher : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ev->idem_key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, now - st->idem_window_s);
+	int rc = sqlite3_step(s), ret = 0;
+	if (rc == SQLITE_ROW) {
+		const char *h = (const char *)sqlite3_column_text(s, 0);
+		*id = sqlite3_column_int64(s, 1);
+		*same = h && ev->idem_hash && strcmp(h, ev->idem_hash) == 0;
+		ret = 1;
+	} else if (rc != SQLITE_DONE) {
+		ret = fail_rc(st, "idempotency key lookup", rc);
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return ret;
+}
+
+/* Remember ev's key for event id (replacing an expired or orphaned one). */
+static int key_remember(struct store_sqlite *st, const struct store_new_event *ev, int64_t id, int64_t now)
+{
+	sqlite3_stmt *s = st->idem_put;
+	sqlite3_bind_text(s, 1, ev->idem_publisher ? ev->idem_publisher : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ev->idem_key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, ev->idem_hash ? ev->idem_hash : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, id);
+	sqlite3_bind_int64(s, 5, now);
+	int rc = step_done(s);
+	sqlite3_clear_bindings(s);
+	return rc == SQLITE_OK ? 0 : fail_rc(st, "remember idempotency key", rc);
+}
+
+/* Forget at most limit keys older than the window or whose event retention
+ * removed (id at most pruned). Inside the caller's transaction. */
+static int keys_prune(struct store_sqlite *st, int64_t now, int64_t pruned, size_t limit)
+{
+	sqlite3_bind_int64(st->idem_prune_age, 1, now - st->idem_window_s);
+	sqlite3_bind_int64(st->idem_prune_age, 2, (sqlite3_int64)limit);
+	int rc = step_done(st->idem_prune_age);
+	if (rc == SQLITE_OK && pruned > 0) {
+		sqlite3_bind_int64(st->idem_prune_gone, 1, pruned);
+		sqlite3_bind_int64(st->idem_prune_gone, 2, (sqlite3_int64)limit);
+		rc = step_done(st->idem_prune_gone);
+	}
+	return rc == SQLITE_OK ? 0 : fail_rc(st, "forget idempotency keys", rc);
+}
+
+void store_sqlite_set_idempotency_window(struct store_sqlite *st, int64_t window_s)
+{
+	st->idem_window_s = window_s;
+}
+
+int store_sqlite_mercure_find(struct store_sqlite *st, const char *mercure_id, int64_t *id)
+{
+	sqlite3_stmt *s = st->mercure_find;
+	sqlite3_bind_text(s, 1, mercure_id, -1, SQLITE_STATIC);
+	int rc = sqlite3_step(s);
+	int ret = 0;
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(s, 0);
+		ret = 1;
+	} else if (rc != SQLITE_DONE) {
+		ret = fail_rc(st, "find a Mercure id", rc);
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return ret;
+}
+
+/* Keep row id's Mercure id and block (inside the append's transaction). */
+static int mercure_remember(struct store_sqlite *st, const struct store_new_event *ev, int64_t id)
+{
+	sqlite3_stmt *s = st->mercure_put;
+	sqlite3_bind_int64(s, 1, id);
+	sqlite3_bind_text(s, 2, ev->mercure_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text64(s, 3, ev->mercure ? ev->mercure : "", ev->mercure ? ev->mercure_len : 0, SQLITE_STATIC,
+			    SQLITE_UTF8);
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc == SQLITE_DONE ? 0 : fail_rc(st, "append a Mercure id", rc);
+}
+
+int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *evs, size_t n,
+			struct store_appended *out)
+{
+	int rc, ret;
+	int64_t now = clock_wall_s();
+	size_t keyed = 0;
+
+	if (n == 0)
+		return 0;
+	rc = step_done(st->begin);
+	if (rc != SQLITE_OK) {
+		ret = fail_rc(st, "begin append", rc);
+		tx_abort(st);
+		return ret;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct store_new_event *ev = &evs[i];
+		if (ev->idem_key) {
+			/* Looked up inside the transaction, so an earlier row of
+			 * this batch with the same key is found too. */
+			int64_t id = 0;
+			bool same = false;
+			keyed++;
+			ret = key_lookup(st, ev, now, &id, &same);
+			if (ret < 0)
+				goto fail;
+			if (ret == 1) {
+				out[i] = (struct store_appended){ id, same ? STORE_REPLAYED : STORE_KEY_CONFLICT };
+				continue;
+			}
+		}
+		sqlite3_bind_text(st->insert, 1, ev->type ? ev->type : "message", -1, SQLITE_STATIC);
+		sqlite3_bind_text(st->insert, 2, ev->topic ? ev->topic : "", -1, SQLITE_STATIC);
+		sqlite3_bind_text64(st->insert, 3, ev->data ? ev->data : "", ev->data ? ev->data_len : 0, SQLITE_STATIC,
+				    SQLITE_UTF8);
+		sqlite3_bind_int(st->insert, 4, ev->public ? 1 : 0);
+		rc = sqlite3_step(st->insert);
+		if (rc != SQLITE_DONE) {
+			ret = fail_rc(st, "append", rc);
+			sqlite3_reset(st->insert);
+			goto fail;
+		}
+		sqlite3_reset(st->insert);
+		int64_t id = sqlite3_last_insert_rowid(st->db);
+		out[i] = (struct store_appended){ id, STORE_STORED };
+		if (ev->idem_key && (ret = key_remember(st, ev, id, now)) < 0)
+			goto fail;
+		if (ev->mercure_id && (ret = mercure_remember(st, ev, id)) < 0)
+			goto fail;
+	}
+	/* The bound strings belong to the caller; drop the references. */
+	sqlite3_clear_bindings(st->insert);
+	/* Keyed publishes pay for forgetting a few expired keys, so the table
+	 * stays bounded by the window even without retention. */
+	if (keyed && (ret = keys_prune(st, now, 0, 2 * keyed + 16)) < 0)
+		goto fail;
+	rc = step_done(st->commit);
+	if (rc != SQLITE_OK) {
+		ret = fail_rc(st, "commit append", rc);
+		tx_abort(st);
+		return ret;
+	}
+	return 0;
+
+fail:
+	sqlite3_clear_bindings(st->insert);
+	tx_abort(st);
+	return ret;
+}
+
+int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_event *evs, size_t n, int64_t *ids_out)
+{
+	struct store_appended *res = xmalloc((n ? n : 1) * sizeof(*res));
+	int r = store_sqlite_append(st, evs, n, res);
+	if (r == 0 && ids_out)
+		for (size_t i = 0; i < n; i++)
+			ids_out[i] = res[i].id;
+	free(res);
+	return r;
+}
+
+/* A column as text: NULL reads as "", any other type as SQLite's text
+ * conversion, so rows inserted by other programs can never crash us. */
+static const char *column_text(sqlite3_stmt *s, int col, size_t *len)
+{
+	const char *p = (const char *)sqlite3_column_text(s, col);
+	if (!p) {
+		*len = 0;
+		return "";
+	}
+	*len = (size_t)sqlite3_column_bytes(s, col);
+	return p;
+}
+
+/* The row s is on (its columns in STORE_ROW_COLUMNS' order), valid until the
+ * next step. */
+static void row_event(sqlite3_stmt *s, struct store_event *ev)
+{
+	ev->id = sqlite3_column_int64(s, 0);
+	ev->type = column_text(s, 1, &ev->type_len);
+	ev->topic = column_text(s, 2, &ev->topic_len);
+	ev->data = column_text(s, 3, &ev->data_len);
+	ev->public = sqlite3_column_int64(s, 4) != 0;
+	ev->created_at = sqlite3_column_int64(s, 5);
+	ev->mercure = NULL;
+	ev->mercure_len = 0;
+	if (sqlite3_column_type(s, 6) != SQLITE_NULL)
+		ev->mercure = column_text(s, 6, &ev->mercure_len);
+}
+
+/* Step s (with ?1 after, ?2 upto and ?3 limit bound here, anything else by
+ * the caller) and pass each row to cb; reset and unbind it afterwards. */
+static int read_rows(struct store_sqlite *st, sqlite3_stmt *s, int64_t after, int64_t upto, size_t limit,
+		     store_row_cb cb, void *arg)
+{
+	int count = 0, rc;
+
+	if (limit > INT_MAX)
+		limit = INT_MAX;
+	sqlite3_bind_int64(s, 1, after);
+	sqlite3_bind_int64(s, 2, upto);
+	sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct store_event ev;
+		row_event(s, &ev);
+		count++;
+		if (cb(arg, &ev) != 0) {
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	int ret = rc == SQLITE_DONE ? count : fail_rc(st, "read range", rc);
+	/* Ends the read transaction, so the next call sees new commits. */
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return ret;
+}
+
+int store_sqlite_read_range(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit, store_row_cb cb,
+			    void *arg)
+{
+	if (limit == 0 || upto <= after)
+		return 0;
+	return read_rows(st, st->range, after, upto, limit, cb, arg);
+}
+
+/* herald_seen(id, wanted): note id as examined, answer wanted. */
+static void sql_seen(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	(void)argc;
+	struct store_sqlite *st = sqlite3_user_data(ctx);
+	st->budget.seen = sqlite3_value_int64(argv[0]);
+	sqlite3_result_int(ctx, sqlite3_value_int(argv[1]) != 0);
+}
+
+/* SQLite's progress handler: interrupt a budgeted read once it is past its
+ * time (and its floor of steps, so every read makes progress), or past its
+ * count of steps. */
+static int budget_check(void *arg)
+{
+	struct store_sqlite *st = arg;
+	struct read_budget *b = &st->budget;
+	if (!b->on)
+		return 0;
+	b->ops += BUDGET_CHECK_OPS;
+	if (b->ops < b->min_ops)
+		return 0;
+	if (b->max_ops && b->ops >= b->max_ops)
+		return 1;
+	return clock_mono_ns() / 1000 >= b->deadline;
+}
+
+void store_sqlite_set_read_budget(struct store_sqlite *st, uint64_t us, uint64_t min_ops, uint64_t max_ops)
+{
+	st->budget.us = us;
+	st->budget.min_ops = min_ops;
+	st->budget.max_ops = max_ops;
+}
+
+uint64_t store_sqlite_read_interrupts(const struct store_sqlite *st)
+{
+	return st->budget.interrupts;
+}
+
+/* The prepared statement for sql, from a small cache of the filters seen
+ * lately (replaced round-robin): the shapes in use are few. */
+static sqlite3_stmt *filter_stmt(struct store_sqlite *st, const char *sql)
+{
+	for (size_t i = 0; i < STORE_FILTER_CACHE; i++)
+		if (st->filters[i].sql && strcmp(st->filters[i].sql, sql) == 0)
+			return st->filters[i].stmt;
+	struct filter_cache *slot = &st->filters[st->next_filter];
+	st->next_filter = (st->next_filter + 1) % STORE_FILTER_CACHE;
+	sqlite3_finalize(slot->stmt);
+	free(slot->sql);
+	slot->sql = NULL;
+	slot->stmt = NULL;
+	char err[256];
+	if (prepare(st, &slot->stmt, sql, err, sizeof(err)) < 0) {
+		log_err("store: preparing a filtered read: %s", err);
+		return NULL;
+	}
+	slot->sql = xstrdup(sql);
+	return slot->stmt;
+}
+
+/* A read in progress: the caller's callback, and what came of it. */
+struct read_state {
+	store_row_cb cb;
+	void *arg;
+	int64_t last; /* the last row passed to cb */
+	bool stopped; /* cb asked to stop */
+	int n;        /* rows passed */
+};
+
+/* Step s (bound by the caller) under the budget. SQLITE_DONE, SQLITE_INTERRUPT
+ * (the budget ran out), or an error code; s is reset either way. */
+static int step_budgeted(struct store_sqlite *st, sqlite3_stmt *s, struct read_state *rs)
+{
+	int rc;
+	st->budget.on = true;
+	st->budget.ops = 0;
+	st->budget.seen = 0;
+	st->budget.deadline = clock_mono_ns() / 1000 + st->budget.us;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct store_event ev;
+		row_event(s, &ev);
+		rs->n++;
+		rs->last = ev.id;
+		if (rs->cb(rs->arg, &ev) != 0) {
+			rs->stopped = true;
+			rc = SQLITE_DONE;
+			break;
+		}
+	}
+	st->budget.on = false;
+	if (rc == SQLITE_INTERRUPT)
+		st->budget.interrupts++;
+	/* Ends the read transaction, so the next call sees new commits. */
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc;
+}
+
+/* Prepare and bind the read of f: the range walks, a seek by parts, or a
+ * scan (always when force_scan). Sets *scan to which. NULL on failure with
+ * *rc set (-EINVAL, -EIO). */
+static sqlite3_stmt *filtered_stmt(struct store_sqlite *st, const struct store_filter *f, bool force_scan, bool *scan,
+				   int *rc)
+{
+	struct store_filter_query q;
+	char sql[16384];
+	*scan = false;
+	if (store_filter_sql(f, force_scan, &q, sql, sizeof(sql)) < 0) {
+		*rc = -EINVAL;
+		return NULL;
+	}
+	if (q.every)
+		/* Every row, or every public one: an id-ordered walk that stops
+		 * at the limit. */
+		return q.see_private ? st->range : st->range_public;
+	*scan = q.scan;
+	sqlite3_stmt *s = filter_stmt(st, sql);
+	if (!s) {
+		*rc = -EIO;
+		return NULL;
+	}
+	store_filter_bind(s, &q);
+	return s;
+}
+
+int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t upto, size_t limit,
+			       const struct store_filter *f, store_row_cb cb, void *arg, int64_t *through)
+{
+	*through = after;
+	if (limit == 0 || upto <= after)
+		return 0;
+	if (f->ntopics > STORE_MAX_TOPICS || f->ngrants > STORE_MAX_GRANTS)
+		return -EINVAL;
+	if (limit > INT_MAX)
+		limit = INT_MAX;
+	for (int attempt = 0;; attempt++) {
+		bool scan;
+		int err = -EIO;
+		sqlite3_stmt *s = filtered_stmt(st, f, attempt > 0, &scan, &err);
+		if (!s)
+			return err;
+		sqlite3_bind_int64(s, 1, after);
+		sqlite3_bind_int64(s, 2, upto);
+		sqlite3_bind_int64(s, 3, (sqlite3_int64)limit);
+		struct read_state rs = { cb, arg, after, false, 0 };
+		int rc = step_budgeted(st, s, &rs);
+		if (rc == SQLITE_DONE) {
+			/* Fewer rows than asked, and not stopped: nothing else
+			 * matched up to upto. */
+			*through = (!rs.stopped && (size_t)rs.n < limit) ? upto : rs.last;
+			return rs.n;
+		}
+		if (rc != SQLITE_INTERRUPT)
+			return fail_rc(st, "filtered read", rc);
+		/* Out of budget. Rows come out in id order (a seek's parts are
+		 * merged as they go), so every wanted row up to the last one
+		 * passed on has been; a scan has also examined every row below
+		 * the one it was on. */
+		int64_t looked = scan && st->budget.seen > after ? st->budget.seen - 1 : after;
+		*through = looked > rs.last ? looked : rs.last;
+		if (rs.n > 0 || scan || attempt > 0)
+			return rs.n;
+		/* A seek that got nowhere in its budget: once more as a scan,
+		 * which always does (its floor of steps examines rows). */
+	}
+}
+
+int store_sqlite_max_id(struct store_sqlite *st, int64_t *max_id)
+{
+	int rc = sqlite3_step(st->max_id);
+	int ret = 0;
+	if (rc == SQLITE_ROW)
+		*max_id = sqlite3_column_int64(st->max_id, 0);
+	else
+		ret = fail_rc(st, "read max id", rc);
+	sqlite3_reset(st->max_id);
+	return ret;
+}
+
+int64_t store_sqlite_pruned_through(const struct store_sqlite *st)
+{
+	return st->pruned_through;
+}
+
+int store_sqlite_watch_fd(const struct store_sqlite *st)
+{
+	return st->watch_fd;
+}
+
+/* Another writer inserted rows with an explicit id below the newest one
+ * (the trigger of schema version 2 counts them): readers that are live have
+ * passed those ids and never get them. Say so, once per new count. */
+static void note_late_inserts(struct store_sqlite *st)
+{
+	int64_t n = st->late_inserts;
+	if (sqlite3_step(st->late) == SQLITE_ROW)
+		n = sqlite3_column_int64(st->late, 0);
+	sqlite3_reset(st->late);
+	if (n > st->late_inserts) {
+		log_warn("store: %lld row(s) were inserted into %s with an id below the newest one; readers already "
+			 "past that id do not get them (leave id out of INSERT: the store assigns ids)",
+			 (long long)(n - st->late_inserts), st->path);
+		st->late_inserts = n;
+	}
+}
+
+bool store_sqlite_changed(struct store_sqlite *st)
+{
+	/* Drain first, then look: a commit landing in between is both seen
+	 * now and leaves a fresh inotify event, which costs one spurious
+	 * check later instead of a missed row. */
+	if (st->watch_fd >= 0) {
+		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+		const char *slash = strrchr(st->path, '/');
+		const char *base = slash ? slash + 1 : st->path;
+		for (;;) {
+			ssize_t r = read(st->watch_fd, buf, sizeof(buf));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			/* The database file itself deleted, renamed or created
+			 * anew: store_sqlite_check_file looks at it. */
+			for (char *p = buf; p < buf + r;) {
+				const struct inotify_event *e = (const void *)p;
+				if ((e->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE)) && e->len &&
+				    strcmp(e->name, base) == 0)
+					st->check_file = true;
+				p += sizeof(*e) + e->len;
+			}
+		}
+	}
+	int rc = sqlite3_step(st->data_ver);
+	if (rc != SQLITE_ROW) {
+		/* Unknown: say yes, since the caller rereads past its high-water
+		 * mark (harmless), while a wrong no could strand a row until the
+		 * next commit. */
+		if (!is_busy(rc))
+			log_err("store: reading data_version of %s: %s", st->path, sqlite3_errmsg(st->db));
+		sqlite3_reset(st->data_ver);
+		return true;
+	}
+	int64_t v = sqlite3_column_int64(st->data_ver, 0);
+	sqlite3_reset(st->data_ver);
+	if (v == st->data_version)
+		return false;
+	st->data_version = v;
+	note_late_inserts(st);
+	return true;
+}
+
+int store_sqlite_check_file(struct store_sqlite *st)
+{
+	if (st->watch_fd >= 0 && !st->check_file)
+		return 0;
+	st->check_file = false;
+	struct stat sb;
+	if (stat(st->path, &sb) < 0)
+		return errno == ENOENT ? -ENOENT : 0; /* another error says nothing about the file */
+	return sb.st_dev == st->dev && sb.st_ino == st->ino ? 0 : -ESTALE;
+}
+
+int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_count, size_t max_rows)
+{
+	int64_t age_cut = INT64_MIN, id_cut = INT64_MIN, highest = 0;
+	int deleted = 0, rc, ret;
+
+	if (max_rows == 0 || (max_age_s <= 0 && max_count <= 0))
+		return 0;
+	if (max_rows > INT_MAX)
+		max_rows = INT_MAX;
+	rc = step_done(st->begin);
+	if (rc != SQLITE_OK) {
+		ret = fail_rc(st, "begin prune", rc);
+		tx_abort(st);
+		return ret;
+	}
+	if (max_count > 0) {
+		int64_t max_id = 0;
+		ret = store_sqlite_max_id(st, &max_id);
+		if (ret < 0) {
+			tx_abort(st);
+			return ret;
+		}
+		id_cut = max_id - max_count;
+	}
+	if (max_age_s > 0)
+		age_cut = clock_wall_s() - max_age_s;
+	sqlite3_bind_int64(st->prune, 1, age_cut);
+	sqlite3_bind_int64(st->prune, 2, id_cut);
+	sqlite3_bind_int64(st->prune, 3, (sqlite3_int64)max_rows);
+	while ((rc = sqlite3_step(st->prune)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(st->prune, 0);
+		highest = MAX(highest, id);
+		deleted++;
+	}
+	if (rc != SQLITE_DONE) {
+		ret = fail_rc(st, "prune", rc);
+		sqlite3_reset(st->prune);
+		tx_abort(st);
+		return ret;
+	}
+	sqlite3_reset(st->prune);
+	/* Keys go with their events, and by age. */
+	ret = keys_prune(st, clock_wall_s(), MAX(highest, st->pruned_through), max_rows);
+	if (ret < 0) {
+		tx_abort(st);
+		return ret;
+	}
+	if (deleted > 0 && highest > st->pruned_through) {
+		sqlite3_bind_int64(st->set_pruned, 1, highest);
+		rc = step_done(st->set_pruned);
+		if (rc != SQLITE_OK) {
+			ret = fail_rc(st, "record pruned_through", rc);
+			tx_abort(st);
+			return ret;
+		}
+	}
+	rc = step_done(st->commit);
+	if (rc != SQLITE_OK) {
+		ret = fail_rc(st, "commit prune", rc);
+		tx_abort(st);
+		return ret;
+	}
+	if (highest > st->pruned_through)
+		st->pruned_through = highest;
+	return deleted;
+}
+
+/* ---- wiring to the loop: change from other writers, checkpoints ---- */
+
+#define NO_INOTIFY_POLL_MS 1000
+
+/* A writer's commit shows in the -wal file (inotify) before it becomes
+ * visible: the wal-index in the -shm file is updated through mmap, which
+ * inotify does not see, and a writer with synchronous=FULL syncs the -wal
+ * file in between, which on a busy disk takes a good part of a second or
+ * more. So a wake-up is followed by checks of data_version on the next pass,
+ * then from 1 ms to 2 s later (about 3.8 s in all), and a change found does
+ * not end them: the same wake-up may stand for a second commit that is still
+ * syncing. Without a change the checks end, and no timer runs while nothing
+ * happens. */
+static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250, 500, 1000, 2000 };
+
+/* The database file was deleted or replaced under us: what we write would go
+ * to an unlinked file. Say so and report it, so the process stops and a
+ * restart opens the file that is there now. Returns true when gone. */
+static bool file_gone(struct store_sqlite *st)
+{
+	int r = store_sqlite_check_file(st);
+	if (r == 0)
+		return false;
+	log_err("the database file %s was %s while herald had it open; stopping so that a restart opens the "
+		"file that is there now",
+		st->path, r == -ENOENT ? "deleted" : "replaced by another file");
+	st->hooks.fatal(st->hooks.arg);
+	return true;
+}
+
+static void confirm_change(void *arg)
+{
+	struct store_sqlite *st = arg;
+	bool changed = store_sqlite_changed(st);
+	if (file_gone(st))
+		return;
+	if (changed) {
+		st->hooks.changed(st->hooks.arg);
+		if (st->has_peers && st->peers.watch_writes)
+			st->peers.wake(st->peers.arg); /* maybe another program's rows */
+		st->confirm_step = 1;                  /* go on checking from the shortest delay */
+	}
+	if (st->confirm_step < ARRAY_LEN(confirm_delays_ms))
+		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change, st);
+	else
+		st->confirm_step = 0;
+}
+
+/* With peers, their commits come through their wake-ups, visible at once,
+ * while each of their writes to the -wal file also fires the folder watch
+ * of every worker: at thousands of commits a second that was most of a
+ * group's CPU. So the folder watch rests FOLDER_REST_MS after each event;
+ * it still sees other programs' commits and the file being replaced, within
+ * that much more. */
+#define FOLDER_REST_MS 100
+
+static void folder_rested(void *arg)
+{
+	struct store_sqlite *st = arg;
+	int r = loop_modify(st->lp, st->watch_fd, EPOLLIN);
+	if (r < 0)
+		log_warn("store: watching %s again: %s", st->path, strerror(-r));
+}
+
+/* After an append of herald's own the caller reads every new row (store.h),
+ * and the append had to wait for any other writer's lock, so a commit of
+ * another program's that the watch or a running check stood for is read
+ * then too. What the folder watch would report next is mostly the append's
+ * own writes to the -wal file: one wake-up and one look per append, 5% of
+ * the server's CPU at 1,000 publishes/s. So the checks end and the watch
+ * rests OWN_WRITE_REST_MS: a commit of another program's after the append
+ * is seen when the rest ends, or with the next append, whichever is first,
+ * and without appends nothing rests. */
+#define OWN_WRITE_REST_MS 10
+
+static void rest_after_own_append(struct store_sqlite *st)
+{
+	if (!st->lp || st->watch_fd < 0 || (st->has_peers && !st->peers.watch_writes))
+		return; /* no watch of the -wal file to rest */
+	st->confirm_step = 0;
+	loop_timer_stop(st->lp, &st->confirm_timer);
+	if (!loop_timer_active(&st->folder_rest_timer) && loop_modify(st->lp, st->watch_fd, 0) == 0)
+		loop_timer_start(st->lp, &st->folder_rest_timer, OWN_WRITE_REST_MS, folder_rested, st);
+}
+
+static void on_folder_event(void *arg, uint32_t events)
+{
+	struct store_sqlite *st = arg;
+	(void)events;
+	if (st->has_peers && loop_modify(st->lp, st->watch_fd, 0) == 0)
+		loop_timer_start(st->lp, &st->folder_rest_timer, FOLDER_REST_MS, folder_rested, st);
+	st->confirm_step = 0;
+	loop_timer_stop(st->lp, &st->confirm_timer);
+	confirm_change(st);
+}
+
+static void slow_poll(void *arg)
+{
+	struct store_sqlite *st = arg;
+	bool changed = store_sqlite_changed(st);
+	if (file_gone(st))
+		return;
+	if (changed)
+		st->hooks.changed(st->hooks.arg);
+	loop_timer_start(st->lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
+}
+
+/* A peer committed: its rows are visible now, so one look is enough. Under
+ * a stream of commits a worker looks at most once per PEER_REST_MS: after a
+ * look its wake-up rests, the wake stays untaken (so peers skip the write),
+ * and the rest's end takes it and looks again, resting on while it finds
+ * rows. A row waits that much more at most; a look per commit was most of
+ * what a worker that publishes nothing spent. */
+#define PEER_REST_MS 1
+
+/* One look; false when the file is gone (the process stops). */
+static bool peer_look(struct store_sqlite *st, bool *changed)
+{
+	*changed = store_sqlite_changed(st);
+	if (file_gone(st))
+		return false;
+	if (*changed)
+		st->hooks.changed(st->hooks.arg);
+	return true;
+}
+
+static void peer_rested(void *arg)
+{
+	struct store_sqlite *st = arg;
+	st->peers.taken(st->peers.arg);
+	bool changed;
+	if (!peer_look(st, &changed))
+		return;
+	if (changed) {
+		loop_timer_start(st->lp, &st->peer_rest_timer, PEER_REST_MS, peer_rested, st);
+		return;
+	}
+	int r = loop_modify(st->lp, st->peers.fd, EPOLLIN);
+	if (r < 0)
+		log_warn("store: waiting for other workers' commits: %s", strerror(-r));
+}
+
+static void on_peer_wake(void *arg, uint32_t events)
+{
+	struct store_sqlite *st = arg;
+	(void)events;
+	bool changed;
+	if (!peer_look(st, &changed))
+		return;
+	int r = loop_modify(st->lp, st->peers.fd, 0);
+	if (r < 0) {
+		st->peers.taken(st->peers.arg); /* cannot rest: take it now */
+		return;
+	}
+	loop_timer_start(st->lp, &st->peer_rest_timer, PEER_REST_MS, peer_rested, st);
+}
+
+/* Wire the store to the loop: the inotify watch (or a slow poll without
+ * inotify) calls h->changed once another writer's commit is visible, and
+ * h->fatal when the database file was deleted or replaced. Checkpoint
+ * durations go to m. Returns 0 or -1. */
+static int store_sqlite_watch(struct store_sqlite *st, struct loop *lp, struct metrics *m, const struct store_hooks *h)
+{
+	st->lp = lp;
+	st->m = m;
+	st->hooks = *h;
+	if (st->watch_fd < 0) {
+		log_warn("inotify is not available; checking the database for other writers every %d ms",
+			 NO_INOTIFY_POLL_MS);
+		loop_timer_start(lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
+	} else if (loop_watch(lp, st->watch_fd, EPOLLIN, on_folder_event, st) < 0) {
+		return -1;
+	}
+	if (st->has_peers) {
+		st->peers.taken(st->peers.arg); /* a wake meant for a worker before us */
+		if (loop_watch(lp, st->peers.fd, EPOLLIN, on_peer_wake, st) < 0)
+			return -1;
+		/* Rows another program added while this worker was not running
+		 * (the one that watches for them restarting): the others look. */
+		if (st->peers.watch_writes)
+			st->peers.wake(st->peers.arg);
+	}
+	return 0;
+}
+
+static void upkeep_tick(void *arg)
+{
+	struct store_sqlite *st = arg;
+	uint64_t ns = 0;
+	int64_t next = store_sqlite_upkeep(st, &ns);
+	if (ns && st->m)
+		metrics_observe(&st->m->checkpoint_seconds, ns);
+	if (next >= 0)
+		loop_timer_start(st->lp, &st->upkeep_timer, (uint64_t)next, upkeep_tick, st);
+}
+
+/* After herald's own writes: run the checkpoint policy (store_sqlite_upkeep)
+ * now and from a timer until it has nothing left to do. */
+static void store_sqlite_written(struct store_sqlite *st)
+{
+	if (st->lp)
+		upkeep_tick(st);
+}
+
+/* Undo store_sqlite_watch (timers, the watch); before store_sqlite_close. */
+static void store_sqlite_unwatch(struct store_sqlite *st)
+{
+	if (!st->lp)
+		return;
+	loop_timer_stop(st->lp, &st->watch_timer);
+	loop_timer_stop(st->lp, &st->confirm_timer);
+	loop_timer_stop(st->lp, &st->upkeep_timer);
+	loop_timer_stop(st->lp, &st->folder_rest_timer);
+	loop_timer_stop(st->lp, &st->peer_rest_timer);
+	if (st->watch_fd >= 0)
+		loop_unwatch(st->lp, st->watch_fd);
+	if (st->has_peers)
+		loop_unwatch(st->lp, st->peers.fd);
+	st->lp = NULL;
+}
+
+/* ---- the backend table (store_backend.h) ----
+ *
+ * What store.c drives: the store, and the loop and metrics it is wired to
+ * when watching starts. Appends are answered at once; herald's own writes
+ * (appends, prunes) are followed by the checkpoint policy. */
+
+struct sqlite_backend {
+	struct store_sqlite *db;
+	struct loop *lp;
+	struct metrics *m;
+};
+
+static bool be_chosen(const struct config *cfg)
+{
+	(void)cfg;
+	return true; /* the default */
+}
+
+/* Create the folders above the database file that are missing (as mkdir
+ * -p). Here, in the one open every start-up path goes through (a single
+ * herald, a group's main process before it forks, each worker), so none of
+ * them meets a fresh tree's missing folder. Returns 0, or -1 with the
+ * reason in err. */
+static int make_db_folder(const char *db, char *err, size_t errlen)
+{
+	const char *slash = strrchr(db, '/');
+	if (!slash || slash == db)
+		return 0;
+	char *dir = xstrndup(db, (size_t)(slash - db));
+	int r = 0;
+	for (char *p = dir + 1;; p++) {
+		bool last = *p == '\0';
+		if (*p != '/' && !last)
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "creating the database folder %s: %s", dir, strerror(errno));
+			r = -1;
+			break;
+		}
+		if (last)
+			break;
+		*p = '/';
+	}
+	free(dir);
+	return r;
+}
+
+static void *be_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
+{
+	if (make_db_folder(cfg->db, err, errlen) < 0)
+		return NULL;
+	struct store_sqlite *db = store_sqlite_open(cfg->db, (int)cfg->busy_timeout_ms, err, errlen);
+	if (!db)
+		return NULL;
+	store_sqlite_set_idempotency_window(db, cfg->idempotency_window_s);
+	struct sqlite_backend *b = xcalloc(1, sizeof(*b));
+	*b = (struct sqlite_backend){ db, lp, m };
+	return b;
+}
+
+static void be_watch(void *be, const struct store_hooks *h)
+{
+	struct sqlite_backend *b = be;
+	if (store_sqlite_watch(b->db, b->lp, b->m, h) < 0)
+		log_warn("watching the database for other writers failed; only herald's own events are seen");
+}
+
+static void be_set_peers(void *be, const struct store_peers *p)
+{
+	struct sqlite_backend *b = be;
+	struct store_sqlite *st = b->db;
+	st->peers = *p;
+	st->has_peers = p->fd >= 0;
+	if (st->has_peers && !p->watch_writes && st->watch_fd >= 0) {
+		/* Every write to the -wal file is an event queued for each
+		 * watch of the folder, in the writer's system call: one watch
+		 * of them is enough. */
+		char *folder = folder_of(st->path);
+		if (inotify_add_watch(st->watch_fd, folder, FOLDER_NAMES) < 0)
+			log_warn("store: watching %s: %s", folder, strerror(errno));
+		free(folder);
+	}
+}
+
+static void be_close(void *be)
+{
+	struct sqlite_backend *b = be;
+	store_sqlite_close(b->db);
+	free(b);
+}
+
+static void be_append(void *be, const struct store_new_event *evs, size_t n, store_append_cb done, void *arg)
+{
+	struct sqlite_backend *b = be;
+	struct store_appended *res = xmalloc((n ? n : 1) * sizeof(*res));
+	int r = store_sqlite_append(b->db, evs, n, res);
+	if (r == 0 && b->db->has_peers)
+		b->db->peers.wake(b->db->peers.arg); /* their fan-out beside ours */
+	done(arg, r, r == 0 ? res : NULL);           /* the answers and the fan-out first */
+	free(res);
+	if (r == 0) {
+		rest_after_own_append(b->db);
+		store_sqlite_written(b->db);
+	}
+}
+
+static int be_read_range(void *be, int64_t after, int64_t upto, size_t limit, store_row_cb cb, void *arg)
+{
+	return store_sqlite_read_range(((struct sqlite_backend *)be)->db, after, upto, limit, cb, arg);
+}
+
+static int be_read_matching(void *be, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
+			    store_row_cb cb, void *arg, int64_t *through)
+{
+	return store_sqlite_read_matching(((struct sqlite_backend *)be)->db, after, upto, limit, f, cb, arg, through);
+}
+
+static int be_max_id(void *be, int64_t *max_id)
+{
+	return store_sqlite_max_id(((struct sqlite_backend *)be)->db, max_id);
+}
+
+static int64_t be_pruned_through(const void *be)
+{
+	return store_sqlite_pruned_through(((const struct sqlite_backend *)be)->db);
+}
+
+/* One file holds every commit: always in sync, always available (its
+ * failures are per call). */
+static uint64_t be_sync_begin(void *be)
+{
+	(void)be;
+	return 0;
+}
+
+static bool be_sync_done(const void *be, uint64_t ticket)
+{
+	(void)be;
+	(void)ticket;
+	return true;
+}
+
+static bool be_available(const void *be)
+{
+	(void)be;
+	return true;
+}
+
+static int be_prune(void *be, int64_t max_age_s, int64_t max_count, size_t max_rows)
+{
+	struct sqlite_backend *b = be;
+	int n = store_sqlite_prune(b->db, max_age_s, max_count, max_rows);
+	if (n > 0)
+		store_sqlite_written(b->db);
+	return n;
+}
+
+static int be_mercure_find(void *be, const char *mercure_id, int64_t *id)
+{
+	return store_sqlite_mercure_find(((struct sqlite_backend *)be)->db, mercure_id, id);
+}
+
+const struct store_backend store_sqlite_backend = {
+	.kind = "sqlite",
+	.chosen = be_chosen,
+	.open = be_open,
+	.watch = be_watch,
+	.set_peers = be_set_peers,
+	.close = be_close,
+	.append = be_append,
+	.read_range = be_read_range,
+	.read_matching = be_read_matching,
+	.max_id = be_max_id,
+	.pruned_through = be_pruned_through,
+	.sync_begin = be_sync_begin,
+	.sync_done = be_sync_done,
+	.prune = be_prune,
+	.available = be_available,
+	.mercure_find = be_mercure_find,
+};
