@@ -9,11 +9,12 @@
 #include "store/event_batch.h"
 #include "store/idempotency.h"
 #include "store/mercure_update.h"
+#include "common/list.h"
 #include "common/rate_limit.h"
 #include "common/util.h"
 
 struct mercure_sub {
-	struct mercure_sub *next, *prev;
+	struct list_node node; /* on mercure_subs.list, newest first */
 	char *subscriber;
 	char *hub_path;
 	size_t n;
@@ -23,7 +24,7 @@ struct mercure_sub {
 
 struct mercure_subs {
 	struct hub *hub;
-	struct mercure_sub *list;
+	struct list list;
 	struct event_batch *events; /* subscription events on their way to the log; NULL: none */
 	struct rate_limit *budget;  /* events per client address */
 };
@@ -199,10 +200,7 @@ struct mercure_sub *mercure_subs_add(struct mercure_subs *s, const char *hub_pat
 		sub->matches[i] = xstrdup(want->v[i].text);
 		queue(s, sub, i, true);
 	}
-	sub->next = s->list;
-	if (s->list)
-		s->list->prev = sub;
-	s->list = sub;
+	list_push(&s->list, &sub->node);
 	return sub;
 }
 
@@ -212,12 +210,7 @@ void mercure_subs_remove(struct mercure_subs *s, struct mercure_sub *sub)
 		return;
 	for (size_t i = 0; i < sub->n; i++)
 		queue(s, sub, i, false);
-	if (sub->prev)
-		sub->prev->next = sub->next;
-	else
-		s->list = sub->next;
-	if (sub->next)
-		sub->next->prev = sub->prev;
+	list_unlink(&s->list, &sub->node);
 	for (size_t i = 0; i < sub->n; i++)
 		free(sub->matches[i]);
 	free(sub->matches);
@@ -290,7 +283,8 @@ char *mercure_subs_answer(struct mercure_subs *s, const char *hub_path, const ch
 			add_json(&t, id);
 			adds(&t, ",\"type\":\"subscriptions\",\"subscriptions\":[");
 		}
-		for (const struct mercure_sub *sub = s->list; sub; sub = sub->next)
+		for (const struct list_node *n = s->list.first; n; n = n->next) {
+			const struct mercure_sub *sub = list_item(n, const struct mercure_sub, node);
 			for (size_t i = 0; i < sub->n; i++) {
 				if (strcmp(sub->hub_path, hub_path) != 0)
 					continue;
@@ -303,6 +297,7 @@ char *mercure_subs_answer(struct mercure_subs *s, const char *hub_path, const ch
 				if (nparts < 3 || found == 1)
 					add_doc(&t, sub, i, true);
 			}
+		}
 		if (nparts < 3)
 			adds(&t, "]}");
 		if (nparts == 3 && !found) {
