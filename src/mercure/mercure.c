@@ -333,7 +333,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 			goto done;
 		}
 	} else if (q.token_param) {
-		/* Not read (README), and not ignored either: a client that
+		/* Not read (docs/mercure.md), and not ignored either: a client that
 		 * sends one means to be authorized. */
 		stream_release(mc->streams, ticket);
 		snprintf(why_buf, sizeof(why_buf),

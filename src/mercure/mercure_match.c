@@ -130,7 +130,7 @@ static int matcher_param(const char *name)
 	return -2;
 }
 
-/* The parameters a subscription takes (README); a token parameter
+/* The parameters a subscription takes (docs/mercure.md); a token parameter
  * (authorization, access_token) is known but not read. */
 static const char *const sub_params[] = { "match", "match_exact", "match_urlpattern",
 					  "topic", "lastEventID", "last_event_id" };

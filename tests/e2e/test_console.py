@@ -3,7 +3,7 @@ src/api/console.html, with its security headers; HEAD gives the same head and
 no body; other methods 405; `console = off` (file, flag, or a reload) makes
 / a 404 again. The page itself: relative URLs only, nothing from another
 host, nothing its Content-Security-Policy forbids, and the element ids the
-browser tests use; README's console section shows its screenshot. The page
+browser tests use; docs/console.md shows its screenshot. The page
 at work (history, charts, figures refused) is tested in Chromium by
 test_browser.py."""
 import os
@@ -223,13 +223,13 @@ def test_page_script_parses():
         assert r.returncode == 0, r.stderr
 
 
-def test_readme_shows_the_console_screenshot():
-    """README's console section shows docs/console.png: a PNG of a phone's
+def test_docs_show_the_console_screenshot():
+    """docs/console.md's console section shows docs/console.png: a PNG of a phone's
     or a modest window's width, small enough to keep in the repository."""
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    section = readme.split("### `GET /`: the console", 1)[1].split("\n### ", 1)[0]
-    assert re.search(r"!\[[^\]]+\]\(docs/console\.png\)", section), "the console section shows no screenshot"
+    with open(os.path.join(ROOT, "docs", "console.md")) as f:
+        page = f.read()
+    section = page.split("## `GET /`: the console", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"!\[[^\]]+\]\(console\.png\)", section), "the console section shows no screenshot"
     with open(os.path.join(ROOT, "docs", "console.png"), "rb") as f:
         png = f.read()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR", png[:16]

@@ -1,6 +1,10 @@
-"""Every configuration key herald knows is documented: in the example
-configuration, the README's table and the man page; and the example
-configuration passes --check-config."""
+"""The documentation does not drift from herald: every configuration key
+is in the example configuration, the table of docs/configuration.md and
+the man page, and the example configuration passes --check-config; every
+load tool has its row in docs/tools.md; the shapes and commands the pages
+give are the ones herald answers and needs. The README stays short and
+links every page of docs/, and every relative link and #anchor between
+them resolves."""
 import json
 import os
 import re
@@ -28,13 +32,15 @@ def _read(rel):
 
 
 def test_every_key_is_documented():
-    conf, readme, man = _read("conf/herald.conf"), _read("README.md"), _read("docs/herald.8")
+    conf, page, man = _read("conf/herald.conf"), _read("docs/configuration.md"), _read("docs/herald.8")
+    # The table's rows: a key named only in prose elsewhere on the page does not count.
+    table = "\n".join(ln for ln in page.splitlines() if ln.startswith("| `"))
     missing = []
     for k in _keys():
         if not re.search(rf"^{k} =", conf, re.M):
             missing.append(f"{k}: conf/herald.conf")
-        if f"`{k}`" not in readme:
-            missing.append(f"{k}: README.md")
+        if not re.search(rf"^\| (`[a-z_]+`, )*`{k}`", table, re.M):
+            missing.append(f"{k}: docs/configuration.md")
         if k not in man:
             missing.append(f"{k}: docs/herald.8")
     assert not missing, "undocumented keys: " + ", ".join(missing)
@@ -100,7 +106,7 @@ def _run_py(top, *words, env=None):
 
 
 def test_run_py_after_make_test_runs_the_asan_build():
-    """`python3 tests/run.py WORD` as the README says, after `make test`
+    """`python3 tests/run.py WORD` as docs/development.md says, after `make test`
     (which builds into build/asan) and perhaps `make` (build/, no tests):
     it runs the tests of the build that has them, newest first, and says
     which on its first line; a word that matches no test is said plainly,
@@ -134,40 +140,40 @@ def test_run_py_after_make_test_runs_the_asan_build():
 
 
 def test_deployment_packages_build_herald():
-    """The README's Deployment `apt-get install` line names every package a
+    """docs/deployment.md's `apt-get install` line names every package a
     build needs: the compiler and tools, and each library's -dev package that
     the Makefile checks for (and scripts/deps installs)."""
-    readme, deps, mk = _read("README.md"), _read("scripts/deps"), _read("Makefile").replace("\\\n", " ")
-    section = readme.split("## Deployment", 1)[1]
+    page, deps, mk = _read("docs/deployment.md"), _read("scripts/deps"), _read("Makefile").replace("\\\n", " ")
+    section = page.split("# Deployment", 1)[1]
     m = re.search(r"apt-get install -y ((?:[^\n\\]|\\\n)+)", section)
-    assert m, "no apt-get install line in the Deployment section"
+    assert m, "no apt-get install line in docs/deployment.md"
     listed = set(m.group(1).replace("\\\n", " ").split())
     deps_pkgs = set(re.search(r'^PKGS="([^"]*)"', deps, re.M).group(1).split())
     make_pkgs = set(re.findall(r"=(lib[a-z0-9-]+-dev)\b", re.search(r"^PKG_DEBIAN\s*:=(.*)$", mk, re.M).group(1)))
     build = {"gcc", "make", "pkg-config", "libc6-dev"} | {p for p in deps_pkgs if p.endswith("-dev")}
     assert make_pkgs <= deps_pkgs, f"the Makefile checks for packages scripts/deps lacks: {make_pkgs - deps_pkgs}"
-    assert build <= listed, f"README's apt-get install lacks {sorted(build - listed)}"
+    assert build <= listed, f"docs/deployment.md's apt-get install lacks {sorted(build - listed)}"
 
 
 def test_health_answer_is_as_documented():
-    """The README's shape of /api/health has the keys a real herald answers
-    with, one process and a group of workers (which adds the worker that
-    answered)."""
-    readme = _read("README.md")
-    m = re.search(r"Health \(also `HEAD`\): `(\{[^`]*\})`", readme)
-    assert m, "README documents no /api/health answer"
+    """docs/health.md's shape of /api/health has the keys a real herald
+    answers with, one process and a group of workers (which adds the worker
+    that answered, as docs/cluster.md says)."""
+    health, cluster = _read("docs/health.md"), _read("docs/cluster.md")
+    m = re.search(r"Health \(also `HEAD`\): `(\{[^`]*\})`", health)
+    assert m, "docs/health.md documents no /api/health answer"
     documented = re.findall(r'"([a-z0-9_]+)":', m.group(1))
     with Herald() as h:
         st, _, body = request(h.port, "GET", "/api/health")
         assert st == 200, body
         got = list(json.loads(body))
-    assert documented == got, f"README says {documented}, herald answers {got}"
+    assert documented == got, f"docs/health.md says {documented}, herald answers {got}"
     with Herald(args=["--workers", "2"]) as h:
         st, _, body = request(h.port, "GET", "/api/health")
         extra = set(json.loads(body)) - set(got)
     assert extra == {"worker"}, extra
-    assert re.search(r"`/api/health` gives `workers`.*the `worker` that\s+answered", readme, re.S), \
-        "README does not say what a group's health answer adds"
+    assert re.search(r"`/api/health` gives `workers`.*the `worker` that\s+answered", cluster, re.S), \
+        "docs/cluster.md does not say what a group's health answer adds"
 
 
 def _man_section(man, name):
@@ -202,9 +208,9 @@ def test_man_page_synopsis_files_and_description():
 
 def test_cookie_streams_without_origin_are_documented():
     """A stream authorized by cookie with no Origin header is served (a
-    browser sends none on a same-origin GET); the README and SECURITY.md say
-    so and why, beside the refusal of an unlisted Origin."""
-    for rel in ("README.md", "docs/SECURITY.md"):
+    browser sends none on a same-origin GET); docs/tokens.md, docs/browsers.md
+    and SECURITY.md say so and why, beside the refusal of an unlisted Origin."""
+    for rel in ("docs/tokens.md", "docs/browsers.md", "docs/SECURITY.md"):
         text = re.sub(r"\s+", " ", _read(rel))
         assert re.search(r"[Ww]ithout an `Origin`|with no `Origin`|no `Origin` header", text), \
             f"{rel} does not say what happens to a cookie stream without Origin"
@@ -238,3 +244,118 @@ def test_every_benchmark_names_its_commit_and_date():
     pictures = text.split("### Pictures", 1)[1].split("\n## ", 1)[0]
     assert commit.group(1) in pictures and date.group(1) in pictures, \
         f"BENCHMARKS.md's pictures section does not name their run ({commit.group(1)}, {date.group(1)})"
+
+
+def test_every_load_tool_is_documented():
+    """Every tool the Makefile builds or installs from load/ has its row in
+    docs/tools.md's table, under the name it is run by (`load/NAME`)."""
+    mk = _read("Makefile").replace("\\\n", " ")
+    names = []
+    for var in ("LOAD_TOOLS", "LOAD_SCRIPTS"):
+        m = re.search(rf"^{var}\s*:=(.*)$", mk, re.M)
+        assert m, f"no {var} in the Makefile"
+        names += m.group(1).split()
+    assert len(names) > 10, names
+    rows = [ln for ln in _read("docs/tools.md").splitlines() if ln.startswith("| `load/")]
+    missing = [n for n in names if not any(re.match(rf"\| `load/{re.escape(n)}[ `]", r) for r in rows)]
+    assert not missing, f"load tools without a row in docs/tools.md: {missing}"
+
+
+# The pages of docs/ a newcomer reaches from the README (the man page is
+# not Markdown; SECURITY, ARCHITECTURE and BENCHMARKS are linked too).
+def _pages():
+    return sorted(f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+
+
+def test_readme_is_short_and_links_every_page():
+    """README.md is read in five minutes: at most 250 lines, and it links
+    every page of docs/, where the rest lives."""
+    readme = _read("README.md")
+    n = len(readme.splitlines())
+    assert n <= 250, f"README.md has {n} lines, more than 250: move the detail to a page of docs/"
+    links = set(re.findall(r"\]\((docs/[^)#\s]+)(?:#[^)\s]*)?\)", readme))
+    unlinked = [p for p in _pages() if f"docs/{p}" not in links]
+    assert not unlinked, f"pages of docs/ the README does not link: {unlinked}"
+    for must in ("make run", "make test", "LICENSE"):
+        assert must in readme, f"README.md does not mention {must}"
+
+
+def _slug(heading):
+    """The anchor GitHub gives a heading: its text as rendered (no code
+    ticks, links reduced to their text), lower case, every character but
+    letters, digits, '_', '-' and spaces dropped, spaces made dashes."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    text = text.replace("`", "").replace("*", "").strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _markdown(rel):
+    """(anchors, links) of a Markdown file, outside fenced code and inline
+    code: the anchors its headings get (a repeated one numbered as GitHub
+    numbers it) and each link's (line number, target)."""
+    anchors, seen, links, fence = set(), {}, [], False
+    for no, line in enumerate(_read(rel).splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        m = re.match(r"^#{1,6} (.*?)\s*#*\s*$", line)
+        if m:
+            s = _slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            anchors.add(s if n == 0 else f"{s}-{n}")
+        for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", re.sub(r"`[^`]*`", "", line)):
+            links.append((no, target))
+    return anchors, links
+
+
+def test_every_link_and_anchor_resolves():
+    """Every relative link in README.md and docs/*.md names a file of the
+    tree, and every #anchor a heading of the page it points at, as GitHub
+    makes anchors."""
+    files = ["README.md"] + [f"docs/{p}" for p in _pages()]
+    parsed = {rel: _markdown(rel) for rel in files}
+    bad, checked = [], 0
+    for rel in files:
+        for no, target in parsed[rel][1]:
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # https:, mailto: and the like: not the tree's
+            path, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(rel), path)) if path else rel
+            checked += 1
+            if not os.path.exists(os.path.join(ROOT, dest)):
+                bad.append(f"{rel}:{no}: {target}: no file {dest}")
+                continue
+            if anchor:
+                if dest not in parsed:
+                    if dest.endswith(".md"):
+                        parsed[dest] = _markdown(dest)
+                    else:
+                        bad.append(f"{rel}:{no}: {target}: an anchor into a file that is not Markdown")
+                        continue
+                if anchor not in parsed[dest][0]:
+                    bad.append(f"{rel}:{no}: {target}: {dest} has no heading #{anchor}")
+    assert checked > 20, f"only {checked} links found: the link parser is broken"
+    assert not bad, "links that do not resolve:\n" + "\n".join(bad)
+
+
+def test_licence_is_named_everywhere():
+    """LICENSE holds the BSD-2-Clause text; the README names it, and so do
+    debian/copyright (machine-readable, the same text) and herald(8)."""
+    lic = _read("LICENSE")
+    assert lic.startswith("BSD 2-Clause License\n"), lic[:80]
+    assert "\nCopyright (c) 2026 the herald authors\n" in lic
+    body = lic.split("\n\n", 2)[2].strip()
+    assert body.startswith("Redistribution and use") and body.endswith("POSSIBILITY OF SUCH DAMAGE."), body
+    assert re.search(r"\]\(LICENSE\)", _read("README.md")), "README.md does not link LICENSE"
+    deb = _read("debian/copyright")
+    assert deb.startswith("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n")
+    assert re.search(r"^Files: \*\nCopyright: 2026 the herald authors\nLicense: BSD-2-Clause$", deb, re.M), deb
+    m = re.search(r"^License: BSD-2-Clause\n((?: .*\n)+)", deb, re.M)
+    assert m, "debian/copyright has no BSD-2-Clause licence paragraph"
+    text = "\n".join("" if ln == " ." else ln[1:] for ln in m.group(1).rstrip("\n").split("\n"))
+    assert text == body, "debian/copyright's BSD-2-Clause text is not LICENSE's"
+    copyright = _man_section(_read("docs/herald.8"), "COPYRIGHT").replace("\\-", "-")
+    assert "BSD-2-Clause" in copyright and "2026 the herald authors" in copyright, copyright

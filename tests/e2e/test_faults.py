@@ -180,8 +180,8 @@ def test_write_lock_held_by_another_process():
             else:
                 _check_503(st, hd, body, "locked")
                 refused.append(f"during-{k}")
-                # Refused only after its own wait for the lock (2 s, as the
-                # README says), however long the lock was held before it came.
+                # Refused only after its own wait for the lock (2 s, as
+                # docs/stream.md says), however long the lock was held before it came.
                 assert dt > 1.8, f"during-{k} refused after waiting only {dt:.2f} s"
             # A publish sent in the last half second of the hold waits less
             # than herald's bounded wait, so it must succeed late.

@@ -9,7 +9,7 @@ from the store without loss, its neighbours unaffected); the limits hold
 SETTINGS floods, a window never opened, idle sessions, GOAWAY on stop);
 operators see sessions and streams apart from sockets (/metrics,
 /api/health), and the open-file limit caps descriptors, not streams; Caddy
-with README's h2c block carries readers across a restart of herald.
+with docs/browsers.md's h2c block carries readers across a restart of herald.
 
 The misbehaving clients are written here as raw frames (H2Raw): nothing
 else sends a flood on purpose. They read DATA, RST_STREAM and GOAWAY; they
@@ -928,9 +928,9 @@ def test_explicit_max_readers_still_counts_http2_streams_under_the_open_file_lim
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _readme_h2c_block():
-    """The Caddyfile block README.md gives for h2c to herald."""
-    with open(os.path.join(ROOT, "README.md")) as f:
+def _docs_h2c_block():
+    """The Caddyfile block docs/browsers.md gives for h2c to herald."""
+    with open(os.path.join(ROOT, "docs", "browsers.md")) as f:
         text = f.read()
     after = text.split("Caddy in front, speaking h2c to herald", 1)[1]
     return after.split("```\n", 2)[1]
@@ -948,13 +948,13 @@ def _established_to(port):
 
 
 def _h2c_caddy(upstream):
-    """Caddy on a spare port with README.md's h2c block, its site address
+    """Caddy on a spare port with docs/browsers.md's h2c block, its site address
     and upstream replaced."""
     from test_caddy import Caddy, _replace_once
 
     class H2cCaddy(Caddy):
         def _caddyfile(self, port):
-            text = _readme_h2c_block()
+            text = _docs_h2c_block()
             text = _replace_once(text, "https://events.example.com {",
                                  f"http://127.0.0.1:{port} {{\n\tbind 127.0.0.1")
             text = _replace_once(text, "reverse_proxy 127.0.0.1:8199 {", f"reverse_proxy {self.upstream} {{")
@@ -1053,7 +1053,7 @@ test_caddy_h2c_carries_2000_readers_over_few_connections_across_a_restart.alone 
 
 
 def test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume():
-    """What Caddy 2.6 does with README's h2c block while herald restarts
+    """What Caddy 2.6 does with docs/browsers.md's h2c block while herald restarts
     (without herald.socket holding the port): a request that finds herald
     down is dialled again every lb_try_interval for lb_try_duration, and
     reaches herald once it listens again, resuming without loss; one that
@@ -1098,7 +1098,7 @@ def test_caddy_h2c_new_requests_during_a_restart_wait_for_herald_and_resume():
                     got += [int(ln[4:]) for ln in f.decode().split("\n") if ln.startswith("id: ")]
             return got
 
-    assert "lb_try_duration 5s" in _readme_h2c_block()
+    assert "lb_try_duration 5s" in _docs_h2c_block()
     h = Herald()
     port, db = h.port, h.db
     caddy = _h2c_caddy(f"127.0.0.1:{port}")

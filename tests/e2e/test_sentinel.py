@@ -12,7 +12,7 @@ once and in order; the others may only be 503 with Retry-After. The time
 from the kill to the next 201 is printed, not asserted.
 
 The TLS test puts stunnel4 as a TLS server in front of redis-server and
-stunnel4 as a client tunnel on a local port (the README's recipe for a
+stunnel4 as a client tunnel on a local port (docs/cluster.md's recipe for a
 Redis that only speaks TLS), with a certificate the test makes with
 openssl, and checks a publish and a read through it."""
 import json

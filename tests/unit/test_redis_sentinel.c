@@ -1,5 +1,5 @@
 /* test_redis_sentinel.c: the redis_sentinels list (src/redis/redis_sentinel.c):
- * the forms the README documents, the default port, and the refusals an
+ * the forms docs/cluster.md documents, the default port, and the refusals an
  * operator may meet; a finder built from a list says what it asks. */
 #include "check.h"
 #include "redis/redis_sentinel.h"

@@ -1,5 +1,6 @@
-/* test_redis_url.c: redis_url taken apart (src/redis/redis_url.c): the forms the
- * README documents, their defaults, and the refusals an operator may meet. */
+/* test_redis_url.c: redis_url taken apart (src/redis/redis_url.c): the forms
+ * docs/configuration.md documents, their defaults, and the refusals an
+ * operator may meet. */
 #include "check.h"
 #include "redis/redis_url.h"
 
