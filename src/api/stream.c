@@ -519,7 +519,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 				    .ngrants = rights.nsubscribe,
 				    .grants = rights.subscribe,
 				    .expires_at = rights.exp ? rights.exp + cfg->jwt_leeway_s : 0,
-				    .envelope = p.envelope,
+				    .format = p.envelope ? FRAME_ENVELOPE : FRAME_SSE,
 				    .client = conn_client(c),
 				    .rotate_after_ms = cfg->rotate_after_ms };
 	/* Reduced here (the hub's own reduction then keeps them), so that

@@ -1,5 +1,6 @@
 /* metrics.c: the Prometheus text page, with the process's own CPU time,
- * memory and descriptor count read from /proc/self. */
+ * memory and descriptor count read from /proc/self. It makes the body
+ * only: the HTTP answer around it is the router's (server/api.c). */
 #include "core/metrics.h"
 
 #include <dirent.h>
@@ -9,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "http/http.h"
 #include "common/procstat.h"
 #include "common/util.h"
 
@@ -294,7 +294,7 @@ static void put_workers(struct out *o, const struct metrics_gauges *g)
 	}
 }
 
-struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauges *g, bool keep_alive)
+char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, size_t *len)
 {
 	struct self_sample s;
 	struct out o = { 0 };
@@ -384,8 +384,6 @@ struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauge
 	    (double)m->start_time_s);
 	put(&o, "process_resident_memory_bytes", "gauge", "Resident set size.", (double)s.rss_bytes);
 	put(&o, "process_open_fds", "gauge", "Open file descriptors.", (double)s.open_fds);
-	struct chunk *c = http_format_response(200, "text/plain; version=0.0.4", "Cache-Control: no-store\r\n", o.buf,
-					       o.len, keep_alive);
-	free(o.buf);
-	return c;
+	*len = o.len;
+	return o.buf;
 }

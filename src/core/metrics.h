@@ -103,8 +103,8 @@ struct metrics_gauges {
 	const size_t *worker_readers;
 };
 
-/* Render the metrics page as a complete 200 response chunk (one reference,
- * the caller's). */
-struct chunk *metrics_render(const struct metrics *m, const struct metrics_gauges *g, bool keep_alive);
+/* Render the metrics page's body (Prometheus text format 0.0.4): a
+ * malloc'd text of *len bytes, not NUL-terminated, that the caller frees. */
+char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, size_t *len);
 
 #endif

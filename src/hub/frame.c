@@ -184,6 +184,18 @@ struct chunk *frame_event_envelope(const struct store_event *ev)
 	return c;
 }
 
+struct chunk *frame_encode(enum frame_format f, const struct store_event *ev)
+{
+	switch (f) {
+	case FRAME_ENVELOPE:
+		return frame_event_envelope(ev);
+	case FRAME_MERCURE:
+		return frame_mercure(ev);
+	default:
+		return frame_event(ev);
+	}
+}
+
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 {
 	static const char fmt[] =

@@ -12,6 +12,15 @@
  * stay bounded). */
 #define FRAME_MAX_BYTES (256u * 1024 * 1024)
 
+/* How a reader's events are encoded; also an index, so that the hub can
+ * keep one encoding of an event per format (FRAME_FORMATS of them). */
+enum frame_format {
+	FRAME_SSE,      /* frame_event: named SSE events */
+	FRAME_ENVELOPE, /* frame_event_envelope: unnamed JSON envelopes */
+	FRAME_MERCURE,  /* frame_mercure: a Mercure subscriber's frames */
+	FRAME_FORMATS
+};
+
 /* Encode ev as "id: N\nevent: TYPE\ndata: ...\n\n" with one data line per
  * payload line (LF, CRLF and CR all end a line). The type is sent up to its
  * first line break; an empty one (or one that starts with a break) is sent
@@ -34,6 +43,9 @@ struct chunk *frame_event_envelope(const struct store_event *ev);
  * (store_event.mercure), or the row's number for a row of herald's own.
  * Over FRAME_MAX_BYTES: as frame_event. One new reference. */
 struct chunk *frame_mercure(const struct store_event *ev);
+
+/* Encode ev in format f (one of the three above); one new reference. */
+struct chunk *frame_encode(enum frame_format f, const struct store_event *ev);
 
 /* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);

@@ -174,14 +174,8 @@ struct fanout {
 struct offer {
 	struct hub *h;
 	const struct store_event *ev;
-	struct chunk *frames[3]; /* each format encoded once, when a reader needs it */
+	struct chunk *frames[FRAME_FORMATS]; /* each format encoded once, when a reader needs it */
 };
-
-/* ev in r's format; one new reference. */
-static struct chunk *encode(const struct reader *r, const struct store_event *ev)
-{
-	return r->format == 2 ? frame_mercure(ev) : r->format == 1 ? frame_event_envelope(ev) : frame_event(ev);
-}
 
 /* The index found r by one of its patterns. r may be visited again through
  * another: skip_through, raised to the event's id on the first visit,
@@ -199,7 +193,7 @@ static void offer_event(void *owner, void *arg)
 		return;
 	struct chunk **ch = &o->frames[r->format];
 	if (!*ch)
-		*ch = encode(r, ev);
+		*ch = frame_encode(r->format, ev);
 	if (r->ops->queued(r->sink) + (*ch)->len > (size_t)o->h->cfg->queue_limit) {
 		to_catchup(o->h, r);
 		return;
@@ -230,7 +224,7 @@ static int fanout_row(void *arg, const struct store_event *ev)
 		if (topic_index_keys(h->rules))
 			h->probe(h->probe_arg, ev, offer_by_key, &o);
 	}
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < FRAME_FORMATS; i++)
 		chunk_unref(o.frames[i]);
 	f->last = ev->id;
 	h->high_water = ev->id;
@@ -475,7 +469,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	r->ops = ops;
 	r->sink = sink;
 	r->see_private = spec->see_private;
-	r->format = spec->mercure ? 2 : spec->envelope ? 1 : 0;
+	r->format = spec->format;
 	r->accepts = spec->accepts;
 	r->accepts_arg = spec->accepts_arg;
 	r->accepts_free = spec->accepts_free;
@@ -662,7 +656,7 @@ static int feed_row(void *arg, const struct store_event *ev)
 	uint64_t now = clock_mono_ns();
 	if (wanted) {
 		uint64_t t = now;
-		struct chunk *ch = encode(r, ev);
+		struct chunk *ch = frame_encode(r->format, ev);
 		r->ops->send(r->sink, ch, ev->id, true);
 		chunk_unref(ch);
 		h->m->frames_queued++;

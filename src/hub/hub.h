@@ -33,6 +33,7 @@
 #include "core/config.h"
 #include "common/loop.h"
 #include "core/metrics.h"
+#include "hub/frame.h"
 #include "store/store.h"
 
 #define READER_MAX_TOPICS STORE_MAX_TOPICS
@@ -66,8 +67,7 @@ struct reader_spec {
 	size_t ngrants;                  /* private events on these patterns too (a token's rights) */
 	char **grants;                   /* taken over by hub_open (the array and its strings) */
 	int64_t expires_at;              /* Unix seconds the rights end (the token's exp): 0 never */
-	bool envelope;                   /* events as unnamed JSON envelopes (frame_event_envelope) */
-	bool mercure;                    /* events as Mercure frames (frame_mercure) */
+	enum frame_format format;        /* how its events are encoded (FRAME_SSE by default) */
 	/* A reader whose rule is its own (the Mercure endpoint's matchers and
 	 * grants): with accepts set, topics and grants are not used, the
 	 * reader is sent those events accepts(arg, ev) passes, live and in

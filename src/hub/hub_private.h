@@ -37,7 +37,7 @@ struct reader {
 	uint64_t sync_ticket;
 	int64_t opened_at_id;
 	bool see_private;
-	unsigned format; /* 0 frame_event, 1 frame_event_envelope, 2 frame_mercure */
+	enum frame_format format; /* indexes offer.frames */
 	/* Its own rule instead of topics and grants (reader_spec.accepts). */
 	bool (*accepts)(void *arg, const struct store_event *ev);
 	void *accepts_arg;

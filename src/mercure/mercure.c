@@ -364,7 +364,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	e += strlen(extra);
 	e += snprintf(e, sizeof(extra) - (size_t)(e - extra), "%s", link);
 	struct reader_spec spec = { .resume = -1,
-				    .mercure = true,
+				    .format = FRAME_MERCURE,
 				    .accepts = msub_accepts,
 				    .accepts_arg = m,
 				    .accepts_free = msub_free,

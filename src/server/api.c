@@ -104,6 +104,20 @@ static void health(struct api *a, struct conn *c, bool head_only)
 	conn_respond(c, status, resp, keep);
 }
 
+/* The metrics page as a 200: metrics.c makes the text, the HTTP head is
+ * made here (Cache-Control: no-store, as a scrape must never be cached). */
+static void metrics_respond(struct conn *c, const struct metrics *m, const struct metrics_gauges *g)
+{
+	size_t len;
+	char *body = metrics_render(m, g, &len);
+	bool keep = conn_keep_alive(c);
+	conn_respond(
+		c, 200,
+		http_format_response(200, "text/plain; version=0.0.4", "Cache-Control: no-store\r\n", body, len, keep),
+		keep);
+	free(body);
+}
+
 /* /metrics in a worker of a group: counters summed over the group (this
  * worker's stamped first, so its own are current; the others' are at most
  * a stamp old), gauges summed, and each worker's line. g holds this
@@ -138,7 +152,7 @@ static void group_metrics(struct api *a, struct conn *c, struct metrics_gauges *
 	g->workers = n;
 	g->worker_pids = pids;
 	g->worker_readers = readers;
-	conn_respond(c, 200, metrics_render(sum, g, conn_keep_alive(c)), conn_keep_alive(c));
+	metrics_respond(c, sum, g);
 	free(sum);
 }
 
@@ -177,7 +191,7 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 		group_metrics(a, c, &g);
 		return;
 	}
-	conn_respond(c, 200, metrics_render(a->m, &g, conn_keep_alive(c)), conn_keep_alive(c));
+	metrics_respond(c, a->m, &g);
 }
 
 #define PRESENCE_MAX_TOPICS 64
