@@ -80,11 +80,11 @@ struct conn_pool {
 	const struct config *cfg; /* timeouts and limits, read at each use (reload swaps the values) */
 	struct metrics *m;
 	struct conn_hooks hooks;
-	bool draining; /* no keep-alive: every connection closes after its answer */
-	struct conn *all;
+	bool draining;   /* no keep-alive: every connection closes after its answer */
+	struct list all; /* every open connection (conn.link) */
 	size_t n;
 	struct conn *flush_list; /* connections with output to write this pass */
-	struct conn *graveyard;  /* closed, freed at the end of the pass */
+	struct list graveyard;   /* closed (conn.link), freed at the end of the pass */
 	bool pass_end_scheduled;
 	/* Streams with event frames held for the next stream round (see
 	 * above: while the loop is busy, several events leave in one writev). */
@@ -227,7 +227,8 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 		char why[160];
 		p->batch = send_batch_new(SEND_BATCH_CAP, why, sizeof(why));
 		if (p->batch)
-			log_info("stream rounds send through io_uring, up to %d readers per submission", SEND_BATCH_CAP);
+			log_info("stream rounds send through io_uring, up to %d readers per submission",
+				 SEND_BATCH_CAP);
 		else
 			log_warn("io_uring is not available (%s): each reader of a stream round gets a send(2) of "
 				 "its own (io_uring = off says so without this warning)",
@@ -260,10 +261,7 @@ static void conn_free_record(struct conn *c)
 /* c joins the pool's list of every connection, its request timer running. */
 static void pool_add(struct conn_pool *p, struct conn *c)
 {
-	c->next = p->all;
-	if (p->all)
-		p->all->prev = c;
-	p->all = c;
+	list_push(&p->all, &c->link);
 	p->n++;
 	start_request_timer(c);
 }
@@ -993,15 +991,9 @@ void conn_close(struct conn *c, const char *why)
 	}
 	outq_free(&c->out);
 	drop_read_buffer(c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		p->all = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	list_unlink(&p->all, &c->link);
 	p->n--;
-	c->next = p->graveyard;
-	p->graveyard = c;
+	list_push(&p->graveyard, &c->link);
 	schedule_pass_end(p);
 }
 
@@ -1093,14 +1085,13 @@ static void pass_end(void *arg)
 	if (t0)
 		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it is still on a list. */
-	struct conn **pp = &p->graveyard;
-	while (*pp) {
-		struct conn *c = *pp;
-		if (c->flush_scheduled || c->stream_scheduled) {
-			pp = &c->next;
+	struct list_node *x, *tmp;
+	list_each(&p->graveyard, x, tmp)
+	{
+		struct conn *c = list_item(x, struct conn, link);
+		if (c->flush_scheduled || c->stream_scheduled)
 			continue;
-		}
-		*pp = c->next;
+		list_unlink(&p->graveyard, x);
 		conn_free_record(c);
 	}
 }
@@ -1108,8 +1099,10 @@ static void pass_end(void *arg)
 void conn_pool_drain(struct conn_pool *p)
 {
 	p->draining = true;
-	for (struct conn *c = p->all, *next; c; c = next) {
-		next = c->next;
+	struct list_node *x, *tmp;
+	list_each(&p->all, x, tmp)
+	{
+		struct conn *c = list_item(x, struct conn, link);
 		if (c->state == CONN_READING && c->rlen == 0 && c->out.len == 0)
 			conn_close(c, NULL);
 	}
@@ -1117,8 +1110,8 @@ void conn_pool_drain(struct conn_pool *p)
 
 void conn_pool_close_all(struct conn_pool *p)
 {
-	while (p->all)
-		conn_close(p->all, NULL);
+	while (!list_empty(&p->all))
+		conn_close(list_item(p->all.first, struct conn, link), NULL);
 	p->frame_round_due = true; /* lets go of the stream list now */
 	pass_end(p);
 	loop_timer_stop(p->lp, &p->stream_timer);

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "common/chunk.h"
+#include "common/list.h"
 #include "core/config.h"
 #include "http/http.h"
 #include "common/loop.h"
@@ -101,7 +102,7 @@ struct conn {
 	const struct conn_user *user;
 	void *user_data;
 
-	struct conn *next, *prev; /* the pool's list of all connections */
+	struct list_node link;    /* on the pool's list of all connections; once closed, its graveyard */
 	struct conn *flush_next;  /* the pool's flush list */
 	struct conn *stream_next; /* the pool's stream list */
 	/* The peer address as text ("unix" for the unix socket), allocated
