@@ -18,7 +18,8 @@
  * connection closes. Bytes move through the connection's transport
  * (transport.h), whose table the accepting side picks; conn never names
  * one. The fields of struct conn belong to conn.c; every other module uses
- * the functions below, and struct conn_pool is conn.c's alone. */
+ * the functions below, and struct conn_pool is conn.c's and conn_pool.c's
+ * alone (net/conn_private.h). */
 #ifndef HERALD_CONN_H
 #define HERALD_CONN_H
 
