@@ -9,7 +9,12 @@
  * touching a node: unlinking names the list instead of keeping a pointer
  * into the head. A node on no list has both links NULL (unlinking clears
  * them); list_holds says whether a given list holds it. Header only:
- * every use inlines. */
+ * every use inlines.
+ *
+ * A list kept in order of arrival (oldest first) needs its last node as
+ * well: struct list_fifo is a list with that one more pointer, appended to
+ * with list_fifo_push and unlinked with list_fifo_unlink; every other
+ * operation takes its `list` member. */
 #ifndef HERALD_LIST_H
 #define HERALD_LIST_H
 
@@ -26,7 +31,7 @@ struct list {
 };
 
 /* The object of type that holds node as its member. */
-#define list_item(node, type, member) ((type *)(void *)((char *)(node) - offsetof(type, member)))
+#define list_item(node, type, member) ((type *)(void *)((char *)(node)-offsetof(type, member)))
 
 static inline bool list_empty(const struct list *l)
 {
@@ -59,6 +64,35 @@ static inline void list_unlink(struct list *l, struct list_node *n)
 static inline bool list_holds(const struct list *l, const struct list_node *n)
 {
 	return n->prev || l->first == n;
+}
+
+/* A list that also knows its last node, so that it can be appended to in
+ * O(1) (first in, first out). Its list member is an ordinary list for
+ * list_empty, list_holds and list_each, never for list_push or
+ * list_unlink (they would not keep last). */
+struct list_fifo {
+	struct list list;
+	struct list_node *last;
+};
+
+/* Put n last on q. */
+static inline void list_fifo_push(struct list_fifo *q, struct list_node *n)
+{
+	n->next = NULL;
+	n->prev = q->last;
+	if (q->last)
+		q->last->next = n;
+	else
+		q->list.first = n;
+	q->last = n;
+}
+
+/* Take n off q, which holds it. */
+static inline void list_fifo_unlink(struct list_fifo *q, struct list_node *n)
+{
+	if (q->last == n)
+		q->last = n->prev;
+	list_unlink(&q->list, n);
 }
 
 /* Every node of l, first to last. The body may unlink (and free) the node

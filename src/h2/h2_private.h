@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "common/list.h"
 #include "core/config.h"
 #include "net/conn.h"
 #include "h2/h2_head.h"
@@ -33,7 +34,8 @@ struct h2_stream_text {
 	/* Until the request is whole: its place among the session's
 	 * incomplete requests (oldest first) and the bytes of req counted in
 	 * the session's held; when its HEADERS began (loop ms). */
-	struct h2_stream *arr_next, *arr_prev;
+	struct list_node arr; /* on the session's arriving list */
+	struct h2_stream *st; /* whose text this is */
 	uint64_t begun;
 	size_t held;
 	char *in; /* the request text; NULL once read */
@@ -61,8 +63,8 @@ struct h2_stream {
 	bool expired : 1;            /* not whole within header_timeout: answered 408 */
 	struct conn *c;              /* NULL until made, and once it let go */
 	struct h2_stream_text *text; /* NULL while it holds none of its texts */
-	struct h2_stream *next, *prev;
-	struct h2_stream *pend_next;
+	struct list_node link;       /* on the session's streams */
+	struct list_node pend;       /* on the session's pending list, while pending */
 };
 
 struct h2_session {
@@ -76,13 +78,13 @@ struct h2_session {
 	uint32_t want;
 	char *obuf; /* output not yet taken by the socket */
 	size_t olen, ocap;
-	bool blocked; /* the socket took less than offered: no DATA until obuf drains */
-	struct h2_stream *streams;
-	struct h2_stream *pending;
+	bool blocked;             /* the socket took less than offered: no DATA until obuf drains */
+	struct list streams;      /* every stream record (h2_stream.link) */
+	struct list_fifo pending; /* streams to act on (h2_stream.pend), in order of arrival */
 	/* Incomplete requests (HEADERS seen, END_STREAM not yet), oldest
-	 * first, and the bytes they hold; streams refused for it since a
-	 * request last ended. */
-	struct h2_stream *arr_head, *arr_tail;
+	 * first (h2_stream_text.arr), and the bytes they hold; streams
+	 * refused for it since a request last ended. */
+	struct list_fifo arriving;
 	size_t held;
 	unsigned refused;
 	/* Header blocks: the decoded size of the one arriving, and the bytes
@@ -120,7 +122,7 @@ struct h2_session {
 	bool ping_sent;                /* a PING waits for the client's answer (any input) */
 	uint64_t ctl_window;           /* the second the control frames are counted in */
 	unsigned ctl_count;
-	struct h2_session *next, *prev;
+	struct list_node link; /* on the server's list of sessions */
 };
 
 struct h2_server {
@@ -130,7 +132,7 @@ struct h2_server {
 	struct conn_pool *pool;
 	nghttp2_session_callbacks *cbs;
 	nghttp2_option *opt;
-	struct h2_session *all;
+	struct list all; /* every session (h2_session.link) */
 	size_t n;
 	size_t streams; /* streams with a connection, over every session */
 	bool draining;
@@ -155,6 +157,13 @@ void h2_pending_push(struct h2_stream *st);
 /* A new stream record of s (zeroed, unlinked), its request arriving
  * under these limits (h2_stream.c). */
 struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_limit, size_t body_limit);
+
+/* The oldest incomplete request of s, or NULL. */
+static inline struct h2_stream *h2_oldest_arriving(const struct h2_session *s)
+{
+	struct list_node *n = s->arriving.list.first;
+	return n ? list_item(n, struct h2_stream_text, arr)->st : NULL;
+}
 
 /* The request of a stream while it arrives, else NULL. */
 static inline struct h2_request *h2_stream_request(const struct h2_stream *st)

@@ -331,7 +331,8 @@ static void refuse(struct h2_session *s, int32_t id)
  * request alone is always taken, as over HTTP/1.1). */
 static bool over_held(const struct h2_session *s, const struct h2_stream *st)
 {
-	return s->held > held_limit(s->h->cfg) && !(s->arr_head == st && s->arr_tail == st);
+	return s->held > held_limit(s->h->cfg) &&
+	       !(h2_oldest_arriving(s) == st && s->arriving.last == s->arriving.list.first);
 }
 
 /* Count n decoded header bytes against this pass's budget. True once it
@@ -363,10 +364,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* its block is decoded, never handed to herald */
 	}
 	struct h2_stream *st = h2_stream_new(s, frame->hd.stream_id, header_limit(cfg), (size_t)cfg->max_body);
-	st->next = s->streams;
-	if (s->streams)
-		s->streams->prev = st;
-	s->streams = st;
+	list_push(&s->streams, &st->link);
 	nghttp2_session_set_stream_user_data(ng, st->id, st);
 	return 0;
 }
@@ -540,9 +538,9 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 
 static void run_pending(struct h2_session *s)
 {
-	while (s->pending && !s->dead) {
-		struct h2_stream *st = s->pending;
-		s->pending = st->pend_next;
+	while (!list_empty(&s->pending.list) && !s->dead) {
+		struct h2_stream *st = list_item(s->pending.list.first, struct h2_stream, pend);
+		list_fifo_unlink(&s->pending, &st->pend);
 		st->pending = false;
 		if (st->closed) {
 			if (st->c)
@@ -560,8 +558,10 @@ static void wake_streams(struct h2_session *s)
 {
 	if (s->blocked || s->dead || nghttp2_session_get_remote_window_size(s->ng) <= 0)
 		return;
-	for (struct h2_stream *st = s->streams, *next; st; st = next) {
-		next = st->next;
+	struct list_node *x, *tmp;
+	list_each(&s->streams, x, tmp)
+	{
+		struct h2_stream *st = list_item(x, struct h2_stream, link);
 		if (!st->c || !st->want_out || st->closed)
 			continue;
 		if (nghttp2_session_get_stream_remote_window_size(s->ng, st->id) <= 0)
@@ -676,8 +676,9 @@ static void update(struct h2_session *s)
 	uint64_t ms = (uint64_t)(s->olen || s->ping_sent  ? cfg->stall_timeout_ms
 				 : s->nconns || s->served ? cfg->keepalive_timeout_ms
 							  : cfg->header_timeout_ms);
-	if (s->arr_head) {
-		uint64_t due = s->arr_head->text->begun + (uint64_t)cfg->header_timeout_ms;
+	struct h2_stream *oldest = h2_oldest_arriving(s);
+	if (oldest) {
+		uint64_t due = oldest->text->begun + (uint64_t)cfg->header_timeout_ms;
 		ms = MIN(ms, due > now ? due - now : 0);
 	}
 	if (!loop_timer_active(&s->timer) || now + ms < s->timer_at)
@@ -688,15 +689,10 @@ static void teardown(struct h2_session *s)
 {
 	struct h2_server *h = s->h;
 	s->dead = true;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		h->all = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	list_unlink(&h->all, &s->link);
 	h->n--;
-	while (s->streams) {
-		struct h2_stream *st = s->streams;
+	while (!list_empty(&s->streams)) {
+		struct h2_stream *st = list_item(s->streams.first, struct h2_stream, link);
 		if (st->c)
 			conn_close(st->c, NULL); /* frees st */
 		else
@@ -799,8 +795,8 @@ static void h2_kick(struct h2_session *s)
 static void expire_requests(struct h2_session *s, uint64_t now)
 {
 	uint64_t limit = (uint64_t)s->h->cfg->header_timeout_ms;
-	for (struct h2_stream *st = s->arr_head, *next; st && !s->dead; st = next) {
-		next = st->text->arr_next;
+	struct h2_stream *st;
+	while ((st = h2_oldest_arriving(s)) && !s->dead) {
 		if (now - st->text->begun < limit)
 			break;
 		if (!st->head_whole) {
@@ -823,7 +819,7 @@ static void on_timer(void *arg)
 	expire_requests(s, now);
 	if (s->olen && now - s->last_out >= (uint64_t)cfg->stall_timeout_ms) {
 		end_for(s, METRICS_H2_STALLED, "no bytes accepted within stall_timeout");
-	} else if (!s->olen && s->nconns == 0 && !s->arr_head && !s->pending) {
+	} else if (!s->olen && s->nconns == 0 && list_empty(&s->arriving.list) && list_empty(&s->pending.list)) {
 		uint64_t idle = (uint64_t)(s->served ? cfg->keepalive_timeout_ms : cfg->header_timeout_ms);
 		if (now - s->last_active >= idle) {
 			nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
@@ -882,10 +878,7 @@ static bool take(void *arg, const struct conn *c, int fd, const struct transport
 	nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
 	if (h->draining)
 		go_away(s);
-	s->next = h->all;
-	if (h->all)
-		h->all->prev = s;
-	h->all = s;
+	list_push(&h->all, &s->link);
 	h->n++;
 	s->want = transport_events(&s->tp, EPOLLIN | EPOLLRDHUP);
 	if (loop_watch(h->lp, fd, s->want, on_io, s) < 0) {
@@ -945,8 +938,11 @@ struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struc
 void h2_server_drain(struct h2_server *h)
 {
 	h->draining = true;
-	for (struct h2_session *s = h->all; s; s = s->next)
-		go_away(s);
+	struct list_node *x, *tmp;
+	list_each(&h->all, x, tmp)
+	{
+		go_away(list_item(x, struct h2_session, link));
+	}
 }
 
 size_t h2_server_sessions(const struct h2_server *h)
@@ -963,8 +959,8 @@ void h2_server_free(struct h2_server *h)
 {
 	if (!h)
 		return;
-	while (h->all) {
-		struct h2_session *s = h->all;
+	while (!list_empty(&h->all)) {
+		struct h2_session *s = list_item(h->all.first, struct h2_session, link);
 		s->io_err = true;          /* no goodbye at exit */
 		s->kick_scheduled = false; /* the loop runs no more deferred work */
 		teardown(s);

@@ -35,22 +35,8 @@ void h2_pending_push(struct h2_stream *st)
 		return;
 	/* In order of arrival: the caps admit the streams opened first. */
 	st->pending = true;
-	st->pend_next = NULL;
-	struct h2_stream **pp = &s->pending;
-	while (*pp)
-		pp = &(*pp)->pend_next;
-	*pp = st;
+	list_fifo_push(&s->pending, &st->pend);
 	s->h->kick(s);
-}
-
-static void pending_remove(struct h2_stream *st)
-{
-	struct h2_stream **pp = &st->s->pending;
-	while (*pp && *pp != st)
-		pp = &(*pp)->pend_next;
-	if (*pp)
-		*pp = st->pend_next;
-	st->pending = false;
 }
 
 struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_limit, size_t body_limit)
@@ -61,14 +47,10 @@ struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_li
 	struct h2_stream_text *x = st->text = xcalloc(1, sizeof(*st->text));
 	x->req.head_limit = head_limit;
 	x->req.body_limit = body_limit;
+	x->st = st;
 	x->begun = loop_now(s->h->lp);
 	/* The newest of the session's incomplete requests. */
-	x->arr_prev = s->arr_tail;
-	if (s->arr_tail)
-		s->arr_tail->text->arr_next = st;
-	else
-		s->arr_head = st;
-	s->arr_tail = st;
+	list_fifo_push(&s->arriving, &x->arr);
 	st->arriving = true;
 	return st;
 }
@@ -85,7 +67,7 @@ static void text_release(struct h2_stream *st)
 /* Whether the request is on the session's list of incomplete ones. */
 static bool listed(const struct h2_stream *st)
 {
-	return st->text->arr_prev || st->s->arr_head == st;
+	return list_holds(&st->s->arriving.list, &st->text->arr);
 }
 
 /* Take the request off the session's list of incomplete requests, and
@@ -96,15 +78,7 @@ static void unlist(struct h2_stream *st)
 	struct h2_stream_text *x = st->text;
 	if (!listed(st))
 		return;
-	if (x->arr_prev)
-		x->arr_prev->text->arr_next = x->arr_next;
-	else
-		s->arr_head = x->arr_next;
-	if (x->arr_next)
-		x->arr_next->text->arr_prev = x->arr_prev;
-	else
-		s->arr_tail = x->arr_prev;
-	x->arr_next = x->arr_prev = NULL;
+	list_fifo_unlink(&s->arriving, &x->arr);
 	s->held -= x->held;
 	x->held = 0;
 }
@@ -169,13 +143,8 @@ void h2_stream_free(struct h2_stream *st)
 {
 	struct h2_session *s = st->s;
 	if (st->pending)
-		pending_remove(st);
-	if (st->prev)
-		st->prev->next = st->next;
-	else
-		s->streams = st->next;
-	if (st->next)
-		st->next->prev = st->prev;
+		list_fifo_unlink(&s->pending, &st->pend);
+	list_unlink(&s->streams, &st->link);
 	if (st->text) {
 		if (st->arriving)
 			arriving_end(st);

@@ -34,6 +34,8 @@
  * pass, never inside a callback that may still use it. */
 #include "net/conn.h"
 
+#include "net/conn_private.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -52,13 +54,6 @@
 #define READ_BUF_SIZE (16 * 1024)  /* the pool's lent request buffer */
 #define OUTPUT_PAUSE (1024 * 1024) /* stop reading requests past this much queued output */
 #define LINGER_MS 2000
-/* The gap between stream rounds: STREAM_GAP_FACTOR times the last round's
- * length, at most STREAM_GAP_MS (the most a frame waits for company). At
- * 1,000 events/s to 1,000 readers this halves the server's CPU per delivery
- * against writing every pass, and 30 ms rather than 20 takes a fifth off
- * again for about 10 ms more latency (docs/BENCHMARKS.md). */
-#define STREAM_GAP_MS 30
-#define STREAM_GAP_FACTOR 4
 #define STREAM_BATCH_BYTES 4096 /* a queue this full is a batch already */
 /* A write of many small frames up to this size is copied into one buffer
  * first: the kernel's copy from many short iovecs cost far more (7% of the
@@ -70,43 +65,6 @@
  * again (one malloc beside a writev). A larger one means a busy reader,
  * whose ring would only be grown again entry by entry: it is kept. */
 #define RING_RELEASE_CAP 4
-/* Sends per io_uring submission in a stream round: ten system calls for
- * ten thousand readers, and 64 bytes of submission ring (and 32 of
- * completion ring) per send, 96 KiB in all. */
-#define SEND_BATCH_CAP 1024
-
-struct conn_pool {
-	struct loop *lp;
-	const struct config *cfg; /* timeouts and limits, read at each use (reload swaps the values) */
-	struct metrics *m;
-	struct conn_hooks hooks;
-	bool draining; /* no keep-alive: every connection closes after its answer */
-	struct conn *all;
-	size_t n;
-	struct conn *flush_list; /* connections with output to write this pass */
-	struct conn *graveyard;  /* closed, freed at the end of the pass */
-	bool pass_end_scheduled;
-	/* Streams with event frames held for the next stream round (see
-	 * above: while the loop is busy, several events leave in one writev). */
-	struct conn *stream_list;
-	uint64_t stream_round_end_ns; /* when the last stream round ended */
-	uint64_t stream_round_ns;     /* how long it took */
-	uint64_t stream_gap_ms;       /* the longest gap between rounds (STREAM_GAP_MS) */
-	uint64_t stream_gap_factor;   /* the gap in lengths of the last round (STREAM_GAP_FACTOR) */
-	struct loop_timer stream_timer;
-	bool frame_round_due;   /* stream_timer fired: the next pass end writes them */
-	uint64_t stream_rounds; /* stream rounds run */
-	uint64_t writes;        /* writev calls (or their transport's equivalent, or batched sends) */
-	/* A stream round's sends, run together (NULL: io_uring is off or
-	 * cannot be used here, and each reader gets its own send). */
-	struct send_batch *batch;
-	/* The request buffer a connection reads into while it has no request
-	 * of its own in progress (see take_read_buffer). */
-	char *read_buf;
-	bool read_buf_lent;
-	struct conn_takeover takeover; /* who takes a client speaking HTTP/2 */
-};
-
 static void on_io(void *arg, uint32_t events);
 static void conn_process(struct conn *c);
 static void schedule_flush(struct conn *c);
@@ -213,29 +171,6 @@ static void start_request_timer(struct conn *c)
 
 static void pass_end(void *arg);
 
-struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struct metrics *m,
-				const struct conn_hooks *hooks)
-{
-	struct conn_pool *p = xcalloc(1, sizeof(*p));
-	p->lp = lp;
-	p->cfg = cfg;
-	p->m = m;
-	p->hooks = *hooks;
-	p->stream_gap_ms = STREAM_GAP_MS;
-	p->stream_gap_factor = STREAM_GAP_FACTOR;
-	if (cfg->io_uring) {
-		char why[160];
-		p->batch = send_batch_new(SEND_BATCH_CAP, why, sizeof(why));
-		if (p->batch)
-			log_info("stream rounds send through io_uring, up to %d readers per submission", SEND_BATCH_CAP);
-		else
-			log_warn("io_uring is not available (%s): each reader of a stream round gets a send(2) of "
-				 "its own (io_uring = off says so without this warning)",
-				 why);
-	}
-	return p;
-}
-
 /* A zeroed connection record of p, READING, with the peer's text at its
  * end. Freed by conn_free_record. */
 static struct conn *conn_alloc(struct conn_pool *p, const char *peer)
@@ -260,10 +195,7 @@ static void conn_free_record(struct conn *c)
 /* c joins the pool's list of every connection, its request timer running. */
 static void pool_add(struct conn_pool *p, struct conn *c)
 {
-	c->next = p->all;
-	if (p->all)
-		p->all->prev = c;
-	p->all = c;
+	list_push(&p->all, &c->link);
 	p->n++;
 	start_request_timer(c);
 }
@@ -334,11 +266,6 @@ void conn_wake(struct conn *c, uint32_t events)
 		on_io(c, events);
 }
 
-void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t)
-{
-	p->takeover = t ? *t : (struct conn_takeover){ 0 };
-}
-
 static void schedule_pass_end(struct conn_pool *p)
 {
 	if (!p->pass_end_scheduled) {
@@ -405,21 +332,6 @@ int64_t conn_drop_queue(struct conn *c)
 void conn_set_resume_point(struct conn *c, int64_t id)
 {
 	c->out.written_id = id;
-}
-
-size_t conn_queued_bytes(const struct conn *c)
-{
-	return c->out.bytes;
-}
-
-uint64_t conn_idle_ms(const struct conn *c)
-{
-	return loop_now(c->pool->lp) - c->last_progress;
-}
-
-bool conn_ending(const struct conn *c)
-{
-	return c->close_after_flush;
 }
 
 /* Shut down our side and drain input for a moment before closing. */
@@ -648,17 +560,6 @@ static void drop_read_buffer(struct conn *c)
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rcap = 0;
-}
-
-void conn_count_response(struct conn *c, int status)
-{
-	metrics_count_response(c->pool->m, status);
-}
-
-void conn_attach(struct conn *c, const struct conn_user *user, void *data)
-{
-	c->user = user;
-	c->user_data = data;
 }
 
 void conn_wait(struct conn *c)
@@ -993,15 +894,9 @@ void conn_close(struct conn *c, const char *why)
 	}
 	outq_free(&c->out);
 	drop_read_buffer(c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		p->all = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	list_unlink(&p->all, &c->link);
 	p->n--;
-	c->next = p->graveyard;
-	p->graveyard = c;
+	list_push(&p->graveyard, &c->link);
 	schedule_pass_end(p);
 }
 
@@ -1093,134 +988,24 @@ static void pass_end(void *arg)
 	if (t0)
 		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it is still on a list. */
-	struct conn **pp = &p->graveyard;
-	while (*pp) {
-		struct conn *c = *pp;
-		if (c->flush_scheduled || c->stream_scheduled) {
-			pp = &c->next;
+	struct list_node *x, *tmp;
+	list_each(&p->graveyard, x, tmp)
+	{
+		struct conn *c = list_item(x, struct conn, link);
+		if (c->flush_scheduled || c->stream_scheduled)
 			continue;
-		}
-		*pp = c->next;
+		list_unlink(&p->graveyard, x);
 		conn_free_record(c);
-	}
-}
-
-void conn_pool_drain(struct conn_pool *p)
-{
-	p->draining = true;
-	for (struct conn *c = p->all, *next; c; c = next) {
-		next = c->next;
-		if (c->state == CONN_READING && c->rlen == 0 && c->out.len == 0)
-			conn_close(c, NULL);
 	}
 }
 
 void conn_pool_close_all(struct conn_pool *p)
 {
-	while (p->all)
-		conn_close(p->all, NULL);
+	while (!list_empty(&p->all))
+		conn_close(list_item(p->all.first, struct conn, link), NULL);
 	p->frame_round_due = true; /* lets go of the stream list now */
 	pass_end(p);
 	loop_timer_stop(p->lp, &p->stream_timer);
 	free(p->read_buf);
 	p->read_buf = NULL;
-}
-
-void conn_pool_free(struct conn_pool *p)
-{
-	if (!p)
-		return;
-	conn_pool_close_all(p);
-	send_batch_free(p->batch);
-	free(p);
-}
-
-size_t conn_pool_count(const struct conn_pool *p)
-{
-	return p->n;
-}
-
-bool conn_pool_draining(const struct conn_pool *p)
-{
-	return p->draining;
-}
-
-uint64_t conn_pool_writes(const struct conn_pool *p)
-{
-	return p->writes;
-}
-
-uint64_t conn_pool_stream_rounds(const struct conn_pool *p)
-{
-	return p->stream_rounds;
-}
-
-void conn_pool_set_stream_gap(struct conn_pool *p, uint64_t max_ms, uint64_t factor)
-{
-	p->stream_gap_ms = max_ms;
-	p->stream_gap_factor = factor;
-}
-
-const char *conn_client(const struct conn *c)
-{
-	return c->client ? c->client : c->peer;
-}
-
-void conn_set_client(struct conn *c, const char *client)
-{
-	/* Unchanged, the text stays where it is: a reader may hold it. */
-	if (strcmp(client, conn_client(c)) == 0)
-		return;
-	free(c->client);
-	c->client = strcmp(client, c->peer) == 0 ? NULL : xstrdup(client);
-}
-
-const char *conn_peer(const struct conn *c)
-{
-	return c->peer;
-}
-
-bool conn_has_socket(const struct conn *c)
-{
-	return c->fd >= 0;
-}
-
-bool conn_peer_unix(const struct conn *c)
-{
-	return c->peer_unix;
-}
-
-bool conn_peer_local(const struct conn *c)
-{
-	return c->peer_loopback;
-}
-
-const char *conn_what(const struct conn *c)
-{
-	return c->what ? c->what : "";
-}
-
-bool conn_secure(const struct conn *c)
-{
-	return transport_secure(&c->tp);
-}
-
-bool conn_keep_alive(const struct conn *c)
-{
-	return c->keep_alive;
-}
-
-bool conn_draining(const struct conn *c)
-{
-	return c->pool->draining;
-}
-
-void conn_set_keep_alive(struct conn *c, bool keep)
-{
-	c->keep_alive = keep;
-}
-
-void *conn_owner(const struct conn *c)
-{
-	return c->pool->hooks.owner;
 }

@@ -18,7 +18,8 @@
  * connection closes. Bytes move through the connection's transport
  * (transport.h), whose table the accepting side picks; conn never names
  * one. The fields of struct conn belong to conn.c; every other module uses
- * the functions below, and struct conn_pool is conn.c's alone. */
+ * the functions below, and struct conn_pool is conn.c's and conn_pool.c's
+ * alone (net/conn_private.h). */
 #ifndef HERALD_CONN_H
 #define HERALD_CONN_H
 
@@ -28,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "common/chunk.h"
+#include "common/list.h"
 #include "core/config.h"
 #include "http/http.h"
 #include "common/loop.h"
@@ -101,7 +103,7 @@ struct conn {
 	const struct conn_user *user;
 	void *user_data;
 
-	struct conn *next, *prev; /* the pool's list of all connections */
+	struct list_node link;    /* on the pool's list of all connections; once closed, its graveyard */
 	struct conn *flush_next;  /* the pool's flush list */
 	struct conn *stream_next; /* the pool's stream list */
 	/* The peer address as text ("unix" for the unix socket), allocated

@@ -1,7 +1,10 @@
 /* test_list.c: the intrusive list (src/common/list.h): push and unlink
  * at the first, a middle and the last node, list_holds before and after,
  * list_each unlinking the node it visits, and a head that moves between
- * operations (as a hash table's slot does when the table is resized). */
+ * operations (as a hash table's slot does when the table is resized);
+ * and the first-in first-out variant: appends keep their order, and
+ * unlinking its last node (alone, or among others) keeps the tail right
+ * for the next append. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,5 +74,24 @@ int main(void)
 	}
 	CHECK(seen == 2 && list_empty(moved));
 	free(moved);
+
+	/* First in, first out. */
+	struct list_fifo q = { { NULL }, NULL };
+	for (int i = 0; i < 4; i++)
+		list_fifo_push(&q, &it[i].link);
+	CHECK(strcmp(values(&q.list), "0123") == 0);
+	CHECK(q.last == &it[3].link);
+	list_fifo_unlink(&q, &it[3].link); /* the last */
+	CHECK(q.last == &it[2].link && !list_holds(&q.list, &it[3].link));
+	list_fifo_push(&q, &it[4].link);
+	CHECK(strcmp(values(&q.list), "0124") == 0);
+	list_fifo_unlink(&q, &it[0].link); /* the first */
+	list_fifo_unlink(&q, &it[2].link); /* a middle one */
+	CHECK(strcmp(values(&q.list), "14") == 0 && q.last == &it[4].link);
+	list_fifo_unlink(&q, &it[4].link);
+	list_fifo_unlink(&q, &it[1].link); /* the only one: first and last */
+	CHECK(list_empty(&q.list) && q.last == NULL);
+	list_fifo_push(&q, &it[2].link);
+	CHECK(strcmp(values(&q.list), "2") == 0 && q.last == &it[2].link && q.list.first == &it[2].link);
 	return check_done("test_list");
 }

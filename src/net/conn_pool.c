@@ -1,0 +1,180 @@
+/* conn_pool.c: the connection pool's cold half: making it (with its
+ * io_uring send batch, when there is one), draining and freeing it, its
+ * counts and settings, and the small accessors handlers read and set a
+ * connection through. Nothing here runs per event: reading, output and
+ * the stream rounds stay in conn.c, where their helpers inline. The pool
+ * is allocated by conn_pool_new and freed by conn_pool_free (which closes
+ * what is still open first); a connection's texts (client, what) are its
+ * own, freed with its record (conn.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "net/conn_private.h"
+
+struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struct metrics *m,
+				const struct conn_hooks *hooks)
+{
+	struct conn_pool *p = xcalloc(1, sizeof(*p));
+	p->lp = lp;
+	p->cfg = cfg;
+	p->m = m;
+	p->hooks = *hooks;
+	p->stream_gap_ms = STREAM_GAP_MS;
+	p->stream_gap_factor = STREAM_GAP_FACTOR;
+	if (cfg->io_uring) {
+		char why[160];
+		p->batch = send_batch_new(SEND_BATCH_CAP, why, sizeof(why));
+		if (p->batch)
+			log_info("stream rounds send through io_uring, up to %d readers per submission",
+				 SEND_BATCH_CAP);
+		else
+			log_warn("io_uring is not available (%s): each reader of a stream round gets a send(2) of "
+				 "its own (io_uring = off says so without this warning)",
+				 why);
+	}
+	return p;
+}
+
+void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t)
+{
+	p->takeover = t ? *t : (struct conn_takeover){ 0 };
+}
+
+size_t conn_queued_bytes(const struct conn *c)
+{
+	return c->out.bytes;
+}
+
+uint64_t conn_idle_ms(const struct conn *c)
+{
+	return loop_now(c->pool->lp) - c->last_progress;
+}
+
+bool conn_ending(const struct conn *c)
+{
+	return c->close_after_flush;
+}
+
+void conn_count_response(struct conn *c, int status)
+{
+	metrics_count_response(c->pool->m, status);
+}
+
+void conn_attach(struct conn *c, const struct conn_user *user, void *data)
+{
+	c->user = user;
+	c->user_data = data;
+}
+
+void conn_pool_drain(struct conn_pool *p)
+{
+	p->draining = true;
+	struct list_node *x, *tmp;
+	list_each(&p->all, x, tmp)
+	{
+		struct conn *c = list_item(x, struct conn, link);
+		if (c->state == CONN_READING && c->rlen == 0 && c->out.len == 0)
+			conn_close(c, NULL);
+	}
+}
+
+void conn_pool_free(struct conn_pool *p)
+{
+	if (!p)
+		return;
+	conn_pool_close_all(p);
+	send_batch_free(p->batch);
+	free(p);
+}
+
+size_t conn_pool_count(const struct conn_pool *p)
+{
+	return p->n;
+}
+
+bool conn_pool_draining(const struct conn_pool *p)
+{
+	return p->draining;
+}
+
+uint64_t conn_pool_writes(const struct conn_pool *p)
+{
+	return p->writes;
+}
+
+uint64_t conn_pool_stream_rounds(const struct conn_pool *p)
+{
+	return p->stream_rounds;
+}
+
+void conn_pool_set_stream_gap(struct conn_pool *p, uint64_t max_ms, uint64_t factor)
+{
+	p->stream_gap_ms = max_ms;
+	p->stream_gap_factor = factor;
+}
+
+const char *conn_client(const struct conn *c)
+{
+	return c->client ? c->client : c->peer;
+}
+
+void conn_set_client(struct conn *c, const char *client)
+{
+	/* Unchanged, the text stays where it is: a reader may hold it. */
+	if (strcmp(client, conn_client(c)) == 0)
+		return;
+	free(c->client);
+	c->client = strcmp(client, c->peer) == 0 ? NULL : xstrdup(client);
+}
+
+const char *conn_peer(const struct conn *c)
+{
+	return c->peer;
+}
+
+bool conn_has_socket(const struct conn *c)
+{
+	return c->fd >= 0;
+}
+
+bool conn_peer_unix(const struct conn *c)
+{
+	return c->peer_unix;
+}
+
+bool conn_peer_local(const struct conn *c)
+{
+	return c->peer_loopback;
+}
+
+const char *conn_what(const struct conn *c)
+{
+	return c->what ? c->what : "";
+}
+
+bool conn_secure(const struct conn *c)
+{
+	return transport_secure(&c->tp);
+}
+
+bool conn_keep_alive(const struct conn *c)
+{
+	return c->keep_alive;
+}
+
+bool conn_draining(const struct conn *c)
+{
+	return c->pool->draining;
+}
+
+void conn_set_keep_alive(struct conn *c, bool keep)
+{
+	c->keep_alive = keep;
+}
+
+void *conn_owner(const struct conn *c)
+{
+	return c->pool->hooks.owner;
+}
