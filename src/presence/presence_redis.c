@@ -1,17 +1,16 @@
 /* presence_redis.c: this node's presence share in Redis (see
- * presence_redis.h): one connection, the heartbeat and sweep timers, and
- * the scripts that decide joins and leaves atomically.
+ * presence_redis.h): one Redis link (redis_link.c, which connects, logs
+ * in, follows the primary and backs off), the heartbeat and sweep timers,
+ * and the scripts that decide joins and leaves atomically.
  *
- * States: down (no connection; a reconnect timer with backoff), or up
- * (a connection whose first commands, queued before it even completes,
- * are the login and the whole share; every count after goes behind them
- * on the same connection, so Redis sees them in order). Up is not yet
- * working: the link works once Redis has answered the share's first write
- * (so a server that refuses connections, or a replica, never counts as
- * back). An outage is said once when it begins and once when a link works
- * again; the tries between back off from BACKOFF_MIN_MS, doubling to
- * BACKOFF_MAX_MS, and only a working link (or a failover Sentinel
- * announces) starts them from BACKOFF_MIN_MS again. */
+ * States: down (the link is trying again), or up (a connection whose first
+ * commands, queued before it even completes, are the link's login and the
+ * whole share; every count after goes behind them on the same connection,
+ * so Redis sees them in order). Up is not yet working: the link works once
+ * Redis has answered the share's first write (so a server that refuses
+ * connections, or a replica, never counts as back, nor resets the link's
+ * backoff). An outage is said once when it begins and once when a link
+ * works again; the link logs the tries between at debug level. */
 #include "presence/presence_redis.h"
 
 #include <errno.h>
@@ -23,13 +22,9 @@
 
 #include "common/log.h"
 #include "core/presence_table.h"
-#include "redis/redis_loop.h"
-#include "redis/redis_sentinel.h"
-#include "redis/redis_url.h"
+#include "redis/redis_link.h"
 #include "common/util.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
 #define SHARE_CHUNK 512 /* keys per script call when the share is written whole */
 #define SWEEP_MS 500    /* how often dead nodes and due leaves are looked for */
 
@@ -107,18 +102,14 @@ struct presence_redis {
 	struct loop *lp;
 	const struct config *cfg;
 	struct presence_redis_hooks hooks;
-	struct redis_url url;
-	struct redis_sentinel *sentinel; /* NULL unless redis_sentinels is set */
-	bool asking;                     /* a question to Sentinel is out */
-	redisAsyncContext *ac;           /* NULL while down */
-	bool up;                         /* the share was written on ac */
-	bool working;                    /* Redis answered the share's first write on ac */
-	bool warned;                     /* the loss was logged, and no link has worked since */
-	uint64_t backoff_ms;
-	struct loop_timer reconnect_timer, heartbeat_timer, sweep_timer;
+	struct redis_link *link;
+	redisAsyncContext *ac; /* the link's connection; NULL while down */
+	bool up;               /* the share was written on ac */
+	bool working;          /* Redis answered the share's first write on ac */
+	bool warned;           /* the loss was logged, and no link has worked since */
+	struct loop_timer heartbeat_timer, sweep_timer;
 	char id[24];
 	char key_nodes[256], key_announced[256], key_leaving[256], key_mine[300], prefix[256];
-	char where[300];
 	/* The share being written: key, count pairs for the next script. */
 	const char **share_argv;
 	size_t *share_lens;
@@ -127,50 +118,20 @@ struct presence_redis {
 	bool share_first;
 };
 
-static void connect_now(void *arg);
-
-static void schedule_reconnect(struct presence_redis *r)
+/* The link's connection went: said once an outage; the link tries again. */
+static void on_down(void *arg, const char *why)
 {
-	if (loop_timer_active(&r->reconnect_timer))
-		return;
-	loop_timer_start(r->lp, &r->reconnect_timer, r->backoff_ms, connect_now, r);
-	r->backoff_ms = MIN(r->backoff_ms * 2, (uint64_t)BACKOFF_MAX_MS);
-}
-
-static void lost(struct presence_redis *r, const char *why)
-{
+	struct presence_redis *r = arg;
 	if (!r->warned)
 		log_warn("presence: lost Redis at %s (%s); answers are refused until it is back, then this node's "
 			 "share is written again",
-			 r->where, why);
-	else
-		log_debug("presence: Redis at %s: %s; trying again in %llu ms", r->where, why,
-			  (unsigned long long)r->backoff_ms);
+			 redis_link_where(r->link), why);
 	r->warned = true;
 	r->up = false;
 	r->working = false;
-	redisAsyncContext *ac = r->ac;
 	r->ac = NULL;
-	if (ac)
-		redisAsyncFree(ac);
 	loop_timer_stop(r->lp, &r->heartbeat_timer);
 	loop_timer_stop(r->lp, &r->sweep_timer);
-	schedule_reconnect(r);
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-	struct presence_redis *r = ac->data;
-	if (ac != r->ac)
-		return; /* freed by lost() */
-	r->ac = NULL;
-	lost(r, status == REDIS_OK ? "the server closed the connection" : (ac->errstr[0] ? ac->errstr : "error"));
-}
-
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-	if (status != REDIS_OK)
-		on_disconnect(ac, REDIS_ERR); /* hiredis frees it after this returns */
 }
 
 /* Send a script on the connection; NULL cb: the answer is only checked
@@ -186,14 +147,12 @@ static int send_argv(struct presence_redis *r, redisCallbackFn *cb, void *privda
 }
 
 /* An error answer: logged; a server that is a replica now (a failover
- * demoted it) is left, so the next connection asks Sentinel again. */
+ * demoted it) is left by the link, which asks Sentinel again. */
 static void answer_error(struct presence_redis *r, const redisReply *rep)
 {
-	if (strncmp(rep->str, "READONLY", 8) == 0 && r->ac) {
-		lost(r, "the server is a replica now");
+	if (redis_link_readonly(r->link, rep))
 		return;
-	}
-	log_warn("presence: Redis at %s: %s", r->where, rep->str);
+	log_warn("presence: Redis at %s: %s", redis_link_where(r->link), rep->str);
 }
 
 static void on_checked(redisAsyncContext *ac, void *reply, void *privdata)
@@ -201,7 +160,7 @@ static void on_checked(redisAsyncContext *ac, void *reply, void *privdata)
 	redisReply *rep = reply;
 	(void)privdata;
 	if (rep && rep->type == REDIS_REPLY_ERROR)
-		answer_error(ac->data, rep);
+		answer_error(redis_link_user(ac), rep);
 }
 
 /* Redis answered a write on the connection: it works (again). */
@@ -210,9 +169,10 @@ static void link_works(struct presence_redis *r)
 	if (r->working)
 		return;
 	r->working = true;
-	r->backoff_ms = BACKOFF_MIN_MS;
+	redis_link_works(r->link);
 	if (r->warned)
-		log_notice("presence: Redis at %s is back; this node's share is written again", r->where);
+		log_notice("presence: Redis at %s is back; this node's share is written again",
+			   redis_link_where(r->link));
 	r->warned = false;
 }
 
@@ -222,7 +182,7 @@ static void link_works(struct presence_redis *r)
 static void on_keys(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	redisReply *rep = reply;
-	struct presence_redis *r = ac->data;
+	struct presence_redis *r = redis_link_user(ac);
 	bool leaves = privdata == (void *)r;
 	char *added = leaves ? NULL : privdata;
 	if (rep && rep->type == REDIS_REPLY_ERROR) {
@@ -286,81 +246,14 @@ static void sweep(void *arg)
 	loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
 }
 
-static void login(struct presence_redis *r)
+/* A connection (again): the login is queued ahead; the share follows. */
+static void on_up(void *arg, redisAsyncContext *ac)
 {
-	char db[16];
-	snprintf(db, sizeof(db), "%d", r->url.db);
-	const char *auth_user[3] = { "AUTH", r->url.user, r->url.password };
-	const char *auth[2] = { "AUTH", r->url.password };
-	const char *select[2] = { "SELECT", db };
-	if (r->url.password[0] && r->url.user[0])
-		send_argv(r, NULL, NULL, 3, auth_user, NULL);
-	else if (r->url.password[0])
-		send_argv(r, NULL, NULL, 2, auth, NULL);
-	if (r->url.db)
-		send_argv(r, NULL, NULL, 2, select, NULL);
-}
-
-/* Open the connection to r->url and queue the login and the share. */
-static void connect_to(struct presence_redis *r)
-{
-	char err[128];
-	redisAsyncContext *ac = redis_loop_connect(r->lp, r->url.host, r->url.port, r->url.path, r, on_connect,
-						   on_disconnect, err, sizeof(err));
-	if (!ac) {
-		lost(r, err);
-		return;
-	}
+	struct presence_redis *r = arg;
 	r->ac = ac;
-	login(r);
 	r->share_first = true;
 	r->share_n = 0;
 	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
-}
-
-static void on_primary(void *arg, const char *host, int port)
-{
-	struct presence_redis *r = arg;
-	r->asking = false;
-	if (!host) {
-		lost(r, "no sentinel named the primary");
-		return;
-	}
-	snprintf(r->url.host, sizeof(r->url.host), "%s", host);
-	r->url.port = port;
-	snprintf(r->where, sizeof(r->where), "%s:%d (%s)", host, port, redis_sentinel_describe(r->sentinel));
-	connect_to(r);
-}
-
-/* A failover announced: leave the old primary and connect to the new one
- * now, without waiting out the backoff. */
-static void on_switch(void *arg, const char *host, int port)
-{
-	struct presence_redis *r = arg;
-	if (r->up && strcmp(host, r->url.host) == 0 && port == r->url.port)
-		return;
-	if (r->ac)
-		lost(r, "Sentinel moved the primary");
-	loop_timer_stop(r->lp, &r->reconnect_timer);
-	r->backoff_ms = BACKOFF_MIN_MS;
-	if (r->asking) {
-		r->asking = false; /* an answer from before the move may be stale */
-		redis_sentinel_ask(r->sentinel, NULL, NULL);
-	}
-	on_primary(r, host, port);
-}
-
-static void connect_now(void *arg)
-{
-	struct presence_redis *r = arg;
-	if (r->ac || r->asking)
-		return;
-	if (!r->sentinel) {
-		connect_to(r);
-		return;
-	}
-	r->asking = true;
-	redis_sentinel_ask(r->sentinel, on_primary, r);
 }
 
 struct presence_redis *presence_redis_new(struct loop *lp, const struct config *cfg,
@@ -370,23 +263,13 @@ struct presence_redis *presence_redis_new(struct loop *lp, const struct config *
 	r->lp = lp;
 	r->cfg = cfg;
 	r->hooks = *hooks;
-	r->backoff_ms = BACKOFF_MIN_MS;
-	if (cfg->redis_sentinels[0]) {
-		r->sentinel = redis_sentinel_new(lp, cfg->redis_sentinels, cfg->redis_master_name, err, errlen);
-		if (!r->sentinel) {
-			free(r);
-			return NULL;
-		}
-		snprintf(r->where, sizeof(r->where), "%s", redis_sentinel_describe(r->sentinel));
-		redis_sentinel_follow(r->sentinel, on_switch, r);
-	} else {
-		const char *why = redis_url_parse(cfg->redis_url, &r->url);
-		if (why) {
-			snprintf(err, errlen, "redis_url: %s", why);
-			free(r);
-			return NULL;
-		}
-		redis_url_redact(cfg->redis_url, r->where, sizeof(r->where));
+	struct redis_link_spec spec = { cfg->redis_url, cfg->redis_sentinels, cfg->redis_master_name,
+					"presence: Redis at" };
+	struct redis_link_hooks lh = { on_up, on_down, r };
+	r->link = redis_link_new(lp, &spec, &lh, err, errlen);
+	if (!r->link) {
+		free(r);
+		return NULL;
 	}
 	snprintf(r->id, sizeof(r->id), "%08llx%08llx", (unsigned long long)random_below(UINT32_MAX),
 		 (unsigned long long)((uint64_t)getpid() ^ random_below(UINT32_MAX)));
@@ -395,8 +278,7 @@ struct presence_redis *presence_redis_new(struct loop *lp, const struct config *
 	snprintf(r->key_leaving, sizeof(r->key_leaving), "{%s}:presence:leaving", cfg->redis_stream);
 	snprintf(r->prefix, sizeof(r->prefix), "{%s}:presence:node:", cfg->redis_stream);
 	snprintf(r->key_mine, sizeof(r->key_mine), "%s%s", r->prefix, r->id);
-	/* From the loop: the hooks' owner has r in hand by then. */
-	loop_timer_start(lp, &r->reconnect_timer, 0, connect_now, r);
+	redis_link_start(r->link, false); /* from the loop: the hooks' owner has r in hand by then */
 	return r;
 }
 
@@ -411,18 +293,13 @@ void presence_redis_free(struct presence_redis *r)
 {
 	if (!r)
 		return;
-	loop_timer_stop(r->lp, &r->reconnect_timer);
 	loop_timer_stop(r->lp, &r->heartbeat_timer);
 	loop_timer_stop(r->lp, &r->sweep_timer);
-	if (r->ac) {
-		/* By now a clean stop's streams have closed during the drain,
-		 * their counts taken out on this connection; the node's entry
-		 * then expires with its TTL. */
-		redisAsyncContext *ac = r->ac;
-		r->ac = NULL;
-		redisAsyncFree(ac); /* pending answers come back NULL */
-	}
-	redis_sentinel_free(r->sentinel);
+	/* By now a clean stop's streams have closed during the drain, their
+	 * counts taken out on this connection; the node's entry then expires
+	 * with its TTL. Pending answers come back NULL. */
+	r->ac = NULL;
+	redis_link_free(r->link);
 	share_clear(r);
 	free(r->share_argv);
 	free(r->share_lens);

@@ -15,9 +15,9 @@
  * A connection (or a reconnection, after a Redis outage) first writes the
  * node's whole share again, then counts go as streams open and close, in
  * order on the one connection. Each step that decides a join or a leave is
- * one script, so two nodes never both announce one. Own connection, on the
- * loop (redis_loop.h); Redis found as the store finds it (redis_url, or
- * the primary named by redis_sentinels). */
+ * one script, so two nodes never both announce one. A Redis link of its
+ * own (redis_link.h: Redis found as the store finds it, from redis_url or
+ * the primary named by redis_sentinels, and followed across a failover). */
 #ifndef HERALD_PRESENCE_REDIS_H
 #define HERALD_PRESENCE_REDIS_H
 

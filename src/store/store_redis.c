@@ -21,17 +21,15 @@
  * drag the next ids up to it) or says the counter has passed it (an older
  * node's unmarked event); catch-up pages skip such entries.
  *
- * Faults: an error, a closed connection or an answer overdue by DEAD_AFTER_MS
- * closes both connections; appends out are answered -ENOTCONN, later ones
- * too until Redis answers again; reconnects back off from BACKOFF_MIN_MS to
- * BACKOFF_MAX_MS; the tail resumes after the newest id seen, so nothing is
- * skipped or read twice.
- *
- * With redis_sentinels instead of redis_url, every connect first asks
- * Sentinel for the primary (redis_sentinel.c), checks with ROLE that the
- * server is one, and a +switch-master announcement closes the connections
- * and reconnects at once, backoff reset: a failover costs what Sentinel
- * takes to decide, not a backoff step. */
+ * Connections: two Redis links (redis_link.c: connecting, login, Sentinel
+ * and its failovers, backoff), the command one always running and the tail
+ * one started once the command one has set up (herald_floor answered), so
+ * that an outage is one link's tries. Faults: an error, a closed connection,
+ * -READONLY or an answer overdue by DEAD_AFTER_MS closes both; appends out
+ * are answered -ENOTCONN, later ones too until Redis answers again; the
+ * command link tries again with backoff (at once when Sentinel announces a
+ * new primary); the tail resumes after the newest id seen, so nothing is
+ * skipped or read twice. */
 #include "store/store_redis.h"
 
 #include "core/config.h"
@@ -39,9 +37,7 @@
 #include "common/log.h"
 #include "common/loop.h"
 #include "core/metrics.h"
-#include "redis/redis_loop.h"
-#include "redis/redis_sentinel.h"
-#include "redis/redis_url.h"
+#include "redis/redis_link.h"
 #include "store/store_backend.h"
 #include "store/store_window.h"
 #include "common/util.h"
@@ -59,9 +55,7 @@
 #define FETCH_ROWS 512           /* entries per catch-up XRANGE, at most */
 #define FETCH_BYTES (256u << 10) /* about this much per XRANGE */
 #define MAX_FETCHES 32           /* catch-up XRANGEs out at once */
-#define BACKOFF_MIN_MS 100       /* first reconnect delay, doubled per failure */
-#define BACKOFF_MAX_MS 5000
-#define CONNECT_TIMEOUT_MS 2000 /* at start-up only, before the loop runs */
+#define CONNECT_TIMEOUT_MS 2000  /* at start-up only, before the loop runs */
 #define WATCHDOG_MS 500
 #define SWEEP_RETRY_MS 1000 /* herald_sweep refused: asked again after */
 
@@ -90,17 +84,13 @@ struct store_redis {
 	struct metrics *m;
 	struct store_hooks hooks;
 	bool watching;
-	struct redis_url url;
-	char where[REDIS_URL_MAX + 8];   /* the address without password, for logs */
-	struct redis_sentinel *sentinel; /* NULL unless redis_sentinels is set */
-	bool asking;                     /* Sentinel asked where the primary is */
 	char key_events[256], key_last[256];
 
-	redisAsyncContext *cmd, *tail;
-	bool up;             /* both connected, the function loaded */
-	uint64_t down_since; /* loop time the outage began */
-	uint64_t backoff_ms;
-	struct loop_timer reconnect_timer, watchdog_timer, sweep_timer;
+	struct redis_link *cmd_link, *tail_link;
+	redisAsyncContext *cmd, *tail; /* the links' connections, NULL while down */
+	bool up;                       /* the function loaded, herald_floor answered */
+	uint64_t down_since;           /* loop time the outage began */
+	struct loop_timer watchdog_timer, sweep_timer;
 	size_t cmd_out;        /* commands waiting for an answer */
 	uint64_t cmd_progress; /* loop time of the last answer, or of the first command out */
 	bool tail_out;
@@ -236,6 +226,12 @@ static enum entry_kind event_from_reply(const struct store_redis *st, const redi
 	return ENTRY_EVENT;
 }
 
+/* The address, for logs. */
+static const char *where(const struct store_redis *st)
+{
+	return redis_link_where(st->cmd_link);
+}
+
 static void note_pruned(struct store_redis *st, int64_t through)
 {
 	if (through > st->pruned_through)
@@ -244,7 +240,6 @@ static void note_pruned(struct store_redis *st, int64_t through)
 
 /* ---- connections ---- */
 
-static void connect_all(void *arg);
 static void send_tail(struct store_redis *st);
 static void send_sync(struct store_redis *st);
 static void send_sweep(struct store_redis *st);
@@ -264,71 +259,48 @@ static void offer_rows(void *arg)
 	changed(arg);
 }
 
-static void schedule_reconnect(struct store_redis *st)
-{
-	if (!st->watching || loop_timer_active(&st->reconnect_timer))
-		return;
-	loop_timer_start(st->lp, &st->reconnect_timer, st->backoff_ms, connect_all, st);
-	st->backoff_ms = st->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : st->backoff_ms * 2;
-}
-
 /* Both connections closed (the one that failed is already gone); what was
- * out is answered NULL by hiredis as each is freed. */
+ * out is answered NULL by hiredis as each is freed. The command link tries
+ * again after its backoff; the tail's waits for it. */
 static void lost(struct store_redis *st, const char *why)
 {
 	if (st->up) {
 		log_warn("redis: lost the event log at %s (%s); publishes are answered 503 and streams wait "
 			 "until it is back",
-			 st->where, why);
+			 where(st), why);
 		st->m->log_outages++;
 		st->down_since = loop_now(st->lp);
 	} else if (st->watching && !st->warned_down) {
 		/* Unreachable since start-up, or again after a reconnect
-		 * failed: said once, then the retries at debug level. */
+		 * failed: said once, then the link's tries at debug level. */
 		log_warn("redis: cannot reach the event log at %s (%s); publishes are answered 503 until it "
 			 "answers; trying again with backoff",
-			 st->where, why);
-	} else if (st->watching) {
-		log_debug("redis: %s: %s; trying again in %llu ms", st->where, why, (unsigned long long)st->backoff_ms);
+			 where(st), why);
 	}
 	st->warned_down = true;
 	st->up = false;
-	redisAsyncContext *c = st->cmd, *t = st->tail;
 	st->cmd = st->tail = NULL;
-	if (c)
-		redisAsyncFree(c);
-	if (t)
-		redisAsyncFree(t);
+	redis_link_stop(st->tail_link);
+	redis_link_drop(st->cmd_link, why);
 	st->cmd_out = 0;
 	st->tail_out = false;
 	st->trim_out = false;
 	st->sweep_out = false;
 	loop_timer_stop(st->lp, &st->sweep_timer);
-	schedule_reconnect(st);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status)
+static void on_cmd_down(void *arg, const char *why)
 {
-	struct store_redis *st = ac->data;
-	if (ac == st->cmd)
-		st->cmd = NULL;
-	else if (ac == st->tail)
-		st->tail = NULL;
-	else
-		return; /* freed by lost() */
-	lost(st, status == REDIS_OK ? "the server closed the connection" : (ac->errstr[0] ? ac->errstr : "error"));
+	struct store_redis *st = arg;
+	st->cmd = NULL;
+	lost(st, why);
 }
 
-static void on_connect(const redisAsyncContext *ac, int status)
+static void on_tail_down(void *arg, const char *why)
 {
-	if (status == REDIS_OK) {
-		struct store_redis *st = ac->data;
-		if (!st->url.path[0]) /* a dead peer over TCP is noticed in minutes, not hours */
-			redisEnableKeepAlive((redisContext *)&ac->c);
-		return;
-	}
-	/* hiredis frees it after this returns, without on_disconnect. */
-	on_disconnect(ac, REDIS_ERR);
+	struct store_redis *st = arg;
+	st->tail = NULL;
+	lost(st, why);
 }
 
 static void answered(struct store_redis *st)
@@ -366,18 +338,20 @@ static redisReply *command_answer(struct store_redis *st, void *reply)
 {
 	if (reply)
 		answered(st);
+	if (redis_link_readonly(st->cmd_link, reply))
+		return NULL; /* a demoted primary: the link leaves it */
 	return reply;
 }
 
 static void on_setup(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
 		return;
 	if (is_error(r)) {
-		log_err("redis: %s: %s", st->where, r->str);
+		log_err("redis: %s: %s", where(st), r->str);
 		lost(st, "setting up the connection failed");
 	}
 }
@@ -385,14 +359,14 @@ static void on_setup(redisAsyncContext *ac, void *reply, void *privdata)
 /* The answer of herald_floor, the last setup step: the node is up. */
 static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
 		return;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_INTEGER ||
 	    r->element[1]->type != REDIS_REPLY_INTEGER) {
-		log_err("redis: %s: herald_floor: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+		log_err("redis: %s: herald_floor: %s", where(st), is_error(r) ? r->str : "unexpected answer");
 		lost(st, "herald's function did not answer as expected");
 		return;
 	}
@@ -401,85 +375,32 @@ static void on_floor(redisAsyncContext *ac, void *reply, void *privdata)
 	if (before < store_window_newest(&st->win))
 		log_err("redis: the log at %s went back from id %" PRId64 " to %" PRId64
 			" (restarted without its data?); new events continue after %" PRId64,
-			st->where, store_window_newest(&st->win), before, store_window_newest(&st->win));
+			where(st), store_window_newest(&st->win), before, store_window_newest(&st->win));
 	st->up = true;
 	st->warned_down = false;
-	st->backoff_ms = BACKOFF_MIN_MS;
+	redis_link_works(st->cmd_link);
 	if (st->down_since)
-		log_notice("redis: the event log at %s is back after %.1f s", st->where,
+		log_notice("redis: the event log at %s is back after %.1f s", where(st),
 			   (double)(loop_now(st->lp) - st->down_since) / 1000.0);
 	else
-		log_info("redis: connected to %s, stream %s", st->where, st->key_events);
+		log_info("redis: connected to %s, stream %s", where(st), st->key_events);
 	st->down_since = 0;
 	/* From the newest event read: after a Redis that lost its data, new
 	 * events may sit below entries the tail had passed over. */
 	st->counter_seen = r->element[1]->integer;
 	snprintf(st->tail_from, sizeof(st->tail_from), "%" PRId64 "-0", store_window_newest(&st->win));
-	send_tail(st);
+	redis_link_start(st->tail_link, true); /* on_tail_up sends the first XREAD */
 	if (st->sync_sent > st->sync_done)
 		send_sync(st);
 	changed(st); /* reads that waited for the connection go again */
 }
 
-/* A connection to st->url, or NULL with the reason in err (said by lost(),
- * once an outage). */
-static redisAsyncContext *open_async(struct store_redis *st, char *err, size_t errlen)
+/* The command link's connection: herald's function loaded, then
+ * herald_floor, whose answer says the node is up. */
+static void on_cmd_up(void *arg, redisAsyncContext *ac)
 {
-	return redis_loop_connect(st->lp, st->url.host, st->url.port, st->url.path, st, on_connect, on_disconnect, err,
-				  errlen);
-}
-
-/* AUTH and SELECT, queued before the connection is even up; count: the
- * answers come on the command connection (watched for progress). */
-static void queue_login(struct store_redis *st, redisAsyncContext *ac, bool count)
-{
-	char db[16];
-	snprintf(db, sizeof(db), "%d", st->url.db);
-	const char *auth_user[3] = { "AUTH", st->url.user, st->url.password };
-	const char *auth[2] = { "AUTH", st->url.password };
-	const char *select[2] = { "SELECT", db };
-	int ok = REDIS_OK;
-	if (st->url.password[0] && st->url.user[0])
-		ok = redisAsyncCommandArgv(ac, on_setup, NULL, 3, auth_user, NULL);
-	else if (st->url.password[0])
-		ok = redisAsyncCommandArgv(ac, on_setup, NULL, 2, auth, NULL);
-	if (ok == REDIS_OK && st->url.password[0] && count)
-		sent(st);
-	if (st->url.db && redisAsyncCommandArgv(ac, on_setup, NULL, 2, select, NULL) == REDIS_OK && count)
-		sent(st);
-}
-
-/* ROLE's answer, first on a connection to the primary Sentinel named: a
- * server demoted since is left, and Sentinel asked again. */
-static void on_role(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct store_redis *st = ac->data;
-	redisReply *r = command_answer(st, reply);
-	(void)privdata;
-	if (!r)
-		return;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->element[0]->type != REDIS_REPLY_STRING ||
-	    strcmp(r->element[0]->str, "master") != 0)
-		lost(st, "not a primary (ROLE); asking Sentinel again");
-}
-
-/* Open both connections to st->url and queue the setup; on_floor says when
- * the node is up. */
-static void connect_to(struct store_redis *st)
-{
-	char err[128];
-	st->cmd = open_async(st, err, sizeof(err));
-	st->tail = st->cmd ? open_async(st, err, sizeof(err)) : NULL;
-	if (!st->cmd || !st->tail) {
-		lost(st, err);
-		return;
-	}
-	queue_login(st, st->cmd, true);
-	queue_login(st, st->tail, false);
-	if (st->sentinel) {
-		const char *role[1] = { "ROLE" };
-		cmd_argv(st, on_role, NULL, 1, role, NULL);
-	}
+	struct store_redis *st = arg;
+	st->cmd = ac;
 	const char *load[4] = { "FUNCTION", "LOAD", "REPLACE", store_redis_function };
 	cmd_argv(st, on_setup, NULL, 4, load, NULL);
 	char seen[24];
@@ -488,58 +409,11 @@ static void connect_to(struct store_redis *st)
 	cmd_argv(st, on_floor, NULL, 6, floor, NULL);
 }
 
-static void set_primary(struct store_redis *st, const char *host, int port)
-{
-	snprintf(st->url.host, sizeof(st->url.host), "%s", host);
-	st->url.port = port;
-	snprintf(st->where, sizeof(st->where), "%s%s%s:%d (%s)", strchr(host, ':') ? "[" : "", host,
-		 strchr(host, ':') ? "]" : "", port, redis_sentinel_describe(st->sentinel));
-}
-
-/* Sentinel's answer to where the primary is: connect there. */
-static void on_primary(void *arg, const char *host, int port)
+static void on_tail_up(void *arg, redisAsyncContext *ac)
 {
 	struct store_redis *st = arg;
-	st->asking = false;
-	if (!host) {
-		snprintf(st->where, sizeof(st->where), "%s", redis_sentinel_describe(st->sentinel));
-		lost(st, "no sentinel named the primary");
-		return;
-	}
-	set_primary(st, host, port);
-	connect_to(st);
-}
-
-static void connect_all(void *arg)
-{
-	struct store_redis *st = arg;
-	if (st->cmd || st->tail || st->asking)
-		return;
-	if (!st->sentinel) {
-		connect_to(st);
-		return;
-	}
-	st->asking = true;
-	redis_sentinel_ask(st->sentinel, on_primary, st);
-}
-
-/* A failover announced: leave the old primary now, and connect to the new
- * one without waiting out the backoff. */
-static void on_switch(void *arg, const char *host, int port)
-{
-	struct store_redis *st = arg;
-	if (st->up && strcmp(host, st->url.host) == 0 && port == st->url.port)
-		return;
-	if (st->cmd || st->tail)
-		lost(st, "Sentinel moved the primary");
-	loop_timer_stop(st->lp, &st->reconnect_timer);
-	st->backoff_ms = BACKOFF_MIN_MS;
-	if (st->asking) {
-		st->asking = false; /* an answer from before the move may be stale */
-		redis_sentinel_ask(st->sentinel, NULL, NULL);
-	}
-	set_primary(st, host, port);
-	connect_to(st);
+	st->tail = ac;
+	send_tail(st);
 }
 
 /* ---- the tail ---- */
@@ -556,7 +430,7 @@ static void changed(struct store_redis *st);
 
 static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = reply;
 	(void)privdata;
 	if (!r || ac != st->tail)
@@ -567,6 +441,7 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 		lost(st, "XREAD failed");
 		return;
 	}
+	redis_link_works(st->tail_link);
 	size_t added = 0;
 	bool ask = false;
 	/* [[key, [entry, ...]]], or nil when BLOCK ran out. */
@@ -637,7 +512,7 @@ static void tell_foreign(struct store_redis *st, const char *id, const char *wha
 
 static void on_sweep(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
@@ -648,7 +523,7 @@ static void on_sweep(redisAsyncContext *ac, void *reply, void *privdata)
 		 * event can be added after them either. Asked again until
 		 * someone removes them. */
 		if (!st->foreign_told)
-			log_err("redis: %s: %s", st->where, r->str);
+			log_err("redis: %s: %s", where(st), r->str);
 		st->foreign_told = true;
 		loop_timer_start(st->lp, &st->sweep_timer, SWEEP_RETRY_MS, sweep_again, st);
 		return;
@@ -657,7 +532,7 @@ static void on_sweep(redisAsyncContext *ac, void *reply, void *privdata)
 	    r->element[1]->type != REDIS_REPLY_INTEGER) {
 		/* Likely another library in its place (an older herald's,
 		 * loaded when it reconnected): connecting loads this one. */
-		log_err("redis: %s: herald_sweep: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+		log_err("redis: %s: herald_sweep: %s", where(st), is_error(r) ? r->str : "unexpected answer");
 		lost(st, "herald's function did not answer as expected");
 		return;
 	}
@@ -716,29 +591,20 @@ static void watchdog(void *arg)
 
 /* ---- the interface ---- */
 
+/* Start-up: the link's blocking connection (login, ROLE through
+ * Sentinel), herald's function loaded and the counter read, so that a
+ * Redis herald cannot use is met before the loop runs. */
 static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 {
-	struct timeval tv = { CONNECT_TIMEOUT_MS / 1000, (CONNECT_TIMEOUT_MS % 1000) * 1000 };
-	redisContext *c = st->url.path[0] ? redisConnectUnixWithTimeout(st->url.path, tv)
-					  : redisConnectWithTimeout(st->url.host, st->url.port, tv);
-	if (!c || c->err) {
-		snprintf(err, errlen, "connecting to %s: %s", st->where, c ? c->errstr : "out of memory");
-		redisFree(c);
+	redisContext *c = redis_link_connect_now(st->cmd_link, CONNECT_TIMEOUT_MS, err, errlen);
+	if (!c)
 		return -1;
-	}
-	redisSetTimeout(c, tv);
-	char db[16], zero[] = "0";
-	snprintf(db, sizeof(db), "%d", st->url.db);
+	char zero[] = "0";
 	struct step {
 		const char *what;
 		int argc;
 		const char *argv[6];
 	} steps[] = {
-		{ "AUTH",
-		  st->url.user[0] ? 3 : 2,
-		  { "AUTH", st->url.user[0] ? st->url.user : st->url.password, st->url.password } },
-		{ "SELECT", 2, { "SELECT", db } },
-		{ "ROLE", 1, { "ROLE" } },
 		{ "loading herald's function (FUNCTION LOAD)",
 		  4,
 		  { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
@@ -746,25 +612,16 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 	};
 	int rc = 0;
 	for (size_t i = 0; i < ARRAY_LEN(steps) && rc == 0; i++) {
-		if ((i == 0 && !st->url.password[0]) || (i == 1 && !st->url.db) || (i == 2 && !st->sentinel))
-			continue;
 		redisReply *r = redisCommandArgv(c, steps[i].argc, steps[i].argv, NULL);
 		if (!r) {
-			snprintf(err, errlen, "%s at %s: %s", steps[i].what, st->where, c->errstr);
+			snprintf(err, errlen, "%s at %s: %s", steps[i].what, where(st), c->errstr);
 			rc = -1;
 		} else if (r->type == REDIS_REPLY_ERROR) {
-			snprintf(err, errlen, "%s at %s: %s", steps[i].what, st->where, r->str);
+			snprintf(err, errlen, "%s at %s: %s", steps[i].what, where(st), r->str);
 			rc = -1;
-		} else if (i == 2) {
-			if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-			    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "master") != 0) {
-				snprintf(err, errlen, "%s is not a primary (ROLE), though Sentinel names it",
-					 st->where);
-				rc = -1;
-			}
-		} else if (i == 4) {
+		} else if (i == 1) {
 			if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
-				snprintf(err, errlen, "herald_floor at %s: unexpected answer", st->where);
+				snprintf(err, errlen, "herald_floor at %s: unexpected answer", where(st));
 				rc = -1;
 			} else {
 				st->counter_seen = r->element[1]->integer;
@@ -778,48 +635,25 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 	return rc;
 }
 
+static void redis_close(void *be);
+
 static void *redis_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
 {
 	struct store_redis *st = xcalloc(1, sizeof(*st));
 	st->cfg = cfg;
 	st->lp = lp;
 	st->m = m;
-	st->backoff_ms = BACKOFF_MIN_MS;
 	store_window_init(&st->win, 0, offer_rows, st);
-	if (cfg->redis_sentinels[0]) {
-		st->sentinel = redis_sentinel_new(lp, cfg->redis_sentinels, cfg->redis_master_name, err, errlen);
-		if (!st->sentinel) {
-			free(st);
-			return NULL;
-		}
-		char host[256], why[900];
-		int port;
-		if (redis_sentinel_ask_now(st->sentinel, CONNECT_TIMEOUT_MS, host, sizeof(host), &port, why,
-					   sizeof(why)) < 0) {
-			snprintf(err, errlen, "no sentinel named the primary of %s: %s", cfg->redis_master_name, why);
-			redis_sentinel_free(st->sentinel);
-			free(st);
-			return NULL;
-		}
-		st->url.port = port;
-		set_primary(st, host, port);
-	} else {
-		redis_url_redact(cfg->redis_url, st->where, sizeof(st->where));
-		const char *why = redis_url_parse(cfg->redis_url, &st->url);
-		if (why) {
-			snprintf(err, errlen, "redis_url %s: %s", st->where, why);
-			free(st);
-			return NULL;
-		}
-	}
 	snprintf(st->key_events, sizeof(st->key_events), "{%s}:events", cfg->redis_stream);
 	snprintf(st->key_last, sizeof(st->key_last), "{%s}:last", cfg->redis_stream);
-	if (sync_connect(st, err, errlen) < 0) {
-		redis_sentinel_free(st->sentinel);
-		free(st);
+	struct redis_link_spec spec = { cfg->redis_url, cfg->redis_sentinels, cfg->redis_master_name, "redis:" };
+	struct redis_link_hooks cmd = { on_cmd_up, on_cmd_down, st }, tail = { on_tail_up, on_tail_down, st };
+	st->cmd_link = redis_link_new(lp, &spec, &cmd, err, errlen);
+	st->tail_link = st->cmd_link ? redis_link_new(lp, &spec, &tail, err, errlen) : NULL;
+	if (!st->tail_link || sync_connect(st, err, errlen) < 0) {
+		redis_close(st);
 		return NULL;
 	}
-	st->up = false;
 	return st;
 }
 
@@ -828,9 +662,7 @@ static void redis_watch(void *be, const struct store_hooks *h)
 	struct store_redis *st = be;
 	st->hooks = *h;
 	st->watching = true;
-	if (st->sentinel)
-		redis_sentinel_follow(st->sentinel, on_switch, st);
-	connect_all(st);
+	redis_link_start(st->cmd_link, true); /* the tail's once the command link is set up */
 	loop_timer_start(st->lp, &st->watchdog_timer, WATCHDOG_MS, watchdog, st);
 }
 
@@ -839,18 +671,13 @@ static void redis_close(void *be)
 	struct store_redis *st = be;
 	if (!st)
 		return;
-	st->watching = false; /* no reconnect, no hooks */
-	loop_timer_stop(st->lp, &st->reconnect_timer);
+	st->watching = false; /* no hooks */
 	loop_timer_stop(st->lp, &st->watchdog_timer);
 	loop_timer_stop(st->lp, &st->sweep_timer);
-	redis_sentinel_free(st->sentinel);
 	st->up = false;
-	redisAsyncContext *c = st->cmd, *t = st->tail;
 	st->cmd = st->tail = NULL;
-	if (c)
-		redisAsyncFree(c); /* appends out are answered -ENOTCONN */
-	if (t)
-		redisAsyncFree(t);
+	redis_link_free(st->cmd_link); /* appends out are answered -ENOTCONN */
+	redis_link_free(st->tail_link);
 	while (st->fetches) {
 		struct fetch *f = st->fetches;
 		st->fetches = f->next;
@@ -898,17 +725,19 @@ static bool keyed_answer(struct append *a, const redisReply *r)
 static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct append *a = privdata;
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = reply;
 	if (!r) {
 		a->rc = -ENOTCONN;
 	} else {
 		answered(st);
-		if (a->res ? keyed_answer(a, r) : r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+		if (redis_link_readonly(st->cmd_link, r)) {
+			a->rc = -ENOTCONN; /* a demoted primary: the link leaves it */
+		} else if (a->res ? keyed_answer(a, r) : r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
 			a->rc = 0;
 			a->first = a->res ? a->res[0].id : r->integer;
 		} else {
-			log_err("redis: herald_publish at %s: %s", st->where,
+			log_err("redis: herald_publish at %s: %s", where(st),
 				is_error(r) ? r->str : "unexpected answer");
 			a->rc = -EIO;
 		}
@@ -920,7 +749,7 @@ static void on_append(redisAsyncContext *ac, void *reply, void *privdata)
 static void on_wait(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct append *a = privdata;
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = reply;
 	if (!r) /* the connection went first: whether a replica has them is unknown */
 		a->rc = -ENOTCONN;
@@ -1144,7 +973,7 @@ static int64_t redis_pruned_through(const void *be)
 
 static void on_sync(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = command_answer(st, reply);
 	uint64_t ticket = (uint64_t)(uintptr_t)privdata;
 	if (!r)
@@ -1184,7 +1013,7 @@ static bool redis_sync_done(const void *be, uint64_t ticket)
 
 static void on_trim(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	struct store_redis *st = ac->data;
+	struct store_redis *st = redis_link_user(ac);
 	redisReply *r = command_answer(st, reply);
 	(void)privdata;
 	if (!r)
@@ -1196,7 +1025,7 @@ static void on_trim(redisAsyncContext *ac, void *reply, void *privdata)
 				  r->element[0]->integer, st->key_events, r->element[1]->integer);
 		note_pruned(st, r->element[1]->integer);
 	} else {
-		log_err("redis: herald_trim at %s: %s", st->where, is_error(r) ? r->str : "unexpected answer");
+		log_err("redis: herald_trim at %s: %s", where(st), is_error(r) ? r->str : "unexpected answer");
 	}
 }
 

@@ -184,6 +184,66 @@ def _run_failover(nodes, primary, replica, sentinels, caddy, n_readers, before_k
             rd.close()
 
 
+def test_sentinel_failover_heard_once_by_the_log_and_presence():
+    """The log and presence both on Redis through Sentinel: a failover is
+    heard once per process (one "moved" line, not one per user of Redis),
+    and both follow it: a publish reaches a reader, presence counts on the
+    new primary."""
+    from test_presence import PRESENCE_TOKEN, _cluster_readers_or_none
+    procs = []
+    try:
+        primary = RedisServer()
+        procs.append(primary)
+        replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
+        procs.append(replica)
+        wait_until(lambda: _replica_linked(replica), timeout=15, what="the replica to sync")
+        sentinels = []
+        for _ in range(3):
+            sentinels.append(RedisSentinel(primary.port, master=MASTER, down_after_ms=1000,
+                                           failover_timeout_ms=2000))
+            procs.append(sentinels[-1])
+        wait_until(lambda: all(s.sees(1, 2) for s in sentinels), timeout=30, interval=0.2,
+                   what="the sentinels to know the replica and each other")
+        listing = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+        h = Herald(redis=None, redis_stream="once",
+                   args=["--redis-sentinels", listing, "--redis-master-name", MASTER, "--redis-stream", "once",
+                         "--publish-token", TOKEN, "--presence-token", PRESENCE_TOKEN, "--presence-ttl", "3s"])
+        procs.append(h)
+        wait_until(h.log_ok, timeout=10, what="herald to reach the primary Sentinel names")
+        s = Stream(h.port, query="topic=once/1")
+        wait_until(lambda: _cluster_readers_or_none(h, "once/1") == 1, what="the count on the primary")
+        primary.kill()
+        moved = f"moved from 127.0.0.1:{primary.port} to 127.0.0.1:{replica.port}"
+        wait_until(lambda: moved in h.log(), timeout=40, interval=0.2, what="herald to hear of the failover")
+        wait_until(lambda: _cluster_readers_or_none(h, "once/1") == 1 and replica.command(
+            "EXISTS", "{once}:presence:nodes") == 1, timeout=20, interval=0.2, what="the count on the new primary")
+        wait_until(lambda: _health_ok(h.port), timeout=20, interval=0.2, what="the log back on the new primary")
+        eid = publish(h.port, topic="once/1", data="after", token=TOKEN)
+        got = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got = [e for e in s.events(n=1, timeout=1) if e["id"] == eid]
+        assert got and got[0]["data"] == "after", f"the publish after the failover did not arrive:\n{h.log()[-3000:]}"
+        s.close()
+        lines = re.findall(r"the primary of \S+ moved from .*", h.log())
+        assert len(lines) == 1, f"{len(lines)} lines for one failover:\n" + "\n".join(lines)
+        h.stop()
+        assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error", h.log()), h.log()[-3000:]
+    finally:
+        for p in reversed(procs):
+            if isinstance(p, Herald):
+                p.kill()
+            else:
+                p.close()
+
+
+test_sentinel_failover_heard_once_by_the_log_and_presence.timeout = 120
+
+
+def _health_ok(port):
+    return request(port, "GET", "/api/health")[0] == 200
+
+
 def _check_config(*args):
     r = subprocess.run([harness.HERALD_BIN, *args, "--check-config"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=30)
