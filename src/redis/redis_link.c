@@ -39,7 +39,6 @@ struct redis_link {
 	redisAsyncContext *ac; /* NULL while down */
 	bool running;          /* started and not stopped: tries go on */
 	bool asking;           /* Sentinel asked where the primary is */
-	bool working;          /* the user said Redis answered on ac */
 	uint64_t backoff_ms;
 	struct loop_timer timer;
 };
@@ -66,7 +65,6 @@ static void lose(struct redis_link *l, const char *why, bool tell)
 {
 	redisAsyncContext *ac = l->ac;
 	l->ac = NULL;
-	l->working = false;
 	if (ac)
 		redisAsyncFree(ac); /* inside its own callback, hiredis frees it after */
 	if (tell)
@@ -153,7 +151,6 @@ static void open_conn(struct redis_link *l)
 		return;
 	}
 	l->ac = ac;
-	l->working = false;
 	char db[16];
 	struct login_cmd cmds[2];
 	size_t n = login_cmds(l, db, sizeof(db), cmds);
@@ -213,17 +210,18 @@ static void cancel_ask(struct redis_link *l)
 /* ---- following failovers ---- */
 
 /* A failover announced: leave the old primary now, and connect to the new
- * one without waiting out the backoff. */
+ * one without waiting out the backoff. A connection already there (made
+ * after asking Sentinel, set up or on its way) is kept: the store's two
+ * links would otherwise start over for nothing. */
 static void link_switch(struct redis_link *l, const char *host, int port)
 {
-	if (!l->running || (l->ac && l->working && strcmp(host, l->url.host) == 0 && port == l->url.port))
+	if (!l->running || (l->ac && strcmp(host, l->url.host) == 0 && port == l->url.port))
 		return;
 	cancel_ask(l); /* an answer from before the move may be stale */
 	loop_timer_stop(l->lp, &l->timer);
 	if (l->ac) {
 		redisAsyncContext *ac = l->ac;
 		l->ac = NULL;
-		l->working = false;
 		redisAsyncFree(ac);
 		l->hooks.down(l->hooks.arg, "Sentinel moved the primary");
 		if (!l->running || l->ac) /* stopped, or started again, by the user */
@@ -351,7 +349,6 @@ void redis_link_stop(struct redis_link *l)
 		cancel_ask(l);
 	redisAsyncContext *ac = l->ac;
 	l->ac = NULL;
-	l->working = false;
 	if (ac)
 		redisAsyncFree(ac); /* answers out come back NULL */
 }
@@ -363,7 +360,6 @@ void redis_link_drop(struct redis_link *l, const char *why)
 
 void redis_link_works(struct redis_link *l)
 {
-	l->working = true;
 	l->backoff_ms = BACKOFF_MIN_MS;
 }
 

@@ -441,7 +441,6 @@ static void on_tail(redisAsyncContext *ac, void *reply, void *privdata)
 		lost(st, "XREAD failed");
 		return;
 	}
-	redis_link_works(st->tail_link);
 	size_t added = 0;
 	bool ask = false;
 	/* [[key, [entry, ...]]], or nil when BLOCK ran out. */
