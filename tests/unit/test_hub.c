@@ -1024,8 +1024,9 @@ static int slow_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int fl
 }
 
 /* In a child process: one INSERT through the slow VFS, the connection kept
- * for 3 s; exit 0 if committed. */
-static void slow_writer(const char *db, const char *data)
+ * until the parent closes its end of hold (read end given); exit 0 if
+ * committed. */
+static void slow_writer(const char *db, const char *data, int hold)
 {
 	base_vfs = sqlite3_vfs_find(NULL);
 	slow_vfs = *base_vfs;
@@ -1040,9 +1041,12 @@ static void slow_writer(const char *db, const char *data)
 	int ok = sqlite3_open_v2(db, &conn, SQLITE_OPEN_READWRITE, "slow-wal-sync") == SQLITE_OK &&
 		 sqlite3_busy_timeout(conn, 5000) == SQLITE_OK &&
 		 sqlite3_exec(conn, sql, NULL, NULL, NULL) == SQLITE_OK;
-	/* Stay connected a while, as a long-running writer does: closing the
-	 * files would give inotify another event, after the commit. */
-	usleep(3000 * 1000);
+	/* Stay connected, as a long-running writer does, until the parent has
+	 * checked: closing the files would give inotify another event, after
+	 * the commit, which would deliver the row for the wrong reason. */
+	char c;
+	while (read(hold, &c, 1) < 0 && errno == EINTR)
+		;
 	sqlite3_close(conn);
 	_exit(ok && slow_wal ? 0 : 1);
 }
@@ -1059,9 +1063,14 @@ static void test_late_visible_commit_reaches_reader(void)
 	CHECK(f->r && f->r->mode == READER_LIVE);
 	for (int round = 0; round < 2; round++) {
 		sqlite3 *quick = NULL;
+		int hold[2];
+		CHECK(pipe(hold) == 0);
 		pid_t a = fork();
-		if (a == 0)
-			slow_writer(fx.db, "slow");
+		if (a == 0) {
+			close(hold[1]);
+			slow_writer(fx.db, "slow", hold[0]);
+		}
+		close(hold[0]);
 		if (round == 1) {
 			/* A second, quick commit right behind the slow one:
 			 * its visibility must not end the wait for the first. */
@@ -1074,14 +1083,21 @@ static void test_late_visible_commit_reaches_reader(void)
 					   "VALUES ('t', 't', 'quick', 1);",
 					   NULL, NULL, NULL) == SQLITE_OK);
 		}
-		spin(&fx, SLOW_SYNC_MS + 1500);
-		/* Checked while both writers are still connected. */
-		drain(f);
+		/* Checked while both writers are still connected: wait (up to
+		 * 30 s, for a busy machine) until the rows are committed and
+		 * the reader has as many as the log, then compare. */
+		size_t want = round == 0 ? 1 : 3;
 		struct expect e;
-		expected(&fx, 0, false, NULL, &e);
-		CHECK_EQ_INT(e.n, round == 0 ? 1 : 3);
+		uint64_t until = clock_mono_ms() + 30000;
+		do {
+			spin(&fx, 50);
+			drain(f);
+			expected(&fx, 0, false, NULL, &e);
+		} while ((e.n < want || f->ngot < e.n) && clock_mono_ms() < until);
+		CHECK_EQ_INT(e.n, want);
 		CHECK(same_ids(f, &e, round == 0 ? "late commit" : "late commit behind a quick one"));
 		sqlite3_close(quick);
+		close(hold[1]);
 		int status = 0;
 		CHECK(waitpid(a, &status, 0) == a && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
