@@ -272,7 +272,7 @@ static int presence_scope(struct api *a, struct conn *c, const struct http_reque
 	if (http_bearer_token(req, &tok)) {
 		if (cfg->presence_token[0] && http_token_equal(tok, cfg->presence_token))
 			return 0;
-		struct jwt_verifier *jwt = a->streams->jwt;
+		struct jwt_verifier *jwt = streams_jwt(a->streams);
 		if (!jwt) {
 			*cause = "presence_token_invalid";
 			*why = "the presence token is not valid";
