@@ -18,6 +18,23 @@
 #include "core/topic.h"
 #include "common/util.h"
 
+/* The handler's state (stream.h). */
+struct streams {
+	struct hub *hub;
+	const struct config *cfg;
+	struct metrics *m;
+	struct admission *admission;        /* the caps' counts: owned (streams_new, streams_free) */
+	const struct cors *cors;            /* allow_origin, parsed once per load */
+	struct jwt_verifier *jwt;           /* signed tokens, or NULL: lent by the server at start and reload */
+	struct presence *presence;          /* who reads what, or NULL: lent by the server (it owns it) */
+	int64_t max_readers;                /* streams open at once (in a group, the group's); 0: none */
+	int64_t max_sockets;                /* descriptors its readers may hold here (from the open-file limit) */
+	size_t socket_readers;              /* open streams on a socket of their own (HTTP/1.1) */
+	size_t (*http2_sockets)(void *arg); /* the HTTP/2 connections open here, or NULL */
+	void *http2_sockets_arg;
+	struct chunk *head; /* the shared head and opening frame (with CORS * when so set): owned */
+};
+
 /* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
 static int64_t parse_id(const char *p, size_t n)
 {
@@ -286,16 +303,16 @@ static void stream_count_socket(struct streams *s, struct stream *st, struct con
 		s->socket_readers++;
 }
 
-void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,
-		  struct metrics *m)
+struct streams *streams_new(struct hub *hub, const struct config *cfg, const struct cors *cors, struct metrics *m)
 {
-	memset(s, 0, sizeof(*s));
+	struct streams *s = xcalloc(1, sizeof(*s));
 	s->hub = hub;
 	s->cfg = cfg;
 	s->cors = cors;
 	s->m = m;
 	s->admission = admission_new();
 	streams_reconfigure(s);
+	return s;
 }
 
 void streams_reconfigure(struct streams *s)
@@ -306,10 +323,48 @@ void streams_reconfigure(struct streams *s)
 
 void streams_free(struct streams *s)
 {
+	if (!s)
+		return;
 	chunk_unref(s->head);
-	s->head = NULL;
 	admission_free(s->admission); /* every stream has closed */
-	s->admission = NULL;
+	free(s);
+}
+
+void streams_set_jwt(struct streams *s, struct jwt_verifier *jwt)
+{
+	s->jwt = jwt;
+}
+
+struct jwt_verifier *streams_jwt(const struct streams *s)
+{
+	return s->jwt;
+}
+
+void streams_set_presence(struct streams *s, struct presence *presence)
+{
+	s->presence = presence;
+}
+
+void streams_set_limits(struct streams *s, int64_t max_readers, int64_t max_sockets)
+{
+	s->max_readers = max_readers;
+	s->max_sockets = max_sockets;
+}
+
+int64_t streams_max_readers(const struct streams *s)
+{
+	return s->max_readers;
+}
+
+int64_t streams_max_sockets(const struct streams *s)
+{
+	return s->max_sockets;
+}
+
+void streams_set_http2_sockets(struct streams *s, size_t (*fn)(void *arg), void *arg)
+{
+	s->http2_sockets = fn;
+	s->http2_sockets_arg = arg;
 }
 
 /* Who the reader is: nobody (public events), the read token (every private

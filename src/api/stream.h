@@ -40,34 +40,38 @@ struct stream_params {
 const char *stream_params_parse(const struct http_request *req, struct stream_params *p);
 void stream_params_free(struct stream_params *p);
 
-struct admission;
 struct presence;
 
-/* The stream handler's state: what every stream shares. */
-struct streams {
-	struct hub *hub;
-	const struct config *cfg;
-	struct metrics *m;
-	struct admission *admission; /* the caps' counts: owned (streams_init, streams_free) */
-	const struct cors *cors;     /* allow_origin, parsed once per load */
-	struct jwt_verifier *jwt;    /* signed tokens, or NULL: set by the server at start and reload */
-	struct presence *presence;   /* who reads what, or NULL: set by the server (it owns it) */
-	int64_t max_readers;         /* streams open at once (in a group, the group's); 0: none */
-	int64_t max_sockets;         /* descriptors its readers may hold here (from the open-file limit) */
-	size_t socket_readers;       /* open streams on a socket of their own (HTTP/1.1) */
-	/* The HTTP/2 connections open here (each holds a descriptor, whatever
-	 * its streams): set by the server. */
-	size_t (*http2_sockets)(void *arg);
-	void *http2_sockets_arg;
-	struct chunk *head; /* the shared head and opening frame (with CORS * when so set) */
-};
+/* The stream handler's state: what every stream shares (the hub, the
+ * caps' counts, the verifier, presence, the shared head). Opaque: its
+ * fields are stream.c's; the server sets what it wires in through the
+ * setters below. */
+struct streams;
 
-void streams_init(struct streams *s, struct hub *hub, const struct config *cfg, const struct cors *cors,
-		  struct metrics *m);
+/* A new handler state over hub, cfg, cors and m (lent: they must outlive
+ * it); the caller owns it until streams_free. */
+struct streams *streams_new(struct hub *hub, const struct config *cfg, const struct cors *cors, struct metrics *m);
 /* Rebuild the head and the origin list from the (reloaded) settings. */
 void streams_reconfigure(struct streams *s);
-/* Free what s owns, once every stream has closed. */
+/* Free s and what it owns, once every stream has closed (NULL: nothing). */
 void streams_free(struct streams *s);
+
+/* Signed tokens, or NULL: set by the server at start and on reload (it owns
+ * the verifier); other handlers (Mercure, the subscriptions API) share it
+ * through streams_jwt. */
+void streams_set_jwt(struct streams *s, struct jwt_verifier *jwt);
+struct jwt_verifier *streams_jwt(const struct streams *s);
+/* Who reads what, or NULL: lent by the server, which owns it. */
+void streams_set_presence(struct streams *s, struct presence *presence);
+/* The caps: max_readers streams open at once (in a group, the group's; 0:
+ * none) and max_sockets descriptors this process's readers may hold (from
+ * the open-file limit). */
+void streams_set_limits(struct streams *s, int64_t max_readers, int64_t max_sockets);
+int64_t streams_max_readers(const struct streams *s);
+int64_t streams_max_sockets(const struct streams *s);
+/* The HTTP/2 connections open here (each holds a descriptor, whatever its
+ * streams): counted by fn(arg), set by the server once the sessions exist. */
+void streams_set_http2_sockets(struct streams *s, size_t (*fn)(void *arg), void *arg);
 
 /* Handle a stream request on c: refuse it with a precise status, or turn c
  * into a stream whose reader the hub owns and feeds. */

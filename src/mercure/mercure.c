@@ -129,13 +129,14 @@ static bool cookie_allowed(const struct mercure *mc, const struct http_request *
 static int verify(const struct mercure *mc, struct http_slice tok, struct mercure_grants *g, int64_t *exp, char **sub,
 		  const char **why)
 {
-	if (!mc->streams->jwt) {
+	if (!streams_jwt(mc->streams)) {
 		*why = "signed tokens are off (jwt_algorithm is not set)";
 		return JWT_BAD_SIGNATURE;
 	}
 	struct jwt_rights r;
 	g->audience_checked = mc->cfg->jwt_audience[0] != '\0';
-	int e = jwt_verify_claims(mc->streams->jwt, tok.p, tok.n, clock_wall_s(), mercure_read_claims, g, &r, why);
+	int e = jwt_verify_claims(streams_jwt(mc->streams), tok.p, tok.n, clock_wall_s(), mercure_read_claims, g, &r,
+				  why);
 	if (e == JWT_OK) {
 		*exp = r.exp;
 		if (sub) {

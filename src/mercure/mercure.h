@@ -37,7 +37,7 @@ struct mercure_subs;
 struct mercure {
 	const struct config *cfg;
 	const struct cors *cors;
-	struct streams *streams; /* caps, the shared verifier (streams->jwt), the hub */
+	struct streams *streams; /* caps, the shared verifier (streams_jwt), the hub */
 	struct publish_queue *pubq;
 	struct store *st;
 	struct hub *hub;

@@ -1,4 +1,7 @@
-/* api.c: routing and the small endpoints. */
+/* api.c: routing and the small endpoints (health, metrics, presence).
+ * Requests are routed by a table of paths (routes[] below): the first
+ * route whose path matches and that the settings turn on answers, 405
+ * naming its methods for a method it does not take, 404 when none does. */
 #include "server/api.h"
 
 #include <stdio.h>
@@ -272,7 +275,7 @@ static int presence_scope(struct api *a, struct conn *c, const struct http_reque
 	if (http_bearer_token(req, &tok)) {
 		if (cfg->presence_token[0] && http_token_equal(tok, cfg->presence_token))
 			return 0;
-		struct jwt_verifier *jwt = a->streams->jwt;
+		struct jwt_verifier *jwt = streams_jwt(a->streams);
 		if (!jwt) {
 			*cause = "presence_token_invalid";
 			*why = "the presence token is not valid";
@@ -449,6 +452,181 @@ static bool expect_continue(void *owner, struct conn *c, const struct http_reque
 	return false;
 }
 
+/* ---- the routes ----
+ *
+ * Each route: a path, the methods its handler takes, whether OPTIONS is a
+ * CORS preflight for them, whether the route exists under the current
+ * settings, and the handler. The router takes the first route whose path
+ * matches; a method the route does not take is answered 405 with an Allow
+ * header made from the route's methods (OPTIONS last, when it has a
+ * preflight); a path no route matches is 404. Every refusal carries the
+ * answer's extra headers (the Mercure hub's Link on its paths). */
+
+#define M(m) (1u << (m))
+
+enum route_match {
+	ROUTE_EXACT,   /* the path itself */
+	ROUTE_SUBTREE, /* the path, or the path then "/..." */
+	ROUTE_BELOW    /* the path (which ends in '/') then at least one byte */
+};
+
+/* One request being routed, for a handler. */
+struct routed {
+	struct api *a;
+	struct conn *c;
+	const struct http_request *req;
+	const char *body;
+	size_t body_len;
+	const char *more; /* extra header lines every answer to req carries */
+};
+
+struct route {
+	const char *path;
+	enum route_match match;
+	unsigned methods; /* M(HTTP_...) the handler takes */
+	bool preflight;   /* OPTIONS answers a CORS preflight for those methods */
+	/* Whether the route is there for req (a setting turns it off, or the
+	 * path needs a closer look); NULL: always. */
+	bool (*present)(const struct api *a, const struct http_request *req);
+	void (*handle)(const struct routed *r);
+};
+
+static bool mercure_on(const struct api *a, const struct http_request *req)
+{
+	(void)req;
+	return a->cfg->mercure;
+}
+
+static bool mercure_metadata_on(const struct api *a, const struct http_request *req)
+{
+	struct mercure mc = mercure_of(a);
+	return a->cfg->mercure && mercure_metadata_path(&mc, req);
+}
+
+static bool presence_on(const struct api *a, const struct http_request *req)
+{
+	(void)req;
+	return a->presence != NULL;
+}
+
+static bool console_on(const struct api *a, const struct http_request *req)
+{
+	(void)req;
+	return a->cfg->console;
+}
+
+static void on_stream(const struct routed *r)
+{
+	stream_open(r->a->streams, r->c, r->req);
+}
+
+static void on_publish(const struct routed *r)
+{
+	if (conn_draining(r->c))
+		shutting_down(r->c, r->more);
+	else
+		publish_handle(r->a->pubq, r->c, r->req, r->body, r->body_len);
+}
+
+static void on_mercure(const struct routed *r)
+{
+	struct mercure mc = mercure_of(r->a);
+	if (r->req->method == HTTP_GET)
+		mercure_subscribe(&mc, r->c, r->req);
+	else if (conn_draining(r->c))
+		shutting_down(r->c, r->more);
+	else
+		mercure_publish(&mc, r->c, r->req, r->body, r->body_len);
+}
+
+static void on_mercure_subscriptions(const struct routed *r)
+{
+	struct mercure mc = mercure_of(r->a);
+	mercure_subscriptions(&mc, r->c, r->req);
+}
+
+static void on_mercure_metadata(const struct routed *r)
+{
+	struct mercure mc = mercure_of(r->a);
+	mercure_metadata(&mc, r->c, r->req);
+}
+
+static void on_presence(const struct routed *r)
+{
+	presence_route(r->a, r->c, r->req);
+}
+
+static void on_health(const struct routed *r)
+{
+	health(r->a, r->c, r->req->method == HTTP_HEAD);
+}
+
+static void on_console(const struct routed *r)
+{
+	console_serve(r->c, r->req->method == HTTP_HEAD);
+}
+
+static void on_metrics(const struct routed *r)
+{
+	metrics(r->a, r->c, r->req);
+}
+
+static const struct route routes[] = {
+	{ "/api/events/stream", ROUTE_EXACT, M(HTTP_GET), true, NULL, on_stream },
+	{ "/api/events", ROUTE_EXACT, M(HTTP_POST), true, NULL, on_publish },
+	{ MERCURE_PATH, ROUTE_EXACT, M(HTTP_GET) | M(HTTP_POST), true, mercure_on, on_mercure },
+	{ MERCURE_PATH "/subscriptions", ROUTE_SUBTREE, M(HTTP_GET), false, mercure_on, on_mercure_subscriptions },
+	{ "/.well-known/oauth-protected-resource/", ROUTE_BELOW, M(HTTP_GET), false, mercure_metadata_on,
+	  on_mercure_metadata },
+	{ "/api/presence", ROUTE_EXACT, M(HTTP_GET), false, presence_on, on_presence },
+	{ "/api/health", ROUTE_EXACT, M(HTTP_GET) | M(HTTP_HEAD), false, NULL, on_health },
+	{ "/", ROUTE_EXACT, M(HTTP_GET) | M(HTTP_HEAD), false, console_on, on_console },
+	{ "/metrics", ROUTE_EXACT, M(HTTP_GET), false, NULL, on_metrics },
+};
+
+static bool route_matches(const struct route *rt, const struct http_request *req)
+{
+	size_t n = strlen(rt->path);
+	if (req->path.n < n || memcmp(req->path.p, rt->path, n) != 0)
+		return false;
+	switch (rt->match) {
+	case ROUTE_EXACT:
+		return req->path.n == n;
+	case ROUTE_SUBTREE:
+		return req->path.n == n || req->path.p[n] == '/';
+	case ROUTE_BELOW:
+		return req->path.n > n;
+	}
+	return false;
+}
+
+/* The methods rt takes, for an Allow header ("GET, HEAD", "POST, OPTIONS"),
+ * into buf. */
+static const char *route_allow(const struct route *rt, char *buf, size_t len)
+{
+	static const struct {
+		enum http_method m;
+		const char *name;
+	} order[] = { { HTTP_GET, "GET" }, { HTTP_HEAD, "HEAD" }, { HTTP_POST, "POST" } };
+	size_t w = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_LEN(order); i++)
+		if (rt->methods & M(order[i].m))
+			w += (size_t)snprintf(buf + w, len - w, "%s%s", w ? ", " : "", order[i].name);
+	if (rt->preflight)
+		snprintf(buf + w, len - w, "%sOPTIONS", w ? ", " : "");
+	return buf;
+}
+
+/* The methods a preflight for rt allows: its own, without HEAD. */
+static const char *route_preflight_methods(const struct route *rt, char *buf, size_t len)
+{
+	struct route own = *rt;
+	own.methods &= ~M(HTTP_HEAD);
+	own.preflight = false;
+	return route_allow(&own, buf, len);
+}
+
 static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len)
 {
 	struct api *a = owner;
@@ -461,74 +639,23 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 	addr_client(a->trust, conn_peer(c), conn_peer_unix(c), xff, xff_len, client, sizeof(client));
 	conn_set_client(c, client);
 	free(xff);
-	struct mercure mc = mercure_of(a);
 	char more[2400];
 	answer_headers(a, c, req, more, sizeof(more));
 
-	if (path_is(req, "/api/events/stream")) {
-		if (req->method == HTTP_OPTIONS)
-			preflight(a, c, req, "GET", more);
-		else if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET, OPTIONS", more);
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
+		const struct route *rt = &routes[i];
+		if (!route_matches(rt, req) || (rt->present && !rt->present(a, req)))
+			continue;
+		char methods[64];
+		if (req->method == HTTP_OPTIONS && rt->preflight)
+			preflight(a, c, req, route_preflight_methods(rt, methods, sizeof(methods)), more);
+		else if (req->method >= 32 || !(rt->methods & M(req->method)))
+			method_not_allowed(c, route_allow(rt, methods, sizeof(methods)), more);
 		else
-			stream_open(a->streams, c, req);
-	} else if (path_is(req, "/api/events")) {
-		if (req->method == HTTP_OPTIONS)
-			preflight(a, c, req, "POST", more);
-		else if (req->method != HTTP_POST)
-			method_not_allowed(c, "POST, OPTIONS", more);
-		else if (conn_draining(c))
-			shutting_down(c, more);
-		else
-			publish_handle(a->pubq, c, req, body, body_len);
-	} else if (path_is(req, MERCURE_PATH) && a->cfg->mercure) {
-		if (req->method == HTTP_OPTIONS)
-			preflight(a, c, req, "GET, POST", more);
-		else if (req->method == HTTP_GET)
-			mercure_subscribe(&mc, c, req);
-		else if (req->method != HTTP_POST)
-			method_not_allowed(c, "GET, POST, OPTIONS", more);
-		else if (conn_draining(c))
-			shutting_down(c, more);
-		else
-			mercure_publish(&mc, c, req, body, body_len);
-	} else if (a->cfg->mercure && req->path.n >= 34 &&
-		   memcmp(req->path.p, MERCURE_PATH "/subscriptions", 34) == 0 &&
-		   (req->path.n == 34 || req->path.p[34] == '/')) {
-		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET", more);
-		else
-			mercure_subscriptions(&mc, c, req);
-	} else if (a->cfg->mercure && req->path.n > 38 &&
-		   memcmp(req->path.p, "/.well-known/oauth-protected-resource/", 38) == 0 &&
-		   mercure_metadata_path(&mc, req)) {
-		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET", more);
-		else
-			mercure_metadata(&mc, c, req);
-	} else if (path_is(req, "/api/presence") && a->presence) {
-		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET", more);
-		else
-			presence_route(a, c, req);
-	} else if (path_is(req, "/api/health")) {
-		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
-			method_not_allowed(c, "GET, HEAD", more);
-		else
-			health(a, c, req->method == HTTP_HEAD);
-	} else if (path_is(req, "/") && a->cfg->console) {
-		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
-			method_not_allowed(c, "GET, HEAD", more);
-		else
-			console_serve(c, req->method == HTTP_HEAD);
-	} else if (path_is(req, "/metrics")) {
-		if (req->method != HTTP_GET)
-			method_not_allowed(c, "GET", more);
-		else
-			metrics(a, c, req);
-	} else {
-		conn_refuse(c, 404, "not_found", "no such path", more);
+			rt->handle(&(struct routed){ a, c, req, body, body_len, more });
+		return;
 	}
+	conn_refuse(c, 404, "not_found", "no such path", more);
 }
 
 void api_hooks(struct api *a, struct conn_hooks *out)

@@ -97,8 +97,7 @@ static void compute_limits(struct server *srv)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		fds = rl.rlim_cur == RLIM_INFINITY ? INT64_C(1) << 20 : (int64_t)rl.rlim_cur;
 	int64_t derived = fds > FD_RESERVE * 2 ? fds - FD_RESERVE : fds / 2;
-	srv->streams.max_readers = srv->cfg.max_readers;
-	srv->streams.max_sockets = derived;
+	streams_set_limits(srv->streams, srv->cfg.max_readers, derived);
 	int64_t all = group_on() ? derived * (int64_t)group_workers() : derived;
 	if (srv->cfg.max_readers > all && group_index() <= 0)
 		log_warn("max_readers %lld is above the %lld descriptors the open-file limit%s allow%s for readers: "
@@ -258,7 +257,7 @@ static int set_jwt(struct server *srv)
 		log_err("jwt: %s", err);
 		return -1;
 	}
-	srv->streams.jwt = v;
+	streams_set_jwt(srv->streams, v);
 	publish_set_jwt(srv->pubq, v);
 	jwt_verifier_free(srv->jwt);
 	srv->jwt = v;
@@ -291,7 +290,7 @@ static void reload(struct server *srv)
 	compute_limits(srv);
 	hub_reconfigure(srv->hub);
 	cors_set(&srv->cors, srv->cfg.allow_origin);
-	streams_reconfigure(&srv->streams);
+	streams_reconfigure(srv->streams);
 	if (set_jwt(srv) < 0)
 		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
 	if (token_changed)
@@ -371,7 +370,7 @@ int server_start(struct server *srv, int argc, char **argv)
 	srv->pubq = publish_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (!srv->pubq)
 		return -1;
-	streams_init(&srv->streams, srv->hub, &srv->cfg, &srv->cors, &srv->m);
+	srv->streams = streams_new(srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (set_jwt(srv) < 0)
 		return -1;
 	if (srv->cfg.presence)
@@ -381,7 +380,7 @@ int server_start(struct server *srv, int argc, char **argv)
 			(long long)srv->cfg.presence_max_keys, strerror(errno));
 		return -1;
 	}
-	srv->streams.presence = srv->presence;
+	streams_set_presence(srv->streams, srv->presence);
 	/* The Mercure endpoint's active subscriptions, beside presence (the
 	 * subscriptions API is on only with presence, config_check.c). */
 	if (srv->cfg.presence)
@@ -398,7 +397,7 @@ int server_start(struct server *srv, int argc, char **argv)
 				 .cors = &srv->cors,
 				 .hub = srv->hub,
 				 .st = srv->st,
-				 .streams = &srv->streams,
+				 .streams = srv->streams,
 				 .presence = srv->presence,
 				 .pubq = srv->pubq,
 				 .msets = srv->msets,
@@ -414,8 +413,7 @@ int server_start(struct server *srv, int argc, char **argv)
 	 * whose streams come back to the pool as connections. */
 	srv->h2 = h2_server_new(srv->lp, &srv->cfg, &srv->m, srv->pool);
 	srv->api.h2 = srv->h2;
-	srv->streams.http2_sockets = count_http2_sockets;
-	srv->streams.http2_sockets_arg = srv->h2;
+	streams_set_http2_sockets(srv->streams, count_http2_sockets, srv->h2);
 	struct conn_takeover takeover = h2_server_takeover(srv->h2);
 	conn_pool_set_takeover(srv->pool, &takeover);
 
@@ -459,13 +457,13 @@ int server_start(struct server *srv, int argc, char **argv)
 		log_info("worker %d ready: %zu listener(s), %s, last event id %lld, descriptors for %lld readers here, "
 			 "max_readers %lld in the group (0: none)",
 			 group_index(), srv->listeners.n, where, (long long)hub_high_water(srv->hub),
-			 (long long)srv->streams.max_sockets, (long long)srv->streams.max_readers);
+			 (long long)streams_max_sockets(srv->streams), (long long)streams_max_readers(srv->streams));
 		return 0;
 	}
 	log_info("herald ready: %zu listener(s), %s, last event id %lld, descriptors for %lld readers, "
 		 "max_readers %lld (0: none)",
-		 srv->listeners.n, where, (long long)hub_high_water(srv->hub), (long long)srv->streams.max_sockets,
-		 (long long)srv->streams.max_readers);
+		 srv->listeners.n, where, (long long)hub_high_water(srv->hub),
+		 (long long)streams_max_sockets(srv->streams), (long long)streams_max_readers(srv->streams));
 	service_ready();
 	return 0;
 }
@@ -505,7 +503,8 @@ void server_free(struct server *srv)
 		loop_timer_stop(srv->lp, &srv->prune_timer);
 		loop_timer_stop(srv->lp, &srv->stamp_timer);
 	}
-	streams_free(&srv->streams);
+	streams_free(srv->streams);
+	srv->streams = NULL;
 	cors_free(&srv->cors);
 	jwt_verifier_free(srv->jwt);
 	srv->jwt = NULL;

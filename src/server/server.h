@@ -36,7 +36,7 @@ struct server {
 	struct conn_pool *pool;
 	struct h2_server *h2; /* HTTP/2 sessions, whose streams are connections of pool */
 	struct listeners listeners;
-	struct streams streams;
+	struct streams *streams;  /* the stream handler's state (owned: streams_new, streams_free) */
 	struct cors cors;         /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt; /* signed tokens, or NULL when off */
 	struct publish_queue *pubq;

@@ -1,8 +1,10 @@
 /* store_sqlite.c: the SQLite backend of store.h. Owns the database
- * connection, the schema and its migrations, the prepared statements of the
- * hot paths, the inotify watch that tells herald about rows other processes
- * commit (and its wiring to the loop), the checkpoint policy after
- * herald's own writes, and the backend table store.c drives.
+ * connection (open and close), the prepared statements of the hot paths,
+ * errors and transactions, the log (append, reads and their budgets,
+ * prune) and the backend table store.c drives. The schema and its
+ * migrations are store_sqlite_schema.c's; the watch for other writers'
+ * commits and the checkpoint policy are store_sqlite_watch.c's; the struct
+ * they share is in store_sqlite_private.h.
  *
  * Invariants:
  * - Every statement is reset right after use, so no read transaction stays
@@ -12,7 +14,7 @@
  *   within busy_timeout_ms gives -EBUSY with nothing written, never a stall.
  * - Ids come from AUTOINCREMENT, so an id is never reused even after the
  *   rows holding the highest ids were pruned (sqlite_sequence remembers). */
-#include "store/store_sqlite.h"
+#include "store/store_sqlite_private.h"
 
 #include "core/config.h"
 #include "common/log.h"
@@ -30,16 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/epoll.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Filtered reads' statements kept prepared (by their text). */
-#define STORE_FILTER_CACHE 32
-
-/* The schema version this build writes; a newer database is refused. */
-#define STORE_SCHEMA_VERSION 5
 
 /* SQLite's VM steps between two looks at a read's budget. */
 #define BUDGET_CHECK_OPS 1000
@@ -51,326 +45,6 @@ static void sql_seen(sqlite3_context *ctx, int argc, sqlite3_value **argv);
  * while; the loop is not running yet. */
 #define STORE_OPEN_BUSY_MS 5000
 
-struct store_sqlite {
-	sqlite3 *db;
-	char *path;
-	int watch_fd;
-	int64_t pruned_through;
-	int64_t data_version;
-	int wal_pages;          /* frames in the WAL after our last commit */
-	uint64_t last_write_ms; /* monotonic time of our last commit */
-	dev_t dev;              /* the database file opened, to notice it replaced */
-	ino_t ino;
-	bool check_file;      /* a folder event named the database file */
-	int64_t late_inserts; /* rows seen inserted below the newest id */
-
-	sqlite3_stmt *begin;
-	sqlite3_stmt *commit;
-	sqlite3_stmt *rollback;
-	sqlite3_stmt *insert;
-	sqlite3_stmt *range;
-	sqlite3_stmt *range_public;
-	struct filter_cache {
-		char *sql;
-		sqlite3_stmt *stmt;
-	} filters[STORE_FILTER_CACHE]; /* the filtered reads' statements, by their text */
-	size_t next_filter;
-	sqlite3_stmt *late;
-	sqlite3_stmt *max_id;
-	/* The work a filtered read may do (store_sqlite_set_read_budget),
-	 * counted by the progress handler while one runs. */
-	struct read_budget {
-		uint64_t us;         /* time, from the read's start */
-		uint64_t min_ops;    /* never interrupted before this many VM steps */
-		uint64_t max_ops;    /* nor allowed more (0: no count limit) */
-		bool on;             /* a budgeted read is running */
-		uint64_t ops;        /* VM steps so far */
-		uint64_t deadline;   /* clock_mono_us() */
-		int64_t seen;        /* a scan's last row examined (herald_seen) */
-		uint64_t interrupts; /* reads cut short, for tests and logs */
-	} budget;
-	sqlite3_stmt *prune;
-	sqlite3_stmt *set_pruned;
-	sqlite3_stmt *idem_get;        /* a publisher's key, if still valid */
-	sqlite3_stmt *idem_put;        /* remember a key with its event */
-	sqlite3_stmt *idem_prune_age;  /* forget keys past the window */
-	sqlite3_stmt *idem_prune_gone; /* forget the keys of pruned events */
-	int64_t idem_window_s;         /* how long a key is remembered */
-	sqlite3_stmt *data_ver;
-	sqlite3_stmt *mercure_put;  /* a Mercure update's id and block */
-	sqlite3_stmt *mercure_find; /* the event of a Mercure id */
-
-	/* Wired to the loop by store_sqlite_watch (else lp is NULL). */
-	struct loop *lp;
-	struct metrics *m;
-	struct store_hooks hooks;
-	struct loop_timer watch_timer;   /* only without inotify: slow poll */
-	struct loop_timer confirm_timer; /* re-check data_version after a wake-up */
-	struct loop_timer upkeep_timer;  /* the checkpoint after our writes */
-	size_t confirm_step;
-	/* Other workers of a group, which wake us after their commits. */
-	struct store_peers peers;
-	bool has_peers;
-	struct loop_timer folder_rest_timer; /* the folder watch paused */
-	struct loop_timer peer_rest_timer;   /* the peers' wake-up paused */
-};
-
-/* ---- schema and migrations ---- */
-
-#define EVENTS_COLUMNS                          \
-	"id INTEGER PRIMARY KEY AUTOINCREMENT," \
-	"type TEXT NOT NULL DEFAULT 'message'," \
-	"topic TEXT NOT NULL DEFAULT '',"       \
-	"data TEXT NOT NULL DEFAULT '',"        \
-	"public INTEGER NOT NULL DEFAULT 0,"    \
-	"created_at INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER))"
-
-/* One schema step: run fn (if any), then sql (if any), inside the migration
- * transaction. Adding version N is appending { N, "...", fn } below. */
-struct migration {
-	int version;
-	const char *sql;
-	int (*fn)(sqlite3 *db, char *err, size_t errlen);
-};
-
-static int migrate_adopt_events(sqlite3 *db, char *err, size_t errlen);
-
-static const struct migration migrations[] = {
-	{ 1,
-	  "CREATE TABLE IF NOT EXISTS events(" EVENTS_COLUMNS ");"
-	  "CREATE INDEX IF NOT EXISTS events_created_at ON events(created_at);"
-	  "CREATE TABLE IF NOT EXISTS herald_meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);",
-	  migrate_adopt_events },
-	/* Catch-up reads by topic and by visibility walk an index instead of
-	 * the whole log; the trigger counts rows inserted with an id below
-	 * the newest one (live readers never see those; see store_sqlite_changed). */
-	{ 2,
-	  "CREATE INDEX IF NOT EXISTS events_topic_id ON events(topic, id);"
-	  "CREATE INDEX IF NOT EXISTS events_public_id ON events(id) WHERE CAST(public AS INTEGER) <> 0;"
-	  "CREATE TRIGGER IF NOT EXISTS herald_late_insert AFTER INSERT ON events"
-	  " WHEN EXISTS (SELECT 1 FROM events WHERE id > NEW.id) BEGIN"
-	  " INSERT OR REPLACE INTO herald_meta(key, value) VALUES ('late_inserts',"
-	  " COALESCE((SELECT value FROM herald_meta WHERE key = 'late_inserts'), 0) + 1); END;",
-	  NULL },
-	/* A reader without rights to private rows reads public rows by topic
-	 * through an index that holds nothing else: a log full of private
-	 * rows under its topics costs it nothing. */
-	{ 3,
-	  "CREATE INDEX IF NOT EXISTS events_public_topic_id ON events(topic, id) WHERE CAST(public AS INTEGER) <> 0;",
-	  NULL },
-	/* Idempotency-Key: each publisher's keys with the body's hash and the
-	 * event stored, forgotten by age (the window) and with their event
-	 * (retention), each through its index. */
-	{ 4,
-	  "CREATE TABLE IF NOT EXISTS herald_idempotency(publisher TEXT NOT NULL, key TEXT NOT NULL,"
-	  " hash TEXT NOT NULL, event_id INTEGER NOT NULL, created_at INTEGER NOT NULL,"
-	  " PRIMARY KEY(publisher, key)) WITHOUT ROWID;"
-	  "CREATE INDEX IF NOT EXISTS herald_idempotency_created_at ON herald_idempotency(created_at);"
-	  "CREATE INDEX IF NOT EXISTS herald_idempotency_event_id ON herald_idempotency(event_id);",
-	  NULL },
-	/* Mercure updates: the publisher's id (a reused one names its
-	 * earliest event, so an id resolves to one event) and the block read
-	 * back with the row, removed with their event by whoever deletes it. */
-	{ 5,
-	  "CREATE TABLE IF NOT EXISTS herald_mercure(event_id INTEGER PRIMARY KEY, uid TEXT NOT NULL,"
-	  " block TEXT NOT NULL);"
-	  "CREATE INDEX IF NOT EXISTS herald_mercure_uid ON herald_mercure(uid, event_id);"
-	  "CREATE TRIGGER IF NOT EXISTS herald_mercure_gone AFTER DELETE ON events BEGIN"
-	  " DELETE FROM herald_mercure WHERE event_id = OLD.id; END;",
-	  NULL },
-};
-
-static int exec_sql(sqlite3 *db, const char *sql, char *err, size_t errlen, const char *what)
-{
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", what, msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
-		return -1;
-	}
-	return 0;
-}
-
-/* Run a one-row, one-integer query; *out keeps its value when no row comes.
- * Returns the SQLite result code (SQLITE_OK on success). */
-static int query_int(sqlite3 *db, const char *sql, int64_t *out)
-{
-	sqlite3_stmt *s;
-	int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW) {
-		if (sqlite3_column_type(s, 0) != SQLITE_NULL)
-			*out = sqlite3_column_int64(s, 0);
-		rc = SQLITE_OK;
-	} else if (rc == SQLITE_DONE) {
-		rc = SQLITE_OK;
-	}
-	sqlite3_finalize(s);
-	return rc;
-}
-
-/* An events table made before herald managed the file (by hand, or by an
- * older program) may lack columns, NOT NULL defaults or AUTOINCREMENT. One
- * with every column and AUTOINCREMENT is kept as it is; anything else is
- * rebuilt into the current layout with its ids and rows preserved, so
- * readers' resume points stay valid. */
-static int migrate_adopt_events(sqlite3 *db, char *err, size_t errlen)
-{
-	static const char *const wanted[] = { "id", "type", "topic", "data", "public", "created_at" };
-	bool have[ARRAY_LEN(wanted)] = { false };
-	bool id_is_key = false;
-	int64_t exists = 0, autoinc = 0, has_seq_table = 0, old_seq = 0;
-	sqlite3_stmt *s;
-	int rc;
-
-	rc = query_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'", &exists);
-	if (rc != SQLITE_OK)
-		goto sql_fail;
-	if (!exists)
-		return 0;
-	rc = query_int(db,
-		       "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"
-		       " AND sql LIKE '%autoincrement%'",
-		       &autoinc);
-	if (rc != SQLITE_OK)
-		goto sql_fail;
-
-	rc = sqlite3_prepare_v2(db, "SELECT name, type, pk FROM pragma_table_info('events')", -1, &s, NULL);
-	if (rc != SQLITE_OK)
-		goto sql_fail;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(s, 0);
-		const char *type = (const char *)sqlite3_column_text(s, 1);
-		for (size_t i = 0; name && i < ARRAY_LEN(wanted); i++)
-			if (strcasecmp(name, wanted[i]) == 0)
-				have[i] = true;
-		if (name && strcasecmp(name, "id") == 0 && type && strcasecmp(type, "INTEGER") == 0 &&
-		    sqlite3_column_int(s, 2) == 1)
-			id_is_key = true;
-	}
-	sqlite3_finalize(s);
-	if (rc != SQLITE_DONE)
-		goto sql_fail;
-
-	bool complete = autoinc && id_is_key;
-	for (size_t i = 0; i < ARRAY_LEN(wanted); i++)
-		complete = complete && have[i];
-	if (complete)
-		return 0;
-
-	log_notice("store: rebuilding an older events table into the current layout (ids kept)");
-	rc = query_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='sqlite_sequence'",
-		       &has_seq_table);
-	if (rc != SQLITE_OK)
-		goto sql_fail;
-	if (has_seq_table) {
-		rc = query_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'", &old_seq);
-		if (rc != SQLITE_OK)
-			goto sql_fail;
-	}
-
-	/* Each missing or NULL value becomes the column's default. A text
-	 * created_at (a datetime string) is converted to Unix seconds so age
-	 * retention can compare it. */
-	char sql[2048];
-	snprintf(sql, sizeof(sql),
-		 "CREATE TABLE herald_events_new(%s);"
-		 "INSERT INTO herald_events_new(id, type, topic, data, public, created_at)"
-		 " SELECT %s, %s, %s, %s, %s, COALESCE(%s, CAST(strftime('%%s','now') AS INTEGER))"
-		 " FROM events ORDER BY 1;"
-		 "DROP TABLE events;"
-		 "ALTER TABLE herald_events_new RENAME TO events;",
-		 EVENTS_COLUMNS, have[0] ? "id" : "rowid", have[1] ? "COALESCE(type, 'message')" : "'message'",
-		 have[2] ? "COALESCE(topic, '')" : "''", have[3] ? "COALESCE(data, '')" : "''",
-		 have[4] ? "COALESCE(public, 0)" : "0",
-		 have[5] ? "CASE typeof(created_at) WHEN 'integer' THEN created_at"
-			   " WHEN 'real' THEN CAST(created_at AS INTEGER)"
-			   " WHEN 'text' THEN CAST(strftime('%s', created_at) AS INTEGER) END"
-			 : "NULL");
-	/* Legacy rename: views and triggers elsewhere that name "events" keep
-	 * naming it, instead of the rename refusing while events is missing. */
-	if (exec_sql(db, "PRAGMA legacy_alter_table=ON", err, errlen, "rebuilding events table") < 0)
-		return -1;
-	int r = exec_sql(db, sql, err, errlen, "rebuilding events table");
-	exec_sql(db, "PRAGMA legacy_alter_table=OFF", err, errlen, "rebuilding events table");
-	if (r < 0)
-		return -1;
-	if (old_seq > 0) {
-		snprintf(sql, sizeof(sql),
-			 "UPDATE sqlite_sequence SET seq = MAX(seq, %lld) WHERE name='events';"
-			 "INSERT INTO sqlite_sequence(name, seq) SELECT 'events', %lld"
-			 " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name='events');",
-			 (long long)old_seq, (long long)old_seq);
-		if (exec_sql(db, sql, err, errlen, "keeping the events id sequence") < 0)
-			return -1;
-	}
-	return 0;
-
-sql_fail:
-	snprintf(err, errlen, "inspecting the events table: %s", sqlite3_errmsg(db));
-	return -1;
-}
-
-/* Read PRAGMA user_version into *version; refuse a schema newer than this
- * build knows. Returns 0, or -1 with a reason in err. */
-static int read_schema_version(sqlite3 *db, const char *path, int64_t *version, char *err, size_t errlen)
-{
-	if (query_int(db, "PRAGMA user_version", version) != SQLITE_OK) {
-		snprintf(err, errlen, "reading the schema version of %s: %s", path, sqlite3_errmsg(db));
-		return -1;
-	}
-	if (*version > STORE_SCHEMA_VERSION) {
-		snprintf(err, errlen,
-			 "database %s has schema version %lld, newer than this herald knows (%d); refusing to open it",
-			 path, (long long)*version, STORE_SCHEMA_VERSION);
-		return -1;
-	}
-	return 0;
-}
-
-/* Bring the schema from the stored user_version up to the current one in a
- * single transaction, so a crash or a concurrent herald never sees half of
- * it. Returns 0 or -1 with err set. */
-static int migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
-{
-	int64_t version = 0;
-	char sql[64];
-
-	if (exec_sql(db, "BEGIN IMMEDIATE", err, errlen, "starting schema migration") < 0)
-		return -1;
-	/* Read again under the write lock: another process may have migrated
-	 * since we looked. */
-	if (read_schema_version(db, path, &version, err, errlen) < 0)
-		goto fail;
-	for (size_t i = 0; i < ARRAY_LEN(migrations); i++) {
-		const struct migration *m = &migrations[i];
-		if (m->version <= version)
-			continue;
-		char what[64];
-		snprintf(what, sizeof(what), "migrating schema to version %d", m->version);
-		if (m->fn && m->fn(db, err, errlen) < 0)
-			goto fail;
-		if (m->sql && exec_sql(db, m->sql, err, errlen, what) < 0)
-			goto fail;
-		if (version > 0)
-			log_notice("store: %s: schema migrated to version %d", path, m->version);
-	}
-	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION);
-	if (version != STORE_SCHEMA_VERSION && exec_sql(db, sql, err, errlen, "setting schema version") < 0)
-		goto fail;
-	if (exec_sql(db, "COMMIT", err, errlen, "committing schema migration") < 0)
-		goto fail;
-	return 0;
-
-fail:
-	if (!sqlite3_get_autocommit(db))
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-	return -1;
-}
-
 /* ---- open and close ---- */
 
 static int prepare(struct store_sqlite *st, sqlite3_stmt **out, const char *sql, char *err, size_t errlen)
@@ -381,46 +55,6 @@ static int prepare(struct store_sqlite *st, sqlite3_stmt **out, const char *sql,
 		return -1;
 	}
 	return 0;
-}
-
-/* What the folder watch asks for: a commit by any process appends to the
- * -wal file there (IN_MODIFY); the other events catch the file being
- * created or replaced. */
-#define FOLDER_WRITES (IN_MODIFY | IN_CLOSE_WRITE)
-#define FOLDER_NAMES (IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
-
-/* The folder that holds path (a copy the caller frees). */
-static char *folder_of(const char *path)
-{
-	char *dir = xstrdup(path);
-	char *slash = strrchr(dir, '/');
-	if (!slash) {
-		free(dir);
-		return xstrdup(".");
-	}
-	if (slash == dir)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	return dir;
-}
-
-/* Watch the database's folder for mask. Returns the descriptor or -1 (the
- * caller then polls). */
-static int watch_folder(const char *path, uint32_t mask)
-{
-	char *folder = folder_of(path);
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0) {
-		log_warn("store: inotify unavailable (%s); falling back to polling for other writers", strerror(errno));
-	} else if (inotify_add_watch(fd, folder, mask) < 0) {
-		log_warn("store: cannot watch %s with inotify (%s); falling back to polling for other writers", folder,
-			 strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	free(folder);
-	return fd;
 }
 
 static int wal_counted(void *arg, sqlite3 *db, const char *name, int pages)
@@ -458,7 +92,7 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 	sqlite3_busy_timeout(st->db, MAX(busy_timeout_ms, STORE_OPEN_BUSY_MS));
 
 	/* Refuse a newer schema before touching the file at all. */
-	if (read_schema_version(st->db, path, &version, err, errlen) < 0)
+	if (store_sqlite_schema_version(st->db, path, &version, err, errlen) < 0)
 		goto fail;
 
 	/* WAL lets other processes insert while herald reads, and makes every
@@ -479,9 +113,9 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 		snprintf(err, errlen, "cannot set WAL journal mode on %s: %s", path, sqlite3_errmsg(st->db));
 		goto fail;
 	}
-	if (exec_sql(st->db, "PRAGMA synchronous=NORMAL", err, errlen, "setting synchronous=NORMAL") < 0)
+	if (store_sqlite_exec(st->db, "PRAGMA synchronous=NORMAL", err, errlen, "setting synchronous=NORMAL") < 0)
 		goto fail;
-	if (migrate(st->db, path, err, errlen) < 0)
+	if (store_sqlite_migrate(st->db, path, err, errlen) < 0)
 		goto fail;
 
 	if (prepare(st, &st->begin, "BEGIN IMMEDIATE", err, errlen) < 0 ||
@@ -544,11 +178,13 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 		goto fail;
 	st->idem_window_s = 86400;
 
-	rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='pruned_through'", &st->pruned_through);
+	rc = store_sqlite_query_int(st->db, "SELECT value FROM herald_meta WHERE key='pruned_through'",
+				    &st->pruned_through);
 	if (rc == SQLITE_OK)
-		rc = query_int(st->db, "SELECT value FROM herald_meta WHERE key='late_inserts'", &st->late_inserts);
+		rc = store_sqlite_query_int(st->db, "SELECT value FROM herald_meta WHERE key='late_inserts'",
+					    &st->late_inserts);
 	if (rc == SQLITE_OK)
-		rc = query_int(st->db, "PRAGMA data_version", &st->data_version);
+		rc = store_sqlite_query_int(st->db, "PRAGMA data_version", &st->data_version);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errlen, "cannot read database %s: %s", path, sqlite3_errmsg(st->db));
 		goto fail;
@@ -576,76 +212,13 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 	}
 	st->dev = sb.st_dev;
 	st->ino = sb.st_ino;
-	st->watch_fd = watch_folder(path, FOLDER_WRITES | FOLDER_NAMES);
+	st->watch_fd = store_sqlite_watch_folder(path, FOLDER_WRITES | FOLDER_NAMES);
 	return st;
 
 fail:
 	store_sqlite_close(st);
 	return NULL;
 }
-
-int store_sqlite_wal_pages(const struct store_sqlite *st)
-{
-	return st->wal_pages;
-}
-
-static int fail_rc(struct store_sqlite *st, const char *op, int rc);
-
-int store_sqlite_checkpoint(struct store_sqlite *st)
-{
-	int log = 0, done = 0;
-	int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
-	if (rc != SQLITE_OK)
-		return fail_rc(st, "checkpoint", rc);
-	/* Frames readers still need stay; the WAL restarts from the top once
-	 * every frame is in the database. */
-	st->wal_pages = log > done ? log - done : 0;
-	return done;
-}
-
-/* A checkpoint that copied every frame lets the next write start the WAL
- * from the top, and SQLite syncs the new header before the first frame:
- * one sync of the disk (4 ms and more here) inside whatever publish came
- * next. The policy's own write takes it now, in the pause: page 1 written
- * again as it is (the schema version set to itself). Its one frame waits
- * for a later checkpoint without asking for one, and the clock of the
- * pause is left alone. Another writer holding the lock makes it a no-op;
- * the next append restarts the WAL then, as before. */
-static void restart_wal(struct store_sqlite *st)
-{
-	uint64_t last_write = st->last_write_ms;
-	char sql[64];
-	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", STORE_SCHEMA_VERSION);
-	int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
-	if (rc != SQLITE_OK)
-		log_debug("store: restarting the WAL of %s in a pause: %s", st->path, sqlite3_errstr(rc));
-	st->wal_pages = 0;
-	st->last_write_ms = last_write;
-}
-
-int64_t store_sqlite_upkeep(struct store_sqlite *st, uint64_t *ns)
-{
-	*ns = 0;
-	if (st->wal_pages <= 0)
-		return -1;
-	uint64_t quiet = clock_mono_ms() - st->last_write_ms;
-	if (quiet < STORE_CHECKPOINT_QUIET_MS && st->wal_pages < STORE_WAL_FORCE_PAGES)
-		return (int64_t)(STORE_CHECKPOINT_QUIET_MS - quiet);
-	int pages = st->wal_pages;
-	uint64_t t0 = clock_mono_ns();
-	int n = store_sqlite_checkpoint(st);
-	if (n >= 0 && st->wal_pages == 0)
-		restart_wal(st);
-	*ns = clock_mono_ns() - t0;
-	if (n >= 0)
-		log_debug("checkpoint: %d of %d WAL pages copied in %.1f ms", n, pages, (double)*ns / 1e6);
-	/* Once tried, wait for the next write: frames a reader still holds
-	 * stay until a later checkpoint, and a failing disk is not retried
-	 * in a loop. */
-	return -1;
-}
-
-static void store_sqlite_unwatch(struct store_sqlite *st);
 
 void store_sqlite_close(struct store_sqlite *st)
 {
@@ -690,7 +263,7 @@ void store_sqlite_close(struct store_sqlite *st)
 
 /* ---- errors and transactions ---- */
 
-static bool is_busy(int rc)
+bool store_sqlite_is_busy(int rc)
 {
 	rc &= 0xff;
 	return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
@@ -722,9 +295,9 @@ static int failed_errno(struct store_sqlite *st)
  * read-only under an open descriptor also comes as an I/O error (EPERM,
  * EROFS), not as SQLITE_READONLY. Call before anything else runs on the
  * connection, so the codes are still the failure's own. */
-static int fail_rc(struct store_sqlite *st, const char *op, int rc)
+int store_sqlite_fail_rc(struct store_sqlite *st, const char *op, int rc)
 {
-	if (is_busy(rc))
+	if (store_sqlite_is_busy(rc))
 		return -EBUSY;
 	int primary = sqlite3_extended_errcode(st->db) & 0xff;
 	int sys = failed_errno(st);
@@ -778,7 +351,7 @@ static int key_lookup(struct store_sqlite *st, const struct store_new_event *ev,
 		*same = h && ev->idem_hash && strcmp(h, ev->idem_hash) == 0;
 		ret = 1;
 	} else if (rc != SQLITE_DONE) {
-		ret = fail_rc(st, "idempotency key lookup", rc);
+		ret = store_sqlite_fail_rc(st, "idempotency key lookup", rc);
 	}
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
@@ -796,7 +369,7 @@ static int key_remember(struct store_sqlite *st, const struct store_new_event *e
 	sqlite3_bind_int64(s, 5, now);
 	int rc = step_done(s);
 	sqlite3_clear_bindings(s);
-	return rc == SQLITE_OK ? 0 : fail_rc(st, "remember idempotency key", rc);
+	return rc == SQLITE_OK ? 0 : store_sqlite_fail_rc(st, "remember idempotency key", rc);
 }
 
 /* Forget at most limit keys older than the window or whose event retention
@@ -811,7 +384,7 @@ static int keys_prune(struct store_sqlite *st, int64_t now, int64_t pruned, size
 		sqlite3_bind_int64(st->idem_prune_gone, 2, (sqlite3_int64)limit);
 		rc = step_done(st->idem_prune_gone);
 	}
-	return rc == SQLITE_OK ? 0 : fail_rc(st, "forget idempotency keys", rc);
+	return rc == SQLITE_OK ? 0 : store_sqlite_fail_rc(st, "forget idempotency keys", rc);
 }
 
 void store_sqlite_set_idempotency_window(struct store_sqlite *st, int64_t window_s)
@@ -829,7 +402,7 @@ int store_sqlite_mercure_find(struct store_sqlite *st, const char *mercure_id, i
 		*id = sqlite3_column_int64(s, 0);
 		ret = 1;
 	} else if (rc != SQLITE_DONE) {
-		ret = fail_rc(st, "find a Mercure id", rc);
+		ret = store_sqlite_fail_rc(st, "find a Mercure id", rc);
 	}
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
@@ -847,7 +420,7 @@ static int mercure_remember(struct store_sqlite *st, const struct store_new_even
 	int rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
-	return rc == SQLITE_DONE ? 0 : fail_rc(st, "append a Mercure id", rc);
+	return rc == SQLITE_DONE ? 0 : store_sqlite_fail_rc(st, "append a Mercure id", rc);
 }
 
 int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *evs, size_t n,
@@ -861,7 +434,7 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 		return 0;
 	rc = step_done(st->begin);
 	if (rc != SQLITE_OK) {
-		ret = fail_rc(st, "begin append", rc);
+		ret = store_sqlite_fail_rc(st, "begin append", rc);
 		tx_abort(st);
 		return ret;
 	}
@@ -888,7 +461,7 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 		sqlite3_bind_int(st->insert, 4, ev->public ? 1 : 0);
 		rc = sqlite3_step(st->insert);
 		if (rc != SQLITE_DONE) {
-			ret = fail_rc(st, "append", rc);
+			ret = store_sqlite_fail_rc(st, "append", rc);
 			sqlite3_reset(st->insert);
 			goto fail;
 		}
@@ -908,7 +481,7 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 		goto fail;
 	rc = step_done(st->commit);
 	if (rc != SQLITE_OK) {
-		ret = fail_rc(st, "commit append", rc);
+		ret = store_sqlite_fail_rc(st, "commit append", rc);
 		tx_abort(st);
 		return ret;
 	}
@@ -981,7 +554,7 @@ static int read_rows(struct store_sqlite *st, sqlite3_stmt *s, int64_t after, in
 			break;
 		}
 	}
-	int ret = rc == SQLITE_DONE ? count : fail_rc(st, "read range", rc);
+	int ret = rc == SQLITE_DONE ? count : store_sqlite_fail_rc(st, "read range", rc);
 	/* Ends the read transaction, so the next call sees new commits. */
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
@@ -1149,7 +722,7 @@ int store_sqlite_read_matching(struct store_sqlite *st, int64_t after, int64_t u
 			return rs.n;
 		}
 		if (rc != SQLITE_INTERRUPT)
-			return fail_rc(st, "filtered read", rc);
+			return store_sqlite_fail_rc(st, "filtered read", rc);
 		/* Out of budget. Rows come out in id order (a seek's parts are
 		 * merged as they go), so every wanted row up to the last one
 		 * passed on has been; a scan has also examined every row below
@@ -1170,7 +743,7 @@ int store_sqlite_max_id(struct store_sqlite *st, int64_t *max_id)
 	if (rc == SQLITE_ROW)
 		*max_id = sqlite3_column_int64(st->max_id, 0);
 	else
-		ret = fail_rc(st, "read max id", rc);
+		ret = store_sqlite_fail_rc(st, "read max id", rc);
 	sqlite3_reset(st->max_id);
 	return ret;
 }
@@ -1178,84 +751,6 @@ int store_sqlite_max_id(struct store_sqlite *st, int64_t *max_id)
 int64_t store_sqlite_pruned_through(const struct store_sqlite *st)
 {
 	return st->pruned_through;
-}
-
-int store_sqlite_watch_fd(const struct store_sqlite *st)
-{
-	return st->watch_fd;
-}
-
-/* Another writer inserted rows with an explicit id below the newest one
- * (the trigger of schema version 2 counts them): readers that are live have
- * passed those ids and never get them. Say so, once per new count. */
-static void note_late_inserts(struct store_sqlite *st)
-{
-	int64_t n = st->late_inserts;
-	if (sqlite3_step(st->late) == SQLITE_ROW)
-		n = sqlite3_column_int64(st->late, 0);
-	sqlite3_reset(st->late);
-	if (n > st->late_inserts) {
-		log_warn("store: %lld row(s) were inserted into %s with an id below the newest one; readers already "
-			 "past that id do not get them (leave id out of INSERT: the store assigns ids)",
-			 (long long)(n - st->late_inserts), st->path);
-		st->late_inserts = n;
-	}
-}
-
-bool store_sqlite_changed(struct store_sqlite *st)
-{
-	/* Drain first, then look: a commit landing in between is both seen
-	 * now and leaves a fresh inotify event, which costs one spurious
-	 * check later instead of a missed row. */
-	if (st->watch_fd >= 0) {
-		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-		const char *slash = strrchr(st->path, '/');
-		const char *base = slash ? slash + 1 : st->path;
-		for (;;) {
-			ssize_t r = read(st->watch_fd, buf, sizeof(buf));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			/* The database file itself deleted, renamed or created
-			 * anew: store_sqlite_check_file looks at it. */
-			for (char *p = buf; p < buf + r;) {
-				const struct inotify_event *e = (const void *)p;
-				if ((e->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE)) && e->len &&
-				    strcmp(e->name, base) == 0)
-					st->check_file = true;
-				p += sizeof(*e) + e->len;
-			}
-		}
-	}
-	int rc = sqlite3_step(st->data_ver);
-	if (rc != SQLITE_ROW) {
-		/* Unknown: say yes, since the caller rereads past its high-water
-		 * mark (harmless), while a wrong no could strand a row until the
-		 * next commit. */
-		if (!is_busy(rc))
-			log_err("store: reading data_version of %s: %s", st->path, sqlite3_errmsg(st->db));
-		sqlite3_reset(st->data_ver);
-		return true;
-	}
-	int64_t v = sqlite3_column_int64(st->data_ver, 0);
-	sqlite3_reset(st->data_ver);
-	if (v == st->data_version)
-		return false;
-	st->data_version = v;
-	note_late_inserts(st);
-	return true;
-}
-
-int store_sqlite_check_file(struct store_sqlite *st)
-{
-	if (st->watch_fd >= 0 && !st->check_file)
-		return 0;
-	st->check_file = false;
-	struct stat sb;
-	if (stat(st->path, &sb) < 0)
-		return errno == ENOENT ? -ENOENT : 0; /* another error says nothing about the file */
-	return sb.st_dev == st->dev && sb.st_ino == st->ino ? 0 : -ESTALE;
 }
 
 int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_count, size_t max_rows)
@@ -1269,7 +764,7 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 		max_rows = INT_MAX;
 	rc = step_done(st->begin);
 	if (rc != SQLITE_OK) {
-		ret = fail_rc(st, "begin prune", rc);
+		ret = store_sqlite_fail_rc(st, "begin prune", rc);
 		tx_abort(st);
 		return ret;
 	}
@@ -1293,7 +788,7 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 		deleted++;
 	}
 	if (rc != SQLITE_DONE) {
-		ret = fail_rc(st, "prune", rc);
+		ret = store_sqlite_fail_rc(st, "prune", rc);
 		sqlite3_reset(st->prune);
 		tx_abort(st);
 		return ret;
@@ -1309,241 +804,20 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 		sqlite3_bind_int64(st->set_pruned, 1, highest);
 		rc = step_done(st->set_pruned);
 		if (rc != SQLITE_OK) {
-			ret = fail_rc(st, "record pruned_through", rc);
+			ret = store_sqlite_fail_rc(st, "record pruned_through", rc);
 			tx_abort(st);
 			return ret;
 		}
 	}
 	rc = step_done(st->commit);
 	if (rc != SQLITE_OK) {
-		ret = fail_rc(st, "commit prune", rc);
+		ret = store_sqlite_fail_rc(st, "commit prune", rc);
 		tx_abort(st);
 		return ret;
 	}
 	if (highest > st->pruned_through)
 		st->pruned_through = highest;
 	return deleted;
-}
-
-/* ---- wiring to the loop: change from other writers, checkpoints ---- */
-
-#define NO_INOTIFY_POLL_MS 1000
-
-/* A writer's commit shows in the -wal file (inotify) before it becomes
- * visible: the wal-index in the -shm file is updated through mmap, which
- * inotify does not see, and a writer with synchronous=FULL syncs the -wal
- * file in between, which on a busy disk takes a good part of a second or
- * more. So a wake-up is followed by checks of data_version on the next pass,
- * then from 1 ms to 2 s later (about 3.8 s in all), and a change found does
- * not end them: the same wake-up may stand for a second commit that is still
- * syncing. Without a change the checks end, and no timer runs while nothing
- * happens. */
-static const unsigned confirm_delays_ms[] = { 0, 1, 1, 2, 4, 8, 16, 64, 250, 500, 1000, 2000 };
-
-/* The database file was deleted or replaced under us: what we write would go
- * to an unlinked file. Say so and report it, so the process stops and a
- * restart opens the file that is there now. Returns true when gone. */
-static bool file_gone(struct store_sqlite *st)
-{
-	int r = store_sqlite_check_file(st);
-	if (r == 0)
-		return false;
-	log_err("the database file %s was %s while herald had it open; stopping so that a restart opens the "
-		"file that is there now",
-		st->path, r == -ENOENT ? "deleted" : "replaced by another file");
-	st->hooks.fatal(st->hooks.arg);
-	return true;
-}
-
-static void confirm_change(void *arg)
-{
-	struct store_sqlite *st = arg;
-	bool changed = store_sqlite_changed(st);
-	if (file_gone(st))
-		return;
-	if (changed) {
-		st->hooks.changed(st->hooks.arg);
-		if (st->has_peers && st->peers.watch_writes)
-			st->peers.wake(st->peers.arg); /* maybe another program's rows */
-		st->confirm_step = 1;                  /* go on checking from the shortest delay */
-	}
-	if (st->confirm_step < ARRAY_LEN(confirm_delays_ms))
-		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change, st);
-	else
-		st->confirm_step = 0;
-}
-
-/* With peers, their commits come through their wake-ups, visible at once,
- * while each of their writes to the -wal file also fires the folder watch
- * of every worker: at thousands of commits a second that was most of a
- * group's CPU. So the folder watch rests FOLDER_REST_MS after each event;
- * it still sees other programs' commits and the file being replaced, within
- * that much more. */
-#define FOLDER_REST_MS 100
-
-static void folder_rested(void *arg)
-{
-	struct store_sqlite *st = arg;
-	int r = loop_modify(st->lp, st->watch_fd, EPOLLIN);
-	if (r < 0)
-		log_warn("store: watching %s again: %s", st->path, strerror(-r));
-}
-
-/* After an append of herald's own the caller reads every new row (store.h),
- * and the append had to wait for any other writer's lock, so a commit of
- * another program's that the watch or a running check stood for is read
- * then too. What the folder watch would report next is mostly the append's
- * own writes to the -wal file: one wake-up and one look per append, 5% of
- * the server's CPU at 1,000 publishes/s. So the checks end and the watch
- * rests OWN_WRITE_REST_MS: a commit of another program's after the append
- * is seen when the rest ends, or with the next append, whichever is first,
- * and without appends nothing rests. */
-#define OWN_WRITE_REST_MS 10
-
-static void rest_after_own_append(struct store_sqlite *st)
-{
-	if (!st->lp || st->watch_fd < 0 || (st->has_peers && !st->peers.watch_writes))
-		return; /* no watch of the -wal file to rest */
-	st->confirm_step = 0;
-	loop_timer_stop(st->lp, &st->confirm_timer);
-	if (!loop_timer_active(&st->folder_rest_timer) && loop_modify(st->lp, st->watch_fd, 0) == 0)
-		loop_timer_start(st->lp, &st->folder_rest_timer, OWN_WRITE_REST_MS, folder_rested, st);
-}
-
-static void on_folder_event(void *arg, uint32_t events)
-{
-	struct store_sqlite *st = arg;
-	(void)events;
-	if (st->has_peers && loop_modify(st->lp, st->watch_fd, 0) == 0)
-		loop_timer_start(st->lp, &st->folder_rest_timer, FOLDER_REST_MS, folder_rested, st);
-	st->confirm_step = 0;
-	loop_timer_stop(st->lp, &st->confirm_timer);
-	confirm_change(st);
-}
-
-static void slow_poll(void *arg)
-{
-	struct store_sqlite *st = arg;
-	bool changed = store_sqlite_changed(st);
-	if (file_gone(st))
-		return;
-	if (changed)
-		st->hooks.changed(st->hooks.arg);
-	loop_timer_start(st->lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
-}
-
-/* A peer committed: its rows are visible now, so one look is enough. Under
- * a stream of commits a worker looks at most once per PEER_REST_MS: after a
- * look its wake-up rests, the wake stays untaken (so peers skip the write),
- * and the rest's end takes it and looks again, resting on while it finds
- * rows. A row waits that much more at most; a look per commit was most of
- * what a worker that publishes nothing spent. */
-#define PEER_REST_MS 1
-
-/* One look; false when the file is gone (the process stops). */
-static bool peer_look(struct store_sqlite *st, bool *changed)
-{
-	*changed = store_sqlite_changed(st);
-	if (file_gone(st))
-		return false;
-	if (*changed)
-		st->hooks.changed(st->hooks.arg);
-	return true;
-}
-
-static void peer_rested(void *arg)
-{
-	struct store_sqlite *st = arg;
-	st->peers.taken(st->peers.arg);
-	bool changed;
-	if (!peer_look(st, &changed))
-		return;
-	if (changed) {
-		loop_timer_start(st->lp, &st->peer_rest_timer, PEER_REST_MS, peer_rested, st);
-		return;
-	}
-	int r = loop_modify(st->lp, st->peers.fd, EPOLLIN);
-	if (r < 0)
-		log_warn("store: waiting for other workers' commits: %s", strerror(-r));
-}
-
-static void on_peer_wake(void *arg, uint32_t events)
-{
-	struct store_sqlite *st = arg;
-	(void)events;
-	bool changed;
-	if (!peer_look(st, &changed))
-		return;
-	int r = loop_modify(st->lp, st->peers.fd, 0);
-	if (r < 0) {
-		st->peers.taken(st->peers.arg); /* cannot rest: take it now */
-		return;
-	}
-	loop_timer_start(st->lp, &st->peer_rest_timer, PEER_REST_MS, peer_rested, st);
-}
-
-/* Wire the store to the loop: the inotify watch (or a slow poll without
- * inotify) calls h->changed once another writer's commit is visible, and
- * h->fatal when the database file was deleted or replaced. Checkpoint
- * durations go to m. Returns 0 or -1. */
-static int store_sqlite_watch(struct store_sqlite *st, struct loop *lp, struct metrics *m, const struct store_hooks *h)
-{
-	st->lp = lp;
-	st->m = m;
-	st->hooks = *h;
-	if (st->watch_fd < 0) {
-		log_warn("inotify is not available; checking the database for other writers every %d ms",
-			 NO_INOTIFY_POLL_MS);
-		loop_timer_start(lp, &st->watch_timer, NO_INOTIFY_POLL_MS, slow_poll, st);
-	} else if (loop_watch(lp, st->watch_fd, EPOLLIN, on_folder_event, st) < 0) {
-		return -1;
-	}
-	if (st->has_peers) {
-		st->peers.taken(st->peers.arg); /* a wake meant for a worker before us */
-		if (loop_watch(lp, st->peers.fd, EPOLLIN, on_peer_wake, st) < 0)
-			return -1;
-		/* Rows another program added while this worker was not running
-		 * (the one that watches for them restarting): the others look. */
-		if (st->peers.watch_writes)
-			st->peers.wake(st->peers.arg);
-	}
-	return 0;
-}
-
-static void upkeep_tick(void *arg)
-{
-	struct store_sqlite *st = arg;
-	uint64_t ns = 0;
-	int64_t next = store_sqlite_upkeep(st, &ns);
-	if (ns && st->m)
-		metrics_observe(&st->m->checkpoint_seconds, ns);
-	if (next >= 0)
-		loop_timer_start(st->lp, &st->upkeep_timer, (uint64_t)next, upkeep_tick, st);
-}
-
-/* After herald's own writes: run the checkpoint policy (store_sqlite_upkeep)
- * now and from a timer until it has nothing left to do. */
-static void store_sqlite_written(struct store_sqlite *st)
-{
-	if (st->lp)
-		upkeep_tick(st);
-}
-
-/* Undo store_sqlite_watch (timers, the watch); before store_sqlite_close. */
-static void store_sqlite_unwatch(struct store_sqlite *st)
-{
-	if (!st->lp)
-		return;
-	loop_timer_stop(st->lp, &st->watch_timer);
-	loop_timer_stop(st->lp, &st->confirm_timer);
-	loop_timer_stop(st->lp, &st->upkeep_timer);
-	loop_timer_stop(st->lp, &st->folder_rest_timer);
-	loop_timer_stop(st->lp, &st->peer_rest_timer);
-	if (st->watch_fd >= 0)
-		loop_unwatch(st->lp, st->watch_fd);
-	if (st->has_peers)
-		loop_unwatch(st->lp, st->peers.fd);
-	st->lp = NULL;
 }
 
 /* ---- the backend table (store_backend.h) ----
@@ -1616,19 +890,7 @@ static void be_watch(void *be, const struct store_hooks *h)
 
 static void be_set_peers(void *be, const struct store_peers *p)
 {
-	struct sqlite_backend *b = be;
-	struct store_sqlite *st = b->db;
-	st->peers = *p;
-	st->has_peers = p->fd >= 0;
-	if (st->has_peers && !p->watch_writes && st->watch_fd >= 0) {
-		/* Every write to the -wal file is an event queued for each
-		 * watch of the folder, in the writer's system call: one watch
-		 * of them is enough. */
-		char *folder = folder_of(st->path);
-		if (inotify_add_watch(st->watch_fd, folder, FOLDER_NAMES) < 0)
-			log_warn("store: watching %s: %s", folder, strerror(errno));
-		free(folder);
-	}
+	store_sqlite_set_peers(((struct sqlite_backend *)be)->db, p);
 }
 
 static void be_close(void *be)
@@ -1648,7 +910,7 @@ static void be_append(void *be, const struct store_new_event *evs, size_t n, sto
 	done(arg, r, r == 0 ? res : NULL);           /* the answers and the fan-out first */
 	free(res);
 	if (r == 0) {
-		rest_after_own_append(b->db);
+		store_sqlite_rest_after_own_append(b->db);
 		store_sqlite_written(b->db);
 	}
 }
