@@ -1,7 +1,9 @@
-/* h2_head.c: HTTP/1.1 request text assembled from an HTTP/2 stream's
- * fields, and an HTTP/1.1 response head taken apart into HEADERS fields.
- * Pure: the connection layer's parser judges the assembled request with
- * the limits it applies to every HTTP/1.1 request. */
+/* h2_head.c: an HTTP/2 stream's request kept from its fields and DATA
+ * and handed on as the record the HTTP/1.1 parser fills, and an HTTP/1.1
+ * response head taken apart into HEADERS fields. Pure: the connection
+ * layer judges the record with the limits it applies to every HTTP/1.1
+ * request. The request's buffers are its own (h2_request_free); the
+ * record's slices point into them. */
 #include "h2/h2_head.h"
 
 #include <stdio.h>
@@ -93,46 +95,20 @@ static void grow(struct h2_request *r, char **buf, size_t *cap, size_t need, siz
 	*cap = n;
 }
 
-/* Append to the head text, or mark the request too large. */
-static void head_put(struct h2_request *r, const char *p, size_t n)
+/* Count n bytes of HTTP/1.1 head text against head_limit. False (and
+ * too_large set) once they pass it. */
+static bool head_count(struct h2_request *r, size_t n)
 {
-	if (r->too_large)
-		return;
-	if (r->head_len + n > r->head_limit) {
+	if (r->too_large || r->head_len + n > r->head_limit) {
 		r->too_large = true;
-		return;
+		return false;
 	}
-	grow(r, &r->head, &r->head_cap, r->head_len + n, 512, r->head_limit);
-	memcpy(r->head + r->head_len, p, n);
 	r->head_len += n;
-}
-
-static void head_puts(struct h2_request *r, const char *s)
-{
-	head_put(r, s, strlen(s));
-}
-
-/* The request line and Host, once the pseudo-fields are in. */
-static void write_line(struct h2_request *r)
-{
-	if (r->line_written)
-		return;
-	r->line_written = true;
-	if (!r->method || !r->path)
-		return; /* h2_request_finish refuses it */
-	head_puts(r, r->method);
-	head_put(r, " ", 1);
-	head_puts(r, r->path);
-	head_put(r, " HTTP/1.1\r\n", 11);
-	if (r->authority) {
-		head_put(r, "Host: ", 6);
-		head_puts(r, r->authority);
-		head_put(r, "\r\n", 2);
-	}
+	return true;
 }
 
 /* Keep a pseudo-field's value (once; a repeat is nghttp2's to refuse). */
-static void keep(struct h2_request *r, char **slot, const char *v, size_t n)
+static void keep(struct h2_request *r, char **slot, size_t *len, const char *v, size_t n)
 {
 	if (*slot)
 		return;
@@ -141,7 +117,32 @@ static void keep(struct h2_request *r, char **slot, const char *v, size_t n)
 		return;
 	}
 	*slot = xstrndup(v, n);
+	*len = n;
 	r->held += n + 1;
+}
+
+/* Keep a field as it is, after those kept before it. */
+static void keep_field(struct h2_request *r, const char *name, size_t namelen, const char *value, size_t valuelen)
+{
+	/* As an HTTP/1.1 line: `name: value` CRLF. */
+	if (!head_count(r, namelen + valuelen + 4))
+		return;
+	if (r->nkept == HTTP_MAX_HEADERS_HARD) {
+		r->too_many = true;
+		return;
+	}
+	if (r->nkept == r->kept_cap) {
+		size_t n = r->kept_cap ? r->kept_cap * 2 : 8;
+		r->kept = xrealloc(r->kept, n * sizeof(*r->kept));
+		r->held += (n - r->kept_cap) * sizeof(*r->kept);
+		r->kept_cap = n;
+	}
+	grow(r, &r->fields, &r->fields_cap, r->fields_len + namelen + valuelen, 512, r->head_limit);
+	struct h2_kept *k = &r->kept[r->nkept++];
+	*k = (struct h2_kept){ r->fields_len, r->fields_len + namelen, namelen, valuelen };
+	memcpy(r->fields + k->name, name, namelen);
+	memcpy(r->fields + k->value, value, valuelen);
+	r->fields_len += namelen + valuelen;
 }
 
 void h2_request_field(struct h2_request *r, const char *name, size_t namelen, const char *value, size_t valuelen)
@@ -150,20 +151,18 @@ void h2_request_field(struct h2_request *r, const char *name, size_t namelen, co
 		return;
 	if (namelen && name[0] == ':') {
 		if (name_is(name, namelen, ":method"))
-			keep(r, &r->method, value, valuelen);
+			keep(r, &r->method, &r->method_len, value, valuelen);
 		else if (name_is(name, namelen, ":path"))
-			keep(r, &r->path, value, valuelen);
+			keep(r, &r->path, &r->path_len, value, valuelen);
 		else if (name_is(name, namelen, ":authority"))
-			keep(r, &r->authority, value, valuelen);
+			keep(r, &r->authority, &r->authority_len, value, valuelen);
 		return; /* :scheme says nothing the handlers read */
 	}
-	write_line(r);
 	if (name_is(name, namelen, "cookie")) {
-		/* RFC 9113 8.2.3: the crumbs are one field again for HTTP/1.1. */
-		if (r->cookie_len + valuelen + 2 > r->head_limit) {
-			r->too_large = true;
+		/* RFC 9113 8.2.3: the crumbs are one field again, as HTTP/1.1
+		 * has it. */
+		if (!head_count(r, valuelen + (r->cookie_len ? 2 : 10)))
 			return;
-		}
 		grow(r, &r->cookie, &r->cookie_cap, r->cookie_len + valuelen + 2, 256, r->head_limit + 2);
 		if (r->cookie_len) {
 			memcpy(r->cookie + r->cookie_len, "; ", 2);
@@ -174,7 +173,7 @@ void h2_request_field(struct h2_request *r, const char *name, size_t namelen, co
 		return;
 	}
 	if (name_is(name, namelen, "content-length")) {
-		r->had_length = true; /* the length written is that of the DATA */
+		r->had_length = true; /* the length handed on is that of the DATA */
 		return;
 	}
 	/* :authority stands for Host; the body is whole before the handler
@@ -182,10 +181,15 @@ void h2_request_field(struct h2_request *r, const char *name, size_t namelen, co
 	if ((r->authority && name_is(name, namelen, "host")) || name_is(name, namelen, "expect") ||
 	    name_is(name, namelen, "te") || hop_by_hop(name, namelen))
 		return;
-	head_put(r, name, namelen);
-	head_put(r, ": ", 2);
-	head_put(r, value, valuelen);
-	head_put(r, "\r\n", 2);
+	/* Trimmed as the HTTP/1.1 parser trims (nghttp2 refuses such values
+	 * since 1.50, RFC 9113 8.2.1; an older one hands them on). */
+	while (valuelen && (value[0] == ' ' || value[0] == '\t')) {
+		value++;
+		valuelen--;
+	}
+	while (valuelen && (value[valuelen - 1] == ' ' || value[valuelen - 1] == '\t'))
+		valuelen--;
+	keep_field(r, name, namelen, value, valuelen);
 }
 
 void h2_request_data(struct h2_request *r, const char *data, size_t len)
@@ -199,31 +203,49 @@ void h2_request_data(struct h2_request *r, const char *data, size_t len)
 	r->body_len += n;
 }
 
-char *h2_request_finish(struct h2_request *r, size_t *len)
+/* Add a field to the record (slices of r, or static text). False when
+ * the record has no room left: more fields than the parser would ever
+ * take (max_headers is at most HTTP_MAX_HEADERS_HARD). */
+static bool put(struct http_request *req, const char *name, size_t namelen, const char *value, size_t valuelen)
 {
-	write_line(r);
-	if (r->cookie_len) {
-		head_put(r, "Cookie: ", 8);
-		head_put(r, r->cookie, r->cookie_len);
-		head_put(r, "\r\n", 2);
+	if (req->nheaders == HTTP_MAX_HEADERS_HARD)
+		return false;
+	req->headers[req->nheaders++] = (struct http_header){ { name, namelen }, { value, valuelen } };
+	return true;
+}
+
+int h2_request_record(struct h2_request *r, struct http_request *req, const char **body, size_t *body_len)
+{
+	if (r->too_large || r->too_many)
+		return 431;
+	if (!r->method || !r->path)
+		return -1;
+	http_request_line_set(req, (struct http_slice){ r->method, r->method_len },
+			      (struct http_slice){ r->path, r->path_len });
+	req->nheaders = 0;
+	req->chunked = false;
+	req->keep_alive = false;
+	req->content_length = -1;
+	if (r->authority && !put(req, "Host", 4, r->authority, r->authority_len))
+		return 431;
+	for (size_t i = 0; i < r->nkept; i++) {
+		const struct h2_kept *k = &r->kept[i];
+		if (!put(req, r->fields + k->name, k->namelen, r->fields + k->value, k->valuelen))
+			return 431;
 	}
-	head_puts(r, "Connection: close\r\n");
+	if (r->cookie_len && !put(req, "Cookie", 6, r->cookie, r->cookie_len))
+		return 431;
 	if (r->body_seen || r->had_length) {
-		/* More than was kept: the parser refuses the length (413)
-		 * before it waits for the body. */
-		char cl[48];
-		snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", r->body_seen);
-		head_puts(r, cl);
+		/* More than was kept: the connection refuses the length (413)
+		 * before a handler sees the body. */
+		int n = snprintf(r->length, sizeof(r->length), "%zu", r->body_seen);
+		if (!put(req, "Content-Length", 14, r->length, (size_t)n))
+			return 431;
+		req->content_length = (int64_t)r->body_seen;
 	}
-	head_put(r, "\r\n", 2);
-	if (r->too_large || !r->method || !r->path)
-		return NULL;
-	char *text = xmalloc(r->head_len + r->body_len + 1);
-	memcpy(text, r->head, r->head_len);
-	if (r->body_len)
-		memcpy(text + r->head_len, r->body, r->body_len);
-	*len = r->head_len + r->body_len;
-	return text;
+	*body = r->body;
+	*body_len = r->body_len;
+	return 0;
 }
 
 bool h2_request_is_head(const struct h2_request *r)
@@ -233,7 +255,8 @@ bool h2_request_is_head(const struct h2_request *r)
 
 void h2_request_free(struct h2_request *r)
 {
-	free(r->head);
+	free(r->fields);
+	free(r->kept);
 	free(r->body);
 	free(r->method);
 	free(r->path);

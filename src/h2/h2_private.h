@@ -27,8 +27,7 @@ struct h2_server;
 
 /* What a stream holds only for a while (h2_stream.c's), allocated then
  * and freed after, so that an idle stream's record is small: its request
- * as it arrives, the HTTP/1.1 text of it until the connection has read
- * it, a response head split over writes (rare). */
+ * as it arrives, a response head split over writes (rare). */
 struct h2_stream_text {
 	struct h2_request req; /* while the stream is arriving */
 	/* Until the request is whole: its place among the session's
@@ -38,8 +37,6 @@ struct h2_stream_text {
 	struct h2_stream *st; /* whose text this is */
 	uint64_t begun;
 	size_t held;
-	char *in; /* the request text; NULL once read */
-	size_t in_len, in_off;
 	char *head; /* the response head written so far; NULL when none waits */
 	size_t head_len;
 };
@@ -181,11 +178,10 @@ void h2_stream_data(struct h2_stream *st, const char *data, size_t len);
  * it is kept until its connection is made this pass (h2_stream.c). */
 void h2_stream_whole(struct h2_stream *st);
 
-/* The stream's request is whole: keep its HTTP/1.1 text for the
- * connection to read (freed once read) and note a HEAD. Returns 0, or
- * when there is no text: 431 (too large) or -1 (malformed)
- * (h2_stream.c). */
-int h2_stream_finish_request(struct h2_stream *st);
+/* The stream's request is whole: move it into *out (the caller frees it
+ * with h2_request_free once the connection has been handed the record of
+ * it) and note a HEAD (h2_stream.c). */
+void h2_stream_take_request(struct h2_stream *st, struct h2_request *out);
 
 /* Let go of the stream's arriving request unfinished (refused, or
  * expired) (h2_stream.c). */

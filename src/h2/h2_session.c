@@ -515,8 +515,19 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	int64_t rotate = h->cfg->rotate_after_ms;
 	if (rotate > 0 && loop_now(h->lp) - s->started >= (uint64_t)rotate)
 		go_away(s);
-	int status = st->expired ? 408 : h2_stream_finish_request(st);
+	/* The request's buffers are this call's until the connection has
+	 * been handed the record of it (slices into them). */
+	struct h2_request r = { 0 };
+	struct http_request req;
+	const char *body = NULL;
+	size_t body_len = 0;
+	int status = 408;
+	if (!st->expired) {
+		h2_stream_take_request(st, &r);
+		status = h2_request_record(&r, &req, &body, &body_len);
+	}
 	if (status < 0) {
+		h2_request_free(&r);
 		nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
 		return;
 	}
@@ -524,7 +535,9 @@ static void make_conn(struct h2_session *s, struct h2_stream *st)
 	h->streams++;
 	s->served = true;
 	st->conn_gone = false;
-	struct conn *c = conn_new_virtual(h->pool, s->peer, s->peer_unix, s->peer_loopback, &h2_stream_ops, st);
+	struct conn *c = conn_new_virtual(h->pool, s->peer, s->peer_unix, s->peer_loopback, &h2_stream_ops, st,
+					  status ? NULL : &req, body, body_len);
+	h2_request_free(&r);
 	/* Its handler may have run and closed it already; st stays (nghttp2
 	 * has not closed the stream while the session was not running it). */
 	if (st->conn_gone)

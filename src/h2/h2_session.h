@@ -6,7 +6,7 @@
  * A session owns the socket, its lower transport (plain or TLS) and the
  * nghttp2 session. Each HTTP/2 stream becomes a connection of the pool
  * without a socket (conn_new_virtual), whose transport is the session:
- * it reads its request as HTTP/1.1 text (h2_head.h), and what it writes
+ * it is handed its request as a record (h2_head.h), and what it writes
  * (a response head, then the body or the event frames) leaves as one
  * HEADERS frame and DATA frames that point into the same shared chunks.
  * A stream whose flow-control window is spent takes no bytes, so its

@@ -1,6 +1,6 @@
 /* h2_stream.c: the transport of an HTTP/2 stream's connection (a
- * connection of the pool without a socket, conn_new_virtual). It reads the
- * request as the HTTP/1.1 text h2_head assembled; what the connection
+ * connection of the pool without a socket, conn_new_virtual, which is
+ * handed the request as a record and reads nothing); what the connection
  * writes begins with an HTTP/1.1 response head, queued once as HEADERS,
  * and the rest becomes DATA frames whose payload is the connection's own
  * iovecs (the shared chunks), handed to nghttp2 as the current data source
@@ -58,7 +58,7 @@ struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_li
 /* Free the stream's text record once it holds none of its texts. */
 static void text_release(struct h2_stream *st)
 {
-	if (st->text && !st->arriving && !st->text->in && !st->text->head) {
+	if (st->text && !st->arriving && !st->text->head) {
 		free(st->text);
 		st->text = NULL;
 	}
@@ -118,19 +118,14 @@ void h2_stream_data(struct h2_stream *st, const char *data, size_t len)
 	count_held(st);
 }
 
-int h2_stream_finish_request(struct h2_stream *st)
+void h2_stream_take_request(struct h2_stream *st, struct h2_request *out)
 {
 	struct h2_stream_text *x = st->text;
-	size_t len = 0;
-	char *text = h2_request_finish(&x->req, &len);
-	int status = text ? 0 : x->req.too_large ? 431 : -1;
-	st->head_request = h2_request_is_head(&x->req);
+	*out = x->req;
+	x->req = (struct h2_request){ 0 };
+	st->head_request = h2_request_is_head(out);
 	arriving_end(st);
-	x->in = text;
-	x->in_len = len;
-	x->in_off = 0;
 	text_release(st);
-	return status;
 }
 
 void h2_stream_drop_request(struct h2_stream *st)
@@ -148,7 +143,6 @@ void h2_stream_free(struct h2_stream *st)
 	if (st->text) {
 		if (st->arriving)
 			arriving_end(st);
-		free(st->text->in);
 		free(st->text->head);
 		free(st->text);
 	}
@@ -275,21 +269,14 @@ static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
 	return (ssize_t)used;
 }
 
+/* The request came as a record (conn_new_virtual): there are no bytes
+ * to read, ever. */
 static ssize_t stream_read(struct transport *t, void *buf, size_t len)
 {
-	struct h2_stream *st = t->state;
-	struct h2_stream_text *x = st->text;
-	if (!x || !x->in)
-		return -EAGAIN;
-	size_t n = MIN(len, x->in_len - x->in_off);
-	memcpy(buf, x->in + x->in_off, n);
-	x->in_off += n;
-	if (x->in_off == x->in_len) {
-		free(x->in);
-		x->in = NULL;
-		text_release(st);
-	}
-	return (ssize_t)n;
+	(void)t;
+	(void)buf;
+	(void)len;
+	return -EAGAIN;
 }
 
 static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n)

@@ -440,6 +440,89 @@ int http_parse_request(const char *buf, size_t len, const struct http_limits *li
 	return (int)i;
 }
 
+void http_request_line_set(struct http_request *req, struct http_slice method, struct http_slice target)
+{
+	req->method_name = method;
+	req->method = method_of(method.p, method.n);
+	req->minor_version = 1;
+	req->target = target;
+	const char *q = target.n ? memchr(target.p, '?', target.n) : NULL;
+	req->path.p = target.p;
+	req->path.n = q ? (size_t)(q - target.p) : target.n;
+	req->query.p = q ? q + 1 : NULL;
+	req->query.n = q ? target.n - req->path.n - 1 : 0;
+}
+
+/* Whether every byte of p is in the table. */
+static bool all_in(const unsigned char *table, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!table[(unsigned char)p[i]])
+			return false;
+	return true;
+}
+
+int http_request_check(const struct http_request *req, const struct http_limits *lim, struct http_error *err)
+{
+	size_t max_hb = MIN(lim->max_header_bytes, (size_t)INT_MAX);
+	size_t max_h = MIN(lim->max_headers, (size_t)HTTP_MAX_HEADERS_HARD);
+	/* The sizes the head would have as HTTP/1.1 text: `method SP target
+	 * SP HTTP/1.1` CRLF, `name: value` CRLF per field, CRLF. The parser
+	 * meets the request line's limit first unless the head's own is
+	 * smaller. */
+	size_t line = req->method_name.n + 1 + req->target.n + 9, head = line + 2, past_count = 0;
+	for (size_t i = 0; i < req->nheaders; i++) {
+		if (i == max_h)
+			past_count = head; /* where the line over the count begins */
+		head += req->headers[i].name.n + 2 + req->headers[i].value.n + 2;
+	}
+	head += 2;
+	if (line > lim->max_request_line && lim->max_request_line < max_hb)
+		FAIL(414, "request line too long");
+	if (req->nheaders > max_h && past_count < max_hb)
+		FAIL(431, "too many header fields");
+	if (head > max_hb)
+		FAIL(431, "request header block too large");
+	if (!req->method_name.n)
+		FAIL(400, "empty method");
+	if (!all_in(tchar, req->method_name.p, req->method_name.n))
+		FAIL(400, "invalid character in method");
+	if (!req->target.n)
+		FAIL(400, "empty request target");
+	for (size_t i = 0; i < req->target.n; i++) {
+		unsigned char c = (unsigned char)req->target.p[i];
+		if (c <= ' ' || c >= 0x7f)
+			FAIL(400, "invalid character in request target");
+	}
+	if (req->target.p[0] == '*') {
+		if (req->target.n != 1)
+			FAIL(400, "request target not in origin form");
+		if (req->method != HTTP_OPTIONS)
+			FAIL(400, "asterisk request target is only for OPTIONS");
+	} else if (req->target.p[0] != '/') {
+		FAIL(400, "request target not in origin form");
+	}
+	unsigned hosts = 0;
+	for (size_t i = 0; i < req->nheaders; i++) {
+		const struct http_header *h = &req->headers[i];
+		if (!h->name.n)
+			FAIL(400, "empty header name");
+		if (!all_in(tchar, h->name.p, h->name.n))
+			FAIL(400, "invalid character in header name");
+		if (!all_in(vchar, h->value.p, h->value.n))
+			FAIL(400, "control character in header value");
+		if (slice_caseeq(h->name.p, h->name.n, "Host")) {
+			if (hosts++)
+				FAIL(400, "more than one Host header");
+			if (!valid_host(h->value.p, h->value.n))
+				FAIL(400, "the Host header is not a valid host[:port]");
+		}
+	}
+	if (req->minor_version == 1 && hosts == 0)
+		FAIL(400, "missing Host header");
+	return 0;
+}
+
 const struct http_header *http_header_get(const struct http_request *req, const char *name)
 {
 	for (size_t i = 0; i < req->nheaders; i++)

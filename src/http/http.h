@@ -66,6 +66,22 @@ struct http_error {
 int http_parse_request(const char *buf, size_t len, const struct http_limits *lim, struct http_request *req,
 		       struct http_error *err);
 
+/* A request that came as fields, not text (an HTTP/2 stream's): set
+ * what the parser takes from a request line, method and target given
+ * (slices the caller keeps valid): method, path, query, HTTP/1.1. */
+void http_request_line_set(struct http_request *req, struct http_slice method, struct http_slice target);
+
+/* Judge such a request (its line set, its headers in place) by what the
+ * parser refuses in a head, with the same statuses and messages: the
+ * request line `method target HTTP/1.1` past max_request_line (414), the
+ * head as HTTP/1.1 text past max_header_bytes or more than max_headers
+ * fields (431), a method, target, header name or value with a byte the
+ * parser refuses, a target not in origin form ("*" for OPTIONS only), no
+ * Host, two, or one that is not host[:port] (400). Its Content-Length and
+ * framing are the caller's, who knows the body whole. Returns 0, or -1
+ * with *err. */
+int http_request_check(const struct http_request *req, const struct http_limits *lim, struct http_error *err);
+
 /* The short name a parse error's status is counted under in metrics:
  * "bad_request", "request_line_too_long", "header_too_large",
  * "http_version". */

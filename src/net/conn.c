@@ -67,6 +67,7 @@
 #define RING_RELEASE_CAP 4
 static void on_io(void *arg, uint32_t events);
 static void conn_process(struct conn *c);
+static void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
 static void schedule_flush(struct conn *c);
 
 static uint32_t wanted_events(const struct conn *c)
@@ -245,7 +246,8 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 }
 
 struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
-			      const struct transport_ops *ops, void *state)
+			      const struct transport_ops *ops, void *state, const struct http_request *req,
+			      const char *body, size_t body_len)
 {
 	struct conn *c = conn_alloc(p, peer);
 	c->fd = -1;
@@ -256,7 +258,11 @@ struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_u
 	 * c->want, so epoll is never asked about a socket it does not have. */
 	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
 	pool_add(p, c);
-	on_io(c, EPOLLIN);
+	if (req) {
+		take_record(c, req, body, body_len);
+		if (c->state != CONN_CLOSED)
+			conn_update_events(c);
+	}
 	return c;
 }
 
@@ -743,12 +749,49 @@ static bool take_over(struct conn *c)
 	return true;
 }
 
+/* The limits a request's head is held to, however it came. */
+static struct http_limits head_limits(const struct config *cfg)
+{
+	return (struct http_limits){ (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
+				     (size_t)cfg->max_headers };
+}
+
+/* Refuse a request whose body is framed in a way herald does not take
+ * (chunked) or is larger than max_body. Returns whether it was refused. */
+static bool refuse_body(struct conn *c, const struct http_request *req)
+{
+	struct conn_pool *p = c->pool;
+	if (!req->chunked && req->content_length <= p->cfg->max_body)
+		return false;
+	char more[2400] = "";
+	if (p->hooks.answer_headers)
+		p->hooks.answer_headers(p->hooks.owner, c, req, more, sizeof(more));
+	if (req->chunked)
+		conn_refuse(c, 411, "chunked_body", "chunked request bodies are not accepted; send Content-Length",
+			    more);
+	else
+		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", more);
+	return true;
+}
+
+/* Hand a whole request (head and body) to the pool's request hook. */
+static void serve(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+{
+	struct conn_pool *p = c->pool;
+	c->continued = false;
+	p->m->requests++;
+	c->keep_alive = req->keep_alive && !p->draining && !c->peer_eof;
+	c->in_handler = true;
+	loop_label(p->lp, conn_what(c), conn_client(c));
+	p->hooks.request(p->hooks.owner, c, req, body, body_len);
+	c->in_handler = false;
+}
+
 static void conn_process(struct conn *c)
 {
 	struct conn_pool *p = c->pool;
 	const struct config *cfg = p->cfg;
-	struct http_limits lim = { (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
-				   (size_t)cfg->max_headers };
+	struct http_limits lim = head_limits(cfg);
 	c->reparse = false;
 	/* A client that sends requests but does not read the answers gets
 	 * no more answers queued than OUTPUT_PAUSE: the rest of its requests
@@ -769,17 +812,8 @@ static void conn_process(struct conn *c)
 				conn_close(c, NULL);
 			return;
 		}
-		if (req.chunked || req.content_length > cfg->max_body) {
-			char more[2400] = "";
-			if (p->hooks.answer_headers)
-				p->hooks.answer_headers(p->hooks.owner, c, &req, more, sizeof(more));
-			if (req.chunked)
-				conn_refuse(c, 411, "chunked_body",
-					    "chunked request bodies are not accepted; send Content-Length", more);
-			else
-				conn_refuse(c, 413, "body_too_large", "request body larger than max_body", more);
+		if (refuse_body(c, &req))
 			return;
-		}
 		size_t body = req.content_length > 0 ? (size_t)req.content_length : 0;
 		if (c->rlen - (size_t)r < body) {
 			if (c->peer_eof) {
@@ -804,13 +838,7 @@ static void conn_process(struct conn *c)
 			}
 			return;
 		}
-		c->continued = false;
-		p->m->requests++;
-		c->keep_alive = req.keep_alive && !p->draining && !c->peer_eof;
-		c->in_handler = true;
-		loop_label(p->lp, conn_what(c), conn_client(c));
-		p->hooks.request(p->hooks.owner, c, &req, c->rbuf + r, body);
-		c->in_handler = false;
+		serve(c, &req, c->rbuf + r, body);
 		if (c->state == CONN_CLOSED)
 			return;
 		consume(c, (size_t)r + body);
@@ -819,6 +847,25 @@ static void conn_process(struct conn *c)
 	}
 	if (c->state == CONN_READING && c->peer_eof && c->rlen == 0 && !c->out.len)
 		conn_close(c, NULL);
+}
+
+/* A request that came as a record (an HTTP/2 stream's): judged by the
+ * limits a parsed head is held to, with the same refusals, and served
+ * with its body, which is whole. */
+static void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+{
+	struct http_limits lim = head_limits(c->pool->cfg);
+	struct http_error err;
+	set_what(c, req);
+	if (http_request_check(req, &lim, &err) < 0) {
+		conn_refuse(c, err.status, http_error_cause(err.status), err.message, NULL);
+		return;
+	}
+	if (refuse_body(c, req))
+		return;
+	serve(c, req, body, body_len);
+	if (c->state == CONN_READING && !c->close_after_flush)
+		start_request_timer(c);
 }
 
 static void on_io(void *arg, uint32_t events)

@@ -157,12 +157,16 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 /* A connection without a socket of its own: one HTTP/2 stream, whose bytes
  * move through ops with state (the session's stream; it never touches
  * conn.h). peer names the session's client as conn_new would, with
- * peer_unix and peer_loopback likewise. The request is read at once, as
- * on a transport ready at accept, so its handler may run (and close it)
- * before this returns. Returns the connection (freed after conn_close);
- * its transport's free is called on close. */
+ * peer_unix and peer_loopback likewise. Its request comes as a record,
+ * not text (req; NULL: none, the caller refuses it): judged at once by
+ * the limits of an HTTP/1.1 head (http_request_check) and, with its whole
+ * body, handed to the request hook, so its handler may run (and close it)
+ * before this returns. req and body need stay valid only during the call.
+ * Its transport reads nothing. Returns the connection (freed after
+ * conn_close); its transport's free is called on close. */
 struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
-			      const struct transport_ops *ops, void *state);
+			      const struct transport_ops *ops, void *state, const struct http_request *req,
+			      const char *body, size_t body_len);
 
 /* What the transport of a connection without a socket has to report, as
  * epoll would for a socket: input to read (EPOLLIN), room to write

@@ -21,8 +21,8 @@ import struct
 import time
 
 from harness import Herald, request, rss_kb, wait_until
-from test_http2 import (DATA, ENHANCE_YOUR_CALM, HEADERS, END_HEADERS, END_STREAM, NO_ERROR, REFUSED_STREAM, H2Raw, _cpu_ticks,
-                        _metrics_text, hpack_indexed, hpack_indexing, hpack_literal)
+from test_http2 import (DATA, ENHANCE_YOUR_CALM, HEADERS, END_HEADERS, END_STREAM, NO_ERROR, PROTOCOL_ERROR,
+                        REFUSED_STREAM, H2Raw, _cpu_ticks, _metrics_text, hpack_indexed, hpack_indexing, hpack_literal)
 
 CLK_MS = 10  # one clock tick of /proc/PID/stat (USER_HZ 100)
 
@@ -293,3 +293,54 @@ def test_request_bodies_count_toward_what_a_connection_holds():
         finally:
             c.close()
         assert h.log_ok()
+
+
+# ---- HTTP/1.1's limits on an HTTP/2 request ----
+
+
+def _answer(c, sid):
+    c.wait(lambda: sid in c.ended or sid in c.resets, what="the stream ended")
+    return c.text(sid)
+
+
+def test_the_limits_of_an_http1_request_head_apply_to_an_http2_request():
+    # The request line (method, :path, version) past max_request_line is
+    # 414; fields past max_headers are 431 (the fields the client sent,
+    # as over HTTP/1.1); a body past max_body is 413. Each refusal ends its
+    # stream and the connection serves on, and a request just inside every
+    # limit is served.
+    with Herald(args=["--max-request-line", "256", "--max-headers", "8", "--max-body", "100"]) as h:
+        c = H2Raw(h.port)
+        try:
+            # `GET /api/health?q... HTTP/1.1`: 256 bytes with a target of 243.
+            assert '"status":414' in _answer(c, c.request("/api/health?" + "q" * 232))
+            ok = c.request("/api/health?" + "q" * 231)
+            assert '"status":"ok"' in _answer(c, ok), c.text(ok)
+            # Host (from :authority) and 7 fields are 8; 8 fields are 9.
+            assert '"status":431' in _answer(c, c.request("/api/health", extra=[("x-f%d" % i, "v")
+                                                                                  for i in range(8)]))
+            ok = c.request("/api/health", extra=[("x-f%d" % i, "v") for i in range(7)])
+            assert '"status":"ok"' in _answer(c, ok), c.text(ok)
+            # No host, two, or one that is not host[:port]: nghttp2 resets
+            # the stream before herald sees it.
+            for fields in ([],
+                           [("host", "a/b")],
+                           [("host", "a"), ("host", "b")]):
+                sid = _next(c)
+                c.send_block(sid, hpack_literal([(":method", "GET"), (":scheme", "http"), (":path", "/api/health"),
+                                                 *fields]))
+                _answer(c, sid)
+                assert c.resets.get(sid) == PROTOCOL_ERROR and not c.text(sid), (fields, c.text(sid), c.resets)
+            # host stands for :authority when there is none.
+            sid = _next(c)
+            c.send_block(sid, hpack_literal([(":method", "GET"), (":scheme", "http"), (":path", "/api/health"),
+                                             ("host", "example.org")]))
+            assert '"status":"ok"' in _answer(c, sid), c.text(sid)
+            big = c.request("/api/events", method="POST", extra=[("content-type", "application/json")], end=False)
+            c.send(DATA, END_STREAM, big, b"x" * 200)
+            assert '"status":413' in _answer(c, big), c.text(big)
+            last = c.request("/api/health")
+            assert '"status":"ok"' in _answer(c, last)
+        finally:
+            c.close()
+        assert c.goaway is None, c.goaway

@@ -4,7 +4,9 @@
  * the head, a head no longer than the input, only the documented statuses,
  * and for prefixes of the input 0 up to some length and then exactly the
  * whole input's answer. Successful parses also drive the header, query and
- * percent-decoding helpers; refusals are formatted as responses.
+ * percent-decoding helpers and the check of a request record (which must
+ * agree with the parser on everything but the head's canonical size);
+ * refusals are formatted as responses.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +113,18 @@ static void check_success(const char *buf, size_t size, int r, const struct http
 	}
 	FUZZ_ASSERT(hosts <= 1);
 	FUZZ_ASSERT(req->minor_version == 0 || hosts == 1);
+
+	/* The same request as a record (as HTTP/2 hands one over) passes the
+	 * record check's byte and form rules, all the parser's; only its size
+	 * as canonical text (`Name: value`, CRLF) may differ from the bytes
+	 * parsed (bare LFs, no space after a colon): 414 or 431, never 400.
+	 * With limits that bound the canonical text as they bound the input,
+	 * it passes whole. */
+	struct http_error e;
+	int cr = http_request_check(req, lim, &e);
+	FUZZ_ASSERT(cr == 0 || (cr == -1 && (e.status == 414 || e.status == 431)));
+	struct http_limits wide = { lim->max_request_line + 16, 4 * (size_t)r + 64, lim->max_headers };
+	FUZZ_ASSERT(http_request_check(req, &wide, &e) == 0);
 
 	/* Query helpers on the parsed query: the first parameter's name finds a
 	 * value inside the query; decoding never grows the text. */

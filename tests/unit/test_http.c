@@ -820,6 +820,110 @@ static void test_format(void)
 	}
 }
 
+/* A record built without text (as HTTP/2 builds one) is held to the
+ * parser's limits: for heads written out canonically (`Name: value`,
+ * CRLF), http_request_check of the record and http_parse_request of the
+ * text give the same answer, status and message, under every limit near
+ * the head's own sizes; and the bytes the parser refuses in a head are
+ * refused in a record, with its messages. */
+static void test_record_check(void)
+{
+	static const char *heads[] = {
+		"GET /api/events/stream?topic=a HTTP/1.1\r\nHost: example.org\r\nAccept: text/event-stream\r\n"
+		"Cookie: a=1; b=2\r\n\r\n",
+		"POST /api/events HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nX-A: 1\r\nX-B: 2\r\n"
+		"Content-Length: 7\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: h:80\r\n\r\n",
+	};
+	for (size_t k = 0; k < sizeof(heads) / sizeof(heads[0]); k++) {
+		const char *text = heads[k];
+		size_t len = strlen(text);
+		static struct http_request rec;
+		struct http_error e2;
+		CHECK(http_parse_request(text, len, &deflim, &rec, &e2) == (int)len);
+		CHECK_EQ_INT(http_request_check(&rec, &deflim, &e2), 0);
+		size_t line = (size_t)(strstr(text, "\r\n") - text);
+		for (size_t rl = line - 2; rl <= line + 1; rl++) {
+			for (size_t hb = len - 2; hb <= len + 1; hb++) {
+				for (size_t nh = rec.nheaders - 1; nh <= rec.nheaders; nh++) {
+					struct http_limits lim = { rl, hb, nh };
+					int a = parse_n(text, len, &lim);
+					int b = http_request_check(&rec, &lim, &e2);
+					CHECK_EQ_INT(a > 0 ? 0 : a == 0 ? -2 : err.status, b == 0 ? 0 : e2.status);
+					if (a < 0 && b < 0)
+						CHECK(strcmp(err.message, e2.message) == 0);
+				}
+			}
+		}
+	}
+
+	/* Bytes and forms the parser refuses, in a record. */
+	static struct http_request rec;
+	struct http_error e2;
+	const char *ok = "GET /x HTTP/1.1\r\nHost: h\r\nX-A: v\r\n\r\n";
+	struct {
+		const char *field; /* which part to replace: m(ethod), t(arget), n(ame), v(alue), h(ost) */
+		const char *with;
+		const char *message;
+	} bad[] = {
+		{ "m", "G T", "invalid character in method" },
+		{ "m", "", "empty method" },
+		{ "t", "/a b", "invalid character in request target" },
+		{ "t", "/a\x7f", "invalid character in request target" },
+		{ "t", "x", "request target not in origin form" },
+		{ "t", "*", "asterisk request target is only for OPTIONS" },
+		{ "t", "", "empty request target" },
+		{ "n", "X A", "invalid character in header name" },
+		{ "n", "", "empty header name" },
+		{ "v", "a\x01z", "control character in header value" },
+		{ "h", "a/b", "the Host header is not a valid host[:port]" },
+		{ "h", "-", NULL },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(http_parse_request(ok, strlen(ok), &deflim, &rec, &e2) > 0);
+		struct http_slice w = { bad[i].with, strlen(bad[i].with) };
+		switch (bad[i].field[0]) {
+		case 'm':
+			http_request_line_set(&rec, w, rec.target);
+			break;
+		case 't':
+			http_request_line_set(&rec, rec.method_name, w);
+			break;
+		case 'n':
+			rec.headers[1].name = w;
+			break;
+		case 'v':
+			rec.headers[1].value = w;
+			break;
+		case 'h':
+			rec.headers[0].value = w;
+			break;
+		}
+		int r = http_request_check(&rec, &deflim, &e2);
+		if (!bad[i].message) {
+			CHECK_EQ_INT(r, 0);
+			continue;
+		}
+		CHECK_EQ_INT(r, -1);
+		CHECK_EQ_INT(e2.status, 400);
+		CHECK(strcmp(e2.message, bad[i].message) == 0);
+	}
+	/* Host missing, or twice. */
+	CHECK(http_parse_request(ok, strlen(ok), &deflim, &rec, &e2) > 0);
+	rec.headers[0].name = (struct http_slice){ "X-B", 3 };
+	CHECK_EQ_INT(http_request_check(&rec, &deflim, &e2), -1);
+	CHECK(strcmp(e2.message, "missing Host header") == 0);
+	rec.headers[0].name = (struct http_slice){ "host", 4 };
+	rec.headers[1] = rec.headers[0];
+	CHECK_EQ_INT(http_request_check(&rec, &deflim, &e2), -1);
+	CHECK(strcmp(e2.message, "more than one Host header") == 0);
+	/* The line set from a method and a target. */
+	http_request_line_set(&rec, (struct http_slice){ "DELETE", 6 }, (struct http_slice){ "/a?b=c", 6 });
+	CHECK(rec.method == HTTP_DELETE && rec.minor_version == 1);
+	CHECK(rec.path.n == 2 && memcmp(rec.path.p, "/a", 2) == 0 && rec.query.n == 3 &&
+	      memcmp(rec.query.p, "b=c", 3) == 0);
+}
+
 int main(void)
 {
 	arena_init();
@@ -838,5 +942,6 @@ int main(void)
 	test_percent_decode();
 	test_reasons();
 	test_format();
+	test_record_check();
 	return check_done("http");
 }
