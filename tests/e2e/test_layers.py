@@ -1,6 +1,7 @@
 """The folders of src/ stand in floors with no circle (scripts/layers, which
 make check runs): the tree as it is passes, and the script fails on a copy
-with an arrow that closes a circle or an include that names no folder."""
+with an arrow that closes a circle, an include that names no folder or a .c
+file over 1,200 lines."""
 import os
 import shutil
 import subprocess
@@ -62,5 +63,35 @@ def test_an_include_without_its_folder_is_named():
         code, out = _layers(src)
         assert code == 1, out
         assert 'hub/hub.c: #include "loop.h" names no folder' in out, out
+    finally:
+        shutil.rmtree(d)
+
+
+def test_a_source_file_over_1200_lines_is_named():
+    d = _copy()
+    try:
+        src = os.path.join(d, "src")
+        path = os.path.join(src, "common", "util.c")
+        with open(path) as f:
+            have = sum(1 for _ in f)
+        code, out = _layers(src)
+        assert code == 0, out
+        # Up to the limit passes; one line past it fails and names the file.
+        with open(path, "a") as f:
+            f.write("\n" * (1200 - have))
+        code, out = _layers(src)
+        assert code == 0, out
+        with open(path, "a") as f:
+            f.write("\n")
+        code, out = _layers(src)
+        assert code == 1, out
+        assert "common/util.c: 1201 lines, over the 1200 a source file may have" in out, out
+        # Headers may be longer (a table of declarations is one concern).
+        with open(os.path.join(src, "common", "util.h"), "a") as f:
+            f.write("\n" * 1300)
+        with open(path, "w") as f:
+            f.write("\n" * 10)
+        code, out = _layers(src)
+        assert code == 0, out
     finally:
         shutil.rmtree(d)
