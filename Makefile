@@ -204,7 +204,7 @@ $(LOAD_BIN): $(BUILD)/load/%: $(BUILD)/load/obj/%.o $$(load_parts) $(LOAD_LIB)
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
 # The quick loop for a change: the folders of src/ checked for a circle
-# (scripts/layers), the unit tests and the fuzz corpora replayed
+# and for a .c file over 1,200 lines (scripts/layers), the unit tests and the fuzz corpora replayed
 # (without the second of mutations make test adds), two at a time
 # (scripts/check), on the ASan+UBSan build in build/asan that make test
 # uses. Nothing is installed, no server started, nothing run but the shell
