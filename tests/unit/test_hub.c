@@ -301,6 +301,19 @@ static void spin(struct fixture *fx, uint64_t ms)
 	loop_spin(fx->lp, ms);
 }
 
+/* hub_poll and the passes that finish its fan-out. The live fan-out stops
+ * at its time budget (POLL_PASS_NS, 4 ms a pass), which a sanitized build
+ * on a busy machine may spend after one row; the rest follows at once from
+ * the retry timer, in the next passes. A retry set for later (the store
+ * busy) is left to the test. */
+static void poll_all(struct fixture *fx)
+{
+	hub_poll(fx->h);
+	for (int i = 0;
+	     i < 100000 && loop_timer_active(&fx->h->retry_timer) && fx->h->retry_timer.due_ms <= loop_now(fx->lp); i++)
+		next_pass(fx->lp);
+}
+
 /* What the store says the reader should get after `after`. */
 struct expect {
 	int64_t ids[FAKE_MAX];
@@ -383,12 +396,12 @@ static void test_live_reader_gets_every_row(void)
 	struct fixture fx;
 	setup(&fx, 1 << 20);
 	append(&fx, 5, 10, NULL, 0, 0); /* before the reader (the hub has read them): not for it */
-	hub_poll(fx.h);
+	poll_all(&fx);
 	struct fake *f = open_reader(&fx, -1, false, NULL);
 	CHECK(f->r && f->r->mode == READER_LIVE);
 	for (int k = 0; k < 5; k++) {
 		append(&fx, 7, 50, NULL, 0, 0);
-		hub_poll(fx.h);
+		poll_all(&fx);
 		drain(f);
 	}
 	struct expect e;
@@ -413,7 +426,7 @@ static void test_live_catchup_live(void)
 	struct fake *fast = open_reader(&fx, -1, false, NULL);
 	for (int k = 0; k < 6; k++) {
 		append(&fx, 40, 500, NULL, 0, 0); /* 20 KB: more than the limit */
-		hub_poll(fx.h);
+		poll_all(&fx);
 		drain(fast);
 		if (k % 2 == 1)
 			drain(slow); /* reads now and then, while rows arrive */
@@ -425,7 +438,7 @@ static void test_live_catchup_live(void)
 	drain(slow);
 	CHECK(slow->r && slow->r->mode == READER_LIVE);
 	append(&fx, 3, 10, NULL, 0, 0); /* live again */
-	hub_poll(fx.h);
+	poll_all(&fx);
 	drain(slow);
 	drain(fast);
 	struct expect e;
@@ -457,7 +470,7 @@ static void test_resume_with_filter(void)
 	for (int k = 0; k < 4; k++) {
 		drain(pub_a);
 		append(&fx, 30, 100, topics, 3, 4);
-		hub_poll(fx.h);
+		poll_all(&fx);
 		drain(all_b);
 		spin(&fx, 2);
 	}
@@ -505,7 +518,7 @@ static void test_prune_below_cursor(void)
 	CHECK_EQ_INT(f->ngot, 0);
 	CHECK(f->r && f->r->mode == READER_LIVE);
 	append(&fx, 5, 10, NULL, 0, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	drain(f);
 	struct expect e;
 	expected(&fx, 100, false, NULL, &e);
@@ -535,11 +548,11 @@ static void test_reader_closed_mid_fanout(void)
 	for (int i = 0; i < 5; i++)
 		f[i] = open_reader(&fx, -1, false, NULL);
 	append(&fx, 3, 10, NULL, 0, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	f[2]->close_on_send = true;
 	f[4]->close_on_send = true;
 	append(&fx, 3, 10, NULL, 0, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	CHECK_EQ_INT(hub_readers(fx.h), 3);
 	CHECK(f[2]->closed && f[4]->closed);
 	struct expect e;
@@ -571,7 +584,7 @@ static void test_end_and_private(void)
 	CHECK(priv->ended && !pub->ended);
 	CHECK_EQ_INT(hub_readers(fx.h), 1);
 	append(&fx, 2, 10, NULL, 0, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	drain(priv);
 	CHECK_EQ_INT(priv->ngot, 0);
 	fake_close(priv); /* the sink finished and closed */
@@ -594,7 +607,7 @@ static void test_grants(void)
 	setup(&fx, 4096);
 	static const char *const topics[] = { "user/1/a", "user/2/a", "user/1", "user/10/b", "news" };
 	append(&fx, 60, 120, topics, 5, 2); /* every other row private */
-	hub_poll(fx.h);
+	poll_all(&fx);
 	struct fake *f[2];
 	for (int i = 0; i < 2; i++) {
 		struct reader_spec spec = { .resume = i ? 0 : -1, .client = "t", .ngrants = 1 };
@@ -609,7 +622,7 @@ static void test_grants(void)
 	}
 	for (int k = 0; k < 3; k++) {
 		append(&fx, 30, 120, topics, 5, 2);
-		hub_poll(fx.h);
+		poll_all(&fx);
 		drain(f[0]);
 		if (k == 2)
 			drain(f[1]);
@@ -664,7 +677,7 @@ static void test_rule_reader_catchup_in_steps(void)
 	setup(&fx, 1 << 20);
 	static const char *const topics[] = { "want", "other", "other/x", "other" };
 	append(&fx, 120, 20, topics, 4, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	struct slow_rule sr = { 0 };
 	struct fake *f = xcalloc(1, sizeof(*f));
 	struct reader_spec spec = { .resume = 0, .client = "t", .accepts = slow_accepts, .accepts_arg = &sr };
@@ -750,7 +763,7 @@ static void test_rule_readers_by_key(void)
 				      open_rule(&fx, -1, &star, star_keys, 2) };
 		CHECK_EQ_INT(index_subs(&fx), 0); /* not in herald's topic index */
 		append(&fx, 60, 10, topics, 6, 0);
-		hub_poll(fx.h);
+		poll_all(&fx);
 		for (int i = 0; i < 4; i++)
 			drain(f[i]);
 		/* books/ rows: 20 of 60 (books/1, books/2/x); news: 20 (news, news/x). */
@@ -771,7 +784,7 @@ static void test_rule_readers_by_key(void)
 		CHECK_EQ_INT((int)late.asked, 60);
 		late.asked = 0;
 		append(&fx, 6, 10, topics, 6, 0);
-		hub_poll(fx.h);
+		poll_all(&fx);
 		drain(f[4]);
 		CHECK_EQ_INT((int)late.asked, with_probe ? 2 : 6);
 		for (size_t i = 1; i < f[4]->ngot; i++)
@@ -839,14 +852,14 @@ static void test_index_patterns(void)
 	struct fixture fx;
 	setup(&fx, 1 << 20);
 	append(&fx, 10, 10, index_topics, ARRAY_LEN(index_topics), 3);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	int64_t start = fx.h->high_water;
 	struct fake *f[2 * NCASES];
 	for (size_t i = 0; i < 2 * NCASES; i++)
 		f[i] = open_case(&fx, -1, &pattern_cases[i % NCASES]);
 	for (int k = 0; k < 6; k++) {
 		append(&fx, 23, 40, index_topics, ARRAY_LEN(index_topics), 3);
-		hub_poll(fx.h);
+		poll_all(&fx);
 		for (size_t i = 0; i < 2 * NCASES; i++)
 			drain(f[i]);
 	}
@@ -884,7 +897,7 @@ static void test_index_live_catchup_moves(void)
 		f[i] = open_case(&fx, i < NCASES ? -1 : 0, &pattern_cases[i % NCASES]);
 	for (int k = 0; k < 8; k++) {
 		append(&fx, 60, 300, index_topics, ARRAY_LEN(index_topics), 4); /* 18 KB a round */
-		hub_poll(fx.h);
+		poll_all(&fx);
 		/* A reader left in the index as it moves to catch-up would be
 		 * linked twice when it rejoins: stop before that corrupts it. */
 		if (!index_is_live(&fx, f, 2 * NCASES))
@@ -903,7 +916,7 @@ static void test_index_live_catchup_moves(void)
 		spin(&fx, 2);
 	}
 	append(&fx, 20, 10, index_topics, ARRAY_LEN(index_topics), 4);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	for (size_t i = 0; i < 2 * NCASES; i++) {
 		drain(f[i]);
 		CHECK(f[i]->r && f[i]->r->mode == READER_LIVE);
@@ -929,11 +942,11 @@ static void test_index_closed_mid_fanout(void)
 	for (size_t i = 0; i < 12; i++)
 		f[i] = open_multi(&fx, -1, false, pats[i % 4], 2, NULL, 0);
 	append(&fx, 2, 10, (const char *const[]){ "a/b" }, 1, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	for (size_t i = 0; i < 12; i += 3)
 		f[i]->close_on_send = true;
 	append(&fx, 3, 10, (const char *const[]){ "a/b" }, 1, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	CHECK_EQ_INT(hub_readers(fx.h), 8);
 	for (size_t i = 0; i < 12; i++) {
 		drain(f[i]);
@@ -963,7 +976,7 @@ static void test_index_end(void)
 	hub_end_private(fx.h);
 	CHECK_EQ_INT(index_subs(&fx), 2);
 	append(&fx, 4, 10, (const char *const[]){ "news/eu", "news" }, 2, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	drain(priv);
 	drain(pub);
 	CHECK_EQ_INT(priv->ngot, 0);
@@ -971,7 +984,7 @@ static void test_index_end(void)
 	hub_end_all(fx.h);
 	CHECK_EQ_INT(index_subs(&fx), 0);
 	append(&fx, 2, 10, (const char *const[]){ "news" }, 1, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	drain(pub);
 	CHECK_EQ_INT(pub->ngot, 4);
 	close_free(priv);
@@ -1132,24 +1145,35 @@ static void test_own_append_rests_the_watch(void)
 	CHECK(f->r && f->r->mode == READER_LIVE);
 	spin(&fx, 20); /* what opening the file woke */
 
-	append(&fx, 1, 10, NULL, 0, 0);
-	hub_poll(fx.h);
-	uint64_t passes = loop_iterations(fx.lp);
-	spin(&fx, 5);
 	/* One pass: the one that ran the timer ending the spin. Before the
 	 * rest the append's writes woke the watch at once, and its checks
-	 * followed 1 and 2 ms later. */
-	CHECK_EQ_INT((int)(loop_iterations(fx.lp) - passes), 1);
+	 * followed 1 and 2 ms later. Judged only on a try that ended within
+	 * the rest (10 ms): a busy machine that holds this process longer sees
+	 * the rest end, and its check, inside the spin; then it tries again. */
+	int rows = 0, extra = -1;
+	for (int try = 0; try < 100 && extra < 0; try++) {
+		uint64_t t0 = clock_mono_ms();
+		append(&fx, 1, 10, NULL, 0, 0);
+		rows++;
+		poll_all(&fx);
+		uint64_t passes = loop_iterations(fx.lp);
+		spin(&fx, 5);
+		if (clock_mono_ms() - t0 < 9)
+			extra = (int)(loop_iterations(fx.lp) - passes);
+		else
+			spin(&fx, 20); /* the rest over */
+	}
+	CHECK_EQ_INT(extra, 1);
 	drain(f);
-	CHECK_EQ_INT((int)f->ngot, 1);
+	CHECK_EQ_INT((int)f->ngot, rows);
 
 	insert_elsewhere(&fx, "before an append");
 	append(&fx, 1, 10, NULL, 0, 0);
-	hub_poll(fx.h);
+	poll_all(&fx);
 	drain(f); /* no loop pass between */
 	struct expect e;
 	expected(&fx, 0, false, NULL, &e);
-	CHECK_EQ_INT((int)e.n, 3);
+	CHECK_EQ_INT((int)e.n, rows + 2);
 	CHECK(same_ids(f, &e, "another program's row before an append"));
 
 	insert_elsewhere(&fx, "during the rest");
@@ -1157,7 +1181,7 @@ static void test_own_append_rests_the_watch(void)
 		spin(&fx, 10);
 	drain(f);
 	expected(&fx, 0, false, NULL, &e);
-	CHECK_EQ_INT((int)e.n, 4);
+	CHECK_EQ_INT((int)e.n, rows + 3);
 	CHECK(same_ids(f, &e, "another program's row during the rest"));
 
 	fake_close(f);
