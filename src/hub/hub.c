@@ -34,24 +34,10 @@ static uint64_t heartbeat_tick_ms(const struct hub *h)
 	return t ? t : 1;
 }
 
-static void list_push(struct reader **head, struct reader *r)
+/* The reader whose list node n is; NULL for NULL (the end of a list). */
+static struct reader *reader_at(struct list_node *n)
 {
-	r->prev = NULL;
-	r->next = *head;
-	if (*head)
-		(*head)->prev = r;
-	*head = r;
-}
-
-static void list_del(struct reader **head, struct reader *r)
-{
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		*head = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	r->next = r->prev = NULL;
+	return n ? list_item(n, struct reader, node) : NULL;
 }
 
 /* Visibility: public, or private with the read token or a granted topic. */
@@ -106,7 +92,7 @@ static void index_reader(struct hub *h, struct reader *r, char *const *pats, siz
 static void live_add(struct hub *h, struct reader *r)
 {
 	r->mode = READER_LIVE;
-	list_push(&h->live, r);
+	list_push(&h->live, &r->node);
 	h->nlive++;
 	if (r->accepts) {
 		/* Its keys mean something only with a prober to give an
@@ -126,7 +112,7 @@ static void live_del(struct hub *h, struct reader *r)
 	if (r->accepts)
 		h->nrules--;
 	r->nsubs = 0;
-	list_del(&h->live, r);
+	list_unlink(&h->live, &r->node);
 	h->nlive--;
 }
 
@@ -135,8 +121,8 @@ static void live_del(struct hub *h, struct reader *r)
 static void catchup_del(struct hub *h, struct reader *r)
 {
 	if (h->catchup_resume == r)
-		h->catchup_resume = r->next;
-	list_del(&h->catchup, r);
+		h->catchup_resume = reader_at(r->node.next);
+	list_unlink(&h->catchup, &r->node);
 	h->ncatchup--;
 }
 
@@ -155,7 +141,7 @@ static void to_catchup(struct hub *h, struct reader *r)
 	live_del(h, r);
 	r->mode = READER_CATCHUP;
 	r->cursor = r->ops->drop(r->sink);
-	list_push(&h->catchup, r);
+	list_push(&h->catchup, &r->node);
 	h->ncatchup++;
 	h->m->readers_to_catchup++;
 	if (r->ops->queued(r->sink) == 0)
@@ -317,14 +303,14 @@ static void on_store_fatal(void *arg)
  * nothing for half an interval (so at most 1.5 intervals of silence),
  * closes one that accepted no bytes for stall_timeout, and ends a stream
  * due for rotation. */
-static void sweep_list(struct hub *h, struct reader *r, unsigned slot)
+static void sweep_list(struct hub *h, struct list *l, unsigned slot)
 {
 	uint64_t now = loop_now(h->lp);
 	uint64_t quiet = (uint64_t)h->cfg->heartbeat_interval_ms / 2;
 	uint64_t stall = (uint64_t)h->cfg->stall_timeout_ms;
-	struct reader *next;
-	for (; r; r = next) {
-		next = r->next;
+	struct list_node *n, *next;
+	list_each(l, n, next) {
+		struct reader *r = list_item(n, struct reader, node);
 		if (r->slot != slot)
 			continue;
 		if (r->rotate_at && now >= r->rotate_at) {
@@ -350,8 +336,8 @@ static void heartbeat_tick(void *arg)
 	struct hub *h = arg;
 	unsigned slot = h->sweep_slot;
 	h->sweep_slot = (h->sweep_slot + 1) % HEARTBEAT_SLOTS;
-	sweep_list(h, h->live, slot);
-	sweep_list(h, h->catchup, slot);
+	sweep_list(h, &h->live, slot);
+	sweep_list(h, &h->catchup, slot);
 	if (hub_readers(h))
 		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
 }
@@ -396,10 +382,11 @@ void hub_free(struct hub *h)
 	if (!h)
 		return;
 	/* Each close comes back through hub_reader_closed. */
-	while (h->live)
-		h->live->ops->close(h->live->sink);
-	while (h->catchup)
-		h->catchup->ops->close(h->catchup->sink);
+	struct reader *r;
+	while ((r = reader_at(h->live.first)))
+		r->ops->close(r->sink);
+	while ((r = reader_at(h->catchup.first)))
+		r->ops->close(r->sink);
 	struct loop_timer *timers[] = { &h->heartbeat_timer, &h->retry_timer, &h->catchup_timer };
 	for (size_t i = 0; i < ARRAY_LEN(timers); i++)
 		loop_timer_stop(h->lp, timers[i]);
@@ -547,7 +534,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	r->mode = READER_CATCHUP;
 	r->cursor = resume_id;
 	ops->set_resume_point(sink, resume_id);
-	list_push(&h->catchup, r);
+	list_push(&h->catchup, &r->node);
 	h->ncatchup++;
 	/* Fed once the head is written (hub_reader_drained). */
 	return r;
@@ -591,24 +578,27 @@ void hub_end(struct hub *h, struct reader *r)
 
 void hub_end_all(struct hub *h)
 {
-	while (h->live)
-		hub_end(h, h->live);
-	while (h->catchup)
-		hub_end(h, h->catchup);
+	struct reader *r;
+	while ((r = reader_at(h->live.first)))
+		hub_end(h, r);
+	while ((r = reader_at(h->catchup.first)))
+		hub_end(h, r);
 }
 
 void hub_end_private(struct hub *h)
 {
-	struct reader *lists[] = { h->live, h->catchup };
+	struct list *lists[] = { &h->live, &h->catchup };
 	size_t ended = 0;
-	for (size_t i = 0; i < ARRAY_LEN(lists); i++)
-		for (struct reader *r = lists[i], *next; r; r = next) {
-			next = r->next;
+	for (size_t i = 0; i < ARRAY_LEN(lists); i++) {
+		struct list_node *n, *next;
+		list_each(lists[i], n, next) {
+			struct reader *r = list_item(n, struct reader, node);
 			if (r->see_private && !r->accepts) {
 				hub_end(h, r);
 				ended++;
 			}
 		}
+	}
 	if (ended)
 		log_info("read_token changed: ended %zu streams opened with the old one", ended);
 }
@@ -761,14 +751,15 @@ static void catchup_retry(void *arg)
 	hub_poll(h);
 	size_t left = h->ncatchup;
 	if (!h->catchup_resume)
-		h->catchup_resume = h->catchup;
+		h->catchup_resume = reader_at(h->catchup.first);
 	while (left-- > 0 && h->catchup_resume) {
 		if (!pass_budget_left(h)) {
 			loop_timer_start(h->lp, &h->catchup_timer, 0, catchup_retry, h);
 			return;
 		}
 		struct reader *r = h->catchup_resume;
-		h->catchup_resume = r->next ? r->next : h->catchup; /* catchup_del keeps it valid */
+		h->catchup_resume =
+			reader_at(r->node.next ? r->node.next : h->catchup.first); /* catchup_del keeps it valid */
 		if (r->ops->queued(r->sink) == 0)
 			hub_reader_drained(r);
 	}

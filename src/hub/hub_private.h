@@ -6,6 +6,7 @@
 #ifndef HERALD_HUB_PRIVATE_H
 #define HERALD_HUB_PRIVATE_H
 
+#include "common/list.h"
 #include "hub/hub.h"
 #include "hub/topic_index.h"
 
@@ -53,7 +54,7 @@ struct reader {
 	uint64_t opened_ms;
 	uint64_t rotate_at;         /* 0 = never */
 	unsigned slot;              /* which heartbeat turn visits this reader */
-	struct reader *next, *prev; /* the hub's list for its mode */
+	struct list_node node;      /* on the hub's list for its mode */
 	size_t nsubs;               /* LIVE: its patterns (or keys) in the hub's index (or rules index) */
 	struct topic_sub subs[];    /* room for max(1, ntopics, nkeys), then the topics' pointers */
 };
@@ -66,8 +67,8 @@ struct hub {
 	void (*on_fatal)(void *arg); /* the store's file is gone: stop */
 	void *fatal_arg;
 	int64_t high_water;
-	struct reader *live;
-	struct reader *catchup;
+	struct list live;          /* the LIVE readers (struct reader.node) */
+	struct list catchup;       /* the CATCHUP readers */
 	struct topic_index *index; /* the live readers by the topics they want */
 	struct topic_index *rules; /* the live readers with their own rule, by their keys */
 	size_t nrules;             /* readers in rules */

@@ -24,7 +24,7 @@
 
 struct topic_bucket {
 	struct topic_bucket *chain; /* the next bucket in the same slot */
-	struct topic_sub *subs;     /* never empty while the bucket exists */
+	struct list subs;           /* of topic_sub.node; never empty while the bucket exists */
 	struct topic_table *table;  /* the table it sits in */
 	uint64_t hash;
 	size_t len;
@@ -39,7 +39,7 @@ struct topic_table {
 
 struct topic_index {
 	struct topic_table exact, prefix;
-	struct topic_sub *every; /* the subscriptions to "*" */
+	struct list every; /* the subscriptions to "*" */
 	uint64_t basis;
 	size_t nsubs;
 	size_t bytes;
@@ -81,8 +81,8 @@ static void table_free(struct topic_table *t)
 		while (t->slot[i]) {
 			struct topic_bucket *b = t->slot[i];
 			t->slot[i] = b->chain;
-			for (struct topic_sub *s = b->subs; s; s = s->next)
-				s->bucket = NULL;
+			for (struct list_node *n = b->subs.first; n; n = n->next)
+				list_item(n, struct topic_sub, node)->bucket = NULL;
 			free(b);
 		}
 	free(t->slot);
@@ -135,7 +135,7 @@ static struct topic_bucket *table_get(struct topic_index *ix, struct topic_table
 	if (t->nkeys + 1 > t->nslots)
 		table_resize(ix, t, t->nslots ? t->nslots * 2 : MIN_SLOTS);
 	b = xmalloc(sizeof(*b) + n + 1);
-	b->subs = NULL;
+	b->subs.first = NULL;
 	b->table = t;
 	b->hash = h;
 	b->len = n;
@@ -169,15 +169,6 @@ static void table_drop(struct topic_index *ix, struct topic_bucket *b)
 	}
 }
 
-static void push(struct topic_sub **head, struct topic_sub *s)
-{
-	s->prev = NULL;
-	s->next = *head;
-	if (*head)
-		(*head)->prev = s;
-	*head = s;
-}
-
 void topic_index_add(struct topic_index *ix, struct topic_sub *s, const char *pattern, void *owner)
 {
 	size_t n = strlen(pattern);
@@ -185,28 +176,21 @@ void topic_index_add(struct topic_index *ix, struct topic_sub *s, const char *pa
 	ix->nsubs++;
 	if (n == 1 && pattern[0] == '*') {
 		s->bucket = NULL;
-		push(&ix->every, s);
+		list_push(&ix->every, &s->node);
 		return;
 	}
 	bool sub = n >= 2 && pattern[n - 1] == '*' && pattern[n - 2] == '/';
 	struct topic_bucket *b =
 		sub ? table_get(ix, &ix->prefix, pattern, n - 2) : table_get(ix, &ix->exact, pattern, n);
 	s->bucket = b;
-	push(&b->subs, s);
+	list_push(&b->subs, &s->node);
 }
 
 void topic_index_del(struct topic_index *ix, struct topic_sub *s)
 {
-	struct topic_sub **head = s->bucket ? &s->bucket->subs : &ix->every;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		*head = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	if (s->bucket && !s->bucket->subs)
+	list_unlink(s->bucket ? &s->bucket->subs : &ix->every, &s->node);
+	if (s->bucket && list_empty(&s->bucket->subs))
 		table_drop(ix, s->bucket);
-	s->next = s->prev = NULL;
 	s->bucket = NULL;
 	ix->nsubs--;
 }
@@ -214,13 +198,11 @@ void topic_index_del(struct topic_index *ix, struct topic_sub *s)
 /* Visit a key's list. The next node is taken before the visit, which may
  * unlink (and the owner then free) the node visited; it cannot unlink the
  * next, which belongs to another owner. */
-static void visit_list(struct topic_sub *s, void (*visit)(void *owner, void *arg), void *arg)
+static void visit_list(struct list *l, void (*visit)(void *owner, void *arg), void *arg)
 {
-	while (s) {
-		struct topic_sub *next = s->next;
-		visit(s->owner, arg);
-		s = next;
-	}
+	struct list_node *n, *next;
+	list_each(l, n, next)
+		visit(list_item(n, struct topic_sub, node)->owner, arg);
 }
 
 void topic_index_each_keyed(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),
@@ -234,19 +216,19 @@ void topic_index_each_keyed(struct topic_index *ix, const char *topic, size_t n,
 			 * lookup starts afresh. */
 			struct topic_bucket *b = table_find(&ix->prefix, h, topic, i);
 			if (b)
-				visit_list(b->subs, visit, arg);
+				visit_list(&b->subs, visit, arg);
 			prefixes = ix->prefix.nkeys > 0;
 		}
 		h = hash_step(h, (unsigned char)topic[i]);
 	}
 	struct topic_bucket *b = table_find(&ix->exact, h, topic, n);
 	if (b)
-		visit_list(b->subs, visit, arg);
+		visit_list(&b->subs, visit, arg);
 }
 
 void topic_index_each_every(struct topic_index *ix, void (*visit)(void *owner, void *arg), void *arg)
 {
-	visit_list(ix->every, visit, arg);
+	visit_list(&ix->every, visit, arg);
 }
 
 void topic_index_each(struct topic_index *ix, const char *topic, size_t n, void (*visit)(void *owner, void *arg),

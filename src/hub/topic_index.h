@@ -18,12 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/list.h"
+
 struct topic_bucket;
 struct topic_index;
 
 /* One pattern of one owner, embedded in the owner; the index links it. */
 struct topic_sub {
-	struct topic_sub *next, *prev; /* in its key's list */
+	struct list_node node;         /* in its key's list */
 	struct topic_bucket *bucket;   /* its key; NULL on the list of "*" */
 	void *owner;
 };

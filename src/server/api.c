@@ -649,7 +649,7 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 		char methods[64];
 		if (req->method == HTTP_OPTIONS && rt->preflight)
 			preflight(a, c, req, route_preflight_methods(rt, methods, sizeof(methods)), more);
-		else if (req->method >= 32 || !(rt->methods & M(req->method)))
+		else if (!(rt->methods & M(req->method)))
 			method_not_allowed(c, route_allow(rt, methods, sizeof(methods)), more);
 		else
 			rt->handle(&(struct routed){ a, c, req, body, body_len, more });
