@@ -61,7 +61,8 @@ static const char *key_spelled(const struct key *k, enum spelling as, char *buf,
 }
 
 /* " (did you mean K?)", K the key nearest to the unknown name (n bytes)
- * as written in that source; "" when none is near. Returns buf. */
+ * as written in that source; "" when none is near. Returns buf, which
+ * holds 112 bytes for a whole answer (K is at most 79). */
 static const char *did_you_mean(const char *name, size_t n, enum spelling as, char *buf, size_t len)
 {
 	const struct key *k = config_key_nearest(name, n);
@@ -106,7 +107,7 @@ static void list_clear(struct config *cfg)
  * secret), reason, and for numbers the range allowed. */
 static void report_value(const char *origin, const struct key *k, const char *v, const char *why)
 {
-	char shown[600], hint[96] = "";
+	char shown[600], hint[112] = "";
 	if (k->type == K_INT || k->type == K_SIZE || k->type == K_DUR_MS || k->type == K_DUR_S) {
 		const char *unit = k->type == K_DUR_MS  ? " ms"
 				   : k->type == K_DUR_S ? " s"
@@ -293,7 +294,7 @@ static int file_handler(void *user, const char *section, const char *name, const
 	}
 	const struct key *k = config_key_find(name, strlen(name));
 	if (!k) {
-		char hint[96];
+		char hint[112];
 		config_err("%s: unknown key %s%s", origin, quoted(name, shown, sizeof(shown)),
 			   did_you_mean(name, strlen(name), AS_KEY, hint, sizeof(hint)));
 		fc->ld->errors++;
@@ -353,7 +354,7 @@ static const struct key *env_key(const char *name, size_t n)
  * (its name in another letter case, or one near it). */
 static void env_unknown(struct load *ld, const char *name, size_t n)
 {
-	char shown[300], lower[128], hint[96];
+	char shown[300], lower[128], hint[112];
 	size_t m = 0;
 	for (size_t i = 7; i < n && m < sizeof(lower) - 1; i++)
 		lower[m++] = (char)tolower((unsigned char)name[i]);
@@ -612,7 +613,7 @@ static int scan_args(int argc, char **argv, const char **path, bool *check_only,
 		} else if (strncmp(a, "--", 2) == 0) {
 			const char *iv;
 			if (!flag_key(a, &iv)) {
-				char hint[96];
+				char hint[112];
 				size_t n = strcspn(a + 2, "=");
 				return cmdline_error(exit_code, true, "unknown option ", a,
 						     did_you_mean(a + 2, n, AS_FLAG, hint, sizeof(hint)));
