@@ -34,6 +34,8 @@ struct fx {
 	int peer;
 	char got[16384];
 	size_t ngot;
+	bool soft; /* count what differs (mismatches) instead of failing */
+	int mismatches;
 };
 
 static void no_request(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t n)
@@ -101,13 +103,18 @@ static void run_step(void *arg)
 	struct step *s = arg;
 	struct fx *f = s->f;
 	drain_peer(f);
-	if (s->expect) {
-		CHECK(strcmp(f->got, s->expect) == 0);
-		if (strcmp(f->got, s->expect) != 0)
-			fprintf(stderr, "  client had \"%s\", expected \"%s\"\n", f->got, s->expect);
+	if (f->soft) {
+		f->mismatches += (s->expect && strcmp(f->got, s->expect) != 0) +
+				 (s->writes >= 0 && (long)conn_pool_writes(f->pool) != s->writes);
+	} else {
+		if (s->expect) {
+			CHECK(strcmp(f->got, s->expect) == 0);
+			if (strcmp(f->got, s->expect) != 0)
+				fprintf(stderr, "  client had \"%s\", expected \"%s\"\n", f->got, s->expect);
+		}
+		if (s->writes >= 0)
+			CHECK_EQ_INT(conn_pool_writes(f->pool), s->writes);
 	}
-	if (s->writes >= 0)
-		CHECK_EQ_INT(conn_pool_writes(f->pool), s->writes);
 	if (s->frame || s->big) {
 		struct chunk *ch;
 		if (s->big) {
@@ -205,21 +212,33 @@ static void test_close_while_held(void)
 
 /* With the default gap (a few lengths of the last round), one stream's
  * round takes microseconds, so frames a few ms apart are not held: a
- * server with few readers sends each event at once. */
+ * server with few readers sends each event at once. A round is timed by
+ * the clock, so a busy machine that takes the CPU away in the middle of one
+ * makes it long and its gap with it: judged on the best of ten tries (a
+ * defect that holds frames fails every one). */
 static void test_short_rounds_hold_nothing(void)
 {
-	struct fx f;
-	setup(&f);
-	conn_pool_set_stream_gap(f.pool, GAP_MS, 4);
-	struct step s[] = {
-		{ .frame = "a\n", .writes = 0 },
-		{ .frame = "b\n", .expect = "a\n", .writes = 1, .after = 10 },
-		{ .frame = "c\n", .expect = "a\nb\n", .writes = 2, .after = 10 },
-		{ .expect = "a\nb\nc\n", .writes = 3, .stop = true, .after = 10 },
-	};
-	run_steps(&f, s, ARRAY_LEN(s));
-	CHECK(conn_pool_stream_rounds(f.pool) == 3);
-	teardown(&f);
+	int worst = 0, best = -1;
+	for (int try = 0; try < 10 && best != 0; try++) {
+		struct fx f;
+		setup(&f);
+		f.soft = true;
+		conn_pool_set_stream_gap(f.pool, GAP_MS, 4);
+		struct step s[] = {
+			{ .frame = "a\n", .writes = 0 },
+			{ .frame = "b\n", .expect = "a\n", .writes = 1, .after = 10 },
+			{ .frame = "c\n", .expect = "a\nb\n", .writes = 2, .after = 10 },
+			{ .expect = "a\nb\nc\n", .writes = 3, .stop = true, .after = 10 },
+		};
+		run_steps(&f, s, ARRAY_LEN(s));
+		int bad = f.mismatches + (conn_pool_stream_rounds(f.pool) != 3);
+		best = best < 0 || bad < best ? bad : best;
+		worst = bad > worst ? bad : worst;
+		teardown(&f);
+	}
+	if (best != 0)
+		fprintf(stderr, "  short rounds: every try held frames (best %d, worst %d differences)\n", best, worst);
+	CHECK_EQ_INT(best, 0);
 }
 
 int main(void)
