@@ -3,18 +3,22 @@
  *   1. shape: at most 8 KiB, three strict base64url parts (no padding, no
  *      other characters, unused bits zero), header and payload UTF-8 JSON
  *      objects without NUL;
- *   2. header: "alg" exactly the configured algorithm, no "crit";
+ *   2. header: with a JWK Set, "kid" chooses the key (an unknown one is
+ *      refused, never tried against every key); "alg" exactly the key's
+ *      algorithm (the configured one without a set); no "crit";
  *   3. times: exp (required) and nbf, read before the signature so that a
  *      stale token costs none (the payload is untrusted text either way,
  *      and its reading is fuzzed);
  *   4. signature over "header.payload", the costly step (an ES256 check
  *      takes longer than the rest of a stream's open);
- *   5. claims: aud, iss, then the rights, each a topic pattern or a list
- *      of them, copied only from a token whose signature verified.
+ *   5. claims: aud, iss (and the issuer the key is held to), then the
+ *      rights, each a topic pattern or a list of them, copied only from a
+ *      token whose signature verified.
  * jwt_check puts a cache in front (token_cache.h): a token verified before
  * is found by its SHA-256 and answered with the rights it granted.
- * JSON is read with json.h, signatures with OpenSSL's EVP. The verifier
- * owns its key, its secret (wiped on free), its claim names and its cache.
+ * JSON is read with json.h, signatures with OpenSSL's EVP (RS256, ES256
+ * over SHA-256; EdDSA is Ed25519, which hashes inside). The verifier owns
+ * its keys (jwks.h; secrets wiped on free), its claim names and its cache.
  * Nothing here prints a token or a secret. */
 #include "auth/jwt.h"
 
@@ -768,8 +772,6 @@ static int check_header(const struct jwt_verifier *v, const struct jws *t, int64
 		return JWT_MALFORMED;
 	claim_get(&header, "alg", &alg);
 	claim_get(&header, "crit", &crit);
-	if (crit.type != C_ABSENT)
-		return JWT_MALFORMED;
 	const struct jwk *k = &v->keys.keys[0];
 	if (v->by_kid) {
 		claim_get(&header, "kid", &kid);
@@ -792,6 +794,8 @@ static int check_header(const struct jwt_verifier *v, const struct jws *t, int64
 	}
 	if (alg.type != C_TEXT || !same(&alg.v, jwk_alg_name(k->alg)))
 		return JWT_BAD_ALG;
+	if (crit.type != C_ABSENT)
+		return JWT_MALFORMED;
 	*key = k;
 	return JWT_OK;
 }

@@ -289,7 +289,9 @@ static void jwks_tick(void *arg)
 	struct server *srv = arg;
 	const char *path = srv->cfg.jwt_jwks_file;
 	struct stat st;
-	if (path[0] && !srv->draining) {
+	if (!path[0])
+		return; /* a reload turned it off; one that turns it on starts this again */
+	if (!srv->draining) {
 		bool ok = stat(path, &st) == 0;
 		if (ok != srv->jwks_st_ok || (ok && !same_file(&st, &srv->jwks_st))) {
 			log_info("jwt_jwks_file %s changed: reading its keys again", path);
@@ -331,6 +333,8 @@ static void reload(struct server *srv)
 	streams_reconfigure(&srv->streams);
 	if (set_jwt(srv) < 0)
 		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
+	if (srv->cfg.jwt_jwks_file[0] && !loop_timer_active(&srv->jwks_timer))
+		loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
 	if (token_changed)
 		hub_end_private(srv->hub);
 	tls_reload(srv->tls, &srv->cfg);
@@ -411,7 +415,8 @@ int server_start(struct server *srv, int argc, char **argv)
 	streams_init(&srv->streams, srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (set_jwt(srv) < 0)
 		return -1;
-	loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
+	if (srv->cfg.jwt_jwks_file[0])
+		loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
 	if (srv->cfg.presence)
 		srv->presence = presence_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->m);
 	if (srv->cfg.presence && !srv->presence) {
