@@ -9,8 +9,9 @@ by the token's kid, that an unknown kid is refused with its cause and a
 log line, that a key held to an issuer takes no other, that a rotation
 (the file replaced, or SIGHUP) takes effect without dropping open streams
 and without the token cache accepting a removed key, that a bad file
-refuses the start and at reload keeps the keys in force, and that the
-Mercure endpoint subscribes and publishes with a kid-chosen key.
+refuses the start and at reload keeps the keys in force, that the
+Mercure endpoint subscribes and publishes with a kid-chosen key, and that
+EdDSA works from a PEM key with jwt_algorithm = EdDSA too.
 """
 import base64
 import json
@@ -265,3 +266,17 @@ def test_jwks_mercure_subscribe_and_publish(keys):
         wrong_iss = tok("EdDSA", ed, "pub-key", mercure={"publish": [topic]})
         mpublish(h.port, [("topic", topic), ("data", "x")], wrong_iss, expect=401)
         s.close()
+
+
+@jwks_test(60)
+def test_eddsa_with_a_pem_public_key(keys):
+    ed = keys.private("ed", "ed")
+    pub = os.path.join(keys.dir, "ed.pub.pem")
+    subprocess.run(["openssl", "pkey", "-in", ed, "-pubout", "-out", pub], check=True, timeout=30)
+    with Herald(config=f"jwt_algorithm = EdDSA\njwt_public_key_file = {pub}\n") as h:
+        stream_ok(h, tok("EdDSA", ed, None, subscribe=["t/*"])).close()
+        other = keys.private("ed2", "ed")
+        expect_refused(open_stream(h, tok("EdDSA", other, None, subscribe=["t/*"]), query="topic=t/1"), 401,
+                       "signature", "another Ed25519 key")
+        expect_refused(open_stream(h, tok("HS256", SECRET, None, subscribe=["t/*"]), query="topic=t/1"), 401,
+                       "algorithm", "HS256 against an EdDSA key")

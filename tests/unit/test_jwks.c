@@ -10,7 +10,8 @@
  *     the curve, bad base64url, a missing or repeated kid, a bad iss;
  *   - tokens: each key chosen by kid verifies; an unknown kid, no kid with
  *     several keys, an algorithm other than the key's, another key's
- *     signature and an issuer other than the key's are refused;
+ *     signature and an issuer other than the key's are refused, and
+ *     another algorithm is named before a crit member as without a set;
  *   - EdDSA from a PEM file with jwt_algorithm = EdDSA;
  *   - jwt_jwks_file beside jwt_algorithm or another key file is refused.
  * ASan's leak check at exit covers jwks_free and jwt_verifier_free. */
@@ -325,6 +326,19 @@ static void test_tokens(void)
 		b64url((const unsigned char *)pl, strlen(pl), p64);
 		snprintf(tok, sizeof(tok), "%s.%s.AAAA", h64, p64);
 		CHECK_EQ_INT(result(v, strdup(tok), &why), JWT_MALFORMED);
+	}
+	/* As without a key set: another algorithm is named before a crit
+	 * member, which is malformed. */
+	{
+		char h64[100], p64[200], tok[400];
+		const char *headers[2] = { "{\"alg\":\"HS256\",\"kid\":\"rsa\",\"crit\":[\"x\"]}",
+					   "{\"alg\":\"RS256\",\"kid\":\"rsa\",\"crit\":[\"x\"]}" };
+		for (int i = 0; i < 2; i++) {
+			b64url((const unsigned char *)headers[i], strlen(headers[i]), h64);
+			b64url((const unsigned char *)pl, strlen(pl), p64);
+			snprintf(tok, sizeof(tok), "%s.%s.AAAA", h64, p64);
+			CHECK_EQ_INT(result(v, strdup(tok), &why), i == 0 ? JWT_BAD_ALG : JWT_MALFORMED);
+		}
 	}
 	/* The cache answers a token it verified, from the verifier of its
 	 * set only. */
