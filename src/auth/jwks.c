@@ -249,15 +249,14 @@ static int rsa_key(struct reading *k, struct jwk *out)
 	int r = -1;
 	if (bytes_member(k, "n", 1, JWK_RSA_MAX_BYTES, &n, &nlen) < 0 || bytes_member(k, "e", 1, 8, &e, &elen) < 0)
 		goto done;
-	if (n[0] == 0 || e[0] == 0) {
-		fail(k, n[0] == 0 ? "n" : "e", "has a leading zero byte (RFC 7518 6.3.1: the minimal encoding)");
-		goto done;
-	}
+	/* A leading zero byte (not RFC 7518's minimal encoding, but written
+	 * by some libraries) changes no value: taken. */
 	BIGNUM *bn = BN_bin2bn(n, (int)nlen, NULL), *be = BN_bin2bn(e, (int)elen, NULL);
 	OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
 	if (bn && be && bld && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, bn) &&
 	    OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, be))
 		out->pkey = from_params("RSA", bld);
+	bool e_ok = be && BN_is_odd(be) && !BN_is_one(be);
 	OSSL_PARAM_BLD_free(bld);
 	BN_free(bn);
 	BN_free(be);
@@ -265,7 +264,7 @@ static int rsa_key(struct reading *k, struct jwk *out)
 		fail(k, NULL, "OpenSSL does not take this RSA key");
 	else if (EVP_PKEY_get_bits(out->pkey) < JWK_RSA_MIN_BITS)
 		fail(k, "n", "the RSA key is shorter than 2048 bits");
-	else if ((e[elen - 1] & 1) == 0 || (elen == 1 && e[0] == 1))
+	else if (!e_ok)
 		fail(k, "e", "not a usable RSA public exponent (odd, above 1)");
 	else
 		r = 0;

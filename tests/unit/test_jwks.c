@@ -218,6 +218,21 @@ static void test_refusals(void)
 	jwk_members(rsa_short, r, sizeof(r));
 	snprintf(t, sizeof(t), "{\"keys\":[{\"kid\":\"a\",%s}]}", r);
 	CHECK(refused(t, "\"n\": the RSA key is shorter than 2048 bits"));
+	/* e even, or 1; a leading zero byte is taken. */
+	{
+		char n64[400];
+		bn_param(rsa, OSSL_PKEY_PARAM_RSA_N, 0, n64);
+		snprintf(t, sizeof(t), "{\"keys\":[{\"kty\":\"RSA\",\"n\":\"%s\",\"e\":\"AAE\"}]}", n64);
+		CHECK(refused(t, "\"e\": not a usable RSA public exponent"));
+		snprintf(t, sizeof(t), "{\"keys\":[{\"kty\":\"RSA\",\"n\":\"%s\",\"e\":\"AQAA\"}]}", n64);
+		CHECK(refused(t, "\"e\": not a usable RSA public exponent"));
+		struct jwks ok;
+		char err[512];
+		snprintf(t, sizeof(t), "{\"keys\":[{\"kty\":\"RSA\",\"n\":\"%s\",\"e\":\"AAEAAQ\"}]}", n64);
+		CHECK_EQ_INT(jwks_parse(t, strlen(t), &ok, err, sizeof(err)), 0);
+		CHECK(ok.n == 1 && EVP_PKEY_eq(ok.keys[0].pkey, rsa) == 1);
+		jwks_free(&ok);
+	}
 	/* The secret never shows in a message. */
 	snprintf(t, sizeof(t), "{\"keys\":[{\"kid\":\"a\",\"alg\":\"HS512\",%s}]}", o);
 	CHECK(refused(t, "\"alg\": a key of kty \"oct\" verifies HS256 only"));
