@@ -22,8 +22,6 @@
  * Nothing here prints a token or a secret. */
 #include "auth/jwt.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
@@ -35,8 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/config.h"
 #include "common/json.h"
