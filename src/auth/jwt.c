@@ -3,23 +3,25 @@
  *   1. shape: at most 8 KiB, three strict base64url parts (no padding, no
  *      other characters, unused bits zero), header and payload UTF-8 JSON
  *      objects without NUL;
- *   2. header: "alg" exactly the configured algorithm, no "crit";
+ *   2. header: with a JWK Set, "kid" chooses the key (an unknown one is
+ *      refused, never tried against every key); "alg" exactly the key's
+ *      algorithm (the configured one without a set); no "crit";
  *   3. times: exp (required) and nbf, read before the signature so that a
  *      stale token costs none (the payload is untrusted text either way,
  *      and its reading is fuzzed);
  *   4. signature over "header.payload", the costly step (an ES256 check
  *      takes longer than the rest of a stream's open);
- *   5. claims: aud, iss, then the rights, each a topic pattern or a list
- *      of them, copied only from a token whose signature verified.
+ *   5. claims: aud, iss (and the issuer the key is held to), then the
+ *      rights, each a topic pattern or a list of them, copied only from a
+ *      token whose signature verified.
  * jwt_check puts a cache in front (token_cache.h): a token verified before
  * is found by its SHA-256 and answered with the rights it granted.
- * JSON is read with json.h, signatures with OpenSSL's EVP. The verifier
- * owns its key, its secret (wiped on free), its claim names and its cache.
+ * JSON is read with json.h, signatures with OpenSSL's EVP (RS256, ES256
+ * over SHA-256; EdDSA is Ed25519, which hashes inside). The verifier owns
+ * its keys (jwks.h; secrets wiped on free), its claim names and its cache.
  * Nothing here prints a token or a secret. */
 #include "auth/jwt.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
@@ -31,22 +33,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/config.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "auth/jwks.h"
 #include "auth/token_cache.h"
 #include "core/topic.h"
 #include "common/util.h"
 
 #define JWT_MAX_TOKEN 8192
-#define JWT_SECRET_MIN 32
-#define JWT_SECRET_MAX 4096
 #define JWT_KEY_FILE_MAX 65536
 #define JWT_CLAIM_PATH_MAX 256
-#define JWT_RSA_MIN_BITS 2048
 #define JWT_EXP_MAX INT64_C(253402300799) /* 9999-12-31T23:59:59Z */
 /* The cache of verified tokens: a reconnect storm of this many readers,
  * each with a token of its own, is answered from it; 4 MiB holds them with
@@ -54,16 +52,19 @@
 #define JWT_CACHE_ENTRIES 4096
 #define JWT_CACHE_BYTES (4u << 20)
 
-enum jwt_alg { ALG_HS256, ALG_RS256, ALG_ES256 };
-
-static const char *const alg_names[] = { "HS256", "RS256", "ES256" };
+/* At most one log line a second for tokens naming an unknown kid: a
+ * client sending many must not flood the log. */
+struct kid_log {
+	int64_t last_s;
+	unsigned long suppressed;
+};
 
 struct jwt_verifier {
-	enum jwt_alg alg;
-	EVP_PKEY *pkey;        /* RS256, ES256 */
-	EVP_MAC *mac;          /* HS256: HMAC, fetched once */
-	unsigned char *secret; /* HS256 */
-	size_t secret_len;
+	struct jwks keys;        /* the one key of a PEM or secret file (no kid), or jwt_jwks_file's set */
+	bool by_kid;             /* the keys are jwt_jwks_file's: chosen by the token's kid */
+	char *jwks_path;         /* for the unknown-kid log line */
+	EVP_MAC *mac;            /* HMAC, fetched once when a key is HS256 */
+	struct kid_log *kid_log; /* written through a const verifier */
 	int64_t leeway_s;
 	char *audience;       /* NULL: not checked */
 	char *issuer;         /* NULL: not checked */
@@ -84,8 +85,11 @@ static const char *const reasons[] = {
 	"the token is not valid yet",
 	"the token's audience is not this server",
 	"the token's issuer is not the one configured",
+	"unknown key id: no key of jwt_jwks_file has the token's kid",
 };
 static const char reason_no_exp[] = "the token has no exp claim";
+static const char reason_no_kid[] = "the token has no key id (kid), which a key set of several keys needs";
+static const char reason_key_iss[] = "the token's issuer is not the one its key (kid) is held to";
 
 /* ---- configuration ---------------------------------------------------- */
 
@@ -98,46 +102,6 @@ static const char *shown(const char *s, char *buf, size_t len)
 		buf[n] = s[n] >= 0x20 && s[n] < 0x7f ? s[n] : '?';
 	buf[n] = '\0';
 	return buf;
-}
-
-/* Read the regular file path whole, at most max bytes, into a new buffer.
- * Returns the byte count, or -1 with the reason in *why (static). The
- * open does not block on a FIFO (which is then refused). */
-static ssize_t read_whole(const char *path, size_t max, unsigned char **out, const char **why)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	struct stat st;
-	*out = NULL;
-	*why = NULL;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		*why = strerror(errno);
-	else if (S_ISDIR(st.st_mode))
-		*why = strerror(EISDIR);
-	else if (!S_ISREG(st.st_mode))
-		*why = "not a regular file";
-	unsigned char *buf = xmalloc(max + 1);
-	size_t n = 0;
-	while (!*why && n <= max) {
-		ssize_t r = read(fd, buf + n, max + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			*why = strerror(errno);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	if (!*why && n > max)
-		*why = "the file is too large";
-	if (fd >= 0)
-		close(fd);
-	if (*why) {
-		OPENSSL_cleanse(buf, max + 1);
-		free(buf);
-		return -1;
-	}
-	*out = buf;
-	return (ssize_t)n;
 }
 
 /* A copy of the dotted claim name ("mercure.subscribe": member
@@ -166,13 +130,22 @@ bool jwt_claim_name_valid(const char *dotted)
 	return p != NULL;
 }
 
+/* The verifier's one key (a PEM or secret file), for alg. */
+static struct jwk *one_key(struct jwt_verifier *v, enum jwk_alg alg)
+{
+	v->keys.keys = xcalloc(1, sizeof(*v->keys.keys));
+	v->keys.n = 1;
+	v->keys.keys[0].alg = alg;
+	return &v->keys.keys[0];
+}
+
 /* HS256: the secret is the file's bytes less one trailing LF or CRLF. */
 static int load_secret(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
 {
 	char sp[300];
 	const char *why;
 	unsigned char *buf;
-	ssize_t n = read_whole(path, JWT_SECRET_MAX + 2, &buf, &why);
+	ssize_t n = jwk_read_file(path, JWK_SECRET_MAX + 2, &buf, &why);
 	if (n < 0) {
 		snprintf(err, errlen, "jwt_secret_file = \"%s\": %s", shown(path, sp, sizeof(sp)), why);
 		return -1;
@@ -182,30 +155,24 @@ static int load_secret(struct jwt_verifier *v, const char *path, char *err, size
 		len -= len > 1 && buf[len - 2] == '\r' ? 2 : 1;
 	if (len == 0)
 		snprintf(err, errlen, "jwt_secret_file = \"%s\": the file is empty", shown(path, sp, sizeof(sp)));
-	else if (len < JWT_SECRET_MIN)
+	else if (len < JWK_SECRET_MIN)
 		snprintf(err, errlen,
 			 "jwt_secret_file = \"%s\": the secret is %zu bytes; HS256 needs at least %d "
 			 "(e.g. openssl rand -base64 48)",
-			 shown(path, sp, sizeof(sp)), len, JWT_SECRET_MIN);
-	else if (len > JWT_SECRET_MAX)
+			 shown(path, sp, sizeof(sp)), len, JWK_SECRET_MIN);
+	else if (len > JWK_SECRET_MAX)
 		snprintf(err, errlen, "jwt_secret_file = \"%s\": the secret is longer than %d bytes",
-			 shown(path, sp, sizeof(sp)), JWT_SECRET_MAX);
-	if (len >= JWT_SECRET_MIN && len <= JWT_SECRET_MAX) {
-		v->secret = xmalloc(len);
-		memcpy(v->secret, buf, len);
-		v->secret_len = len;
+			 shown(path, sp, sizeof(sp)), JWK_SECRET_MAX);
+	bool ok = len >= JWK_SECRET_MIN && len <= JWK_SECRET_MAX;
+	if (ok) {
+		struct jwk *k = one_key(v, JWK_HS256);
+		k->secret = xmalloc(len);
+		memcpy(k->secret, buf, len);
+		k->secret_len = len;
 	}
 	OPENSSL_cleanse(buf, (size_t)n);
 	free(buf);
-	if (!v->secret)
-		return -1;
-	v->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	if (!v->mac) {
-		snprintf(err, errlen, "jwt_algorithm = \"HS256\": this OpenSSL has no HMAC");
-		ERR_clear_error();
-		return -1;
-	}
-	return 0;
+	return ok ? 0 : -1;
 }
 
 /* The public key in PEM text buf[0..n): a PUBLIC KEY block, else the key
@@ -228,43 +195,25 @@ static EVP_PKEY *pem_public_key(const unsigned char *buf, size_t n)
 	return k;
 }
 
-/* Why key k does not fit alg, or NULL when it does. */
-static const char *key_mismatch(EVP_PKEY *k, enum jwt_alg alg)
-{
-	if (alg == ALG_RS256) {
-		if (!EVP_PKEY_is_a(k, "RSA"))
-			return "not an RSA key, which RS256 needs";
-		if (EVP_PKEY_get_bits(k) < JWT_RSA_MIN_BITS)
-			return "the RSA key is shorter than 2048 bits";
-		return NULL;
-	}
-	char group[64] = "";
-	size_t glen = 0;
-	if (!EVP_PKEY_is_a(k, "EC"))
-		return "not an EC key, which ES256 needs";
-	if (!EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) || strcmp(group, "prime256v1") != 0) {
-		ERR_clear_error();
-		return "the EC key is not on curve P-256, which ES256 needs";
-	}
-	return NULL;
-}
-
-/* RS256 / ES256: a PEM public key or certificate, of the right type. */
-static int load_public_key(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
+/* RS256 / ES256 / EdDSA: a PEM public key or certificate, of the right
+ * type. */
+static int load_public_key(struct jwt_verifier *v, enum jwk_alg alg, const char *path, char *err, size_t errlen)
 {
 	char sp[300];
 	const char *why;
 	unsigned char *buf;
-	ssize_t n = read_whole(path, JWT_KEY_FILE_MAX, &buf, &why);
+	ssize_t n = jwk_read_file(path, JWT_KEY_FILE_MAX, &buf, &why);
 	if (n >= 0) {
-		v->pkey = pem_public_key(buf, (size_t)n);
-		if (!v->pkey && memmem(buf, (size_t)n, "PRIVATE KEY-----", 16))
+		EVP_PKEY *pkey = pem_public_key(buf, (size_t)n);
+		if (!pkey && memmem(buf, (size_t)n, "PRIVATE KEY-----", 16))
 			why = "the file holds a private key; give the public key (openssl pkey -pubout) or a "
 			      "certificate";
-		else if (!v->pkey)
+		else if (!pkey)
 			why = "no PEM public key (BEGIN PUBLIC KEY) or certificate in the file";
 		else
-			why = key_mismatch(v->pkey, v->alg);
+			why = jwk_key_mismatch(pkey, alg);
+		if (pkey)
+			one_key(v, alg)->pkey = pkey;
 		OPENSSL_cleanse(buf, (size_t)n); /* it may have held a private key */
 		free(buf);
 	}
@@ -273,24 +222,35 @@ static int load_public_key(struct jwt_verifier *v, const char *path, char *err, 
 	return why ? -1 : 0;
 }
 
+/* jwt_jwks_file: the keys chosen by kid. */
+static int load_jwks(struct jwt_verifier *v, const char *path, char *err, size_t errlen)
+{
+	char sp[300], why[400];
+	if (jwks_load(path, &v->keys, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "jwt_jwks_file = \"%s\": %s", shown(path, sp, sizeof(sp)), why);
+		return -1;
+	}
+	v->by_kid = true;
+	v->jwks_path = xstrdup(path);
+	return 0;
+}
+
 static const char *or_empty(const char *s)
 {
 	return s ? s : "";
 }
 
-/* Settings that need no file: the algorithm, the leeway, the claim names. */
-static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, char *err, size_t errlen)
+/* Settings that need no file: the algorithm, the leeway, the claim names.
+ * *alg is the algorithm, or -1 when the keys come from a JWK Set. */
+static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, int *alg, char *err, size_t errlen)
 {
 	char sp[300];
-	size_t a = 0;
-	while (a < ARRAY_LEN(alg_names) && strcmp(s->algorithm, alg_names[a]) != 0)
-		a++;
-	if (a == ARRAY_LEN(alg_names)) {
-		snprintf(err, errlen, "jwt_algorithm = \"%s\": not one of HS256, RS256, ES256",
+	*alg = jwk_alg_from_name(or_empty(s->algorithm));
+	if (*alg < 0 && s->algorithm && s->algorithm[0]) {
+		snprintf(err, errlen, "jwt_algorithm = \"%s\": not one of HS256, RS256, ES256, EdDSA",
 			 shown(s->algorithm, sp, sizeof(sp)));
 		return -1;
 	}
-	v->alg = (enum jwt_alg)a;
 	if (s->leeway_s < 0) {
 		snprintf(err, errlen, "jwt_leeway: must not be negative");
 		return -1;
@@ -319,21 +279,57 @@ static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, 
 	return 0;
 }
 
-/* Exactly the file the algorithm reads must be given. */
-static int check_files(const struct jwt_settings *s, enum jwt_alg alg, char *err, size_t errlen)
+/* Exactly one source of keys: jwt_jwks_file alone (each key names its
+ * algorithm), or jwt_algorithm with its own key file. */
+static int check_files(const struct jwt_settings *s, int alg, char *err, size_t errlen)
 {
-	bool hs = alg == ALG_HS256;
-	const char *want = hs ? s->secret_file : s->public_key_file;
-	const char *other = hs ? s->public_key_file : s->secret_file;
+	const char *jwks = or_empty(s->jwks_file), *secret = or_empty(s->secret_file),
+		   *pub = or_empty(s->public_key_file);
+	if (jwks[0]) {
+		if (alg >= 0)
+			snprintf(err, errlen,
+				 "jwt_algorithm = \"%s\" is set, but jwt_jwks_file names each key's algorithm; "
+				 "leave jwt_algorithm empty",
+				 jwk_alg_name((enum jwk_alg)alg));
+		else if (secret[0] || pub[0])
+			snprintf(err, errlen, "%s is set, but jwt_jwks_file holds the keys",
+				 secret[0] ? "jwt_secret_file" : "jwt_public_key_file");
+		return alg >= 0 || secret[0] || pub[0] ? -1 : 0;
+	}
+	bool hs = alg == JWK_HS256;
+	const char *want = hs ? secret : pub;
+	const char *other = hs ? pub : secret;
 	const char *want_key = hs ? "jwt_secret_file" : "jwt_public_key_file";
 	const char *other_key = hs ? "jwt_public_key_file" : "jwt_secret_file";
-	if (!want || !want[0]) {
-		snprintf(err, errlen, "jwt_algorithm = \"%s\" needs %s", alg_names[alg], want_key);
+	if (!want[0]) {
+		snprintf(err, errlen, "jwt_algorithm = \"%s\" needs %s", jwk_alg_name((enum jwk_alg)alg), want_key);
 		return -1;
 	}
-	if (other && other[0]) {
-		snprintf(err, errlen, "%s is set, but jwt_algorithm = \"%s\" reads %s", other_key, alg_names[alg],
-			 want_key);
+	if (other[0]) {
+		snprintf(err, errlen, "%s is set, but jwt_algorithm = \"%s\" reads %s", other_key,
+			 jwk_alg_name((enum jwk_alg)alg), want_key);
+		return -1;
+	}
+	return 0;
+}
+
+static int load_keys(struct jwt_verifier *v, const struct jwt_settings *s, int alg, char *err, size_t errlen)
+{
+	int r;
+	if (alg < 0)
+		r = load_jwks(v, s->jwks_file, err, errlen);
+	else if (alg == JWK_HS256)
+		r = load_secret(v, s->secret_file, err, errlen);
+	else
+		r = load_public_key(v, (enum jwk_alg)alg, s->public_key_file, err, errlen);
+	if (r < 0)
+		return -1;
+	bool hs = false;
+	for (size_t i = 0; i < v->keys.n; i++)
+		hs |= v->keys.keys[i].alg == JWK_HS256;
+	if (hs && !(v->mac = EVP_MAC_fetch(NULL, "HMAC", NULL))) {
+		snprintf(err, errlen, "HS256: this OpenSSL has no HMAC");
+		ERR_clear_error();
 		return -1;
 	}
 	return 0;
@@ -341,21 +337,22 @@ static int check_files(const struct jwt_settings *s, enum jwt_alg alg, char *err
 
 int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, char *err, size_t errlen)
 {
+	int alg;
 	*out = NULL;
 	if (errlen)
 		err[0] = '\0';
-	if (!s->algorithm || !s->algorithm[0])
+	if ((!s->algorithm || !s->algorithm[0]) && (!s->jwks_file || !s->jwks_file[0]))
 		return 0;
 	struct jwt_verifier *v = xcalloc(1, sizeof(*v));
-	if (check_settings(s, v, err, errlen) < 0 || check_files(s, v->alg, err, errlen) < 0 ||
-	    (v->alg == ALG_HS256 ? load_secret(v, s->secret_file, err, errlen)
-				 : load_public_key(v, s->public_key_file, err, errlen)) < 0) {
+	v->kid_log = xcalloc(1, sizeof(*v->kid_log));
+	if (check_settings(s, v, &alg, err, errlen) < 0 || check_files(s, alg, err, errlen) < 0 ||
+	    load_keys(v, s, alg, err, errlen) < 0) {
 		jwt_verifier_free(v);
 		return -1;
 	}
 	v->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	if (!v->sha256) {
-		snprintf(err, errlen, "jwt_algorithm: this OpenSSL has no SHA-256");
+		snprintf(err, errlen, "jwt: this OpenSSL has no SHA-256");
 		ERR_clear_error();
 		jwt_verifier_free(v);
 		return -1;
@@ -365,15 +362,19 @@ int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, ch
 	return 0;
 }
 
+size_t jwt_verifier_keys(const struct jwt_verifier *v)
+{
+	return v ? v->keys.n : 0;
+}
+
 void jwt_verifier_free(struct jwt_verifier *v)
 {
 	if (!v)
 		return;
-	EVP_PKEY_free(v->pkey);
+	jwks_free(&v->keys);
+	free(v->jwks_path);
+	free(v->kid_log);
 	EVP_MAC_free(v->mac);
-	if (v->secret)
-		OPENSSL_cleanse(v->secret, v->secret_len);
-	free(v->secret);
 	free(v->audience);
 	free(v->issuer);
 	free(v->subscribe_path);
@@ -385,47 +386,6 @@ void jwt_verifier_free(struct jwt_verifier *v)
 }
 
 /* ---- decoding --------------------------------------------------------- */
-
-static int b64url_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
-}
-
-/* Decode the unpadded base64url text s[0..n) into out (room for 3n/4
- * bytes). Only the canonical encoding is accepted: a length that leaves a
- * lone character, any other character, or unused low bits that are not
- * zero all fail. Returns the decoded length, or -1. */
-static ssize_t b64url_decode(const char *s, size_t n, unsigned char *out)
-{
-	unsigned acc = 0, bits = 0;
-	size_t k = 0;
-	if (n % 4 == 1)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		int d = b64url_value((unsigned char)s[i]);
-		if (d < 0)
-			return -1;
-		acc = ((acc << 6) | (unsigned)d) & 0x3fff;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[k++] = (unsigned char)(acc >> bits);
-		}
-	}
-	if (acc & ((1u << bits) - 1))
-		return -1;
-	return (ssize_t)k;
-}
 
 /* A token cut into its parts: the signing input is the text up to the
  * second dot; header, payload and signature are decoded. */
@@ -536,7 +496,7 @@ static int each_element(const struct claim *c, element_fn *fn, void *arg)
 
 /* ---- signatures ------------------------------------------------------- */
 
-static bool verify_hs256(const struct jwt_verifier *v, const struct jws *t)
+static bool verify_hs256(const struct jwt_verifier *v, const struct jwk *k, const struct jws *t)
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	size_t mac_len = 0;
@@ -544,7 +504,7 @@ static bool verify_hs256(const struct jwt_verifier *v, const struct jws *t)
 	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(v->mac);
 	OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
 				OSSL_PARAM_construct_end() };
-	if (ctx && EVP_MAC_init(ctx, v->secret, v->secret_len, params) &&
+	if (ctx && EVP_MAC_init(ctx, k->secret, k->secret_len, params) &&
 	    EVP_MAC_update(ctx, (const unsigned char *)t->input, t->input_len) &&
 	    EVP_MAC_final(ctx, mac, &mac_len, sizeof(mac)))
 		ok = mac_len == 32 && t->sig_len == 32 && CRYPTO_memcmp(mac, t->sig, 32) == 0;
@@ -571,25 +531,30 @@ static int es256_der(const unsigned char *raw, unsigned char **der)
 	return n > 0 ? n : -1;
 }
 
-/* RS256 (PKCS#1 v1.5) or ES256, both over SHA-256. */
-static bool verify_pkey(const struct jwt_verifier *v, const struct jws *t)
+/* RS256 (PKCS#1 v1.5) or ES256, both over SHA-256; or EdDSA (Ed25519,
+ * which hashes inside: no digest is named). */
+static bool verify_pkey(const struct jwk *k, const struct jws *t)
 {
 	const unsigned char *sig = t->sig;
 	size_t sig_len = t->sig_len;
 	unsigned char *der = NULL;
-	if (v->alg == ALG_ES256) {
+	if (k->alg == JWK_EDDSA) {
+		if (t->sig_len != 64)
+			return false;
+	} else if (k->alg == JWK_ES256) {
 		int n = t->sig_len == 64 ? es256_der(t->sig, &der) : -1;
 		if (n < 0)
 			return false;
 		sig = der;
 		sig_len = (size_t)n;
-	} else if (t->sig_len != (size_t)EVP_PKEY_get_size(v->pkey)) {
+	} else if (t->sig_len != (size_t)EVP_PKEY_get_size(k->pkey)) {
 		return false;
 	}
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	EVP_PKEY_CTX *pctx = NULL;
-	bool ok = md && EVP_DigestVerifyInit_ex(md, &pctx, "SHA256", NULL, NULL, v->pkey, NULL) == 1 &&
-		  (v->alg != ALG_RS256 || EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1) &&
+	const char *digest = k->alg == JWK_EDDSA ? NULL : "SHA256";
+	bool ok = md && EVP_DigestVerifyInit_ex(md, &pctx, digest, NULL, NULL, k->pkey, NULL) == 1 &&
+		  (k->alg != JWK_RS256 || EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PADDING) == 1) &&
 		  EVP_DigestVerify(md, sig, sig_len, (const unsigned char *)t->input, t->input_len) == 1;
 	EVP_MD_CTX_free(md);
 	OPENSSL_free(der);
@@ -766,20 +731,82 @@ static void read_subject(const struct json_value *payload, struct jwt_rights *r)
 		free(text);
 }
 
-/* The header: a JSON object whose "alg" is the configured algorithm, with
- * no "crit" (no extension is understood here, so RFC 7515 says refuse). */
-static int check_header(const struct jwt_verifier *v, const struct jws *t)
+/* Log a token naming a kid that no key has: at most one line a second
+ * (with how many were not logged), the kid shown safely and cut short. */
+static void log_unknown_kid(const struct jwt_verifier *v, const struct json_value *kid, int64_t now)
 {
-	struct claim alg, crit;
+	struct kid_log *l = v->kid_log;
+	if (now == l->last_s) {
+		l->suppressed++;
+		return;
+	}
+	size_t len;
+	char *text = json_string_dup(kid, &len);
+	char sk[68], sp[300], more[64] = "";
+	text[MIN(len, (size_t)64)] = '\0';
+	shown(text, sk, sizeof(sk));
+	if (l->suppressed)
+		snprintf(more, sizeof(more), " (and %lu more since the last line)", l->suppressed);
+	log_warn("jwt: refused a token whose kid \"%s%s\" is not in jwt_jwks_file \"%s\" (%zu key%s)%s", sk,
+		 len > 64 ? "..." : "", shown(v->jwks_path, sp, sizeof(sp)), v->keys.n, v->keys.n == 1 ? "" : "s",
+		 more);
+	free(text);
+	l->last_s = now;
+	l->suppressed = 0;
+}
+
+/* The header: a JSON object with no "crit" (no extension is understood
+ * here, so RFC 7515 says refuse), whose "kid" chooses the key from a JWK
+ * Set (never each key in turn) and whose "alg" is that key's algorithm.
+ * Without a JWK Set the one key is used and "kid" is not read. */
+static int check_header(const struct jwt_verifier *v, const struct jws *t, int64_t now, const struct jwk **key,
+			const char **why)
+{
+	struct claim alg, crit, kid;
 	struct json_value header;
 	if (!read_object(t->header, t->header_len, &header))
 		return JWT_MALFORMED;
 	claim_get(&header, "alg", &alg);
-	bool alg_ok = alg.type == C_TEXT && same(&alg.v, alg_names[v->alg]);
 	claim_get(&header, "crit", &crit);
-	if (!alg_ok)
+	const struct jwk *k = &v->keys.keys[0];
+	if (v->by_kid) {
+		claim_get(&header, "kid", &kid);
+		if (kid.type != C_ABSENT && kid.type != C_TEXT)
+			return JWT_MALFORMED;
+		if (kid.type == C_ABSENT && v->keys.n > 1) {
+			*why = reason_no_kid;
+			return JWT_UNKNOWN_KEY;
+		}
+		if (kid.type == C_TEXT) {
+			size_t len;
+			char *text = json_string_dup(&kid.v, &len);
+			k = jwks_find(&v->keys, text, len);
+			free(text);
+			if (!k) {
+				log_unknown_kid(v, &kid.v, now);
+				return JWT_UNKNOWN_KEY;
+			}
+		}
+	}
+	if (alg.type != C_TEXT || !same(&alg.v, jwk_alg_name(k->alg)))
 		return JWT_BAD_ALG;
-	return crit.type == C_ABSENT ? JWT_OK : JWT_MALFORMED;
+	if (crit.type != C_ABSENT)
+		return JWT_MALFORMED;
+	*key = k;
+	return JWT_OK;
+}
+
+/* "iss" when the key is held to an issuer: exactly it. */
+static int check_key_issuer(const struct jwk *k, const struct json_value *payload, const char **why)
+{
+	struct claim c;
+	if (!k->iss)
+		return JWT_OK;
+	claim_get(payload, "iss", &c);
+	if (c.type == C_TEXT && same(&c.v, k->iss))
+		return JWT_OK;
+	*why = reason_key_iss;
+	return JWT_BAD_ISSUER;
 }
 
 /* Everything after the shape: header, times, signature, claims, rights.
@@ -788,7 +815,8 @@ static int verify_parts(const struct jwt_verifier *v, const struct jws *t, int64
 			const char **why, bool *signed_, jwt_claims_fn read, void *arg)
 {
 	struct json_value payload;
-	int e = check_header(v, t);
+	const struct jwk *k = NULL;
+	int e = check_header(v, t, now, &k, why);
 	if (e != JWT_OK)
 		return e;
 	if (!read_object(t->payload, t->payload_len, &payload))
@@ -796,9 +824,10 @@ static int verify_parts(const struct jwt_verifier *v, const struct jws *t, int64
 	if ((e = check_times(v, &payload, now, r, why)) != JWT_OK)
 		return e;
 	*signed_ = true;
-	if (!(v->alg == ALG_HS256 ? verify_hs256(v, t) : verify_pkey(v, t)))
+	if (!(k->alg == JWK_HS256 ? verify_hs256(v, k, t) : verify_pkey(k, t)))
 		return JWT_BAD_SIGNATURE;
-	if ((e = check_audience(v, &payload)) != JWT_OK || (e = check_issuer(v, &payload)) != JWT_OK)
+	if ((e = check_audience(v, &payload)) != JWT_OK || (e = check_issuer(v, &payload)) != JWT_OK ||
+	    (e = check_key_issuer(k, &payload, why)) != JWT_OK)
 		return e;
 	if (read) {
 		/* Another protocol's claims, read by its own module. */
@@ -893,6 +922,7 @@ void jwt_settings_from_config(const struct config *cfg, struct jwt_settings *out
 		.algorithm = cfg->jwt_algorithm,
 		.secret_file = cfg->jwt_secret_file,
 		.public_key_file = cfg->jwt_public_key_file,
+		.jwks_file = cfg->jwt_jwks_file,
 		.leeway_s = cfg->jwt_leeway_s,
 		.audience = cfg->jwt_audience,
 		.issuer = cfg->jwt_issuer,
@@ -917,12 +947,12 @@ int jwt_check_config(const struct config *cfg)
 	}
 	if (errors)
 		return errors;
-	/* An algorithm reads exactly its own key file; a key file without an
-	 * algorithm is a mistake. */
-	const char *alg = cfg->jwt_algorithm;
+	/* An algorithm reads exactly its own key file, and a JWK Set names
+	 * each key's algorithm; a key file without either is a mistake. */
+	const char *alg = cfg->jwt_algorithm, *jwks = cfg->jwt_jwks_file;
 	const char *files[] = { "jwt_secret_file", "jwt_public_key_file" };
 	const char *paths[] = { cfg->jwt_secret_file, cfg->jwt_public_key_file };
-	if (!alg[0]) {
+	if (!alg[0] && !jwks[0]) {
 		for (size_t i = 0; i < 2; i++) {
 			if (paths[i][0]) {
 				log_err("%s: %s is set, but jwt_algorithm is not (signed tokens are off)",
@@ -932,16 +962,35 @@ int jwt_check_config(const struct config *cfg)
 		}
 		return errors;
 	}
-	size_t want = strcmp(alg, "HS256") == 0 ? 0 : 1, other = 1 - want;
-	if (!paths[want][0]) {
-		log_err("%s: jwt_algorithm = \"%s\" needs %s", config_origin(cfg, "jwt_algorithm"), alg, files[want]);
-		errors++;
-	}
-	if (paths[other][0]) {
-		log_err("%s: %s is set, but jwt_algorithm = \"%s\" (%s) reads %s instead",
-			config_origin(cfg, files[other]), files[other], alg, config_origin(cfg, "jwt_algorithm"),
-			files[want]);
-		errors++;
+	const char *source = "jwt_jwks_file";
+	if (jwks[0]) {
+		if (alg[0]) {
+			log_err("%s: jwt_algorithm = \"%s\" is set, but jwt_jwks_file (%s) names each key's algorithm; "
+				"leave jwt_algorithm empty",
+				config_origin(cfg, "jwt_algorithm"), alg, config_origin(cfg, "jwt_jwks_file"));
+			errors++;
+		}
+		for (size_t i = 0; i < 2; i++) {
+			if (paths[i][0]) {
+				log_err("%s: %s is set, but jwt_jwks_file (%s) holds the keys",
+					config_origin(cfg, files[i]), files[i], config_origin(cfg, "jwt_jwks_file"));
+				errors++;
+			}
+		}
+	} else {
+		size_t want = strcmp(alg, "HS256") == 0 ? 0 : 1, other = 1 - want;
+		source = files[want];
+		if (!paths[want][0]) {
+			log_err("%s: jwt_algorithm = \"%s\" needs %s", config_origin(cfg, "jwt_algorithm"), alg,
+				files[want]);
+			errors++;
+		}
+		if (paths[other][0]) {
+			log_err("%s: %s is set, but jwt_algorithm = \"%s\" (%s) reads %s instead",
+				config_origin(cfg, files[other]), files[other], alg,
+				config_origin(cfg, "jwt_algorithm"), files[want]);
+			errors++;
+		}
 	}
 	if (errors)
 		return errors;
@@ -952,7 +1001,7 @@ int jwt_check_config(const struct config *cfg)
 	char err[700];
 	jwt_settings_from_config(cfg, &js);
 	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
-		log_err("%s: %s", config_origin(cfg, files[want]), err);
+		log_err("%s: %s", config_origin(cfg, source), err);
 		errors++;
 	}
 	jwt_verifier_free(v);

@@ -1,8 +1,11 @@
 /* jwt.h: signed tokens (JWS compact serialization, RFC 7515/7519) that
- * carry a reader's and a publisher's topic rights. One algorithm, fixed by
- * configuration: HS256 with a secret read from a file, or RS256 / ES256
- * with a PEM public key file; "alg": "none", any other algorithm, and an
- * HMAC token against a public key are refused. "exp" is required, "nbf"
+ * carry a reader's and a publisher's topic rights. Either one algorithm,
+ * fixed by configuration (HS256 with a secret read from a file, or RS256 /
+ * ES256 / EdDSA with a PEM public key file), or a JWK Set (jwks.h) whose
+ * keys the token's "kid" chooses, each with its own algorithm and perhaps
+ * held to an issuer; an unknown kid is refused, never tried against every
+ * key. "alg": "none", an algorithm other than the key's, and an HMAC token
+ * against a public key are refused. "exp" is required, "nbf"
  * honoured, both with a leeway; "aud" and "iss" checked when configured.
  * The rights are read from claims named by dotted paths ("subscribe", or
  * "mercure.subscribe" for a token minted for Mercure; "presence"), each a
@@ -16,15 +19,16 @@
 
 /* What a verifier is built from (the jwt_* configuration keys). */
 struct jwt_settings {
-	const char *algorithm;       /* "HS256", "RS256" or "ES256"; "" = tokens off */
+	const char *algorithm;       /* "HS256", "RS256", "ES256" or "EdDSA"; "" = tokens off (or jwks_file) */
 	const char *secret_file;     /* HS256: the shared secret (one trailing newline stripped) */
-	const char *public_key_file; /* RS256 / ES256: a PEM public key (or certificate) */
+	const char *public_key_file; /* RS256 / ES256 / EdDSA: a PEM public key (or certificate) */
 	int64_t leeway_s;            /* clock skew allowed on exp and nbf */
 	const char *audience;        /* "" = not checked; else "aud" must be it or contain it */
 	const char *issuer;          /* "" = not checked; else "iss" must equal it */
 	const char *subscribe_claim; /* dotted path, e.g. "subscribe" or "mercure.subscribe" */
 	const char *publish_claim;   /* dotted path, e.g. "publish" or "mercure.publish" */
 	const char *presence_claim;  /* dotted path, e.g. "presence": who may ask GET /api/presence */
+	const char *jwks_file;       /* a JWK Set (jwks.h), with algorithm "": the keys chosen by kid */
 };
 
 /* The rights a verified token grants. Owned by the caller once filled;
@@ -45,14 +49,18 @@ struct jwt_verifier;
 #define JWT_SUBJECT_MAX 128 /* the longest "sub" taken as a subject */
 
 /* Build a verifier: reads and parses the key file now (nothing is read
- * later). Returns 0 with *out set, or with *out NULL when s->algorithm is
- * "" (tokens off); or -1 with a one-line reason in err naming the setting
+ * later: a changed file is a new verifier, with a cache of its own).
+ * Returns 0 with *out set, or with *out NULL when s->algorithm and
+ * s->jwks_file are both "" (tokens off); or -1 with a one-line reason in err naming the setting
  * and file (never the secret), e.g. an unreadable file, an empty secret,
  * a PEM that is not a public key, a key of the wrong type for the
  * algorithm (an EC key for RS256, an RSA key or a curve other than P-256
  * for ES256). */
 int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, char *err, size_t errlen);
 void jwt_verifier_free(struct jwt_verifier *v);
+
+/* How many keys v holds (1 without a JWK Set; 0 for NULL). */
+size_t jwt_verifier_keys(const struct jwt_verifier *v);
 
 /* Whether dotted is a claim name jwt_verifier_new takes: names of letters,
  * digits, '_' and '-', joined by dots ("subscribe", "mercure.subscribe"),
@@ -68,7 +76,8 @@ enum jwt_error {
 	JWT_EXPIRED = -4,       /* exp in the past (beyond the leeway), or missing */
 	JWT_NOT_YET = -5,       /* nbf in the future (beyond the leeway) */
 	JWT_BAD_AUDIENCE = -6,
-	JWT_BAD_ISSUER = -7,
+	JWT_BAD_ISSUER = -7,  /* or not the issuer the token's key is held to */
+	JWT_UNKNOWN_KEY = -8, /* a JWK Set has no key of the token's kid, or the token has none */
 };
 
 /* Verify token[0..len) at Unix time now. Returns JWT_OK with *r filled, or

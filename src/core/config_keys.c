@@ -94,6 +94,7 @@ const struct key config_keys[] = {
 	KEY("jwt_algorithm", K_STR, jwt_algorithm, 0, 64, "", .check = check_jwt_algorithm),
 	KEY("jwt_secret_file", K_STR, jwt_secret_file, 0, 4096, ""),
 	KEY("jwt_public_key_file", K_STR, jwt_public_key_file, 0, 4096, ""),
+	KEY("jwt_jwks_file", K_STR, jwt_jwks_file, 0, 4096, ""),
 	KEY("jwt_leeway", K_DUR_S, jwt_leeway_s, 0, 300, "10s"),
 	KEY("jwt_audience", K_STR, jwt_audience, 0, 1024, ""),
 	KEY("jwt_issuer", K_STR, jwt_issuer, 0, 1024, ""),
@@ -242,14 +243,15 @@ static const char *check_proxies(const char *v, char *buf, size_t len)
 	return trust_parse(&t, v, buf, len) < 0 ? buf : NULL;
 }
 
-/* jwt_algorithm: one of the three jwt.c verifies, or empty (tokens off). */
+/* jwt_algorithm: one of those jwt.c verifies, or empty (tokens off, or
+ * each key's own with jwt_jwks_file). */
 static const char *check_jwt_algorithm(const char *v, char *buf, size_t len)
 {
 	(void)buf;
 	(void)len;
-	if (!v[0] || !strcmp(v, "HS256") || !strcmp(v, "RS256") || !strcmp(v, "ES256"))
+	if (!v[0] || !strcmp(v, "HS256") || !strcmp(v, "RS256") || !strcmp(v, "ES256") || !strcmp(v, "EdDSA"))
 		return NULL;
-	return "not one of HS256, RS256, ES256 (or empty: signed tokens off)";
+	return "not one of HS256, RS256, ES256, EdDSA (or empty: signed tokens off)";
 }
 
 /* mercure_url: empty, or an absolute http(s) URL without spaces. */

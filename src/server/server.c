@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server/config_check.h"
@@ -34,8 +35,9 @@
 #define PRUNE_STEP_MAX 1000
 #define PRUNE_STEP_FIRST 64
 #define PRUNE_STEP_NS 2000000
-#define PRUNE_AGAIN_MS 10    /* between steps while a backlog of old rows remains */
-#define STAMP_MS 250         /* a worker's stamp into the group's region */
+#define PRUNE_AGAIN_MS 10  /* between steps while a backlog of old rows remains */
+#define STAMP_MS 250       /* a worker's stamp into the group's region */
+#define JWKS_CHECK_MS 1000 /* jwt_jwks_file looked at for a change */
 
 /* The hub's fatal hook: the database file is gone (the hub logged it).
  * Stop with exit code 1; systemd restarts herald on the file there now. */
@@ -142,7 +144,8 @@ static void prune_tick(void *arg)
 		if ((n > 0 && (size_t)n >= srv->prune_rows) || n == -EBUSY)
 			next = PRUNE_AGAIN_MS;
 		if (n > 0) {
-			log_debug("retention removed %d events in %.1f ms; oldest kept id is above %lld; next step %zu rows",
+			log_debug("retention removed %d events in %.1f ms; oldest kept id is above %lld; next step %zu "
+				  "rows",
 				  n, (double)took / 1e6, (long long)store_pruned_through(srv->st), srv->prune_rows);
 		}
 	}
@@ -245,13 +248,17 @@ static void keep_restart_only(struct config *fresh, struct config *cur)
 }
 
 /* Build the signed-token verifier from cfg (its keys were checked when cfg
- * was loaded) and give it to the handlers, freeing the one it replaces.
- * Returns 0, or -1 after logging why. */
+ * was loaded) and give it to the handlers, freeing the one it replaces: a
+ * new verifier has an empty cache, so no token verified with a key that is
+ * gone is answered from it. Streams already open keep going. Returns 0, or
+ * -1 after logging why (the previous verifier stays). jwt_jwks_file's
+ * stat is taken first, so a change while it is read is seen next tick. */
 static int set_jwt(struct server *srv)
 {
 	struct jwt_settings js;
 	struct jwt_verifier *v;
-	char err[512];
+	char err[768];
+	srv->jwks_st_ok = srv->cfg.jwt_jwks_file[0] && stat(srv->cfg.jwt_jwks_file, &srv->jwks_st) == 0;
 	jwt_settings_from_config(&srv->cfg, &js);
 	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
 		log_err("jwt: %s", err);
@@ -262,6 +269,38 @@ static int set_jwt(struct server *srv)
 	jwt_verifier_free(srv->jwt);
 	srv->jwt = v;
 	return 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* An identity provider's key rotation is a change of jwt_jwks_file: its
+ * stat is compared each JWKS_CHECK_MS (one stat(2): a file replaced by a
+ * rename, written in place, removed or back all show), and a change reads
+ * the keys again as SIGHUP does. A file that does not parse keeps the
+ * keys in force; the next change is read again. */
+static void jwks_tick(void *arg)
+{
+	struct server *srv = arg;
+	const char *path = srv->cfg.jwt_jwks_file;
+	struct stat st;
+	if (!path[0])
+		return; /* a reload turned it off; one that turns it on starts this again */
+	if (!srv->draining) {
+		bool ok = stat(path, &st) == 0;
+		if (ok != srv->jwks_st_ok || (ok && !same_file(&st, &srv->jwks_st))) {
+			log_info("jwt_jwks_file %s changed: reading its keys again", path);
+			if (set_jwt(srv) == 0)
+				log_info("jwt: %zu keys from jwt_jwks_file in force", jwt_verifier_keys(srv->jwt));
+			else
+				log_err("jwt: signed tokens keep the previous keys");
+		}
+	}
+	loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
 }
 
 static void reload(struct server *srv)
@@ -293,6 +332,8 @@ static void reload(struct server *srv)
 	streams_reconfigure(srv->streams);
 	if (set_jwt(srv) < 0)
 		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
+	if (srv->cfg.jwt_jwks_file[0] && !loop_timer_active(&srv->jwks_timer))
+		loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
 	if (token_changed)
 		hub_end_private(srv->hub);
 	tls_reload(srv->tls, &srv->cfg);
@@ -373,6 +414,8 @@ int server_start(struct server *srv, int argc, char **argv)
 	srv->streams = streams_new(srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	if (set_jwt(srv) < 0)
 		return -1;
+	if (srv->cfg.jwt_jwks_file[0])
+		loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
 	if (srv->cfg.presence)
 		srv->presence = presence_new(srv->lp, srv->st, srv->hub, &srv->cfg, &srv->m);
 	if (srv->cfg.presence && !srv->presence) {
@@ -502,6 +545,7 @@ void server_free(struct server *srv)
 		loop_timer_stop(srv->lp, &srv->drain_timer);
 		loop_timer_stop(srv->lp, &srv->prune_timer);
 		loop_timer_stop(srv->lp, &srv->stamp_timer);
+		loop_timer_stop(srv->lp, &srv->jwks_timer);
 	}
 	streams_free(srv->streams);
 	srv->streams = NULL;

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "server/api.h"
 #include "core/config.h"
@@ -53,8 +54,11 @@ struct server {
 	uint64_t drain_deadline;
 	struct loop_timer drain_timer;
 	struct loop_timer prune_timer;
-	size_t prune_rows; /* rows the next pruning step may remove (adapted to its time) */
+	size_t prune_rows;             /* rows the next pruning step may remove (adapted to its time) */
 	struct loop_timer stamp_timer; /* a worker's stamp into the group's region */
+	struct loop_timer jwks_timer;  /* looks for a change of jwt_jwks_file */
+	struct stat jwks_st;           /* jwt_jwks_file when its keys were last read */
+	bool jwks_st_ok;               /* jwks_st is set (the file could be stat'ed) */
 	bool draining;                 /* SIGTERM seen: no new work */
 	int exit_code;                 /* what server_run returns */
 	uint64_t started_ms;

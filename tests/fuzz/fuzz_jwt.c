@@ -1,7 +1,9 @@
-/* fuzz_jwt.c: fuzz target for jwt_verify in src/auth/jwt.c. Two fixed HS256
- * verifiers are built once (one that checks nothing optional; one with an
- * audience, an issuer, no leeway and Mercure's nested claim names), from a
- * secret written to a temporary file. An input is either
+/* fuzz_jwt.c: fuzz target for jwt_verify in src/auth/jwt.c. Three fixed
+ * verifiers are built once: two HS256 ones (one that checks nothing
+ * optional; one with an audience, an issuer, no leeway and Mercure's nested
+ * claim names) from a secret written to a temporary file, and one from a
+ * JWK Set of two oct keys with that secret (kid "a", and kid "b" held to
+ * the issuer https://auth.example), so that the header's kid is fuzzed. An input is either
  *   - a token, verified as it is; or
  *   - 'S' + header JSON + '\n' + payload JSON: encoded and signed here with
  *     the same secret, so that mutations reach the claims behind the
@@ -43,18 +45,21 @@ struct target {
 	struct jwt_verifier *v;
 	int64_t leeway;
 };
-static struct target targets[2];
+#define NTARGETS 3
+static struct target targets[NTARGETS];
 
 static void free_targets(void)
 {
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < NTARGETS; i++)
 		jwt_verifier_free(targets[i].v);
 }
 
-/* Build the two verifiers, once. */
+static size_t b64url(const unsigned char *in, size_t n, char *out); /* below */
+
+/* Build the verifiers, once. */
 static void setup(void)
 {
-	char path[] = "/tmp/herald-fuzz-jwt-XXXXXX";
+	char path[] = "/tmp/herald-fuzz-jwt-XXXXXX", path2[] = "/tmp/herald-fuzz-jwks-XXXXXX";
 	int fd = mkstemp(path);
 	FUZZ_ASSERT(fd >= 0);
 	FUZZ_ASSERT(write(fd, secret, sizeof(secret) - 1) == (ssize_t)(sizeof(secret) - 1));
@@ -78,6 +83,24 @@ static void setup(void)
 	FUZZ_ASSERT(jwt_verifier_new(&s, &targets[1].v, err, sizeof(err)) == 0 && targets[1].v);
 	targets[1].leeway = 0;
 	unlink(path);
+	/* The JWK Set: the secret as base64url, under two kids. */
+	char k[80], set[300];
+	b64url((const unsigned char *)secret, sizeof(secret) - 1, k);
+	snprintf(set, sizeof(set),
+		 "{\"keys\":[{\"kid\":\"a\",\"kty\":\"oct\",\"k\":\"%s\"},"
+		 "{\"kid\":\"b\",\"kty\":\"oct\",\"k\":\"%s\",\"iss\":\"https://auth.example\"}]}",
+		 k, k);
+	fd = mkstemp(path2);
+	FUZZ_ASSERT(fd >= 0 && write(fd, set, strlen(set)) == (ssize_t)strlen(set));
+	close(fd);
+	s = (struct jwt_settings){ .algorithm = "",
+				   .jwks_file = path2,
+				   .leeway_s = 10,
+				   .subscribe_claim = "subscribe",
+				   .publish_claim = "publish" };
+	FUZZ_ASSERT(jwt_verifier_new(&s, &targets[2].v, err, sizeof(err)) == 0 && targets[2].v);
+	targets[2].leeway = 10;
+	unlink(path2);
 	atexit(free_targets);
 }
 
@@ -122,6 +145,9 @@ static bool known_reason(const char *why)
 		"the token is not valid yet",
 		"the token's audience is not this server",
 		"the token's issuer is not the one configured",
+		"unknown key id: no key of jwt_jwks_file has the token's kid",
+		"the token has no key id (kid), which a key set of several keys needs",
+		"the token's issuer is not the one its key (kid) is held to",
 	};
 	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
 		if (why && strcmp(why, reasons[i]) == 0)
@@ -181,7 +207,7 @@ static void check_cached(const struct target *t, const char *tok, size_t len, in
 		} else {
 			FUZZ_ASSERT(known_reason(why) && !cost.cached);
 			FUZZ_ASSERT(r.subscribe == NULL && r.nsubscribe == 0 && r.publish == NULL && r.npublish == 0);
-			if (e == JWT_BAD_ALG || e == JWT_EXPIRED || e == JWT_NOT_YET)
+			if (e == JWT_BAD_ALG || e == JWT_EXPIRED || e == JWT_NOT_YET || e == JWT_UNKNOWN_KEY)
 				FUZZ_ASSERT(!cost.signature);
 		}
 		jwt_rights_free(&r);
@@ -196,7 +222,8 @@ static void check(const struct target *t, const char *tok, size_t len, bool sign
 	const char *why = (const char *)1;
 	memset(&r, 0xa5, sizeof(r)); /* jwt_verify must set every field */
 	int e = jwt_verify(t->v, tok, len, NOW, &r, &why);
-	FUZZ_ASSERT(e <= JWT_OK && e >= JWT_BAD_ISSUER);
+	FUZZ_ASSERT(e <= JWT_OK && e >= JWT_UNKNOWN_KEY);
+	FUZZ_ASSERT(e != JWT_UNKNOWN_KEY || t == &targets[2]); /* only a JWK Set has kids */
 	if (e != JWT_OK) {
 		FUZZ_ASSERT(known_reason(why));
 		FUZZ_ASSERT(r.subscribe == NULL && r.nsubscribe == 0 && r.publish == NULL && r.npublish == 0);
@@ -228,7 +255,7 @@ static void check_signed(const uint8_t *data, size_t size)
 	n += b64url(nl ? nl + 1 : data, pn, tok + n);
 	tok[n] = '.';
 	n += 1 + hmac_b64(tok, n, tok + n + 1);
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < NTARGETS; i++)
 		check(&targets[i], tok, n, true);
 	free(tok);
 }
@@ -241,7 +268,7 @@ int fuzz_one(const uint8_t *data, size_t size)
 		check_signed(data + 1, size - 1);
 		return 0;
 	}
-	for (size_t i = 0; i < 2; i++)
+	for (size_t i = 0; i < NTARGETS; i++)
 		check(&targets[i], (const char *)data, size, false);
 	return 0;
 }

@@ -1248,7 +1248,7 @@ static void test_jwt_keys(void)
 	jwt_verifier_free(v);
 
 	/* Values checked as they are set. */
-	VALUE_REFUSED("jwt-algorithm", "HS512", "not one of HS256, RS256, ES256");
+	VALUE_REFUSED("jwt-algorithm", "HS512", "not one of HS256, RS256, ES256, EdDSA");
 	VALUE_REFUSED("jwt-algorithm", "none", "not one of");
 	VALUE_REFUSED("jwt-algorithm", "hs256", "not one of");
 	VALUE_IS("jwt-leeway", "0", 0);
@@ -1313,6 +1313,27 @@ static void test_jwt_keys(void)
 				    "No such file or directory"));
 	r = load("--jwt-algorithm", "ES256", "--jwt-public-key-file", secret, NULL);
 	CHECK(r->r == -1 && err_has("no PEM public key"));
+	/* jwt_jwks_file: alone, each key naming its algorithm; beside
+	 * jwt_algorithm or a key file, refused naming both origins; a set
+	 * that does not load, refused naming the key and the member. */
+	const char *set = write_bytes("jwks.json", "{\"keys\":[{\"kty\":\"oct\",\"k\":\"c2hvcnQ\"}]}", 38);
+	r = load("--jwt-jwks-file", set, NULL);
+	snprintf(want, sizeof(want), "option --jwt-jwks-file: jwt_jwks_file = \"%s\": keys[0]: \"k\": 5 bytes", set);
+	CHECK(r->r == -1 && err_has(want));
+	r = load("--jwt-jwks-file", set, "--jwt-algorithm", "HS256", NULL);
+	CHECK(r->r == -1 && err_has("option --jwt-algorithm: jwt_algorithm = \"HS256\" is set, but jwt_jwks_file "
+				    "(option --jwt-jwks-file) names each key's algorithm; leave jwt_algorithm empty"));
+	r = load("--jwt-jwks-file", set, "--jwt-secret-file", secret, NULL);
+	CHECK(r->r == -1 && err_has("option --jwt-secret-file: jwt_secret_file is set, but jwt_jwks_file (option "
+				    "--jwt-jwks-file) holds the keys"));
+	set = write_bytes("jwks-good.json",
+			  "{\"keys\":[{\"kid\":\"a\",\"kty\":\"oct\",\"k\":"
+			  "\"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY\"}]}",
+			  84);
+	r = load("--jwt-jwks-file", set, NULL);
+	CHECK(r->r == 0 && strcmp(cfg.jwt_jwks_file, set) == 0 && strcmp(cfg.jwt_algorithm, "") == 0);
+	r = load("--jwt-algorithm", "EdDSA", "--jwt-public-key-file", ec_path, NULL);
+	CHECK(r->r == -1 && err_has("not an Ed25519 key, which EdDSA needs"));
 	/* --check-config takes the same path. */
 	r = load("--check-config", "--jwt-algorithm", "ES256", "--jwt-public-key-file", secret, NULL);
 	CHECK(r->r == -1 && r->check && err_has("no PEM public key"));
