@@ -207,6 +207,11 @@ def test_jwks_rotation_by_file_change_and_sighup_keeps_streams(keys):
         h.wait_log(r'jwt: jwt_jwks_file = ".*": keys\[0\] \(kid "c"\): "crv": is "P-384"', since=since)
         h.wait_log(r"signed tokens keep the previous keys", since=since)
         stream_ok(h, new).close()
+        # So does a file removed (a provider's sync between two files).
+        since = h.log_size()
+        os.remove(path)
+        h.wait_log(r'jwt: jwt_jwks_file = ".*": No such file or directory', since=since)
+        stream_ok(h, new).close()
         # SIGHUP reads the file again too: key a is back.
         with open(path + ".new", "w") as f:
             json.dump({"keys": [keys.jwk("a", "ec", kid="a")]}, f)
