@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # herald: build, run, test, bench, fuzz, install.
 #   make run    install missing Debian packages, build, start on 127.0.0.1:8199
 #   make check  the quick loop: build with ASan+UBSan, run the unit tests and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* backlog-experiment.c: what a tiny listen backlog does to a burst of opens,
  * on your own machine. Runs load/readers and load/open-only against a fresh
  * herald for each backlog (5, then 1024 unless told otherwise), shows each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fanout-floor.c: the kernel's floor for fan-out, to compare a server with.
  * N connected loopback TCP socket pairs; this process holds one end of each
  * and writes one ~100-byte message to every socket from one thread, a second

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* minimal-sse.c: the least an SSE server can do to open a stream, as a floor
  * for herald's opens. One epoll thread, like herald: accept4 until EAGAIN,
  * read each connection until the blank line that ends its request head

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* open-only.c: the connect-loop probe. N connects one after another in a
  * plain loop (no concurrency on the client side), each timed, with the
  * kernel's ListenOverflows and ListenDrops read before and after, so a slow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* overflow-report.c: the listen-overflow report. Reads the kernel's own
  * counters (TcpExt in /proc/net/netstat), the sysctls that size the listen
  * queues, and every listening socket's accept queue, TCP and unix, through

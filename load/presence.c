@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence.c: what presence costs herald. N readers (10,000 by default),
  * reader i on the topic "t/(i mod T)" (T = 1,000 by default), spread over P
  * client processes (process p binding to 127.0.p+1.1, so each has its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* publish.c: load on the publish path. N POSTs to /api/events, at most C in
  * flight, spread over K keep-alive connections (pipelined when C > K), from
  * one epoll thread. Throughput counts every request, so it is always printed

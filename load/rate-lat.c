@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate-lat.c: what load/rate's readers received. Every frame is one
  * delivery: its latency (arrival minus the send time in its data) goes into
  * the histogram of the step that sent it, and its id is checked against the

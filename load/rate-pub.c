@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate-pub.c: load/rate's open-loop publisher. Each event is a POST of
  * {"data":"<scheduled send time, ns>","public":true} sent when its time
  * comes, whatever the answers to earlier ones are doing: requests are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate-report.c: load/rate's output: one markdown row per step, notes on
  * the highest rate that kept up and on what happened past it, one JSON line
  * with every figure, and with --csv one row per step for load/plot. Only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate.c: sustained event rates, open loop. N readers (load/readers' epoll
  * client) stay open on a herald started here while a publisher sends events
  * on a fixed schedule, step after step at rising rates, whatever the

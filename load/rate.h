@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate.h: the parts of load/rate, a sustained-rate test: a publisher that
  * sends on a fixed schedule whatever the readers do (open loop), N readers
  * on one epoll thread (the tools' SSE client, sse-client.c), and a step

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-many.c: load/readers N --procs P [--workers W]. More readers than
  * one process may hold descriptors for: the N readers are spread over P
  * client processes forked here, process i binding its sockets to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-opens.c: load/readers N --opens R. The same N readers opened at
  * once against herald and against load/minimal-sse (a server that only
  * accepts, reads to the end of the request head and writes the same head

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-publish.c: the publisher of load/readers. By INSERT into the
  * herald database (as another process would), or by POST over one keep-alive
  * connection whose answers are read in the readers' epoll loop (tag

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-report.c: what load/readers prints at the end: the markdown table,
  * the per-event table, the notes (errors by kind beside the figures, always),
  * one JSON line with every figure, and the --csv and --opens-csv files. It

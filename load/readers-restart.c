@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-restart.c: load/readers N --restart, a reconnect storm. N readers
  * open on the herald readers.c started; events are INSERTed at --rate from
  * then on, without pause, to the end. After --before seconds herald gets

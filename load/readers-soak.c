@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-soak.c: load/readers N --soak S. N readers stay open for S
  * seconds while events are INSERTed at --rate and a second process, the
  * churner, connects and leaves --churn times a second: a stream read up to

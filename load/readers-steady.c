@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers-steady.c: what load/readers --restart and --soak share. Events
  * are published by INSERT into herald's database, as another program would,
  * at a steady rate: an INSERT needs no herald, so publishing goes on while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers.c: N stream readers on one epoll thread, so the client is never
  * the bottleneck, and the server measured from outside while they listen.
  * This file holds the command line, the set-up and the run's phases; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* readers.h: the parts of load/readers and the state each one owns. Nothing
  * is shared through globals: each part's state is a struct that readers.c
  * creates and hands down explicitly, and calls go one way, down this list:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sse-client-events.c: the records of a run's events (load/readers'): when each reader
  * had each event, and the matching of the ids readers see to the publishes
  * that made them. A POST's answer (with the id) can come after readers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sse-client-tls.c: OpenSSL for the SSE client (load/readers --tls): the
  * client context, a fresh certificate for the herald a tool started, and
  * reader I/O through SSL_read/SSL_write behind conn_read()/conn_write(), so

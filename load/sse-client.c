@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sse-client.c: the epoll client of load/readers, load/topics and
  * load/rate: N readers on one thread, so the client is never the
  * bottleneck.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sse-client.h: the epoll client of Server-Sent Events streams that
  * load/readers, load/topics and load/rate share, part of the tools' library
  * ($(BUILD)/load/libtool.a). N readers on one thread, so the client is never

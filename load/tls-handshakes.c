@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tls-handshakes.c: what a TLS handshake costs herald, full and resumed,
  * and what a reconnect storm costs. Every handshake is a real stream open:
  * connect, handshake, GET /api/events/stream, read until the opening frame

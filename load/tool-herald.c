@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool-herald.c: the private herald a load tool starts when no --server is
  * given: where its binary is found, starting it on a temporary database and
  * port and waiting until it is ready, and stopping it and removing its files.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool-json.c: the one JSON line each tool ends with, written member by
  * member on stdout (see tool.h), and the reading of a number back out of
  * another tool's line. */

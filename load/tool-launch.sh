@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # load/tool-launch.sh: load/NAME for each C tool is a link to this script,
 # which runs the tool the build made, $BUILD/load/NAME, with the same
 # arguments (so `load/readers 1000` works from the tree, as the scripts in

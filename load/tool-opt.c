@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool-opt.c: the one option parser of the load tools. Each tool describes
  * its options in a table of struct tool_opt (see tool.h): name, short name,
  * kind, where the value goes, its range, what it is called in messages and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool-proc.c: the kernel readings the load tools print, built on herald's
  * src/procstat and src/sockdiag: a server process and its children summed
  * (CPU ticks, threads, resident memory, from one /proc/N/stat line each;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool-tls.c: what the TLS load tools share: a throwaway self-signed
  * certificate for the herald they start, and the port of that herald's tls:
  * listener read from its log. The client side (contexts, sessions, I/O) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool.c: the little plumbing every load tool shares (see tool.h): clocks,
  * usage errors, numbers and addresses from the command line, the fd limit,
  * signals, errno kinds, the path of a sibling tool, percentiles and the

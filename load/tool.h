@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tool.h: what every load tool shares, beside herald's own src/procstat and
  * src/sockdiag (kernel readings) and src/util (allocation that aborts):
  *

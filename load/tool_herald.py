@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """load/tool_herald.py: which herald the scripts in load/ start, found the way
 the C tools find theirs (load/tool-herald.c), and whether it is built with a
 sanitizer, which a benchmark must say on its first line.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* topics.c: what an event costs herald when readers want different topics.
  * N readers (10,000 by default) each ask for T topics (?topic=a,b,...);
  * events go to random topics; every reader must get exactly the events of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """tests/run.py: run every test of herald and end with 'N passed, N failed'.
 
 Unit and fuzz-replay binaries under $HERALD_BUILD/tests and $HERALD_BUILD/fuzz

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* admission.c: the caps on open streams and the places streams hold: a
  * chained hash table of this process's open streams per address key, and
  * in a worker of a group the group's shared counts (group.h). See

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* admission.h: whether one more stream may open, and the place each open
  * stream holds: the global cap (max_readers) and the per-address cap
  * (per_address_limit, counted under an address key from addr_count_key).

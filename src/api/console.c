@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* console.c: the console page's responses. The page never changes while
  * herald runs, so each of its four responses (GET or HEAD, keep-alive or
  * close) is formatted once, on first use, and kept: a request then costs

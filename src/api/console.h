@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* console.h: the console page at GET /: one static page (src/api/console.html,
  * embedded by the build) that follows the event stream, shows the
  * server's figures and publishes, all from the browser. */

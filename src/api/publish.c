@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* publish.c: the publish endpoint and group commit, with publishes made
  * safe to retry by Idempotency-Key (the store keeps the keys; this file
  * reads them, names the publisher they belong to, and answers replays and

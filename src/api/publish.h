@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* publish.h: POST /api/events: the right to publish, the JSON body checked
  * and taken apart (json.h), and group commit: every publish that arrives in
  * one loop pass is inserted in one transaction, then each is answered with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* stream.c: opening Server-Sent Events streams: the request's parameters,
  * the caps (asked of admission), read rights, the head, and the connection
  * handed to the hub as the reader's sink; each open stream's record (its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* stream.h: the GET /api/events/stream handler. Its checks, in order: the
  * query and headers (400); the server shutting down (503); the caps, asked
  * of admission (admission.h: 503 at max_readers, 429 past

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* jwks.c: JWK Sets (jwks.h) read into OpenSSL keys. Public keys are built
  * from their parameters with EVP_PKEY_fromdata (RSA n, e; EC P-256 as the
  * uncompressed point 04 || x || y, then checked to be on the curve) or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* jwks.h: signing keys for tokens, as a JWK Set (RFC 7517) or as the one
  * key of the PEM and secret files. A key is public (RSA of 2048 bits or
  * more for RS256, EC on P-256 for ES256, OKP Ed25519 for EdDSA) or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* jwt.c: verification of signed tokens (jwt.h). A token is checked in this
  * order, cheapest first, and the first failure is the answer:
  *   1. shape: at most 8 KiB, three strict base64url parts (no padding, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* jwt.h: signed tokens (JWS compact serialization, RFC 7515/7519) that
  * carry a reader's and a publisher's topic rights. Either one algorithm,
  * fixed by configuration (HS256 with a secret read from a file, or RS256 /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* token_cache.c: verified tokens by the hash of their text (token_cache.h).
  * A hash table of chains, indexed by the key's first bytes (a SHA-256 is
  * uniform, and only tokens that verified get in, so nobody can crowd one

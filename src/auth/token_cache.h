@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* token_cache.h: signed tokens verified before, so that a reader who
  * reconnects with the same token (a reconnect storm: every reader at once)
  * costs a hash and a lookup instead of a signature check. An entry is the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* addr.c: trusted-proxy ranges and the client address behind a proxy. */
 #include "common/addr.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* addr.h: client addresses: the trusted-proxy list (CIDR ranges and the unix
  * socket), and the client address of a request: the peer, or the nearest
  * X-Forwarded-For hop that is not itself a trusted proxy when the peer is one. */

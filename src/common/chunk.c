@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* chunk.c: reference-counted immutable byte blocks. */
 #include "common/chunk.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* chunk.h: immutable, reference-counted byte blocks. One encoded event is one
  * chunk that every reader's output queue points into; the last unref frees
  * it. Single-threaded: the count is a plain integer. */

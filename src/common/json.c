@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* json.c: the JSON reader (json.h). json_parse walks the text once, with a
  * bit per open container (object or array) instead of recursion, so depth
  * costs 250 bytes of stack and nothing is allocated. The readers step over

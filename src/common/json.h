@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* json.h: the one JSON reader, for publish bodies and token parts. Strict
  * RFC 8259 (UTF-8 checked, containers nested at most JSON_MAX_DEPTH deep,
  * only space, tab, CR and LF as whitespace); a NUL byte and the escape

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* list.h: one intrusive doubly linked list for every module that keeps
  * its objects on a list (readers on a hub, subscriptions under a topic,
  * connections in a pool, HTTP/2 sessions and streams). A node lives inside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* log.c: leveled logging to stderr, journald-aware. */
 #include "common/log.h"
 

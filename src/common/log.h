@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* log.h: leveled logging to stderr. With JOURNAL_STREAM matching stderr the
  * lines carry journald priority prefixes ("<6>"); otherwise each line starts
  * with an ISO-8601 timestamp and the level name. */

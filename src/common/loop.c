@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* loop.c: epoll event loop with an fd-indexed watcher table, a timer heap
  * and a deferred-work queue.
  *

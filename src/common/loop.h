@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* loop.h: the event loop, the only caller of epoll_*. It owns fd watchers
  * (an fd-indexed table), timers (a min-heap of caller-owned nodes), and a
  * deferred-work queue run once at the end of every iteration.

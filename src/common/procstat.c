@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* procstat.c: /proc/PID/stat, /proc/net/netstat's TcpExt counters and
  * /proc/sys numbers (see procstat.h). Parsers never write to their input;
  * readers read the whole file first, so a line is never parsed half-read. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* procstat.h: what /proc says about a process and the TCP stack: one
  * /proc/PID/stat line (CPU ticks, threads, resident pages, parent), the
  * TcpExt counters of /proc/net/netstat, and numbers under /proc/sys.

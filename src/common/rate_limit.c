@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate_limit.c: budgets per key in a chained hash table, one "full again
  * at" time per key (rate_limit.h). */
 #include "common/rate_limit.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* rate_limit.h: budgets per key (a client's address key, addr.h): each key
  * may take per_minute units a minute, and at most per_minute at once,
  * after which it waits for the budget to refill. The Mercure endpoint's

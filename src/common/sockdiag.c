@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sockdiag.c: listening sockets through sock_diag netlink (see sockdiag.h).
  * diag_query() is the one request/response loop: a dump runs until
  * NLMSG_DONE, a lookup of one socket ends at its single answer, and an

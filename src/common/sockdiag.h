@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sockdiag.h: listening sockets as the kernel's sock_diag netlink interface
  * (what ss(8) reads) reports them, TCP (IPv4 and IPv6) and unix alike: each
  * with its accept queue now and its maximum, which is the listen backlog

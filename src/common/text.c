@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* text.c: UTF-8 validation, the JSON NUL-escape scan, names' characters,
  * the edit distance behind "did you mean", and escaping and quoting client
  * text in messages (see text.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* text.h: byte-level checks of request text: UTF-8 validity, and NUL
  * escapes inside JSON strings (json.c names a refused text's cause with
  * them); the characters allowed in event types and topics; and what a

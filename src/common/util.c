@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* util.c: allocation wrappers that abort on failure, clocks, and a seeded
  * random number for jitter. */
 #include "common/util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* util.h: allocation that aborts on failure, and small helpers shared by
  * every module. Fatal exits happen only here (out of memory) and at start-up. */
 #ifndef HERALD_UTIL_H

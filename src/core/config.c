@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* config.c: where the settings come from: the four sources (defaults,
  * INI file through libinih, environment, flags), and the checks of the
  * whole that need no other module once every source is read (token files,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* config.h: herald's settings. Sources, later ones winning: built-in
  * defaults < config file (INI, libinih) < environment (HERALD_<KEY>, and
  * BACKLOG) < command-line flags (--key-name VALUE). Every value is parsed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* config_keys.c: what each setting is and how its text is read: the key
  * table (name, type, field, range, built-in default, flags, extra check),
  * finding a key by name (a dash for an underscore; the nearest name for a

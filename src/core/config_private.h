@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* config_private.h: what config.c (the sources: defaults, file,
  * environment, flags) and config_keys.c (the key table and the value
  * parsers) share, and no other file sees. */

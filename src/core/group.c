@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* group.c: the shared memory of a group of workers: slots, the counts per
  * client address, the presence table, the wake-ups. See group.h.
  *

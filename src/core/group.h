@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* group.h: what the worker processes of one herald share (workers > 1),
  * in shared memory mapped by the main process before it forks: one slot
  * per worker (its pid, whether it is ready, when its loop last showed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* metrics.c: the Prometheus text page, with the process's own CPU time,
  * memory and descriptor count read from /proc/self. It makes the body
  * only: the HTTP answer around it is the router's (server/api.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* metrics.h: counters kept by every module, and the Prometheus text served
  * at /metrics, with the process's own CPU and memory read from /proc. */
 #ifndef HERALD_METRICS_H

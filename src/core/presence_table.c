@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence_table.c: counts per key and column in one mapped block (see
  * presence_table.h).
  *

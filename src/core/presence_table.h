@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence_table.h: streams counted per key with a column per worker, in
  * one block of memory that is either this process's own or, in a group of
  * workers, shared by every worker (mapped by the main process before it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* stall_guard.c: the loop-pass histogram, the worst pass of the last
  * minute and the stall warning (see stall_guard.h). Everything here runs
  * once per pass, so the common pass costs a histogram bucket and a compare;

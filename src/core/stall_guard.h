@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* stall_guard.h: what the loop's passes cost, as an operator sees it. Fed
  * by the loop's pass hook: every pass into herald_loop_pass_seconds, the
  * worst pass of the last minute (for /api/health) with the label of its

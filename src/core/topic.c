@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* topic.c: topic patterns (topic.h). A pattern is an exact topic, "*", or
  * SUB(prefix), the prefix followed by "/" and "*"; the characters of a
  * topic are text_name_valid's (text.h). Everything here is pure and works

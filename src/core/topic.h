@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* topic.h: topic patterns, as readers ask for them (?topic=) and as tokens
  * grant them (subscribe and publish claims): an exact topic; a subtree,
  * written as a prefix, "/" and "*", for every topic under prefix/ (at any

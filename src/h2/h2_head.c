@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_head.c: an HTTP/2 stream's request kept from its fields and DATA
  * and handed on as the record the HTTP/1.1 parser fills, and an HTTP/1.1
  * response head taken apart into HEADERS fields. Pure: the connection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_head.h: an HTTP/2 stream's request and response heads beside the
  * records herald's handlers read and write (pure: no I/O, no nghttp2).
  *

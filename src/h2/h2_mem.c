@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_mem.c: nghttp2's allocator with large blocks in mappings of their
  * own (see h2_mem.h for why). A session's mapped blocks are few, so they
  * are found by a scan of its short table; a pointer not in it came from

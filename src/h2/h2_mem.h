@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_mem.h: the allocator herald gives nghttp2, one per HTTP/2 session.
  *
  * nghttp2 allocates a 16 KiB frame buffer for every session and writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_private.h: the state of HTTP/2 sessions and their streams, shared by
  * the two files that keep it: h2_session.c (the socket, nghttp2 and its
  * callbacks, the session's life) and h2_stream.c (each stream's

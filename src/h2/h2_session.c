@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_session.c: HTTP/2 sessions over nghttp2, each HTTP/2 stream served
  * as a connection of the pool without a socket of its own (whose
  * transport is h2_stream.c's; the state both keep is in h2_private.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_session.h: HTTP/2 connections (nghttp2): h2 chosen by ALPN on TLS
  * listeners and h2c with prior knowledge on the others, both recognised
  * by the client's preface, which the connection layer hands over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_stream.c: the transport of an HTTP/2 stream's connection (a
  * connection of the pool without a socket, conn_new_virtual, which is
  * handed the request as a record and reads nothing); what the connection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* cors.c: allow_origin as a list, and the headers it decides. */
 #include "http/cors.h"
 

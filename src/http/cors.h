@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* cors.h: which web origins may use herald from a browser (allow_origin):
  * none, every one ("*"), or a list, parsed once per load. Streams echo an
  * allowed origin, publish answers carry it, and preflights are answered

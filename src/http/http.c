@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* http.c: the HTTP/1.1 request-head parser and the response writers.
  *
  * The parser is one forward pass over buf[0..len) that never looks at a byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* http.h: a pure HTTP/1.1 request parser (bytes in, a request or a precise
  * error out; no I/O, no allocation) and response formatting into chunks.
  *

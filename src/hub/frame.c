@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* frame.c: SSE encoding of events, resets, heartbeats and the stream head. */
 #include "hub/frame.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* frame.h: Server-Sent Events encoding. Each stored event is encoded once
  * into a chunk that every matching reader's queue shares. */
 #ifndef HERALD_FRAME_H

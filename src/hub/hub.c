@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* hub.c: live readers, fan-out of each new event (encoded once, shared by
  * every matching reader, found through the topic index), heartbeats and
  * stall checks, and catch-up from the store for readers that resume or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* hub.h: the set of stream readers and the fan-out of new events.
  *
  * Every reader is either LIVE (on the hub's list; each new matching event's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* hub_private.h: the fields of the hub and of its readers, which are the
  * hub's alone. Only hub.c includes this, and the hub's unit test
  * (tests/unit/test_hub.c), which looks at a reader's mode, the index and

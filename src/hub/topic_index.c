@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* topic_index.c: the index from topic to subscriptions (topic_index.h).
  *
  * Two chained hash tables with the same layout: `exact` by whole topic, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* topic_index.h: from an event's topic to the subscriptions whose pattern
  * matches it, so that an event visits only the readers that can want it,
  * not every reader.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure.c: the Mercure endpoint's two handlers (mercure.h): the
  * subscription's matchers, resume point and token, handed to stream.c as
  * a reader with its own rule; the publish form checked, authorized and

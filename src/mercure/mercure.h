@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure.h: the Mercure protocol at /.well-known/mercure, on herald's own
  * event log. Subscribing opens a stream through stream.c whose reader
  * decides by the request's matchers and the token's grants

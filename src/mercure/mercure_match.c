@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_match.c: Mercure topic matchers, value rules and token rights
  * (mercure_match.h). */
 #include "mercure/mercure_match.h"

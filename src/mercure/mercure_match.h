@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_match.h: the Mercure protocol's topic matchers (exact, URL
  * pattern, and the wildcard "*"), the values a topic, id or type may hold,
  * and the rights a token grants in either claim style: RFC 9068 access

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_sets.c: interned matcher lists and their verdicts
  * (mercure_sets.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_sets.h: the topic matcher lists of the Mercure endpoint's live
  * subscribers, interned. Subscriptions whose lists are the same (the same
  * matchers in the same order, resolved against the same hub URL) share one

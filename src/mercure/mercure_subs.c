@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_subs.c: active Mercure subscriptions, their events and the
  * subscription API's documents (mercure_subs.h). */
 #include "mercure/mercure_subs.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_subs.h: the Mercure endpoint's active subscriptions, kept by the
  * presence registry (presence.h owns one): each open subscription's
  * matchers under a subscriber id herald makes (a urn:uuid: per

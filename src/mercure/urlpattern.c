@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* urlpattern.c: URL patterns (see urlpattern.h for what is supported),
  * compiled per component in two steps. First to a small program: a byte,
  * any byte but the delimiter, any byte, a split into two paths, a jump,

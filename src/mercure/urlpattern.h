@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* urlpattern.h: URL patterns (the URL Pattern standard's syntax) matched
  * against topics, for the Mercure endpoint's urlpattern matchers. What is
  * supported: a pattern is split into protocol, hostname, port, pathname,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* conn.c: client connections: reading requests, queued output written
  * with writev once per loop pass, timeouts, and a deferred, lingering close.
  *

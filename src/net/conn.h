@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* conn.h: client connections: each one's read buffer, output queue of
  * shared chunks written with writev once per loop pass, EPOLLOUT armed only
  * while output is pending, its one timer, and a close that is safe from

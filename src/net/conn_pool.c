@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* conn_pool.c: the connection pool's cold half: making it (with its
  * io_uring send batch, when there is one), draining and freeing it, its
  * counts and settings, and the small accessors handlers read and set a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* conn_private.h: the connection pool's record, shared by the two files
  * that keep it: conn.c (reading, output, stream rounds, closing: the
  * connection's life) and conn_pool.c (the pool's making, draining, free

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* listener.c: listening sockets and the accept loop. */
 #include "net/listener.h"
 

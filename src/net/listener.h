@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* listener.h: listening sockets: parse an address, socket/bind/listen with
  * the configured backlog, or adopt sockets passed by systemd; accept4 until
  * EAGAIN; survive fd exhaustion by pausing the listener and retrying from a

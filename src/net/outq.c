@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* outq.c: the output ring of a connection (see outq.h for the invariant).
  * Its capacity is always a power of two, so a slot is found with a mask:
  * these run once per delivery, and a division there showed in profiles. */

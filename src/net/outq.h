@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* outq.h: a connection's output queue: a ring of references to shared
  * chunks, what of each is written, and which entries may be dropped. Pure:
  * no I/O; the connection fills an iovec from it, writes, and reports how

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* send_batch.c: queued sends run together through one io_uring (see
  * send_batch.h). Each queued send is an entry holding its tag, its size
  * and, for a send of several pieces, the msghdr and iovec copy that

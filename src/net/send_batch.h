@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* send_batch.h: many sends on many sockets in one system call. A stream
  * round writes one small piece to each of thousands of readers; one
  * send(2) each pays the system call's entry and exit every time (a third

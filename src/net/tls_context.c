@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tls_context.c: the TLS server context of tls: listeners with OpenSSL 3:
  * certificate chain and key, protocol settings, ALPN, session tickets and
  * their rotation, the reload on SIGHUP, the check of a pair before use, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tls_context.h: the TLS server context of tls: listeners (OpenSSL):
  * certificate chain and key (checked, loaded, reloaded), session tickets
  * and their rotation, and the sessions new connections start from. A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tls_park.c: the record layer of parked TLS 1.3 connections: traffic
  * keys from a secret (HKDF-Expand-Label), AEAD sealing of records and
  * their writes with the held-record rule of tls_park.h, and, for a

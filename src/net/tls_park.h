@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* tls_park.h: TLS 1.3 record protection for parked streams. An open stream
  * only writes, so once it is parked its TLS session is reduced to the
  * server's traffic key, IV and record sequence number (about 100 bytes

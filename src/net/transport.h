@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* transport.h: how a connection moves its bytes: a table of operations,
  * chosen once when the socket is accepted (plain TCP or unix socket, TLS,
  * and later HTTP/2 streams layered on one of those), and the transport's

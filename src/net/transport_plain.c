@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* transport_plain.c: plain sockets behind the transport table: the queued
  * iovecs go to the socket as they are, with no copy and no other system
  * call; the request is readable at accept. send(2) and recv(2) rather

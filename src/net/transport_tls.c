@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* transport_tls.c: one TLS connection: its non-blocking handshake, reads
  * and writes through OpenSSL, and the parking of an open TLS 1.3 stream.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* transport_tls.h: TLS connections behind the transport table: each one's
  * non-blocking handshake, reads and writes through OpenSSL, and, once it
  * is a TLS 1.3 stream, its session parked to a key and a sequence number

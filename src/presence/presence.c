@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence.c: the registry of who reads which topic (presence.h): each
  * stream's keys in the presence table, the answers to GET /api/presence,
  * and the join and leave events appended to the log.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence.h: who reads which topic. Every open stream is registered with
  * its reduced topic patterns (none asked: "*") and, when it presented a
  * signed token with a "sub", its subject; the counts live in a

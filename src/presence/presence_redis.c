@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence_redis.c: this node's presence share in Redis (see
  * presence_redis.h): one Redis link (redis_link.c, which connects, logs
  * in, follows the primary and backs off), the heartbeat and sweep timers,

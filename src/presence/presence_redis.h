@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* presence_redis.h: this node's share of presence kept in Redis, so that
  * every node of a cluster (herald nodes on one Redis log) answers for all.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_link.c: a Redis connection's life, for every user of Redis (see
  * redis_link.h). A link owns its hiredis context (NULL while down), its
  * reconnect timer and backoff, and, through Sentinel, a finder of its own

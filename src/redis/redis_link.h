@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_link.h: one hiredis asynchronous connection whose life this module
  * owns, for any user of Redis: connecting (TCP or unix socket, from
  * redis_url, or to the primary Redis Sentinel names), AUTH and SELECT, ROLE

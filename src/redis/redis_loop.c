@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_loop.c: the adapter between hiredis' asynchronous API and loop.c.
  * hiredis calls addRead/delRead/addWrite/delWrite as its needs change; the
  * adapter keeps the wanted epoll events and registers the socket with the

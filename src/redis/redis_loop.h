@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_loop.h: hiredis' asynchronous connections driven by herald's event
  * loop (loop.c): hiredis says when it wants to read or write, the loop
  * watches the socket and hands readiness back. No thread, no timer of

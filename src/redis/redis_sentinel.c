@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_sentinel.c: the primary's address from Redis Sentinel. Owns the
  * parsed list of sentinels and two kinds of connection, each driven by the
  * loop: a short-lived one per question (SENTINEL get-master-addr-by-name,

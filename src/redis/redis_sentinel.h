@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_sentinel.h: finding the Redis primary through Redis Sentinel, in
  * plain commands (hiredis 0.14 knows nothing of Sentinel): SENTINEL
  * get-master-addr-by-name asked of each sentinel in turn, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_url.c: the redis_url setting taken apart; see redis_url.h. No I/O,
  * no allocation: every field is bounded, and anything that does not fit is
  * an error, not a truncation. */

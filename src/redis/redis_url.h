@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* redis_url.h: the redis_url setting taken apart (pure; fuzzed):
  *   redis://[user[:password]@]host[:port][/db]   host may be [IPv6]
  *   unix:/path/to/redis.sock[?db=N]

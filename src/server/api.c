@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* api.c: routing and the small endpoints (health, metrics, presence).
  * Requests are routed by a table of paths (routes[] below): the first
  * route whose path matches and that the settings turn on answers, 405

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* api.h: the router: one complete request to its handler (stream, publish)
  * or to the small endpoints (health, metrics, presence, the console page,
  * CORS preflights), the client address behind trusted proxies, and the refusal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* config_check.c: the list of the modules' checks of their own settings,
  * run after every load, and the TLS one, which needs only tls_context.h's public
  * tls_check_pair. The list's order is the order of the messages. */

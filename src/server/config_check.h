@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* config_check.h: the checks the modules make of their own settings, once
  * config_load has parsed every value (config.h): listen addresses the
  * listeners can bind, a TLS pair that loads and is served, signed-token

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* main.c: the command line, start-up, and the exit code:
  * 0 after a clean stop (or --help, --version, a good --check-config),
  * 1 when settings are invalid or start-up fails, 2 for a bad command line. */

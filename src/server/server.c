@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* server.c: start-up in order, the wiring of the layers, signals through
  * signalfd, reload, graceful drain, and teardown in reverse order. */
 #include "server/server.h"

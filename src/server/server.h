@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* server.h: the one server instance, and the only place that knows every
  * module: it builds them in start-up order, wires the layers together
  * (connections hand requests to the router, the router to the handlers,

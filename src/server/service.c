@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* service.c: sd_notify and the watchdog. One instance per process: the
  * timers and the status source are this file's. */
 #include "server/service.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* service.h: systemd integration through libsystemd: READY/STATUS/
  * RELOADING/STOPPING notifications and the watchdog, answered from a loop
  * timer so a stuck loop stops the pings and gets restarted. Every call is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* supervisor.c: the main process of a group of workers: listeners, the
  * shared region, fork, signals, restarts with backoff, and systemd's
  * notifications for the group. See supervisor.h.

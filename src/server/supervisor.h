@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* supervisor.h: the main process of a group of workers (workers > 1). It
  * opens the listeners (one SO_REUSEPORT socket per worker for each TCP
  * address, systemd's and unix sockets shared) and the shared region

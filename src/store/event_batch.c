@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* event_batch.c: the queue of rows herald appends on its own behalf, its
  * retries in order and its bound (event_batch.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* event_batch.h: rows herald appends to the log on its own behalf, where
  * no client waits for the answer (presence's joins and leaves, the
  * Mercure endpoint's subscription events). Each owner has a queue: rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* idempotency.c: Idempotency-Key parsing, publisher scopes and body
  * fingerprints (see idempotency.h). */
 #include "store/idempotency.h"

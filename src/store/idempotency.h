@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* idempotency.h: the pieces of a publish that is safe to retry
  * (Idempotency-Key, the IETF httpapi draft): the key read from its header
  * (a Structured Field sf-string), who the publisher is (what keys are scoped

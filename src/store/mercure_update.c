@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_update.c: the block of a Mercure update's id, retry and topics
  * (see mercure_update.h). */
 #include "store/mercure_update.h"

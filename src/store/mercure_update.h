@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* mercure_update.h: what a Mercure update keeps beside its row in the log
  * (store_event.mercure): its id, its retry and every topic, canonical
  * first, as one block of lines, "ID\nRETRY\nTOPIC\nTOPIC...". Ids, retry

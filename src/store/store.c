@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store.c: store.h over its backends. Each backend is a table of
  * operations (store_backend.h); store_open picks the first one the
  * configuration names and every call goes through that table with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store.h: the event log, as the hub, the streams and the publisher see it:
  * append a batch, read a range of ids (all rows, or those a reader may and
  * wants to see), the newest and the pruned-through id, be told of change,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_backend.h: what a backend of the event log gives store.c, one
  * table of operations per backend, chosen once at store_open (as redis
  * chooses a ConnectionType per connection). store.c forwards each call of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_filter_sql.c: the SQL of a filtered read (see store_filter_sql.h):
  * a reader's filter as the parts it reads, then as one statement of index
  * seeks or one scan, and its patterns bound. Text in, text out: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_filter_sql.h: the statement a filtered read runs (see
  * store_sqlite_read_matching): what a reader may and wants to see as SQL
  * text over the events table, and its topic patterns bound to it. No

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_redis.c: the event log on a Redis stream, for several herald nodes
  * that serve one ordered stream. Owns two connections driven by the event
  * loop (redis_loop.c): one for commands (appends, catch-up reads, retention,

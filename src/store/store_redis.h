@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_redis.h: the Redis Streams backend of store.h (see store_redis.c),
  * chosen when the configuration names a redis_url, and used only through
  * store.c's table. */

@@ -1,4 +1,5 @@
 #!lua name=herald
+-- SPDX-License-Identifier: BSD-2-Clause
 --[[ herald's event log on a Redis stream. KEYS[1] is the stream
 ({name}:events), KEYS[2] the newest id assigned ({name}:last); the braces
 are a hash tag, so Redis Cluster keeps both on one shard. Each event is a

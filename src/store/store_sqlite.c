@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_sqlite.c: the SQLite backend of store.h. Owns the database
  * connection (open and close), the prepared statements of the hot paths,
  * errors and transactions, the log (append, reads and their budgets,

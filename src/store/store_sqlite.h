@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_sqlite.h: the SQLite backend of store.h (WAL mode), used through
  * store.c and directly by its unit tests. Calls are bounded in time: the
  * busy timeout is a few milliseconds, and a call that would wait longer

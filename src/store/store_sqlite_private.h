@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_sqlite_private.h: what the SQLite backend's files share and no
  * other file sees: struct store_sqlite itself (opaque elsewhere,
  * store_sqlite.h) and the functions one file of the backend gives another.

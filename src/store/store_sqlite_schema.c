@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_sqlite_schema.c: the SQLite backend's schema and its migrations
  * (PRAGMA user_version names the version; every step up runs in one
  * transaction), an older events table adopted with its ids kept, and the

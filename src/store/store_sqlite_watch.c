@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_sqlite_watch.c: how the SQLite backend learns of other writers'
  * commits and keeps its WAL small. The folder's inotify watch (or a slow
  * poll without inotify) and the other workers' wake-ups, with their rests,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_window.c: the rows kept in memory for a network backend
  * (store_window.h): spans of rows in id order, the window of the newest
  * ones and an LRU cache of fetched pages, and reads over them under the

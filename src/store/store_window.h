@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* store_window.h: the rows a backend that reads its log over the network
  * (store_redis.c) keeps in memory: the window of the newest rows, as its
  * tail brings them, and a small cache of older pages fetched for readers

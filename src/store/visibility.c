@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* visibility.c: the rule of visibility.h, the only place it is written in
  * C. Which patterns a reader holds is the hub's business; here they are
  * only matched. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* visibility.h: the one rule for which rows a reader is sent: a topic it
  * asked for (none asked: every topic), and a row it may see (public, or
  * private with the read token, or of a granted topic). The hub's fan-out

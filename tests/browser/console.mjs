@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // console.mjs: herald's console page at GET /, driven by the test.
 // Arguments: {origin, path: what to load after the origin ("/" by default,
 // "/?topic=a&history=10" say), width, height: the viewport (1000 x 800 by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // esclient.mjs: one reader built on the npm package eventsource-client,
 // under Node (its fetch, no browser). Unlike a browser's EventSource, that
 // client takes an id only from an event it dispatches (one with a data

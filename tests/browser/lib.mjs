@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // lib.mjs: what every browser scenario shares. Debian's Chromium, launched
 // by playwright-core headless with a fresh profile and only loopback to talk
 // to; EventSources opened in the page that record what they see; steps at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // mercure-conformance.config.mjs: herald's own Playwright configuration for
 // the Mercure conformance suite (tests/mercure-conformance, kept as its
 // authors wrote it). Debian's Chromium only, headless, loopback only; the

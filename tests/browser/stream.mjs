@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 // stream.mjs: EventSources in one page of herald's origin, driven by the
 // test. Arguments: {page: URL to load (a blank document of the origin),
 // streams: {name: url | [url, {withCredentials}]}, cookies: [playwright

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """harness.py: start real herald processes on loopback and talk to them.
 
 Herald(args=[...]) starts $HERALD_BIN on a fresh temporary folder with its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: backpressure without loss. A reader that stops reading while
 ~20 MB of events flow must not make herald buffer them (RSS growth stays
 near its queue limit, beyond what a second herald on the same log without

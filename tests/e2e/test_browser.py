@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end in a real browser: Debian's Chromium, headless, driven by
 playwright-core through the scripts in tests/browser (installed there by
 `make browser-deps`), against the real herald, on loopback only.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: capacity refusals an EventSource survives. A browser gives
 up for good on any status but 200, so a stream request that says
 Accept: text/event-stream and meets the per-address or global cap gets a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: herald behind a real Caddy (the Debian package), over TCP and
 over the unix socket. The Caddyfile is conf/Caddyfile itself with only the
 site address, the upstream and the site root replaced (and the site bound to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the per-address stream cap (429 + Retry-After), counted per
 client address (peer, or the X-Forwarded-For hop from a trusted proxy), and
 the global reader cap (503 + Retry-After); non-stream requests still work."""

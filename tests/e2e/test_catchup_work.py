@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Catch-up over rows a reader does not get must not hold the loop.
 
 A stream resuming from 0 over a long log of rows it may not see (private

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: several herald nodes on one Redis behind a real Caddy, as
 deployed with conf/Caddyfile.cluster and systemd/herald@.service.
 

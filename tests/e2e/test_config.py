@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: configuration. --check-config on good and bad files (the
 error names file, line, key and value), unknown keys, precedence defaults <
 file < env < flags (seen in the logged backlog), HERALD_* and BACKLOG

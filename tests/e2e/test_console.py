@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The console page at GET /: served from the binary byte for byte as
 src/api/console.html, with its security headers; HEAD gives the same head and
 no body; other methods 405; `console = off` (file, flag, or a reload) makes

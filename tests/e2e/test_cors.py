@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """allow_origin: CORS headers on the stream for pages on other origins."""
 from harness import Herald, Stream, publish
 

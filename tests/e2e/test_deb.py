@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the Debian packages, built, checked, installed on this machine,
 upgraded and purged.
 

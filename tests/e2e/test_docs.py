@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The documentation does not drift from herald: every configuration key
 is in the example configuration, the table of docs/configuration.md and
 the man page, and the example configuration passes --check-config; every
@@ -359,3 +360,39 @@ def test_licence_is_named_everywhere():
     assert text == body, "debian/copyright's BSD-2-Clause text is not LICENSE's"
     copyright = _man_section(_read("docs/herald.8"), "COPYRIGHT").replace("\\-", "-")
     assert "BSD-2-Clause" in copyright and "2026 the herald authors" in copyright, copyright
+
+
+SPDX = "SPDX-License-Identifier: BSD-2-Clause"
+
+
+def _source_files():
+    """herald's own source files git tracks: C, Python, Lua, JavaScript,
+    the console's HTML, shell (by extension or a #! line) and the Makefile;
+    not the Mercure conformance
+    suite, which is another project's (AGPL, named in debian/copyright)."""
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for f in out.split():
+        if f.startswith(("tests/mercure-conformance/", "debian/")) or "node_modules" in f:
+            continue
+        ext = os.path.splitext(f)[1]
+        path = os.path.join(ROOT, f)
+        if ext in (".c", ".h", ".py", ".lua", ".sh", ".mjs", ".html") or f == "Makefile":
+            yield f, path
+        elif not ext and os.path.isfile(path) and os.access(path, os.X_OK):
+            with open(path, "rb") as fh:
+                if fh.read(2) == b"#!":
+                    yield f, path
+
+
+def test_every_source_file_names_its_licence():
+    """Each source file says its licence in its first lines (SPDX), so a
+    file copied out of the tree keeps it."""
+    missing, seen = [], 0
+    for f, path in _source_files():
+        seen += 1
+        with open(path, encoding="utf-8") as fh:
+            head = [fh.readline() for _ in range(2)]
+        if not any(SPDX in line for line in head):
+            missing.append(f)
+    assert seen > 300, seen
+    assert not missing, f"{len(missing)} source files without '{SPDX}' in their first two lines: {missing[:20]}"

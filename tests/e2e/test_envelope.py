@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: ?envelope=1 sends every event unnamed, with its type, topic,
 data, visibility and time as one JSON object, so a browser's EventSource
 hands each one to onmessage whatever its type (the console page reads the

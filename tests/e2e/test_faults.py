@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: herald under storage faults. Another process holding the
 database's write lock, the database files becoming read-only, the disk
 filling up, and SIGKILL in the middle of a publish burst. Publishes get 201

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Running out of file descriptors at accept: herald neither spins nor dies,
 says so in its log, and serves again once descriptors are free."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Permissions of what herald creates: the database (so other programs in
 the service's group can insert events) and its own unix sockets."""
 import os

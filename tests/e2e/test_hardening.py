@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the holes a review and a new user found, each shut and kept
 shut: a stream that keeps its head when it falls behind in its first pass,
 clients that cannot pin memory by not reading, publishing that no web page

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: HTTP/2. h2c with prior knowledge on the TCP and unix
 listeners, h2 chosen by ALPN on a TLS listener (and the `http2` setting
 that turns both off), against real clients: curl (--http2-prior-knowledge,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: what one HTTP/2 client can make herald do and hold, sent as
 raw frames (test_http2.H2Raw) with HPACK written by hand.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: publishes made safe to retry with Idempotency-Key.
 
 Within idempotency_window the same key from the same publisher is answered

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: `make install` and `make uninstall`.
 
 `make install DESTDIR=<temporary folder>` lays out the binary, every tool

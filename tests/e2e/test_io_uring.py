@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: a stream round's sends through io_uring (the `io_uring` key).
 With it on, herald holds an io_uring and every reader, over TCP and over a
 unix socket, still gets every event once and in order, including a reader

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: signing keys by kid from a JWK Set (jwt_jwks_file).
 
 Keys are made with the openssl command (RSA 2048, P-256, Ed25519) and an

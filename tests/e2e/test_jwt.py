@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: per-reader and per-publisher rights from signed tokens (JWT).
 
 Tokens are minted here with the standard library (HS256) and the openssl

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The folders of src/ stand in floors with no circle (scripts/layers, which
 make check runs): the tree as it is passes, and the script fails on a copy
 with an arrow that closes a circle, an include that names no folder or a .c

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: listeners. IPv4, IPv6 ([::1], when the machine has it) and a
 unix socket, each logged with its backlog, each serving requests and
 streams (one event reaches readers on all three); the backlog given is the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the measurement tools in load/ against a real herald, with
 small N. Each tool's JSON line is checked (counts match, every event reached
 every reader), open-only's counter deltas are compared with /proc/net/netstat

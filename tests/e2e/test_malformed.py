@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: a corpus of malformed (and a few edge-valid) requests, each on
 its own connection, each answered with its exact status and the one-line
 JSON refusal; after each one a health request on another connection still

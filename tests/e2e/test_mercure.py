@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the Mercure protocol at /.well-known/mercure on herald's own
 event log.
 

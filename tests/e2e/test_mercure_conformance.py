@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the Mercure protocol's public conformance suite
 (tests/mercure-conformance, unchanged) run by Playwright's test runner with
 Debian's Chromium against a real herald on loopback, through herald's own

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """What a Mercure subscriber's URL patterns may cost herald's loop.
 
 A Mercure subscriber is judged by its own rule (its matchers, run on each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the Mercure endpoint's rules against abuse and for a new
 user. Subscription events may not push published events out of the log
 (each address has a budget of them); a relative topic is judged in the

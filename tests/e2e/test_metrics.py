@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """/metrics: Prometheus text with counters that follow what happened and
 well-formed latency histograms."""
 import re

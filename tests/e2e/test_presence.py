@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: presence, GET /api/presence. A stream counts for every topic
 its filter matches (a reader on room/* for room/1), once; subjects come only
 from signed tokens; counts stay exact under open and close storms; the list

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: POST /api/events. The right to publish (publish_token:
 401/403/201; without one, only a direct loopback or unix-socket peer), the
 201 answer, how data is stored (string as is, other JSON as its text),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Publish bodies at the edges of JSON and UTF-8: what is stored is exactly
 what was sent, or the body is refused with the reason; never a silent cut."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Random bytes and mutated requests from many connections at once: herald
 answers each with a well-formed response or closes, never crashes (the suite
 runs it under ASan and UBSan), and keeps serving readers throughout."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: what the Redis Streams log does that SQLite's does not.
 
 Every test starts its own redis-server (harness.RedisServer, AOF on) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the stream, resume, retention and backpressure tests again,
 with the event log in Redis Streams instead of SQLite.
 

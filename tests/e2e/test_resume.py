@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: resuming a stream. Last-Event-ID (header or query) gives
 exactly the stored events after it, in order, then live ones, also across a
 server restart with events written by another process while herald was down;

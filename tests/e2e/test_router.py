@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the router's table. Every route answers each method it does
 not take with 405 and an Allow header naming exactly the route's methods
 (so this test fails when a route's methods change without it); a CORS

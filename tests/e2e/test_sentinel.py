@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: Redis failover through Sentinel, and Redis reached over TLS
 through stunnel.
 

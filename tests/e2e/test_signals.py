@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: signals. SIGTERM and SIGINT drain and exit 0 within a few
 seconds with readers connected, closing their streams and leaving the
 database whole and checkpointed; SIGHUP rereads the config file (new caps

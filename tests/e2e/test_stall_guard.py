@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The loop-stall guard: every pass of herald's loop is timed into
 herald_loop_pass_seconds, /api/health shows the worst pass of the last minute
 and what ran longest in it, and a pass over loop_stall_warn is logged with that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: the stream endpoint's headers and opening frame, the event
 frame format, fan-out of a POSTed event and of an event written by another
 process (the sqlite3 CLI, or redis-cli FCALL with Redis) to 100 concurrent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: herald as a systemd service, without systemd as PID 1.
 The unit files pass `systemd-analyze verify` cleanly and rate an exposure of
 2.0 or less in `systemd-analyze security --offline=true`; herald started by

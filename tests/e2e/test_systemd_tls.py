@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """A socket passed by systemd whose name is "tls" (FileDescriptorName=tls in
 the socket unit; systemd-socket-activate --fdname=tls here) serves TLS with
 tls_cert/tls_key, beside a plain one in the same hand-over."""

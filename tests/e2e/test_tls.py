@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: TLS listeners (tls:ADDRESS with tls_cert/tls_key) beside a
 plain one. Certificates are made here with `openssl req` (P-256, with
 subjectAltName IP:127.0.0.1). curl and openssl s_client talk to herald;

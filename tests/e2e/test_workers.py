@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """End-to-end: `workers = 2`, a main process and two single-threaded worker
 processes sharing the listeners. The group starts (two workers, children of
 the main process); readers on both workers get every event, posted through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* driver.c: a standalone fuzz driver, so replaying the corpora needs no
  * libFuzzer (`make unit`, `make check` and `make test` link it with each
  * target, see fuzz.h). It replays every file in the target's corpus folders,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz.c: what every fuzz target shares whichever program runs it: the
  * report of a failed invariant, and libFuzzer's entry point (unused by the
  * standalone driver, whose main() calls fuzz_one itself). */

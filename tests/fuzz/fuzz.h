@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz.h: the wrapper every fuzz target (tests/fuzz/fuzz_<name>.c) is built
  * with. A target is only its body: it includes this header, defines
  * fuzz_one, and checks its invariants with FUZZ_ASSERT. Everything else is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_addr.c: fuzz target for src/common/addr.c. The input is
  *   byte 0     bits 0-2: which peer (table below); bit 3: peer is the unix
  *              socket; bits 4-5: output buffer size (64, 16, 8, 1)

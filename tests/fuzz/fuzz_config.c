@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_config.c: fuzz target for the configuration file reader and the value
  * parsers in src/core/config.c. The input is a whole configuration file: it is
  * written to an in-memory file (created once per process, rewritten for

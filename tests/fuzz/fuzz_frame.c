@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_frame.c: fuzz target for frame_event in src/hub/frame.c. The input is
  *   byte 0-7   the event id (little-endian, any int64)
  *   byte 8     the type's length (up to the bytes left)

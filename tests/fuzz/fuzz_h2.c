@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_h2.c: fuzz target for herald's side of an HTTP/2 session
  * (src/h2/h2_session.c, src/h2/h2_head.c): the input, after the client preface,
  * is what a client sends on a socket (frames, well formed or not). A real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_http.c: fuzz target for the request parser in src/http/http.c. Each input
  * is parsed under the default limits and under small ones (so the 414/431
  * paths are hit often) and must keep the parser's promises: slices inside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_json.c: fuzz target for src/common/json.c, checked against SQLite's JSON
  * functions (an in-memory database opened once), which read herald's JSON
  * before json.c did, and against a recursive-descent reference written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_jwks.c: fuzz target for jwks_parse in src/auth/jwks.c. An input is
  * the text of a JWK Set. Invariants:
  *   - a refusal leaves the set empty and says why in one line that names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_jwt.c: fuzz target for jwt_verify in src/auth/jwt.c. Three fixed
  * verifiers are built once: two HS256 ones (one that checks nothing
  * optional; one with an audience, an issuer, no leeway and Mercure's nested

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_mercure.c: fuzz target for the Mercure endpoint's pure parts
  * (src/mercure/mercure_match.c, src/store/mercure_update.c). The input is a JSON header
  * line, then a JSON payload line, then a value, then a subscription's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_redis_url.c: fuzz target for src/redis/redis_url.c. The input is one
  * redis_url value. Invariants:
  *   - a value is taken (NULL) or refused with a reason, never a crash;

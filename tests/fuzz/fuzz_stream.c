@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_stream.c: fuzz target for stream_params_parse in src/api/stream.c, the
  * parsing of a stream request's query (topic=, last_event_id=, token=) and
  * its Last-Event-ID and Authorization headers. The input is a request head,

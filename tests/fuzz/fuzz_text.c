@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_text.c: fuzz target for src/common/text.c. The whole input is checked by
  * both functions, and each answer is compared with a reference written a
  * different way:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_tls_park.c: fuzz target for the reader of src/net/tls_park.c (a parked
  * TLS session opening its client's records). The input is a list of
  * pieces, each a kind byte, a length byte and that many bytes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_topic.c: fuzz target for src/core/topic.c. The input is three lines: a
  * pattern p, a pattern q and a topic t (a missing line is empty).
  * Invariants:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* fuzz_urlpattern.c: fuzz target for src/mercure/urlpattern.c. The input is two
  * lines: a pattern p and a topic t (a missing line is empty).
  * Invariants:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # tests/fuzz/libfuzzer.sh: run libFuzzer builds of the fuzz targets (make fuzz
 # builds them into BUILD/bin), one after another, from the repository root.
 #

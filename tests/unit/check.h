@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* check.h: the smallest unit-test harness. CHECK records a failure with its
  * line and goes on; check_done() prints the counts and gives the exit code. */
 #ifndef HERALD_CHECK_H

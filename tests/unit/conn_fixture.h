@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* conn_fixture.h: what the unit tests of the connection layer share (one
  * copy, included by test_conn.c, test_conn_read.c and test_listener.c):
  * settings with generous timeouts and the default request limits, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* guard.h: place test inputs so they end exactly where a PROT_NONE page
  * begins, so any read past an input's end crashes at once. */
 #ifndef HERALD_GUARD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* loop_spin.h: run a unit test's loop for a while (its watchers, timers
  * and deferred work), ended by a timer of its own. */
 #ifndef HERALD_TEST_LOOP_SPIN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* sse_parse.h: a Server-Sent Events reader for tests, written after the
  * WHATWG EventSource parsing rules (lines end at CRLF, LF or CR; a blank line
  * dispatches; one space after the colon is dropped; an event with no data

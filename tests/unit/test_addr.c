@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_addr.c: trusted-proxy lists (parsing, range membership at every
  * prefix boundary, against a bit-by-bit reference on random ranges), peer
  * address text, and the client address from X-Forwarded-For chains, also

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_admission.c: the caps on open streams and the places they hold, in
  * one process (the module's own table) and in a group of workers (the real
  * shared region, with a second worker in a child process): which cap

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_config.c: config_load_checked (the values, then the modules' checks
  * of config_check.h) from argv arrays, temporary INI files and the
  * environment: defaults, precedence (defaults < file < env < flags), value

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_conn.c: a stream connection's writes, on a real loop and a real
  * socketpair. Event frames that come while the last stream round is recent
  * are held and leave together in one writev (the pool counts its writes);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_conn_read.c: how a connection reads its requests, on a real loop and
  * real socketpairs. A request that arrives whole, at accept or later, is
  * handled with no buffer left behind on the connection (the pool lends one

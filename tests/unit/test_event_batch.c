@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_event_batch.c: herald's own rows on their way to a real SQLite log
  * (src/store/event_batch.c): a pass's rows in one append and a long queue one
  * batch a pass, every field copied, the rows a held write lock refuses

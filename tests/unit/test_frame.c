@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_frame.c: SSE encoding. Every frame_event output is read back by a
  * small parser written after the WHATWG EventSource rules (sse_parse.h),
  * and what a browser would deliver (id, type, data) must equal the event with CRLF and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_group.c: the workers' shared region with real processes: counts with
  * a column per worker, a dead worker's share dropped, keys taken out without
  * losing the others, lookups that stay a few slots after any churn of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_h2_head.c: HTTP/2 heads beside herald's records: response heads
  * taken apart (lowercased names, HTTP/1.1's own fields left out, split and
  * malformed heads), and request records made from fields and DATA (Host

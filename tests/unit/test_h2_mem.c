@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_h2_mem.c: nghttp2's allocator of h2_mem.c. Small blocks come from
  * malloc, large ones from mappings of their own (zeroed, growing in place
  * or moving with their bytes, unmapped when freed, malloc once the table

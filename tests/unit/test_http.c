@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_http.c: the request parser (happy paths, every refusal, limits,
  * incremental feeding, inputs ending at a PROT_NONE guard page) and the
  * query, percent-decoding and response-formatting helpers. */

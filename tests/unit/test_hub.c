@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_hub.c: the hub's invariant without sockets. Readers write to fake
  * sinks that can be slow (they take frames only when the test drains them),
  * full, or gone; rows come from a real store on a temporary database, and

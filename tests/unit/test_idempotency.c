@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_idempotency.c: Idempotency-Key values as the draft's sf-string, the
  * publisher names keys are scoped to, and the body fingerprint. */
 #include "check.h"

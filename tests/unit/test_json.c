@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_json.c: the JSON reader (src/common/json.c), every input placed to end at a
  * PROT_NONE guard page:
  *   - json_parse: RFC 8259 texts accepted, with the root's type and extent;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_jwks.c: JWK Sets (src/auth/jwks.c) and tokens verified by kid
  * (src/auth/jwt.c). Keys are made here with OpenSSL (RSA 2048, EC P-256,
  * Ed25519, a 40-byte secret), written out as JWK JSON by this file's own

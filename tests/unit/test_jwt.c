@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_jwt.c: signed tokens (src/auth/jwt.c). Keys are made here with OpenSSL
  * (RSA 2048, P-256; a few others to be refused), written as PEM to a
  * temporary folder beside an HS256 secret file, and tokens are signed here

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_list.c: the intrusive list (src/common/list.h): push and unlink
  * at the first, a middle and the last node, list_holds before and after,
  * list_each unlinking the node it visits, and a head that moves between

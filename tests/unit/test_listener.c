@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_listener.c: the listener on a real loop and real loopback sockets.
  * A TCP listener's accepted connections have TCP_NODELAY, set once on the
  * listening socket and inherited (Linux), whether herald opened the socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_loop.c: the event loop. Timers fire in due order (many, with equal
  * and random due times, some stopped or restarted while inside the heap,
  * checked against a sorted reference); deferred work runs at the end of its

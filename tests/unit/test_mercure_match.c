@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_mercure_match.c: the Mercure endpoint's pure parts: the value rule
  * (src/mercure/mercure_match.c), matcher lists and their width budget, the
  * subscription's query, a token's grants in both claim styles read from

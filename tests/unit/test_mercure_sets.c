@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_mercure_sets.c: interned Mercure matcher lists (src/mercure/mercure_sets.c):
  * equal lists against the same hub URL share one set and one verdict per
  * update, whatever the number of subscribers; lists that differ in a

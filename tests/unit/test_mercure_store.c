@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_mercure_store.c: Mercure update ids in the SQLite log
  * (src/store/store_sqlite.c, schema 5): stored with their rows in the append's
  * transaction, read back with each row (and absent from herald's own), an

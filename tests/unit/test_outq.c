@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_outq.c: the connection's output ring without a socket: order, partial
  * writes, growth across the ring's end, and what a drop keeps (response
  * heads, resets, a frame half on the wire) and what resume point it gives. */

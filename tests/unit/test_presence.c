@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_presence.c: the presence table (counts per key and column, the
  * join announced once, a leave only after the grace, a reconnect within
  * it neither, a dead worker's column dropped, in a real shared mapping

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_procstat.c: /proc/PID/stat lines with odd command names (spaces,
  * parentheses, a fake field list inside the name, empty, too long), lines
  * cut short or with a non-number where a number belongs, each placed before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_rate_limit.c: budgets per key (src/common/rate_limit.c): a key takes up to
  * its per-minute budget at once, then waits as long as the budget needs to
  * refill what it asks (the wait said is the wait needed), keys are apart,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_redis_sentinel.c: the redis_sentinels list (src/redis/redis_sentinel.c):
  * the forms docs/cluster.md documents, the default port, and the refusals an
  * operator may meet; a finder built from a list says what it asks. */

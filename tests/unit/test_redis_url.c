@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_redis_url.c: redis_url taken apart (src/redis/redis_url.c): the forms
  * docs/configuration.md documents, their defaults, and the refusals an
  * operator may meet. */

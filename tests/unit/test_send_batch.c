@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_send_batch.c: the io_uring send batch against real sockets (AF_UNIX
  * socketpairs and loopback TCP pairs, no mocks):
  *   - one-piece sends on several sockets: results in queue order with their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_sockdiag.c: real listeners found through sock_diag with the backlog
  * they were given: a unix listener (by path, through a symbolic link, and by
  * inode, with two connections waiting in its queue), an abstract one, and

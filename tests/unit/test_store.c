@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_store.c: the SQLite store against real files in a temporary folder,
  * with a second SQLite connection (and once the sqlite3 command-line tool)
  * playing the other processes that insert into the events table. */

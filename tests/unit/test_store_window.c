@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_store_window.c: the in-memory rows of a network backend
  * (src/store/store_window.c): the window's bounds in rows and bytes and the offer
  * before unread rows go, the page cache's bounds and its least recently

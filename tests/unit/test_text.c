@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_text.c: the edit distance and the nearest of a list of names, which
  * the "did you mean" of configuration keys, publish fields and query
  * parameters share, and the escaping of text shown in a message. */

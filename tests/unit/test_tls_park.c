@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_tls_park.c: the record sealer of parked TLS streams. Its key
  * schedule and record protection against the example trace of RFC 8448
  * (section 3, the simple 1-RTT handshake); its records byte for byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_token_cache.c: the cache of verified tokens (src/auth/token_cache.c):
  * a hit gives back a copy of the rights put, a miss gives nothing; an entry
  * ends after its valid_until and when the clock goes back before the time

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_topic.c: topic patterns (src/core/topic.c): which patterns are valid,
  * which topics a pattern matches, and which patterns cover which, with
  * the edges named in topic.h ("a" and "a/" are not under SUB(a), nor is

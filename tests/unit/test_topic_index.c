@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_topic_index.c: the index from topic to subscriptions (src/
  * topic_index.c) against the rule it stands for, topic_pattern_match: for
  * random owners with random patterns and random topics, every owner is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_transport_tls.c: the TLS transport through its table alone, with no
  * connection around it, on a real server context (tls_setup on PEM files
  * made here) and a real OpenSSL client over a socketpair. A handshake that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_urlpattern.c: URL patterns (src/mercure/urlpattern.c): the syntax herald
  * takes (named groups, wildcards, groups, modifiers and the "/" before a
  * modified part, escapes, each component with its delimiter), relative

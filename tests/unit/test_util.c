@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /* test_util.c: the seeded uniform draw used for rotation jitter. */
 #include <stdint.h>
 
