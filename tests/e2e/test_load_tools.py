@@ -8,7 +8,9 @@ finds herald the way an installed one must, refusals are reported by status
 with the readers that did open, --help answers on stdout with exit 0, and bad
 arguments must give a usage error (exit 2)."""
 
-# The tools load the machine and time what they measure: nothing runs beside them.
+# The tools load the machine and time what they measure: nothing runs beside
+# them. The tests that only read what a tool says (usage, --help, its first
+# line, its port) on tiny runs say `alone = False` and run beside the rest.
 ALONE = True
 import csv
 import glob
@@ -376,6 +378,9 @@ def test_usage_errors():
     assert "open files" in err and "hard limit" in err, err
 
 
+test_usage_errors.alone = False
+
+
 def test_topics_every_scenario():
     # Every scenario's readers open and have exactly the events of their
     # topics (the tool counts what is missing, doubled or not wanted), with
@@ -509,6 +514,9 @@ def test_help_every_tool():
             assert err == "", (name, flag, err)
         code, out, err, _ = run(name, "--no-such-option", expect=2)
         assert out == "" and "usage: load/" + name in err and "--no-such-option" in err, (name, out, err)
+
+
+test_help_every_tool.alone = False
 
 
 def test_overflow_report_unix_listeners():
@@ -981,6 +989,8 @@ def test_every_tool_says_first_when_its_herald_is_sanitized():
 
 
 test_every_tool_says_first_when_its_herald_is_sanitized.timeout = 900
+# Tiny runs whose figures it does not read: it may run beside other tests.
+test_every_tool_says_first_when_its_herald_is_sanitized.alone = False
 
 
 def test_tools_prefer_the_tree_release_herald_to_a_sanitized_one():
@@ -1085,6 +1095,7 @@ def test_every_tool_that_starts_herald_takes_a_port():
 
 
 test_every_tool_that_starts_herald_takes_a_port.timeout = 900
+test_every_tool_that_starts_herald_takes_a_port.alone = False  # tiny runs, figures unread
 
 
 def _alive(pid):
