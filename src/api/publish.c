@@ -559,14 +559,22 @@ static void answer_conflict(struct publish_item *it, int64_t id)
 	conn_refuse(it->c, 422, "idempotency_key_reused", msg, NULL);
 }
 
+/* Answer the item's request with its CORS headers (and a Mercure
+ * update's Link). */
+static void answer(struct publish_item *it, int status, const char *type, const char *body, size_t len)
+{
+	struct http_head h;
+	http_head_response(&h, status, type, len, it->keep_alive);
+	http_head_add_lines(&h, it->cors);
+	conn_respond(it->c, &h, body, len);
+	http_head_free(&h);
+}
+
 /* A Mercure update stored: 200 text/plain with its id. */
 static void answer_mercure(struct publish_queue *q, struct publish_item *it)
 {
 	metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
-	conn_respond(it->c, 200,
-		     http_format_response(200, "text/plain; charset=utf-8", it->cors, it->mercure_id,
-					  strlen(it->mercure_id), it->keep_alive),
-		     it->keep_alive);
+	answer(it, 200, "text/plain; charset=utf-8", it->mercure_id, strlen(it->mercure_id));
 }
 
 /* Answer the k oldest items (201 with res[i].id when res is given, or 422
@@ -587,10 +595,7 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 				char body[64];
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)res[i].id);
 				metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
-				conn_respond(it->c, 201,
-					     http_format_response(201, "application/json", it->cors, body, (size_t)n,
-								  it->keep_alive),
-					     it->keep_alive);
+				answer(it, 201, "application/json", body, (size_t)n);
 			} else {
 				char extra[5100];
 				conn_refuse(it->c, status, cause, message,

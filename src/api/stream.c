@@ -32,7 +32,7 @@ struct streams {
 	size_t socket_readers;              /* open streams on a socket of their own (HTTP/1.1) */
 	size_t (*http2_sockets)(void *arg); /* the HTTP/2 connections open here, or NULL */
 	void *http2_sockets_arg;
-	struct chunk *head; /* the shared head and opening frame (with CORS * when so set): owned */
+	struct http_head head; /* the shared head (with CORS * when so set): owned */
 };
 
 /* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
@@ -176,16 +176,25 @@ bad:
 }
 
 /* A request from a listed origin gets a head of its own naming that origin
- * (and allowing credentials); otherwise NULL (the shared head, which says
- * "*" when allow_origin is "*"). */
-static struct chunk *cors_head(const struct streams *s, const struct http_request *req)
+ * (and allowing credentials), made in h: returns true. Otherwise false:
+ * the shared head, which says "*" when allow_origin is "*". */
+static bool cors_head(const struct streams *s, const struct http_request *req, struct http_head *h)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (!o || !cors_listed(s->cors, o->value.p, o->value.n))
-		return NULL;
+		return false;
 	char extra[400];
 	cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	return frame_stream_head(s->cfg->retry_ms, extra);
+	frame_stream_head(h, extra);
+	return true;
+}
+
+/* Queue the stream's head (h) and its opening frame. */
+static void send_head(const struct streams *s, struct conn *c, const struct http_head *h)
+{
+	char open[64];
+	size_t n = frame_stream_open(s->cfg->retry_ms, open, sizeof(open));
+	conn_send_head(c, h, open, n);
 }
 
 /* The delay a refused browser waits, on average (the Retry-After of the
@@ -205,15 +214,15 @@ static bool accepts_event_stream(const struct http_request *req)
 }
 
 /* The refusal as an event stream, with the CORS headers an allowed origin
- * needs to read it. */
-static struct chunk *cors_refusal(const struct streams *s, const struct http_request *req, int status, int64_t retry,
-				  int64_t id, const char *cause)
+ * needs to read it: its head in h, its body returned (frame_refusal). */
+static char *cors_refusal(const struct streams *s, const struct http_request *req, struct http_head *h, int status,
+			  int64_t retry, int64_t id, const char *cause, size_t *len)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
 	char extra[400] = "";
 	if (o)
 		cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	return frame_refusal(status, retry, id, cause, extra);
+	return frame_refusal(h, status, retry, id, cause, extra, len);
 }
 
 /* The connection as a reader's sink. */
@@ -317,15 +326,15 @@ struct streams *streams_new(struct hub *hub, const struct config *cfg, const str
 
 void streams_reconfigure(struct streams *s)
 {
-	chunk_unref(s->head);
-	s->head = frame_stream_head(s->cfg->retry_ms, s->cors->any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+	http_head_free(&s->head);
+	frame_stream_head(&s->head, s->cors->any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
 }
 
 void streams_free(struct streams *s)
 {
 	if (!s)
 		return;
-	chunk_unref(s->head);
+	http_head_free(&s->head);
 	admission_free(s->admission); /* every stream has closed */
 	free(s);
 }
@@ -480,11 +489,12 @@ void stream_release(struct streams *s, struct admission_ticket *ticket)
 void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
 		      const char *extra_headers)
 {
-	struct chunk *head = frame_stream_head(s->cfg->retry_ms, extra_headers);
+	struct http_head head;
+	frame_stream_head(&head, extra_headers);
 	conn_count_response(c, 200);
 	conn_become_stream(c);
-	conn_enqueue(c, head, 0);
-	chunk_unref(head);
+	send_head(s, c, &head);
+	http_head_free(&head);
 	spec->client = conn_client(c);
 	spec->rotate_after_ms = s->cfg->rotate_after_ms;
 	struct stream *st = xmalloc(sizeof(*st));
@@ -550,10 +560,14 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		 * once a place frees). Authorization stays 401/403. */
 		int64_t id = p.resume >= 0 ? p.resume : hub_high_water(s->hub);
 		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
-		struct chunk *head = cors_refusal(s, req, status, (int64_t)retry, id, why);
+		struct http_head head;
+		size_t len;
+		char *body = cors_refusal(s, req, &head, status, (int64_t)retry, id, why, &len);
+		conn_refuse_as(c, status, cause, why, &head, body, len);
+		http_head_free(&head);
+		free(body);
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
-		conn_refuse_as(c, status, cause, why, 200, head);
 		return;
 	}
 	if (status) {
@@ -563,11 +577,13 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		return;
 	}
 
-	struct chunk *head = cors_head(s, req); /* before the request's buffer goes */
+	struct http_head own;
+	bool listed = cors_head(s, req, &own); /* before the request's buffer goes */
 	conn_count_response(c, 200);
 	conn_become_stream(c);
-	conn_enqueue(c, head ? head : s->head, 0);
-	chunk_unref(head);
+	send_head(s, c, listed ? &own : &s->head);
+	if (listed)
+		http_head_free(&own);
 	struct reader_spec spec = { .resume = p.resume,
 				    .see_private = see_private,
 				    .ntopics = p.ntopics,

@@ -441,17 +441,17 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 		"{\"resource\":\"%s\",\"authorization_details_types_supported\":"
 		"[\"https://mercure.rocks/authorization-detail\"],\"bearer_methods_supported\":[\"header\"],"
 		"\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]%s}\n",
-		base, cookie,
-		mc->cfg->mercure_subscriptions && mc->subs
-			? ",\"mercure_subscriptions\":true"
-			: "");
+		base, cookie, mc->cfg->mercure_subscriptions && mc->subs ? ",\"mercure_subscriptions\":true" : "");
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
 		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
 	size_t k = strlen(extra);
 	link_line(base, extra + k, sizeof(extra) - k);
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 200, http_format_response(200, "application/json", extra, body, (size_t)n, keep), keep);
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", (size_t)n, conn_keep_alive(c));
+	http_head_add_lines(&h, extra);
+	conn_respond(c, &h, body, (size_t)n);
+	http_head_free(&h);
 }
 
 /* ---- the subscription API ---------------------------------------------- */
@@ -552,8 +552,11 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 		 : newest > 0 ? last
 			      : "earliest");
 	free(last_id);
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 200, http_format_response(200, "application/json", headers, body, len, keep), keep);
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
+	http_head_add_lines(&h, headers);
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
 	free(body);
 }
 

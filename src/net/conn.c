@@ -591,15 +591,42 @@ void conn_become_stream(struct conn *c)
 	conn_update_events(c);
 }
 
-void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive)
+/* Queue h and body in the transport's form: one chunk of HTTP/1.1 text,
+ * or the head handed to the transport and the body queued alone. A HEAD
+ * request gets the head alone, in this one place (RFC 9110 9.3.2). */
+static void queue_head(struct conn *c, const struct http_head *h, const char *body, size_t len)
 {
-	conn_count_response(c, status);
-	conn_enqueue(c, response, 0);
-	chunk_unref(response);
-	c->user = NULL; /* what a handler attached belonged to this request */
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->head_request)
+		len = 0;
+	struct chunk *ch = NULL;
+	if (!transport_takes_heads(&c->tp))
+		ch = http_head_text(h, body, len);
+	else if (transport_head(&c->tp, h) == 0 && len)
+		ch = chunk_from(body, len);
+	if (ch) {
+		enqueue(c, ch, 0, false);
+		chunk_unref(ch);
+	} else {
+		schedule_flush(c); /* the head alone: whatever waits on the flush still runs */
+	}
+}
+
+void conn_send_head(struct conn *c, const struct http_head *h, const char *body, size_t len)
+{
+	queue_head(c, h, body, len);
+}
+
+void conn_respond(struct conn *c, const struct http_head *h, const char *body, size_t len)
+{
+	conn_count_response(c, h->status);
+	queue_head(c, h, body, len);
+	c->head_request = false; /* answered: the next request says its own method */
+	c->user = NULL;          /* what a handler attached belonged to this request */
 	c->user_data = NULL;
 	c->served = true;
-	if (!keep_alive || c->pool->draining) {
+	if (!h->keep_alive || c->pool->draining) {
 		c->close_after_flush = true;
 		c->state = CONN_WAITING;
 		/* The response must be taken within stall_timeout. */
@@ -615,23 +642,41 @@ void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_
 	conn_update_events(c);
 }
 
-void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, int sent_status,
-		    struct chunk *response)
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, const struct http_head *h,
+		    const char *body, size_t len)
 {
-	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING) {
-		chunk_unref(response);
+	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
 		return;
-	}
 	struct conn_pool *p = c->pool;
 	if (p->hooks.refused)
 		p->hooks.refused(p->hooks.owner, c, status, message);
 	metrics_count_refusal(p->m, status, cause);
-	conn_respond(c, sent_status, response, false);
+	/* A refusal always closes, whatever its head said. */
+	struct http_head closing = *h;
+	closing.keep_alive = false;
+	conn_respond(c, &closing, body, len);
+}
+
+void conn_refuse_fields(struct conn *c, int status, const char *cause, const char *message,
+			const struct http_head *extra)
+{
+	size_t len;
+	char *body = http_error_body(status, message, &len);
+	struct http_head h;
+	http_head_error(&h, status, len, false);
+	http_head_append(&h, extra);
+	conn_refuse_as(c, status, cause, message, &h, body, len);
+	http_head_free(&h);
+	free(body);
 }
 
 void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers)
 {
-	conn_refuse_as(c, status, cause, message, status, http_format_error(status, message, extra_headers, false));
+	struct http_head extra;
+	http_head_init(&extra, 0);
+	http_head_add_lines(&extra, extra_headers);
+	conn_refuse_fields(c, status, cause, message, &extra);
+	http_head_free(&extra);
 }
 
 static void consume(struct conn *c, size_t n)
@@ -709,6 +754,8 @@ static void set_what(struct conn *c, const struct http_request *req)
 {
 	char what[80];
 	what[0] = '\0';
+	/* Whatever answers it, a HEAD request gets a head alone. */
+	c->head_request = req->method_name.n == 4 && memcmp(req->method_name.p, "HEAD", 4) == 0;
 	if (req->method_name.n) {
 		int pn = (int)MIN(req->path.n, 60);
 		snprintf(what, sizeof(what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
@@ -830,8 +877,9 @@ static void conn_process(struct conn *c)
 				 * body: route and rights are checked first. */
 				if (!p->hooks.expect_continue(p->hooks.owner, c, &req))
 					return;
-				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-				struct chunk *ch = chunk_from(cont, sizeof(cont) - 1);
+				struct http_head cont;
+				http_head_init(&cont, 100);
+				struct chunk *ch = http_head_text(&cont, NULL, 0);
 				conn_enqueue(c, ch, 0);
 				chunk_unref(ch);
 				c->continued = true;
@@ -1036,8 +1084,7 @@ static void pass_end(void *arg)
 		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it is still on a list. */
 	struct list_node *x, *tmp;
-	list_each(&p->graveyard, x, tmp)
-	{
+	list_each(&p->graveyard, x, tmp) {
 		struct conn *c = list_item(x, struct conn, link);
 		if (c->flush_scheduled || c->stream_scheduled)
 			continue;

@@ -66,7 +66,7 @@ size_t api_sockets(const struct api *a)
 	return conn_pool_count(a->pool) - h2_server_streams(a->h2) + h2_server_sessions(a->h2);
 }
 
-static void health(struct api *a, struct conn *c, bool head_only)
+static void health(struct api *a, struct conn *c)
 {
 	char body[384 + 6 * STALL_WHAT_MAX];
 	/* A node whose log is unreachable answers 503, so a balancer's health
@@ -96,15 +96,15 @@ static void health(struct api *a, struct conn *c, bool head_only)
 			 log_ok ? "ok" : "unavailable", store_kind(a->st), group ? group_workers() : 1u, who,
 			 group ? group_readers() : hub_readers(a->hub), api_sockets(a), h2_server_streams(a->h2),
 			 (long long)hub_high_water(a->hub),
-			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6, what_json);
-	bool keep = conn_keep_alive(c);
-	struct chunk *resp = http_format_response(status, "application/json",
-						  log_ok ? "Cache-Control: no-store\r\n"
-							 : "Cache-Control: no-store\r\nRetry-After: 1\r\n",
-						  body, (size_t)n, keep);
-	if (head_only)
-		resp->len -= (uint32_t)n; /* the same head, with its Content-Length, and no body */
-	conn_respond(c, status, resp, keep);
+			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6,
+			 what_json);
+	struct http_head h;
+	http_head_response(&h, status, "application/json", (size_t)n, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	if (!log_ok)
+		http_head_add(&h, "Retry-After", "1");
+	conn_respond(c, &h, body, (size_t)n); /* to HEAD: the same head, and no body */
+	http_head_free(&h);
 }
 
 /* The metrics page as a 200: metrics.c makes the text, the HTTP head is
@@ -113,11 +113,11 @@ static void metrics_respond(struct conn *c, const struct metrics *m, const struc
 {
 	size_t len;
 	char *body = metrics_render(m, g, &len);
-	bool keep = conn_keep_alive(c);
-	conn_respond(
-		c, 200,
-		http_format_response(200, "text/plain; version=0.0.4", "Cache-Control: no-store\r\n", body, len, keep),
-		keep);
+	struct http_head h;
+	http_head_response(&h, 200, "text/plain; version=0.0.4", len, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
 	free(body);
 }
 
@@ -343,10 +343,11 @@ static void presence_answered(void *arg, char *body, size_t len)
 			    "the cluster's presence cannot be read now (Redis is unreachable)", "Retry-After: 1\r\n");
 		return;
 	}
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 200,
-		     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
-		     keep);
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
 	free(body);
 }
 
@@ -396,20 +397,22 @@ static void preflight(struct api *a, struct conn *c, const struct http_request *
 		      const char *more)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
-	char extra[3200], allow[400];
+	char allow[400];
 	cors_headers(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, allow, sizeof(allow));
 	if (!allow[0]) {
 		conn_refuse(c, 403, "cross_origin",
 			    "cross-origin requests are allowed only from the origins allow_origin lists", more);
 		return;
 	}
-	snprintf(extra, sizeof(extra),
-		 "%sAccess-Control-Allow-Methods: %s\r\n"
-		 "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID\r\n"
-		 "Access-Control-Max-Age: 600\r\n%s",
-		 allow, methods, more);
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 204, http_format_response(204, NULL, extra, NULL, 0, keep), keep);
+	struct http_head h;
+	http_head_response(&h, 204, NULL, 0, conn_keep_alive(c));
+	http_head_add_lines(&h, allow);
+	http_head_add(&h, "Access-Control-Allow-Methods", methods);
+	http_head_add(&h, "Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+	http_head_add(&h, "Access-Control-Max-Age", "600");
+	http_head_add_lines(&h, more);
+	conn_respond(c, &h, NULL, 0);
+	http_head_free(&h);
 }
 
 static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len);
@@ -558,12 +561,12 @@ static void on_presence(const struct routed *r)
 
 static void on_health(const struct routed *r)
 {
-	health(r->a, r->c, r->req->method == HTTP_HEAD);
+	health(r->a, r->c);
 }
 
 static void on_console(const struct routed *r)
 {
-	console_serve(r->c, r->req->method == HTTP_HEAD);
+	console_serve(r->c);
 }
 
 static void on_metrics(const struct routed *r)
