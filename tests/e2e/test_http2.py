@@ -417,7 +417,7 @@ def test_a_head_is_the_same_fields_over_h2c_as_over_http1():
     # HTTP/1.1 writes, in the same order, without Connection; and to HEAD,
     # no body on either, refusals included.
     with Herald(args=["--read-token", "sekrit", "--allow-origin", "https://app.example", "--mercure", "on"]) as h:
-        cases = [["-I", h.url + "/api/health"], ["-I", h.url + "/nope"], ["-I", h.url + "/metrics"],
+        cases = [["-I", h.url + "/"], ["-I", h.url + "/nope"], ["-I", h.url + "/metrics"],
                  ["-I", h.url + "/.well-known/mercure"], [h.url + "/nope"], ["-X", "DELETE", h.url + "/api/health"],
                  ["-X", "OPTIONS", "-H", "Origin: https://app.example", "-H", "Access-Control-Request-Method: GET",
                   h.url + "/api/events/stream"],
