@@ -183,9 +183,8 @@ static bool cors_head(const struct streams *s, const struct http_request *req, s
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (!o || !cors_listed(s->cors, o->value.p, o->value.n))
 		return false;
-	char extra[400];
-	cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	frame_stream_head(h, extra);
+	frame_stream_head(h);
+	cors_fields(s->cors, o->value.p, o->value.n, h);
 	return true;
 }
 
@@ -219,10 +218,10 @@ static char *cors_refusal(const struct streams *s, const struct http_request *re
 			  int64_t retry, int64_t id, const char *cause, size_t *len)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
-	char extra[400] = "";
+	char *body = frame_refusal(h, status, retry, id, cause, len);
 	if (o)
-		cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	return frame_refusal(h, status, retry, id, cause, extra, len);
+		cors_fields(s->cors, o->value.p, o->value.n, h);
+	return body;
 }
 
 /* The connection as a reader's sink. */
@@ -327,7 +326,9 @@ struct streams *streams_new(struct hub *hub, const struct config *cfg, const str
 void streams_reconfigure(struct streams *s)
 {
 	http_head_free(&s->head);
-	frame_stream_head(&s->head, s->cors->any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+	frame_stream_head(&s->head);
+	if (s->cors->any)
+		http_head_add(&s->head, "Access-Control-Allow-Origin", "*");
 }
 
 void streams_free(struct streams *s)
@@ -379,13 +380,13 @@ void streams_set_http2_sockets(struct streams *s, size_t (*fn)(void *arg), void 
 /* Who the reader is: nobody (public events), the read token (every private
  * event), or a signed token's rights (from the verifier's cache when the
  * token verified before). Returns 0, or the refusal status with *why (and
- * *extra) set. */
+ * *challenge, a WWW-Authenticate value) set. */
 static int authorize(const struct streams *s, const struct stream_params *p, struct jwt_rights *rights,
-		     bool *see_private, const char **why, const char **extra)
+		     bool *see_private, const char **why, const char **challenge)
 {
 	const struct config *cfg = s->cfg;
 	*see_private = false;
-	*extra = NULL;
+	*challenge = NULL;
 	if (!p->token)
 		return 0;
 	struct http_slice tok = { p->token, strlen(p->token) };
@@ -401,7 +402,7 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 		s->m->token_verifications += cost.signature;
 		s->m->token_cache_hits += cost.cached;
 		if (e != JWT_OK) {
-			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			*challenge = "Bearer error=\"invalid_token\"";
 			return 401;
 		}
 		if (rights->nsubscribe > READER_MAX_GRANTS) {
@@ -467,15 +468,18 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 	return 0;
 }
 
-struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const char *extra_headers)
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const struct http_head *extra)
 {
 	struct admission_ticket *ticket = NULL;
 	const char *cause = NULL, *why = NULL;
 	int status = admit(s, c, &ticket, &cause, &why);
 	if (status) {
-		char headers[4096];
-		snprintf(headers, sizeof(headers), "Retry-After: 5\r\n%s", extra_headers ? extra_headers : "");
-		conn_refuse(c, status, cause, why, headers);
+		struct http_head fields;
+		http_head_init(&fields, 0);
+		http_head_add(&fields, "Retry-After", "5");
+		http_head_append(&fields, extra);
+		conn_refuse(c, status, cause, why, &fields);
+		http_head_free(&fields);
 		return NULL;
 	}
 	return ticket;
@@ -487,10 +491,11 @@ void stream_release(struct streams *s, struct admission_ticket *ticket)
 }
 
 void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
-		      const char *extra_headers)
+		      const struct http_head *extra)
 {
 	struct http_head head;
-	frame_stream_head(&head, extra_headers);
+	frame_stream_head(&head);
+	http_head_append(&head, extra);
 	conn_count_response(c, 200);
 	conn_become_stream(c);
 	send_head(s, c, &head);
@@ -510,7 +515,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 {
 	const struct config *cfg = s->cfg;
 	struct stream_params p;
-	const char *why = stream_params_parse(req, &p), *extra = NULL;
+	const char *why = stream_params_parse(req, &p), *challenge = NULL;
 	if (why) {
 		conn_refuse(c, 400, "bad_parameter", why, NULL);
 		return;
@@ -535,7 +540,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	struct jwt_rights rights = { 0 };
 	bool see_private = false;
 	if (!status) {
-		status = authorize(s, &p, &rights, &see_private, &why, &extra);
+		status = authorize(s, &p, &rights, &see_private, &why, &challenge);
 		cause = status == 401 ? "invalid_token" : "forbidden";
 		const struct http_header *origin = http_header_get(req, "Origin");
 		if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
@@ -573,7 +578,10 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	if (status) {
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
-		conn_refuse(c, status, cause, why, extra ? extra : status >= 429 ? "Retry-After: 5\r\n" : NULL);
+		if (challenge)
+			conn_refuse_with(c, status, cause, why, "WWW-Authenticate", challenge);
+		else
+			conn_refuse_with(c, status, cause, why, "Retry-After", status >= 429 ? "5" : NULL);
 		return;
 	}
 

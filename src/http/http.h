@@ -167,12 +167,6 @@ void http_head_add(struct http_head *h, const char *name, const char *value);
 void http_head_addn(struct http_head *h, const char *name, size_t namelen, const char *value, size_t valuelen);
 void http_head_addf(struct http_head *h, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Add the fields of "Name: value\r\n" lines (lines may be NULL or "";
- * spaces around the value are dropped; a line without a colon is
- * skipped): for header text still assembled as lines (CORS, Link,
- * WWW-Authenticate). */
-void http_head_add_lines(struct http_head *h, const char *lines);
-
 /* Add every field of src after h's (the status and keep_alive of src are
  * not looked at). src may be NULL. */
 void http_head_append(struct http_head *h, const struct http_head *src);

@@ -87,27 +87,6 @@ void http_head_addf(struct http_head *h, const char *name, const char *fmt, ...)
 	free(big);
 }
 
-void http_head_add_lines(struct http_head *h, const char *lines)
-{
-	for (const char *p = lines; p && *p;) {
-		const char *eol = strchr(p, '\n');
-		size_t n = eol ? (size_t)(eol - p) : strlen(p);
-		const char *next = eol ? eol + 1 : p + n;
-		if (n && p[n - 1] == '\r')
-			n--;
-		const char *colon = memchr(p, ':', n);
-		if (colon && colon > p) {
-			const char *v = colon + 1, *end = p + n;
-			while (v < end && (*v == ' ' || *v == '\t'))
-				v++;
-			while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-				end--;
-			http_head_addn(h, p, (size_t)(colon - p), v, (size_t)(end - v));
-		}
-		p = next;
-	}
-}
-
 void http_head_append(struct http_head *h, const struct http_head *src)
 {
 	if (!src)

@@ -207,14 +207,13 @@ struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 	return c;
 }
 
-void frame_stream_head(struct http_head *h, const char *extra_headers)
+void frame_stream_head(struct http_head *h)
 {
 	http_head_init(h, 200);
 	http_head_add(h, "Content-Type", "text/event-stream");
 	http_head_add(h, "Cache-Control", "no-store");
 	http_head_add(h, "X-Accel-Buffering", "no");
 	http_head_add(h, "Connection", "close");
-	http_head_add_lines(h, extra_headers);
 }
 
 size_t frame_stream_open(int64_t retry_ms, char *buf, size_t len)
@@ -223,8 +222,7 @@ size_t frame_stream_open(int64_t retry_ms, char *buf, size_t len)
 	return n < 0 ? 0 : MIN((size_t)n, len - 1);
 }
 
-char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t id, const char *cause,
-		    const char *extra_headers, size_t *len)
+char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t id, const char *cause, size_t *len)
 {
 	/* One event, not a comment: some clients take an id only from an event
 	 * they dispatch, and one needs a data line. Named, so that a page's
@@ -244,7 +242,6 @@ char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t i
 	http_head_response(h, 200, "text/event-stream", *len, false);
 	http_head_add(h, "Cache-Control", "no-store");
 	http_head_addf(h, "X-Refused-Status", "%d", status);
-	http_head_add_lines(h, extra_headers);
 	return body;
 }
 

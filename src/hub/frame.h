@@ -52,10 +52,9 @@ struct chunk *frame_encode(enum frame_format f, const struct store_event *ev);
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
 
 /* The stream's response head (200 text/event-stream, no-store, no proxy
- * buffering, Connection: close, no length) with extra_headers ("Name:
- * value\r\n" lines, or NULL) among its fields, into h (the caller frees
- * it, http_head_free). */
-void frame_stream_head(struct http_head *h, const char *extra_headers);
+ * buffering, Connection: close, no length) into h, which the caller adds
+ * its own fields to and frees (http_head_free). */
+void frame_stream_head(struct http_head *h);
 
 /* The stream's opening frame, "retry: N\n: stream open\n\n", into buf
  * (len bytes, 64 are enough); returns its length. */
@@ -67,11 +66,9 @@ size_t frame_stream_open(int64_t retry_ms, char *buf, size_t len);
  * one event: the reconnection delay (retry:), the id the client sends back
  * (id:, when id >= 0), "event: refused" (so onmessage never fires) and as
  * data the one-line JSON {"error":CAUSE,"status":N} other clients get.
- * The head goes into h (the caller frees it); the body is returned, the
- * caller's to free, its length in *len. extra_headers as for
- * frame_stream_head. */
-char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t id, const char *cause,
-		    const char *extra_headers, size_t *len);
+ * The head goes into h (the caller may add fields, and frees it); the
+ * body is returned, the caller's to free, its length in *len. */
+char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t id, const char *cause, size_t *len);
 
 /* A heartbeat comment frame; one new reference. */
 struct chunk *frame_heartbeat(void);

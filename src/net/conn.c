@@ -657,8 +657,7 @@ void conn_refuse_as(struct conn *c, int status, const char *cause, const char *m
 	conn_respond(c, &closing, body, len);
 }
 
-void conn_refuse_fields(struct conn *c, int status, const char *cause, const char *message,
-			const struct http_head *extra)
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra)
 {
 	size_t len;
 	char *body = http_error_body(status, message, &len);
@@ -670,12 +669,14 @@ void conn_refuse_fields(struct conn *c, int status, const char *cause, const cha
 	free(body);
 }
 
-void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers)
+void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
+		      const char *value)
 {
 	struct http_head extra;
 	http_head_init(&extra, 0);
-	http_head_add_lines(&extra, extra_headers);
-	conn_refuse_fields(c, status, cause, message, &extra);
+	if (value)
+		http_head_add(&extra, name, value);
+	conn_refuse(c, status, cause, message, &extra);
 	http_head_free(&extra);
 }
 
@@ -810,14 +811,16 @@ static bool refuse_body(struct conn *c, const struct http_request *req)
 	struct conn_pool *p = c->pool;
 	if (!req->chunked && req->content_length <= p->cfg->max_body)
 		return false;
-	char more[2400] = "";
+	struct http_head more;
+	http_head_init(&more, 0);
 	if (p->hooks.answer_headers)
-		p->hooks.answer_headers(p->hooks.owner, c, req, more, sizeof(more));
+		p->hooks.answer_headers(p->hooks.owner, c, req, &more);
 	if (req->chunked)
 		conn_refuse(c, 411, "chunked_body", "chunked request bodies are not accepted; send Content-Length",
-			    more);
+			    &more);
 	else
-		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", more);
+		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", &more);
+	http_head_free(&more);
 	return true;
 }
 

@@ -56,11 +56,11 @@ struct conn_hooks {
 	bool (*expect_continue)(void *owner, struct conn *c, const struct http_request *req);
 	/* A refusal is being sent (for the log): its sentence. */
 	void (*refused)(void *owner, struct conn *c, int status, const char *message);
-	/* The header lines every answer to req carries, whoever makes it (the
-	 * Mercure hub's Link on its paths), into buf ("" for none): asked for
-	 * the refusals conn.c makes once it has a request's head (411, 413).
+	/* The fields every answer to req carries, whoever makes it (the
+	 * Mercure hub's Link on its paths), added to h: asked for the
+	 * refusals conn.c makes once it has a request's head (411, 413).
 	 * NULL: none. */
-	void (*answer_headers)(void *owner, struct conn *c, const struct http_request *req, char *buf, size_t len);
+	void (*answer_headers)(void *owner, struct conn *c, const struct http_request *req, struct http_head *h);
 };
 
 /* What a handler attaches to one connection (conn_attach). */
@@ -217,11 +217,14 @@ void conn_send_head(struct conn *c, const struct http_head *h, const char *body,
  * connection after it. cause is a short stable name (a static string, the
  * label of herald_refusals_total: "per_address_limit", "bad_parameter");
  * message is the sentence for the body and the log, copied at once.
- * extra_headers: fields to add to the head ("Name: value\r\n" lines, or
- * NULL); conn_refuse_fields takes them as a record (NULL: none). */
-void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers);
-void conn_refuse_fields(struct conn *c, int status, const char *cause, const char *message,
-			const struct http_head *extra);
+ * extra: fields added to the head after the usual ones (its status is not
+ * looked at; NULL: none), the caller's. */
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra);
+
+/* The same with one field added, name: value (none when value is NULL):
+ * a challenge (WWW-Authenticate) or a Retry-After. */
+void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
+		      const char *value);
 
 /* The same refusal (logged and counted as status with its cause) sent as
  * another response (h and body as for conn_respond; the connection closes

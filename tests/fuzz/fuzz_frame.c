@@ -91,7 +91,7 @@ int fuzz_one(const uint8_t *data, size_t size)
 	int status = tn & 1 ? 503 : 429;
 	struct http_head h;
 	size_t rn;
-	char *rb = frame_refusal(&h, status, (int64_t)tn * 31, id, cause, NULL, &rn);
+	char *rb = frame_refusal(&h, status, (int64_t)tn * 31, id, cause, &rn);
 	c = http_head_text(&h, rb, rn);
 	http_head_free(&h);
 	free(rb);
