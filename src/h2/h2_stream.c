@@ -2,21 +2,21 @@
  * connection of the pool without a socket, conn_new_virtual, which is
  * handed the request as a record and reads nothing); the connection hands
  * its response head over as a record (the transport's head op), queued
- * at once as HEADERS, and what it writes becomes DATA frames whose payload is the connection's own
- * iovecs (the shared chunks), handed to nghttp2 as the current data source
- * while the session's sender runs. A stream holds a data item in nghttp2
- * only while output waits: one is submitted when its connection writes
- * body bytes and ends (without END_STREAM) with the last of them, so an
- * idle stream costs nghttp2 no outbound item; ending the stream submits
- * one for END_STREAM. A spent window or a full socket makes a short
- * write, which keeps the item (deferred), so the connection is a slow
- * reader. Its interest is kept here (want_out) and epoll is asked for
- * nothing; the session wakes it. The stream record is freed by the second
- * of nghttp2 closing the stream and the connection letting go (its
- * transport's free). Until its request is whole a stream is on its
- * session's list of incomplete requests (oldest first: the session times
- * out the head of it), and what the request holds counts in the
- * session's held, which the session bounds. */
+ * at once as HEADERS, and what it writes becomes DATA frames whose
+ * payload is the connection's own iovecs (the shared chunks), handed to
+ * nghttp2 as the current data source while the session's sender runs. A
+ * stream holds a data item in nghttp2 only while output waits: one is
+ * submitted when its connection writes body bytes and ends (without
+ * END_STREAM) with the last of them, so an idle stream costs nghttp2 no
+ * outbound item; ending the stream submits one for END_STREAM. A spent
+ * window or a full socket makes a short write, which keeps the item
+ * (deferred), so the connection is a slow reader. Its interest is kept
+ * here (want_out) and epoll is asked for nothing; the session wakes it.
+ * The stream record is freed by the second of nghttp2 closing the stream
+ * and the connection letting go (its transport's free). Until its request
+ * is whole a stream is on its session's list of incomplete requests
+ * (oldest first: the session times out the head of it), and what the
+ * request holds counts in the session's held, which the session bounds. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
