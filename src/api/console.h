@@ -15,8 +15,8 @@ extern const char console_page[];
 extern const size_t console_page_len;
 
 /* Answer c with the page: 200 text/html with no-cache, nosniff and a
- * Content-Security-Policy that lets it reach only its own origin; only the
- * head when head_only (HEAD). */
-void console_serve(struct conn *c, bool head_only);
+ * Content-Security-Policy that lets it reach only its own origin (to HEAD,
+ * the connection sends the head alone). */
+void console_serve(struct conn *c);
 
 #endif

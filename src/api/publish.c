@@ -31,9 +31,9 @@ struct publish_item {
 	char *type, *topic, *data;
 	size_t data_len;
 	bool public;
-	char *cors;           /* CORS headers for the answer (an allowed Origin), or NULL */
-	char *idem_key;       /* the Idempotency-Key, or NULL */
-	char *idem_publisher; /* whose key it is (idempotency.h), with idem_key */
+	struct http_head fields; /* the answer's CORS fields (an allowed Origin), and a Mercure update's Link: owned */
+	char *idem_key;          /* the Idempotency-Key, or NULL */
+	char *idem_publisher;    /* whose key it is (idempotency.h), with idem_key */
 	char idem_hash[IDEM_HEX_LEN];
 	char *mercure_id; /* a Mercure update: answered 200 text/plain with it */
 	char *mercure;    /* its block (mercure_update.h) */
@@ -78,7 +78,7 @@ struct publish_queue *publish_new(struct loop *lp, struct store *st, struct hub 
 
 static void item_free(struct publish_item *it)
 {
-	free(it->cors);
+	http_head_free(&it->fields);
 	free(it->idem_key);
 	free(it->idem_publisher);
 	free(it->mercure_id);
@@ -329,17 +329,18 @@ static const char *head_cause(int status)
 }
 
 /* Everything that can be judged from the head. Returns 0, or the refusal
- * status with *why and *extra set. */
+ * status with *why and *challenge (a WWW-Authenticate value, or NULL)
+ * set. */
 static int check_head(const struct publish_queue *q, struct conn *c, const struct http_request *req,
-		      struct rights *rights, const char **why, const char **extra)
+		      struct rights *rights, const char **why, const char **challenge)
 {
-	*extra = NULL;
+	*challenge = NULL;
 	int status = check_right(q, c, req, rights, why);
 	if (status) {
-		*extra = status == 401 ? (http_bearer_token(req, &(struct http_slice){ 0 })
-						  ? "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n"
-						  : "WWW-Authenticate: Bearer\r\n")
-				       : NULL;
+		if (status == 401)
+			*challenge = http_bearer_token(req, &(struct http_slice){ 0 })
+					     ? "Bearer error=\"invalid_token\""
+					     : "Bearer";
 		return status;
 	}
 	if (!json_content_type(req)) {
@@ -355,12 +356,12 @@ static int check_head(const struct publish_queue *q, struct conn *c, const struc
 
 bool publish_precheck(struct publish_queue *q, struct conn *c, const struct http_request *req)
 {
-	const char *why, *extra;
+	const char *why, *challenge;
 	struct rights rights = { 0 };
-	int status = check_head(q, c, req, &rights, &why, &extra);
+	int status = check_head(q, c, req, &rights, &why, &challenge);
 	jwt_rights_free(&rights.jwt);
 	if (status)
-		conn_refuse(c, status, head_cause(status), why, extra);
+		conn_refuse_with(c, status, head_cause(status), why, "WWW-Authenticate", challenge);
 	return status == 0;
 }
 
@@ -442,17 +443,17 @@ static char *publisher_of(const struct publish_queue *q, struct conn *c, const s
 void publish_handle(struct publish_queue *q, struct conn *c, const struct http_request *req, const char *body,
 		    size_t body_len)
 {
-	const char *why, *extra;
+	const char *why, *challenge;
 	struct rights rights = { 0 };
-	int status = check_head(q, c, req, &rights, &why, &extra);
+	int status = check_head(q, c, req, &rights, &why, &challenge);
 	if (status) {
-		conn_refuse(c, status, head_cause(status), why, extra);
+		conn_refuse_with(c, status, head_cause(status), why, "WWW-Authenticate", challenge);
 		return;
 	}
 	if (q->n >= MAX_PENDING) {
 		jwt_rights_free(&rights.jwt);
-		conn_refuse(c, 503, "publish_queue_full", "too many publishes waiting for the database",
-			    "Retry-After: 1\r\n");
+		conn_refuse_with(c, 503, "publish_queue_full", "too many publishes waiting for the database",
+				 "Retry-After", "1");
 		return;
 	}
 	char key[IDEM_KEY_MAX + 1];
@@ -485,11 +486,8 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 		return;
 	}
 	const struct http_header *o = http_header_get(req, "Origin");
-	if (o) {
-		char cors[400];
-		cors_headers(q->cors, o->value.p, o->value.n, cors, sizeof(cors));
-		it.cors = cors[0] ? xstrdup(cors) : NULL;
-	}
+	if (o)
+		cors_fields(q->cors, o->value.p, o->value.n, &it.fields);
 	if (!it.public && !q->cfg->read_token[0] && !q->jwt && !q->warned_unreadable) {
 		/* Events are private unless marked public: without a read token
 		 * or signed tokens, no reader will ever see this one. */
@@ -500,22 +498,27 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 	enqueue(q, c, &it);
 }
 
-/* A refusal's header lines, into buf: Retry-After on a 503, then the
- * headers every answer to a Mercure update carries (its item's cors:
- * CORS and the hub's Link), or none for herald's own publishes. */
-static const char *refusal_headers(int status, const char *mercure_headers, char *buf, size_t len)
+/* Refuse as conn_refuse does, with Retry-After on a 503, then the fields
+ * every answer to a Mercure update carries (mercure_fields: CORS and the
+ * hub's Link), or none for herald's own publishes (NULL). */
+static void refuse_publish(struct conn *c, int status, const char *cause, const char *message,
+			   const struct http_head *mercure_fields)
 {
-	snprintf(buf, len, "%s%s", status == 503 ? "Retry-After: 1\r\n" : "", mercure_headers ? mercure_headers : "");
-	return buf;
+	struct http_head extra;
+	http_head_init(&extra, 0);
+	if (status == 503)
+		http_head_add(&extra, "Retry-After", "1");
+	http_head_append(&extra, mercure_fields);
+	conn_refuse(c, status, cause, message, &extra);
+	http_head_free(&extra);
 }
 
-void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors)
+void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, struct http_head *fields)
 {
 	if (q->n >= MAX_PENDING) {
-		char extra[5100];
 		publish_mercure_free(u);
-		conn_refuse(c, 503, "publish_queue_full", "too many publishes waiting for the database",
-			    refusal_headers(503, cors, extra, sizeof(extra)));
+		refuse_publish(c, 503, "publish_queue_full", "too many publishes waiting for the database", fields);
+		http_head_free(fields);
 		return;
 	}
 	struct publish_item it = { .c = c,
@@ -526,11 +529,12 @@ void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mer
 				   .data = u->data,
 				   .data_len = u->data_len,
 				   .public = u->public,
-				   .cors = cors && cors[0] ? xstrdup(cors) : NULL,
+				   .fields = *fields,
 				   .mercure_id = u->id,
 				   .mercure = u->block,
 				   .mercure_len = u->block_len };
 	memset(u, 0, sizeof(*u)); /* the item owns the strings now */
+	http_head_init(fields, 0);
 	enqueue(q, c, &it);
 }
 
@@ -560,14 +564,22 @@ static void answer_conflict(struct publish_item *it, int64_t id)
 	conn_refuse(it->c, 422, "idempotency_key_reused", msg, NULL);
 }
 
+/* Answer the item's request with its CORS headers (and a Mercure
+ * update's Link). */
+static void answer(struct publish_item *it, int status, const char *type, const char *body, size_t len)
+{
+	struct http_head h;
+	http_head_response(&h, status, type, len, it->keep_alive);
+	http_head_append(&h, &it->fields);
+	conn_respond(it->c, &h, body, len);
+	http_head_free(&h);
+}
+
 /* A Mercure update stored: 200 text/plain with its id. */
 static void answer_mercure(struct publish_queue *q, struct publish_item *it)
 {
 	metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
-	conn_respond(it->c, 200,
-		     http_format_response(200, "text/plain; charset=utf-8", it->cors, it->mercure_id,
-					  strlen(it->mercure_id), it->keep_alive),
-		     it->keep_alive);
+	answer(it, 200, "text/plain; charset=utf-8", it->mercure_id, strlen(it->mercure_id));
 }
 
 /* Answer the k oldest items (201 with res[i].id when res is given, or 422
@@ -588,15 +600,9 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 				char body[64];
 				int n = snprintf(body, sizeof(body), "{\"id\":%lld}\n", (long long)res[i].id);
 				metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
-				conn_respond(it->c, 201,
-					     http_format_response(201, "application/json", it->cors, body, (size_t)n,
-								  it->keep_alive),
-					     it->keep_alive);
+				answer(it, 201, "application/json", body, (size_t)n);
 			} else {
-				char extra[5100];
-				conn_refuse(it->c, status, cause, message,
-					    refusal_headers(status, it->mercure_id ? it->cors : NULL, extra,
-							    sizeof(extra)));
+				refuse_publish(it->c, status, cause, message, it->mercure_id ? &it->fields : NULL);
 			}
 		}
 		item_free(it);

@@ -55,10 +55,10 @@ struct publish_mercure {
 };
 
 /* Queue u for the group commit like any publish (taking over its
- * strings); the answer is 200 text/plain with the id. cors: header lines
- * every answer carries, refusals included (CORS, the hub's Link), or
- * NULL. */
-void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, const char *cors);
+ * strings); the answer is 200 text/plain with the id. fields: those every
+ * answer carries, refusals included (CORS, the hub's Link), taken over
+ * (left empty). */
+void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, struct http_head *fields);
 void publish_mercure_free(struct publish_mercure *u);
 
 /* herald's one rule for a publish that shows no token, on POST /api/events

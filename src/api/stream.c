@@ -33,7 +33,7 @@ struct streams {
 	size_t socket_readers;              /* open streams on a socket of their own (HTTP/1.1) */
 	size_t (*http2_sockets)(void *arg); /* the HTTP/2 connections open here, or NULL */
 	void *http2_sockets_arg;
-	struct chunk *head; /* the shared head and opening frame (with CORS * when so set): owned */
+	struct http_head head; /* the shared head (with CORS * when so set): owned */
 };
 
 /* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
@@ -177,16 +177,24 @@ bad:
 }
 
 /* A request from a listed origin gets a head of its own naming that origin
- * (and allowing credentials); otherwise NULL (the shared head, which says
- * "*" when allow_origin is "*"). */
-static struct chunk *cors_head(const struct streams *s, const struct http_request *req)
+ * (and allowing credentials), made in h: returns true. Otherwise false:
+ * the shared head, which says "*" when allow_origin is "*". */
+static bool cors_head(const struct streams *s, const struct http_request *req, struct http_head *h)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (!o || !cors_listed(s->cors, o->value.p, o->value.n))
-		return NULL;
-	char extra[400];
-	cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	return frame_stream_head(s->cfg->retry_ms, extra);
+		return false;
+	frame_stream_head(h);
+	cors_fields(s->cors, o->value.p, o->value.n, h);
+	return true;
+}
+
+/* Queue the stream's head (h) and its opening frame. */
+static void send_head(const struct streams *s, struct conn *c, const struct http_head *h)
+{
+	char open[64];
+	size_t n = frame_stream_open(s->cfg->retry_ms, open, sizeof(open));
+	conn_send_head(c, h, open, n);
 }
 
 /* The delay a refused browser waits, on average (the Retry-After of the
@@ -206,15 +214,15 @@ static bool accepts_event_stream(const struct http_request *req)
 }
 
 /* The refusal as an event stream, with the CORS headers an allowed origin
- * needs to read it. */
-static struct chunk *cors_refusal(const struct streams *s, const struct http_request *req, int status, int64_t retry,
-				  int64_t id, const char *cause)
+ * needs to read it: its head in h, its body returned (frame_refusal). */
+static char *cors_refusal(const struct streams *s, const struct http_request *req, struct http_head *h, int status,
+			  int64_t retry, int64_t id, const char *cause, size_t *len)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
-	char extra[400] = "";
+	char *body = frame_refusal(h, status, retry, id, cause, len);
 	if (o)
-		cors_headers(s->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	return frame_refusal(status, retry, id, cause, extra);
+		cors_fields(s->cors, o->value.p, o->value.n, h);
+	return body;
 }
 
 /* The connection as a reader's sink. */
@@ -318,15 +326,17 @@ struct streams *streams_new(struct hub *hub, const struct config *cfg, const str
 
 void streams_reconfigure(struct streams *s)
 {
-	chunk_unref(s->head);
-	s->head = frame_stream_head(s->cfg->retry_ms, s->cors->any ? "Access-Control-Allow-Origin: *\r\n" : NULL);
+	http_head_free(&s->head);
+	frame_stream_head(&s->head);
+	if (s->cors->any)
+		http_head_add(&s->head, "Access-Control-Allow-Origin", "*");
 }
 
 void streams_free(struct streams *s)
 {
 	if (!s)
 		return;
-	chunk_unref(s->head);
+	http_head_free(&s->head);
 	admission_free(s->admission); /* every stream has closed */
 	free(s);
 }
@@ -371,13 +381,13 @@ void streams_set_http2_sockets(struct streams *s, size_t (*fn)(void *arg), void 
 /* Who the reader is: nobody (public events), the read token (every private
  * event), or a signed token's rights (from the verifier's cache when the
  * token verified before). Returns 0, or the refusal status with *why (and
- * *extra) set. */
+ * *challenge, a WWW-Authenticate value) set. */
 static int authorize(const struct streams *s, const struct stream_params *p, struct jwt_rights *rights,
-		     bool *see_private, const char **why, const char **extra)
+		     bool *see_private, const char **why, const char **challenge)
 {
 	const struct config *cfg = s->cfg;
 	*see_private = false;
-	*extra = NULL;
+	*challenge = NULL;
 	if (!p->token)
 		return 0;
 	struct http_slice tok = { p->token, strlen(p->token) };
@@ -393,7 +403,7 @@ static int authorize(const struct streams *s, const struct stream_params *p, str
 		s->m->token_verifications += cost.signature;
 		s->m->token_cache_hits += cost.cached;
 		if (e != JWT_OK) {
-			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			*challenge = "Bearer error=\"invalid_token\"";
 			return 401;
 		}
 		if (rights->nsubscribe > READER_MAX_GRANTS) {
@@ -459,15 +469,18 @@ static int admit(struct streams *s, struct conn *c, struct admission_ticket **ti
 	return 0;
 }
 
-struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const char *extra_headers)
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const struct http_head *extra)
 {
 	struct admission_ticket *ticket = NULL;
 	const char *cause = NULL, *why = NULL;
 	int status = admit(s, c, &ticket, &cause, &why);
 	if (status) {
-		char headers[4096];
-		snprintf(headers, sizeof(headers), "Retry-After: 5\r\n%s", extra_headers ? extra_headers : "");
-		conn_refuse(c, status, cause, why, headers);
+		struct http_head fields;
+		http_head_init(&fields, 0);
+		http_head_add(&fields, "Retry-After", "5");
+		http_head_append(&fields, extra);
+		conn_refuse(c, status, cause, why, &fields);
+		http_head_free(&fields);
 		return NULL;
 	}
 	return ticket;
@@ -479,13 +492,15 @@ void stream_release(struct streams *s, struct admission_ticket *ticket)
 }
 
 void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
-		      const char *extra_headers)
+		      const struct http_head *extra)
 {
-	struct chunk *head = frame_stream_head(s->cfg->retry_ms, extra_headers);
+	struct http_head head;
+	frame_stream_head(&head);
+	http_head_append(&head, extra);
 	conn_count_response(c, 200);
 	conn_become_stream(c);
-	conn_enqueue(c, head, 0);
-	chunk_unref(head);
+	send_head(s, c, &head);
+	http_head_free(&head);
 	spec->client = conn_client(c);
 	spec->rotate_after_ms = s->cfg->rotate_after_ms;
 	struct stream *st = xmalloc(sizeof(*st));
@@ -501,7 +516,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 {
 	const struct config *cfg = s->cfg;
 	struct stream_params p;
-	const char *why = stream_params_parse(req, &p), *extra = NULL;
+	const char *why = stream_params_parse(req, &p), *challenge = NULL;
 	if (why) {
 		conn_refuse(c, 400, "bad_parameter", why, NULL);
 		return;
@@ -526,7 +541,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	struct jwt_rights rights = { 0 };
 	bool see_private = false;
 	if (!status) {
-		status = authorize(s, &p, &rights, &see_private, &why, &extra);
+		status = authorize(s, &p, &rights, &see_private, &why, &challenge);
 		cause = status == 401 ? "invalid_token" : "forbidden";
 		const struct http_header *origin = http_header_get(req, "Origin");
 		if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
@@ -551,24 +566,33 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		 * once a place frees). Authorization stays 401/403. */
 		int64_t id = p.resume >= 0 ? p.resume : hub_high_water(s->hub);
 		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
-		struct chunk *head = cors_refusal(s, req, status, (int64_t)retry, id, why);
+		struct http_head head;
+		size_t len;
+		char *body = cors_refusal(s, req, &head, status, (int64_t)retry, id, why, &len);
+		conn_refuse_as(c, status, cause, why, &head, body, len);
+		http_head_free(&head);
+		free(body);
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
-		conn_refuse_as(c, status, cause, why, 200, head);
 		return;
 	}
 	if (status) {
 		stream_params_free(&p);
 		jwt_rights_free(&rights);
-		conn_refuse(c, status, cause, why, extra ? extra : status >= 429 ? "Retry-After: 5\r\n" : NULL);
+		if (challenge)
+			conn_refuse_with(c, status, cause, why, "WWW-Authenticate", challenge);
+		else
+			conn_refuse_with(c, status, cause, why, "Retry-After", status >= 429 ? "5" : NULL);
 		return;
 	}
 
-	struct chunk *head = cors_head(s, req); /* before the request's buffer goes */
+	struct http_head own;
+	bool listed = cors_head(s, req, &own); /* before the request's buffer goes */
 	conn_count_response(c, 200);
 	conn_become_stream(c);
-	conn_enqueue(c, head ? head : s->head, 0);
-	chunk_unref(head);
+	send_head(s, c, listed ? &own : &s->head);
+	if (listed)
+		http_head_free(&own);
 	struct reader_spec spec = { .resume = p.resume,
 				    .see_private = see_private,
 				    .ntopics = p.ntopics,

@@ -82,18 +82,18 @@ struct admission_ticket;
 
 /* For another protocol's handler (mercure.c), before its token is checked,
  * so that a request the caps refuse costs no signature check: a place for
- * one more stream on c, or NULL after refusing c (503, 429; with
- * extra_headers, "Name: value\r\n" lines or NULL, among the headers). The
- * place is given back with stream_release when the handler then refuses,
- * or kept by stream_open_spec. */
-struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const char *extra_headers);
+ * one more stream on c, or NULL after refusing c (503, 429; with the
+ * fields of extra, or NULL, after Retry-After). The place is given back
+ * with stream_release when the handler then refuses, or kept by
+ * stream_open_spec. */
+struct admission_ticket *stream_admit(struct streams *s, struct conn *c, const struct http_head *extra);
 void stream_release(struct streams *s, struct admission_ticket *ticket);
 
 /* Open a stream on c, holding ticket, for a reader that handler described:
- * the head with extra_headers ("Name: value\r\n" lines, or NULL), then the
- * reader spec opens (taking over its topics, grants and accepts_arg), fed
- * as any stream. */
+ * the head with the fields of extra (or NULL) added, then the reader spec
+ * opens (taking over its topics, grants and accepts_arg), fed as any
+ * stream. */
 void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket *ticket, struct reader_spec *spec,
-		      const char *extra_headers);
+		      const struct http_head *extra);
 
 #endif

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_head.c: an HTTP/2 stream's request kept from its fields and DATA
- * and handed on as the record the HTTP/1.1 parser fills, and an HTTP/1.1
- * response head taken apart into HEADERS fields. Pure: the connection
+ * and handed on as the record the HTTP/1.1 parser fills, and a response
+ * head record (struct http_head) made into HEADERS fields. Pure: the connection
  * layer judges the record with the limits it applies to every HTTP/1.1
  * request. The request's buffers are its own (h2_request_free); the
  * record's slices point into them. */
 #include "h2/h2_head.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,61 +27,34 @@ static bool hop_by_hop(const char *p, size_t n)
 	       name_is(p, n, "transfer-encoding") || name_is(p, n, "upgrade");
 }
 
-size_t h2_head_end(const char *buf, size_t len)
+void h2_fields_make(struct h2_fields *out, const struct http_head *h)
 {
-	for (size_t i = 3; i < len; i++) {
-		if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
-			return i + 1;
+	*out = (struct h2_fields){ 0 };
+	int st = h->status;
+	out->status[0] = (char)('0' + st / 100 % 10);
+	out->status[1] = (char)('0' + st / 10 % 10);
+	out->status[2] = (char)('0' + st % 10);
+	out->f = xmalloc((h->nfields + 1) * sizeof(*out->f));
+	out->names = xmalloc(h->text_len + 1); /* room for every name */
+	out->f[out->n++] = (struct h2_field){ ":status", 7, out->status, 3 };
+	char *w = out->names;
+	for (size_t i = 0; i < h->nfields; i++) {
+		struct http_slice name = http_head_name(h, i), value = http_head_value(h, i);
+		if (hop_by_hop(name.p, name.n))
+			continue;
+		/* HTTP/2 wants names in lower case (RFC 9113 8.2.1). */
+		for (size_t k = 0; k < name.n; k++)
+			w[k] = (char)tolower((unsigned char)name.p[k]);
+		out->f[out->n++] = (struct h2_field){ w, name.n, value.p, value.n };
+		w += name.n;
 	}
-	return 0;
 }
 
-long h2_head_parse(char *buf, size_t len, int *status, struct h2_field *out, size_t max, size_t *n)
+void h2_fields_free(struct h2_fields *out)
 {
-	*n = 0;
-	size_t hl = h2_head_end(buf, len);
-	if (!hl)
-		return 0;
-	char *end = buf + hl;
-	/* "HTTP/1.x SSS" */
-	if (end - buf < 14 || memcmp(buf, "HTTP/1.", 7) != 0 || buf[8] != ' ')
-		return -1;
-	int st = 0;
-	for (int i = 9; i < 12; i++) {
-		if (buf[i] < '0' || buf[i] > '9')
-			return -1;
-		st = st * 10 + (buf[i] - '0');
-	}
-	if (st < 100)
-		return -1;
-	*status = st;
-	char *line = memchr(buf, '\n', (size_t)(end - buf)) + 1;
-	while (line < end - 2) {
-		char *eol = memchr(line, '\n', (size_t)(end - line));
-		if (!eol || eol[-1] != '\r')
-			return -1;
-		char *colon = memchr(line, ':', (size_t)(eol - line));
-		if (!colon || colon == line)
-			return -1;
-		char *v = colon + 1, *vend = eol - 1;
-		while (v < vend && (*v == ' ' || *v == '\t'))
-			v++;
-		while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t'))
-			vend--;
-		size_t nl = (size_t)(colon - line);
-		if (!hop_by_hop(line, nl)) {
-			if (*n == max)
-				return -1;
-			for (size_t i = 0; i < nl; i++) {
-				if (line[i] >= 'A' && line[i] <= 'Z')
-					line[i] = (char)(line[i] - 'A' + 'a');
-			}
-			out[*n] = (struct h2_field){ line, nl, v, (size_t)(vend - v) };
-			(*n)++;
-		}
-		line = eol + 1;
-	}
-	return end - buf;
+	free(out->f);
+	free(out->names);
+	*out = (struct h2_fields){ 0 };
 }
 
 /* Make room for need bytes in *buf (capacity *cap, doubling from first

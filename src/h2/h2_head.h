@@ -5,9 +5,9 @@
  * A request arrives as header fields and DATA; h2_request keeps them and
  * makes the request record (struct http_request) the HTTP/1.1 parser
  * fills, with no text in between; the connection layer applies every
- * limit of HTTP/1.1 to it. A handler's response begins with an HTTP/1.1
- * head; h2_head_parse takes it apart into the status and the fields of a
- * HEADERS frame. */
+ * limit of HTTP/1.1 to it. A handler's response head is a record too
+ * (struct http_head); h2_fields_make turns it into the fields of a
+ * HEADERS frame, with no text in between. */
 #ifndef HERALD_H2_HEAD_H
 #define HERALD_H2_HEAD_H
 
@@ -16,7 +16,7 @@
 
 #include "http/http.h"
 
-/* One field of a response head: slices of the parsed buffer. */
+/* One field of a HEADERS frame. */
 struct h2_field {
 	const char *name;
 	size_t namelen;
@@ -24,19 +24,20 @@ struct h2_field {
 	size_t valuelen;
 };
 
-/* The length of the head at the start of buf (through its empty line), or
- * 0 when it is not whole. */
-size_t h2_head_end(const char *buf, size_t len);
-
-/* Take apart the response head at the start of buf (len bytes): `HTTP/1.x
- * SSS reason`, then `Name: value` lines, then an empty line, each line
- * ending in CRLF. Header names are lowercased in place (HTTP/2 wants them
- * so); the fields only HTTP/1.1 knows (Connection, Keep-Alive,
- * Proxy-Connection, Transfer-Encoding, Upgrade) are left out. Returns the
- * head's length, with *status and at most max fields in out (*n); 0 when
- * the empty line has not come yet; -1 when the head is malformed or has
- * more than max fields. */
-long h2_head_parse(char *buf, size_t len, int *status, struct h2_field *out, size_t max, size_t *n);
+/* The fields of the HEADERS frame that answers with a response head:
+ * ":status" first, then the head's fields in order, names lowercased
+ * (HTTP/2 wants them so), leaving out the fields only HTTP/1.1 knows
+ * (Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding,
+ * Upgrade). The names are owned here (h2_fields_free); the values point
+ * into the head, valid while it is unchanged. */
+struct h2_fields {
+	struct h2_field *f;
+	size_t n;
+	char *names;
+	char status[4];
+};
+void h2_fields_make(struct h2_fields *out, const struct http_head *h);
+void h2_fields_free(struct h2_fields *out);
 
 /* A request arriving on an HTTP/2 stream: its fields and DATA kept as
  * they come, until it is whole and h2_request_record hands it on as the

@@ -28,7 +28,7 @@ struct h2_server;
 
 /* What a stream holds only for a while (h2_stream.c's), allocated then
  * and freed after, so that an idle stream's record is small: its request
- * as it arrives, a response head split over writes (rare). */
+ * as it arrives. */
 struct h2_stream_text {
 	struct h2_request req; /* while the stream is arriving */
 	/* Until the request is whole: its place among the session's
@@ -38,8 +38,6 @@ struct h2_stream_text {
 	struct h2_stream *st; /* whose text this is */
 	uint64_t begun;
 	size_t held;
-	char *head; /* the response head written so far; NULL when none waits */
-	size_t head_len;
 };
 
 /* A stream's record, kept small: an idle stream is most of them. */

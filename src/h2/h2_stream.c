@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* h2_stream.c: the transport of an HTTP/2 stream's connection (a
  * connection of the pool without a socket, conn_new_virtual, which is
- * handed the request as a record and reads nothing); what the connection
- * writes begins with an HTTP/1.1 response head, queued once as HEADERS,
- * and the rest becomes DATA frames whose payload is the connection's own
- * iovecs (the shared chunks), handed to nghttp2 as the current data source
- * while the session's sender runs. A stream holds a data item in nghttp2
- * only while output waits: one is submitted when its connection writes
- * body bytes and ends (without END_STREAM) with the last of them, so an
- * idle stream costs nghttp2 no outbound item; ending the stream submits
- * one for END_STREAM. A spent window or a full socket makes a short
- * write, which keeps the item (deferred), so the connection is a slow
- * reader. Its interest is kept here (want_out) and epoll is asked for
- * nothing; the session wakes it. The stream record is freed by the second
- * of nghttp2 closing the stream and the connection letting go (its
- * transport's free). Until its request is whole a stream is on its
- * session's list of incomplete requests (oldest first: the session times
- * out the head of it), and what the request holds counts in the
- * session's held, which the session bounds. */
+ * handed the request as a record and reads nothing); the connection hands
+ * its response head over as a record (the transport's head op), queued
+ * at once as HEADERS, and what it writes becomes DATA frames whose
+ * payload is the connection's own iovecs (the shared chunks), handed to
+ * nghttp2 as the current data source while the session's sender runs. A
+ * stream holds a data item in nghttp2 only while output waits: one is
+ * submitted when its connection writes body bytes and ends (without
+ * END_STREAM) with the last of them, so an idle stream costs nghttp2 no
+ * outbound item; ending the stream submits one for END_STREAM. A spent
+ * window or a full socket makes a short write, which keeps the item
+ * (deferred), so the connection is a slow reader. Its interest is kept
+ * here (want_out) and epoll is asked for nothing; the session wakes it.
+ * The stream record is freed by the second of nghttp2 closing the stream
+ * and the connection letting go (its transport's free). Until its request
+ * is whole a stream is on its session's list of incomplete requests
+ * (oldest first: the session times out the head of it), and what the
+ * request holds counts in the session's held, which the session bounds. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +25,6 @@
 #include "h2/h2_private.h"
 #include "common/log.h"
 #include "common/util.h"
-
-#define HEAD_MAX 16384 /* a response head */
-#define FIELDS_MAX 64
 
 void h2_pending_push(struct h2_stream *st)
 {
@@ -59,7 +56,7 @@ struct h2_stream *h2_stream_new(struct h2_session *s, int32_t id, size_t head_li
 /* Free the stream's text record once it holds none of its texts. */
 static void text_release(struct h2_stream *st)
 {
-	if (st->text && !st->arriving && !st->text->head) {
+	if (st->text && !st->arriving) {
 		free(st->text);
 		st->text = NULL;
 	}
@@ -144,7 +141,6 @@ void h2_stream_free(struct h2_stream *st)
 	if (st->text) {
 		if (st->arriving)
 			arriving_end(st);
-		free(st->text->head);
 		free(st->text);
 	}
 	if (s->cur == st)
@@ -205,69 +201,32 @@ static int attach_data(struct h2_stream *st)
 	return r;
 }
 
-/* Queue the response head as HEADERS: the stream's end with it when the
- * response has no body, else no data item until body bytes are written. */
-static int submit_head(struct h2_stream *st, char *head, size_t len)
+/* The connection hands over its response head (transport op head): queue
+ * it as HEADERS at once, the stream's end with it when the response has
+ * no body, else no data item until body bytes are written. nghttp2 copies
+ * the fields; the session sends them on its next pass (kicked). */
+static int stream_head(struct transport *t, const struct http_head *h)
 {
+	struct h2_stream *st = t->state;
 	struct h2_session *s = st->s;
-	struct h2_field f[FIELDS_MAX];
-	size_t n = 0;
-	int status = 0;
-	if (h2_head_parse(head, len, &status, f, FIELDS_MAX, &n) <= 0)
+	if (s->dead || st->closed || st->submitted)
 		return -1;
-	nghttp2_nv nv[FIELDS_MAX + 1];
-	char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10), (char)('0' + status % 10),
-			 0 };
-	nv[0] = (nghttp2_nv){ (uint8_t *)":status", (uint8_t *)code, 7, 3, NGHTTP2_NV_FLAG_NONE };
-	for (size_t i = 0; i < n; i++)
-		nv[i + 1] = (nghttp2_nv){ (uint8_t *)f[i].name, (uint8_t *)f[i].value, f[i].namelen, f[i].valuelen,
-					  NGHTTP2_NV_FLAG_NONE };
-	st->bodyless = st->head_request || status == 204 || status == 304;
+	struct h2_fields f;
+	h2_fields_make(&f, h);
+	nghttp2_nv *nv = xmalloc(f.n * sizeof(*nv));
+	for (size_t i = 0; i < f.n; i++)
+		nv[i] = (nghttp2_nv){ (uint8_t *)f.f[i].name, (uint8_t *)f.f[i].value, f.f[i].namelen, f.f[i].valuelen,
+				      NGHTTP2_NV_FLAG_NONE };
+	st->bodyless = st->head_request || h->status == 204 || h->status == 304;
 	uint8_t flags = st->bodyless ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE;
-	int r = nghttp2_submit_headers(s->ng, flags, st->id, NULL, nv, n + 1, NULL);
+	int r = nghttp2_submit_headers(s->ng, flags, st->id, NULL, nv, f.n, NULL);
+	free(nv);
+	h2_fields_free(&f);
 	if (r < 0)
 		return -1;
 	st->submitted = true;
+	s->h->kick(s);
 	return 0;
-}
-
-/* Take the response head from the start of what the connection writes
- * (nearly always whole in its first piece), and queue it as HEADERS once
- * it is whole. Returns the bytes of it consumed, or -1. */
-static ssize_t take_head(struct h2_stream *st, const struct iovec *iov, int n)
-{
-	char buf[HEAD_MAX];
-	size_t have = st->text ? st->text->head_len : 0, used = 0;
-	if (have)
-		memcpy(buf, st->text->head, have);
-	for (int i = 0; i < n; i++) {
-		if (have == HEAD_MAX)
-			return -1;
-		size_t take = MIN(HEAD_MAX - have, iov[i].iov_len);
-		memcpy(buf + have, iov[i].iov_base, take);
-		size_t end = h2_head_end(buf, have + take);
-		if (end) {
-			if (submit_head(st, buf, end) < 0)
-				return -1;
-			if (st->text) {
-				free(st->text->head);
-				st->text->head = NULL;
-				st->text->head_len = 0;
-				text_release(st);
-			}
-			return (ssize_t)(used + end - have);
-		}
-		have += take;
-		used += take;
-	}
-	if (!have)
-		return 0;
-	if (!st->text)
-		st->text = xcalloc(1, sizeof(*st->text));
-	st->text->head = xrealloc(st->text->head, have);
-	memcpy(st->text->head, buf, have);
-	st->text->head_len = have;
-	return (ssize_t)used;
 }
 
 /* The request came as a record (conn_new_virtual): there are no bytes
@@ -295,14 +254,11 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 		total += iov[i].iov_len;
 	size_t off = 0;
 	if (!st->submitted) {
-		ssize_t u = take_head(st, iov, n);
-		if (u < 0) {
-			log_warn("HTTP/2 stream from %s: response head not understood", s->peer);
-			return -EIO;
-		}
-		off = (size_t)u;
+		/* Every response's head comes through stream_head first. */
+		log_warn("HTTP/2 stream from %s: body bytes without a response head", s->peer);
+		return -EIO;
 	}
-	if (st->submitted && st->bodyless)
+	if (st->bodyless)
 		off = total; /* nothing follows the head */
 	size_t taken = 0;
 	if (off < total && !s->blocked) {
@@ -390,6 +346,7 @@ const struct transport_ops h2_stream_ops = {
 	.ready_at_accept = true,
 	.read = stream_read,
 	.writev = stream_writev,
+	.head = stream_head,
 	.events = stream_events,
 	.shutdown = stream_shutdown,
 	.secure = stream_secure,

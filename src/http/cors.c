@@ -54,19 +54,15 @@ const char *cors_allow(const struct cors *c, const char *origin, size_t n)
 	return c->any ? "*" : NULL;
 }
 
-void cors_headers(const struct cors *c, const char *origin, size_t n, char *buf, size_t len)
+bool cors_fields(const struct cors *c, const char *origin, size_t n, struct http_head *h)
 {
-	buf[0] = '\0';
-	if (!origin)
-		return;
-	const char *allow = cors_allow(c, origin, n);
+	const char *allow = origin ? cors_allow(c, origin, n) : NULL;
 	if (!allow)
-		return;
-	if (strcmp(allow, "*") == 0)
-		snprintf(buf, len, "Access-Control-Allow-Origin: *\r\n");
-	else
-		snprintf(
-			buf, len,
-			"Access-Control-Allow-Origin: %s\r\nAccess-Control-Allow-Credentials: true\r\nVary: Origin\r\n",
-			allow);
+		return false;
+	http_head_add(h, "Access-Control-Allow-Origin", allow);
+	if (strcmp(allow, "*") != 0) {
+		http_head_add(h, "Access-Control-Allow-Credentials", "true");
+		http_head_add(h, "Vary", "Origin");
+	}
+	return true;
 }

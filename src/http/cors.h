@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "http/http.h"
+
 struct cors {
 	bool any;       /* allow_origin = "*" */
 	char **origins; /* the listed origins, exactly as written */
@@ -29,9 +31,10 @@ const char *cors_allow(const struct cors *c, const char *origin, size_t n);
  * condition for sending credentials (cookies) across sites. */
 bool cors_listed(const struct cors *c, const char *origin, size_t n);
 
-/* Write the response headers for an allowed origin into buf ("" when
- * origin is NULL or not allowed): Access-Control-Allow-Origin, and for a
- * listed origin also Access-Control-Allow-Credentials and Vary: Origin. */
-void cors_headers(const struct cors *c, const char *origin, size_t n, char *buf, size_t len);
+/* Add the response fields for an allowed origin to h (none when origin is
+ * NULL or not allowed): Access-Control-Allow-Origin, and for a listed
+ * origin also Access-Control-Allow-Credentials and Vary: Origin. Returns
+ * whether it was allowed. */
+bool cors_fields(const struct cors *c, const char *origin, size_t n, struct http_head *h);
 
 #endif

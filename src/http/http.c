@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* http.c: the HTTP/1.1 request-head parser and the response writers.
+/* http.c: the HTTP/1.1 request-head parser and the refusal's body.
  *
  * The parser is one forward pass over buf[0..len) that never looks at a byte
  * at or past len, nor past max_header_bytes. Every refusal is decided at the
@@ -715,6 +715,8 @@ char *http_percent_decode_dup(struct http_slice src, size_t *len)
 const char *http_reason(int status)
 {
 	switch (status) {
+	case 100:
+		return "Continue";
 	case 200:
 		return "OK";
 	case 201:
@@ -769,38 +771,6 @@ static char *put(char *w, const char *s, size_t n)
 	return w + n;
 }
 
-struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers, const char *body,
-				   size_t body_len, bool keep_alive)
-{
-	/* 1xx, 204 and 304 responses carry no body, so they must not announce
-	 * one (RFC 9110 8.6); a NULL content_type leaves the header out. */
-	bool bodyless = (status >= 100 && status < 200) || status == 204 || status == 304;
-	char status_line[64], length[64];
-	int sn = snprintf(status_line, sizeof(status_line), "HTTP/1.1 %d %s\r\n", status, http_reason(status));
-	int ln = bodyless ? 0 : snprintf(length, sizeof(length), "Content-Length: %zu\r\n", body_len);
-	const char *conn = keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-	size_t ctn = content_type ? strlen(content_type) : 0;
-	size_t exn = extra_headers ? strlen(extra_headers) : 0;
-	if (bodyless || !body)
-		body_len = 0;
-
-	size_t total = (size_t)sn + (content_type ? 14 + ctn + 2 : 0) + (size_t)ln + strlen(conn) + exn + 2 + body_len;
-	struct chunk *c = chunk_new(total);
-	char *w = c->data;
-	w = put(w, status_line, (size_t)sn);
-	if (content_type) {
-		w = put(w, "Content-Type: ", 14);
-		w = put(w, content_type, ctn);
-		w = put(w, "\r\n", 2);
-	}
-	w = put(w, length, (size_t)ln);
-	w = put(w, conn, strlen(conn));
-	w = put(w, extra_headers, exn);
-	w = put(w, "\r\n", 2);
-	put(w, body, body_len);
-	return c;
-}
-
 size_t http_json_escape(const char *s, char *dst)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -830,7 +800,7 @@ size_t http_json_escape(const char *s, char *dst)
 	return (size_t)(w - dst);
 }
 
-struct chunk *http_format_error(int status, const char *message, const char *extra_headers, bool keep_alive)
+char *http_error_body(int status, const char *message, size_t *len)
 {
 	if (!message)
 		message = http_reason(status);
@@ -840,8 +810,11 @@ struct chunk *http_format_error(int status, const char *message, const char *ext
 	w = put(w, "{\"error\":\"", 10);
 	w += http_json_escape(message, w);
 	w += sprintf(w, "\",\"status\":%d}\n", status);
-	struct chunk *c =
-		http_format_response(status, "application/json", extra_headers, body, (size_t)(w - body), keep_alive);
-	free(body);
-	return c;
+	*len = (size_t)(w - body);
+	return body;
+}
+
+void http_head_error(struct http_head *h, int status, size_t body_len, bool keep_alive)
+{
+	http_head_response(h, status, "application/json", body_len, keep_alive);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* http.h: a pure HTTP/1.1 request parser (bytes in, a request or a precise
- * error out; no I/O, no allocation) and response formatting into chunks.
+ * error out; no I/O, no allocation), the response head record every
+ * answer fills (http_head.c) and its HTTP/1.1 text.
  *
  * Parsed fields are slices of the caller's buffer: they stay valid only while
  * that buffer is unchanged. */
@@ -134,20 +135,68 @@ char *http_percent_decode_dup(struct http_slice src, size_t *len);
 /* The reason phrase for a status ("Not Found"); "Unknown" if none. */
 const char *http_reason(int status);
 
-/* Format a whole response into a new chunk (one reference, owned by the
- * caller): status line, Content-Type, Content-Length, Connection: keep-alive
- * or close, any extra_headers (zero or more complete "Name: value\r\n" lines,
- * may be NULL), a blank line and the body. */
-struct chunk *http_format_response(int status, const char *content_type, const char *extra_headers, const char *body,
-				   size_t body_len, bool keep_alive);
+/* A response head: the status and the fields in the order they are sent,
+ * filled by whoever answers and rendered by the protocol it goes out on
+ * (http_head_text for HTTP/1.1; HTTP/2 submits the fields as HEADERS).
+ * The head owns copies of every name and value (http_head_add copies);
+ * http_head_free frees them. Fields are kept as offsets into text, which
+ * grows as fields are added. */
+struct http_field {
+	size_t name, namelen;   /* offset into text, length */
+	size_t value, valuelen; /* likewise */
+};
+struct http_head {
+	int status;
+	bool keep_alive; /* the connection stays open after the response */
+	char *text;      /* names and values, back to back */
+	size_t text_len, text_cap;
+	struct http_field *fields;
+	size_t nfields, fields_cap;
+};
+
+/* An empty head with this status (no fields; keep_alive false). */
+void http_head_init(struct http_head *h, int status);
+
+/* The usual head of a whole response: Content-Type (when content_type is
+ * not NULL), Content-Length: body_len (left out for 1xx, 204 and 304, which
+ * carry no body, RFC 9110 8.6), and Connection: keep-alive or close. Fields
+ * added after these follow them. */
+void http_head_response(struct http_head *h, int status, const char *content_type, size_t body_len, bool keep_alive);
+
+/* Add one field (name and value copied; value as given, without CRLF). */
+void http_head_add(struct http_head *h, const char *name, const char *value);
+void http_head_addn(struct http_head *h, const char *name, size_t namelen, const char *value, size_t valuelen);
+void http_head_addf(struct http_head *h, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Add every field of src after h's (the status and keep_alive of src are
+ * not looked at). src may be NULL. */
+void http_head_append(struct http_head *h, const struct http_head *src);
+
+/* Field i's name and value (pointers into h->text, valid until the next
+ * add). */
+struct http_slice http_head_name(const struct http_head *h, size_t i);
+struct http_slice http_head_value(const struct http_head *h, size_t i);
+
+/* The value of the first field named name (any case), or a slice with
+ * p NULL. */
+struct http_slice http_head_get(const struct http_head *h, const char *name);
+
+void http_head_free(struct http_head *h);
+
+/* The head as HTTP/1.1 text, `HTTP/1.1 SSS Reason`, each field a `Name:
+ * value` line, an empty line, then body_len bytes of body (body may be
+ * NULL when body_len is 0), in a new chunk (one reference, the caller's). */
+struct chunk *http_head_text(const struct http_head *h, const char *body, size_t body_len);
 
 /* Write s into dst as the inside of a JSON string; dst holds 6 * strlen(s)
  * bytes at least. Returns the bytes written (no NUL is added). */
 size_t http_json_escape(const char *s, char *dst);
 
-/* Format the standard refusal: a JSON body {"error":"<message>","status":N}
- * followed by a newline, Content-Type application/json. The message is
- * JSON-escaped. */
-struct chunk *http_format_error(int status, const char *message, const char *extra_headers, bool keep_alive);
+/* The standard refusal's body, {"error":"<message>","status":N} and a
+ * newline (the message JSON-escaped; NULL: the reason phrase), as a new
+ * string the caller frees, its length in *len; and its head
+ * (http_head_response with application/json). */
+char *http_error_body(int status, const char *message, size_t *len);
+void http_head_error(struct http_head *h, int status, size_t body_len, bool keep_alive);
 
 #endif

@@ -208,26 +208,22 @@ struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id)
 	return c;
 }
 
-struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers)
+void frame_stream_head(struct http_head *h)
 {
-	static const char fmt[] = "HTTP/1.1 200 OK\r\n"
-				  "Content-Type: text/event-stream\r\n"
-				  "Cache-Control: no-store\r\n"
-				  "X-Accel-Buffering: no\r\n"
-				  "Connection: close\r\n"
-				  "%s"
-				  "\r\n"
-				  "retry: %lld\n"
-				  ": stream open\n\n";
-	const char *extra = extra_headers ? extra_headers : "";
-	int n = snprintf(NULL, 0, fmt, extra, (long long)retry_ms);
-	struct chunk *c = chunk_new((size_t)n + 1);
-	snprintf(c->data, (size_t)n + 1, fmt, extra, (long long)retry_ms);
-	c->len = (uint32_t)n;
-	return c;
+	http_head_init(h, 200);
+	http_head_add(h, "Content-Type", "text/event-stream");
+	http_head_add(h, "Cache-Control", "no-store");
+	http_head_add(h, "X-Accel-Buffering", "no");
+	http_head_add(h, "Connection", "close");
 }
 
-struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers)
+size_t frame_stream_open(int64_t retry_ms, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "retry: %lld\n: stream open\n\n", (long long)retry_ms);
+	return n < 0 ? 0 : MIN((size_t)n, len - 1);
+}
+
+char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t id, const char *cause, size_t *len)
 {
 	/* One event, not a comment: some clients take an id only from an event
 	 * they dispatch, and one needs a data line. Named, so that a page's
@@ -243,12 +239,11 @@ struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char
 	p += sprintf(p, "event: refused\ndata: {\"error\":");
 	p = json_string(p, cause, cn);
 	p += sprintf(p, ",\"status\":%d}\n\n", status);
-	char extra[512];
-	snprintf(extra, sizeof(extra), "Cache-Control: no-store\r\nX-Refused-Status: %d\r\n%s", status,
-		 extra_headers ? extra_headers : "");
-	struct chunk *c = http_format_response(200, "text/event-stream", extra, body, (size_t)(p - body), false);
-	free(body);
-	return c;
+	*len = (size_t)(p - body);
+	http_head_response(h, 200, "text/event-stream", *len, false);
+	http_head_add(h, "Cache-Control", "no-store");
+	http_head_addf(h, "X-Refused-Status", "%d", status);
+	return body;
 }
 
 struct chunk *frame_heartbeat(void)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/chunk.h"
+#include "http/http.h"
 #include "store/store.h"
 
 /* The largest frame sent (chunk lengths are 32-bit; a reader's queue must
@@ -51,10 +52,14 @@ struct chunk *frame_encode(enum frame_format f, const struct store_event *ev);
 /* Encode a reset: "id: LAST\nevent: reset\ndata: {json}\n\n". */
 struct chunk *frame_reset(int64_t id, const char *reason, int64_t resume_id);
 
-/* The stream's response head plus opening frame (retry and a comment),
- * with extra_headers (complete "Name: value\r\n" lines, or NULL) in the
- * head; one new reference. */
-struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers);
+/* The stream's response head (200 text/event-stream, no-store, no proxy
+ * buffering, Connection: close, no length) into h, which the caller adds
+ * its own fields to and frees (http_head_free). */
+void frame_stream_head(struct http_head *h);
+
+/* The stream's opening frame, "retry: N\n: stream open\n\n", into buf
+ * (len bytes, 64 are enough); returns its length. */
+size_t frame_stream_open(int64_t retry_ms, char *buf, size_t len);
 
 /* A refusal an EventSource survives: a whole 200 text/event-stream
  * response (Content-Length framed, Connection: close, and X-Refused-Status
@@ -62,8 +67,9 @@ struct chunk *frame_stream_head(int64_t retry_ms, const char *extra_headers);
  * one event: the reconnection delay (retry:), the id the client sends back
  * (id:, when id >= 0), "event: refused" (so onmessage never fires) and as
  * data the one-line JSON {"error":CAUSE,"status":N} other clients get.
- * One new reference. extra_headers as for frame_stream_head. */
-struct chunk *frame_refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *extra_headers);
+ * The head goes into h (the caller may add fields, and frees it); the
+ * body is returned, the caller's to free, its length in *len. */
+char *frame_refusal(struct http_head *h, int status, int64_t retry_ms, int64_t id, const char *cause, size_t *len);
 
 /* A heartbeat comment frame; one new reference. */
 struct chunk *frame_heartbeat(void);

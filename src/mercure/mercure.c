@@ -63,32 +63,41 @@ static void metadata_url(const char *base, char *buf, size_t len)
 }
 
 /* A Bearer challenge naming the metadata, with error (or none), into buf
- * as a header line. */
+ * as the value of WWW-Authenticate. */
 static const char *challenge(const char *base, const char *error, char *buf, size_t len)
 {
 	char meta[2400];
 	metadata_url(base, meta, sizeof(meta));
-	snprintf(buf, len, "WWW-Authenticate: Bearer realm=\"mercure\", resource_metadata=\"%s\"%s%s%s\r\n", meta,
-		 error ? ", error=\"" : "", error ? error : "", error ? "\"" : "");
+	snprintf(buf, len, "Bearer realm=\"mercure\", resource_metadata=\"%s\"%s%s%s", meta, error ? ", error=\"" : "",
+		 error ? error : "", error ? "\"" : "");
 	return buf;
 }
 
-/* The hub's Link header line for base, into buf. */
-static const char *link_line(const char *base, char *buf, size_t len)
+/* Add the hub's Link for base to h. */
+static void add_link(struct http_head *h, const char *base)
 {
-	snprintf(buf, len, "Link: <%s>; rel=\"mercure\"\r\n", base);
-	return buf;
+	http_head_addf(h, "Link", "<%s>; rel=\"mercure\"", base);
 }
 
-/* Refuse c as conn_refuse does, with the hub's Link among the headers
- * (every answer of the endpoint carries it) before extra (header lines, or
- * NULL). */
-static void refuse(struct conn *c, const char *base, int status, const char *cause, const char *why, const char *extra)
+/* Refuse c as conn_refuse does, with the hub's Link among the fields
+ * (every answer of the endpoint carries it) and after it name: value (none
+ * when value is NULL). */
+static void refuse_with(struct conn *c, const char *base, int status, const char *cause, const char *why,
+			const char *name, const char *value)
 {
-	char headers[5200];
-	size_t k = strlen(link_line(base, headers, sizeof(headers)));
-	snprintf(headers + k, sizeof(headers) - k, "%s", extra ? extra : "");
-	conn_refuse(c, status, cause, why, headers);
+	struct http_head extra;
+	http_head_init(&extra, 0);
+	add_link(&extra, base);
+	if (value)
+		http_head_add(&extra, name, value);
+	conn_refuse(c, status, cause, why, &extra);
+	http_head_free(&extra);
+}
+
+/* The same with a challenge (a WWW-Authenticate value, or NULL). */
+static void refuse(struct conn *c, const char *base, int status, const char *cause, const char *why, const char *chal)
+{
+	refuse_with(c, base, status, cause, why, "WWW-Authenticate", chal);
 }
 
 /* The path of the hub's URL base into buf. */
@@ -285,19 +294,21 @@ static bool subscription_events_admitted(const struct mercure *mc, struct conn *
 	uint64_t wait_ms = mercure_subs_admit(subs, key, n, mc->cfg->mercure_subscription_events, clock_mono_ms());
 	if (!wait_ms)
 		return true;
-	snprintf(retry, sizeof(retry), "Retry-After: %llu\r\n", (unsigned long long)((wait_ms + 999) / 1000));
-	refuse(c, base, 429, "subscription_events",
-	       "too many subscriptions from this address: each puts an event in the log when it opens and when it "
-	       "closes, and mercure_subscription_events caps those a minute",
-	       retry);
+	snprintf(retry, sizeof(retry), "%llu", (unsigned long long)((wait_ms + 999) / 1000));
+	refuse_with(c, base, 429, "subscription_events",
+		    "too many subscriptions from this address: each puts an event in the log when it opens and when "
+		    "it closes, and mercure_subscription_events caps those a minute",
+		    "Retry-After", retry);
 	return false;
 }
 
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
-	char base[2200], why_buf[400], link[2400];
+	char base[2200], why_buf[400];
 	hub_url(mc, c, req, base, sizeof(base));
-	link_line(base, link, sizeof(link));
+	struct http_head link;
+	http_head_init(&link, 0);
+	add_link(&link, base);
 	struct msub *m = xcalloc(1, sizeof(*m));
 	m->base = xstrdup(base);
 	m->grants.base = m->base;
@@ -316,7 +327,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	char *sub = NULL;
 	char chal[2600];
 	/* The caps before the token, as for herald's own streams. */
-	struct admission_ticket *ticket = stream_admit(mc->streams, c, link);
+	struct admission_ticket *ticket = stream_admit(mc->streams, c, &link);
 	if (!ticket)
 		goto done;
 	if (find_token(mc, req, &tok, &from_cookie)) {
@@ -359,12 +370,12 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		goto done;
 	}
 
-	char extra[5000] = "", *e = extra;
+	struct http_head extra;
+	http_head_init(&extra, 0);
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	e += strlen(extra);
-	e += snprintf(e, sizeof(extra) - (size_t)(e - extra), "%s", link);
+		cors_fields(mc->cors, o->value.p, o->value.n, &extra);
+	add_link(&extra, base);
 	struct reader_spec spec = { .resume = -1,
 				    .format = FRAME_MERCURE,
 				    .accepts = msub_accepts,
@@ -379,14 +390,14 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		 * "earliest". */
 		bool plain = found && strcmp(resume_id, "earliest") != 0 &&
 			     mercure_value_valid(resume_id, strlen(resume_id));
-		snprintf(e, sizeof(extra) - (size_t)(e - extra), "Mercure-Last-Event-ID: %s\r\n",
-			 plain ? resume_id : "earliest");
+		http_head_add(&extra, "Mercure-Last-Event-ID", plain ? resume_id : "earliest");
 	}
 	msub_intern(m, mc->sets);
 	spec.keys = mercure_set_keys(m->want_set, &spec.nkeys);
 	struct msub *opened = m;
 	m = NULL; /* the reader's now */
-	stream_open_spec(mc->streams, c, ticket, &spec, extra);
+	stream_open_spec(mc->streams, c, ticket, &spec, &extra);
+	http_head_free(&extra);
 	if (subs) {
 		char path[2200];
 		hub_path(base, path, sizeof(path));
@@ -394,6 +405,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		opened->sub = mercure_subs_add(subs, path, mercure_set_matchers(opened->want_set));
 	}
 done:
+	http_head_free(&link);
 	if (resume_id != q.last_id)
 		free(resume_id);
 	free(q.last_id);
@@ -415,11 +427,11 @@ bool mercure_answers(const struct mercure *mc, const struct http_request *req)
 	       mercure_metadata_path(mc, req);
 }
 
-void mercure_link(const struct mercure *mc, const struct conn *c, const struct http_request *req, char *buf, size_t len)
+void mercure_link(const struct mercure *mc, const struct conn *c, const struct http_request *req, struct http_head *h)
 {
 	char base[2200];
 	hub_url(mc, c, req, base, sizeof(base));
-	link_line(base, buf, len);
+	add_link(h, base);
 }
 
 bool mercure_metadata_path(const struct mercure *mc, const struct http_request *req)
@@ -434,7 +446,7 @@ bool mercure_metadata_path(const struct mercure *mc, const struct http_request *
 
 void mercure_metadata(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
-	char base[2200], body[3000], extra[5000] = "";
+	char base[2200], body[3000];
 	hub_url(mc, c, req, base, sizeof(base));
 	const char *cookie = mc->cfg->jwt_cookie[0] ? mc->cfg->jwt_cookie : "__Secure-mercure_access_token";
 	int n = snprintf(
@@ -442,17 +454,15 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 		"{\"resource\":\"%s\",\"authorization_details_types_supported\":"
 		"[\"https://mercure.rocks/authorization-detail\"],\"bearer_methods_supported\":[\"header\"],"
 		"\"mercure_cookie\":\"%s\",\"mercure_matcher_types_supported\":[\"exact\",\"urlpattern\"]%s}\n",
-		base, cookie,
-		mc->cfg->mercure_subscriptions && mc->subs
-			? ",\"mercure_subscriptions\":true"
-			: "");
+		base, cookie, mc->cfg->mercure_subscriptions && mc->subs ? ",\"mercure_subscriptions\":true" : "");
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", (size_t)n, conn_keep_alive(c));
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_headers(mc->cors, o->value.p, o->value.n, extra, sizeof(extra));
-	size_t k = strlen(extra);
-	link_line(base, extra + k, sizeof(extra) - k);
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 200, http_format_response(200, "application/json", extra, body, (size_t)n, keep), keep);
+		cors_fields(mc->cors, o->value.p, o->value.n, &h);
+	add_link(&h, base);
+	conn_respond(c, &h, body, (size_t)n);
+	http_head_free(&h);
 }
 
 /* ---- the subscription API ---------------------------------------------- */
@@ -533,7 +543,7 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 	}
 	/* The cursor to subscribe from: the newest event's id (its number
 	 * when the asker may not see it). */
-	char headers[3000] = "", last[64];
+	char last[64];
 	int64_t newest = hub_high_water(mc->hub);
 	struct cursor cur = { &g, NULL };
 	if (newest > 0)
@@ -541,20 +551,22 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 	mercure_grants_free(&g);
 	char *last_id = cur.id;
 	snprintf(last, sizeof(last), "%lld", (long long)newest);
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_headers(mc->cors, o->value.p, o->value.n, headers, sizeof(headers));
-	size_t k = strlen(headers);
-	snprintf(headers + k, sizeof(headers) - k,
-		 "Link: <%s>; rel=\"mercure\"; last-event-id=\"%s\"; type=\"mercure\"; "
-		 "content-type=\"application/json\"\r\nCache-Control: must-revalidate\r\n",
-		 base,
-		 last_id      ? last_id
-		 : newest > 0 ? last
-			      : "earliest");
+		cors_fields(mc->cors, o->value.p, o->value.n, &h);
+	http_head_addf(
+		&h, "Link",
+		"<%s>; rel=\"mercure\"; last-event-id=\"%s\"; type=\"mercure\"; content-type=\"application/json\"",
+		base,
+		last_id      ? last_id
+		: newest > 0 ? last
+			     : "earliest");
+	http_head_add(&h, "Cache-Control", "must-revalidate");
 	free(last_id);
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 200, http_format_response(200, "application/json", headers, body, len, keep), keep);
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
 	free(body);
 }
 
@@ -816,11 +828,11 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	f.data = NULL;
 	u.public = !f.private_;
 	form_free(&f);
-	char extra_headers[5000] = "";
+	struct http_head fields;
+	http_head_init(&fields, 0);
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_headers(mc->cors, o->value.p, o->value.n, extra_headers, sizeof(extra_headers));
-	size_t k = strlen(extra_headers);
-	link_line(base, extra_headers + k, sizeof(extra_headers) - k);
-	publish_mercure(mc->pubq, c, &u, extra_headers);
+		cors_fields(mc->cors, o->value.p, o->value.n, &fields);
+	add_link(&fields, base);
+	publish_mercure(mc->pubq, c, &u, &fields); /* takes the fields */
 }

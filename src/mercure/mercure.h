@@ -75,8 +75,7 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
  * 411 and 413): mercure_link writes it. */
 bool mercure_answers(const struct mercure *mc, const struct http_request *req);
 
-/* The header line "Link: <HUB URL>; rel="mercure"" for req on c, into buf. */
-void mercure_link(const struct mercure *mc, const struct conn *c, const struct http_request *req, char *buf,
-		  size_t len);
+/* Add the field `Link: <HUB URL>; rel="mercure"` for req on c to h. */
+void mercure_link(const struct mercure *mc, const struct conn *c, const struct http_request *req, struct http_head *h);
 
 #endif

@@ -592,15 +592,42 @@ void conn_become_stream(struct conn *c)
 	conn_update_events(c);
 }
 
-void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive)
+/* Queue h and body in the transport's form: one chunk of HTTP/1.1 text,
+ * or the head handed to the transport and the body queued alone. A HEAD
+ * request gets the head alone, in this one place (RFC 9110 9.3.2). */
+static void queue_head(struct conn *c, const struct http_head *h, const char *body, size_t len)
 {
-	conn_count_response(c, status);
-	conn_enqueue(c, response, 0);
-	chunk_unref(response);
-	c->user = NULL; /* what a handler attached belonged to this request */
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->head_request)
+		len = 0;
+	struct chunk *ch = NULL;
+	if (!transport_takes_heads(&c->tp))
+		ch = http_head_text(h, body, len);
+	else if (transport_head(&c->tp, h) == 0 && len)
+		ch = chunk_from(body, len);
+	if (ch) {
+		enqueue(c, ch, 0, false);
+		chunk_unref(ch);
+	} else {
+		schedule_flush(c); /* the head alone: whatever waits on the flush still runs */
+	}
+}
+
+void conn_send_head(struct conn *c, const struct http_head *h, const char *body, size_t len)
+{
+	queue_head(c, h, body, len);
+}
+
+void conn_respond(struct conn *c, const struct http_head *h, const char *body, size_t len)
+{
+	conn_count_response(c, h->status);
+	queue_head(c, h, body, len);
+	c->head_request = false; /* answered: the next request says its own method */
+	c->user = NULL;          /* what a handler attached belonged to this request */
 	c->user_data = NULL;
 	c->served = true;
-	if (!keep_alive || c->pool->draining) {
+	if (!h->keep_alive || c->pool->draining) {
 		c->close_after_flush = true;
 		c->state = CONN_WAITING;
 		/* The response must be taken within stall_timeout. */
@@ -616,23 +643,42 @@ void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_
 	conn_update_events(c);
 }
 
-void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, int sent_status,
-		    struct chunk *response)
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, const struct http_head *h,
+		    const char *body, size_t len)
 {
-	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING) {
-		chunk_unref(response);
+	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
 		return;
-	}
 	struct conn_pool *p = c->pool;
 	if (p->hooks.refused)
 		p->hooks.refused(p->hooks.owner, c, status, message);
 	metrics_count_refusal(p->m, status, cause);
-	conn_respond(c, sent_status, response, false);
+	/* A refusal always closes, whatever its head said. */
+	struct http_head closing = *h;
+	closing.keep_alive = false;
+	conn_respond(c, &closing, body, len);
 }
 
-void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers)
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra)
 {
-	conn_refuse_as(c, status, cause, message, status, http_format_error(status, message, extra_headers, false));
+	size_t len;
+	char *body = http_error_body(status, message, &len);
+	struct http_head h;
+	http_head_error(&h, status, len, false);
+	http_head_append(&h, extra);
+	conn_refuse_as(c, status, cause, message, &h, body, len);
+	http_head_free(&h);
+	free(body);
+}
+
+void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
+		      const char *value)
+{
+	struct http_head extra;
+	http_head_init(&extra, 0);
+	if (value)
+		http_head_add(&extra, name, value);
+	conn_refuse(c, status, cause, message, &extra);
+	http_head_free(&extra);
 }
 
 static void consume(struct conn *c, size_t n)
@@ -710,6 +756,8 @@ static void set_what(struct conn *c, const struct http_request *req)
 {
 	char what[80];
 	what[0] = '\0';
+	/* Whatever answers it, a HEAD request gets a head alone. */
+	c->head_request = req->method_name.n == 4 && memcmp(req->method_name.p, "HEAD", 4) == 0;
 	if (req->method_name.n) {
 		int pn = (int)MIN(req->path.n, 60);
 		snprintf(what, sizeof(what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
@@ -764,14 +812,16 @@ static bool refuse_body(struct conn *c, const struct http_request *req)
 	struct conn_pool *p = c->pool;
 	if (!req->chunked && req->content_length <= p->cfg->max_body)
 		return false;
-	char more[2400] = "";
+	struct http_head more;
+	http_head_init(&more, 0);
 	if (p->hooks.answer_headers)
-		p->hooks.answer_headers(p->hooks.owner, c, req, more, sizeof(more));
+		p->hooks.answer_headers(p->hooks.owner, c, req, &more);
 	if (req->chunked)
 		conn_refuse(c, 411, "chunked_body", "chunked request bodies are not accepted; send Content-Length",
-			    more);
+			    &more);
 	else
-		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", more);
+		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", &more);
+	http_head_free(&more);
 	return true;
 }
 
@@ -831,8 +881,9 @@ static void conn_process(struct conn *c)
 				 * body: route and rights are checked first. */
 				if (!p->hooks.expect_continue(p->hooks.owner, c, &req))
 					return;
-				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-				struct chunk *ch = chunk_from(cont, sizeof(cont) - 1);
+				struct http_head cont;
+				http_head_init(&cont, 100);
+				struct chunk *ch = http_head_text(&cont, NULL, 0);
 				conn_enqueue(c, ch, 0);
 				chunk_unref(ch);
 				c->continued = true;
@@ -1037,8 +1088,7 @@ static void pass_end(void *arg)
 		metrics_observe(&p->m->flush_seconds, clock_mono_ns() - t0);
 	/* Free what was closed, unless it is still on a list. */
 	struct list_node *x, *tmp;
-	list_each(&p->graveyard, x, tmp)
-	{
+	list_each(&p->graveyard, x, tmp) {
 		struct conn *c = list_item(x, struct conn, link);
 		if (c->flush_scheduled || c->stream_scheduled)
 			continue;

@@ -57,11 +57,11 @@ struct conn_hooks {
 	bool (*expect_continue)(void *owner, struct conn *c, const struct http_request *req);
 	/* A refusal is being sent (for the log): its sentence. */
 	void (*refused)(void *owner, struct conn *c, int status, const char *message);
-	/* The header lines every answer to req carries, whoever makes it (the
-	 * Mercure hub's Link on its paths), into buf ("" for none): asked for
-	 * the refusals conn.c makes once it has a request's head (411, 413).
+	/* The fields every answer to req carries, whoever makes it (the
+	 * Mercure hub's Link on its paths), added to h: asked for the
+	 * refusals conn.c makes once it has a request's head (411, 413).
 	 * NULL: none. */
-	void (*answer_headers)(void *owner, struct conn *c, const struct http_request *req, char *buf, size_t len);
+	void (*answer_headers)(void *owner, struct conn *c, const struct http_request *req, struct http_head *h);
 };
 
 /* What a handler attaches to one connection (conn_attach). */
@@ -94,11 +94,12 @@ struct conn {
 	bool stream_scheduled; /* on the pool's stream_list */
 	bool close_after_flush;
 	bool keep_alive;
-	bool served;     /* answered at least one request */
-	bool reparse;    /* buffered input to parse after the current response */
-	bool peer_eof;   /* the client shut down its side */
-	bool continued;  /* sent 100 Continue for the request being read */
-	bool in_handler; /* inside the request hook: the request is not consumed yet */
+	bool served;       /* answered at least one request */
+	bool reparse;      /* buffered input to parse after the current response */
+	bool peer_eof;     /* the client shut down its side */
+	bool continued;    /* sent 100 Continue for the request being read */
+	bool in_handler;   /* inside the request hook: the request is not consumed yet */
+	bool head_request; /* the request being answered is a HEAD: its response has no body */
 
 	struct loop_timer timer; /* request, keep-alive, send-progress or linger timeout */
 	const struct conn_user *user;
@@ -200,23 +201,38 @@ void conn_enqueue(struct conn *c, struct chunk *ch, int64_t id);
  * (the hub sends the events again from the store). */
 void conn_enqueue_frame(struct conn *c, struct chunk *ch, int64_t id);
 
-/* Queue a response with this status (taking over the caller's reference to
- * the chunk), count it, detach any handler state, and resume reading the
- * next request afterwards, or close once it is written when keep_alive is
- * false. */
-void conn_respond(struct conn *c, int status, struct chunk *response, bool keep_alive);
+/* Queue a response: the head h in the transport's form (HTTP/1.1 text,
+ * or HEADERS on an HTTP/2 stream) and len bytes of body (copied; none to
+ * a HEAD request, whose head is GET's, Content-Length included), count it
+ * by h->status, detach any handler state, and resume reading the next
+ * request afterwards, or close once it is written when h->keep_alive is
+ * false. h stays the caller's. */
+void conn_respond(struct conn *c, const struct http_head *h, const char *body, size_t len);
+
+/* Queue a stream's response head with the first bytes of its body
+ * (copied; none to a HEAD request), in the transport's form, as
+ * conn_enqueue would (never dropped); the stream's frames follow. */
+void conn_send_head(struct conn *c, const struct http_head *h, const char *body, size_t len);
 
 /* Send the standard JSON refusal, count and log it, and close the
  * connection after it. cause is a short stable name (a static string, the
  * label of herald_refusals_total: "per_address_limit", "bad_parameter");
- * message is the sentence for the body and the log, copied at once. */
-void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const char *extra_headers);
+ * message is the sentence for the body and the log, copied at once.
+ * extra: fields added to the head after the usual ones (its status is not
+ * looked at; NULL: none), the caller's. */
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra);
+
+/* The same with one field added, name: value (none when value is NULL):
+ * a challenge (WWW-Authenticate) or a Retry-After. */
+void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
+		      const char *value);
 
 /* The same refusal (logged and counted as status with its cause) sent as
- * another response (taking over the reference): a stream refusal a browser
- * survives is a 200 event stream that ends at once. */
-void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, int sent_status,
-		    struct chunk *response);
+ * another response (h and body as for conn_respond; the connection closes
+ * after it): a stream refusal a browser survives is a 200 event stream
+ * that ends at once. */
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, const struct http_head *h,
+		    const char *body, size_t len);
 
 /* Count a response by status (conn_respond does it; a stream's 200 head
  * is counted by its handler). */

@@ -27,6 +27,7 @@
 #include <sys/uio.h>
 
 struct transport;
+struct http_head;
 
 struct transport_ops {
 	const char *name; /* "tcp", "tls": for logs */
@@ -46,6 +47,12 @@ struct transport_ops {
 	int (*open)(struct transport *t, void *ctx, const char *peer);
 	ssize_t (*read)(struct transport *t, void *buf, size_t len);
 	ssize_t (*writev)(struct transport *t, const struct iovec *iov, int n);
+	/* The transport sends response heads itself (an HTTP/2 stream, as
+	 * HEADERS): the connection hands it the record (read during the call
+	 * only) when the response is queued, and writev gets only the body.
+	 * Returns 0, or -1 when it cannot (writev then fails). NULL: the head
+	 * is written as HTTP/1.1 text. */
+	int (*head)(struct transport *t, const struct http_head *h);
 	/* The epoll interest to ask for, given what the connection wants
 	 * (EPOLLIN while it reads, EPOLLOUT while output waits): a handshake
 	 * has its own, and a read that must first write (or the reverse) turns
@@ -103,6 +110,17 @@ static inline ssize_t transport_read(struct transport *t, void *buf, size_t len)
 static inline ssize_t transport_writev(struct transport *t, const struct iovec *iov, int n)
 {
 	return t->ops->writev(t, iov, n);
+}
+
+/* Whether heads go through transport_head rather than as text. */
+static inline bool transport_takes_heads(const struct transport *t)
+{
+	return t->ops->head != NULL;
+}
+
+static inline int transport_head(struct transport *t, const struct http_head *h)
+{
+	return t->ops->head(t, h);
 }
 
 static inline bool transport_plain_send(const struct transport *t)

@@ -46,20 +46,28 @@ static void log_refusal(void *owner, struct conn *c, int status, const char *mes
 	log_notice("refused %s %s: %d %s", conn_client(c), what[0] ? what : "(no request line)", status, message);
 }
 
-/* 503 while the server shuts down, with more header lines (or "") beside. */
-static void shutting_down(struct conn *c, const char *more)
+/* A refusal with one field first, then more (NULL: none). */
+static void refuse_first(struct conn *c, int status, const char *cause, const char *why, const char *name,
+			 const char *value, const struct http_head *more)
 {
-	char extra[2600];
-	snprintf(extra, sizeof(extra), "Retry-After: 5\r\n%s", more);
-	conn_refuse(c, 503, "shutting_down", "the server is shutting down", extra);
+	struct http_head extra;
+	http_head_init(&extra, 0);
+	http_head_add(&extra, name, value);
+	http_head_append(&extra, more);
+	conn_refuse(c, status, cause, why, &extra);
+	http_head_free(&extra);
 }
 
-/* 405 naming the methods allow, with more header lines (or "") beside. */
-static void method_not_allowed(struct conn *c, const char *allow, const char *more)
+/* 503 while the server shuts down, with more fields (or NULL) beside. */
+static void shutting_down(struct conn *c, const struct http_head *more)
 {
-	char extra[2600];
-	snprintf(extra, sizeof(extra), "Allow: %s\r\n%s", allow, more);
-	conn_refuse(c, 405, "method_not_allowed", "method not allowed for this path", extra);
+	refuse_first(c, 503, "shutting_down", "the server is shutting down", "Retry-After", "5", more);
+}
+
+/* 405 naming the methods allow, with more fields (or NULL) beside. */
+static void method_not_allowed(struct conn *c, const char *allow, const struct http_head *more)
+{
+	refuse_first(c, 405, "method_not_allowed", "method not allowed for this path", "Allow", allow, more);
 }
 
 size_t api_sockets(const struct api *a)
@@ -67,7 +75,7 @@ size_t api_sockets(const struct api *a)
 	return conn_pool_count(a->pool) - h2_server_streams(a->h2) + h2_server_sessions(a->h2);
 }
 
-static void health(struct api *a, struct conn *c, bool head_only)
+static void health(struct api *a, struct conn *c)
 {
 	char body[384 + 6 * STALL_WHAT_MAX];
 	/* A node whose log is unreachable answers 503, so a balancer's health
@@ -97,15 +105,15 @@ static void health(struct api *a, struct conn *c, bool head_only)
 			 log_ok ? "ok" : "unavailable", store_kind(a->st), group ? group_workers() : 1u, who,
 			 group ? group_readers() : hub_readers(a->hub), api_sockets(a), h2_server_streams(a->h2),
 			 (long long)hub_high_water(a->hub),
-			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6, what_json);
-	bool keep = conn_keep_alive(c);
-	struct chunk *resp = http_format_response(status, "application/json",
-						  log_ok ? "Cache-Control: no-store\r\n"
-							 : "Cache-Control: no-store\r\nRetry-After: 1\r\n",
-						  body, (size_t)n, keep);
-	if (head_only)
-		resp->len -= (uint32_t)n; /* the same head, with its Content-Length, and no body */
-	conn_respond(c, status, resp, keep);
+			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6,
+			 what_json);
+	struct http_head h;
+	http_head_response(&h, status, "application/json", (size_t)n, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	if (!log_ok)
+		http_head_add(&h, "Retry-After", "1");
+	conn_respond(c, &h, body, (size_t)n); /* to HEAD: the same head, and no body */
+	http_head_free(&h);
 }
 
 /* The metrics page as a 200: metrics.c makes the text, the HTTP head is
@@ -114,11 +122,11 @@ static void metrics_respond(struct conn *c, const struct metrics *m, const struc
 {
 	size_t len;
 	char *body = metrics_render(m, g, &len);
-	bool keep = conn_keep_alive(c);
-	conn_respond(
-		c, 200,
-		http_format_response(200, "text/plain; version=0.0.4", "Cache-Control: no-store\r\n", body, len, keep),
-		keep);
+	struct http_head h;
+	http_head_response(&h, 200, "text/plain; version=0.0.4", len, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
 	free(body);
 }
 
@@ -173,9 +181,9 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 	if (cfg->metrics_mode == METRICS_TOKEN) {
 		struct http_slice tok;
 		if (!http_bearer_token(req, &tok)) {
-			conn_refuse(c, 401, "metrics_token_missing",
-				    "metrics need Authorization: Bearer <metrics_token>",
-				    "WWW-Authenticate: Bearer\r\n");
+			conn_refuse_with(c, 401, "metrics_token_missing",
+					 "metrics need Authorization: Bearer <metrics_token>", "WWW-Authenticate",
+					 "Bearer");
 			return;
 		}
 		if (!http_token_equal(tok, cfg->metrics_token)) {
@@ -265,14 +273,14 @@ static int presence_topics(const struct http_request *req, char **topics, const 
  * not come through a proxy with presence_access = local (everything), or
  * anyone with presence_access = any (counts, no subjects). Returns 0 with
  * *scope set (its grants in *rights), or the refusal status with
- * *cause, *why and *extra set. */
+ * *cause, *why and *challenge (a WWW-Authenticate value, or NULL) set. */
 static int presence_scope(struct api *a, struct conn *c, const struct http_request *req, struct presence_scope *scope,
-			  struct jwt_rights *rights, const char **cause, const char **why, const char **extra)
+			  struct jwt_rights *rights, const char **cause, const char **why, const char **challenge)
 {
 	const struct config *cfg = a->cfg;
 	struct http_slice tok;
 	*scope = (struct presence_scope){ .every_topic = true, .subjects = true };
-	*extra = NULL;
+	*challenge = NULL;
 	if (http_bearer_token(req, &tok)) {
 		if (cfg->presence_token[0] && http_token_equal(tok, cfg->presence_token))
 			return 0;
@@ -288,7 +296,7 @@ static int presence_scope(struct api *a, struct conn *c, const struct http_reque
 		a->m->token_cache_hits += cost.cached;
 		if (e != JWT_OK) {
 			*cause = "invalid_token";
-			*extra = "WWW-Authenticate: Bearer error=\"invalid_token\"\r\n";
+			*challenge = "Bearer error=\"invalid_token\"";
 			return 401;
 		}
 		if (!rights->npresence) {
@@ -311,7 +319,7 @@ static int presence_scope(struct api *a, struct conn *c, const struct http_reque
 	*why = cfg->presence_mode == METRICS_LOCAL
 		       ? "presence is served only to this host or with a token (presence_access = local)"
 		       : "presence needs Authorization: Bearer with the presence token or a signed token";
-	*extra = "WWW-Authenticate: Bearer\r\n";
+	*challenge = "Bearer";
 	return 403;
 }
 
@@ -340,14 +348,16 @@ static void presence_answered(void *arg, char *body, size_t len)
 	}
 	conn_attach(c, NULL, NULL);
 	if (!body) {
-		conn_refuse(c, 503, "presence_unavailable",
-			    "the cluster's presence cannot be read now (Redis is unreachable)", "Retry-After: 1\r\n");
+		conn_refuse_with(c, 503, "presence_unavailable",
+				 "the cluster's presence cannot be read now (Redis is unreachable)", "Retry-After",
+				 "1");
 		return;
 	}
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 200,
-		     http_format_response(200, "application/json", "Cache-Control: no-store\r\n", body, len, keep),
-		     keep);
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
 	free(body);
 }
 
@@ -356,7 +366,7 @@ static void presence_answered(void *arg, char *body, size_t len)
 static void presence_route(struct api *a, struct conn *c, const struct http_request *req)
 {
 	char *topics[PRESENCE_MAX_TOPICS];
-	const char *why = NULL, *cause = "bad_parameter", *extra = NULL;
+	const char *why = NULL, *cause = "bad_parameter", *challenge = NULL;
 	char reason[200];
 	int n = presence_topics(req, topics, &why, reason, sizeof(reason));
 	if (n < 0) {
@@ -365,7 +375,7 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 	}
 	struct presence_scope scope;
 	struct jwt_rights rights = { 0 };
-	int status = presence_scope(a, c, req, &scope, &rights, &cause, &why, &extra);
+	int status = presence_scope(a, c, req, &scope, &rights, &cause, &why, &challenge);
 	for (int i = 0; !status && i < n; i++) {
 		if (!presence_scope_covers(&scope, topics[i])) {
 			status = 403;
@@ -374,7 +384,7 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 		}
 	}
 	if (status) {
-		conn_refuse(c, status, cause, why, extra);
+		conn_refuse_with(c, status, cause, why, "WWW-Authenticate", challenge);
 	} else {
 		/* The connection waits for the answer (the cluster's, from
 		 * Redis, comes later); if it closes first, the answer is
@@ -394,23 +404,23 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
  * headers (Authorization, Last-Event-ID) or posts JSON: answered as
  * allow_origin says. */
 static void preflight(struct api *a, struct conn *c, const struct http_request *req, const char *methods,
-		      const char *more)
+		      const struct http_head *more)
 {
 	const struct http_header *o = http_header_get(req, "Origin");
-	char extra[3200], allow[400];
-	cors_headers(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, allow, sizeof(allow));
-	if (!allow[0]) {
+	struct http_head h;
+	http_head_response(&h, 204, NULL, 0, conn_keep_alive(c));
+	if (!cors_fields(a->cors, o ? o->value.p : NULL, o ? o->value.n : 0, &h)) {
+		http_head_free(&h);
 		conn_refuse(c, 403, "cross_origin",
 			    "cross-origin requests are allowed only from the origins allow_origin lists", more);
 		return;
 	}
-	snprintf(extra, sizeof(extra),
-		 "%sAccess-Control-Allow-Methods: %s\r\n"
-		 "Access-Control-Allow-Headers: Authorization, Content-Type, Last-Event-ID\r\n"
-		 "Access-Control-Max-Age: 600\r\n%s",
-		 allow, methods, more);
-	bool keep = conn_keep_alive(c);
-	conn_respond(c, 204, http_format_response(204, NULL, extra, NULL, 0, keep), keep);
+	http_head_add(&h, "Access-Control-Allow-Methods", methods);
+	http_head_add(&h, "Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID");
+	http_head_add(&h, "Access-Control-Max-Age", "600");
+	http_head_append(&h, more);
+	conn_respond(c, &h, NULL, 0);
+	http_head_free(&h);
 }
 
 static void route(void *owner, struct conn *c, const struct http_request *req, const char *body, size_t body_len);
@@ -421,15 +431,14 @@ static struct mercure mercure_of(const struct api *a)
 	return (struct mercure){ a->cfg, a->cors, a->streams, a->pubq, a->st, a->hub, a->msets, a->msubs };
 }
 
-/* The header lines every answer to req carries, whoever makes it
+/* The fields every answer to req carries, whoever makes it
  * (conn_hooks.answer_headers): the Mercure hub's Link on its paths. */
-static void answer_headers(void *owner, struct conn *c, const struct http_request *req, char *buf, size_t len)
+static void answer_headers(void *owner, struct conn *c, const struct http_request *req, struct http_head *h)
 {
 	struct api *a = owner;
 	struct mercure mc = mercure_of(a);
-	buf[0] = '\0';
 	if (mercure_answers(&mc, req))
-		mercure_link(&mc, c, req, buf, len);
+		mercure_link(&mc, c, req, h);
 }
 
 /* Route a request whose body has not arrived and that asked first
@@ -439,7 +448,7 @@ static bool expect_continue(void *owner, struct conn *c, const struct http_reque
 	struct api *a = owner;
 	if (path_is(req, "/api/events") && req->method == HTTP_POST) {
 		if (conn_draining(c)) {
-			shutting_down(c, "");
+			shutting_down(c, NULL);
 			return false;
 		}
 		return publish_precheck(a->pubq, c, req);
@@ -478,7 +487,7 @@ struct routed {
 	const struct http_request *req;
 	const char *body;
 	size_t body_len;
-	const char *more; /* extra header lines every answer to req carries */
+	const struct http_head *more; /* the fields every answer to req carries */
 };
 
 struct route {
@@ -559,12 +568,12 @@ static void on_presence(const struct routed *r)
 
 static void on_health(const struct routed *r)
 {
-	health(r->a, r->c, r->req->method == HTTP_HEAD);
+	health(r->a, r->c);
 }
 
 static void on_console(const struct routed *r)
 {
-	console_serve(r->c, r->req->method == HTTP_HEAD);
+	console_serve(r->c);
 }
 
 static void on_metrics(const struct routed *r)
@@ -640,8 +649,9 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 	addr_client(a->trust, conn_peer(c), conn_peer_unix(c), xff, xff_len, client, sizeof(client));
 	conn_set_client(c, client);
 	free(xff);
-	char more[2400];
-	answer_headers(a, c, req, more, sizeof(more));
+	struct http_head more;
+	http_head_init(&more, 0);
+	answer_headers(a, c, req, &more);
 
 	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
 		const struct route *rt = &routes[i];
@@ -649,14 +659,16 @@ static void route(void *owner, struct conn *c, const struct http_request *req, c
 			continue;
 		char methods[64];
 		if (req->method == HTTP_OPTIONS && rt->preflight)
-			preflight(a, c, req, route_preflight_methods(rt, methods, sizeof(methods)), more);
+			preflight(a, c, req, route_preflight_methods(rt, methods, sizeof(methods)), &more);
 		else if (!(rt->methods & M(req->method)))
-			method_not_allowed(c, route_allow(rt, methods, sizeof(methods)), more);
+			method_not_allowed(c, route_allow(rt, methods, sizeof(methods)), &more);
 		else
-			rt->handle(&(struct routed){ a, c, req, body, body_len, more });
+			rt->handle(&(struct routed){ a, c, req, body, body_len, &more });
+		http_head_free(&more);
 		return;
 	}
-	conn_refuse(c, 404, "not_found", "no such path", more);
+	conn_refuse(c, 404, "not_found", "no such path", &more);
+	http_head_free(&more);
 }
 
 void api_hooks(struct api *a, struct conn_hooks *out)

@@ -403,6 +403,40 @@ def test_every_endpoint_means_the_same_over_h2c():
                 s.close()
 
 
+def _curl_head(*args):
+    """curl -i's status and fields (names lowercased, in order) and the
+    body, for one request; an event stream is cut after a moment."""
+    code, out, err = _curl("-i", "--max-time", "1", *args)
+    head, _, body = out.replace("\r\n", "\n").partition("\n\n")
+    lines = head.split("\n")
+    fields = [(k.strip().lower(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:])]
+    return int(lines[0].split(" ")[1]), fields, body
+
+
+def test_a_head_is_the_same_fields_over_h2c_as_over_http1():
+    # One head record serves both protocols: HTTP/2 sends the fields
+    # HTTP/1.1 writes, in the same order, without Connection; and to HEAD,
+    # no body on either, refusals included.
+    with Herald(args=["--read-token", "sekrit", "--allow-origin", "https://app.example", "--mercure", "on"]) as h:
+        cases = [["-I", h.url + "/"], ["-I", h.url + "/nope"], ["-I", h.url + "/metrics"],
+                 ["-I", h.url + "/.well-known/mercure"], [h.url + "/nope"], ["-X", "DELETE", h.url + "/api/health"],
+                 ["-X", "OPTIONS", "-H", "Origin: https://app.example", "-H", "Access-Control-Request-Method: GET",
+                  h.url + "/api/events/stream"],
+                 ["-H", "Authorization: Bearer wrong", h.url + "/api/events/stream"],
+                 ["-H", "Origin: https://app.example", h.url + "/api/events/stream?token=sekrit"],
+                 [h.url + "/.well-known/mercure?topic=x"]]
+        for args in cases:
+            st1, f1, b1 = _curl_head("--http1.1", *args)
+            st2, f2, b2 = _curl_head("--http2-prior-knowledge", *args)
+            assert st1 == st2, (args, st1, st2)
+            assert [f for f in f1 if f[0] != "connection"] == f2, (args, f1, f2)
+            assert not any(k == "connection" for k, _ in f2), (args, f2)
+            if "-I" in args:
+                assert b1 == "" and b2 == "", (args, b1, b2)
+            else:
+                assert b1 == b2 or "event-stream" in dict(f1).get("content-type", ""), (args, b1, b2)
+
+
 def test_publishes_on_one_connection_share_group_commits():
     with Herald() as h:
         body = os.path.join(h.dir, "body.json")

@@ -5,7 +5,7 @@ not take with 405 and an Allow header naming exactly the route's methods
 preflight names the same methods; a path no route matches is 404, and so
 is a route its setting turns off. Answers on the Mercure hub's paths carry
 its Link, 404 and 405 included; others do not."""
-from harness import Herald, check_refusal, request
+from harness import Herald, check_refusal, connect, request
 
 # Every route, with a path it matches and its Allow header.
 ROUTES = [
@@ -98,3 +98,57 @@ def test_a_route_its_setting_turns_off_is_404():
         st, hd, body = _ask(h.port, "DELETE", "/api/health")
         check_refusal(st, hd, body, 405)
         assert hd.get("allow") == "GET, HEAD", hd
+
+
+def _head_and_rest(port, method, path):
+    """Send one request and read until the server closes: (status, headers,
+    the bytes after the head)."""
+    s = connect(port)
+    try:
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        buf = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+    finally:
+        s.close()
+    head, sep, rest = buf.partition(b"\r\n\r\n")
+    assert sep, buf
+    lines = head.decode().split("\r\n")
+    hdrs = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+    return int(lines[0].split(" ")[1]), hdrs, rest
+
+
+def test_a_refusal_to_head_has_the_head_of_get_and_no_body():
+    # RFC 9110 9.3.2: a HEAD answer is GET's head with no body, refusals
+    # included. The refusal closes the connection, so every byte after the
+    # head up to the close would be body.
+    with Herald(["--mercure", "on"]) as h:
+        for path, want in (("/nope", 404), ("/metrics/", 404), ("/.well-known/mercure/elsewhere", 404),
+                           ("/api/events", 405), ("/metrics", 405), ("/.well-known/mercure", 405)):
+            st, hd, rest = _head_and_rest(h.port, "HEAD", path)
+            assert st == want, (path, st, hd)
+            assert rest == b"", (path, rest)
+            gst, ghd, gbody = _head_and_rest(h.port, "GET" if want == 404 else "PUT", path)
+            assert gst == want and gbody, (path, gst)
+            assert hd.get("content-length") == ghd.get("content-length") == str(len(gbody)), (path, hd, ghd)
+            assert hd.get("content-type") == ghd.get("content-type"), (path, hd, ghd)
+            assert hd.get("allow") == ghd.get("allow") and hd.get("link") == ghd.get("link"), (path, hd, ghd)
+        # A HEAD the server takes still answers keep-alive with the head
+        # alone, and the next request on the connection is read as one.
+        s = connect(h.port)
+        try:
+            s.sendall(b"HEAD /api/health HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            buf = b""
+            while buf.count(b"\r\n\r\n") < 2 or not buf.endswith(b"}\n"):
+                d = s.recv(65536)
+                if not d:
+                    break
+                buf += d
+        finally:
+            s.close()
+        first, _, rest = buf.partition(b"\r\n\r\n")
+        assert first.startswith(b"HTTP/1.1 200 "), buf
+        assert rest.startswith(b"HTTP/1.1 404 "), buf

@@ -90,7 +90,12 @@ int fuzz_one(const uint8_t *data, size_t size)
 	memcpy(cause, d, cn);
 	cause[cn] = '\0';
 	int status = tn & 1 ? 503 : 429;
-	c = frame_refusal(status, (int64_t)tn * 31, id, cause, NULL);
+	struct http_head h;
+	size_t rn;
+	char *rb = frame_refusal(&h, status, (int64_t)tn * 31, id, cause, &rn);
+	c = http_head_text(&h, rb, rn);
+	http_head_free(&h);
+	free(rb);
 	FUZZ_ASSERT(c && c->refs == 1);
 	const char *end = memmem(c->data, c->len, "\r\n\r\n", 4);
 	FUZZ_ASSERT(end);

@@ -45,11 +45,13 @@ static void on_request(void *owner, struct conn *c, const struct http_request *r
 	(void)owner;
 	(void)body;
 	if (req->path.n == 2 && memcmp(req->path.p, "/s", 2) == 0) {
-		static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n: open\n\n";
+		struct http_head h;
+		http_head_init(&h, 200);
+		http_head_add(&h, "Content-Type", "text/event-stream");
 		conn_become_stream(c);
-		struct chunk *ch = chunk_from(head, sizeof(head) - 1);
-		conn_enqueue(c, ch, 0);
-		chunk_unref(ch);
+		conn_send_head(c, &h, ": open\n\n", 8);
+		http_head_free(&h);
+		struct chunk *ch;
 		for (int i = 1; i <= 3; i++) {
 			ch = chunk_from("id: 1\ndata: x\n\n", 15);
 			conn_enqueue_frame(c, ch, i);
@@ -60,7 +62,10 @@ static void on_request(void *owner, struct conn *c, const struct http_request *r
 	}
 	char text[64];
 	int n = snprintf(text, sizeof(text), "{\"len\":%zu}\n", body_len);
-	conn_respond(c, 200, http_format_response(200, "application/json", NULL, text, (size_t)n, false), false);
+	struct http_head h;
+	http_head_response(&h, 200, "application/json", (size_t)n, false);
+	conn_respond(c, &h, text, (size_t)n);
+	http_head_free(&h);
 }
 
 static bool no_continue(void *owner, struct conn *c, const struct http_request *req)

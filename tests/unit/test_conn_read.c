@@ -52,8 +52,12 @@ static void on_request(void *owner, struct conn *c, const struct http_request *r
 	}
 	if (i < MAX_SEEN && f->streams[i])
 		conn_become_stream(c);
-	else
-		conn_respond(c, 200, http_format_response(200, "text/plain", NULL, "ok", 2, true), true);
+	else {
+		struct http_head h;
+		http_head_response(&h, 200, "text/plain", 2, true);
+		conn_respond(c, &h, "ok", 2);
+		http_head_free(&h);
+	}
 	if (f->nseen >= f->want)
 		loop_stop(f->lp);
 }

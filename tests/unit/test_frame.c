@@ -255,9 +255,38 @@ static void test_heartbeat(void)
 	chunk_unref(c);
 }
 
+/* The stream's head and opening frame as HTTP/1.1 sends them. */
+static struct chunk *stream_head(int64_t retry_ms, const char *name, const char *value)
+{
+	struct http_head h;
+	frame_stream_head(&h);
+	if (name)
+		http_head_add(&h, name, value);
+	char open[64];
+	size_t n = frame_stream_open(retry_ms, open, sizeof(open));
+	struct chunk *c = http_head_text(&h, open, n);
+	http_head_free(&h);
+	return c;
+}
+
+/* A refusal event stream as HTTP/1.1 sends it. */
+static struct chunk *refusal(int status, int64_t retry_ms, int64_t id, const char *cause, const char *name,
+			     const char *value)
+{
+	struct http_head h;
+	size_t n;
+	char *body = frame_refusal(&h, status, retry_ms, id, cause, &n);
+	if (name)
+		http_head_add(&h, name, value);
+	struct chunk *c = http_head_text(&h, body, n);
+	http_head_free(&h);
+	free(body);
+	return c;
+}
+
 static void test_stream_head(void)
 {
-	struct chunk *c = frame_stream_head(3000, NULL);
+	struct chunk *c = stream_head(3000, NULL, NULL);
 	CHECK_EQ_INT(c->refs, 1);
 	const char *p = c->data;
 	size_t n = c->len;
@@ -294,14 +323,14 @@ static void test_stream_head(void)
 	sse_free(&s);
 	chunk_unref(c);
 
-	c = frame_stream_head(0, NULL);
+	c = stream_head(0, NULL, NULL);
 	CHECK(memmem(c->data, c->len, "\r\n\r\nretry: 0\n: stream open\n\n", 28) != NULL);
 	chunk_unref(c);
-	c = frame_stream_head(3600000, NULL);
+	c = stream_head(3600000, NULL, NULL);
 	CHECK(memmem(c->data, c->len, "\r\n\r\nretry: 3600000\n: stream open\n\n", 34) != NULL);
 	chunk_unref(c);
 	/* Extra header lines go in the head, before the blank line. */
-	c = frame_stream_head(5, "Access-Control-Allow-Origin: *\r\n");
+	c = stream_head(5, "Access-Control-Allow-Origin", "*");
 	CHECK(memmem(c->data, c->len, "Connection: close\r\nAccess-Control-Allow-Origin: *\r\n\r\nretry: 5\n", 62) !=
 	      NULL);
 	chunk_unref(c);
@@ -323,7 +352,7 @@ static const char *refusal_body(const struct chunk *c, size_t *n)
  * from an event they dispatch need the data line to take the id at all. */
 static void test_refusal(void)
 {
-	struct chunk *c = frame_refusal(429, 4321, 17, "too many streams (per_address_limit)", "X-A: b\r\n");
+	struct chunk *c = refusal(429, 4321, 17, "too many streams (per_address_limit)", "X-A", "b");
 	CHECK_EQ_INT(c->refs, 1);
 	CHECK(c->len > 17 && memcmp(c->data, "HTTP/1.1 200 OK\r\n", 17) == 0);
 	CHECK(memmem(c->data, c->len, "\r\nContent-Type: text/event-stream\r\n", 35) != NULL);
@@ -352,7 +381,7 @@ static void test_refusal(void)
 	chunk_unref(c);
 
 	/* A cause with quotes and line breaks stays inside the one data line. */
-	c = frame_refusal(503, 2500, 0, "a \"b\"\nc\\", NULL);
+	c = refusal(503, 2500, 0, "a \"b\"\nc\\", NULL, NULL);
 	body = refusal_body(c, &bn);
 	sse_parse(&s, body ? body : "", bn);
 	CHECK_EQ_INT(s.nev, 1);
@@ -363,7 +392,7 @@ static void test_refusal(void)
 	chunk_unref(c);
 
 	/* No resume point: no id line, so the client keeps the id it has. */
-	c = frame_refusal(503, 3000, -1, "full", NULL);
+	c = refusal(503, 3000, -1, "full", NULL, NULL);
 	body = refusal_body(c, &bn);
 	CHECK(body && memmem(body, bn, "id:", 3) == NULL);
 	sse_parse(&s, body ? body : "", bn);
@@ -375,7 +404,7 @@ static void test_refusal(void)
 	char cause[3000];
 	memset(cause, 'x', sizeof(cause) - 1);
 	cause[sizeof(cause) - 1] = '\0';
-	c = frame_refusal(429, 5000, 9, cause, NULL);
+	c = refusal(429, 5000, 9, cause, NULL, NULL);
 	body = refusal_body(c, &bn);
 	sse_parse(&s, body ? body : "", bn);
 	CHECK(s.nev == 1 && !s.pending && s.ev[0].data.n == strlen(cause) + 25);

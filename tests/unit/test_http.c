@@ -751,6 +751,11 @@ static void test_reasons(void)
 	CHECK(strcmp(http_reason(-1), "Unknown") == 0);
 }
 
+static bool slice_eq_str(struct http_slice s, const char *want)
+{
+	return s.p && s.n == strlen(want) && memcmp(s.p, want, s.n) == 0;
+}
+
 static bool chunk_is(const struct chunk *c, const char *s)
 {
 	size_t n = strlen(s);
@@ -760,21 +765,69 @@ static bool chunk_is(const struct chunk *c, const char *s)
 	return false;
 }
 
+/* Add the fields of "Name: value\r\n" lines (NULL: none), spaces around
+ * values trimmed, a line without a colon skipped: the tests' shorthand. */
+static void add_lines(struct http_head *h, const char *lines)
+{
+	for (const char *p = lines; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+		const char *next = eol ? eol + 1 : p + n;
+		if (n && p[n - 1] == '\r')
+			n--;
+		const char *colon = memchr(p, ':', n);
+		if (colon && colon > p) {
+			const char *v = colon + 1, *end = p + n;
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+				end--;
+			http_head_addn(h, p, (size_t)(colon - p), v, (size_t)(end - v));
+		}
+		p = next;
+	}
+}
+
+/* A whole response as HTTP/1.1 text: the usual head, fields, body. */
+static struct chunk *format(int status, const char *type, const char *lines, const char *body, size_t len, bool keep)
+{
+	struct http_head h;
+	http_head_response(&h, status, type, len, keep);
+	add_lines(&h, lines);
+	struct chunk *c = http_head_text(&h, body, len);
+	http_head_free(&h);
+	return c;
+}
+
+/* The standard refusal as HTTP/1.1 text. */
+static struct chunk *format_error(int status, const char *message, const char *lines, bool keep)
+{
+	size_t len;
+	char *body = http_error_body(status, message, &len);
+	struct http_head h;
+	http_head_error(&h, status, len, keep);
+	add_lines(&h, lines);
+	struct chunk *c = http_head_text(&h, body, len);
+	http_head_free(&h);
+	free(body);
+	return c;
+}
+
 static void test_format(void)
 {
-	struct chunk *c = http_format_response(200, "application/json", NULL, "{\"status\":\"ok\"}", 15, true);
+	struct chunk *c = format(200, "application/json", NULL, "{\"status\":\"ok\"}", 15, true);
 	CHECK(chunk_is(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n"
 			  "Connection: keep-alive\r\n\r\n{\"status\":\"ok\"}"));
 	CHECK_EQ_INT(c->refs, 1);
 	chunk_unref(c);
 
-	c = http_format_response(201, "application/json", "X-A: 1\r\nX-B: 2\r\n", "{\"id\":1}", 8, false);
+	c = format(201, "application/json", "X-A: 1\r\nX-B: 2\r\n", "{\"id\":1}", 8, false);
 	CHECK(chunk_is(c, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 8\r\n"
 			  "Connection: close\r\nX-A: 1\r\nX-B: 2\r\n\r\n{\"id\":1}"));
 	chunk_unref(c);
 
 	/* The body's bytes are copied as given, NULs included. */
-	c = http_format_response(200, "application/octet-stream", "", "a\0b", 3, true);
+	c = format(200, "application/octet-stream", "", "a\0b", 3, true);
 	CHECK_EQ_INT(c->len, strlen("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 3\r\n"
 				    "Connection: keep-alive\r\n\r\n") +
 				     3);
@@ -782,25 +835,32 @@ static void test_format(void)
 	chunk_unref(c);
 
 	/* Empty body; no Content-Type when none is given; 204 has no length. */
-	c = http_format_response(404, NULL, NULL, NULL, 0, true);
+	c = format(404, NULL, NULL, NULL, 0, true);
 	CHECK(chunk_is(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n"));
 	chunk_unref(c);
-	c = http_format_response(204, NULL, NULL, "", 0, true);
+	c = format(204, NULL, NULL, "", 0, true);
 	CHECK(chunk_is(c, "HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n"));
 	chunk_unref(c);
 
-	c = http_format_error(404, "no such path", NULL, true);
+	/* A head with no fields at all: 100 Continue. */
+	struct http_head h;
+	http_head_init(&h, 100);
+	c = http_head_text(&h, NULL, 0);
+	CHECK(chunk_is(c, "HTTP/1.1 100 Continue\r\n\r\n"));
+	chunk_unref(c);
+
+	c = format_error(404, "no such path", NULL, true);
 	CHECK(chunk_is(c, "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 38\r\n"
 			  "Connection: keep-alive\r\n\r\n{\"error\":\"no such path\",\"status\":404}\n"));
 	chunk_unref(c);
 
-	c = http_format_error(429, "too many streams", "Retry-After: 5\r\n", false);
+	c = format_error(429, "too many streams", "Retry-After: 5\r\n", false);
 	CHECK(chunk_is(c,
 		       "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 42\r\n"
 		       "Connection: close\r\nRetry-After: 5\r\n\r\n{\"error\":\"too many streams\",\"status\":429}\n"));
 	chunk_unref(c);
 
-	c = http_format_error(400, "bad \"x\" \\ y\n\x01", NULL, false);
+	c = format_error(400, "bad \"x\" \\ y\n\x01", NULL, false);
 	const char *body = "{\"error\":\"bad \\\"x\\\" \\\\ y\\n\\u0001\",\"status\":400}\n";
 	CHECK(c->len > strlen(body) && memcmp(c->data + c->len - strlen(body), body, strlen(body)) == 0);
 	char cl[64];
@@ -811,7 +871,7 @@ static void test_format(void)
 	/* Every refusal the parser can give formats to a parseable response. */
 	int statuses[] = { 400, 401, 403, 404, 405, 408, 411, 413, 414, 429, 431, 500, 501, 503, 505 };
 	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
-		c = http_format_error(statuses[i], "cause", NULL, false);
+		c = format_error(statuses[i], "cause", NULL, false);
 		char want[128];
 		snprintf(want, sizeof(want), "HTTP/1.1 %d %s\r\n", statuses[i], http_reason(statuses[i]));
 		CHECK(c->len > strlen(want) && memcmp(c->data, want, strlen(want)) == 0);
@@ -819,6 +879,53 @@ static void test_format(void)
 		CHECK(memmem(c->data, c->len, want, strlen(want)) != NULL);
 		chunk_unref(c);
 	}
+}
+
+/* The record keeps its own copies, in order, however many fields and
+ * however long (no cap): the text has each as `Name: value`, and lookups
+ * ignore case; another head's fields are appended in order. */
+static void test_head_record(void)
+{
+	struct http_head h;
+	http_head_init(&h, 200);
+	char name[32], value[32];
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "X-F%d", i);
+		snprintf(value, sizeof(value), "v%d", i);
+		http_head_add(&h, name, value); /* the caller's buffers change after */
+	}
+	char *big = malloc(40000);
+	memset(big, 'b', 39999);
+	big[39999] = '\0';
+	http_head_add(&h, "X-Big", big);
+	http_head_addf(&h, "X-Fmt", "%d-%s", 7, "x");
+	CHECK_EQ_INT(h.nfields, 302);
+	CHECK(slice_eq_str(http_head_get(&h, "x-f299"), "v299"));
+	CHECK(slice_eq_str(http_head_get(&h, "X-FMT"), "7-x"));
+	CHECK(http_head_get(&h, "X-None").p == NULL);
+	CHECK(http_head_value(&h, 300).n == 39999);
+	struct chunk *c = http_head_text(&h, "z", 1);
+	CHECK(memmem(c->data, c->len, "\r\nX-F0: v0\r\nX-F1: v1\r\n", 22) != NULL);
+	CHECK(memmem(c->data, c->len, "\r\nX-F299: v299\r\nX-Big: bbb", 26) != NULL);
+	CHECK(c->len > 12 && memcmp(c->data + c->len - 12, "X-Fmt: 7-x\r\n", 12) != 0);
+	CHECK(c->len > 15 && memcmp(c->data + c->len - 15, "X-Fmt: 7-x\r\n\r\nz", 15) == 0);
+	chunk_unref(c);
+	free(big);
+
+	struct http_head l;
+	http_head_init(&l, 0);
+	add_lines(&l, "A:  1 \r\nbroken\r\nB:2\nC: x: y\r\n");
+	CHECK_EQ_INT(l.nfields, 3);
+	CHECK(slice_eq_str(http_head_get(&l, "a"), "1"));
+	CHECK(slice_eq_str(http_head_get(&l, "b"), "2"));
+	CHECK(slice_eq_str(http_head_get(&l, "c"), "x: y"));
+	add_lines(&l, NULL);
+	http_head_append(&h, &l);
+	CHECK_EQ_INT(h.nfields, 305);
+	CHECK(slice_eq_str(http_head_name(&h, 304), "C"));
+	http_head_free(&l);
+	http_head_free(&h);
+	CHECK_EQ_INT(h.nfields, 0);
 }
 
 /* A record built without text (as HTTP/2 builds one) is held to the
@@ -943,6 +1050,7 @@ int main(void)
 	test_percent_decode();
 	test_reasons();
 	test_format();
+	test_head_record();
 	test_record_check();
 	return check_done("http");
 }

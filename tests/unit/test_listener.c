@@ -35,7 +35,12 @@ static void on_request(void *owner, struct conn *c, const struct http_request *r
 	socklen_t len = sizeof(v);
 	CHECK(getsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0);
 	f->nodelay = v;
-	conn_respond(c, 200, http_format_response(200, "text/plain", NULL, "ok", 2, false), false);
+	{
+		struct http_head h;
+		http_head_response(&h, 200, "text/plain", 2, false);
+		conn_respond(c, &h, "ok", 2);
+		http_head_free(&h);
+	}
 	loop_stop(f->lp);
 }
 
