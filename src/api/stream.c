@@ -33,7 +33,8 @@ struct streams {
 	size_t socket_readers;              /* open streams on a socket of their own (HTTP/1.1) */
 	size_t (*http2_sockets)(void *arg); /* the HTTP/2 connections open here, or NULL */
 	void *http2_sockets_arg;
-	struct http_head head; /* the shared head (with CORS * when so set): owned */
+	struct http_head head;   /* the shared head (with CORS * when so set): owned */
+	struct chunk *head_text; /* head and the opening frame as HTTP/1.1 text, shared by every open: owned */
 };
 
 /* Parse a decimal event id in 0..INT64_MAX; -1 if malformed or too large. */
@@ -189,12 +190,17 @@ static bool cors_head(const struct streams *s, const struct http_request *req, s
 	return true;
 }
 
-/* Queue the stream's head (h) and its opening frame. */
+/* Queue the stream's head (h) and its opening frame; the shared head goes
+ * as the text made once (no allocation per open: a thousand opens would
+ * otherwise leave a thousand freed small blocks among the readers'). */
 static void send_head(const struct streams *s, struct conn *c, const struct http_head *h)
 {
 	char open[64];
 	size_t n = frame_stream_open(s->cfg->retry_ms, open, sizeof(open));
-	conn_send_head(c, h, open, n);
+	if (h == &s->head)
+		conn_send_head_made(c, h, s->head_text, open, n);
+	else
+		conn_send_head(c, h, open, n);
 }
 
 /* The delay a refused browser waits, on average (the Retry-After of the
@@ -330,6 +336,11 @@ void streams_reconfigure(struct streams *s)
 	frame_stream_head(&s->head);
 	if (s->cors->any)
 		http_head_add(&s->head, "Access-Control-Allow-Origin", "*");
+	/* Streams still sending the old text hold their own references. */
+	chunk_unref(s->head_text);
+	char open[64];
+	size_t n = frame_stream_open(s->cfg->retry_ms, open, sizeof(open));
+	s->head_text = http_head_text(&s->head, open, n);
 }
 
 void streams_free(struct streams *s)
@@ -337,6 +348,7 @@ void streams_free(struct streams *s)
 	if (!s)
 		return;
 	http_head_free(&s->head);
+	chunk_unref(s->head_text);
 	admission_free(s->admission); /* every stream has closed */
 	free(s);
 }

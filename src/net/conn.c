@@ -619,6 +619,16 @@ void conn_send_head(struct conn *c, const struct http_head *h, const char *body,
 	queue_head(c, h, body, len);
 }
 
+void conn_send_head_made(struct conn *c, const struct http_head *h, struct chunk *text, const char *body, size_t len)
+{
+	if (c->state == CONN_CLOSED)
+		return;
+	if (c->head_request || transport_takes_heads(&c->tp))
+		queue_head(c, h, body, len);
+	else
+		enqueue(c, text, 0, false);
+}
+
 void conn_respond(struct conn *c, const struct http_head *h, const char *body, size_t len)
 {
 	conn_count_response(c, h->status);

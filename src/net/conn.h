@@ -214,6 +214,12 @@ void conn_respond(struct conn *c, const struct http_head *h, const char *body, s
  * conn_enqueue would (never dropped); the stream's frames follow. */
 void conn_send_head(struct conn *c, const struct http_head *h, const char *body, size_t len);
 
+/* As conn_send_head, for a head many streams share: text is h followed by
+ * body already made into HTTP/1.1 text (http_head_text), which a transport
+ * that writes text takes a reference to, so an open allocates nothing;
+ * HTTP/2 submits h and sends body, and a HEAD request gets h alone. */
+void conn_send_head_made(struct conn *c, const struct http_head *h, struct chunk *text, const char *body, size_t len);
+
 /* Send the standard JSON refusal, count and log it, and close the
  * connection after it. cause is a short stable name (a static string, the
  * label of herald_refusals_total: "per_address_limit", "bad_parameter");
