@@ -97,9 +97,11 @@ struct conn {
 	bool served;       /* answered at least one request */
 	bool reparse;      /* buffered input to parse after the current response */
 	bool peer_eof;     /* the client shut down its side */
-	bool continued;    /* sent 100 Continue for the request being read */
 	bool in_handler;   /* inside the request hook: the request is not consumed yet */
-	bool head_request; /* the request being answered is a HEAD: its response has no body */
+	/* Two flags of the request, read once or twice each, in one byte
+	 * between them, so that the flags end with the 16 bytes from want. */
+	bool continued : 1;    /* sent 100 Continue for the request being read */
+	bool head_request : 1; /* the request being answered is a HEAD: its response has no body */
 
 	struct loop_timer timer; /* request, keep-alive, send-progress or linger timeout */
 	const struct conn_user *user;
