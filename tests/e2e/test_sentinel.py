@@ -40,6 +40,24 @@ def _replica_linked(replica):
     return "master_link_status:up" in info
 
 
+def _primary_replica_sentinels(procs):
+    """A primary, its synced replica and three sentinels that know both and
+    each other, each appended to procs as it starts (the caller stops them):
+    (primary, replica, sentinels, their list for --redis-sentinels)."""
+    primary = RedisServer()
+    procs.append(primary)
+    replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
+    procs.append(replica)
+    wait_until(lambda: _replica_linked(replica), timeout=15, what="the replica to sync")
+    sentinels = []
+    for _ in range(3):
+        sentinels.append(RedisSentinel(primary.port, master=MASTER, down_after_ms=1000, failover_timeout_ms=2000))
+        procs.append(sentinels[-1])
+    wait_until(lambda: all(s.sees(1, 2) for s in sentinels), timeout=30, interval=0.2,
+               what="the sentinels to know the replica and each other")
+    return primary, replica, sentinels, ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+
+
 def _publish_through(port, k):
     """One publish through Caddy with a bounded wait: (status, headers, id)."""
     st, hdrs, body = request(port, "POST", "/api/events", {"type": "burst", "topic": "news", "data": f"e{k}",
@@ -52,19 +70,7 @@ def test_sentinel_failover_loses_no_acknowledged_event():
     n_readers, before_kill, after_kill = 30, 120, 20
     procs = []
     try:
-        primary = RedisServer()
-        procs.append(primary)
-        replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
-        procs.append(replica)
-        wait_until(lambda: _replica_linked(replica), timeout=15, what="the replica to sync")
-        sentinels = []
-        for _ in range(3):
-            sentinels.append(RedisSentinel(primary.port, master=MASTER, down_after_ms=1000,
-                                           failover_timeout_ms=2000))
-            procs.append(sentinels[-1])
-        wait_until(lambda: all(s.sees(1, 2) for s in sentinels), timeout=30, interval=0.2,
-                   what="the sentinels to know the replica and each other")
-        listing = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+        primary, replica, sentinels, listing = _primary_replica_sentinels(procs)
         nodes = []
         for _ in range(3):
             nodes.append(Herald(redis=None, redis_stream="failover",
@@ -193,19 +199,7 @@ def test_sentinel_failover_heard_once_by_the_log_and_presence():
     from test_presence import PRESENCE_TOKEN, _cluster_readers_or_none
     procs = []
     try:
-        primary = RedisServer()
-        procs.append(primary)
-        replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
-        procs.append(replica)
-        wait_until(lambda: _replica_linked(replica), timeout=15, what="the replica to sync")
-        sentinels = []
-        for _ in range(3):
-            sentinels.append(RedisSentinel(primary.port, master=MASTER, down_after_ms=1000,
-                                           failover_timeout_ms=2000))
-            procs.append(sentinels[-1])
-        wait_until(lambda: all(s.sees(1, 2) for s in sentinels), timeout=30, interval=0.2,
-                   what="the sentinels to know the replica and each other")
-        listing = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+        primary, replica, sentinels, listing = _primary_replica_sentinels(procs)
         h = Herald(redis=None, redis_stream="once",
                    args=["--redis-sentinels", listing, "--redis-master-name", MASTER, "--redis-stream", "once",
                          "--publish-token", TOKEN, "--presence-token", PRESENCE_TOKEN, "--presence-ttl", "3s"])
