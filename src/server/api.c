@@ -116,18 +116,25 @@ static void health(struct api *a, struct conn *c)
 	http_head_free(&h);
 }
 
+/* A 200 that must never be cached (a scrape, a presence answer): body,
+ * malloc'd by the caller, is sent and freed. */
+static void respond_no_store(struct conn *c, const char *type, char *body, size_t len)
+{
+	struct http_head h;
+	http_head_response(&h, 200, type, len, conn_keep_alive(c));
+	http_head_add(&h, "Cache-Control", "no-store");
+	conn_respond(c, &h, body, len);
+	http_head_free(&h);
+	free(body);
+}
+
 /* The metrics page as a 200: metrics.c makes the text, the HTTP head is
  * made here (Cache-Control: no-store, as a scrape must never be cached). */
 static void metrics_respond(struct conn *c, const struct metrics *m, const struct metrics_gauges *g)
 {
 	size_t len;
 	char *body = metrics_render(m, g, &len);
-	struct http_head h;
-	http_head_response(&h, 200, "text/plain; version=0.0.4", len, conn_keep_alive(c));
-	http_head_add(&h, "Cache-Control", "no-store");
-	conn_respond(c, &h, body, len);
-	http_head_free(&h);
-	free(body);
+	respond_no_store(c, "text/plain; version=0.0.4", body, len);
 }
 
 /* /metrics in a worker of a group: counters summed over the group (this
@@ -353,12 +360,7 @@ static void presence_answered(void *arg, char *body, size_t len)
 				 "1");
 		return;
 	}
-	struct http_head h;
-	http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
-	http_head_add(&h, "Cache-Control", "no-store");
-	conn_respond(c, &h, body, len);
-	http_head_free(&h);
-	free(body);
+	respond_no_store(c, "application/json", body, len);
 }
 
 /* GET /api/presence[?topic=a,b]: the readers (and subjects) of each topic

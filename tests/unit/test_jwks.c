@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "b64url.h"
 #include "check.h"
 #include "auth/jwks.h"
 #include "auth/jwt.h"
@@ -32,23 +33,6 @@
 static char tmpdir[64];
 static EVP_PKEY *rsa, *ec, *ed, *ed_other, *rsa_short;
 static const char secret[] = "0123456789abcdef0123456789abcdef01234567"; /* 40 bytes */
-
-static void b64url(const unsigned char *in, size_t n, char *out)
-{
-	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
-			     (i + 2 < n ? in[i + 2] : 0);
-		out[o++] = abc[v >> 18];
-		out[o++] = abc[(v >> 12) & 63];
-		if (i + 1 < n)
-			out[o++] = abc[(v >> 6) & 63];
-		if (i + 2 < n)
-			out[o++] = abc[v & 63];
-	}
-	out[o] = '\0';
-}
 
 /* The big-endian bytes of k's BIGNUM parameter name, base64url, padded on
  * the left to width bytes (0: minimal). */
