@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* publish.c: load on the publish path. N POSTs to /api/events, at most C in
- * flight, spread over K keep-alive connections (pipelined when C > K), from
- * one epoll thread. Throughput counts every request, so it is always printed
- * beside the split: ok, HTTP error (by status), network error (by kind).
+/* publish.c: load on the publish path. N POSTs to /api/events (or, with
+ * --mercure, to /.well-known/mercure as forms), at most C in flight, spread
+ * over K keep-alive connections (pipelined when C > K), from one epoll
+ * thread. Throughput counts every request, so it is always printed beside
+ * the split: ok, HTTP error (by status), network error (by kind). Both
+ * endpoints get the same event: topic "load", type "load", and a data line
+ * of the same length, so the two figures compare.
  *
  * Each connection: CONNECTING (EPOLLOUT) -> OPEN, with a FIFO of requests
  * sent and not yet answered (responses come in order). An answer that says
@@ -26,13 +29,15 @@
 
 static const char USAGE[] =
 	"usage: load/publish N [-c C] [-k K] [--server ADDR] [--db PATH] [--token T] [--size BYTES]\n"
-	"       [--public] [--idempotency-keys] [--timeout S] [--port P] [--backlog B] [--run LABEL] [--keep]\n";
+	"       [--public] [--idempotency-keys] [--mercure [--ids]] [--timeout S] [--port P] [--backlog B]\n"
+	"       [--run LABEL] [--keep]\n";
 
 static void help(const struct tool_opt *t)
 {
 	printf("%s", USAGE);
 	printf("\n"
-	       "N POSTs to /api/events, C in flight, over K keep-alive connections (requests\n"
+	       "N POSTs to /api/events (with --mercure: to /.well-known/mercure, as forms),\n"
+	       "C in flight, over K keep-alive connections (requests\n"
 	       "are pipelined when C > K). Prints throughput, p50 and p99 latency, and the\n"
 	       "split ok / HTTP error (by status) / network error side by side, as a markdown\n"
 	       "table and one JSON line. Throughput counts every request, failed ones too,\n"
@@ -68,6 +73,8 @@ static const char *token;
 static long size = 32;
 static int public_events;
 static int idem_keys;     /* --idempotency-keys: one new key per request */
+static int mercure;       /* --mercure: Mercure's form publish instead of herald's JSON */
+static int mercure_ids;   /* --ids: each Mercure update names its own id */
 static char idem_run[40]; /* this run's part of every key, so runs differ */
 static struct tool_addr addr;
 static int ep;
@@ -188,10 +195,21 @@ static void send_one(struct pconn *c, long seq)
 {
 	char head[512];
 	char *pad = body_tmpl;
-	char body[128 + 4096];
-	int bl = snprintf(body, sizeof(body),
-			  "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"publish %ld %s\",\"public\":%s}", seq, pad,
-			  public_events ? "true" : "false");
+	char body[256 + 4096];
+	int bl;
+	if (mercure) {
+		/* The same data as the JSON body's once decoded ('+' is a space);
+		 * an update without "private" is public. */
+		char id[96] = "";
+		if (mercure_ids)
+			snprintf(id, sizeof(id), "&id=urn%%3Aload%%3A%s%%3A%ld", idem_run, seq);
+		bl = snprintf(body, sizeof(body), "topic=load&type=load&data=publish+%ld+%s%s%s", seq, pad,
+			      public_events ? "" : "&private=on", id);
+	} else {
+		bl = snprintf(body, sizeof(body),
+			      "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"publish %ld %s\",\"public\":%s}", seq,
+			      pad, public_events ? "true" : "false");
+	}
 	char auth[300] = "", key[96] = "";
 	if (token)
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", token);
@@ -200,10 +218,13 @@ static void send_one(struct pconn *c, long seq)
 	if (idem_keys)
 		snprintf(key, sizeof(key), "Idempotency-Key: \"load-%s-%ld\"\r\n", idem_run, seq);
 	int hl = snprintf(head, sizeof(head),
-			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: "
+			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: "
 			  "%d\r\n%s%s\r\n",
-			  addr.path[0] ? addr.path : "/api/events", addr.family == AF_UNIX ? "localhost" : addr.text,
-			  bl, auth, key);
+			  addr.path[0] ? addr.path
+			  : mercure    ? "/.well-known/mercure"
+				       : "/api/events",
+			  addr.family == AF_UNIX ? "localhost" : addr.text,
+			  mercure ? "application/x-www-form-urlencoded" : "application/json", bl, auth, key);
 	size_t need = c->outlen + (size_t)hl + (size_t)bl;
 	if (need > c->outcap) {
 		c->outcap = need * 2;
@@ -470,6 +491,12 @@ int main(int argc, char **argv)
 		TOOL_FLAG("--public", &public_events, "  --public       publish public events (default: not public)\n"),
 		TOOL_FLAG("--idempotency-keys", &idem_keys,
 			  "  --idempotency-keys  send a new Idempotency-Key with each request (what keys cost)\n"),
+		TOOL_FLAG("--mercure", &mercure,
+			  "  --mercure      POST /.well-known/mercure forms (topic, type, data; private=on\n"
+			  "                 unless --public) instead of JSON to /api/events: same data\n"),
+		TOOL_FLAG("--ids", &mercure_ids,
+			  "  --ids          with --mercure: each update names its id (urn:load:RUN:SEQ)\n"
+			  "                 instead of herald making a urn:uuid\n"),
 		TOOL_SECONDS("--timeout", &timeout_s, 0.01, 3600,
 			     "  --timeout S    a request unanswered after S seconds is a network error (default 10)\n"),
 		TOOL_LONG("--port", &port, 0, 65535, "a port number",
@@ -506,6 +533,8 @@ int main(int argc, char **argv)
 		return tool_usage_error("--db goes with --server");
 	if (server && port >= 0)
 		return tool_usage_error("--port is for the herald started here: leave it out with --server");
+	if (mercure_ids && !mercure)
+		return tool_usage_error("--ids goes with --mercure");
 	char what[64];
 	snprintf(what, sizeof(what), "%ld connections", K);
 	if (tool_check_fds(K + 32, what) != 0)
@@ -518,7 +547,8 @@ int main(int argc, char **argv)
 		if (tool_herald_start(&h, port < 0 ? 0 : (int)port, tool_default_backlog(backlog_arg), 0, NULL) != 0)
 			return 1;
 		char s[128];
-		snprintf(s, sizeof(s), "http://127.0.0.1:%d/api/events", h.port);
+		snprintf(s, sizeof(s), "http://127.0.0.1:%d%s", h.port,
+			 mercure ? "/.well-known/mercure" : "/api/events");
 		tool_parse_addr(s, &addr);
 		dbpath = h.db;
 		fprintf(stderr, "publish: started herald %s (pid %d) on 127.0.0.1:%d\n", h.bin, (int)h.pid, h.port);
@@ -542,7 +572,9 @@ int main(int argc, char **argv)
 		conns[i].sent = xcalloc((size_t)depth, sizeof(int64_t));
 	}
 	lat = xmalloc((size_t)N * sizeof(double));
-	fprintf(stderr, "publish: %ld POSTs to %s, %ld in flight over %ld connections\n", N, addr.text, C, K);
+	const char *target = addr.path[0] ? addr.path : mercure ? "/.well-known/mercure" : "/api/events";
+	fprintf(stderr, "publish: %ld POSTs to %s %s, %ld in flight over %ld connections\n", N, addr.text, target, C,
+		K);
 
 	struct epoll_event evs[1024];
 	double last_check = tool_now_s();
@@ -610,7 +642,9 @@ int main(int argc, char **argv)
 	       tool_fmt_dur(elapsed, b1, sizeof(b1)),
 	       isnan(tput) ? "n/a" : tool_fmt_count((long long)tput, t1, sizeof(t1)), tool_fmt_dur(p50, b2, sizeof(b2)),
 	       tool_fmt_dur(p99, b3, sizeof(b3)), tool_fmt_count(ok, c2, sizeof(c2)), herr, nerr);
-	printf("\nThroughput counts every request, failed ones too: read it beside ok / HTTP error / network error.\n");
+	printf("\nEach request: POST %s, %s; its data \"publish SEQ\" and %ld bytes more.\n", target,
+	       mercure ? (mercure_ids ? "a Mercure form naming its id" : "a Mercure form") : "herald's JSON", size);
+	printf("Throughput counts every request, failed ones too: read it beside ok / HTTP error / network error.\n");
 	printf("p50 and p99 are over the %zu requests that got an answer (HTTP errors included).\n", nlat);
 	if (first_other)
 		printf("The first other network error was: %s.\n", strerror(first_other));
@@ -635,6 +669,8 @@ int main(int argc, char **argv)
 	tool_json_text("run", label);
 	tool_json_text("server", server ? addr.text : "own herald");
 	tool_json_bool("idempotency_keys", idem_keys);
+	tool_json_text("endpoint", mercure ? "mercure" : "events");
+	tool_json_bool("mercure_ids", mercure_ids);
 	tool_json_int("n", N);
 	tool_json_int("in_flight", C);
 	tool_json_int("connections", K);

@@ -11,7 +11,9 @@
  * message another run left in the peer's buffer matches nothing) plus the
  * sequence number. That id is known when the POST is sent, travels as the
  * first word of the body, and comes back as the frame's data line
- * (pub_frame). */
+ * (pub_frame). A Mercure publish (--mercure) is numbered the same way: its
+ * subscribers see the update's id, a urn:uuid herald makes, and the
+ * publisher's number in the data line. */
 #include "readers.h"
 
 #include <errno.h>
@@ -117,6 +119,9 @@ void publish(struct publisher *p, long k)
 	int bl;
 	if (p->peer)
 		bl = snprintf(body, sizeof(body), "%lld run=%s", (long long)(p->peer_base + k + 1), p->run_tag);
+	else if (p->mercure) /* public (no "private"); '+' and %3D decode to ' ' and '=' */
+		bl = snprintf(body, sizeof(body), "topic=load&type=load&data=%lld+run%%3D%s",
+			      (long long)(p->peer_base + k + 1), p->run_tag);
 	else
 		bl = snprintf(body, sizeof(body),
 			      "{\"type\":\"load\",\"topic\":\"load\",\"data\":\"%s\",\"public\":true}", data);
@@ -126,9 +131,14 @@ void publish(struct publisher *p, long k)
 	int rl = snprintf(req, sizeof(req),
 			  "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\n"
 			  "Content-Length: %d\r\n%s\r\n%s",
-			  p->addr.path[0] ? p->addr.path : "/api/events",
+			  p->addr.path[0] ? p->addr.path
+			  : p->mercure    ? "/.well-known/mercure"
+					  : "/api/events",
 			  p->addr.family == AF_UNIX ? "localhost" : p->addr.text,
-			  p->peer ? "text/plain" : "application/json", bl, auth, body);
+			  p->peer      ? "text/plain"
+			  : p->mercure ? "application/x-www-form-urlencoded"
+				       : "application/json",
+			  bl, auth, body);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (p->fd < 0 && pub_connect(p) != 0)
 			break;
@@ -136,7 +146,7 @@ void publish(struct publisher *p, long k)
 		if (write(p->fd, req, (size_t)rl) == rl) {
 			if (p->nwait < (int)(sizeof(p->waiting) / sizeof(p->waiting[0])))
 				p->waiting[p->nwait++] = k;
-			if (p->peer)
+			if (p->peer || p->mercure)
 				events_id_known(p->ev, k, p->peer_base + k + 1);
 			return;
 		}
@@ -148,7 +158,7 @@ void publish(struct publisher *p, long k)
 
 /* Read POST answers: "HTTP/1.1 201 ...", Content-Length, {"id":N}; a
  * peer's "201 Created" or "202 Accepted" (no subscriber, or some) with a text
- * body. */
+ * body; the Mercure hub's 200 with the update's id as text. */
 void pub_readable(void *arg)
 {
 	struct publisher *p = arg;
@@ -187,10 +197,10 @@ void pub_readable(void *arg)
 			memmove(p->waiting, p->waiting + 1, (size_t)--p->nwait * sizeof(p->waiting[0]));
 		if (k >= 0) {
 			p->ev->t1[k] = tool_now_ns();
-			if (p->peer && (status == 201 || status == 202)) {
+			if ((p->peer && (status == 201 || status == 202)) || (p->mercure && status == 200)) {
 				/* its id was known when it was sent */
-			} else if (!p->peer && status == 201 && tool_json_number(p->in + hl, "id", &idv) == 0 &&
-				   idv > 0) {
+			} else if (!p->peer && !p->mercure && status == 201 &&
+				   tool_json_number(p->in + hl, "id", &idv) == 0 && idv > 0) {
 				events_id_known(p->ev, k, (int64_t)idv);
 			} else {
 				p->ev->failed[k] = 1;

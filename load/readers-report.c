@@ -261,7 +261,9 @@ static void print_per_event(const struct rep *r)
 	const struct events *ev = r->ev;
 	char cO[32];
 	tool_fmt_count(r->c->c.opened, cO, sizeof(cO));
-	printf("\nPer event, from just before the %s until each reader had it:\n\n", r->o->publish ? "POST" : "insert");
+	printf("\nPer event, from just before the %s until each reader had it:\n\n", r->o->mercure   ? "Mercure POST"
+										     : r->o->publish ? "POST"
+												     : "insert");
 	printf("| event | id | readers | missing | min | p50 | p99 | max (all %s) "
 	       "|\n|---|---|---|---|---|---|---|---|\n",
 	       cO);
@@ -346,7 +348,7 @@ static void print_json(const struct rep *r)
 	tool_json_int("backlog_effective", m->backlog_effective);
 	tool_json_int("ramp", o->ramp);
 	tool_json_int("sources", o->sources ? o->sources : 1);
-	tool_json_text("publish", o->publish ? "post" : "insert");
+	tool_json_text("publish", o->mercure ? "mercure" : o->publish ? "post" : "insert");
 	tool_json_bool("tls", o->tls);
 	tool_json_int("opened", c->c.opened);
 	tool_json_int("not_opened", c->n - c->c.opened);

@@ -37,7 +37,7 @@
 
 static const char USAGE[] =
 	"usage: load/readers N [--server ADDR [--pid PID] (--db PATH | --publish URL)] [--port P] [--backlog B]\n"
-	"       [--unix] [--post] [--peer nchan]\n"
+	"       [--unix] [--post] [--peer nchan] [--mercure]\n"
 	"       [--events K] [--interval S] [--idle S] [--ramp M] [--sources K] [--path TARGET] [--token T]\n"
 	"       [--open-timeout S] [--event-timeout S] [--csv FILE] [--opens-csv FILE] [--run LABEL] [--no-floor]\n"
 	"       [--keep]\n"
@@ -168,6 +168,13 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 			  "  --peer nchan       --server is nginx with nchan (an eventsource subscriber\n"
 			  "                     location) and --publish its publisher location: each event\n"
 			  "                     is POSTed as \"SEQ run=TAG\" and known by its data line\n"),
+		TOOL_FLAG("--mercure", &o->mercure,
+			  "  --mercure          --publish is herald's Mercure hub\n"
+			  "                     (http://127.0.0.1:PORT/.well-known/mercure): each event is\n"
+			  "                     POSTed as a public form, topic load, data \"SEQ run=TAG\", and\n"
+			  "                     known by its data line (readers: --path\n"
+			  "                     '/.well-known/mercure?topic=load'; herald with\n"
+			  "                     mercure_anonymous = on)\n"),
 		TOOL_LONG("--events", &o->events, 1, 10000, "a number",
 			  "  --events K         events to publish (default 10)\n"),
 		TOOL_SECONDS("--interval", &o->interval, 0, 3600,
@@ -264,6 +271,8 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		return tool_usage_error("--db and --publish exclude each other");
 	if (o->peer && (!o->server || !o->publish || o->tls))
 		return tool_usage_error("--peer goes with --server and --publish, without --tls");
+	if (o->mercure && (!o->server || !o->publish || o->peer))
+		return tool_usage_error("--mercure goes with --server and --publish, without --peer");
 	if (!o->tls && (o->insecure || o->cacert || o->tls_cert || o->tls_key))
 		return tool_usage_error("--insecure, --cacert, --tls-cert and --tls-key go with --tls");
 	if (o->tls && o->unix_listener)
@@ -701,8 +710,9 @@ int main(int argc, char **argv)
 		x->pub.ep = x->cl->ep;
 		x->cl->other = pub_readable;
 		x->cl->other_arg = &x->pub;
-		if (x->opt.peer) {
-			x->pub.peer = 1;
+		if (x->opt.peer || x->opt.mercure) {
+			x->pub.peer = x->opt.peer != NULL;
+			x->pub.mercure = x->opt.mercure;
 			x->cl->frame = pub_frame;
 			x->cl->frame_arg = &x->pub;
 		}

@@ -9,8 +9,9 @@
  *                      reads what the phases gathered
  *   readers-publish.c  publishing by INSERT or by POST on a keep-alive
  *                      socket (struct publisher); records into struct events;
- *                      with --peer, to another server's publish URL, its
- *                      frames matched to events by their data line
+ *                      with --peer, to another server's publish URL, and
+ *                      with --mercure, to herald's Mercure hub, its frames
+ *                      matched to events by their data line
  *   readers-opens.c    --opens: the same opens against herald and against
  *                      load/minimal-sse, alternating, in one run
  *   readers-restart.c  --restart: a reconnect storm across a restart of
@@ -47,6 +48,7 @@ struct options {
 	const char *db;
 	const char *publish;
 	const char *peer; /* --peer nchan: --server is nginx+nchan, not herald */
+	int mercure;      /* --mercure: --publish is herald's Mercure hub */
 	long backlog;
 	long port; /* of the herald started here; -1 unset (the kernel's choice) */
 	int unix_listener, post, no_floor, keep;
@@ -106,7 +108,8 @@ struct publisher {
 	const char *token; /* sent as Authorization: Bearer */
 	char run_tag[32];  /* in each event's data, to tell runs apart */
 	int peer;          /* POST a plain body "ID run=TAG" to a peer (--peer) */
-	int64_t peer_base; /* with peer, event k's id is peer_base + k + 1 */
+	int mercure;       /* POST a Mercure form, data "ID run=TAG" (--mercure) */
+	int64_t peer_base; /* with peer or mercure, event k's id is peer_base + k + 1 */
 	sqlite3 *db;       /* publishing by INSERT when open */
 	sqlite3_stmt *ins;
 	struct tool_addr addr; /* publishing by POST to here */
@@ -129,9 +132,10 @@ void publish(struct publisher *p, long k);
 void pub_readable(void *arg);
 /* Close the connection and the database. */
 void pub_close(struct publisher *p);
-/* With p->peer, the client's frame callback (arg: the publisher): a peer's
- * ids are its own, so reader i is credited with the event whose publisher
- * id (peer_base + sequence) starts the frame's data line (stamp). */
+/* With p->peer or p->mercure, the client's frame callback (arg: the
+ * publisher): a peer's ids, and a Mercure update's, are not herald's
+ * numbers, so reader i is credited with the event whose publisher id
+ * (peer_base + sequence) starts the frame's data line (stamp). */
 void pub_frame(void *arg, long i, int64_t id, int64_t stamp, int64_t now);
 
 /* ---- readers-steady.c: publishing at a rate, and the id check -------------- */

@@ -286,8 +286,14 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 	size_t digits = 0;
 	for (; p < len && isdigit((unsigned char)line[p]) && digits < 19; p++, digits++)
 		v = v * 10 + (line[p] - '0');
-	if (!digits)
+	if (!digits) {
+		/* An id that is no number (a Mercure publisher's, a urn:uuid)
+		 * still ends its frame in client->frame, which knows the event
+		 * by its data line. */
+		if (!is_data && c->frame)
+			r->frame_id = -1;
 		return;
+	}
 	if (is_data) {
 		r->frame_stamp = v;
 		return;

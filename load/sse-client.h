@@ -174,7 +174,8 @@ struct client {
 	void (*saw)(void *arg, long i, int64_t id, int64_t t);
 	void *hook_arg;
 	/* When set, called at the end of each frame with an id instead of
-	 * recording into ev: reader i, the frame's id, the number that starts
+	 * recording into ev: reader i, the frame's id (-1 for an id that is
+	 * not a number), the number that starts
 	 * its first data line (0 when none; load/rate puts the send time
 	 * there), and the time of the read that ended it. */
 	void (*frame)(void *arg, long i, int64_t id, int64_t stamp, int64_t now);
