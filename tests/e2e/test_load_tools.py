@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
          "minimal-sse", "tls-handshakes", "presence"]
 SCRIPTS = ["bench", "bench-adversary", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
-           "bench-peer", "plot"]  # scripts beside the C tools
+           "bench-peer", "bench-mercure", "plot"]  # scripts beside the C tools
 
 
 # The build under test (tests/run.py exports it): its load tools are tested.
@@ -357,13 +357,15 @@ def test_usage_errors():
                     ["10", "--procs", "2", "--opens", "2"], ["2", "--procs", "3"]],
         "open-only": [[], ["x"], ["5", "--timeout", "0"], ["5", "--server", "1.2.3"]],
         "overflow-report": [["--port", "0"], ["--watch", "x"], ["--count", "2"], ["extra"]],
-        "publish": [[], ["10", "-c", "0"], ["10", "-c", "2", "-k", "4"], ["10", "--db", "x.db"]],
+        "publish": [[], ["10", "-c", "0"], ["10", "-c", "2", "-k", "4"], ["10", "--db", "x.db"], ["10", "--ids"]],
         "fanout-floor": [[], ["0"], ["10", "--rounds", "0"], ["10", "--nope"]],
         "backlog-experiment": [["--backlogs", "x"], ["--readers", "0"], ["surplus"]],
         "topics": [["0"], ["10", "--scenario", "nope"], ["10", "--scenario", "t4,"], ["10", "--pool", "8"],
                    ["10", "--events", "0"], ["10", "--nope"]],
         "rate": [["0"], ["--rates", "x"], ["--rates", "100,"], ["--step", "0"], ["-k", "0"], ["10", "--bogus"]],
         "plot": [[], ["/tmp/somewhere"], ["--rate"], ["a", "b", "--rate", "x.csv"]],
+        "bench-mercure": [["--setups", "three"], ["--setups", "one,one"], ["--rounds", "0"], ["--port", "65534"],
+                          ["--readers"], ["extra"]],
         "bench-adversary": [["--attacks", "nope"], ["--attacks", ""], ["--seconds", "0"], ["--readers", "0"],
                             ["--rate", "x"], ["--port", "65536"], ["--seconds"], ["extra"]],
     }
@@ -452,6 +454,30 @@ def test_bench_redis_small():
 
 
 test_bench_redis_small.timeout = 180
+
+
+def test_bench_mercure_small():
+    # Both endpoints measured on the same node in one run: every POST to
+    # /api/events and to /.well-known/mercure answered and stored, every
+    # reader (herald's and Mercure's) opened and had every event, and each
+    # figure printed with its ratio and the target beside it. Timings are
+    # not judged here.
+    code, out, err, js = run("bench-mercure", "--setups", "one", "--readers", 20, "--events", 2, "--publish", 300,
+                             "--rounds", 1, timeout=90)
+    assert js["tool"] == "bench-mercure" and js["complete"] is True and js["failures"] == [], js
+    one = js["setups"]["one"]
+    for ep in ("herald", "mercure"):
+        s = one[ep]
+        assert s["ok"] == 300 and s["http_errors"] == 0 and s["network_errors"] == 0, (ep, s)
+        assert s["readers_opened"] == 20 and s["events_timed"] == 2 and s["missing_total"] == 0, (ep, s)
+        assert s["throughput_rps"] > 0 and 0 < s["event_to_last_p50_ms"] <= s["event_to_last_max_ms"], (ep, s)
+    assert set(one["ratio"]) == {"throughput", "event_to_last_p50", "event_to_last_max"}, one
+    assert all(r > 0 for r in one["ratio"].values()) and all(isinstance(m, bool) for m in one["meets"].values()), one
+    assert "| one node, SQLite | " in out and "≥ 0.90: " in out and "| one node, SQLite | worst | " in out, out
+    assert "≤ 1.10: " in out and "FAIL" not in out, out
+
+
+test_bench_mercure_small.timeout = 120
 
 
 def _nchan_missing():
@@ -881,7 +907,8 @@ test_readers_soak_small.timeout = 120
 def test_readers_mode_usage_errors():
     for args in (["10", "--opens", "2", "--server", "127.0.0.1:1"], ["10", "--restart", "--tls"],
                  ["10", "--opens", "2", "--restart"], ["10", "--rate", "5"], ["10", "--soak", "2", "--after", "1"],
-                 ["10", "--restart", "--churn", "5"], ["10", "--no-last-id"], ["10", "--soak", "0"]):
+                 ["10", "--restart", "--churn", "5"], ["10", "--no-last-id"], ["10", "--soak", "0"],
+                 ["10", "--mercure"], ["10", "--server", "127.0.0.1:1", "--db", "x.db", "--mercure"]):
         code, out, err, _ = run("readers", *args, expect=2)
         assert "usage: load/readers" in err, (args, err)
     code, out, err, _ = run("minimal-sse", "--listen", "unix:/tmp/x", expect=2)
@@ -963,6 +990,7 @@ def test_every_tool_says_first_when_its_herald_is_sanitized():
                                     "--interval", 0.1, "--idle", 0, "--no-floor"], 90),
             ("bench-tokens", [3], 90),
             ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], 120),
+            ("bench-mercure", ["--setups", "one", "--readers", 3, "--events", 1, "--publish", 10, "--rounds", 1], 90),
             ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10], 120),
             ("bench-catchup", ["--rows", 100, "--streams", "1", "--repeat", 1], 120),
             ("bench-adversary", ["--readers", 5, "--seconds", 0.5, "--rows", 100, "--attacks", "ping-flood"], 120),
@@ -1069,6 +1097,8 @@ def test_every_tool_that_starts_herald_takes_a_port():
     for name, args, key in (("bench-tokens", [3], None),
                             ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10], None),
                             ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], None),
+                            ("bench-mercure", ["--setups", "one", "--readers", 3, "--events", 1, "--publish", 10,
+                                               "--rounds", 1], None),
                             ("bench-adversary", ["--readers", 5, "--seconds", 0.5, "--rows", 100, "--attacks",
                                                  "slowloris"], None)):
         port = _free_run(4)
@@ -1089,7 +1119,8 @@ def test_every_tool_that_starts_herald_takes_a_port():
     for name, args in (("readers", [5, "--server", "127.0.0.1:1", "--db", "x"]), ("open-only", [3, "--server",
                        "127.0.0.1:1"]), ("publish", [3, "--server", "127.0.0.1:1"]),
                        ("tls-handshakes", [3, "--server", "127.0.0.1:1"]), ("rate", [5, "--port", "65536"]),
-                       ("bench", ["--port", "x"]), ("bench-redis", ["--port", "65535"])):
+                       ("bench", ["--port", "x"]), ("bench-redis", ["--port", "65535"]),
+                       ("bench-mercure", ["--port", "65534"])):
         code, out, err, _ = run(name, *args, *(["--port", 8199] if "--server" in args else []), expect=2)
         assert "usage: load/" + name in err, (name, err)
 
