@@ -52,7 +52,7 @@ struct mercure {
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req);
 
 /* POST: publish a form-encoded update, or refuse (400, 401, 403, 413,
- * 501 on a log that keeps no Mercure ids). */
+ * 422 for an Idempotency-Key used with another body). */
 void mercure_publish(const struct mercure *mc, struct conn *c, const struct http_request *req, const char *body,
 		     size_t len);
 

@@ -8,8 +8,8 @@
  * the topics HUBPATH/subscriptions/{match_type}/{match}/{subscriber}
  * (each variable percent-encoded once), as the specification has them.
  * The list is this process's: with workers, or nodes on one log, each
- * answers for its own subscribers (the events reach everyone). Events
- * need a log that keeps Mercure ids (SQLite); on Redis there are none.
+ * answers for its own subscribers (the events reach everyone, on SQLite
+ * and on Redis alike).
  * Each client address has a budget of events a minute
  * (mercure_subs_admit), so that subscribers cannot push published events
  * out of the log's retention_count. */
