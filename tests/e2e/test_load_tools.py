@@ -457,24 +457,28 @@ test_bench_redis_small.timeout = 180
 
 
 def test_bench_mercure_small():
-    # Both endpoints measured on the same node in one run: every POST to
-    # /api/events and to /.well-known/mercure answered and stored, every
-    # reader (herald's and Mercure's) opened and had every event, and each
-    # figure printed with its ratio and the target beside it. Timings are
-    # not judged here.
-    code, out, err, js = run("bench-mercure", "--setups", "one", "--readers", 20, "--events", 2, "--publish", 300,
-                             "--rounds", 1, timeout=90)
+    # Both endpoints measured on the same nodes in one run, on one node
+    # (SQLite) and on two over the tool's own redis-server (readers on A,
+    # publishes on B): every POST to /api/events and to /.well-known/mercure
+    # answered (and stored, on SQLite), every reader (herald's and
+    # Mercure's) opened and had every event, and each figure printed with
+    # its ratio and the target beside it. Timings are not judged here.
+    code, out, err, js = run("bench-mercure", "--readers", 20, "--events", 2, "--publish", 300, "--rounds", 1,
+                             timeout=90)
     assert js["tool"] == "bench-mercure" and js["complete"] is True and js["failures"] == [], js
-    one = js["setups"]["one"]
-    for ep in ("herald", "mercure"):
-        s = one[ep]
-        assert s["ok"] == 300 and s["http_errors"] == 0 and s["network_errors"] == 0, (ep, s)
-        assert s["readers_opened"] == 20 and s["events_timed"] == 2 and s["missing_total"] == 0, (ep, s)
-        assert s["throughput_rps"] > 0 and 0 < s["event_to_last_p50_ms"] <= s["event_to_last_max_ms"], (ep, s)
-    assert set(one["ratio"]) == {"throughput", "event_to_last_p50", "event_to_last_max"}, one
-    assert all(r > 0 for r in one["ratio"].values()) and all(isinstance(m, bool) for m in one["meets"].values()), one
-    assert "| one node, SQLite | " in out and "≥ 0.90: " in out and "| one node, SQLite | worst | " in out, out
-    assert "≤ 1.10: " in out and "FAIL" not in out, out
+    assert sorted(js["setups"]) == ["one", "two"] and len(js["ports"]) == 3, js
+    for key, title in (("one", "one node, SQLite"), ("two", "two nodes on Redis (readers on A, publishes on B)")):
+        setup = js["setups"][key]
+        for ep in ("herald", "mercure"):
+            s = setup[ep]
+            assert s["ok"] == 300 and s["http_errors"] == 0 and s["network_errors"] == 0, (key, ep, s)
+            assert s["readers_opened"] == 20 and s["events_timed"] == 2 and s["missing_total"] == 0, (key, ep, s)
+            assert s["throughput_rps"] > 0 and 0 < s["event_to_last_p50_ms"] <= s["event_to_last_max_ms"], (key, s)
+        assert set(setup["ratio"]) == {"throughput", "event_to_last_p50", "event_to_last_max"}, setup
+        assert all(r > 0 for r in setup["ratio"].values()), setup
+        assert all(isinstance(m, bool) for m in setup["meets"].values()), setup
+        assert f"| {title} | " in out and f"| {title} | worst | " in out, out
+    assert "≥ 0.90: " in out and "≤ 1.10: " in out and "FAIL" not in out, out
 
 
 test_bench_mercure_small.timeout = 120
