@@ -7,8 +7,10 @@ it asked for every topic, with the "sub" of its token as its subject; URL
 patterns are not counted. GET /api/presence asks for a Mercure topic with
 mercure_topic= (any topic the protocol allows, commas included) and answers
 under the topic as asked; the mapped name works through topic= too. Joins
-and leaves follow herald's readers' rules. With workers the group answers
-as one, and across two nodes on one Redis a reader on A is counted by B."""
+and leaves follow herald's readers' rules. HTTP/2 streams count out when
+reset or when their connection drops; with presence off subscribers are
+served uncounted. With workers the group answers as one, and across two
+nodes on one Redis a reader on A is counted by B."""
 import hashlib
 import json
 import urllib.parse
@@ -129,6 +131,37 @@ def test_presence_mercure_claim_covers_the_mapped_names():
         # its stream, before the registry (a clean exit, nothing leaked).
         h.stop()
         s.close()
+
+
+def test_presence_mercure_http2_streams_reset_and_dropped():
+    import struct
+    from test_http2 import CANCEL, RST_STREAM, H2Raw
+    with start("mercure_anonymous = on\n") as h:
+        c = H2Raw(h.port)
+        try:
+            path = "/.well-known/mercure?" + urllib.parse.urlencode([("match", LONG)])
+            ivy = c.request(path, extra=[("authorization", "Bearer " + subscriber("ivy"))])
+            jo = c.request(path, extra=[("authorization", "Bearer " + subscriber("jo"))])
+            wait_until(lambda: answer(h.port, mercure_topic=LONG)["subjects"] == ["ivy", "jo"],
+                       what="two streams of one connection counted")
+            c.send(RST_STREAM, 0, ivy, struct.pack(">I", CANCEL))
+            wait_until(lambda: answer(h.port, mercure_topic=LONG)["subjects"] == ["jo"], what="the reset counted out")
+            assert jo not in c.resets
+        finally:
+            c.close()
+        wait_until(lambda: answer(h.port, mercure_topic=LONG)["readers"] == 0, what="the connection's close")
+        h.stop()
+
+
+def test_presence_off_mercure_subscribers_still_served():
+    with start("mercure_anonymous = on\npresence = off\n") as h:
+        s = msub(h.port, [("match", LONG), ("match", "*")], sub="hal")
+        assert request(h.port, "GET", "/api/presence")[0] == 404
+        n = json.loads(request(h.port, "GET", "/api/health")[2])["readers"]
+        assert n == 1, n
+        s.close()
+        wait_until(lambda: json.loads(request(h.port, "GET", "/api/health")[2])["readers"] == 0, what="the close")
+        h.stop()
 
 
 def _events(s, n, timeout=5.0):
