@@ -187,7 +187,10 @@ def test_presence_mercure_join_and_leave_events():
         b.close()
         evs = _events(watch, 1)
         assert evs == [("presence.leave", {"action": "leave", "topic": mapped(LONG), "subject": "finn"})], evs
-        close_all([watch, anon])
+        # Read through $presence/*: a "$" inside a pattern is not herald's rule.
+        alone = Stream(h.port, query="topic=%24presence/%24mercure/*", headers={"Authorization": "Bearer " + READ})
+        assert alone.status == 400, alone.status
+        close_all([watch, anon, alone])
         h.stop()
 
 
