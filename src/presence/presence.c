@@ -40,6 +40,11 @@ struct presence {
 	/* With the event log on Redis: this node's share there, which joins,
 	 * leaves and answers go through. */
 	struct presence_redis *redis;
+	/* A full table is said at most once a second (a client opening
+	 * streams of many topics must not flood the log): when it was last
+	 * said, and how many streams went uncounted since. */
+	uint64_t full_said_ms;
+	unsigned long full_unsaid;
 };
 
 /* One stream's keys; counted[i] says whether keys[i] got into the table
@@ -240,6 +245,25 @@ static void schedule_leaves(struct presence *p)
 
 /* ---- registration ---------------------------------------------------- */
 
+/* A stream was not counted under missed of its n keys: logged at most
+ * once a second, with how many streams went unsaid since. */
+static void say_full(struct presence *p, size_t missed, size_t n)
+{
+	uint64_t now = clock_mono_ms();
+	if (p->full_said_ms && now - p->full_said_ms < 1000) {
+		p->full_unsaid++;
+		return;
+	}
+	char more[80] = "";
+	if (p->full_unsaid)
+		snprintf(more, sizeof(more), " (and %lu more streams since the last line)", p->full_unsaid);
+	log_warn("presence: the table is full (presence_max_keys %lld); a stream is not counted under %zu of its "
+		 "%zu keys%s",
+		 (long long)p->cfg->presence_max_keys, missed, n, more);
+	p->full_said_ms = now;
+	p->full_unsaid = 0;
+}
+
 struct presence_reg *presence_register(struct presence *p, char *const *patterns, size_t n, const char *subject)
 {
 	static char *const every[] = { "*" };
@@ -257,6 +281,7 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 	r->counted = (bool *)(void *)(r->keys + nkeys);
 	char *w = (char *)(r->counted + nkeys);
 	bool announce = p->cfg->presence_events && p->st, here = announce && !p->redis;
+	size_t full = 0;
 	for (size_t i = 0; i < nkeys; i++) {
 		const char *pat = patterns[i % n];
 		size_t plen = strlen(pat);
@@ -273,12 +298,12 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 		r->counted[i] = added >= 0;
 		if (p->redis && added >= 0)
 			presence_redis_add(p->redis, r->keys[i], announce && i >= n);
-		if (added < 0)
-			log_warn("presence: the table is full (presence_max_keys %lld); a stream is not counted",
-				 (long long)p->cfg->presence_max_keys);
+		full += added < 0;
 		if (added == 1)
 			event_add(p, true, r->keys[i]);
 	}
+	if (full)
+		say_full(p, full, nkeys);
 	schedule_leaves(p);
 	return r;
 }

@@ -252,3 +252,21 @@ def test_presence_mercure_cluster_reader_on_a_counted_by_b():
 
 
 test_presence_mercure_cluster_reader_on_a_counted_by_b.timeout = 60
+
+
+def test_presence_full_table_said_once_per_stream_and_second():
+    # A subscription of 64 exact topics with a subject takes 128 keys: 8
+    # fill a table of 1024. Those past it are served uncounted, and the log
+    # says so in a line a second at most, not a line per key.
+    with start("mercure_anonymous = on\npresence_max_keys = 1024\nper_address_limit = 0\n") as h:
+        subs = [msub(h.port, [("match", "t/%d/%d" % (i, k)) for k in range(64)], sub="s%d" % i) for i in range(8)]
+        assert answer(h.port, "t/7/63")["subjects"] == ["s7"]
+        mark = h.log_size()
+        more = [msub(h.port, [("match", "u/%d/%d" % (i, k)) for k in range(64)], sub="u%d" % i) for i in range(3)]
+        assert answer(h.port, "u/0/0")["readers"] == 0
+        wait_until(lambda: "the table is full" in h.log()[mark:], what="the full table said")
+        lines = [ln for ln in h.log()[mark:].splitlines() if "the table is full" in ln]
+        assert 1 <= len(lines) <= 3, (len(lines), lines[:3])
+        close_all(subs + more)
+        wait_until(lambda: ask(h.port)[1] == {"topics": {}}, what="every close counted")
+        h.stop()
