@@ -6,7 +6,8 @@ An update published on one node reaches the other node's subscribers,
 public and private, with the publisher's ids; a subscriber of either node
 resumes from a publisher's id (the map of Mercure ids lives in Redis,
 beside the stream, trimmed with it), also after its node was killed with
-SIGKILL and on a node started afterwards. Idempotency-Key holds across
+SIGKILL, on a node started afterwards, and after Sentinel promoted the
+replica. Idempotency-Key holds across
 nodes on the Mercure publish as on POST /api/events (and on one SQLite
 node too); an id given twice, on two nodes, keeps naming the earliest
 update and the node that stored the later one says so. A resume lookup
@@ -224,3 +225,48 @@ def test_a_resume_lookup_without_redis_is_refused_at_once():
         assert s.status == 200
         s.close()
         r.start()
+
+
+def test_a_publisher_id_survives_a_sentinel_failover():
+    """The map of ids is Redis data like the stream: replicated with it, so
+    after Sentinel promotes the replica a subscriber still resumes from a
+    publisher's id, and publishing goes on."""
+    from test_sentinel import MASTER, _primary_replica_sentinels
+    pub = legacy(publish=["*"])
+    procs = []
+    try:
+        primary, replica, sentinels, listing = _primary_replica_sentinels(procs)
+        tmp = tempfile.mkdtemp(prefix="herald-test-")
+        with open(os.path.join(tmp, "secret"), "w") as f:
+            f.write(SECRET)
+        conf = ("jwt_algorithm = HS256\njwt_secret_file = %s\nmercure_url = %s\nmercure_anonymous = on\n"
+                "redis_wait_replicas = 1\n" % (os.path.join(tmp, "secret"), HUB))
+        h = Herald(dir=tmp, config=conf, redis=None, redis_stream="mfailover",
+                   args=["--redis-sentinels", listing, "--redis-master-name", MASTER, "--redis-stream", "mfailover"])
+        procs.append(h)
+        wait_until(lambda: request(h.port, "GET", "/api/health")[0] == 200, timeout=10, what="herald on the primary")
+        for i in range(3):
+            mpublish(h.port, [("topic", "https://example.com/fo"), ("data", f"d{i}"), ("id", f"urn:fo:{i}")], pub)
+        primary.kill()
+        since = h.log_size()
+        h.wait_log(r"moved", timeout=30, since=since)
+
+        def published():
+            st, _, body = mpublish(h.port, [("topic", "https://example.com/fo"), ("data", "d3"), ("id", "urn:fo:3")],
+                                   pub, expect=None)
+            return st == 200 and body == "urn:fo:3"
+
+        wait_until(published, timeout=20, interval=0.2, what="a publish on the promoted replica")
+        s = MStream(h.port, [("match", "https://example.com/fo")], {"Last-Event-ID": "urn:fo:1"})
+        assert s.headers["mercure-last-event-id"] == "urn:fo:1"
+        assert [e["data"] for e in s.events(2)] == ["d2", "d3"]
+        s.close()
+    finally:
+        for p in reversed(procs):
+            if isinstance(p, Herald):
+                p.kill()
+            else:
+                p.close()
+
+
+test_a_publisher_id_survives_a_sentinel_failover.timeout = 90
