@@ -24,6 +24,8 @@
 #include "common/text.h"
 #include "mercure/urlpattern.h"
 #include "common/util.h"
+#include "presence/presence.h"
+#include "core/topic.h"
 
 #define MERCURE_MAX_TOPICS 64 /* topic fields of one update */
 
@@ -172,6 +174,9 @@ struct msub {
 	struct mercure_set *want_set, *grant_set; /* grant_set NULL: no grants */
 	struct mercure_subs *subs;                /* where sub is registered (the presence registry's) */
 	struct mercure_sub *sub;
+	char *subject;             /* the token's "sub" (owned) until msub_count */
+	struct presence *presence; /* lent: where reg is counted */
+	struct presence_reg *reg;  /* NULL: not counted */
 };
 
 static void msub_free(void *arg)
@@ -181,6 +186,8 @@ static void msub_free(void *arg)
 		return;
 	if (m->sub)
 		mercure_subs_remove(m->subs, m->sub);
+	presence_unregister(m->presence, m->reg);
+	free(m->subject);
 	if (m->want_set)
 		mercure_sets_release(m->sets, m->want_set);
 	if (m->grant_set)
@@ -215,6 +222,34 @@ static void msub_intern(struct msub *m, struct mercure_sets *sets)
 	if (m->grants.subscribe.n)
 		m->grant_set = mercure_sets_intern(sets, &m->grants.subscribe, m->base);
 	mercure_grants_free(&m->grants);
+}
+
+/* Count the opened subscriber with presence (NULL: off) under what its
+ * matchers read, with its token's subject: an exact topic under the name
+ * its rows carry (mercure_row_topic), "*" as "*". URL patterns are not
+ * counted (docs/presence.md): a topic's readers are found under the few
+ * patterns that can cover it, and a URL pattern is none of them. */
+static void msub_count(struct msub *m, struct presence *p)
+{
+	const struct mercure_matchers *l = mercure_set_matchers(m->want_set);
+	char **names = xmalloc((l->n + 1) * sizeof(*names));
+	size_t n = 0;
+	for (size_t i = 0; p && i < l->n; i++) {
+		if (l->v[i].kind == MERCURE_ANY)
+			names[n++] = xstrdup("*");
+		else if (l->v[i].kind == MERCURE_EXACT)
+			names[n++] = mercure_row_topic(l->v[i].text);
+	}
+	n = topic_patterns_reduce(names, n); /* "*" covers the rest; a topic repeated counts once */
+	if (n) {
+		m->presence = p;
+		m->reg = presence_register(p, names, n, m->subject);
+	}
+	while (n)
+		free(names[--n]);
+	free(names);
+	free(m->subject);
+	m->subject = NULL;
 }
 
 /* Wanted by a matcher on one of the update's topics, and public or
@@ -347,6 +382,7 @@ static void opening_open(struct opening *op)
 	spec.keys = mercure_set_keys(m->want_set, &spec.nkeys);
 	op->m = NULL; /* the reader's now */
 	stream_open_spec(mc->streams, op->c, op->ticket, &spec, &op->extra);
+	msub_count(m, streams_presence(mc->streams));
 	if (op->subs) {
 		char path[2200];
 		hub_path(m->base, path, sizeof(path));
@@ -471,7 +507,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		       challenge(base, NULL, chal, sizeof(chal)));
 		goto done;
 	}
-	free(sub);
+	m->subject = sub;
 	/* Subscription events count against the address's budget, checked
 	 * before the stream opens. */
 	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? mc->subs : NULL;
@@ -738,8 +774,7 @@ static bool reserved_topic(const char *topic, const char *base)
 	return r;
 }
 
-/* The row's topic for the update's canonical topic (mercure.h). */
-static char *row_topic(const char *topic)
+char *mercure_row_topic(const char *topic)
 {
 	size_t n = strlen(topic);
 	if (n <= 128 && text_name_valid(topic, n, true))
@@ -941,7 +976,7 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	u.id = f.id ? f.id : keyed ? mercure_keyed_id(publisher, key, u.idem_hash) : mercure_new_id();
 	f.id = NULL;
 	u.block = mercure_block_new(u.id, f.retry ? f.retry : "", f.topics, f.ntopics, &u.block_len);
-	u.topic = row_topic(f.topics[0]);
+	u.topic = mercure_row_topic(f.topics[0]);
 	u.type = xstrdup(f.type && f.type[0] ? f.type : "message");
 	u.data = f.data ? f.data : xstrdup("");
 	u.data_len = f.data ? f.data_len : 0;

@@ -46,6 +46,12 @@ struct mercure {
 	struct mercure_subs *subs; /* the active subscriptions (mercure_subs.h); NULL with presence off */
 };
 
+/* The row's topic for an update's canonical topic (above): the topic when
+ * herald's rule takes it, else "$mercure/" and its SHA-256 in lowercase
+ * hex. Presence counts a subscriber's exact topics under the same names.
+ * Returns a new string (the caller frees it). */
+char *mercure_row_topic(const char *topic);
+
 /* GET: subscribe, or refuse (400 for bad matchers or an unknown
  * parameter, named; 401/403 with a Bearer challenge naming the token's
  * fault; the caps' 429/503). */
