@@ -595,3 +595,8 @@ void presence_ask(struct presence *p, char *const *topics, size_t n, const struc
 		ask_free(a);
 	}
 }
+
+struct presence_redis *presence_share(struct presence *p)
+{
+	return p ? p->redis : NULL;
+}

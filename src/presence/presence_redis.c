@@ -2,7 +2,9 @@
 /* presence_redis.c: this node's presence share in Redis (see
  * presence_redis.h): one Redis link (redis_link.c, which connects, logs
  * in, follows the primary and backs off), the heartbeat and sweep timers,
- * and the scripts that decide joins and leaves atomically.
+ * the scripts that decide joins and leaves atomically, and beside the
+ * counts the node's Mercure subscriptions (whose records it only keeps,
+ * lists and hands back for closing when their node died).
  *
  * States: down (the link is trying again), or up (a connection whose first
  * commands, queued before it even completes, are the link's login and the
@@ -26,8 +28,9 @@
 #include "redis/redis_link.h"
 #include "common/util.h"
 
-#define SHARE_CHUNK 512 /* keys per script call when the share is written whole */
-#define SWEEP_MS 500    /* how often dead nodes and due leaves are looked for */
+#define SHARE_CHUNK 512      /* keys per script call when the share is written whole */
+#define SWEEP_MS 500         /* how often dead nodes and due leaves are looked for */
+#define SUBS_CLOSE_CHUNK 256 /* dead nodes' subscriptions one sweep closes (another follows at once) */
 
 /* Lua shared by the scripts: Redis' clock, the live nodes (KEYS[1]), and
  * a key's streams over them (ARGV[1] is the nodes' hash prefix). */
@@ -52,8 +55,11 @@ static const char lua_del[] = LUA_COMMON "local n = redis.call('HINCRBY', KEYS[4
 					 "if total(live(now), ARGV[2]) == 0 then "
 					 "redis.call('ZADD', KEYS[3], 'NX', now, ARGV[2]) end return 0";
 
-/* KEYS nodes, announced, leaving; ARGV prefix, grace ms. The keys that
- * leave now (this caller announces them). */
+/* KEYS nodes, announced, leaving, closing; ARGV prefix, grace ms, the
+ * subscriptions' hash prefix, how many to close. Two arrays: the keys
+ * that leave now and the dead nodes' subscription records to close now
+ * (this caller announces both). A dead node's records go onto the closing
+ * list whole, with its counts' removal, so its death is handled once. */
 static const char lua_sweep[] =
 	LUA_COMMON "local now = now_ms() local nodes = live(now) "
 		   "for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do "
@@ -61,17 +67,42 @@ static const char lua_sweep[] =
 		   "for _, k in ipairs(redis.call('HKEYS', h)) do "
 		   "if redis.call('HEXISTS', KEYS[2], k) == 1 and total(nodes, k) == 0 then "
 		   "redis.call('ZADD', KEYS[3], 'NX', now, k) end end "
-		   "redis.call('DEL', h) redis.call('ZREM', KEYS[1], d) end "
+		   "redis.call('DEL', h) "
+		   "local sh = ARGV[3] .. d local recs = redis.call('HVALS', sh) "
+		   "for i = 1, #recs, 1000 do "
+		   "redis.call('RPUSH', KEYS[4], unpack(recs, i, math.min(i + 999, #recs))) end "
+		   "redis.call('DEL', sh) redis.call('ZREM', KEYS[1], d) end "
 		   "local out = {} "
 		   "for _, k in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))) do "
 		   "redis.call('ZREM', KEYS[3], k) "
 		   "if total(nodes, k) == 0 then redis.call('HDEL', KEYS[2], k) out[#out + 1] = k end end "
-		   "return out";
+		   "local closes = redis.call('LRANGE', KEYS[4], 0, tonumber(ARGV[4]) - 1) "
+		   "if #closes > 0 then redis.call('LTRIM', KEYS[4], #closes, -1) end "
+		   "return {out, closes}";
 
-/* KEYS nodes, mine; ARGV prefix, id, ttl ms. */
+/* KEYS nodes, mine, my subscriptions; ARGV prefix, id, ttl ms. */
 static const char lua_heartbeat[] = LUA_COMMON "local now = now_ms() "
 					       "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
-					       "redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[3])) return now";
+					       "redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[3])) "
+					       "redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[3])) return now";
+
+/* KEYS my subscriptions; ARGV id, record, ttl ms: the hash lives as long
+ * as the node's counts even before the next heartbeat. */
+static const char lua_subs_put[] = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
+				   "redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[3])) return 0";
+
+/* KEYS nodes; ARGV the subscriptions' hash prefix, id or prefix, exact
+ * (1/0), cap. {cut (1/0), records}: the live nodes' records whose id is
+ * (exact) or starts with the given one, at most cap. */
+static const char lua_subs_list[] =
+	LUA_COMMON "local out, cut, cap, want = {}, 0, tonumber(ARGV[4]), ARGV[2] "
+		   "for _, n in ipairs(live(now_ms())) do local h = ARGV[1] .. n "
+		   "if ARGV[3] == '1' then local v = redis.call('HGET', h, want) "
+		   "if v then if #out < cap then out[#out + 1] = v else cut = 1 end end "
+		   "else local kv = redis.call('HGETALL', h) "
+		   "for i = 1, #kv, 2 do if string.sub(kv[i], 1, #want) == want then "
+		   "if #out < cap then out[#out + 1] = kv[i + 1] else cut = 1 end end end end end "
+		   "return {cut, out}";
 
 /* KEYS nodes, announced, leaving, mine; ARGV prefix, id, ttl ms, first
  * chunk (1/0), announce (1/0), then key, count pairs. The keys whose join
@@ -103,6 +134,7 @@ struct presence_redis {
 	struct loop *lp;
 	const struct config *cfg;
 	struct presence_redis_hooks hooks;
+	struct presence_redis_subs_hooks subs; /* closed NULL: no subscriptions kept here */
 	struct redis_link *link;
 	redisAsyncContext *ac; /* the link's connection; NULL while down */
 	bool up;               /* the share was written on ac */
@@ -111,6 +143,7 @@ struct presence_redis {
 	struct loop_timer heartbeat_timer, sweep_timer;
 	char id[24];
 	char key_nodes[256], key_announced[256], key_leaving[256], key_mine[300], prefix[256];
+	char key_subs_closing[256], key_subs_mine[300], subs_prefix[256];
 	/* The share being written: key, count pairs for the next script. */
 	const char **share_argv;
 	size_t *share_lens;
@@ -178,30 +211,22 @@ static void link_works(struct presence_redis *r)
 }
 
 /* An answer naming keys: lua_add's (privdata the key added: 1 is its
- * join), lua_share's (privdata NULL: an array of joins) or lua_sweep's
- * (privdata r: an array of leaves). */
+ * join) or lua_share's (privdata NULL: an array of joins). */
 static void on_keys(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	redisReply *rep = reply;
 	struct presence_redis *r = redis_link_user(ac);
-	bool leaves = privdata == (void *)r;
-	char *added = leaves ? NULL : privdata;
+	char *added = privdata;
 	if (rep && rep->type == REDIS_REPLY_ERROR) {
 		answer_error(r, rep);
 	} else if (rep && added) {
 		if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
 			r->hooks.join(r->hooks.arg, added);
 	} else if (rep && rep->type == REDIS_REPLY_ARRAY) {
-		if (!leaves)
-			link_works(r);
-		for (size_t i = 0; i < rep->elements; i++) {
-			if (rep->element[i]->type != REDIS_REPLY_STRING)
-				continue;
-			if (leaves)
-				r->hooks.leave(r->hooks.arg, rep->element[i]->str);
-			else
+		link_works(r);
+		for (size_t i = 0; i < rep->elements; i++)
+			if (rep->element[i]->type == REDIS_REPLY_STRING)
 				r->hooks.join(r->hooks.arg, rep->element[i]->str);
-		}
 	}
 	free(added);
 }
@@ -220,7 +245,7 @@ static void send_script(struct presence_redis *r, redisCallbackFn *cb, void *pri
 		argv[argc++] = keys[i];
 	for (int i = 0; i < nargs; i++)
 		argv[argc++] = args[i];
-	if (send_argv(r, cb, privdata, argc, argv, NULL) < 0 && cb == on_keys && privdata != (void *)r)
+	if (send_argv(r, cb, privdata, argc, argv, NULL) < 0 && cb == on_keys)
 		free(privdata);
 }
 
@@ -229,21 +254,51 @@ static void heartbeat(void *arg)
 	struct presence_redis *r = arg;
 	char ttl[24];
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
-	const char *keys[2] = { r->key_nodes, r->key_mine };
+	const char *keys[3] = { r->key_nodes, r->key_mine, r->key_subs_mine };
 	const char *args[3] = { r->prefix, r->id, ttl };
-	send_script(r, NULL, NULL, lua_heartbeat, 2, keys, 3, args);
+	send_script(r, NULL, NULL, lua_heartbeat, 3, keys, 3, args);
 	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
 			 heartbeat, r);
+}
+
+static void sweep(void *arg);
+
+/* lua_sweep's answer: the leaves, then the dead nodes' subscriptions this
+ * node closes; a full chunk of them: the next sweep at once. */
+static void on_sweep(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	struct presence_redis *r = redis_link_user(ac);
+	(void)privdata;
+	if (!rep)
+		return;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		answer_error(r, rep);
+		return;
+	}
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 || rep->element[0]->type != REDIS_REPLY_ARRAY ||
+	    rep->element[1]->type != REDIS_REPLY_ARRAY)
+		return;
+	const redisReply *leaves = rep->element[0], *closes = rep->element[1];
+	for (size_t i = 0; i < leaves->elements; i++)
+		if (leaves->element[i]->type == REDIS_REPLY_STRING)
+			r->hooks.leave(r->hooks.arg, leaves->element[i]->str);
+	for (size_t i = 0; i < closes->elements && r->subs.closed; i++)
+		if (closes->element[i]->type == REDIS_REPLY_STRING)
+			r->subs.closed(r->subs.arg, closes->element[i]->str, closes->element[i]->len);
+	if (closes->elements >= SUBS_CLOSE_CHUNK && r->ac)
+		loop_timer_start(r->lp, &r->sweep_timer, 0, sweep, r);
 }
 
 static void sweep(void *arg)
 {
 	struct presence_redis *r = arg;
-	char grace[24];
+	char grace[24], chunk[24];
 	snprintf(grace, sizeof(grace), "%lld", (long long)r->cfg->presence_grace_ms);
-	const char *keys[3] = { r->key_nodes, r->key_announced, r->key_leaving };
-	const char *args[2] = { r->prefix, grace };
-	send_script(r, on_keys, r, lua_sweep, 3, keys, 2, args);
+	snprintf(chunk, sizeof(chunk), "%d", r->subs.closed ? SUBS_CLOSE_CHUNK : 0);
+	const char *keys[4] = { r->key_nodes, r->key_announced, r->key_leaving, r->key_subs_closing };
+	const char *args[4] = { r->prefix, grace, r->subs_prefix, chunk };
+	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 4, args);
 	loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
 }
 
@@ -254,7 +309,12 @@ static void on_up(void *arg, redisAsyncContext *ac)
 	r->ac = ac;
 	r->share_first = true;
 	r->share_n = 0;
+	/* The subscriptions are written whole too: the hash emptied first. */
+	const char *del[2] = { "DEL", r->key_subs_mine };
+	send_argv(r, NULL, NULL, 2, del, NULL);
 	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
+	if (r->subs.connected && r->ac)
+		r->subs.connected(r->subs.arg);
 }
 
 struct presence_redis *presence_redis_new(struct loop *lp, const struct config *cfg,
@@ -279,6 +339,9 @@ struct presence_redis *presence_redis_new(struct loop *lp, const struct config *
 	snprintf(r->key_leaving, sizeof(r->key_leaving), "{%s}:presence:leaving", cfg->redis_stream);
 	snprintf(r->prefix, sizeof(r->prefix), "{%s}:presence:node:", cfg->redis_stream);
 	snprintf(r->key_mine, sizeof(r->key_mine), "%s%s", r->prefix, r->id);
+	snprintf(r->key_subs_closing, sizeof(r->key_subs_closing), "{%s}:presence:subs:closing", cfg->redis_stream);
+	snprintf(r->subs_prefix, sizeof(r->subs_prefix), "{%s}:presence:subs:node:", cfg->redis_stream);
+	snprintf(r->key_subs_mine, sizeof(r->key_subs_mine), "%s%s", r->subs_prefix, r->id);
 	redis_link_start(r->link, false); /* from the loop: the hooks' owner has r in hand by then */
 	return r;
 }
@@ -391,7 +454,7 @@ void presence_redis_share_done(struct presence_redis *r)
 	r->up = true;   /* counts may follow the share; whether it works, its answer says */
 	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
 			 heartbeat, r);
-	if (r->cfg->presence_events)
+	if (r->cfg->presence_events || r->subs.closed)
 		loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
 }
 
@@ -435,6 +498,82 @@ int presence_redis_snapshot(struct presence_redis *r, presence_redis_snapshot_cb
 	*ask = (struct snapshot_ask){ cb, arg };
 	const char *argv[5] = { "EVAL", lua_snapshot, "1", r->key_nodes, r->prefix };
 	if (send_argv(r, on_snapshot, ask, 5, argv, NULL) < 0) {
+		free(ask);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the Mercure endpoint's active subscriptions ------------------------ */
+
+void presence_redis_subs_hooks(struct presence_redis *r, const struct presence_redis_subs_hooks *h)
+{
+	static const struct presence_redis_subs_hooks none = { 0 };
+	r->subs = h ? *h : none;
+}
+
+void presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len)
+{
+	char ttl[24];
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
+	const char *argv[7] = { "EVAL", lua_subs_put, "1", r->key_subs_mine, id, record, ttl };
+	size_t lens[7] = { 4, strlen(lua_subs_put), 1, strlen(r->key_subs_mine), strlen(id), len, strlen(ttl) };
+	send_argv(r, NULL, NULL, 7, argv, lens);
+}
+
+void presence_redis_subs_del(struct presence_redis *r, const char *id)
+{
+	const char *argv[3] = { "HDEL", r->key_subs_mine, id };
+	send_argv(r, NULL, NULL, 3, argv, NULL);
+}
+
+struct subs_ask {
+	presence_redis_subs_cb *cb;
+	void *arg;
+};
+
+static void on_subs_list(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	struct subs_ask *ask = privdata;
+	(void)ac;
+	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[1]->type != REDIS_REPLY_ARRAY) {
+		if (rep && rep->type == REDIS_REPLY_ERROR)
+			answer_error(redis_link_user(ac), rep);
+		ask->cb(ask->arg, NULL, NULL, (size_t)-1, false);
+		free(ask);
+		return;
+	}
+	const redisReply *list = rep->element[1];
+	const char **recs = xmalloc((list->elements + 1) * sizeof(*recs));
+	size_t *lens = xmalloc((list->elements + 1) * sizeof(*lens)), n = 0;
+	for (size_t i = 0; i < list->elements; i++) {
+		if (list->element[i]->type != REDIS_REPLY_STRING)
+			continue;
+		recs[n] = list->element[i]->str;
+		lens[n++] = list->element[i]->len;
+	}
+	bool cut = rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1;
+	ask->cb(ask->arg, recs, lens, n, cut);
+	free(recs);
+	free(lens);
+	free(ask);
+}
+
+int presence_redis_subs_list(struct presence_redis *r, const char *prefix, bool exact, size_t cap,
+			     presence_redis_subs_cb *cb, void *arg)
+{
+	if (!presence_redis_up(r))
+		return -1;
+	struct subs_ask *ask = xmalloc(sizeof(*ask));
+	*ask = (struct subs_ask){ cb, arg };
+	char num[24];
+	snprintf(num, sizeof(num), "%zu", cap);
+	const char *argv[8] = {
+		"EVAL", lua_subs_list, "1", r->key_nodes, r->subs_prefix, prefix, exact ? "1" : "0", num
+	};
+	if (send_argv(r, on_subs_list, ask, 8, argv, NULL) < 0) {
 		free(ask);
 		return -1;
 	}

@@ -429,6 +429,10 @@ int server_start(struct server *srv, int argc, char **argv)
 	 * subscriptions API is on only with presence, config_check.c). */
 	if (srv->cfg.presence)
 		srv->msubs = mercure_subs_new(srv->lp, srv->st, srv->hub, &srv->m);
+	/* With the log on Redis, kept in the node's presence share there too,
+	 * so that any node answers for the cluster. */
+	if (srv->msubs && srv->cfg.mercure_subscriptions)
+		mercure_subs_share(srv->msubs, presence_share(srv->presence));
 	srv->msets = mercure_sets_new(&srv->m);
 	hub_set_rule_probe(srv->hub, mercure_sets_probe, srv->msets);
 	compute_limits(srv);

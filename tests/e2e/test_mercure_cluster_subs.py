@@ -1,0 +1,232 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""End-to-end: the Mercure endpoint's active subscriptions on a cluster
+(mercure_subscriptions = on, two herald nodes on one redis-server started
+here). A subscription opened on node A is listed by node B's subscriptions
+API (the collection, one matcher's, the single document); its close takes
+it out of both lists; a SIGKILLed node's subscriptions leave every list
+within presence_ttl, and once the log keeps Mercure updates on Redis their
+close events come once, from the live node; the refusals (no token, a token
+that does not grant the path) are as on one node; with Redis stopped the
+API answers 503 with Retry-After at once while the node answers other
+requests; with workers each worker is a share and any answers for all."""
+import json
+import os
+import signal
+import tempfile
+import time
+import urllib.parse
+
+from harness import Herald, RedisServer, connect, request, wait_until
+from test_mercure import HUB, SECRET, MStream, access, legacy, mpublish
+
+SUBS = "/.well-known/mercure/subscriptions"
+SUBS_PATTERN = SUBS + "/:type/:match/:subscriber"
+TTL_S = 2
+
+
+def node(r, stream="msubs", extra=""):
+    tmp = tempfile.mkdtemp(prefix="herald-test-")
+    with open(os.path.join(tmp, "secret"), "w") as f:
+        f.write(SECRET)
+    conf = ("jwt_algorithm = HS256\njwt_secret_file = %s\nmercure_url = %s\nmercure_anonymous = on\n"
+            "mercure_subscriptions = on\npresence_ttl = %ds\nper_address_limit = 0\npublish_token = ptok\n%s"
+            % (os.path.join(tmp, "secret"), HUB, TTL_S, extra))
+    return Herald(dir=tmp, config=conf, redis=r, redis_stream=stream)
+
+
+WATCHER = access(["subscribe"], [(SUBS_PATTERN, "urlpattern"), (SUBS + "{/*}?", "urlpattern")])
+AUTH = {"Authorization": "Bearer " + WATCHER}
+
+
+def listing(port, path=SUBS):
+    """(status, headers, parsed body or None)."""
+    st, hd, body = request(port, "GET", path, headers=AUTH)
+    return st, hd, (json.loads(body) if st == 200 else None)
+
+
+def subscribers(port, path=SUBS):
+    st, _, doc = listing(port, path)
+    assert st == 200, (st, doc)
+    return sorted(d["subscriber"] for d in doc["subscriptions"])
+
+
+def keeps_mercure_on_redis(port):
+    """Whether the Redis log takes Mercure updates (else it answers 501 and
+    no subscription event reaches the log)."""
+    st, _, _ = mpublish(port, [("topic", "probe"), ("data", "x")], "ptok", expect=None)
+    return st != 501
+
+
+def open_sub(port, match):
+    s = MStream(port, [("match", match)])
+    assert s.status == 200
+    return s
+
+
+def subscriber_of(port, match):
+    """The subscriber id of the one subscription to match, as port lists it."""
+    q = urllib.parse.quote
+    wait_until(lambda: len(subscribers(port, f"{SUBS}/exact/{q(match, safe='')}")) == 1,
+               what=f"{match}'s subscription listed")
+    return subscribers(port, f"{SUBS}/exact/{q(match, safe='')}")[0]
+
+
+def test_mercure_cluster_subscriptions_listed_by_every_node():
+    q = urllib.parse.quote
+    with RedisServer() as r:
+        a, b = node(r), node(r)
+        try:
+            s = open_sub(a.port, "https://example.com/a b")
+            t = open_sub(b.port, "room/1")
+            sub_a = subscriber_of(b.port, "https://example.com/a b")
+            sub_b = subscriber_of(a.port, "room/1")
+            # The collection, on either node, holds both nodes' subscriptions.
+            for n in (a, b):
+                st, hd, doc = listing(n.port)
+                assert st == 200 and hd["content-type"] == "application/json"
+                assert doc["type"] == "subscriptions" and doc["id"] == SUBS
+                assert sorted(d["subscriber"] for d in doc["subscriptions"]) == sorted([sub_a, sub_b])
+                assert 'rel="mercure"; last-event-id="' in hd["link"]
+            # One matcher's, and the single document, of A's subscription on B.
+            per = f"{SUBS}/exact/{q('https://example.com/a b', safe='')}"
+            st, _, doc = listing(b.port, per)
+            assert [d["subscriber"] for d in doc["subscriptions"]] == [sub_a] and doc["id"] == per
+            one = f"{per}/{q(sub_a, safe='')}"
+            st, _, doc = listing(b.port, one)
+            assert st == 200 and doc == {"id": one, "type": "subscription", "match_type": "exact",
+                                         "match": "https://example.com/a b", "subscriber": sub_a,
+                                         "active": True}, doc
+            # The same id percent-encoded otherwise names the same subscription.
+            st, _, doc2 = listing(b.port, one.replace("%3A", "%3a"))
+            assert st == 200 and doc2 == doc
+            assert listing(b.port, f"{per}/urn%3Auuid%3Anone")[0] == 404
+            assert listing(b.port, f"{SUBS}/other/x")[0] == 404
+            assert listing(b.port, f"{SUBS}/exact")[0] == 404
+            # The refusals, unchanged on a cluster.
+            assert request(b.port, "GET", SUBS)[0] == 401
+            st, _, _ = request(b.port, "GET", SUBS,
+                               headers={"Authorization": "Bearer " + access(["subscribe"], [("x", "exact")])})
+            assert st == 403
+            # A close leaves both lists.
+            s.close()
+            for n in (a, b):
+                wait_until(lambda: subscribers(n.port) == [sub_b], what="A's close on every node's list")
+            t.close()
+            for n in (a, b):
+                wait_until(lambda: subscribers(n.port) == [], what="B's close on every node's list")
+            a.stop()
+            b.stop()
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_mercure_cluster_subscriptions_listed_by_every_node.timeout = 60
+
+
+def test_mercure_cluster_killed_node_subscriptions_closed_once():
+    with RedisServer() as r:
+        a, b, c = node(r), node(r), node(r)
+        try:
+            events = keeps_mercure_on_redis(b.port)
+            w = MStream(b.port, [("match_urlpattern", SUBS_PATTERN)], AUTH)
+            assert w.status == 200
+            if events:
+                assert len(w.events(1)) == 1  # its own
+            victims = [open_sub(a.port, f"doomed/{i}") for i in range(3)]
+            keep = open_sub(c.port, "kept")
+            kept = subscriber_of(b.port, "kept")
+            doomed = sorted(subscriber_of(b.port, f"doomed/{i}") for i in range(3))
+            assert len(subscribers(b.port)) == 5  # the watcher's too
+            if events:
+                opened = [json.loads(e["data"]) for e in w.events(4)]
+                assert sorted(d["subscriber"] for d in opened if d["active"]) == sorted(doomed + [kept]), opened
+            a.kill()
+            t0 = time.monotonic()
+            # Within presence_ttl (and a sweep), A's subscriptions leave every list; C's stay.
+            for n in (b, c):
+                wait_until(lambda: not set(subscribers(n.port)) & set(doomed), timeout=TTL_S + 1.5,
+                           what="the killed node's subscriptions gone from the list")
+            assert time.monotonic() - t0 < TTL_S + 1.5
+            assert kept in subscribers(c.port)
+            if events:
+                closed = [json.loads(e["data"]) for e in w.events(3, timeout=TTL_S + 3)]
+                assert sorted(d["subscriber"] for d in closed) == doomed and not any(d["active"] for d in closed), \
+                    closed
+                # Once across the cluster: no second close comes.
+                assert w.events(1, timeout=2 * TTL_S) == []
+            keep.close()
+            w.close()
+            for v in victims:
+                v.sock.close()
+            b.stop()
+            c.stop()
+        finally:
+            for n in (a, b, c):
+                n.kill()
+
+
+test_mercure_cluster_killed_node_subscriptions_closed_once.timeout = 60
+
+
+def test_mercure_cluster_subscriptions_redis_stopped_answers_503_at_once():
+    meta = "/.well-known/oauth-protected-resource/.well-known/mercure"
+    with RedisServer() as r:
+        a = node(r)
+        try:
+            s = open_sub(a.port, "x")
+            subscriber_of(a.port, "x")
+            # A Redis that hangs with its connection open: 503 once the
+            # answer is late, and the loop answers others meanwhile.
+            os.kill(r.pid, signal.SIGSTOP)
+            try:
+                sock = connect(a.port)
+                t0 = time.monotonic()
+                sock.sendall(f"GET {SUBS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WATCHER}\r\n\r\n".encode())
+                assert request(a.port, "GET", meta)[0] == 200
+                head = sock.recv(65536).decode()
+                assert head.startswith("HTTP/1.1 503") and "Retry-After: 1" in head, head
+                assert 1.0 < time.monotonic() - t0 < 4.0
+                sock.close()
+            finally:
+                os.kill(r.pid, signal.SIGCONT)
+            wait_until(lambda: listing(a.port)[0] == 200, what="the answer with Redis back")
+            # Redis stopped: 503 at once.
+            r.stop()
+            wait_until(lambda: listing(a.port)[0] == 503, what="the answer without Redis")
+            t0 = time.monotonic()
+            st, hd, _ = request(a.port, "GET", SUBS, headers=AUTH)
+            assert st == 503 and hd["retry-after"] == "1" and 'rel="mercure"' in hd["link"]
+            assert time.monotonic() - t0 < 1.0
+            assert request(a.port, "GET", meta)[0] == 200
+            # Back: the node's subscriptions are written again.
+            r.start()
+            wait_until(lambda: listing(a.port)[0] == 200 and len(listing(a.port)[2]["subscriptions"]) == 1,
+                       timeout=15, what="the share written again after Redis came back")
+            s.close()
+            a.stop()
+        finally:
+            a.kill()
+
+
+test_mercure_cluster_subscriptions_redis_stopped_answers_503_at_once.timeout = 60
+
+
+def test_mercure_cluster_subscriptions_workers_one_answer():
+    with RedisServer() as r:
+        h = node(r, extra="workers = 2\n")
+        try:
+            subs = [open_sub(h.port, f"w/{i}") for i in range(6)]
+            # Whichever worker answers (a new connection each), all six.
+            for _ in range(8):
+                wait_until(lambda: len(subscribers(h.port)) == 6, what="every worker's subscriptions")
+            for s in subs:
+                s.close()
+            for _ in range(4):
+                wait_until(lambda: subscribers(h.port) == [], what="every close")
+            h.stop()
+        finally:
+            h.kill()
+
+
+test_mercure_cluster_subscriptions_workers_one_answer.timeout = 60
