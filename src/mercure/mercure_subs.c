@@ -25,6 +25,8 @@ struct mercure_sub {
 	size_t n;
 	enum mercure_kind *kinds;
 	char **matches;
+	bool shared; /* put in the node's share on some connection */
+	bool reopen; /* put before the latest (re)connection: opened again if a sweep closed it */
 };
 
 struct mercure_subs {
@@ -244,28 +246,48 @@ bool mercure_subs_record_parse(char *rec, size_t len, struct mercure_sub_view *v
 	return true;
 }
 
-/* o's copy in the node's share (its id and record). */
-static void share_put(struct presence_redis *r, const struct one *o)
+/* sub's copies in the node's share (an id and a record per matcher). */
+static void share_put(struct presence_redis *r, struct mercure_sub *sub)
 {
-	size_t len;
-	char *id = sub_id(o->hub_path, o->kind, o->match, o->subscriber);
-	char *rec = mercure_subs_record(o->hub_path, o->kind, o->match, o->subscriber, &len);
-	presence_redis_subs_put(r, id, rec, len);
-	free(id);
-	free(rec);
+	for (size_t i = 0; i < sub->n; i++) {
+		struct one o = one_of(sub, i);
+		size_t len;
+		char *id = sub_id(o.hub_path, o.kind, o.match, o.subscriber);
+		char *rec = mercure_subs_record(o.hub_path, o.kind, o.match, o.subscriber, &len);
+		if (presence_redis_subs_put(r, id, rec, len) == 0)
+			sub->shared = true;
+		free(id);
+		free(rec);
+	}
 }
 
 /* Connected to Redis (again): every subscription of this process. */
 static void share_connected(void *arg)
 {
 	struct mercure_subs *s = arg;
-	for (const struct list_node *n = s->list.first; n; n = n->next) {
-		const struct mercure_sub *sub = list_item(n, const struct mercure_sub, node);
-		for (size_t i = 0; i < sub->n; i++) {
-			struct one o = one_of(sub, i);
-			share_put(s->share, &o);
-		}
+	for (struct list_node *n = s->list.first; n; n = n->next) {
+		struct mercure_sub *sub = list_item(n, struct mercure_sub, node);
+		sub->reopen = sub->shared;
+		share_put(s->share, sub);
 	}
+}
+
+/* A sweep closed (events included) what this node had put before it was
+ * taken for dead: what is still open opens again, said by events. */
+static void share_swept(void *arg)
+{
+	struct mercure_subs *s = arg;
+	size_t n = 0;
+	for (struct list_node *l = s->list.first; l; l = l->next) {
+		struct mercure_sub *sub = list_item(l, struct mercure_sub, node);
+		for (size_t i = 0; sub->reopen && i < sub->n; i++, n++) {
+			struct one o = one_of(sub, i);
+			queue(s, &o, true);
+		}
+		sub->reopen = false;
+	}
+	log_notice("mercure: this node was taken for dead and its subscriptions closed by another; %zu opened again",
+		   n);
 }
 
 /* A dead node's subscription, this node's to close: its event. */
@@ -285,7 +307,7 @@ void mercure_subs_share(struct mercure_subs *s, struct presence_redis *r)
 {
 	s->share = r;
 	if (r) {
-		struct presence_redis_subs_hooks h = { share_connected, share_closed, s };
+		struct presence_redis_subs_hooks h = { share_connected, share_closed, share_swept, s };
 		presence_redis_subs_hooks(r, &h);
 	}
 }
@@ -310,9 +332,9 @@ struct mercure_sub *mercure_subs_add(struct mercure_subs *s, const char *hub_pat
 		sub->matches[i] = xstrdup(want->v[i].text);
 		struct one o = one_of(sub, i);
 		queue(s, &o, true);
-		if (s->share)
-			share_put(s->share, &o);
 	}
+	if (s->share)
+		share_put(s->share, sub);
 	list_push(&s->list, &sub->node);
 	return sub;
 }

@@ -56,10 +56,12 @@ static const char lua_del[] = LUA_COMMON "local n = redis.call('HINCRBY', KEYS[4
 					 "redis.call('ZADD', KEYS[3], 'NX', now, ARGV[2]) end return 0";
 
 /* KEYS nodes, announced, leaving, closing; ARGV prefix, grace ms, the
- * subscriptions' hash prefix, how many to close. Two arrays: the keys
- * that leave now and the dead nodes' subscription records to close now
- * (this caller announces both). A dead node's records go onto the closing
- * list whole, with its counts' removal, so its death is handled once. */
+ * subscriptions' hash prefix, how many to close, the swept marks' prefix.
+ * Two arrays: the keys that leave now and the dead nodes' subscription
+ * records to close now (this caller announces both). A dead node's
+ * records go onto the closing list whole, with its counts' removal, so
+ * its death is handled once; a mark says so to the node, should it come
+ * back (a day: a node away longer finds none). */
 static const char lua_sweep[] =
 	LUA_COMMON "local now = now_ms() local nodes = live(now) "
 		   "for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do "
@@ -71,6 +73,7 @@ static const char lua_sweep[] =
 		   "local sh = ARGV[3] .. d local recs = redis.call('HVALS', sh) "
 		   "for i = 1, #recs, 1000 do "
 		   "redis.call('RPUSH', KEYS[4], unpack(recs, i, math.min(i + 999, #recs))) end "
+		   "if #recs > 0 then redis.call('SET', ARGV[5] .. d, 1, 'PX', 86400000) end "
 		   "redis.call('DEL', sh) redis.call('ZREM', KEYS[1], d) end "
 		   "local out = {} "
 		   "for _, k in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))) do "
@@ -80,11 +83,19 @@ static const char lua_sweep[] =
 		   "if #closes > 0 then redis.call('LTRIM', KEYS[4], #closes, -1) end "
 		   "return {out, closes}";
 
-/* KEYS nodes, mine, my subscriptions; ARGV prefix, id, ttl ms. */
-static const char lua_heartbeat[] = LUA_COMMON "local now = now_ms() "
+/* KEYS nodes, mine, my subscriptions; ARGV prefix, id, ttl ms. 1, or 0
+ * when the node was not among the nodes: a sweep took it for dead (it did
+ * not beat for the TTL) or Redis lost its data; nothing is written then,
+ * the node writes its share again. */
+static const char lua_heartbeat[] = LUA_COMMON "if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end "
+					       "local now = now_ms() "
 					       "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
 					       "redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[3])) "
-					       "redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[3])) return now";
+					       "redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[3])) return 1";
+
+/* KEYS the mark a sweep left when it closed this node's subscriptions.
+ * 1: there was one (taken, so said once). */
+static const char lua_swept[] = "if redis.call('DEL', KEYS[1]) == 1 then return 1 end return 0";
 
 /* KEYS my subscriptions; ARGV id, record, ttl ms: the hash lives as long
  * as the node's counts even before the next heartbeat. */
@@ -143,7 +154,7 @@ struct presence_redis {
 	struct loop_timer heartbeat_timer, sweep_timer;
 	char id[24];
 	char key_nodes[256], key_announced[256], key_leaving[256], key_mine[300], prefix[256];
-	char key_subs_closing[256], key_subs_mine[300], subs_prefix[256];
+	char key_subs_closing[256], key_subs_mine[300], subs_prefix[256], swept_prefix[256], key_swept_mine[300];
 	/* The share being written: key, count pairs for the next script. */
 	const char **share_argv;
 	size_t *share_lens;
@@ -249,6 +260,41 @@ static void send_script(struct presence_redis *r, redisCallbackFn *cb, void *pri
 		free(privdata);
 }
 
+static void share_again(struct presence_redis *r);
+static void share_clear(struct presence_redis *r);
+
+/* lua_heartbeat's answer: 0, the node was taken for dead while it did not
+ * beat (paused, stalled) and its share is gone: written again at once, on
+ * this connection (what follows goes behind it). */
+static void on_heartbeat(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	(void)privdata;
+	if (!rep)
+		return;
+	struct presence_redis *r = redis_link_user(ac);
+	if (rep->type == REDIS_REPLY_ERROR) {
+		answer_error(r, rep);
+	} else if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 0 && r->ac == ac) {
+		log_notice("presence: Redis at %s no longer had this node (taken for dead while it did not beat for "
+			   "presence_ttl); its share is written again",
+			   redis_link_where(r->link));
+		share_again(r);
+	}
+}
+
+/* lua_swept's answer: 1, a sweep closed this node's subscriptions. */
+static void on_swept(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	redisReply *rep = reply;
+	(void)privdata;
+	if (!rep || rep->type != REDIS_REPLY_INTEGER || rep->integer != 1)
+		return;
+	struct presence_redis *r = redis_link_user(ac);
+	if (r->subs.swept)
+		r->subs.swept(r->subs.arg);
+}
+
 static void heartbeat(void *arg)
 {
 	struct presence_redis *r = arg;
@@ -256,7 +302,7 @@ static void heartbeat(void *arg)
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
 	const char *keys[3] = { r->key_nodes, r->key_mine, r->key_subs_mine };
 	const char *args[3] = { r->prefix, r->id, ttl };
-	send_script(r, NULL, NULL, lua_heartbeat, 3, keys, 3, args);
+	send_script(r, on_heartbeat, NULL, lua_heartbeat, 3, keys, 3, args);
 	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
 			 heartbeat, r);
 }
@@ -297,9 +343,31 @@ static void sweep(void *arg)
 	snprintf(grace, sizeof(grace), "%lld", (long long)r->cfg->presence_grace_ms);
 	snprintf(chunk, sizeof(chunk), "%d", r->subs.closed ? SUBS_CLOSE_CHUNK : 0);
 	const char *keys[4] = { r->key_nodes, r->key_announced, r->key_leaving, r->key_subs_closing };
-	const char *args[4] = { r->prefix, grace, r->subs_prefix, chunk };
-	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 4, args);
+	const char *args[5] = { r->prefix, grace, r->subs_prefix, chunk, r->swept_prefix };
+	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 5, args);
 	loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
+}
+
+/* The whole share on the connection, ahead of the counts that follow: on
+ * a connection, and when a heartbeat finds the node taken for dead. */
+static void share_again(struct presence_redis *r)
+{
+	loop_timer_stop(r->lp, &r->heartbeat_timer);
+	loop_timer_stop(r->lp, &r->sweep_timer);
+	r->up = false;
+	r->share_first = true;
+	share_clear(r);
+	/* The subscriptions are written whole too: whether a sweep closed
+	 * them asked first, then the hash emptied. */
+	if (r->subs.connected) {
+		const char *argv[4] = { "EVAL", lua_swept, "1", r->key_swept_mine };
+		send_argv(r, on_swept, NULL, 4, argv, NULL);
+	}
+	const char *del[2] = { "DEL", r->key_subs_mine };
+	send_argv(r, NULL, NULL, 2, del, NULL);
+	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
+	if (r->subs.connected && r->ac)
+		r->subs.connected(r->subs.arg);
 }
 
 /* A connection (again): the login is queued ahead; the share follows. */
@@ -307,14 +375,7 @@ static void on_up(void *arg, redisAsyncContext *ac)
 {
 	struct presence_redis *r = arg;
 	r->ac = ac;
-	r->share_first = true;
-	r->share_n = 0;
-	/* The subscriptions are written whole too: the hash emptied first. */
-	const char *del[2] = { "DEL", r->key_subs_mine };
-	send_argv(r, NULL, NULL, 2, del, NULL);
-	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
-	if (r->subs.connected && r->ac)
-		r->subs.connected(r->subs.arg);
+	share_again(r);
 }
 
 struct presence_redis *presence_redis_new(struct loop *lp, const struct config *cfg,
@@ -342,6 +403,8 @@ struct presence_redis *presence_redis_new(struct loop *lp, const struct config *
 	snprintf(r->key_subs_closing, sizeof(r->key_subs_closing), "{%s}:presence:subs:closing", cfg->redis_stream);
 	snprintf(r->subs_prefix, sizeof(r->subs_prefix), "{%s}:presence:subs:node:", cfg->redis_stream);
 	snprintf(r->key_subs_mine, sizeof(r->key_subs_mine), "%s%s", r->subs_prefix, r->id);
+	snprintf(r->swept_prefix, sizeof(r->swept_prefix), "{%s}:presence:subs:swept:", cfg->redis_stream);
+	snprintf(r->key_swept_mine, sizeof(r->key_swept_mine), "%s%s", r->swept_prefix, r->id);
 	redis_link_start(r->link, false); /* from the loop: the hooks' owner has r in hand by then */
 	return r;
 }
@@ -512,13 +575,13 @@ void presence_redis_subs_hooks(struct presence_redis *r, const struct presence_r
 	r->subs = h ? *h : none;
 }
 
-void presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len)
+int presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len)
 {
 	char ttl[24];
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
 	const char *argv[7] = { "EVAL", lua_subs_put, "1", r->key_subs_mine, id, record, ttl };
 	size_t lens[7] = { 4, strlen(lua_subs_put), 1, strlen(r->key_subs_mine), strlen(id), len, strlen(ttl) };
-	send_argv(r, NULL, NULL, 7, argv, lens);
+	return send_argv(r, NULL, NULL, 7, argv, lens);
 }
 
 void presence_redis_subs_del(struct presence_redis *r, const char *id)

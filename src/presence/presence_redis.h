@@ -13,7 +13,8 @@
  * disagree); a node that stops (killed, cut off) drops out of every answer
  * once it expires, and the first sweep after that makes its subjects leave.
  * Its hash outlives the expiry (twice the TTL) so that sweep can read it.
- * A connection (or a reconnection, after a Redis outage) first writes the
+ * A connection (or a reconnection, after a Redis outage, or a heartbeat
+ * that finds the node was swept while it did not beat) first writes the
  * node's whole share again, then counts go as streams open and close, in
  * order on the one connection. Each step that decides a join or a leave is
  * one script, so two nodes never both announce one. A Redis link of its
@@ -80,6 +81,8 @@ int presence_redis_snapshot(struct presence_redis *r, presence_redis_snapshot_cb
  *                              user's text, opaque here)
  *   {S}:presence:subs:closing  list: records of dead nodes' subscriptions
  *                              that no live node has closed yet
+ *   {S}:presence:subs:swept:ID a mark: a sweep closed ID's subscriptions
+ *                              (a day; ID, back, takes it: swept)
  * The sweep that takes a dead node out moves its records onto the closing
  * list in the same script; each sweep then pops at most SUBS_CLOSE_CHUNK
  * of them (one node gets each) for closed. */
@@ -90,6 +93,10 @@ struct presence_redis_subs_hooks {
 	/* A dead node's subscription, this node's to close (once in the
 	 * cluster): its record, valid during the call. */
 	void (*closed)(void *arg, const char *record, size_t len);
+	/* After connected: a sweep closed what this node had put before (it
+	 * was taken for dead: cut off or paused for presence_ttl), which is
+	 * open again now. NULL: not asked. */
+	void (*swept)(void *arg);
 	void *arg;
 };
 
@@ -98,8 +105,9 @@ struct presence_redis_subs_hooks {
 void presence_redis_subs_hooks(struct presence_redis *r, const struct presence_redis_subs_hooks *h);
 
 /* This node's subscription id is open with record (put), or closed (del).
- * Dropped while the connection is down: connected puts them all again. */
-void presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len);
+ * Dropped while the connection is down: connected puts them all again.
+ * put returns 0, or -1 when dropped. */
+int presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len);
 void presence_redis_subs_del(struct presence_redis *r, const char *id);
 
 /* The live nodes' records whose id starts with prefix (exact: whose id is

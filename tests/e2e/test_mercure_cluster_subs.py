@@ -5,8 +5,10 @@ here). A subscription opened on node A is listed by node B's subscriptions
 API (the collection, one matcher's, the single document); its close takes
 it out of both lists; a SIGKILLed node's subscriptions leave every list
 within presence_ttl, and once the log keeps Mercure updates on Redis their
-close events come once, from the live node; the refusals (no token, a token
-that does not grant the path) are as on one node; with Redis stopped the
+close events come once, from the live node; a node paused past presence_ttl is
+swept likewise and, running again, lists its subscriptions again (said
+open again by events); the refusals (no token, a token that does not
+grant the path) are as on one node; with Redis stopped the
 API answers 503 with Retry-After at once while the node answers other
 requests; with workers each worker is a share and any answers for all."""
 import json
@@ -167,6 +169,55 @@ def test_mercure_cluster_killed_node_subscriptions_closed_once():
 
 
 test_mercure_cluster_killed_node_subscriptions_closed_once.timeout = 60
+
+
+def test_mercure_cluster_node_taken_for_dead_opens_its_subscriptions_again():
+    """A node paused for longer than presence_ttl (its connection to Redis
+    open) is swept: its subscriptions leave the lists, closed by events;
+    running again, its heartbeat finds it was taken for dead, its
+    subscriptions are listed again and, with events, said open again."""
+    with RedisServer() as r:
+        a, b = node(r), node(r)
+        try:
+            events = keeps_mercure_on_redis(b.port)
+            w = MStream(b.port, [("match_urlpattern", SUBS_PATTERN)], AUTH)
+            if events:
+                assert len(w.events(1)) == 1  # its own
+            s = open_sub(a.port, "paused")
+            sub = subscriber_of(b.port, "paused")
+            if events:
+                assert [json.loads(e["data"])["active"] for e in w.events(1)] == [True]
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            try:
+                wait_until(lambda: sub not in subscribers(b.port), timeout=TTL_S + 1.5, what="A taken for dead")
+                # Swept: the closes claimed, and a mark left for A.
+                wait_until(lambda: len(r.command("KEYS", "{msubs}:presence:subs:swept:*")) == 1
+                           and r.command("LLEN", "{msubs}:presence:subs:closing") == 0, what="A's closes claimed")
+                if events:
+                    closed = [json.loads(e["data"]) for e in w.events(1, timeout=TTL_S + 3)]
+                    assert [(d["subscriber"], d["active"]) for d in closed] == [(sub, False)], closed
+            finally:
+                os.kill(a.proc.pid, signal.SIGCONT)
+            wait_until(lambda: sub in subscribers(b.port), timeout=TTL_S + 1, what="A's subscription listed again")
+            a.wait_log(r"this node was taken for dead and its subscriptions closed by another; 1 opened again")
+            assert r.command("KEYS", "{msubs}:presence:subs:swept:*") == []
+            if events:
+                again = [json.loads(e["data"]) for e in w.events(1, timeout=3)]
+                assert [(d["subscriber"], d["active"]) for d in again] == [(sub, True)], again
+            s.close()
+            wait_until(lambda: subscribers(b.port) == sorted(subscribers(b.port, SUBS + "/urlpattern/"
+                                                                            + urllib.parse.quote(SUBS_PATTERN,
+                                                                                                 safe=""))),
+                       what="the close listed")
+            w.close()
+            a.stop()
+            b.stop()
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_mercure_cluster_node_taken_for_dead_opens_its_subscriptions_again.timeout = 60
 
 
 def test_mercure_cluster_subscriptions_redis_stopped_answers_503_at_once():
