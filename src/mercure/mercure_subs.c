@@ -16,6 +16,8 @@
 #include "common/rate_limit.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "core/group.h"
+#include "core/shared_records.h"
 #include "presence/presence_redis.h"
 
 struct mercure_sub {
@@ -25,18 +27,25 @@ struct mercure_sub {
 	size_t n;
 	enum mercure_kind *kinds;
 	char **matches;
-	bool shared; /* put in the node's share on some connection */
-	bool reopen; /* put before the latest (re)connection: opened again if a sweep closed it */
+	uint32_t *handles; /* in the group's records, one per matcher (0: not there); NULL without */
+	bool shared;       /* put in the node's share on some connection */
+	bool reopen;       /* put before the latest (re)connection: opened again if a sweep closed it */
 };
 
 struct mercure_subs {
 	struct loop *lp;
 	struct hub *hub;
 	struct list list;
-	struct event_batch *events;   /* subscription events on their way to the log; NULL: none */
-	struct rate_limit *budget;    /* events per client address */
-	struct presence_redis *share; /* the node's share in Redis (lent); NULL: the list is this process's */
+	struct event_batch *events;      /* subscription events on their way to the log; NULL: none */
+	struct rate_limit *budget;       /* events per client address */
+	struct presence_redis *share;    /* the node's share in Redis (lent); NULL: the list is this process's */
+	struct shared_records *table;    /* else in a group, the group's records (lent by group.c) */
+	struct loop_timer orphans_timer; /* with table: looks for a dead worker's subscriptions */
+	bool table_full_said;
 };
+
+#define ORPHANS_MS 250    /* how often a dead worker's subscriptions are looked for */
+#define ORPHANS_CHUNK 256 /* of them closed per look (the next follows at once) */
 
 #define BUDGET_KEYS 16384 /* addresses whose budgets are kept apart */
 
@@ -70,6 +79,8 @@ void mercure_subs_free(struct mercure_subs *s)
 		return;
 	if (s->share)
 		presence_redis_subs_hooks(s->share, NULL);
+	if (s->table)
+		loop_timer_stop(s->lp, &s->orphans_timer);
 	event_batch_close(s->events);
 	rate_limit_free(s->budget);
 	free(s);
@@ -303,12 +314,46 @@ static void share_closed(void *arg, const char *record, size_t len)
 	free(rec);
 }
 
+/* A dead worker's subscription, this worker's to close. */
+static void orphan_closed(void *arg, const char *rec, size_t len)
+{
+	share_closed(arg, rec, len);
+}
+
+static void orphans_tick(void *arg)
+{
+	struct mercure_subs *s = arg;
+	size_t n = 0;
+	if (shared_records_has_orphans(s->table))
+		n = shared_records_claim_orphans(s->table, ORPHANS_CHUNK, orphan_closed, s);
+	loop_timer_start(s->lp, &s->orphans_timer, n == ORPHANS_CHUNK ? 0 : ORPHANS_MS, orphans_tick, s);
+}
+
+/* sub's records in the group's table. */
+static void table_put(struct mercure_subs *s, struct mercure_sub *sub)
+{
+	sub->handles = xcalloc(sub->n ? sub->n : 1, sizeof(*sub->handles));
+	for (size_t i = 0; i < sub->n; i++) {
+		size_t len;
+		char *rec = mercure_subs_record(sub->hub_path, sub->kinds[i], sub->matches[i], sub->subscriber, &len);
+		sub->handles[i] = shared_records_add(s->table, (unsigned)group_index(), rec, len);
+		if (!sub->handles[i] && !s->table_full_said)
+			log_warn("mercure: the group's table of subscriptions is full (2 x presence_max_keys cells); "
+				 "a subscription is left out of the subscriptions API's answers");
+		s->table_full_said |= !sub->handles[i];
+		free(rec);
+	}
+}
+
 void mercure_subs_share(struct mercure_subs *s, struct presence_redis *r)
 {
 	s->share = r;
 	if (r) {
 		struct presence_redis_subs_hooks h = { share_connected, share_closed, share_swept, s };
 		presence_redis_subs_hooks(r, &h);
+	} else if (group_on() && group_records() && s->lp) {
+		s->table = group_records();
+		loop_timer_start(s->lp, &s->orphans_timer, ORPHANS_MS, orphans_tick, s);
 	}
 }
 
@@ -335,6 +380,8 @@ struct mercure_sub *mercure_subs_add(struct mercure_subs *s, const char *hub_pat
 	}
 	if (s->share)
 		share_put(s->share, sub);
+	if (s->table)
+		table_put(s, sub);
 	list_push(&s->list, &sub->node);
 	return sub;
 }
@@ -351,8 +398,11 @@ void mercure_subs_remove(struct mercure_subs *s, struct mercure_sub *sub)
 			presence_redis_subs_del(s->share, id);
 			free(id);
 		}
+		if (sub->handles)
+			shared_records_del(s->table, sub->handles[i]);
 	}
 	list_unlink(&s->list, &sub->node);
+	free(sub->handles);
 	for (size_t i = 0; i < sub->n; i++)
 		free(sub->matches[i]);
 	free(sub->matches);
@@ -503,6 +553,24 @@ static char *answer_end(struct answer *a, size_t *len)
 	return a->t.p;
 }
 
+/* A record of the group's table, added to an answer when it asks for it. */
+struct table_pass {
+	struct answer *a;
+	const char *hub_path;
+};
+
+static void table_doc(void *arg, const char *record, size_t len)
+{
+	struct table_pass *tp = arg;
+	char *rec = xstrndup(record, len);
+	struct mercure_sub_view v;
+	if (mercure_subs_record_parse(rec, len, &v) && mercure_subs_query_wants(tp->a->q, tp->hub_path, &v)) {
+		struct one o = { v.hub_path, v.kind, v.match, v.subscriber };
+		answer_doc(tp->a, &o);
+	}
+	free(rec);
+}
+
 char *mercure_subs_answer(struct mercure_subs *s, const char *hub_path, const char *rest, size_t *len)
 {
 	struct mercure_subs_query q;
@@ -510,6 +578,13 @@ char *mercure_subs_answer(struct mercure_subs *s, const char *hub_path, const ch
 		return NULL;
 	struct answer a = { &q, { 0 }, 0 };
 	answer_begin(&a, hub_path, rest);
+	if (s->table) {
+		struct table_pass tp = { &a, hub_path };
+		shared_records_each(s->table, 0, table_doc, &tp);
+		char *out = answer_end(&a, len);
+		mercure_subs_query_free(&q);
+		return out;
+	}
 	for (const struct list_node *n = s->list.first; n; n = n->next) {
 		const struct mercure_sub *sub = list_item(n, const struct mercure_sub, node);
 		for (size_t i = 0; i < sub->n; i++) {

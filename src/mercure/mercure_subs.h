@@ -11,7 +11,8 @@
  * in the node's presence share (presence_redis.h, mercure_subs_share):
  * the answers then read every live node's, and a dead node's
  * subscriptions are closed (their events appended) by the one live node
- * that claims them. Events need a log that keeps Mercure ids
+ * that claims them. In a group of workers without Redis the copy is in
+ * the group's shared records, to the same ends. Events need a log that keeps Mercure ids
  * (store_keeps_mercure).
  * Each client address has a budget of events a minute
  * (mercure_subs_admit), so that subscribers cannot push published events
@@ -71,9 +72,13 @@ void mercure_subs_remove(struct mercure_subs *s, struct mercure_sub *sub);
  * or NULL when rest names no subscription or collection (404). */
 char *mercure_subs_answer(struct mercure_subs *s, const char *hub_path, const char *rest, size_t *len);
 
-/* Keep the list in r too (the node's share in Redis; NULL: this
- * process's only): what is open now is written at r's next connection,
- * and answers (mercure_subs_ask) read the cluster's. r outlives s. */
+/* Keep the list in r too (the node's share in Redis): what is open now is
+ * written at r's next connection, and answers (mercure_subs_ask) read the
+ * cluster's. r NULL, in a worker of a group: in the group's records
+ * (group_records, shared_records.h) instead, which answers read, and a
+ * dead worker's subscriptions are closed (their events appended) by the
+ * one live worker that claims them. r outlives s. Once, after
+ * mercure_subs_new, before any subscription. */
 void mercure_subs_share(struct mercure_subs *s, struct presence_redis *r);
 
 /* The answer of mercure_subs_answer, for the cluster when s has a share

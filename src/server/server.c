@@ -430,7 +430,9 @@ int server_start(struct server *srv, int argc, char **argv)
 	if (srv->cfg.presence)
 		srv->msubs = mercure_subs_new(srv->lp, srv->st, srv->hub, &srv->m);
 	/* With the log on Redis, kept in the node's presence share there too,
-	 * so that any node answers for the cluster. */
+	 * so that any node answers for the cluster; else in a group of
+	 * workers, in the group's shared records, so that any worker answers
+	 * for the group. */
 	if (srv->msubs && srv->cfg.mercure_subscriptions)
 		mercure_subs_share(srv->msubs, presence_share(srv->presence));
 	srv->msets = mercure_sets_new(&srv->m);

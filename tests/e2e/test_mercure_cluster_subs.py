@@ -10,16 +10,20 @@ swept likewise and, running again, lists its subscriptions again (said
 open again by events); the refusals (no token, a token that does not
 grant the path) are as on one node; with Redis stopped the
 API answers 503 with Retry-After at once while the node answers other
-requests; with workers each worker is a share and any answers for all."""
+requests; with workers on Redis each worker is a share and any answers
+for all, and with workers on SQLite the group's shared records answer for
+all, a killed worker's subscriptions closed once by the live one."""
 import json
 import os
+import re
 import signal
 import tempfile
 import time
 import urllib.parse
 
 from harness import Herald, RedisServer, connect, request, wait_until
-from test_mercure import HUB, SECRET, MStream, access, legacy, mpublish
+from test_mercure import HUB, SECRET, MStream, access, mpublish
+from test_workers import _worker_readers
 
 SUBS = "/.well-known/mercure/subscriptions"
 SUBS_PATTERN = SUBS + "/:type/:match/:subscriber"
@@ -281,3 +285,62 @@ def test_mercure_cluster_subscriptions_workers_one_answer():
 
 
 test_mercure_cluster_subscriptions_workers_one_answer.timeout = 60
+
+
+def _mopen_on(port, worker, params, headers=None, tries=60):
+    """A Mercure subscription the kernel handed to `worker` (as
+    test_workers._open_on does for streams)."""
+    for _ in range(tries):
+        before = _worker_readers(port)
+        s = MStream(port, params, headers)
+        assert s.status == 200, s.status
+        wait_until(lambda: sum(_worker_readers(port).values()) > sum(before.values()), what="the reader counted")
+        after = _worker_readers(port)
+        if [w for w in after if after[w] > before.get(w, 0)] == [worker]:
+            return s
+        s.sock.close()
+        wait_until(lambda: sum(_worker_readers(port).values()) == sum(before.values()), what="a stray one's close")
+    raise AssertionError(f"no subscription landed on worker {worker} in {tries} tries")
+
+
+def test_mercure_workers_on_sqlite_one_answer_and_a_killed_worker_closed():
+    """workers = 2 on SQLite: any worker answers for both (the group's
+    shared records); a worker killed with SIGKILL has its subscriptions
+    taken out of the list and closed by events, once, from the live
+    worker."""
+    tmp = tempfile.mkdtemp(prefix="herald-test-")
+    with open(os.path.join(tmp, "secret"), "w") as f:
+        f.write(SECRET)
+    conf = ("jwt_algorithm = HS256\njwt_secret_file = %s\nmercure_url = %s\nmercure_anonymous = on\n"
+            "mercure_subscriptions = on\nper_address_limit = 0\nworkers = 2\n" % (os.path.join(tmp, "secret"), HUB))
+    with Herald(dir=tmp, config=conf, redis=None) as h:
+        on0 = _mopen_on(h.port, 0, [("match", "w/0")])
+        on1 = [_mopen_on(h.port, 1, [("match", f"w/1/{i}")]) for i in range(2)]
+        dead = sorted(subscriber_of(h.port, f"w/1/{i}") for i in range(2))
+        # The watcher, on the worker that stays (a stray one's events may
+        # still come: only the dead worker's subscribers are looked at).
+        w = _mopen_on(h.port, 0, [("match_urlpattern", SUBS_PATTERN)], AUTH)
+        for _ in range(8):  # a new connection each: whichever worker answers, all four
+            assert len(subscribers(h.port)) == 4
+        _, _, body = request(h.port, "GET", "/metrics")
+        pids = {int(k): int(p) for k, p in re.findall(r'^herald_worker_pid\{worker="(\d+)"\} (\d+)$', body.decode(),
+                                                      re.M)}
+        mark = h.log_size()
+        os.kill(pids[1], signal.SIGKILL)
+        h.wait_log(r"worker 1 \(pid %d\) was killed by signal 9" % pids[1], since=mark)
+        wait_until(lambda: not set(subscribers(h.port)) & set(dead), what="the killed worker's subscriptions gone")
+        closed, deadline = [], time.monotonic() + 3
+        while len(closed) < 2 and time.monotonic() < deadline:
+            closed += [d for d in (json.loads(e["data"]) for e in w.events(1, timeout=0.5)) if d["subscriber"] in dead]
+        assert sorted(d["subscriber"] for d in closed) == dead and not any(d["active"] for d in closed), closed
+        again = [json.loads(e["data"]) for e in w.events(10, timeout=1.0)]
+        assert not [d for d in again if d["subscriber"] in dead], again  # once
+        on0.close()
+        wait_until(lambda: len(subscribers(h.port)) == 1, what="the watcher alone")
+        for s in on1:
+            s.sock.close()
+        w.close()
+        h.stop()
+
+
+test_mercure_workers_on_sqlite_one_answer_and_a_killed_worker_closed.timeout = 60
