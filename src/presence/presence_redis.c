@@ -31,6 +31,7 @@
 #define SHARE_CHUNK 512      /* keys per script call when the share is written whole */
 #define SWEEP_MS 500         /* how often dead nodes and due leaves are looked for */
 #define SUBS_CLOSE_CHUNK 256 /* dead nodes' subscriptions one sweep closes (another follows at once) */
+#define SUBS_PUT_CHUNK 256   /* subscriptions per HSET when they are written whole */
 
 /* Lua shared by the scripts: Redis' clock, the live nodes (KEYS[1]), and
  * a key's streams over them (ARGV[1] is the nodes' hash prefix). */
@@ -97,11 +98,6 @@ static const char lua_heartbeat[] = LUA_COMMON "if not redis.call('ZSCORE', KEYS
  * 1: there was one (taken, so said once). */
 static const char lua_swept[] = "if redis.call('DEL', KEYS[1]) == 1 then return 1 end return 0";
 
-/* KEYS my subscriptions; ARGV id, record, ttl ms: the hash lives as long
- * as the node's counts even before the next heartbeat. */
-static const char lua_subs_put[] = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
-				   "redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[3])) return 0";
-
 /* KEYS nodes; ARGV the subscriptions' hash prefix, id or prefix, exact
  * (1/0), cap. {cut (1/0), records}: the live nodes' records whose id is
  * (exact) or starts with the given one, at most cap. */
@@ -161,6 +157,12 @@ struct presence_redis {
 	char **share_owned;
 	size_t share_n;
 	bool share_first;
+	/* The subscriptions being written whole: id, record pairs for the
+	 * next HSET. */
+	bool subs_batch;
+	char **subs_owned;
+	size_t *subs_lens;
+	size_t subs_n;
 };
 
 /* The link's connection went: said once an outage; the link tries again. */
@@ -262,6 +264,8 @@ static void send_script(struct presence_redis *r, redisCallbackFn *cb, void *pri
 
 static void share_again(struct presence_redis *r);
 static void share_clear(struct presence_redis *r);
+static void subs_flush(struct presence_redis *r);
+static void subs_expire(struct presence_redis *r);
 
 /* lua_heartbeat's answer: 0, the node was taken for dead while it did not
  * beat (paused, stalled) and its share is gone: written again at once, on
@@ -366,8 +370,13 @@ static void share_again(struct presence_redis *r)
 	const char *del[2] = { "DEL", r->key_subs_mine };
 	send_argv(r, NULL, NULL, 2, del, NULL);
 	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
-	if (r->subs.connected && r->ac)
-		r->subs.connected(r->subs.arg);
+	if (r->subs.connected && r->ac) {
+		r->subs_batch = true;
+		r->subs.connected(r->subs.arg); /* puts, gathered in HSETs of SUBS_PUT_CHUNK */
+		subs_flush(r);
+		r->subs_batch = false;
+		subs_expire(r);
+	}
 }
 
 /* A connection (again): the login is queued ahead; the share follows. */
@@ -428,6 +437,9 @@ void presence_redis_free(struct presence_redis *r)
 	r->ac = NULL;
 	redis_link_free(r->link);
 	share_clear(r);
+	subs_flush(r); /* nothing is left to send: frees what a batch held */
+	free(r->subs_owned);
+	free(r->subs_lens);
 	free(r->share_argv);
 	free(r->share_lens);
 	free(r->share_owned);
@@ -575,13 +587,63 @@ void presence_redis_subs_hooks(struct presence_redis *r, const struct presence_r
 	r->subs = h ? *h : none;
 }
 
+/* The hash lives as long as the node's counts, even before the next
+ * heartbeat (a hash emptied is gone, and comes back without one). */
+static void subs_expire(struct presence_redis *r)
+{
+	char ms[24];
+	snprintf(ms, sizeof(ms), "%lld", 2 * (long long)r->cfg->presence_ttl_ms);
+	const char *argv[3] = { "PEXPIRE", r->key_subs_mine, ms };
+	send_argv(r, NULL, NULL, 3, argv, NULL);
+}
+
+/* Send the pairs gathered so far as one HSET. */
+static void subs_flush(struct presence_redis *r)
+{
+	if (r->subs_n) {
+		size_t argc = 2 + r->subs_n;
+		const char **argv = xmalloc(argc * sizeof(*argv));
+		size_t *lens = xmalloc(argc * sizeof(*lens));
+		argv[0] = "HSET";
+		lens[0] = 4;
+		argv[1] = r->key_subs_mine;
+		lens[1] = strlen(r->key_subs_mine);
+		for (size_t i = 0; i < r->subs_n; i++) {
+			argv[2 + i] = r->subs_owned[i];
+			lens[2 + i] = r->subs_lens[i];
+		}
+		send_argv(r, NULL, NULL, (int)argc, argv, lens);
+		free(argv);
+		free(lens);
+	}
+	for (size_t i = 0; i < r->subs_n; i++)
+		free(r->subs_owned[i]);
+	r->subs_n = 0;
+}
+
 int presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len)
 {
-	char ttl[24];
-	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
-	const char *argv[7] = { "EVAL", lua_subs_put, "1", r->key_subs_mine, id, record, ttl };
-	size_t lens[7] = { 4, strlen(lua_subs_put), 1, strlen(r->key_subs_mine), strlen(id), len, strlen(ttl) };
-	return send_argv(r, NULL, NULL, 7, argv, lens);
+	if (!r->ac)
+		return -1;
+	if (r->subs_batch) {
+		if (!r->subs_owned) {
+			r->subs_owned = xmalloc(2 * SUBS_PUT_CHUNK * sizeof(*r->subs_owned));
+			r->subs_lens = xmalloc(2 * SUBS_PUT_CHUNK * sizeof(*r->subs_lens));
+		}
+		r->subs_lens[r->subs_n] = strlen(id);
+		r->subs_owned[r->subs_n++] = xstrdup(id);
+		r->subs_lens[r->subs_n] = len;
+		r->subs_owned[r->subs_n++] = xstrndup(record, len);
+		if (r->subs_n == 2 * SUBS_PUT_CHUNK)
+			subs_flush(r);
+		return 0;
+	}
+	const char *argv[4] = { "HSET", r->key_subs_mine, id, record };
+	size_t lens[4] = { 4, strlen(r->key_subs_mine), strlen(id), len };
+	if (send_argv(r, NULL, NULL, 4, argv, lens) < 0)
+		return -1;
+	subs_expire(r);
+	return 0;
 }
 
 void presence_redis_subs_del(struct presence_redis *r, const char *id)

@@ -9,13 +9,16 @@ close events come once, from the live node; a node paused past presence_ttl is
 swept likewise and, running again, lists its subscriptions again (said
 open again by events); the refusals (no token, a token that does not
 grant the path) are as on one node; with Redis stopped the
-API answers 503 with Retry-After at once while the node answers other
-requests; with workers on Redis each worker is a share and any answers
+API answers 503 with Retry-After at once, and with Redis hung once the
+answer is late, while the node answers other requests; Redis back
+without its data is given the node's subscriptions again (in HSETs of a
+few hundred); with workers on Redis each worker is a share and any answers
 for all, and with workers on SQLite the group's shared records answer for
 all, a killed worker's subscriptions closed once by the live one."""
 import json
 import os
 import re
+import shutil
 import signal
 import tempfile
 import time
@@ -120,7 +123,13 @@ def test_mercure_cluster_subscriptions_listed_by_every_node():
             t.close()
             for n in (a, b):
                 wait_until(lambda: subscribers(n.port) == [], what="B's close on every node's list")
+            # A clean stop with a subscription open takes it out of the list
+            # as it closes, not at the node's expiry.
+            u = open_sub(a.port, "open at the stop")
+            subscriber_of(b.port, "open at the stop")
             a.stop()
+            assert subscribers(b.port) == []
+            u.sock.close()
             b.stop()
         finally:
             a.kill()
@@ -247,18 +256,27 @@ def test_mercure_cluster_subscriptions_redis_stopped_answers_503_at_once():
                 os.kill(r.pid, signal.SIGCONT)
             wait_until(lambda: listing(a.port)[0] == 200, what="the answer with Redis back")
             # Redis stopped: 503 at once.
-            r.stop()
+            r.kill()
             wait_until(lambda: listing(a.port)[0] == 503, what="the answer without Redis")
             t0 = time.monotonic()
             st, hd, _ = request(a.port, "GET", SUBS, headers=AUTH)
             assert st == 503 and hd["retry-after"] == "1" and 'rel="mercure"' in hd["link"]
             assert time.monotonic() - t0 < 1.0
             assert request(a.port, "GET", meta)[0] == 200
-            # Back: the node's subscriptions are written again.
+            # Back without its data: the node's subscriptions are written
+            # again (more than one HSET's worth: five of 64 matchers, and x).
+            many = [MStream(a.port, [("match", f"m/{k}/{i}") for i in range(64)]) for k in range(5)]
+            assert all(m.status == 200 for m in many)
+            shutil.rmtree(os.path.join(r.dir, "appendonlydir"), ignore_errors=True)
             r.start()
-            wait_until(lambda: listing(a.port)[0] == 200 and len(listing(a.port)[2]["subscriptions"]) == 1,
+            wait_until(lambda: listing(a.port)[0] == 200 and len(listing(a.port)[2]["subscriptions"]) == 321,
                        timeout=15, what="the share written again after Redis came back")
+            live = r.command("ZRANGE", "{msubs}:presence:nodes", 0, 0)[0].decode()
+            assert r.command("PTTL", "{msubs}:presence:subs:node:" + live) > 0  # it expires with the node
+            for m in many:
+                m.close()
             s.close()
+            wait_until(lambda: listing(a.port)[2]["subscriptions"] == [], what="every close")
             a.stop()
         finally:
             a.kill()
