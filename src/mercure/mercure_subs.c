@@ -301,7 +301,8 @@ static void share_swept(void *arg)
 		   n);
 }
 
-/* A dead node's subscription, this node's to close: its event. */
+/* A dead node's (or in a group a dead worker's) subscription, this one's
+ * to close: its event. */
 static void share_closed(void *arg, const char *record, size_t len)
 {
 	struct mercure_subs *s = arg;
@@ -314,18 +315,12 @@ static void share_closed(void *arg, const char *record, size_t len)
 	free(rec);
 }
 
-/* A dead worker's subscription, this worker's to close. */
-static void orphan_closed(void *arg, const char *rec, size_t len)
-{
-	share_closed(arg, rec, len);
-}
-
 static void orphans_tick(void *arg)
 {
 	struct mercure_subs *s = arg;
 	size_t n = 0;
 	if (shared_records_has_orphans(s->table))
-		n = shared_records_claim_orphans(s->table, ORPHANS_CHUNK, orphan_closed, s);
+		n = shared_records_claim_orphans(s->table, ORPHANS_CHUNK, share_closed, s);
 	loop_timer_start(s->lp, &s->orphans_timer, n == ORPHANS_CHUNK ? 0 : ORPHANS_MS, orphans_tick, s);
 }
 

@@ -57,7 +57,9 @@ static const char lua_del[] = LUA_COMMON "local n = redis.call('HINCRBY', KEYS[4
 					 "redis.call('ZADD', KEYS[3], 'NX', now, ARGV[2]) end return 0";
 
 /* KEYS nodes, announced, leaving, closing; ARGV prefix, grace ms, the
- * subscriptions' hash prefix, how many to close, the swept marks' prefix.
+ * subscriptions' hash prefix, how many to close, the swept marks' prefix,
+ * the caller's id (never its own sweeper: a node that ran late finds
+ * itself expired, and its next heartbeat brings it back).
  * Two arrays: the keys that leave now and the dead nodes' subscription
  * records to close now (this caller announces both). A dead node's
  * records go onto the closing list whole, with its counts' removal, so
@@ -66,7 +68,7 @@ static const char lua_del[] = LUA_COMMON "local n = redis.call('HINCRBY', KEYS[4
 static const char lua_sweep[] =
 	LUA_COMMON "local now = now_ms() local nodes = live(now) "
 		   "for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do "
-		   "local h = ARGV[1] .. d "
+		   "if d ~= ARGV[6] then local h = ARGV[1] .. d "
 		   "for _, k in ipairs(redis.call('HKEYS', h)) do "
 		   "if redis.call('HEXISTS', KEYS[2], k) == 1 and total(nodes, k) == 0 then "
 		   "redis.call('ZADD', KEYS[3], 'NX', now, k) end end "
@@ -75,7 +77,7 @@ static const char lua_sweep[] =
 		   "for i = 1, #recs, 1000 do "
 		   "redis.call('RPUSH', KEYS[4], unpack(recs, i, math.min(i + 999, #recs))) end "
 		   "if #recs > 0 then redis.call('SET', ARGV[5] .. d, 1, 'PX', 86400000) end "
-		   "redis.call('DEL', sh) redis.call('ZREM', KEYS[1], d) end "
+		   "redis.call('DEL', sh) redis.call('ZREM', KEYS[1], d) end end "
 		   "local out = {} "
 		   "for _, k in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))) do "
 		   "redis.call('ZREM', KEYS[3], k) "
@@ -247,9 +249,13 @@ static void on_keys(redisAsyncContext *ac, void *reply, void *privdata)
 static void send_script(struct presence_redis *r, redisCallbackFn *cb, void *privdata, const char *script, int nkeys,
 			const char *const *keys, int nargs, const char *const *args)
 {
-	const char *argv[12];
+	const char *argv[16]; /* EVAL, the script, the count, up to 13 keys and args */
 	char n[8];
 	int argc = 0;
+	if (nkeys + nargs > 13) {
+		log_err("presence: a script of %d keys and %d arguments is not sent", nkeys, nargs);
+		return;
+	}
 	snprintf(n, sizeof(n), "%d", nkeys);
 	argv[argc++] = "EVAL";
 	argv[argc++] = script;
@@ -347,8 +353,8 @@ static void sweep(void *arg)
 	snprintf(grace, sizeof(grace), "%lld", (long long)r->cfg->presence_grace_ms);
 	snprintf(chunk, sizeof(chunk), "%d", r->subs.closed ? SUBS_CLOSE_CHUNK : 0);
 	const char *keys[4] = { r->key_nodes, r->key_announced, r->key_leaving, r->key_subs_closing };
-	const char *args[5] = { r->prefix, grace, r->subs_prefix, chunk, r->swept_prefix };
-	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 5, args);
+	const char *args[6] = { r->prefix, grace, r->subs_prefix, chunk, r->swept_prefix, r->id };
+	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 6, args);
 	loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
 }
 
