@@ -406,10 +406,7 @@ static void enqueue(struct publish_queue *q, struct conn *c, const struct publis
 	conn_wait(c);
 }
 
-/* The request's Idempotency-Key into key (IDEM_KEY_MAX + 1 bytes).
- * Returns 1, 0 when there is none, or -1 with *why set (malformed, or the
- * header twice). */
-static int idempotency_key(const struct http_request *req, char *key, const char **why)
+int publish_idempotency_key(const struct http_request *req, char *key, const char **why)
 {
 	const struct http_header *found = NULL;
 	for (size_t i = 0; i < req->nheaders; i++) {
@@ -457,7 +454,7 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 		return;
 	}
 	char key[IDEM_KEY_MAX + 1];
-	int keyed = idempotency_key(req, key, &why);
+	int keyed = publish_idempotency_key(req, key, &why);
 	if (keyed < 0) {
 		jwt_rights_free(&rights.jwt);
 		conn_refuse(c, 400, "bad_idempotency_key", why, NULL);
@@ -532,7 +529,10 @@ void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mer
 				   .fields = *fields,
 				   .mercure_id = u->id,
 				   .mercure = u->block,
-				   .mercure_len = u->block_len };
+				   .mercure_len = u->block_len,
+				   .idem_key = u->idem_key,
+				   .idem_publisher = u->idem_publisher };
+	memcpy(it.idem_hash, u->idem_hash, sizeof(it.idem_hash));
 	memset(u, 0, sizeof(*u)); /* the item owns the strings now */
 	http_head_init(fields, 0);
 	enqueue(q, c, &it);
@@ -545,6 +545,8 @@ void publish_mercure_free(struct publish_mercure *u)
 	free(u->data);
 	free(u->id);
 	free(u->block);
+	free(u->idem_key);
+	free(u->idem_publisher);
 	memset(u, 0, sizeof(*u));
 }
 
@@ -561,7 +563,7 @@ static void answer_conflict(struct publish_item *it, int64_t id)
 		 "this Idempotency-Key was used for event %lld with another request body; a retry must send the "
 		 "same body, a new event a new key",
 		 (long long)id);
-	conn_refuse(it->c, 422, "idempotency_key_reused", msg, NULL);
+	conn_refuse(it->c, 422, "idempotency_key_reused", msg, it->mercure_id ? &it->fields : NULL);
 }
 
 /* Answer the item's request with its CORS headers (and a Mercure
@@ -592,8 +594,13 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 		struct publish_item *it = &q->items[i];
 		if (res && res[i].outcome == STORE_KEY_CONFLICT) {
 			answer_conflict(it, res[i].id);
-		} else if (res && it->c && it->mercure_id) {
-			answer_mercure(q, it);
+		} else if (res && it->mercure_id) {
+			if (res[i].outcome == STORE_STORED && res[i].earlier)
+				log_warn("mercure: update id %s already names event %lld, which keeps it (the earliest "
+					 "wins): a resume from it starts after that event; this update is event %lld",
+					 it->mercure_id, (long long)res[i].earlier, (long long)res[i].id);
+			if (it->c)
+				answer_mercure(q, it);
 		} else if (it->c) {
 			if (res) {
 				/* A replay is answered as the original was. */

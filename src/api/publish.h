@@ -17,6 +17,7 @@
 #include "hub/hub.h"
 #include "common/loop.h"
 #include "core/metrics.h"
+#include "store/idempotency.h"
 #include "store/store.h"
 
 struct publish_queue;
@@ -52,6 +53,10 @@ struct publish_mercure {
 	char *id;
 	char *block;
 	size_t block_len;
+	/* An Idempotency-Key (NULL: none), its publisher (idempotency.h) and
+	 * the body's fingerprint, as for POST /api/events. */
+	char *idem_key, *idem_publisher;
+	char idem_hash[IDEM_HEX_LEN];
 };
 
 /* Queue u for the group commit like any publish (taking over its
@@ -60,6 +65,11 @@ struct publish_mercure {
  * (left empty). */
 void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mercure *u, struct http_head *fields);
 void publish_mercure_free(struct publish_mercure *u);
+
+/* The request's Idempotency-Key into key (IDEM_KEY_MAX + 1 bytes), as both
+ * publish endpoints read it: 1, 0 when there is none, or -1 with *why set
+ * (malformed, or the header twice). */
+int publish_idempotency_key(const struct http_request *req, char *key, const char **why);
 
 /* herald's one rule for a publish that shows no token, on POST /api/events
  * and on the Mercure endpoint alike (docs/SECURITY.md, "Who may publish"):

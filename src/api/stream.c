@@ -368,6 +368,11 @@ void streams_set_presence(struct streams *s, struct presence *presence)
 	s->presence = presence;
 }
 
+struct presence *streams_presence(const struct streams *s)
+{
+	return s->presence;
+}
+
 void streams_set_limits(struct streams *s, int64_t max_readers, int64_t max_sockets)
 {
 	s->max_readers = max_readers;

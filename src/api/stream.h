@@ -62,8 +62,10 @@ void streams_free(struct streams *s);
  * through streams_jwt. */
 void streams_set_jwt(struct streams *s, struct jwt_verifier *jwt);
 struct jwt_verifier *streams_jwt(const struct streams *s);
-/* Who reads what, or NULL: lent by the server, which owns it. */
+/* Who reads what, or NULL: lent by the server, which owns it; other
+ * handlers (Mercure) register their streams with it too. */
 void streams_set_presence(struct streams *s, struct presence *presence);
+struct presence *streams_presence(const struct streams *s);
 /* The caps: max_readers streams open at once (in a group, the group's; 0:
  * none) and max_sockets descriptors this process's readers may hold (from
  * the open-file limit). */

@@ -6,12 +6,14 @@
 #include "mercure/mercure.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/addr.h"
+#include "common/log.h"
 #include "hub/frame.h"
 #include "store/idempotency.h"
 #include "auth/jwt.h"
@@ -22,6 +24,8 @@
 #include "common/text.h"
 #include "mercure/urlpattern.h"
 #include "common/util.h"
+#include "presence/presence.h"
+#include "core/topic.h"
 
 #define MERCURE_MAX_TOPICS 64 /* topic fields of one update */
 
@@ -170,6 +174,9 @@ struct msub {
 	struct mercure_set *want_set, *grant_set; /* grant_set NULL: no grants */
 	struct mercure_subs *subs;                /* where sub is registered (the presence registry's) */
 	struct mercure_sub *sub;
+	char *subject;             /* the token's "sub" (owned) until msub_count */
+	struct presence *presence; /* lent: where reg is counted */
+	struct presence_reg *reg;  /* NULL: not counted */
 };
 
 static void msub_free(void *arg)
@@ -179,6 +186,8 @@ static void msub_free(void *arg)
 		return;
 	if (m->sub)
 		mercure_subs_remove(m->subs, m->sub);
+	presence_unregister(m->presence, m->reg);
+	free(m->subject);
 	if (m->want_set)
 		mercure_sets_release(m->sets, m->want_set);
 	if (m->grant_set)
@@ -213,6 +222,34 @@ static void msub_intern(struct msub *m, struct mercure_sets *sets)
 	if (m->grants.subscribe.n)
 		m->grant_set = mercure_sets_intern(sets, &m->grants.subscribe, m->base);
 	mercure_grants_free(&m->grants);
+}
+
+/* Count the opened subscriber with presence (NULL: off) under what its
+ * matchers read, with its token's subject: an exact topic under the name
+ * its rows carry (mercure_row_topic), "*" as "*". URL patterns are not
+ * counted (docs/presence.md): a topic's readers are found under the few
+ * patterns that can cover it, and a URL pattern is none of them. */
+static void msub_count(struct msub *m, struct presence *p)
+{
+	const struct mercure_matchers *l = mercure_set_matchers(m->want_set);
+	char **names = xmalloc((l->n + 1) * sizeof(*names));
+	size_t n = 0;
+	for (size_t i = 0; p && i < l->n; i++) {
+		if (l->v[i].kind == MERCURE_ANY)
+			names[n++] = xstrdup("*");
+		else if (l->v[i].kind == MERCURE_EXACT)
+			names[n++] = mercure_row_topic(l->v[i].text);
+	}
+	n = topic_patterns_reduce(names, n); /* "*" covers the rest; a topic repeated counts once */
+	if (n) {
+		m->presence = p;
+		m->reg = presence_register(p, names, n, m->subject);
+	}
+	while (n)
+		free(names[--n]);
+	free(names);
+	free(m->subject);
+	m->subject = NULL;
 }
 
 /* Wanted by a matcher on one of the update's topics, and public or
@@ -256,23 +293,24 @@ static int judge_sight(void *arg, const struct store_event *ev)
 	return 1;
 }
 
-/* The resume point for the id a subscriber with grants g sent: -1 (from
- * now on, with *found false) when the log has no such event, and when the
- * id names an update the subscriber may not see, so that neither its
- * existence nor its place is told. herald's own numbers are places in the
- * log, taken for any number in its range whatever the row there. */
-static int64_t resume_of(const struct mercure *mc, const char *id, const struct mercure_grants *g, bool *found)
+/* Whether the resume id must be looked up in the log's map of Mercure
+ * ids: not "earliest", not one of herald's numbers, and a value an
+ * update's id could be. */
+static bool resume_needs_lookup(const char *id)
 {
-	int64_t ev = 0;
+	return strcmp(id, "earliest") != 0 && !all_digits(id, strlen(id)) && mercure_value_valid(id, strlen(id));
+}
+
+/* The resume point for an id that needs no lookup: "earliest", or one of
+ * herald's numbers, a place in the log taken for any number in its range
+ * whatever the row there; -1 (from now on, *found false) otherwise. */
+static int64_t resume_of_place(const struct mercure *mc, const char *id, bool *found)
+{
 	*found = true;
 	if (strcmp(id, "earliest") == 0)
 		return store_pruned_through(mc->st);
-	if (store_mercure_find(mc->st, id, &ev) == 1) {
-		struct sight w = { g, false };
-		if (store_read_range(mc->st, ev - 1, ev, 1, judge_sight, &w) == 1 && w.visible)
-			return ev;
-	} else if (all_digits(id, strlen(id))) {
-		ev = strtoll(id, NULL, 10);
+	if (all_digits(id, strlen(id))) {
+		int64_t ev = strtoll(id, NULL, 10);
 		if (ev <= hub_high_water(mc->hub) && ev >= store_pruned_through(mc->st))
 			return ev;
 	}
@@ -300,6 +338,114 @@ static bool subscription_events_admitted(const struct mercure *mc, struct conn *
 		    "it closes, and mercure_subscription_events caps those a minute",
 		    "Retry-After", retry);
 	return false;
+}
+
+/* A subscription that has passed every check, opening once its resume
+ * point is known. */
+struct opening {
+	struct mercure mc; /* a copy: the caller's may live only for the request */
+	struct conn *c;    /* NULL once it closed while the lookup was out */
+	struct msub *m;
+	struct admission_ticket *ticket;
+	struct mercure_subs *subs; /* NULL: no subscription events */
+	int64_t exp;
+	int64_t resume;  /* -1: from now on */
+	char *resume_id; /* what Mercure-Last-Event-ID says; NULL: no resume asked */
+	struct http_head extra;
+	bool looking; /* the lookup has not answered yet */
+	bool in_call; /* inside store_mercure_find: its answer is handled after */
+	int failed;   /* the lookup's error, or 0 */
+};
+
+static void opening_free(struct opening *op)
+{
+	msub_free(op->m);
+	free(op->resume_id);
+	http_head_free(&op->extra);
+	free(op);
+}
+
+/* Open the stream with what the opening holds; frees it. */
+static void opening_open(struct opening *op)
+{
+	const struct mercure *mc = &op->mc;
+	struct msub *m = op->m;
+	struct reader_spec spec = { .resume = op->resume,
+				    .format = FRAME_MERCURE,
+				    .accepts = msub_accepts,
+				    .accepts_arg = m,
+				    .accepts_free = msub_free,
+				    .expires_at = op->exp ? op->exp + mc->cfg->jwt_leeway_s : 0 };
+	if (op->resume_id)
+		http_head_add(&op->extra, "Mercure-Last-Event-ID", op->resume_id);
+	msub_intern(m, mc->sets);
+	spec.keys = mercure_set_keys(m->want_set, &spec.nkeys);
+	op->m = NULL; /* the reader's now */
+	stream_open_spec(mc->streams, op->c, op->ticket, &spec, &op->extra);
+	msub_count(m, streams_presence(mc->streams));
+	if (op->subs) {
+		char path[2200];
+		hub_path(m->base, path, sizeof(path));
+		m->subs = op->subs;
+		m->sub = mercure_subs_add(op->subs, path, mercure_set_matchers(m->want_set));
+	}
+	opening_free(op);
+}
+
+/* The subscriber went away while its resume point was being looked up:
+ * its place among the caps is given back now; the opening is freed when
+ * the lookup answers. */
+static void opening_closed(struct conn *c, void *data)
+{
+	struct opening *op = data;
+	(void)c;
+	stream_release(op->mc.streams, op->ticket);
+	op->ticket = NULL;
+	op->c = NULL;
+}
+
+static const struct conn_user opening_user = { NULL, opening_closed };
+
+/* Open the stream once the resume point is known, or refuse it (503)
+ * when the log could not answer: opening from now would skip what the
+ * subscriber asked to get. Frees op. */
+static void opening_finish(struct opening *op)
+{
+	if (!op->c) {
+		opening_free(op);
+	} else if (op->failed) {
+		stream_release(op->mc.streams, op->ticket);
+		log_warn("mercure: the resume point %s could not be looked up (%s); refused with 503", op->resume_id,
+			 op->failed == -ENOTCONN ? "the event log is unreachable" : "the event log failed");
+		refuse_with(op->c, op->m->base, 503, "log_unavailable",
+			    "the event log cannot be read now to find the resume point; try again", "Retry-After", "1");
+		opening_free(op);
+	} else {
+		opening_open(op);
+	}
+}
+
+/* The lookup's answer (store_found_cb): resume after the event the id
+ * names when the subscriber may see it; else from now on, as if the log
+ * never had the id (neither its existence nor its place is told). */
+static void resume_found(void *arg, int rc, const struct store_event *ev)
+{
+	struct opening *op = arg;
+	op->looking = false;
+	op->resume = -1;
+	op->failed = rc < 0 ? rc : 0;
+	if (rc == 1 && op->m) {
+		struct sight w = { &op->m->grants, false };
+		judge_sight(&w, ev);
+		if (w.visible)
+			op->resume = ev->id;
+	}
+	if (rc >= 0 && op->resume < 0) {
+		free(op->resume_id);
+		op->resume_id = xstrdup("earliest");
+	}
+	if (!op->in_call)
+		opening_finish(op);
 }
 
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req)
@@ -361,7 +507,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		       challenge(base, NULL, chal, sizeof(chal)));
 		goto done;
 	}
-	free(sub);
+	m->subject = sub;
 	/* Subscription events count against the address's budget, checked
 	 * before the stream opens. */
 	struct mercure_subs *subs = mc->cfg->mercure_subscriptions ? mc->subs : NULL;
@@ -370,39 +516,36 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 		goto done;
 	}
 
-	struct http_head extra;
-	http_head_init(&extra, 0);
+	struct opening *op = xcalloc(1, sizeof(*op));
+	*op = (struct opening){ .mc = *mc, .c = c, .m = m, .ticket = ticket, .exp = exp, .subs = subs };
+	m = NULL; /* the opening's now */
+	http_head_init(&op->extra, 0);
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_fields(mc->cors, o->value.p, o->value.n, &extra);
-	add_link(&extra, base);
-	struct reader_spec spec = { .resume = -1,
-				    .format = FRAME_MERCURE,
-				    .accepts = msub_accepts,
-				    .accepts_arg = m,
-				    .accepts_free = msub_free,
-				    .expires_at = exp ? exp + mc->cfg->jwt_leeway_s : 0 };
-	if (resume_id) {
-		bool found;
-		spec.resume = resume_of(mc, resume_id, &m->grants, &found);
-		/* The id of the event before the first one sent: the one asked
-		 * for when the log has it and the subscriber may see it, else
-		 * "earliest". */
-		bool plain = found && strcmp(resume_id, "earliest") != 0 &&
-			     mercure_value_valid(resume_id, strlen(resume_id));
-		http_head_add(&extra, "Mercure-Last-Event-ID", plain ? resume_id : "earliest");
-	}
-	msub_intern(m, mc->sets);
-	spec.keys = mercure_set_keys(m->want_set, &spec.nkeys);
-	struct msub *opened = m;
-	m = NULL; /* the reader's now */
-	stream_open_spec(mc->streams, c, ticket, &spec, &extra);
-	http_head_free(&extra);
-	if (subs) {
-		char path[2200];
-		hub_path(base, path, sizeof(path));
-		opened->subs = subs;
-		opened->sub = mercure_subs_add(subs, path, mercure_set_matchers(opened->want_set));
+		cors_fields(mc->cors, o->value.p, o->value.n, &op->extra);
+	add_link(&op->extra, base);
+	if (resume_id && resume_needs_lookup(resume_id)) {
+		/* The id is an update's: the log's map says which event it
+		 * names, at once (SQLite) or when Redis answers, the
+		 * connection waiting meanwhile. */
+		op->resume_id = xstrdup(resume_id);
+		op->looking = op->in_call = true;
+		store_mercure_find(mc->st, op->resume_id, resume_found, op);
+		op->in_call = false;
+		if (op->looking) {
+			conn_attach(c, &opening_user, op);
+			conn_wait(c);
+		} else {
+			opening_finish(op);
+		}
+	} else {
+		op->resume = -1;
+		if (resume_id) {
+			bool found;
+			op->resume = resume_of_place(mc, resume_id, &found);
+			op->resume_id = xstrdup(found && strcmp(resume_id, "earliest") != 0 ? resume_id : "earliest");
+		}
+		opening_open(op);
 	}
 done:
 	http_head_free(&link);
@@ -672,8 +815,7 @@ static bool reserved_topic(const char *topic, const char *base)
 	return r;
 }
 
-/* The row's topic for the update's canonical topic (mercure.h). */
-static char *row_topic(const char *topic)
+char *mercure_row_topic(const char *topic)
 {
 	size_t n = strlen(topic);
 	if (n <= 128 && text_name_valid(topic, n, true))
@@ -787,11 +929,12 @@ static int read_form(const char *body, size_t len, const char *base, struct form
 	return 0;
 }
 
-/* The right to publish f: 0, or the refusal's status with *why and *extra
- * (a Bearer challenge). */
+/* The right to publish f: 0 with publisher (IDEM_PUBLISHER_MAX bytes) the
+ * scope of its Idempotency-Keys (idempotency.h), or the refusal's status
+ * with *why and *extra (a Bearer challenge). */
 static int authorize_publish(const struct mercure *mc, struct conn *c, const struct http_request *req,
 			     const struct form *f, const char *base, const char **why, const char **extra, char *chal,
-			     size_t chal_len)
+			     size_t chal_len, char *publisher)
 {
 	struct http_slice tok;
 	bool from_cookie;
@@ -803,14 +946,17 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 		int status = publish_without_token(mc->cfg, c, req, why);
 		if (status == 401)
 			*extra = challenge(base, NULL, chal, chal_len);
+		idem_publisher(NULL, 0, false, conn_peer(c), publisher);
 		return status;
 	}
 	if (from_cookie && !cookie_allowed(mc, req)) {
 		*why = "a publish authorized by cookie is refused from an origin allow_origin does not list";
 		return 403;
 	}
-	if (!from_cookie && static_token[0] && http_token_equal(tok, static_token))
+	if (!from_cookie && static_token[0] && http_token_equal(tok, static_token)) {
+		idem_publisher(NULL, 0, true, conn_peer(c), publisher);
 		return 0;
+	}
 	struct mercure_grants g = { .base = base };
 	int64_t exp;
 	if (verify(mc, tok, &g, &exp, NULL, why) != JWT_OK) {
@@ -825,6 +971,7 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 			return 403;
 		}
 	mercure_grants_free(&g);
+	idem_publisher(tok.p, tok.n, false, conn_peer(c), publisher);
 	return 0;
 }
 
@@ -841,28 +988,36 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	}
 	struct form f = { 0 };
 	const char *why = NULL, *extra = NULL;
-	int status = read_form(body, len, base, &f, &why);
+	char key[IDEM_KEY_MAX + 1], publisher[IDEM_PUBLISHER_MAX];
+	int keyed = publish_idempotency_key(req, key, &why);
+	int status = keyed < 0 ? 400 : read_form(body, len, base, &f, &why);
 	char chal[2600];
 	if (!status)
-		status = authorize_publish(mc, c, req, &f, base, &why, &extra, chal, sizeof(chal));
-	if (!status && !store_keeps_mercure(mc->st)) {
-		status = 501;
-		why = "the Mercure endpoint publishes only on the SQLite log (redis_url is set)";
-	}
+		status = authorize_publish(mc, c, req, &f, base, &why, &extra, chal, sizeof(chal), publisher);
 	if (status) {
 		form_free(&f);
 		refuse(c, base, status,
-		       status == 401   ? "invalid_token"
+		       keyed < 0       ? "bad_idempotency_key"
+		       : status == 401 ? "invalid_token"
 		       : status == 403 ? "forbidden"
 				       : "bad_body",
 		       why, extra);
 		return;
 	}
 	struct publish_mercure u = { 0 };
-	u.id = f.id ? f.id : mercure_new_id();
+	if (keyed) {
+		/* As on POST /api/events: the same key and body within the
+		 * window is answered as the first was. An update without an id
+		 * gets one made from the key and the body, so that the retry's
+		 * answer names the same update. */
+		u.idem_key = xstrdup(key);
+		u.idem_publisher = xstrdup(publisher);
+		idem_digest(body ? body : "", body ? len : 0, NULL, 0, u.idem_hash);
+	}
+	u.id = f.id ? f.id : keyed ? mercure_keyed_id(publisher, key, u.idem_hash) : mercure_new_id();
 	f.id = NULL;
 	u.block = mercure_block_new(u.id, f.retry ? f.retry : "", f.topics, f.ntopics, &u.block_len);
-	u.topic = row_topic(f.topics[0]);
+	u.topic = mercure_row_topic(f.topics[0]);
 	u.type = xstrdup(f.type && f.type[0] ? f.type : "message");
 	u.data = f.data ? f.data : xstrdup("");
 	u.data_len = f.data ? f.data_len : 0;

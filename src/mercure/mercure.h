@@ -46,13 +46,19 @@ struct mercure {
 	struct mercure_subs *subs; /* the active subscriptions (mercure_subs.h); NULL with presence off */
 };
 
+/* The row's topic for an update's canonical topic (above): the topic when
+ * herald's rule takes it, else "$mercure/" and its SHA-256 in lowercase
+ * hex. Presence counts a subscriber's exact topics under the same names.
+ * Returns a new string (the caller frees it). */
+char *mercure_row_topic(const char *topic);
+
 /* GET: subscribe, or refuse (400 for bad matchers or an unknown
  * parameter, named; 401/403 with a Bearer challenge naming the token's
  * fault; the caps' 429/503). */
 void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct http_request *req);
 
 /* POST: publish a form-encoded update, or refuse (400, 401, 403, 413,
- * 501 on a log that keeps no Mercure ids). */
+ * 422 for an Idempotency-Key used with another body). */
 void mercure_publish(const struct mercure *mc, struct conn *c, const struct http_request *req, const char *body,
 		     size_t len);
 

@@ -12,8 +12,8 @@
  * the answers then read every live node's, and a dead node's
  * subscriptions are closed (their events appended) by the one live node
  * that claims them. In a group of workers without Redis the copy is in
- * the group's shared records, to the same ends. Events need a log that keeps Mercure ids
- * (store_keeps_mercure).
+ * the group's shared records, to the same ends. The events reach
+ * everyone, on SQLite and on Redis alike.
  * Each client address has a budget of events a minute
  * (mercure_subs_admit), so that subscribers cannot push published events
  * out of the log's retention_count. */

@@ -40,6 +40,11 @@ struct presence {
 	/* With the event log on Redis: this node's share there, which joins,
 	 * leaves and answers go through. */
 	struct presence_redis *redis;
+	/* A full table is said at most once a second (a client opening
+	 * streams of many topics must not flood the log): when it was last
+	 * said, and how many streams went uncounted since. */
+	uint64_t full_said_ms;
+	unsigned long full_unsaid;
 };
 
 /* One stream's keys; counted[i] says whether keys[i] got into the table
@@ -164,8 +169,9 @@ static void buf_str(struct buf *b, const char *s)
 	buf_add(b, s, strlen(s));
 }
 
-/* s as a JSON string (patterns and subjects are printable ASCII: only
- * quotes and backslashes need escaping). */
+/* s as a JSON string (patterns and subjects are printable ASCII, the
+ * labels of Mercure topics UTF-8 without control characters: only quotes
+ * and backslashes need escaping). */
 static void buf_json(struct buf *b, const char *s, size_t n)
 {
 	buf_add(b, "\"", 1);
@@ -239,6 +245,25 @@ static void schedule_leaves(struct presence *p)
 
 /* ---- registration ---------------------------------------------------- */
 
+/* A stream was not counted under missed of its n keys: logged at most
+ * once a second, with how many streams went unsaid since. */
+static void say_full(struct presence *p, size_t missed, size_t n)
+{
+	uint64_t now = clock_mono_ms();
+	if (p->full_said_ms && now - p->full_said_ms < 1000) {
+		p->full_unsaid++;
+		return;
+	}
+	char more[80] = "";
+	if (p->full_unsaid)
+		snprintf(more, sizeof(more), " (and %lu more streams since the last line)", p->full_unsaid);
+	log_warn("presence: the table is full (presence_max_keys %lld); a stream is not counted under %zu of its "
+		 "%zu keys%s",
+		 (long long)p->cfg->presence_max_keys, missed, n, more);
+	p->full_said_ms = now;
+	p->full_unsaid = 0;
+}
+
 struct presence_reg *presence_register(struct presence *p, char *const *patterns, size_t n, const char *subject)
 {
 	static char *const every[] = { "*" };
@@ -256,6 +281,7 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 	r->counted = (bool *)(void *)(r->keys + nkeys);
 	char *w = (char *)(r->counted + nkeys);
 	bool announce = p->cfg->presence_events && p->st, here = announce && !p->redis;
+	size_t full = 0;
 	for (size_t i = 0; i < nkeys; i++) {
 		const char *pat = patterns[i % n];
 		size_t plen = strlen(pat);
@@ -272,12 +298,12 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 		r->counted[i] = added >= 0;
 		if (p->redis && added >= 0)
 			presence_redis_add(p->redis, r->keys[i], announce && i >= n);
-		if (added < 0)
-			log_warn("presence: the table is full (presence_max_keys %lld); a stream is not counted",
-				 (long long)p->cfg->presence_max_keys);
+		full += added < 0;
 		if (added == 1)
 			event_add(p, true, r->keys[i]);
 	}
+	if (full)
+		say_full(p, full, nkeys);
 	schedule_leaves(p);
 	return r;
 }
@@ -482,10 +508,13 @@ static void answer_top(struct presence_table *t, const struct config *cfg, struc
 	free(tp.t);
 }
 
-/* presence_answer over the counts in t. */
-static char *answer_in(struct presence_table *t, const struct config *cfg, char *const *topics, size_t n,
-		       const struct presence_scope *scope, size_t *len)
+/* presence_answer over the counts in t, each topic answered under its
+ * label (labels NULL: under itself). */
+static char *answer_in(struct presence_table *t, const struct config *cfg, char *const *topics, char *const *labels,
+		       size_t n, const struct presence_scope *scope, size_t *len)
 {
+	if (!labels)
+		labels = topics;
 	struct buf b = { 0 };
 	buf_str(&b, "{\"topics\":{");
 	if (n == 0) {
@@ -497,12 +526,12 @@ static char *answer_in(struct presence_table *t, const struct config *cfg, char 
 		for (size_t i = 0; i < n; i++) {
 			bool repeated = false;
 			for (size_t j = 0; j < i && !repeated; j++)
-				repeated = strcmp(topics[j], topics[i]) == 0;
+				repeated = strcmp(labels[j], labels[i]) == 0;
 			if (!repeated) {
 				if (i)
 					buf_str(&b, ",");
 				subjects_distinct(&sp.lists[i]);
-				answer_topic(&b, topics[i], readers_in(t, topics[i]),
+				answer_topic(&b, labels[i], readers_in(t, topics[i]),
 					     scope->subjects ? &sp.lists[i] : NULL, (size_t)cfg->presence_limit);
 			}
 			for (size_t k = 0; k < sp.lists[i].n; k++)
@@ -519,7 +548,7 @@ static char *answer_in(struct presence_table *t, const struct config *cfg, char 
 char *presence_answer(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
 		      size_t *len)
 {
-	return answer_in(p->t, p->cfg, topics, n, scope, len);
+	return answer_in(p->t, p->cfg, topics, NULL, n, scope, len);
 }
 
 size_t presence_readers(struct presence *p, const char *topic)
@@ -530,7 +559,7 @@ size_t presence_readers(struct presence *p, const char *topic)
 /* A question waiting for the cluster's counts: copies of what it asks. */
 struct ask {
 	const struct config *cfg;
-	char **topics;
+	char **topics, **labels;
 	size_t ntopics;
 	struct presence_scope scope; /* its grants are copies too */
 	presence_answer_cb *cb;
@@ -539,9 +568,12 @@ struct ask {
 
 static void ask_free(struct ask *a)
 {
-	for (size_t i = 0; i < a->ntopics; i++)
+	for (size_t i = 0; i < a->ntopics; i++) {
 		free(a->topics[i]);
+		free(a->labels[i]);
+	}
 	free(a->topics);
+	free(a->labels);
 	for (size_t i = 0; i < a->scope.ngrants; i++)
 		free(a->scope.grants[i]);
 	free((void *)a->scope.grants);
@@ -570,25 +602,31 @@ static void on_snapshot(void *arg, const char *const *keys, const uint32_t *tota
 	for (size_t i = 0; i < n; i++)
 		presence_table_put(t, 0, keys[i], totals[i]);
 	size_t len;
-	char *body = answer_in(t, a->cfg, a->topics, a->ntopics, &a->scope, &len);
+	char *body = answer_in(t, a->cfg, a->topics, a->labels, a->ntopics, &a->scope, &len);
 	presence_table_unmap(t);
 	a->cb(a->arg, body, len);
 	ask_free(a);
 }
 
-void presence_ask(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
-		  presence_answer_cb *cb, void *arg)
+void presence_ask(struct presence *p, char *const *topics, char *const *labels, size_t n,
+		  const struct presence_scope *scope, presence_answer_cb *cb, void *arg)
 {
+	if (!labels)
+		labels = topics;
 	if (!p->redis) {
 		size_t len;
-		char *body = presence_answer(p, topics, n, scope, &len);
+		char *body = answer_in(p->t, p->cfg, topics, labels, n, scope, &len);
 		cb(arg, body, len);
 		return;
 	}
 	struct ask *a = xcalloc(1, sizeof(*a));
-	*a = (struct ask){
-		.cfg = p->cfg, .topics = copy_strings(topics, n), .ntopics = n, .scope = *scope, .cb = cb, .arg = arg
-	};
+	*a = (struct ask){ .cfg = p->cfg,
+			   .topics = copy_strings(topics, n),
+			   .labels = copy_strings(labels, n),
+			   .ntopics = n,
+			   .scope = *scope,
+			   .cb = cb,
+			   .arg = arg };
 	a->scope.grants = copy_strings(scope->grants, scope->ngrants);
 	if (presence_redis_snapshot(p->redis, on_snapshot, a) < 0) {
 		cb(arg, NULL, 0);

@@ -86,11 +86,13 @@ char *presence_answer(struct presence *p, char *const *topics, size_t n, const s
 /* The answer of presence_answer, for the whole cluster when the event log
  * is on Redis (every live node's share summed there; cb then runs later,
  * from the loop) or for this process or group otherwise (cb runs before
- * this returns). cb owns body (free it); body NULL: Redis cannot answer
- * now. topics and scope are copied. */
+ * this returns), each topic answered under its label (labels NULL: under
+ * the topic itself; a Mercure topic is counted under another name,
+ * mercure.h, and answered under its own). cb owns body (free it); body
+ * NULL: Redis cannot answer now. topics, labels and scope are copied. */
 typedef void presence_answer_cb(void *arg, char *body, size_t len);
-void presence_ask(struct presence *p, char *const *topics, size_t n, const struct presence_scope *scope,
-		  presence_answer_cb *cb, void *arg);
+void presence_ask(struct presence *p, char *const *topics, char *const *labels, size_t n,
+		  const struct presence_scope *scope, presence_answer_cb *cb, void *arg);
 
 /* The readers of topic (a valid pattern) in this process or group, as an
  * answer counts them. */

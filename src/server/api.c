@@ -13,6 +13,7 @@
 #include "core/group.h"
 #include "common/log.h"
 #include "mercure/mercure.h"
+#include "mercure/mercure_match.h"
 #include "presence/presence.h"
 #include "core/stall_guard.h"
 #include "common/text.h"
@@ -215,36 +216,91 @@ static void metrics(struct api *a, struct conn *c, const struct http_request *re
 
 #define PRESENCE_MAX_TOPICS 64
 
-/* The topics of GET /api/presence?topic=a,b (owned strings, valid
- * patterns) into topics; returns how many, or -1 with *why set (static, or
- * written into buf): the parameter and what is wrong with it. Only the
- * topic parameter is taken. */
-static int presence_topics(const struct http_request *req, char **topics, const char **why, char *buf, size_t len)
+/* Add a topic to ask for, answered under label (NULL: itself), both
+ * taken over; false (both freed) when there are PRESENCE_MAX_TOPICS
+ * already. */
+static bool presence_topic_add(char **topics, char **labels, size_t *n, char *topic, char *label)
 {
-	static const char *const params[] = { "topic" };
+	if (*n == PRESENCE_MAX_TOPICS) {
+		free(topic);
+		free(label);
+		return false;
+	}
+	labels[*n] = label ? label : xstrdup(topic);
+	topics[(*n)++] = topic;
+	return true;
+}
+
+/* One mercure_topic parameter's value: a Mercure topic, asked for under
+ * the name its readers are counted by (mercure_row_topic) and answered
+ * under itself. NULL, or why it is refused (static, or written into buf). */
+static const char *presence_mercure_topic(struct http_slice value, char **topics, char **labels, size_t *n, char *buf,
+					  size_t len)
+{
+	size_t vn;
+	char *t = http_percent_decode_dup(value, &vn), shown[48];
+	if (!t)
+		return "the mercure_topic parameter is not valid percent-encoding";
+	const char *why = NULL;
+	if (!mercure_value_valid(t, vn)) {
+		snprintf(buf, len,
+			 "the mercure_topic parameter: \"%s\" is not a Mercure topic (1 to 2048 bytes of UTF-8 without "
+			 "control or format characters)",
+			 text_shown(t, vn, shown, sizeof(shown)));
+		why = buf;
+	} else if (strcmp(t, "*") == 0) {
+		why = "the mercure_topic parameter: \"*\" is the wildcard matcher, not a topic (topic=* counts the "
+		      "streams that read every topic)";
+	}
+	if (why) {
+		free(t);
+		return why;
+	}
+	if (!presence_topic_add(topics, labels, n, mercure_row_topic(t), t))
+		return "more than 64 topics asked (topic and mercure_topic together)";
+	return NULL;
+}
+
+/* The topics of GET /api/presence?topic=a,b&mercure_topic=T (owned
+ * strings, valid patterns) into topics, and the name each is answered
+ * under into labels (owned); returns how many, or -1 with *why set
+ * (static, or written into buf): the parameter and what is wrong with it.
+ * topic takes herald's topics and patterns, comma-separated (the first
+ * topic parameter); each mercure_topic one Mercure topic, any text the
+ * protocol allows (commas included), counted under the name its updates'
+ * rows carry. */
+static int presence_topics(const struct http_request *req, char **topics, char **labels, const char **why, char *buf,
+			   size_t len)
+{
+	static const char *const params[] = { "topic", "mercure_topic" };
 	size_t pos = 0, n = 0;
 	struct http_slice name, value;
 	char shown[48];
-	while (http_query_next(req->query, &pos, &name, &value)) {
+	*why = NULL;
+	while (!*why && http_query_next(req->query, &pos, &name, &value)) {
 		if (!name.n || (name.n == 5 && memcmp(name.p, "topic", 5) == 0))
 			continue;
+		if (name.n == 13 && memcmp(name.p, "mercure_topic", 13) == 0) {
+			*why = presence_mercure_topic(value, topics, labels, &n, buf, len);
+			continue;
+		}
 		char *given = xstrndup(name.p, name.n), hint[48];
-		snprintf(buf, len, "unknown query parameter \"%s\"%s; presence takes only topic",
+		snprintf(buf, len, "unknown query parameter \"%s\"%s; presence takes only topic and mercure_topic",
 			 text_escape(given, shown, sizeof(shown)),
 			 text_did_you_mean(given, params, ARRAY_LEN(params), "", hint, sizeof(hint)));
 		free(given);
 		*why = buf;
-		return -1;
 	}
-	if (!http_query_get(req->query, "topic", &value))
-		return 0;
-	char *dec = http_percent_decode_dup(value, NULL);
-	*why = NULL;
-	if (!dec) {
-		*why = "the topic parameter is not valid percent-encoding";
-		dec = xstrdup("");
+	char *dec = NULL;
+	size_t mercure_n = n; /* mercure_topic values come first */
+	if (!*why && http_query_get(req->query, "topic", &value)) {
+		dec = http_percent_decode_dup(value, NULL);
+		if (!dec) {
+			*why = "the topic parameter is not valid percent-encoding";
+			dec = xstrdup("");
+		}
 	}
-	for (const char *t = dec; !*why && *t;) {
+	for (const char *t = dec; t && !*why && *t;) {
 		size_t k = strcspn(t, ",");
 		if (k == 0) {
 			*why = "the topic parameter holds an empty topic (two commas together, or a comma first)";
@@ -252,14 +308,13 @@ static int presence_topics(const struct http_request *req, char **topics, const 
 			char *bad = xstrndup(t, k);
 			snprintf(buf, len,
 				 "the topic parameter: \"%s\" is not a topic (letters, digits and _ . : / -, or ending "
-				 "in /* for a subtree, or *)",
+				 "in /* for a subtree, or *; a Mercure topic goes in mercure_topic)",
 				 text_escape(bad, shown, sizeof(shown)));
 			free(bad);
 			*why = buf;
-		} else if (n == PRESENCE_MAX_TOPICS) {
-			*why = "the topic parameter names more than 64 topics";
-		} else {
-			topics[n++] = xstrndup(t, k);
+		} else if (!presence_topic_add(topics, labels, &n, xstrndup(t, k), NULL)) {
+			*why = mercure_n ? "more than 64 topics asked (topic and mercure_topic together)"
+					 : "the topic parameter names more than 64 topics";
 		}
 		t += k;
 		if (*t == ',')
@@ -267,8 +322,11 @@ static int presence_topics(const struct http_request *req, char **topics, const 
 	}
 	free(dec);
 	if (*why) {
-		while (n)
-			free(topics[--n]);
+		while (n) {
+			n--;
+			free(topics[n]);
+			free(labels[n]);
+		}
 		return -1;
 	}
 	return (int)n;
@@ -367,10 +425,10 @@ static void presence_answered(void *arg, char *body, size_t len)
  * asked, or the topics with the most readers. */
 static void presence_route(struct api *a, struct conn *c, const struct http_request *req)
 {
-	char *topics[PRESENCE_MAX_TOPICS];
+	char *topics[PRESENCE_MAX_TOPICS], *labels[PRESENCE_MAX_TOPICS];
 	const char *why = NULL, *cause = "bad_parameter", *challenge = NULL;
-	char reason[200];
-	int n = presence_topics(req, topics, &why, reason, sizeof(reason));
+	char reason[300];
+	int n = presence_topics(req, topics, labels, &why, reason, sizeof(reason));
 	if (n < 0) {
 		conn_refuse(c, 400, cause, why, NULL);
 		return;
@@ -382,7 +440,7 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 		if (!presence_scope_covers(&scope, topics[i])) {
 			status = 403;
 			cause = "forbidden";
-			why = "the token's presence claim does not cover a topic the topic parameter names";
+			why = "the token's presence claim does not cover a topic asked (topic or mercure_topic)";
 		}
 	}
 	if (status) {
@@ -395,11 +453,14 @@ static void presence_route(struct api *a, struct conn *c, const struct http_requ
 		w->c = c;
 		conn_attach(c, &presence_waiter, w);
 		conn_wait(c);
-		presence_ask(a->presence, topics, (size_t)n, &scope, presence_answered, w);
+		presence_ask(a->presence, topics, labels, (size_t)n, &scope, presence_answered, w);
 	}
 	jwt_rights_free(&rights);
-	while (n > 0)
-		free(topics[--n]);
+	while (n > 0) {
+		n--;
+		free(topics[n]);
+		free(labels[n]);
+	}
 }
 
 /* A browser's CORS preflight, before a cross-origin request that sets

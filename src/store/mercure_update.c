@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "common/util.h"
+#include "store/idempotency.h"
 
 char *mercure_block_new(const char *id, const char *retry, char *const *topics, size_t n, size_t *len)
 {
@@ -63,16 +64,34 @@ bool mercure_block_next_topic(const char **p, const char *end, const char **t, s
 	return true;
 }
 
+/* u as a urn:uuid:, version v, the RFC 9562 variant. */
+static char *uuid_text(unsigned char u[16], unsigned v)
+{
+	u[6] = (unsigned char)((u[6] & 0x0F) | (v << 4));
+	u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);
+	char *s = xmalloc(46);
+	snprintf(s, 46, "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	return s;
+}
+
 char *mercure_new_id(void)
 {
 	unsigned char u[16];
 	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
 		for (size_t i = 0; i < sizeof(u); i++)
 			u[i] = (unsigned char)random_below(256);
-	u[6] = (unsigned char)((u[6] & 0x0F) | 0x40);
-	u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);
-	char *s = xmalloc(46);
-	snprintf(s, 46, "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-	return s;
+	return uuid_text(u, 4);
+}
+
+char *mercure_keyed_id(const char *publisher, const char *key, const char *body_hash)
+{
+	char hex[IDEM_HEX_LEN], both[2 * IDEM_HEX_LEN + 2];
+	idem_digest(publisher, strlen(publisher), key, strlen(key), hex);
+	snprintf(both, sizeof(both), "%s:%s", hex, body_hash);
+	idem_digest(both, strlen(both), NULL, 0, hex);
+	unsigned char u[16];
+	for (size_t i = 0; i < sizeof(u); i++)
+		sscanf(hex + 2 * i, "%2hhx", &u[i]);
+	return uuid_text(u, 8);
 }

@@ -35,4 +35,10 @@ bool mercure_block_next_topic(const char **p, const char *end, const char **t, s
  * updates and subscribers. */
 char *mercure_new_id(void);
 
+/* The id of an update published with an Idempotency-Key and no id of its
+ * own, malloc'd: a urn:uuid: (version 8, its bits the SHA-256 of the
+ * publisher, the key and the body's fingerprint), so a retry of the same
+ * publish names the same update. */
+char *mercure_keyed_id(const char *publisher, const char *key, const char *body_hash);
+
 #endif

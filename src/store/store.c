@@ -105,9 +105,12 @@ bool store_available(const struct store *st)
 	return st->ops->available(st->be);
 }
 
-int store_mercure_find(struct store *st, const char *mercure_id, int64_t *id)
+void store_mercure_find(struct store *st, const char *mercure_id, store_found_cb found, void *arg)
 {
-	return st->ops->mercure_find ? st->ops->mercure_find(st->be, mercure_id, id) : -ENOTSUP;
+	if (st->ops->mercure_find)
+		st->ops->mercure_find(st->be, mercure_id, found, arg);
+	else
+		found(arg, -ENOTSUP, NULL);
 }
 
 bool store_keeps_mercure(const struct store *st)

@@ -87,6 +87,10 @@ enum store_outcome {
 struct store_appended {
 	int64_t id;
 	enum store_outcome outcome;
+	/* A Mercure row stored whose update id an earlier event still in the
+	 * log carries: that event (the id keeps naming it: the earliest
+	 * wins), else 0. */
+	int64_t earlier;
 };
 
 /* Called for each row in id order; return 0 to go on, non-zero to stop early. */
@@ -178,10 +182,14 @@ int store_read_range(struct store *st, int64_t after, int64_t upto, size_t limit
 int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t limit, const struct store_filter *f,
 			store_row_cb cb, void *arg, int64_t *through);
 
-/* The event a Mercure update id names (the earliest with that id): 1 with *id set, 0 when no row has
- * it, -ENOTSUP when the backend keeps no Mercure ids (Redis), -EBUSY or
- * -EIO. */
-int store_mercure_find(struct store *st, const char *mercure_id, int64_t *id);
+/* The event a Mercure update id names, the earliest still in the log
+ * that carries it: found(arg, 1, ev) with its row, (arg, 0, NULL) when no
+ * row has it, or a negative code with NULL (-EBUSY, -EIO, -ENOTCONN;
+ * -ENOTSUP when the backend keeps no Mercure ids). Called exactly once:
+ * before this returns with SQLite, when the answer comes with Redis (or
+ * -ENOTCONN at an outage or store_close). ev lives during the call. */
+typedef void (*store_found_cb)(void *arg, int rc, const struct store_event *ev);
+void store_mercure_find(struct store *st, const char *mercure_id, store_found_cb found, void *arg);
 
 /* Whether the backend keeps Mercure updates' ids and topics. */
 bool store_keeps_mercure(const struct store *st);

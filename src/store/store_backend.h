@@ -41,7 +41,7 @@ struct store_backend {
 	int (*prune)(void *be, int64_t max_age_s, int64_t max_count, size_t max_rows);
 	bool (*available)(const void *be);
 	/* store_mercure_find; NULL: the backend keeps no Mercure ids. */
-	int (*mercure_find)(void *be, const char *mercure_id, int64_t *id);
+	void (*mercure_find)(void *be, const char *mercure_id, store_found_cb found, void *arg);
 };
 
 #endif

@@ -13,7 +13,9 @@
  * Ids: the function library (store_redis.lua, loaded at every connect)
  * assigns consecutive integers from one counter and adds entry "<n>-0", so
  * every node and every other publisher share one id space, the integers
- * Last-Event-ID carries. Entries are never missing between two that exist,
+ * Last-Event-ID carries. A Mercure update's id is kept in a sorted set
+ * beside the stream ({name}:mercure, trimmed with it) that every node asks
+ * (herald_mercure_find) when a subscriber resumes from one. Entries are never missing between two that exist,
  * except where retention removed them: a read that finds the first entry
  * after a range's start further on than the next id learns that retention
  * removed the ones between. An entry the library did not add (another
@@ -77,6 +79,7 @@ struct append {
 	int64_t first;
 	bool wait;                  /* a WAIT follows; its answer finishes */
 	struct store_appended *res; /* a keyed batch's answer per row, else NULL */
+	size_t per;                 /* its numbers per row: 2, or 3 in the Mercure form */
 };
 
 struct store_redis {
@@ -85,7 +88,7 @@ struct store_redis {
 	struct metrics *m;
 	struct store_hooks hooks;
 	bool watching;
-	char key_events[256], key_last[256];
+	char key_events[256], key_last[256], key_mercure[256];
 
 	struct redis_link *cmd_link, *tail_link;
 	redisAsyncContext *cmd, *tail; /* the links' connections, NULL while down */
@@ -192,8 +195,8 @@ static enum entry_kind event_from_reply(const struct store_redis *st, const redi
 	if (kind != ENTRY_EVENT)
 		return kind;
 	const redisReply *f = e->element[1];
-	const char *type = "message", *topic = "", *data = "";
-	size_t type_len = 7, topic_len = 0, data_len = 0;
+	const char *type = "message", *topic = "", *data = "", *mercure = NULL;
+	size_t type_len = 7, topic_len = 0, data_len = 0, mercure_len = 0;
 	bool public = false;
 	int64_t t = 0;
 	for (size_t i = 0; i + 1 < f->elements; i += 2) {
@@ -213,6 +216,9 @@ static enum entry_kind event_from_reply(const struct store_redis *st, const redi
 			public = v->len == 1 && v->str[0] == '1';
 		} else if (strcmp(k->str, "time") == 0) {
 			t = strtoll(v->str, NULL, 10);
+		} else if (strcmp(k->str, "mercure") == 0 && v->len > 0) {
+			mercure = v->str;
+			mercure_len = v->len;
 		}
 	}
 	*ev = (struct store_event){ .id = id,
@@ -223,7 +229,9 @@ static enum entry_kind event_from_reply(const struct store_redis *st, const redi
 				    .data = data,
 				    .data_len = data_len,
 				    .public = public,
-				    .created_at = t };
+				    .created_at = t,
+				    .mercure = mercure,
+				    .mercure_len = mercure_len };
 	return ENTRY_EVENT;
 }
 
@@ -646,6 +654,7 @@ static void *redis_open(const struct config *cfg, struct loop *lp, struct metric
 	store_window_init(&st->win, 0, offer_rows, st);
 	snprintf(st->key_events, sizeof(st->key_events), "{%s}:events", cfg->redis_stream);
 	snprintf(st->key_last, sizeof(st->key_last), "{%s}:last", cfg->redis_stream);
+	snprintf(st->key_mercure, sizeof(st->key_mercure), "{%s}:mercure", cfg->redis_stream);
 	struct redis_link_spec spec = { cfg->redis_url, cfg->redis_sentinels, cfg->redis_master_name, "redis:" };
 	struct redis_link_hooks cmd = { on_cmd_up, on_cmd_down, st }, tail = { on_tail_up, on_tail_down, st };
 	st->cmd_link = redis_link_new(lp, &spec, &cmd, err, errlen);
@@ -693,7 +702,7 @@ static void finish_append(struct append *a)
 		/* The plain form answers the first id; the rest follow it. */
 		a->res = xmalloc(a->n * sizeof(*a->res));
 		for (size_t i = 0; i < a->n; i++)
-			a->res[i] = (struct store_appended){ a->first + (int64_t)i, STORE_STORED };
+			a->res[i] = (struct store_appended){ a->first + (int64_t)i, STORE_STORED, 0 };
 	}
 	if (a->rc == 0) {
 		a->done(a->arg, 0, a->res);
@@ -707,13 +716,19 @@ static void finish_append(struct append *a)
 /* A keyed batch's answer: {outcome, id} per row (store_redis.lua). */
 static bool keyed_answer(struct append *a, const redisReply *r)
 {
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * a->n)
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != a->per * a->n)
 		return false;
 	for (size_t i = 0; i < a->n; i++) {
-		const redisReply *o = r->element[2 * i], *id = r->element[2 * i + 1];
+		const redisReply *o = r->element[a->per * i], *id = r->element[a->per * i + 1];
 		if (o->type != REDIS_REPLY_INTEGER || id->type != REDIS_REPLY_INTEGER || o->integer < 1 ||
 		    o->integer > 3 || id->integer < 1)
 			return false;
+		if (a->per == 3) {
+			const redisReply *e = r->element[3 * i + 2];
+			if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+				return false;
+			a->res[i].earlier = e->integer;
+		}
 		a->res[i].id = id->integer;
 		a->res[i].outcome = o->integer == 1   ? STORE_STORED
 				    : o->integer == 2 ? STORE_REPLAYED
@@ -782,37 +797,48 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 		done(arg, n ? -ENOTCONN : 0, NULL);
 		return;
 	}
-	/* Without keys the plain form (4 fields an event); with any, the
-	 * keyed one: the keys' names after the stream's, a window, and 6
-	 * fields an event (store_redis.lua). */
+	/* Three forms (store_redis.lua): the plain one (4 fields an event);
+	 * with any Idempotency-Key the keyed one (the keys' names after the
+	 * stream's, a window, 6 fields an event); with any Mercure update the
+	 * Mercure one (the map's name third, "mercure", a window, 8 fields). */
 	size_t keyed = 0;
-	for (size_t i = 0; i < n; i++)
+	bool mercure = false;
+	for (size_t i = 0; i < n; i++) {
 		keyed += evs[i].idem_key != NULL;
-	size_t per = keyed ? 6 : 4, head_n = 5 + keyed + (keyed ? 1 : 0);
+		mercure |= evs[i].mercure_id != NULL;
+	}
+	size_t nkeys = 2 + (mercure ? 1 : 0) + keyed;
+	size_t per = mercure ? 8 : keyed ? 6 : 4;
+	size_t head_n = 3 + nkeys + (mercure ? 1 : 0) + (keyed || mercure ? 1 : 0);
 	int argc = (int)(head_n + per * n);
 	const char **argv = xmalloc((size_t)argc * sizeof(*argv));
 	size_t *lens = xmalloc((size_t)argc * sizeof(*lens));
 	char(*names)[320] = keyed ? xmalloc(keyed * sizeof(*names)) : NULL;
-	char(*slots)[24] = keyed ? xmalloc(n * sizeof(*slots)) : NULL;
+	char(*slots)[24] = per > 4 ? xmalloc(n * sizeof(*slots)) : NULL;
 	char numkeys[24], window[24];
-	snprintf(numkeys, sizeof(numkeys), "%zu", 2 + keyed);
+	snprintf(numkeys, sizeof(numkeys), "%zu", nkeys);
 	snprintf(window, sizeof(window), "%lld", (long long)st->cfg->idempotency_window_s);
-	const char *head[5] = { "FCALL", "herald_publish", numkeys, st->key_events, st->key_last };
-	for (int i = 0; i < 5; i++)
-		argv[i] = head[i];
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
+	size_t h = 0;
+	argv[h++] = "FCALL";
+	argv[h++] = "herald_publish";
+	argv[h++] = numkeys;
+	argv[h++] = st->key_events;
+	argv[h++] = st->key_last;
+	if (mercure)
+		argv[h++] = st->key_mercure;
+	size_t first_slot = h - 2; /* the index Lua gives the first key after the fixed ones */
+	for (size_t i = 0, k = 0; i < n; i++)
 		if (evs[i].idem_key) {
 			idem_key_name(st, &evs[i], names[k], sizeof(names[k]));
-			argv[5 + k] = names[k];
-			k++;
+			argv[h++] = names[k++];
 		}
-	if (keyed)
-		argv[5 + keyed] = window;
-	for (int i = 0; i < (int)head_n; i++)
+	if (mercure)
+		argv[h++] = "mercure";
+	if (keyed || mercure)
+		argv[h++] = window;
+	for (size_t i = 0; i < h; i++)
 		lens[i] = strlen(argv[i]);
-	k = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0, k = 0; i < n; i++) {
 		const char **a = argv + head_n + per * i;
 		size_t *l = lens + head_n + per * i;
 		a[0] = evs[i].type;
@@ -823,17 +849,25 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 		l[2] = evs[i].data_len;
 		a[3] = evs[i].public ? "1" : "0";
 		l[3] = 1;
-		if (keyed) {
-			snprintf(slots[i], sizeof(slots[i]), "%zu", evs[i].idem_key ? 3 + k++ : 0);
+		if (per > 4) {
+			snprintf(slots[i], sizeof(slots[i]), "%zu", evs[i].idem_key ? first_slot + k++ : 0);
 			a[4] = slots[i];
 			l[4] = strlen(slots[i]);
 			a[5] = evs[i].idem_key && evs[i].idem_hash ? evs[i].idem_hash : "";
 			l[5] = strlen(a[5]);
 		}
+		if (per > 6) {
+			a[6] = evs[i].mercure_id ? evs[i].mercure_id : "";
+			l[6] = strlen(a[6]);
+			a[7] = evs[i].mercure_id && evs[i].mercure ? evs[i].mercure : "";
+			l[7] = evs[i].mercure_id && evs[i].mercure ? evs[i].mercure_len : 0;
+		}
 	}
 	struct append *ap = xcalloc(1, sizeof(*ap));
-	*ap = (struct append){ st, done, arg, n, -ENOTCONN, 0, st->cfg->redis_wait_replicas > 0, NULL };
-	if (keyed)
+	*ap = (struct append){
+		st, done, arg, n, -ENOTCONN, 0, st->cfg->redis_wait_replicas > 0, NULL, mercure ? 3 : 2
+	};
+	if (per > 4)
 		ap->res = xcalloc(n, sizeof(*ap->res));
 	int r = cmd_argv(st, on_append, ap, argc, argv, lens);
 	free(argv);
@@ -853,6 +887,48 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 		const char *w[3] = { "WAIT", want, ms };
 		if (cmd_argv(st, on_wait, ap, 3, w, NULL) < 0)
 			ap->wait = false; /* on_append finishes it */
+	}
+}
+
+/* ---- Mercure ids ---- */
+
+/* A find out: whom to answer. */
+struct find {
+	struct store_redis *st;
+	store_found_cb found;
+	void *arg;
+};
+
+static void on_find(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct find *f = privdata;
+	struct store_redis *st = f->st;
+	redisReply *r = reply ? command_answer(st, reply) : NULL;
+	struct store_event ev;
+	(void)ac;
+	if (!r) {
+		f->found(f->arg, -ENOTCONN, NULL);
+	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+		f->found(f->arg, 0, NULL);
+	} else if (r->type == REDIS_REPLY_ARRAY && event_from_reply(st, r, &ev) == ENTRY_EVENT) {
+		f->found(f->arg, 1, &ev);
+	} else {
+		log_err("redis: herald_mercure_find at %s: %s", where(st), is_error(r) ? r->str : "unexpected answer");
+		f->found(f->arg, -EIO, NULL);
+	}
+	free(f);
+}
+
+static void redis_mercure_find(void *be, const char *mercure_id, store_found_cb found, void *arg)
+{
+	struct store_redis *st = be;
+	struct find *f = xmalloc(sizeof(*f));
+	*f = (struct find){ st, found, arg };
+	const char *argv[7] = { "FCALL",      "herald_mercure_find", "3",       st->key_events,
+				st->key_last, st->key_mercure,       mercure_id };
+	if (!st->up || cmd_argv(st, on_find, f, 7, argv, NULL) < 0) {
+		free(f);
+		found(arg, -ENOTCONN, NULL);
 	}
 }
 
@@ -1038,8 +1114,9 @@ static int redis_prune(void *be, int64_t max_age_s, int64_t max_count, size_t ma
 	snprintf(count, sizeof(count), "%lld", (long long)max_count);
 	snprintf(age, sizeof(age), "%lld", (long long)max_age_s);
 	snprintf(step, sizeof(step), "%zu", max_rows);
-	const char *argv[8] = { "FCALL", "herald_trim", "2", st->key_events, st->key_last, count, age, step };
-	if (cmd_argv(st, on_trim, NULL, 8, argv, NULL) == 0)
+	const char *argv[9] = { "FCALL", "herald_trim", "3", st->key_events, st->key_last, st->key_mercure,
+				count,   age,           step };
+	if (cmd_argv(st, on_trim, NULL, 9, argv, NULL) == 0)
 		st->trim_out = true;
 	return 0;
 }
@@ -1081,4 +1158,5 @@ const struct store_backend store_redis_backend = {
 	.sync_done = redis_sync_done,
 	.prune = redis_prune,
 	.available = redis_available,
+	.mercure_find = redis_mercure_find,
 };

@@ -4,8 +4,9 @@
 ({name}:events), KEYS[2] the newest id assigned ({name}:last); the braces
 are a hash tag, so Redis Cluster keeps both on one shard. Each event is a
 stream entry with the id "<n>-0" and the fields type, topic, data, public
-(1 or 0), time (Unix seconds, Redis' clock) and id (n again: the mark of an
-entry this library added). Ids are consecutive integers: one counter for
+(1 or 0), time (Unix seconds, Redis' clock), id (n again: the mark of an
+entry this library added) and, for an update published through the
+Mercure endpoint, mercure (its id, retry and topics, one per line). Ids are consecutive integers: one counter for
 every herald node and every other publisher. ]]
 
 -- At most this many entries herald did not add are removed in one go; more
@@ -113,6 +114,31 @@ local function pruned_through(keys)
   return (newest(keys))
 end
 
+-- The event the Mercure id mid names in the map (keys[3]) and still in
+-- the stream, else 0; a name whose event retention removed is let go.
+local function mercure_named(keys, mid)
+  local score = redis.call('ZSCORE', keys[3], mid)
+  if not score then
+    return 0
+  end
+  local id = tonumber(score)
+  local sid = string.format('%d', id)
+  if #redis.call('XRANGE', keys[1], sid .. '-0', sid .. '-0') == 0 then
+    redis.call('ZREM', keys[3], mid)
+    return 0
+  end
+  return id
+end
+
+-- The Mercure form (KEYS[3] the map {name}:mercure: a sorted set of the
+-- Mercure updates' ids, each scored by the event it names, the earliest
+-- still in the stream; herald_trim keeps it to the stream's events):
+-- FCALL herald_publish 3+K <stream> <last> <map> <key 1> ... <key K>
+--   mercure WINDOW_S TYPE TOPIC DATA PUBLIC SLOT HASH MID BLOCK [...]
+-- MID is the update's id ('' for an event of herald's own), BLOCK its id,
+-- retry and topics (the entry's field mercure). Returns, per event, the
+-- triple {outcome, id, earlier}: earlier is the event MID already named
+-- (it keeps the id: the earliest wins), else 0.
 -- FCALL herald_publish 2 <stream> <last> TYPE TOPIC DATA PUBLIC [...]
 -- Appends the events in order with consecutive ids; returns the first.
 -- FCALL herald_publish 2+K <stream> <last> <key 1> ... <key K> WINDOW_S
@@ -126,18 +152,27 @@ end
 -- with the same key make one event.
 -- All or nothing: everything is checked before the first write.
 local function publish(keys, args)
+  local mercure = args[1] == 'mercure'
   local keyed = #keys > 2
-  local window, base, per = nil, 0, 4
+  local window, base, per, first_slot = nil, 0, 4, 3
+  if mercure then
+    if #keys < 3 then
+      return redis.error_reply('ERR herald_publish: the mercure form names the map as its third key')
+    end
+    table.remove(args, 1)
+    first_slot = 4
+  end
   if keyed then
     window = tonumber(args[1])
     if not window or window < 1 then
       return redis.error_reply('ERR herald_publish: WINDOW_S must be a positive number of seconds')
     end
-    base, per = 1, 6
+    base, per = 1, mercure and 8 or 6
   end
   if #args == base or (#args - base) % per ~= 0 then
     return redis.error_reply('ERR herald_publish takes TYPE TOPIC DATA PUBLIC for each event' ..
-      (keyed and ' (and SLOT HASH, after WINDOW_S, with keys)' or ''))
+      (keyed and ' (and SLOT HASH, after WINDOW_S, with keys)' or '') ..
+      (mercure and ' (and MID BLOCK)' or ''))
   end
   local n = (#args - base) / per
   for i = 0, n - 1 do
@@ -154,9 +189,12 @@ local function publish(keys, args)
     end
     if keyed then
       local slot = tonumber(args[o + 5])
-      if not slot or slot ~= math.floor(slot) or slot == 1 or slot == 2 or slot < 0 or slot > #keys then
-        return redis.error_reply('ERR event ' .. (i + 1) .. ': SLOT is 0 or the index of a key after the first two')
+      if not slot or slot ~= math.floor(slot) or (slot > 0 and slot < first_slot) or slot < 0 or slot > #keys then
+        return redis.error_reply('ERR event ' .. (i + 1) .. ': SLOT is 0 or the index of an Idempotency-Key\'s key')
       end
+    end
+    if mercure and string.find(args[o + 7], '[\r\n]') then
+      return redis.error_reply('ERR event ' .. (i + 1) .. ': MID must be on one line')
     end
   end
   local last, err = sweep(keys)
@@ -171,7 +209,7 @@ local function publish(keys, args)
     local o = base + i * per
     local slot = keyed and tonumber(args[o + 5]) or 0
     local outcome = 1
-    local id
+    local id, earlier = nil, 0
     if slot > 0 then
       local seen = redis.call('GET', keys[slot])
       if seen then
@@ -192,6 +230,12 @@ local function publish(keys, args)
       local sid = string.format('%d', id)
       local add = { 'XADD', keys[1], sid .. '-0', 'type', args[o + 1], 'topic', args[o + 2], 'data',
         args[o + 3], 'public', args[o + 4], 'time', now, 'id', sid }
+      local mid = mercure and args[o + 7] or ''
+      if mid ~= '' then
+        add[#add + 1] = 'mercure'
+        add[#add + 1] = args[o + 8]
+        earlier = mercure_named(keys, mid)
+      end
       if id > last + 1 then
         redis.call(unpack(add))
       else
@@ -209,14 +253,20 @@ local function publish(keys, args)
       if slot > 0 then
         redis.call('SET', keys[slot], args[o + 6] .. ' ' .. sid, 'EX', window)
       end
+      if mid ~= '' and earlier == 0 then
+        redis.call('ZADD', keys[3], id, mid)
+      end
     end
     out[#out + 1] = outcome
     out[#out + 1] = id
+    if mercure then
+      out[#out + 1] = earlier
+    end
   end
   if next_id > last + 1 then
     redis.call('SET', keys[2], string.format('%d', next_id - 1))
   end
-  if not keyed then
+  if not keyed and not mercure then
     return last + 1
   end
   return out
@@ -234,9 +284,10 @@ local function sweep_call(keys)
   return { last, removed }
 end
 
--- FCALL herald_trim 2 <stream> <last> MAX_COUNT MAX_AGE_S STEP
+-- FCALL herald_trim 2 <stream> <last> [<map>] MAX_COUNT MAX_AGE_S STEP
 -- Removes entries beyond the newest MAX_COUNT and, among the oldest STEP,
--- those older than MAX_AGE_S (0 = no limit). Returns {removed, pruned_through}.
+-- those older than MAX_AGE_S (0 = no limit), and from the Mercure map
+-- (when named) the ids of the events gone. Returns {removed, pruned_through}.
 local function trim(keys, args)
   local max_count, max_age, step = tonumber(args[1]), tonumber(args[2]), tonumber(args[3])
   local removed = 0
@@ -261,7 +312,23 @@ local function trim(keys, args)
       removed = removed + redis.call('XTRIM', keys[1], 'MINID', string.format('%d-0', keep_from))
     end
   end
-  return { removed, pruned_through(keys) }
+  local through = pruned_through(keys)
+  if keys[3] then
+    redis.call('ZREMRANGEBYSCORE', keys[3], '-inf', through)
+  end
+  return { removed, through }
+end
+
+-- FCALL herald_mercure_find 3 <stream> <last> <map> MID
+-- The event the Mercure update id MID names (the earliest still in the
+-- stream), as XRANGE gives an entry ({id, {field, value, ...}}), or 0.
+local function mercure_find(keys, args)
+  local id = mercure_named(keys, args[1] or '')
+  if id == 0 then
+    return 0
+  end
+  local sid = string.format('%d', id)
+  return redis.call('XRANGE', keys[1], sid .. '-0', sid .. '-0')[1]
 end
 
 -- FCALL herald_floor 2 <stream> <last> ID
@@ -283,3 +350,4 @@ redis.register_function('herald_publish', publish)
 redis.register_function('herald_sweep', sweep_call)
 redis.register_function('herald_trim', trim)
 redis.register_function('herald_floor', floor)
+redis.register_function('herald_mercure_find', mercure_find)

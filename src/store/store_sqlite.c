@@ -451,7 +451,7 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 			if (ret < 0)
 				goto fail;
 			if (ret == 1) {
-				out[i] = (struct store_appended){ id, same ? STORE_REPLAYED : STORE_KEY_CONFLICT };
+				out[i] = (struct store_appended){ id, same ? STORE_REPLAYED : STORE_KEY_CONFLICT, 0 };
 				continue;
 			}
 		}
@@ -468,10 +468,11 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 		}
 		sqlite3_reset(st->insert);
 		int64_t id = sqlite3_last_insert_rowid(st->db);
-		out[i] = (struct store_appended){ id, STORE_STORED };
+		out[i] = (struct store_appended){ id, STORE_STORED, 0 };
 		if (ev->idem_key && (ret = key_remember(st, ev, id, now)) < 0)
 			goto fail;
-		if (ev->mercure_id && (ret = mercure_remember(st, ev, id)) < 0)
+		if (ev->mercure_id && ((ret = store_sqlite_mercure_find(st, ev->mercure_id, &out[i].earlier)) < 0 ||
+				       (ret = mercure_remember(st, ev, id)) < 0))
 			goto fail;
 	}
 	/* The bound strings belong to the caller; drop the references. */
@@ -967,9 +968,33 @@ static int be_prune(void *be, int64_t max_age_s, int64_t max_count, size_t max_r
 	return n;
 }
 
-static int be_mercure_find(void *be, const char *mercure_id, int64_t *id)
+/* The row found, handed on (store_row_cb). */
+struct found_row {
+	store_found_cb found;
+	void *arg;
+};
+
+static int hand_on(void *arg, const struct store_event *ev)
 {
-	return store_sqlite_mercure_find(((struct sqlite_backend *)be)->db, mercure_id, id);
+	struct found_row *f = arg;
+	f->found(f->arg, 1, ev);
+	f->found = NULL;
+	return 1;
+}
+
+static void be_mercure_find(void *be, const char *mercure_id, store_found_cb found, void *arg)
+{
+	struct sqlite_backend *b = be;
+	int64_t id = 0;
+	int rc = store_sqlite_mercure_find(b->db, mercure_id, &id);
+	if (rc != 1) {
+		found(arg, rc, NULL);
+		return;
+	}
+	struct found_row f = { found, arg };
+	rc = store_sqlite_read_range(b->db, id - 1, id, 1, hand_on, &f);
+	if (f.found) /* the row went between the two reads: retention */
+		f.found(arg, rc < 0 ? rc : 0, NULL);
 }
 
 const struct store_backend store_sqlite_backend = {

@@ -28,7 +28,8 @@ static char *put_str(char **p, const char *s, size_t n)
 
 static size_t event_bytes(const struct store_event *ev)
 {
-	return sizeof(struct store_window_row) + ev->type_len + ev->topic_len + ev->data_len + 3;
+	return sizeof(struct store_window_row) + ev->type_len + ev->topic_len + ev->data_len + 3 +
+	       (ev->mercure ? ev->mercure_len + 1 : 0);
 }
 
 static struct store_window_row *row_new(const struct store_event *ev)
@@ -39,6 +40,8 @@ static struct store_window_row *row_new(const struct store_event *ev)
 	r->ev.type = put_str(&p, ev->type, ev->type_len);
 	r->ev.topic = put_str(&p, ev->topic, ev->topic_len);
 	r->ev.data = put_str(&p, ev->data, ev->data_len);
+	if (ev->mercure)
+		r->ev.mercure = put_str(&p, ev->mercure, ev->mercure_len);
 	return r;
 }
 

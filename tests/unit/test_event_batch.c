@@ -149,6 +149,18 @@ static void let_go(sqlite3 *db)
 	sqlite3_close(db);
 }
 
+struct found {
+	int rc;
+	int64_t id;
+};
+
+static void found_row(void *arg, int rc, const struct store_event *ev)
+{
+	struct found *f = arg;
+	f->rc = rc;
+	f->id = ev ? ev->id : 0;
+}
+
 static void test_a_pass_is_one_append_and_every_field_is_copied(void)
 {
 	struct fixture fx;
@@ -179,9 +191,13 @@ static void test_a_pass_is_one_append_and_every_field_is_copied(void)
 	CHECK(strcmp(s.last_type, "mercure") == 0 && strcmp(s.last_topic, "$mercure/x") == 0);
 	CHECK(s.last.public);
 	CHECK(strcmp(s.last_mercure, "urn:uuid:1\n\nhttps://example.com/x") == 0);
-	int64_t found = 0;
-	CHECK_EQ_INT(store_mercure_find(fx.st, "urn:uuid:1", &found), 1);
-	CHECK_EQ_INT(found, 3);
+	struct found f = { 0, 0 };
+	store_mercure_find(fx.st, "urn:uuid:1", found_row, &f);
+	CHECK_EQ_INT(f.rc, 1); /* answered before the call returned: SQLite */
+	CHECK_EQ_INT(f.id, 3);
+	f.rc = -1;
+	store_mercure_find(fx.st, "urn:uuid:none", found_row, &f);
+	CHECK_EQ_INT(f.rc, 0);
 	teardown(&fx);
 }
 

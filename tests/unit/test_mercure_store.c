@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "store/mercure_update.h"
 #include "store/store_sqlite.h"
 
 static char tmpdir[] = "/tmp/herald-mercure-store-XXXXXX";
@@ -46,8 +47,28 @@ static struct store_new_event update(const char *id, const char *block)
 					 .mercure_len = block ? strlen(block) : 0 };
 }
 
+/* The ids made for keyed publishes: the same publisher, key and body
+ * name the same update; any one changed, another. */
+static void test_keyed_ids(void)
+{
+	char *a = mercure_keyed_id("sub:u", "k1", "ab"), *b = mercure_keyed_id("sub:u", "k1", "ab");
+	char *c = mercure_keyed_id("sub:v", "k1", "ab"), *d = mercure_keyed_id("sub:u", "k2", "ab");
+	char *e = mercure_keyed_id("sub:u", "k1", "ac"), *r = mercure_new_id();
+	CHECK(strcmp(a, b) == 0 && strcmp(a, c) != 0 && strcmp(a, d) != 0 && strcmp(a, e) != 0);
+	CHECK(strlen(a) == 45 && strncmp(a, "urn:uuid:", 9) == 0);
+	CHECK(a[9 + 14] == '8' && strchr("89ab", a[9 + 19])); /* version 8, the RFC 9562 variant */
+	CHECK(r[9 + 14] == '4' && strchr("89ab", r[9 + 19]));
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	free(e);
+	free(r);
+}
+
 int main(void)
 {
+	test_keyed_ids();
 	if (!mkdtemp(tmpdir))
 		return 1;
 	char path[128], err[256];
@@ -57,7 +78,13 @@ int main(void)
 	struct store_new_event evs[4] = { update("urn:a", "urn:a\n\nt"), update(NULL, NULL),
 					  update("urn:b", "urn:b\n10\nt\nu"), update("urn:a", "urn:a\n\nt") };
 	int64_t ids[4];
-	CHECK_EQ_INT(store_sqlite_append_batch(st, evs, 4, ids), 0);
+	struct store_appended res[4];
+	CHECK_EQ_INT(store_sqlite_append(st, evs, 4, res), 0);
+	for (int i = 0; i < 4; i++)
+		ids[i] = res[i].id;
+	/* The id used again says which event keeps it. */
+	CHECK(res[0].earlier == 0 && res[1].earlier == 0 && res[2].earlier == 0);
+	CHECK_EQ_INT(res[3].earlier, ids[0]);
 	int64_t found = 0;
 	CHECK_EQ_INT(store_sqlite_mercure_find(st, "urn:a", &found), 1);
 	CHECK_EQ_INT(found, ids[0]); /* the earliest of an id used twice */

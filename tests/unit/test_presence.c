@@ -414,6 +414,48 @@ static void test_registry(void)
 	presence_free(p);
 }
 
+#define CHECK_ANSWER(got, want)                                                           \
+	do {                                                                              \
+		if (strcmp((got), (want)) != 0) {                                         \
+			fprintf(stderr, "answer: got  %s      want %s\n", (got), (want)); \
+			CHECK(!"the answer");                                             \
+		}                                                                         \
+	} while (0)
+
+static void keep_answer(void *arg, char *body, size_t len)
+{
+	(void)len;
+	*(char **)arg = body;
+}
+
+/* presence_ask answers each topic under its label (a Mercure topic asked
+ * is counted under its row's name and named as asked); repeated labels
+ * once; without labels, under the topics themselves. */
+static void test_labels(void)
+{
+	struct config cfg = test_config();
+	struct presence *p = presence_new(NULL, NULL, NULL, &cfg, NULL);
+	char *mapped[] = { "$mercure/ab12" }, *room[] = { "room/1" };
+	struct presence_reg *a = presence_register(p, mapped, 1, "bob");
+	struct presence_reg *b = presence_register(p, room, 1, NULL);
+	char *topics[] = { "$mercure/ab12", "room/1", "$mercure/ab12" };
+	char *labels[] = { "https://e.com/a b,\"c\"", "room/1", "https://e.com/a b,\"c\"" };
+	char *got = NULL;
+	presence_ask(p, topics, labels, 3, &everything, keep_answer, &got); /* no Redis: answered at once */
+	CHECK(got != NULL);
+	CHECK_ANSWER(got, "{\"topics\":{\"https://e.com/a b,\\\"c\\\"\":{\"readers\":1,\"subjects\":[\"bob\"],"
+			  "\"subjects_total\":1},\"room/1\":{\"readers\":1,\"subjects\":[],\"subjects_total\":0}}}\n");
+	free(got);
+	got = NULL;
+	presence_ask(p, topics, NULL, 1, &everything, keep_answer, &got);
+	CHECK_ANSWER(got,
+		     "{\"topics\":{\"$mercure/ab12\":{\"readers\":1,\"subjects\":[\"bob\"],\"subjects_total\":1}}}\n");
+	free(got);
+	presence_unregister(p, a);
+	presence_unregister(p, b);
+	presence_free(p);
+}
+
 /* Open and close storms in random order leave exact counts. */
 static void test_churn(void)
 {
@@ -460,6 +502,7 @@ int main(void)
 	test_table_shared_worker_dies();
 	test_table_worker_killed_mid_change();
 	test_registry();
+	test_labels();
 	test_churn();
 	return check_done("presence");
 }

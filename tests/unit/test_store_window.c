@@ -374,8 +374,42 @@ static void test_pages(void)
 	store_window_free(&w);
 }
 
+/* A Mercure update's block (its id, retry and topics) is kept with the
+ * row, in the window and in pages alike: a resume from the update's id and
+ * the Mercure frame need it. */
+static int keep_block(void *arg, const struct store_event *ev)
+{
+	const char **seen = arg;
+	*seen = ev->mercure ? ev->mercure : "(none)";
+	CHECK(!ev->mercure || ev->mercure[ev->mercure_len] == '\0');
+	return 0;
+}
+
+static void test_mercure_block_kept(void)
+{
+	struct store_window w;
+	store_window_init(&w, 0, NULL, NULL);
+	struct store_event ev = event(1, "a", true, 3);
+	static const char block[] = "urn:x:1\n\nhttps://example.com/a\nhttps://example.com/b";
+	char lent[sizeof(block)]; /* as a reply's strings are: gone after the add */
+	memcpy(lent, block, sizeof(block));
+	ev.mercure = lent;
+	ev.mercure_len = sizeof(block) - 1;
+	CHECK(store_window_add(&w, &ev));
+	memset(lent, 'z', sizeof(lent) - 1);
+	CHECK(add(&w, 2, "a", true));
+	const char *seen[2] = { NULL, NULL };
+	int64_t through = 0, gap = 0;
+	CHECK(store_window_read(&w, 0, 1, 10, NULL, keep_block, &seen[0], &through, &gap) == 1);
+	CHECK(seen[0] && strcmp(seen[0], block) == 0);
+	CHECK(store_window_read(&w, 1, 2, 10, NULL, keep_block, &seen[1], &through, &gap) == 1);
+	CHECK(seen[1] && strcmp(seen[1], "(none)") == 0);
+	store_window_free(&w);
+}
+
 int main(void)
 {
+	test_mercure_block_kept();
 	memset(big, 'x', sizeof(big));
 	test_rows_limit_and_offer();
 	test_bytes_limit();
