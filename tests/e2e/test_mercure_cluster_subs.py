@@ -3,7 +3,8 @@
 (mercure_subscriptions = on, two herald nodes on one redis-server started
 here). A subscription opened on node A is listed by node B's subscriptions
 API (the collection, one matcher's, the single document); its close takes
-it out of both lists; a SIGKILLed node's subscriptions leave every list
+it out of both lists; its open and close events reach watchers on both
+nodes once each, appended by its node; a SIGKILLed node's subscriptions leave every list
 within presence_ttl, and once the log keeps Mercure updates on Redis their
 close events come once, from the live node; a node paused past presence_ttl is
 swept likewise and, running again, lists its subscriptions again (said
@@ -137,6 +138,48 @@ def test_mercure_cluster_subscriptions_listed_by_every_node():
 
 
 test_mercure_cluster_subscriptions_listed_by_every_node.timeout = 60
+
+
+def _about(w, subscriber, n, timeout=5.0):
+    """The next n events on w about subscriber's subscriptions (others
+    skipped), as (active) values; fewer on timeout."""
+    out, deadline = [], time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        for e in w.events(1, timeout=max(0.05, deadline - time.monotonic())):
+            d = json.loads(e["data"])
+            if d["subscriber"] == subscriber:
+                out.append(d["active"])
+    return out
+
+
+def test_mercure_cluster_subscription_events_once_from_the_holding_node():
+    """A subscription on A: its open and its close reach watchers on both
+    nodes once each (A appends them; B appends none)."""
+    with RedisServer() as r:
+        a, b = node(r), node(r)
+        try:
+            wa = MStream(a.port, [("match_urlpattern", SUBS_PATTERN)], AUTH)
+            wb = MStream(b.port, [("match_urlpattern", SUBS_PATTERN)], AUTH)
+            assert wa.status == wb.status == 200
+            s = open_sub(a.port, "ev/1")
+            sub = subscriber_of(b.port, "ev/1")
+            assert _about(wa, sub, 1) == [True] and _about(wb, sub, 1) == [True]
+            s.close()
+            assert _about(wa, sub, 1) == [False] and _about(wb, sub, 1) == [False]
+            assert _about(wa, sub, 1, timeout=1.0) == [] and _about(wb, sub, 1, timeout=0.2) == []
+            ids = [e for e in r.command("XRANGE", "{msubs}:events", "-", "+")]
+            mine = [e for e in ids if sub.encode() in b"".join(x for x in e[1] if isinstance(x, bytes))]
+            assert len(mine) == 2, mine  # one open, one close in the log
+            wa.close()
+            wb.close()
+            a.stop()
+            b.stop()
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_mercure_cluster_subscription_events_once_from_the_holding_node.timeout = 60
 
 
 def test_mercure_cluster_killed_node_subscriptions_closed_once():
