@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import urllib.parse
@@ -99,6 +100,11 @@ def test_mercure_cluster_subscriptions_listed_by_every_node():
             assert st == 200 and doc == {"id": one, "type": "subscription", "match_type": "exact",
                                          "match": "https://example.com/a b", "subscriber": sub_a,
                                          "active": True}, doc
+            # Over h2c too: the stream waits for Redis' answer alone.
+            out = subprocess.run(["curl", "-s", "-i", "--http2-prior-knowledge", "-H",
+                                  "Authorization: " + AUTH["Authorization"], f"http://127.0.0.1:{b.port}{one}"],
+                                 stdout=subprocess.PIPE, timeout=10).stdout.decode()
+            assert out.startswith("HTTP/2 200") and json.loads(out.split("\r\n\r\n", 1)[1]) == doc, out
             # The same id percent-encoded otherwise names the same subscription.
             st, _, doc2 = listing(b.port, one.replace("%3A", "%3a"))
             assert st == 200 and doc2 == doc
