@@ -59,7 +59,8 @@ static const char lua_del[] = LUA_COMMON "local n = redis.call('HINCRBY', KEYS[4
 /* KEYS nodes, announced, leaving, closing; ARGV prefix, grace ms, the
  * subscriptions' hash prefix, how many to close, the swept marks' prefix,
  * the caller's id (never its own sweeper: a node that ran late finds
- * itself expired, and its next heartbeat brings it back).
+ * itself expired, and its next heartbeat brings it back), the
+ * subscriptions' ids prefix.
  * Two arrays: the keys that leave now and the dead nodes' subscription
  * records to close now (this caller announces both). A dead node's
  * records go onto the closing list whole, with its counts' removal, so
@@ -77,7 +78,7 @@ static const char lua_sweep[] =
 		   "for i = 1, #recs, 1000 do "
 		   "redis.call('RPUSH', KEYS[4], unpack(recs, i, math.min(i + 999, #recs))) end "
 		   "if #recs > 0 then redis.call('SET', ARGV[5] .. d, 1, 'PX', 86400000) end "
-		   "redis.call('DEL', sh) redis.call('ZREM', KEYS[1], d) end end "
+		   "redis.call('DEL', sh, ARGV[7] .. d) redis.call('ZREM', KEYS[1], d) end end "
 		   "local out = {} "
 		   "for _, k in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))) do "
 		   "redis.call('ZREM', KEYS[3], k) "
@@ -86,7 +87,7 @@ static const char lua_sweep[] =
 		   "if #closes > 0 then redis.call('LTRIM', KEYS[4], #closes, -1) end "
 		   "return {out, closes}";
 
-/* KEYS nodes, mine, my subscriptions; ARGV prefix, id, ttl ms. 1, or 0
+/* KEYS nodes, mine, my subscriptions, their ids; ARGV prefix, id, ttl ms. 1, or 0
  * when the node was not among the nodes: a sweep took it for dead (it did
  * not beat for the TTL) or Redis lost its data; nothing is written then,
  * the node writes its share again. */
@@ -94,23 +95,28 @@ static const char lua_heartbeat[] = LUA_COMMON "if not redis.call('ZSCORE', KEYS
 					       "local now = now_ms() "
 					       "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2]) "
 					       "redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[3])) "
-					       "redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[3])) return 1";
+					       "redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[3])) "
+					       "redis.call('PEXPIRE', KEYS[4], 2 * tonumber(ARGV[3])) return 1";
 
 /* KEYS the mark a sweep left when it closed this node's subscriptions.
  * 1: there was one (taken, so said once). */
 static const char lua_swept[] = "if redis.call('DEL', KEYS[1]) == 1 then return 1 end return 0";
 
-/* KEYS nodes; ARGV the subscriptions' hash prefix, id or prefix, exact
- * (1/0), cap. {cut (1/0), records}: the live nodes' records whose id is
- * (exact) or starts with the given one, at most cap. */
+/* KEYS nodes; ARGV the subscriptions' hash prefix, their ids' prefix, an
+ * id or its start, exact (1/0), cap. {cut (1/0), records}: the live nodes'
+ * records whose id is (exact) or starts with the given one, at most cap,
+ * found through each node's ids in order (a range, not a scan). */
 static const char lua_subs_list[] =
-	LUA_COMMON "local out, cut, cap, want = {}, 0, tonumber(ARGV[4]), ARGV[2] "
+	LUA_COMMON "local out, cut, cap, want = {}, 0, tonumber(ARGV[5]), ARGV[3] "
 		   "for _, n in ipairs(live(now_ms())) do local h = ARGV[1] .. n "
-		   "if ARGV[3] == '1' then local v = redis.call('HGET', h, want) "
+		   "if ARGV[4] == '1' then local v = redis.call('HGET', h, want) "
 		   "if v then if #out < cap then out[#out + 1] = v else cut = 1 end end "
-		   "else local kv = redis.call('HGETALL', h) "
-		   "for i = 1, #kv, 2 do if string.sub(kv[i], 1, #want) == want then "
-		   "if #out < cap then out[#out + 1] = kv[i + 1] else cut = 1 end end end end end "
+		   "else local room = cap - #out "
+		   "local ids = redis.call('ZRANGEBYLEX', ARGV[2] .. n, '[' .. want, '[' .. want .. '\\255', "
+		   "'LIMIT', 0, room + 1) "
+		   "if #ids > room then cut = 1 ids[#ids] = nil end "
+		   "if #ids > 0 then for _, v in ipairs(redis.call('HMGET', h, unpack(ids))) do "
+		   "if v then out[#out + 1] = v end end end end end "
 		   "return {cut, out}";
 
 /* KEYS nodes, announced, leaving, mine; ARGV prefix, id, ttl ms, first
@@ -153,6 +159,7 @@ struct presence_redis {
 	char id[24];
 	char key_nodes[256], key_announced[256], key_leaving[256], key_mine[300], prefix[256];
 	char key_subs_closing[256], key_subs_mine[300], subs_prefix[256], swept_prefix[256], key_swept_mine[300];
+	char ids_prefix[256], key_ids_mine[300];
 	/* The share being written: key, count pairs for the next script. */
 	const char **share_argv;
 	size_t *share_lens;
@@ -310,9 +317,9 @@ static void heartbeat(void *arg)
 	struct presence_redis *r = arg;
 	char ttl[24];
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)r->cfg->presence_ttl_ms);
-	const char *keys[3] = { r->key_nodes, r->key_mine, r->key_subs_mine };
+	const char *keys[4] = { r->key_nodes, r->key_mine, r->key_subs_mine, r->key_ids_mine };
 	const char *args[3] = { r->prefix, r->id, ttl };
-	send_script(r, on_heartbeat, NULL, lua_heartbeat, 3, keys, 3, args);
+	send_script(r, on_heartbeat, NULL, lua_heartbeat, 4, keys, 3, args);
 	loop_timer_start(r->lp, &r->heartbeat_timer, MAX((uint64_t)r->cfg->presence_ttl_ms / 3, (uint64_t)100),
 			 heartbeat, r);
 }
@@ -353,8 +360,8 @@ static void sweep(void *arg)
 	snprintf(grace, sizeof(grace), "%lld", (long long)r->cfg->presence_grace_ms);
 	snprintf(chunk, sizeof(chunk), "%d", r->subs.closed ? SUBS_CLOSE_CHUNK : 0);
 	const char *keys[4] = { r->key_nodes, r->key_announced, r->key_leaving, r->key_subs_closing };
-	const char *args[6] = { r->prefix, grace, r->subs_prefix, chunk, r->swept_prefix, r->id };
-	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 6, args);
+	const char *args[7] = { r->prefix, grace, r->subs_prefix, chunk, r->swept_prefix, r->id, r->ids_prefix };
+	send_script(r, on_sweep, NULL, lua_sweep, 4, keys, 7, args);
 	loop_timer_start(r->lp, &r->sweep_timer, SWEEP_MS, sweep, r);
 }
 
@@ -373,8 +380,8 @@ static void share_again(struct presence_redis *r)
 		const char *argv[4] = { "EVAL", lua_swept, "1", r->key_swept_mine };
 		send_argv(r, on_swept, NULL, 4, argv, NULL);
 	}
-	const char *del[2] = { "DEL", r->key_subs_mine };
-	send_argv(r, NULL, NULL, 2, del, NULL);
+	const char *del[3] = { "DEL", r->key_subs_mine, r->key_ids_mine };
+	send_argv(r, NULL, NULL, 3, del, NULL);
 	r->hooks.connected(r->hooks.arg); /* the share, then presence_redis_share_done */
 	if (r->subs.connected && r->ac) {
 		r->subs_batch = true;
@@ -420,6 +427,8 @@ struct presence_redis *presence_redis_new(struct loop *lp, const struct config *
 	snprintf(r->key_subs_mine, sizeof(r->key_subs_mine), "%s%s", r->subs_prefix, r->id);
 	snprintf(r->swept_prefix, sizeof(r->swept_prefix), "{%s}:presence:subs:swept:", cfg->redis_stream);
 	snprintf(r->key_swept_mine, sizeof(r->key_swept_mine), "%s%s", r->swept_prefix, r->id);
+	snprintf(r->ids_prefix, sizeof(r->ids_prefix), "{%s}:presence:subs:ids:", cfg->redis_stream);
+	snprintf(r->key_ids_mine, sizeof(r->key_ids_mine), "%s%s", r->ids_prefix, r->id);
 	redis_link_start(r->link, false); /* from the loop: the hooks' owner has r in hand by then */
 	return r;
 }
@@ -601,9 +610,12 @@ static void subs_expire(struct presence_redis *r)
 	snprintf(ms, sizeof(ms), "%lld", 2 * (long long)r->cfg->presence_ttl_ms);
 	const char *argv[3] = { "PEXPIRE", r->key_subs_mine, ms };
 	send_argv(r, NULL, NULL, 3, argv, NULL);
+	argv[1] = r->key_ids_mine;
+	send_argv(r, NULL, NULL, 3, argv, NULL);
 }
 
-/* Send the pairs gathered so far as one HSET. */
+/* Send the pairs gathered so far as one HSET, and their ids as one
+ * ZADD. */
 static void subs_flush(struct presence_redis *r)
 {
 	if (r->subs_n) {
@@ -617,6 +629,17 @@ static void subs_flush(struct presence_redis *r)
 		for (size_t i = 0; i < r->subs_n; i++) {
 			argv[2 + i] = r->subs_owned[i];
 			lens[2 + i] = r->subs_lens[i];
+		}
+		send_argv(r, NULL, NULL, (int)argc, argv, lens);
+		/* The ids in order (all of score 0), for ranges by prefix. */
+		argv[0] = "ZADD";
+		argv[1] = r->key_ids_mine;
+		lens[1] = strlen(r->key_ids_mine);
+		for (size_t i = 0; i < r->subs_n; i += 2) {
+			argv[2 + i] = "0";
+			lens[2 + i] = 1;
+			argv[3 + i] = r->subs_owned[i];
+			lens[3 + i] = r->subs_lens[i];
 		}
 		send_argv(r, NULL, NULL, (int)argc, argv, lens);
 		free(argv);
@@ -648,6 +671,8 @@ int presence_redis_subs_put(struct presence_redis *r, const char *id, const char
 	size_t lens[4] = { 4, strlen(r->key_subs_mine), strlen(id), len };
 	if (send_argv(r, NULL, NULL, 4, argv, lens) < 0)
 		return -1;
+	const char *zadd[4] = { "ZADD", r->key_ids_mine, "0", id };
+	send_argv(r, NULL, NULL, 4, zadd, NULL);
 	subs_expire(r);
 	return 0;
 }
@@ -656,6 +681,8 @@ void presence_redis_subs_del(struct presence_redis *r, const char *id)
 {
 	const char *argv[3] = { "HDEL", r->key_subs_mine, id };
 	send_argv(r, NULL, NULL, 3, argv, NULL);
+	const char *zrem[3] = { "ZREM", r->key_ids_mine, id };
+	send_argv(r, NULL, NULL, 3, zrem, NULL);
 }
 
 struct subs_ask {
@@ -701,10 +728,9 @@ int presence_redis_subs_list(struct presence_redis *r, const char *prefix, bool 
 	*ask = (struct subs_ask){ cb, arg };
 	char num[24];
 	snprintf(num, sizeof(num), "%zu", cap);
-	const char *argv[8] = {
-		"EVAL", lua_subs_list, "1", r->key_nodes, r->subs_prefix, prefix, exact ? "1" : "0", num
-	};
-	if (send_argv(r, on_subs_list, ask, 8, argv, NULL) < 0) {
+	const char *argv[9] = { "EVAL", lua_subs_list,     "1", r->key_nodes, r->subs_prefix, r->ids_prefix,
+				prefix, exact ? "1" : "0", num };
+	if (send_argv(r, on_subs_list, ask, 9, argv, NULL) < 0) {
 		free(ask);
 		return -1;
 	}

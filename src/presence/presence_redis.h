@@ -79,6 +79,8 @@ int presence_redis_snapshot(struct presence_redis *r, presence_redis_snapshot_cb
  * sweep, so a node's death is found once):
  *   {S}:presence:subs:ID       hash: subscription id -> its record (the
  *                              user's text, opaque here)
+ *   {S}:presence:subs:ids:ID   sorted set: the same ids (all of score 0),
+ *                              so a list by prefix is a range, not a scan
  *   {S}:presence:subs:closing  list: records of dead nodes' subscriptions
  *                              that no live node has closed yet
  *   {S}:presence:subs:swept:ID a mark: a sweep closed ID's subscriptions

@@ -338,6 +338,38 @@ def test_mercure_cluster_subscriptions_workers_one_answer():
 test_mercure_cluster_subscriptions_workers_one_answer.timeout = 60
 
 
+def test_mercure_cluster_subscriptions_answer_capped():
+    """An answer read from Redis holds at most 4,096 documents (the cut
+    logged); one matcher's list is a range of each node's ids, exact."""
+    q = urllib.parse.quote
+    with RedisServer() as r:
+        a, b = (node(r, extra="mercure_subscription_events = 0\n") for _ in range(2))
+        try:
+            subs = [MStream(a.port if k % 2 else b.port, [("match", f"c/{k}/{i}") for i in range(64)])
+                    for k in range(65)]
+            assert all(m.status == 200 for m in subs)
+            wait_until(lambda: len(listing(a.port)[2]["subscriptions"]) == 4096, timeout=20,
+                       what="a full answer")
+            a.wait_log(r"a subscriptions answer \(/.well-known/mercure/subscriptions\) holds the first 4096 "
+                       r"documents only")
+            # One matcher's: its one subscription, whichever node holds it;
+            # a match that starts another's ("c/1/1" and "c/1/10") is not it.
+            for k, i in ((1, 1), (64, 63), (2, 10)):
+                st, _, doc = listing(a.port, f"{SUBS}/exact/{q(f'c/{k}/{i}', safe='')}")
+                assert st == 200 and [d["match"] for d in doc["subscriptions"]] == [f"c/{k}/{i}"], doc
+            for m in subs:
+                m.close()
+            wait_until(lambda: listing(b.port)[2]["subscriptions"] == [], timeout=20, what="every close")
+            a.stop()
+            b.stop()
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_mercure_cluster_subscriptions_answer_capped.timeout = 90
+
+
 def _mopen_on(port, worker, params, headers=None, tries=60):
     """A Mercure subscription the kernel handed to `worker` (as
     test_workers._open_on does for streams)."""
