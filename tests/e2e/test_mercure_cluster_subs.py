@@ -15,7 +15,8 @@ requests; Redis back without its data is given the node's subscriptions
 again (in HSETs of a few hundred); with workers on Redis each worker is a
 share and any answers for all, and with workers on SQLite the group's
 shared records answer for all, a killed worker's subscriptions closed
-once by the live one."""
+once by the live one; turned on by a reload, the list is the cluster's
+all the same."""
 import json
 import os
 import re
@@ -35,13 +36,13 @@ SUBS_PATTERN = SUBS + "/:type/:match/:subscriber"
 TTL_S = 2
 
 
-def node(r, stream="msubs", extra=""):
+def node(r, stream="msubs", extra="", subs="on"):
     tmp = tempfile.mkdtemp(prefix="herald-test-")
     with open(os.path.join(tmp, "secret"), "w") as f:
         f.write(SECRET)
     conf = ("jwt_algorithm = HS256\njwt_secret_file = %s\nmercure_url = %s\nmercure_anonymous = on\n"
-            "mercure_subscriptions = on\npresence_ttl = %ds\nper_address_limit = 0\npublish_token = ptok\n%s"
-            % (os.path.join(tmp, "secret"), HUB, TTL_S, extra))
+            "mercure_subscriptions = %s\npresence_ttl = %ds\nper_address_limit = 0\npublish_token = ptok\n%s"
+            % (os.path.join(tmp, "secret"), HUB, subs, TTL_S, extra))
     return Herald(dir=tmp, config=conf, redis=r, redis_stream=stream)
 
 
@@ -368,6 +369,34 @@ def test_mercure_cluster_subscriptions_answer_capped():
 
 
 test_mercure_cluster_subscriptions_answer_capped.timeout = 90
+
+
+def test_mercure_cluster_subscriptions_turned_on_by_a_reload():
+    """mercure_subscriptions off at the start and on after SIGHUP: the
+    cluster's list all the same."""
+    with RedisServer() as r:
+        a, b = node(r, subs="off"), node(r, subs="off")
+        try:
+            for n in (a, b):
+                assert listing(n.port)[0] == 404
+                conf = os.path.join(n.dir, "herald.conf")
+                with open(conf) as f:
+                    text = f.read()
+                with open(conf, "w") as f:
+                    f.write(text.replace("mercure_subscriptions = off", "mercure_subscriptions = on"))
+                n.signal(signal.SIGHUP)
+                wait_until(lambda: listing(n.port)[0] == 200, what="the API on after the reload")
+            s = open_sub(a.port, "after/reload")
+            assert subscriber_of(b.port, "after/reload")
+            s.close()
+            a.stop()
+            b.stop()
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_mercure_cluster_subscriptions_turned_on_by_a_reload.timeout = 60
 
 
 def _mopen_on(port, worker, params, headers=None, tries=60):
