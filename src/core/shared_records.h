@@ -14,8 +14,8 @@
  * (shared_records_orphan_column), and one live worker claims each of them
  * (shared_records_claim_orphans), once. A robust, process-shared mutex
  * guards the block, so a worker killed while holding it leaves it usable
- * (at worst the cells of the record it was adding are lost until the
- * group restarts). Every call below takes the lock itself. */
+ * (at worst the cells of the record it was adding or deleting are lost
+ * until the group restarts). Every call below takes the lock itself. */
 #ifndef HERALD_SHARED_RECORDS_H
 #define HERALD_SHARED_RECORDS_H
 
