@@ -432,6 +432,8 @@ def test_mercure_workers_on_sqlite_one_answer_and_a_killed_worker_closed():
         # The watcher, on the worker that stays (a stray one's events may
         # still come: only the dead worker's subscribers are looked at).
         w = _mopen_on(h.port, 0, [("match_urlpattern", SUBS_PATTERN)], AUTH)
+        # A stray placement's close may still be on its way out of the list.
+        wait_until(lambda: len(subscribers(h.port)) == 4, what="the four subscriptions listed")
         for _ in range(8):  # a new connection each: whichever worker answers, all four
             assert len(subscribers(h.port)) == 4
         _, _, body = request(h.port, "GET", "/metrics")
