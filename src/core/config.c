@@ -334,7 +334,7 @@ static void load_file(struct load *ld, const char *path)
 /* Variables named HERALD_* that are not keys but are set by herald's own
  * build and test tools (Makefile, tests/run.py), which start herald with
  * them in its environment. Any other unknown HERALD_* is a mistake. */
-static const char *const env_not_keys[] = { "HERALD_BIN", "HERALD_BUILD" };
+static const char *const env_not_keys[] = { "HERALD_BIN", "HERALD_BUILD", "HERALD_TEST_JOBS" };
 
 /* The key whose variable is exactly name ("HERALD_" and the key in upper
  * case), or NULL. */

@@ -8,8 +8,9 @@
  * address key, a presence_table with a column per worker and keys of at
  * most KEY_LEN - 1 bytes, which holds only the keys counting a stream now
  * (a lookup stays a few slots of an index at most half full whatever
- * addresses came and went, presence_table.c); and the presence counts, a
- * presence_table too.
+ * addresses came and went, presence_table.c); the presence counts, a
+ * presence_table too; and the Mercure subscriptions' records
+ * (shared_records.h), a dead worker's orphaned for a live one to close.
  *
  * The region's lock is taken first and the count table's inside it, never
  * the other way: admission checks the group's readers (the slots) and the
@@ -27,6 +28,7 @@
 
 #include "common/log.h"
 #include "core/presence_table.h"
+#include "core/shared_records.h"
 #include "common/util.h"
 
 #define KEY_LEN 64 /* an address key's room, as admission.c's */
@@ -51,6 +53,7 @@ struct region {
 static struct region *g;
 static struct presence_table *counts;   /* open streams per address key, a column per worker */
 static struct presence_table *presence; /* the presence counts, a column per worker */
+static struct shared_records *records;  /* the Mercure subscriptions' records, an owner per worker */
 static int self = -1;
 /* One eventfd per worker index, made before the first fork, so every worker
  * (a restarted one too) inherits all of them: a commit wakes the others. */
@@ -84,7 +87,9 @@ static void unmap_tables(void)
 {
 	presence_table_unmap(counts);
 	presence_table_unmap(presence);
+	shared_records_unmap(records);
 	counts = presence = NULL;
+	records = NULL;
 }
 
 int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys)
@@ -93,7 +98,8 @@ int group_create(unsigned nworkers, size_t max_keys, size_t presence_keys)
 		return -EINVAL;
 	counts = presence_table_map(nworkers, max_keys, KEY_LEN, true);
 	presence = counts ? presence_table_map(nworkers, presence_keys, PRESENCE_KEY_MAX, true) : NULL;
-	if (!presence) {
+	records = presence ? shared_records_map(2 * presence_keys, true) : NULL;
+	if (!records) {
 		int e = errno;
 		unmap_tables();
 		return -e;
@@ -169,6 +175,11 @@ int group_index(void)
 struct presence_table *group_presence_table(void)
 {
 	return presence;
+}
+
+struct shared_records *group_records(void)
+{
+	return records;
 }
 
 int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit)
@@ -286,6 +297,7 @@ void group_worker_gone(unsigned index)
 	memset(s, 0, sizeof(*s));
 	unlock();
 	presence_table_drop_column(presence, index, group_clock_ms());
+	shared_records_orphan_column(records, index);
 }
 
 int group_wake_fd(void)

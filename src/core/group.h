@@ -6,8 +6,9 @@
  * readers per address key with a column per worker (a presence_table,
  * presence_table.h), so that max_readers and per_address_limit hold for
  * the whole group and the main process can drop a dead worker's share at
- * once; and the presence table, a column per worker, whose dead worker's
- * column the main process drops the same way.
+ * once; the presence table, a column per worker, whose dead worker's
+ * column the main process drops the same way; and the records of the
+ * Mercure subscriptions, a dead worker's orphaned for a live one to close.
  *
  * The address counts hold only the keys with a reader open now, so a
  * lookup (every stream's open and close) costs a few slots whatever
@@ -69,6 +70,12 @@ int group_index(void);        /* this worker's index, or -1 */
  * its index. */
 struct presence_table *group_presence_table(void);
 
+/* The group's records of Mercure subscriptions (shared_records.h; 2 x
+ * presence_keys cells; NULL when no region); a worker's column is its
+ * index, and a dead worker's records are orphaned when it is reaped. */
+struct shared_records;
+struct shared_records *group_records(void);
+
 /* The per-address counts (admission.c's counts in a group), keys of at
  * most 63 bytes. admit and del change this worker's column; count is the
  * group's total for key.
@@ -108,7 +115,8 @@ unsigned group_sum(struct metrics *m, struct group_figures *f, struct group_work
 void group_worker_started(unsigned index, pid_t pid);
 
 /* Main process: worker index is gone: its readers leave every count, its
- * counters are kept with the dead ones', its slot is emptied. */
+ * counters are kept with the dead ones', its slot is emptied, its Mercure
+ * subscriptions' records are orphans. */
 void group_worker_gone(unsigned index);
 
 /* Wake-ups between workers writing one SQLite log: a commit's rows are

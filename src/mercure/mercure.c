@@ -634,6 +634,55 @@ static int newest_id(void *arg, const struct store_event *ev)
 	return 1;
 }
 
+/* A subscriptions request waiting for its list; c NULL once it closed. */
+struct subs_wait {
+	struct conn *c;
+	const struct cors *cors;
+	char base[2200];
+	char *origin;  /* the request's Origin (NULL: none) */
+	char *last_id; /* the Link's last-event-id */
+};
+
+static void subs_wait_closed(struct conn *c, void *data)
+{
+	struct subs_wait *w = data;
+	(void)c;
+	w->c = NULL;
+}
+
+static const struct conn_user subs_waiter = { NULL, subs_wait_closed };
+
+static void subscriptions_answered(void *arg, int status, char *body, size_t len)
+{
+	struct subs_wait *w = arg;
+	struct conn *c = w->c;
+	if (c)
+		conn_attach(c, NULL, NULL);
+	if (c && status == 503) {
+		refuse_with(c, w->base, 503, "subscriptions_unavailable",
+			    "the cluster's subscriptions cannot be read now (Redis is unreachable)", "Retry-After",
+			    "1");
+	} else if (c && status != 200) {
+		refuse(c, w->base, 404, "not_found", "no such subscription", NULL);
+	} else if (c) {
+		struct http_head h;
+		http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
+		if (w->origin)
+			cors_fields(w->cors, w->origin, strlen(w->origin), &h);
+		http_head_addf(&h, "Link",
+			       "<%s>; rel=\"mercure\"; last-event-id=\"%s\"; type=\"mercure\"; "
+			       "content-type=\"application/json\"",
+			       w->base, w->last_id);
+		http_head_add(&h, "Cache-Control", "must-revalidate");
+		conn_respond(c, &h, body, len);
+		http_head_free(&h);
+	}
+	free(body);
+	free(w->origin);
+	free(w->last_id);
+	free(w);
+}
+
 void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struct http_request *req)
 {
 	char base[2200], path[2200], chal[2600];
@@ -671,46 +720,38 @@ void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struc
 		why = "the token does not grant subscribing to this path";
 		extra = challenge(base, "insufficient_scope", chal, sizeof(chal));
 	}
-	char *rest_s = xstrndup(rest, rest_n);
-	size_t len = 0;
-	char *body = status ? NULL : mercure_subs_answer(subs, path, rest_s, &len);
-	free(rest_s);
-	free(topic);
-	if (status || !body) {
+	if (status) {
+		free(topic);
 		mercure_grants_free(&g);
-		if (status)
-			refuse(c, base, status, status == 401 ? "invalid_token" : "forbidden", why, extra);
-		else
-			refuse(c, base, 404, "not_found", "no such subscription", NULL);
+		refuse(c, base, status, status == 401 ? "invalid_token" : "forbidden", why, extra);
 		return;
 	}
 	/* The cursor to subscribe from: the newest event's id (its number
-	 * when the asker may not see it). */
+	 * when the asker may not see it), taken before the list is read so
+	 * that no event between the two is missed by one who resumes. */
 	char last[64];
 	int64_t newest = hub_high_water(mc->hub);
 	struct cursor cur = { &g, NULL };
 	if (newest > 0)
 		store_read_range(mc->st, newest - 1, newest, 1, newest_id, &cur);
 	mercure_grants_free(&g);
-	char *last_id = cur.id;
 	snprintf(last, sizeof(last), "%lld", (long long)newest);
-	struct http_head h;
-	http_head_response(&h, 200, "application/json", len, conn_keep_alive(c));
+	/* The connection waits for the list (the cluster's, from Redis, comes
+	 * later); if it closes first, the answer is dropped. */
+	struct subs_wait *w = xcalloc(1, sizeof(*w));
+	w->c = c;
+	w->cors = mc->cors;
+	snprintf(w->base, sizeof(w->base), "%s", base);
+	w->last_id = cur.id ? cur.id : xstrdup(newest > 0 ? last : "earliest");
 	const struct http_header *o = http_header_get(req, "Origin");
 	if (o)
-		cors_fields(mc->cors, o->value.p, o->value.n, &h);
-	http_head_addf(
-		&h, "Link",
-		"<%s>; rel=\"mercure\"; last-event-id=\"%s\"; type=\"mercure\"; content-type=\"application/json\"",
-		base,
-		last_id      ? last_id
-		: newest > 0 ? last
-			     : "earliest");
-	http_head_add(&h, "Cache-Control", "must-revalidate");
-	free(last_id);
-	conn_respond(c, &h, body, len);
-	http_head_free(&h);
-	free(body);
+		w->origin = xstrndup(o->value.p, o->value.n);
+	conn_attach(c, &subs_waiter, w);
+	conn_wait(c);
+	char *rest_s = xstrndup(rest, rest_n);
+	mercure_subs_ask(subs, path, rest_s, subscriptions_answered, w);
+	free(rest_s);
+	free(topic);
 }
 
 /* ---- publish ------------------------------------------------------------ */

@@ -64,7 +64,9 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 
 /* GET MERCURE_PATH/subscriptions[/TYPE/MATCH[/SUBSCRIBER]]: the active
  * subscriptions (mercure_subs.h) to a token granted subscribe on that
- * path; 401/403, or 404 for none (or with presence off). */
+ * path; 401/403, or 404 for none (or with presence off). With the log
+ * on Redis the cluster's, read there while the connection waits (503 with
+ * Retry-After when Redis cannot answer). */
 void mercure_subscriptions(const struct mercure *mc, struct conn *c, const struct http_request *req);
 
 /* Whether req asks for the hub's protected-resource metadata (RFC 9728:

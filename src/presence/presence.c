@@ -633,3 +633,8 @@ void presence_ask(struct presence *p, char *const *topics, char *const *labels, 
 		ask_free(a);
 	}
 }
+
+struct presence_redis *presence_share(struct presence *p)
+{
+	return p ? p->redis : NULL;
+}

@@ -36,6 +36,7 @@
 #define PRESENCE_TOPIC_PREFIX "$presence/"
 
 struct presence;
+struct presence_redis;
 
 /* One stream's registration (opaque), owned by the presence until
  * presence_unregister. */
@@ -96,5 +97,10 @@ void presence_ask(struct presence *p, char *const *topics, char *const *labels, 
 /* The readers of topic (a valid pattern) in this process or group, as an
  * answer counts them. */
 size_t presence_readers(struct presence *p, const char *topic);
+
+/* This node's share in Redis when the event log is there (p's, lent), so
+ * that the Mercure endpoint's subscriptions live beside the counts
+ * (presence_redis.h); NULL otherwise or for NULL p. */
+struct presence_redis *presence_share(struct presence *p);
 
 #endif

@@ -13,7 +13,8 @@
  * disagree); a node that stops (killed, cut off) drops out of every answer
  * once it expires, and the first sweep after that makes its subjects leave.
  * Its hash outlives the expiry (twice the TTL) so that sweep can read it.
- * A connection (or a reconnection, after a Redis outage) first writes the
+ * A connection (or a reconnection, after a Redis outage, or a heartbeat
+ * that finds the node was swept while it did not beat) first writes the
  * node's whole share again, then counts go as streams open and close, in
  * order on the one connection. Each step that decides a join or a leave is
  * one script, so two nodes never both announce one. A Redis link of its
@@ -72,5 +73,51 @@ void presence_redis_share_done(struct presence_redis *r);
  * Redis cannot answer. Returns 0, or -1 (not connected; cb not called). */
 typedef void presence_redis_snapshot_cb(void *arg, const char *const *keys, const uint32_t *totals, size_t n);
 int presence_redis_snapshot(struct presence_redis *r, presence_redis_snapshot_cb *cb, void *arg);
+
+/* ---- the Mercure endpoint's active subscriptions (mercure_subs.c) ----
+ * Beside the node's counts, and alive as long (the same heartbeat, TTL and
+ * sweep, so a node's death is found once):
+ *   {S}:presence:subs:ID       hash: subscription id -> its record (the
+ *                              user's text, opaque here)
+ *   {S}:presence:subs:ids:ID   sorted set: the same ids (all of score 0),
+ *                              so a list by prefix is a range, not a scan
+ *   {S}:presence:subs:closing  list: records of dead nodes' subscriptions
+ *                              that no live node has closed yet
+ *   {S}:presence:subs:swept:ID a mark: a sweep closed ID's subscriptions
+ *                              (a day; ID, back, takes it: swept)
+ * The sweep that takes a dead node out moves its records onto the closing
+ * list in the same script; each sweep then pops at most SUBS_CLOSE_CHUNK
+ * of them (one node gets each) for closed. */
+struct presence_redis_subs_hooks {
+	/* Connected (again), the node's hash emptied: put every subscription
+	 * now (presence_redis_subs_put). */
+	void (*connected)(void *arg);
+	/* A dead node's subscription, this node's to close (once in the
+	 * cluster): its record, valid during the call. */
+	void (*closed)(void *arg, const char *record, size_t len);
+	/* After connected: a sweep closed what this node had put before (it
+	 * was taken for dead: cut off or paused for presence_ttl), which is
+	 * open again now. NULL: not asked. */
+	void (*swept)(void *arg);
+	void *arg;
+};
+
+/* Register the hooks (copied; NULL: none, before the user goes). The
+ * sweep runs from the next connection on whatever presence_events says. */
+void presence_redis_subs_hooks(struct presence_redis *r, const struct presence_redis_subs_hooks *h);
+
+/* This node's subscription id is open with record (put), or closed (del).
+ * Dropped while the connection is down: connected puts them all again.
+ * put returns 0, or -1 when dropped. */
+int presence_redis_subs_put(struct presence_redis *r, const char *id, const char *record, size_t len);
+void presence_redis_subs_del(struct presence_redis *r, const char *id);
+
+/* The live nodes' records whose id starts with prefix (exact: whose id is
+ * prefix), at most cap of them: cb(arg, records, lens, n, cut) once, cut
+ * when more were left out; n == (size_t)-1 when Redis cannot answer.
+ * Returns 0, or -1 (not connected; cb not called). */
+typedef void presence_redis_subs_cb(void *arg, const char *const *records, const size_t *lens, size_t n, bool cut);
+int presence_redis_subs_list(struct presence_redis *r, const char *prefix, bool exact, size_t cap,
+			     presence_redis_subs_cb *cb, void *arg);
 
 #endif

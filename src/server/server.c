@@ -429,6 +429,13 @@ int server_start(struct server *srv, int argc, char **argv)
 	 * subscriptions API is on only with presence, config_check.c). */
 	if (srv->cfg.presence)
 		srv->msubs = mercure_subs_new(srv->lp, srv->st, srv->hub, &srv->m);
+	/* With the log on Redis, kept in the node's presence share there too,
+	 * so that any node answers for the cluster; else in a group of
+	 * workers, in the group's shared records, so that any worker answers
+	 * for the group. Whatever mercure_subscriptions says now: a reload
+	 * may turn it on. */
+	if (srv->msubs)
+		mercure_subs_share(srv->msubs, presence_share(srv->presence));
 	srv->msets = mercure_sets_new(&srv->m);
 	hub_set_rule_probe(srv->hub, mercure_sets_probe, srv->msets);
 	compute_limits(srv);

@@ -12,8 +12,8 @@ topics: a reconnect within the grace is neither (to another worker too), the
 leave comes after it, and they are resumable by id. Across nodes on Redis:
 three nodes behind Caddy, one SIGKILLed (its readers leave within the TTL,
 the others' counts never dip, its subject leaves), the debounce across
-nodes, shares written again after Redis lost its data, and a Sentinel
-failover followed."""
+nodes, shares written again after Redis lost its data and by a node taken
+for dead while paused, and a Sentinel failover followed."""
 import json
 import os
 import re
@@ -555,3 +555,34 @@ def test_presence_cluster_follows_a_sentinel_failover():
 
 
 test_presence_cluster_follows_a_sentinel_failover.timeout = 120
+
+
+def test_presence_cluster_node_taken_for_dead_writes_its_share_again():
+    """A node that stops answering for longer than the TTL (paused, not
+    killed: its connection to Redis stays open) is swept by the others, its
+    counts gone; once it runs again its heartbeat finds it was taken for
+    dead and it writes its share again, without a new connection."""
+    from harness import RedisServer
+    with RedisServer() as r:
+        a, b = _cluster(r, 2)
+        try:
+            s = Stream(a.port, query="topic=room/5")
+            wait_until(lambda: _cluster_readers(b, "room/5") == 1, what="A's reader counted on B")
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            try:
+                wait_until(lambda: _cluster_readers(b, "room/5") == 0, timeout=3.0 + 2, what="A taken for dead")
+                # Swept: A's entry is gone, not only expired.
+                wait_until(lambda: r.command("ZCARD", "{presence}:presence:nodes") == 1, what="A swept")
+            finally:
+                os.kill(a.proc.pid, signal.SIGCONT)
+            wait_until(lambda: _cluster_readers(b, "room/5") == 1, timeout=3.0, what="A's share written again")
+            s.close()
+            wait_until(lambda: _cluster_readers(b, "room/5") == 0, what="the close counted")
+            a.stop()
+            b.stop()
+        finally:
+            a.kill()
+            b.kill()
+
+
+test_presence_cluster_node_taken_for_dead_writes_its_share_again.timeout = 60

@@ -1023,6 +1023,7 @@ static void test_env_names(void)
 	clear_env();
 	setenv("HERALD_BIN", "build/herald", 1);
 	setenv("HERALD_BUILD", "build", 1);
+	setenv("HERALD_TEST_JOBS", "1", 1); /* tests/run.py's, in every herald the tests start */
 	setenv("HERALD_MAX_BODY", "1k", 1);
 	r = load(NULL);
 	CHECK(r->r == 0 && cfg.max_body == 1024);
