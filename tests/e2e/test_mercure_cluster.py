@@ -6,7 +6,8 @@ An update published on one node reaches the other node's subscribers,
 public and private, with the publisher's ids; a subscriber of either node
 resumes from a publisher's id (the map of Mercure ids lives in Redis,
 beside the stream, trimmed with it), also after its node was killed with
-SIGKILL and on a node started afterwards. Idempotency-Key holds across
+SIGKILL, on a node started afterwards, and after Sentinel promoted the
+replica. Idempotency-Key holds across
 nodes on the Mercure publish as on POST /api/events (and on one SQLite
 node too); an id given twice, on two nodes, keeps naming the earliest
 update and the node that stored the later one says so. A resume lookup
@@ -17,8 +18,9 @@ import os
 import signal
 import tempfile
 import time
+import urllib.parse
 
-from harness import Herald, RedisServer, publish, request, wait_until
+from harness import Herald, RedisServer, connect, publish, request, wait_until
 from test_mercure import HUB, SECRET, MStream, access, legacy, mpublish
 
 STREAM = "mercurecluster"
@@ -224,3 +226,107 @@ def test_a_resume_lookup_without_redis_is_refused_at_once():
         assert s.status == 200
         s.close()
         r.start()
+
+
+def test_a_publisher_id_survives_a_sentinel_failover():
+    """The map of ids is Redis data like the stream: replicated with it, so
+    after Sentinel promotes the replica a subscriber still resumes from a
+    publisher's id, and publishing goes on."""
+    from test_sentinel import MASTER, _primary_replica_sentinels
+    pub = legacy(publish=["*"])
+    procs = []
+    try:
+        primary, replica, sentinels, listing = _primary_replica_sentinels(procs)
+        tmp = tempfile.mkdtemp(prefix="herald-test-")
+        with open(os.path.join(tmp, "secret"), "w") as f:
+            f.write(SECRET)
+        conf = ("jwt_algorithm = HS256\njwt_secret_file = %s\nmercure_url = %s\nmercure_anonymous = on\n"
+                "redis_wait_replicas = 1\n" % (os.path.join(tmp, "secret"), HUB))
+        h = Herald(dir=tmp, config=conf, redis=None, redis_stream="mfailover",
+                   args=["--redis-sentinels", listing, "--redis-master-name", MASTER, "--redis-stream", "mfailover"])
+        procs.append(h)
+        wait_until(lambda: request(h.port, "GET", "/api/health")[0] == 200, timeout=10, what="herald on the primary")
+        for i in range(3):
+            mpublish(h.port, [("topic", "https://example.com/fo"), ("data", f"d{i}"), ("id", f"urn:fo:{i}")], pub)
+        primary.kill()
+        since = h.log_size()
+        h.wait_log(r"moved", timeout=30, since=since)
+
+        def published():
+            st, _, body = mpublish(h.port, [("topic", "https://example.com/fo"), ("data", "d3"), ("id", "urn:fo:3")],
+                                   pub, expect=None)
+            return st == 200 and body == "urn:fo:3"
+
+        wait_until(published, timeout=20, interval=0.2, what="a publish on the promoted replica")
+        s = MStream(h.port, [("match", "https://example.com/fo")], {"Last-Event-ID": "urn:fo:1"})
+        assert s.headers["mercure-last-event-id"] == "urn:fo:1"
+        assert [e["data"] for e in s.events(2)] == ["d2", "d3"]
+        s.close()
+    finally:
+        for p in reversed(procs):
+            if isinstance(p, Herald):
+                p.kill()
+            else:
+                p.close()
+
+
+test_a_publisher_id_survives_a_sentinel_failover.timeout = 90
+
+
+def test_a_resume_lookup_over_http2_waits_on_its_stream_alone():
+    """Over h2c the stream whose resume id is being looked up waits for the
+    answer and opens with its resume point."""
+    from test_http2 import CurlStream
+    pub = legacy(publish=["*"])
+    with RedisServer() as r, node(r) as a, node(r) as b:
+        for i in range(3):
+            mpublish(b.port, [("topic", "https://example.com/h2"), ("data", f"d{i}"), ("id", f"urn:h2:{i}")], pub)
+        q = "match=" + urllib.parse.quote("https://example.com/h2", safe="")
+        s = CurlStream(f"http://127.0.0.1:{a.port}/.well-known/mercure?{q}", "--http2-prior-knowledge", "-i",
+                       "-H", "Last-Event-ID: urn:h2:0")
+        try:
+            wait_until(lambda: "data: d2" in s.text(), timeout=10, what="the events after urn:h2:0 over h2c")
+            text = s.text()
+            assert text.startswith("HTTP/2 200"), text
+            assert "mercure-last-event-id: urn:h2:0" in text.lower(), text
+            assert text.index("data: d1") < text.index("data: d2") and "data: d0" not in text, text
+        finally:
+            s.close()
+
+
+def test_a_subscriber_that_leaves_during_its_lookup_gives_its_place_back():
+    """Redis is paused (SIGSTOP) while a subscription's resume id is looked
+    up; the client leaves. Its place among the caps is free at once (another
+    subscription from the same address opens under per_address_limit = 1),
+    and the answer that comes after Redis resumes is dropped cleanly."""
+    pub = legacy(publish=["*"])
+    with RedisServer() as r, node(r, "per_address_limit = 1\n") as a:
+        mpublish(a.port, [("topic", "https://example.com/p"), ("data", "x"), ("id", "urn:p:1")], pub)
+        r.proc.send_signal(signal.SIGSTOP)
+        try:
+            waiting = connect(a.port)
+            waiting.sendall(b"GET /.well-known/mercure?match=*&lastEventID=urn:p:1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            # The cap counts it while it waits.
+            wait_until(lambda: request(a.port, "GET", "/.well-known/mercure?match=*")[0] == 429, timeout=5,
+                       what="the waiting subscription to hold the address's place")
+            waiting.close()
+
+            def admitted():
+                try:
+                    s = MStream(a.port, [("match", "*")], timeout=2)
+                except AssertionError:
+                    return None
+                if s.status != 200:
+                    s.close()
+                    return None
+                return s
+
+            s = wait_until(admitted, timeout=5, what="the place given back")
+        finally:
+            r.proc.send_signal(signal.SIGCONT)
+        # Redis may have been judged gone meanwhile (an answer overdue):
+        # publishes are 503 until the node is back.
+        wait_until(lambda: mpublish(a.port, [("topic", "https://example.com/p"), ("data", "after")], pub,
+                                    expect=None)[0] == 200, timeout=15, interval=0.2, what="a publish after Redis resumed")
+        assert [e["data"] for e in s.events(1)] == ["after"]
+        s.close()
