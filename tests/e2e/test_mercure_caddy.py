@@ -17,8 +17,10 @@ updates published meanwhile are stored once each, and the subscribers come
 back through Caddy with Last-Event-ID (the publisher's id of the last
 update they saw), are served by the other nodes from that id, and end with
 every update they may see, none twice, none missing. A tokenless publish
-through Caddy is refused (it came through a proxy)."""
+through Caddy is refused (it came through a proxy). The Caddyfile block
+docs/mercure.md shows is the conf file's, line for line."""
 import json
+import os
 import selectors
 import signal
 import time
@@ -26,7 +28,7 @@ import urllib.parse
 
 from harness import RedisServer, request, wait_until
 from test_caddy import ProxiedStream
-from test_cluster import ClusterCaddy
+from test_cluster import CADDYFILE, ROOT, ClusterCaddy
 from test_mercure import HUB, access, legacy
 from test_mercure_cluster import node
 
@@ -234,3 +236,20 @@ def _run(nodes, caddy):
     finally:
         for s in subs:
             s.close()
+
+
+def test_the_caddyfile_block_of_mercure_md_is_the_conf_file():
+    with open(os.path.join(ROOT, "docs", "mercure.md")) as f:
+        doc = f.read()
+    section = doc[doc.index("## Mercure on several nodes"):]
+    block = section[section.index("```\nexample.com {") + 4:]
+    block = block[:block.index("```")]
+    with open(CADDYFILE) as f:
+        conf = f.read().splitlines()
+    # Each line of the block, "..." (lines left out) aside, in the file's order.
+    at = 0
+    for line in block.splitlines():
+        if line.strip() == "...":
+            continue
+        assert line in conf[at:], f"docs/mercure.md's Caddyfile line {line!r} is not in conf/Caddyfile.cluster"
+        at = conf.index(line, at) + 1
