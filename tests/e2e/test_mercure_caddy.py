@@ -18,7 +18,8 @@ back through Caddy with Last-Event-ID (the publisher's id of the last
 update they saw), are served by the other nodes from that id, and end with
 every update they may see, none twice, none missing. A tokenless publish
 through Caddy is refused (it came through a proxy). The Caddyfile block
-docs/mercure.md shows is the conf file's, line for line."""
+docs/mercure.md shows is the conf file's, line for line; conf/Caddyfile
+serves the hub of one node the same way."""
 import json
 import os
 import selectors
@@ -27,9 +28,9 @@ import time
 import urllib.parse
 
 from harness import RedisServer, request, wait_until
-from test_caddy import ProxiedStream
+from test_caddy import Caddy, ProxiedStream
 from test_cluster import CADDYFILE, ROOT, ClusterCaddy
-from test_mercure import HUB, access, legacy
+from test_mercure import HUB, access, legacy, start
 from test_mercure_cluster import node
 
 ROOM = "https://example.com/room"
@@ -253,3 +254,19 @@ def test_the_caddyfile_block_of_mercure_md_is_the_conf_file():
             continue
         assert line in conf[at:], f"docs/mercure.md's Caddyfile line {line!r} is not in conf/Caddyfile.cluster"
         at = conf.index(line, at) + 1
+
+
+def test_one_node_behind_conf_caddyfile_is_a_hub():
+    with start("mercure_anonymous = on\n", redis=None) as h, Caddy(f"127.0.0.1:{h.port}") as c:
+        host = {"Host": f"127.0.0.1:{c.port}"}
+        st, hd, body = request(c.port, "GET", "/.well-known/oauth-protected-resource/.well-known/mercure",
+                               headers=host)
+        assert st == 200 and json.loads(body)["resource"] == HUB and LINK in hd.get("link", ""), (st, hd, body)
+        sub = Subscriber(c.port, [("match", ROOM)])
+        assert sub.answers[0][0] == 200 and LINK in sub.answers[0][1], sub.answers
+        lost = []
+        for n in (1, 2):
+            _cpublish(c.port, n, lost)
+        _pump([sub], lambda: len(sub.events) >= 2, "two updates through Caddy")
+        assert sub.events == _expected(False, 2) and not lost, (sub.events, lost)
+        sub.close()
