@@ -178,6 +178,10 @@ def _run(nodes, caddy):
     st, hd, _ = request(port, "GET", "/.well-known/mercure?match=x", headers=dict(host, Authorization="Bearer x.y.z"))
     assert st == 401 and 'error="invalid_token"' in hd["www-authenticate"], (st, hd)
     assert "resource_metadata=" in hd["www-authenticate"] and LINK in hd.get("link", ""), hd
+    # The paths under the hub are herald's too, not the site's files
+    # (herald's 404: active subscriptions are off here).
+    st, hd, _ = request(port, "GET", "/.well-known/mercure/subscriptions", headers=host)
+    assert st == 404 and LINK in hd.get("link", ""), (st, hd)
     # Without a token, a publish that came through Caddy is refused.
     st, hd, _ = request(port, "POST", "/.well-known/mercure", urllib.parse.urlencode([("topic", ROOM)]),
                         headers=dict(host, **{"Content-Type": "application/x-www-form-urlencoded"}))
