@@ -204,12 +204,12 @@ def _run(nodes, caddy):
 
         lost = []
         before = [_published(n) for n in nodes]
-        for n in range(1, 9):
+        for n in range(1, 10):
             _cpublish(port, n, lost)
         took = [_published(n) - b for n, b in zip(nodes, before)]
-        assert sum(took) == 8 and all(k > 0 for k in took), f"publishes per node: {took}"
-        _pump(subs, lambda: all(len(s.events) >= len(_expected(p, 8)) for s, p in zip(subs, private)),
-              "updates 1-8 at every subscriber")
+        assert sum(took) == 9 and all(k > 0 for k in took), f"publishes per node: {took}"
+        _pump(subs, lambda: all(len(s.events) >= len(_expected(p, 9)) for s, p in zip(subs, private)),
+              "updates 1-9 at every subscriber")
 
         victim = nodes[1]
         victim.proc.send_signal(signal.SIGKILL)
@@ -217,8 +217,11 @@ def _run(nodes, caddy):
         _pump(subs, lambda: sum(s.ended for s in subs) >= per_node[1], "the killed node's streams to end")
         gone = [s for s in subs if s.ended]
         assert len(gone) == per_node[1], (len(gone), per_node)
+        # Both kinds were on it: the private ones resume from a private
+        # update's id (urn:example:9), the anonymous ones from a public one.
+        assert {s.last for s in gone} == {"urn:example:8", "urn:example:9"}, [s.last for s in gone]
         # Published while the killed node's subscribers are away.
-        for n in range(9, 15):
+        for n in range(10, 15):
             _cpublish(port, n, lost)
         for s in gone:
             last = s.last
