@@ -11,8 +11,9 @@ reconnect through Caddy with Last-Event-ID and land on the other nodes, and
 every reader ends with every stored event exactly once, in order, with no
 refusal on the way. The template unit passes systemd-analyze and its own
 command line, run as systemd would run two instances, gives two nodes of one
-log; the Caddyfile adapts without warnings and is formatted as caddy fmt
-writes it."""
+log; the Caddyfile adapts without warnings, sends /api/* and the Mercure
+hub's paths to one proxy, and is formatted as caddy fmt writes it
+(test_mercure_caddy runs the hub through it)."""
 import json
 import os
 import selectors

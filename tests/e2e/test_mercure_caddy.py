@@ -13,7 +13,9 @@ URL pattern open their streams, spread over the nodes; updates published
 with the form and an Idempotency-Key land on every node in turn and reach
 every subscriber once, in order, private ones only those whose token allows
 them. One node is then killed with SIGKILL: its subscribers' streams end,
-updates published meanwhile are stored once each, and the subscribers come
+updates published meanwhile are stored once each (one Caddy sent to the
+killed node before marking it down is a 502 with Retry-After, sent again
+with its Idempotency-Key), and the subscribers come
 back through Caddy with Last-Event-ID (the publisher's id of the last
 update they saw), are served by the other nodes from that id, and end with
 every update they may see, none twice, none missing. A tokenless publish
