@@ -156,13 +156,13 @@ class Dechunk:
 
 class ProxiedStream:
     """A stream reader through Caddy: status and headers, then the decoded
-    body split into SSE frames."""
+    body split into SSE frames. target: herald's stream unless told."""
 
-    def __init__(self, port, headers=None, source=None, timeout=5.0):
+    def __init__(self, port, headers=None, source=None, timeout=5.0, target="/api/events/stream"):
         self.sock = connect(port, source=source, timeout=timeout)
         h = {"Host": f"127.0.0.1:{port}", "Accept": "text/event-stream"}
         h.update(headers or {})
-        head = "GET /api/events/stream HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
+        head = f"GET {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
         self.sock.sendall(head.encode())
         buf = b""
         while b"\r\n\r\n" not in buf:

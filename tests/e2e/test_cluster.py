@@ -11,8 +11,9 @@ reconnect through Caddy with Last-Event-ID and land on the other nodes, and
 every reader ends with every stored event exactly once, in order, with no
 refusal on the way. The template unit passes systemd-analyze and its own
 command line, run as systemd would run two instances, gives two nodes of one
-log; the Caddyfile adapts without warnings and is formatted as caddy fmt
-writes it."""
+log; the Caddyfile adapts without warnings, sends /api/* and the Mercure
+hub's paths to one proxy, and is formatted as caddy fmt writes it
+(test_mercure_caddy runs the hub through it)."""
 import json
 import os
 import selectors
@@ -305,12 +306,14 @@ def test_cluster_caddyfile_adapts_cleanly():
         err = r.stderr.decode(errors="replace")
         assert r.returncode == 0 and "WARN" not in err, f"caddy adapt ({r.returncode}):\n{err}"
         cfg = json.loads(r.stdout)
-        handlers = []
+        handlers, paths = [], []
 
         def walk(x):
             if isinstance(x, dict):
                 if x.get("handler") == "reverse_proxy":
                     handlers.append(x)
+                if isinstance(x.get("path"), list):
+                    paths.append(x["path"])
                 for v in x.values():
                     walk(v)
             elif isinstance(x, list):
@@ -318,6 +321,9 @@ def test_cluster_caddyfile_adapts_cleanly():
                     walk(v)
         walk(cfg)
         assert len(handlers) == 1, handlers
+        # One proxy for herald's API and the Mercure hub's paths alike.
+        assert ["/api/*", "/.well-known/mercure", "/.well-known/mercure/*",
+                "/.well-known/oauth-protected-resource/*"] in paths, paths
         h = handlers[0]
         assert [u["dial"] for u in h["upstreams"]] == ["127.0.0.1:8201", "127.0.0.1:8202", "127.0.0.1:8203"], h
         assert h["flush_interval"] == -1, h
