@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "auth/jwt.h"
+#include "net/http_client.h"
 #include "net/listener.h"
 #include "common/log.h"
 #include "net/tls_context.h"
@@ -16,9 +17,21 @@
 /* The event log's settings need no check of their own: redis_url and
  * redis_stream are syntax config checks as they are set, and the database
  * or server is only reachable at start-up, where store_open says why not. */
+/* jwt_jwks_url: https, or http to this host only (a set fetched in the
+ * clear from elsewhere could be anyone's keys). */
+static int jwks_url_check_config(const struct config *cfg)
+{
+	const char *why;
+	if (!cfg->jwt_jwks_url[0] || !(why = http_client_url_check(cfg->jwt_jwks_url, true)))
+		return 0;
+	config_bad_value(cfg, "jwt_jwks_url", cfg->jwt_jwks_url, why);
+	return 1;
+}
+
 static config_check_fn *const config_checks[] = {
 	listener_check_config,
 	tls_check_config,
+	jwks_url_check_config,
 	jwt_check_config,
 };
 
