@@ -34,6 +34,7 @@ struct http_client {
 	struct loop_timer timer; /* libcurl's one timeout */
 	struct list calls;       /* out now */
 	size_t pending;
+	char *ca_file; /* NULL: the system's CAs */
 };
 
 struct http_call {
@@ -237,7 +238,14 @@ void http_client_free(struct http_client *c)
 	 * removal comes through socket_cb, which frees its record). */
 	curl_multi_cleanup(c->multi);
 	loop_timer_stop(c->lp, &c->timer);
+	free(c->ca_file);
 	free(c);
+}
+
+void http_client_set_ca_file(struct http_client *c, const char *path)
+{
+	free(c->ca_file);
+	c->ca_file = path && path[0] ? xstrdup(path) : NULL;
 }
 
 size_t http_client_pending(const struct http_client *c)
@@ -307,8 +315,9 @@ struct http_call *http_client_request(struct http_client *c, const struct http_c
 	SET(CURLOPT_PROXY, ""); /* never one from the environment */
 	SET(CURLOPT_SSL_VERIFYPEER, 1L);
 	SET(CURLOPT_SSL_VERIFYHOST, 2L);
-	if (req->ca_file && req->ca_file[0])
-		SET(CURLOPT_CAINFO, req->ca_file);
+	const char *ca = req->ca_file && req->ca_file[0] ? req->ca_file : c->ca_file;
+	if (ca)
+		SET(CURLOPT_CAINFO, ca);
 	SET(CURLOPT_TIMEOUT_MS, (long)timeout);
 	SET(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)call->max);
 	SET(CURLOPT_WRITEFUNCTION, on_body);

@@ -38,7 +38,7 @@ struct http_client_request {
 	size_t body_len;
 	uint64_t timeout_ms; /* the whole exchange; 0: HTTP_CLIENT_TIMEOUT_MS */
 	size_t max_response; /* the body's cap in bytes; 0: HTTP_CLIENT_MAX_RESPONSE */
-	const char *ca_file; /* PEM CAs to verify the server with; NULL: the system's */
+	const char *ca_file; /* PEM CAs to verify the server with; NULL: the client's (http_client_set_ca_file) */
 };
 
 /* What came back. status is the HTTP status (any, 2xx or not), or a
@@ -71,6 +71,11 @@ void http_client_global_cleanup(void);
 
 /* A client on loop lp (which outlives it). NULL if libcurl fails. */
 struct http_client *http_client_new(struct loop *lp);
+
+/* The PEM CAs requests verify their servers with when the request names
+ * none (NULL or "": the system's). Copied; requests already out keep
+ * theirs. */
+void http_client_set_ca_file(struct http_client *c, const char *path);
 
 /* Cancel every request still out (no callbacks) and free the client. */
 void http_client_free(struct http_client *c);

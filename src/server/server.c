@@ -328,6 +328,7 @@ static void jwks_url_keys(void *arg, const char *text, size_t len)
 static void jwks_url_follow(struct server *srv)
 {
 	const char *url = srv->cfg.jwt_jwks_url;
+	http_client_set_ca_file(srv->http, srv->cfg.outbound_ca_file);
 	if (!url[0]) {
 		jwks_fetch_free(srv->jwks_url);
 		srv->jwks_url = NULL;

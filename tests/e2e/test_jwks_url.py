@@ -11,20 +11,27 @@ starts one fetch (at most one a minute: a second unknown kid starts none)
 and is accepted once the new set is in; that streams stay open across the
 swap; that a provider down, a bad or oversized document keep the keys in
 force with one error line per run of failures; that a slow provider never
-stalls the loop (health answers while the fetch is out); that start-up
+stalls the loop (health answers while the fetch is out) and a stop with
+a fetch out is clean; that start-up
 goes on without keys when the provider is down and takes them when it
-comes back; and that the configuration refuses a clear-text URL to
-another host and jwt_jwks_url beside jwt_jwks_file or jwt_algorithm.
+comes back; that an https provider is verified (refused under the
+system's CAs, taken under outbound_ca_file); and that the configuration
+refuses a clear-text URL to another host, jwt_jwks_url beside
+jwt_jwks_file or jwt_algorithm, and a CA file that cannot be read.
 """
 import http.server
 import json
+import os
 import signal
+import ssl
+import tempfile
 import threading
 import time
 
 from harness import Herald, publish, request, wait_until
 from test_jwks import oct_jwk, tok
 from test_jwt import expect_refused, open_stream, until_id
+from test_tls import _make_cert
 
 PT = "static-publish-token-0123456789"
 S1 = b"first-provider-secret-0123456789abcdef"
@@ -35,7 +42,7 @@ S3 = b"third-provider-secret-0123456789abcdefgh"
 class Provider:
     """An identity provider's key endpoint on 127.0.0.1, in a thread."""
 
-    def __init__(self, keys, cache_control="public, max-age=300", port=0):
+    def __init__(self, keys, cache_control="public, max-age=300", port=0, tls=None):
         self.keys = keys
         self.cache_control = cache_control
         self.body = None  # bytes served instead of the set, when set
@@ -66,8 +73,13 @@ class Provider:
         http.server.ThreadingHTTPServer.allow_reuse_address = True
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
+        if tls is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/.well-known/jwks.json"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/.well-known/jwks.json"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -199,6 +211,11 @@ def test_jwks_url_slow_provider_never_stalls():
             p.hold.set()
             h.wait_log(r"the set is unchanged|keys from jwt_jwks_url in force")
             assert accepted(h, token)
+            # Stopped with a fetch out: it is cancelled, nothing leaks.
+            p.hold = threading.Event()
+            h.signal(signal.SIGHUP)
+            wait_until(lambda: p.count() == 3, timeout=10, what="the second fetch to reach the provider")
+            h.stop()
     finally:
         p.stop()
 
@@ -217,6 +234,27 @@ def test_jwks_url_start_without_the_provider():
             assert st == 200
             p = Provider([oct_jwk(S1, kid="k1")], port=port)
             wait_until(lambda: accepted(h, token), timeout=20, what="the keys once the provider is up")
+    finally:
+        p.stop()
+
+
+def test_jwks_url_https_verified_against_outbound_ca_file():
+    d = tempfile.mkdtemp(prefix="herald-jwks-url-")
+    cert, key = _make_cert(d, "idp")
+    p = Provider([oct_jwk(S1, kid="k1")], tls=(cert, key))
+    token = tok("HS256", S1, "k1", subscribe=["t/*"])
+    try:
+        # The system's CAs do not know the provider's certificate: no keys.
+        with herald_on(p) as h:
+            h.wait_log(r"error: jwt_jwks_url https://.*: .*certificate.*; no keys yet")
+            expect_refused(open_stream(h, token, query="topic=t/1"), 401, "unknown key id", "unverified provider")
+            # Its CA named: the set is fetched over verified TLS.
+            with open(os.path.join(h.dir, "herald.conf"), "a") as f:
+                f.write(f"outbound_ca_file = {cert}\n")
+            since = h.log_size()
+            h.signal(signal.SIGHUP)
+            h.wait_log(r"jwt: 1 keys from jwt_jwks_url in force", since=since)
+            assert accepted(h, token)
     finally:
         p.stop()
 
@@ -242,3 +280,5 @@ def test_jwks_url_config_errors(tmp_path=None):
                    "jwt_jwks_file and jwt_jwks_url", "are both set")
     refused_config("jwt_jwks_url = https://idp.example/jwks\njwt_algorithm = HS256\n",
                    'jwt_algorithm = "HS256" is set, but jwt_jwks_url')
+    refused_config("jwt_jwks_url = https://idp.example/jwks\noutbound_ca_file = /nonexistent/ca.pem\n",
+                   "outbound_ca_file", "No such file or directory")
