@@ -330,6 +330,10 @@ static void jwks_url_follow(struct server *srv)
 	const char *url = srv->cfg.jwt_jwks_url;
 	http_client_set_ca_file(srv->http, srv->cfg.outbound_ca_file);
 	if (!url[0]) {
+		/* The verifier in force stays if the next one fails to build:
+		 * it must not call a fetcher that is gone. */
+		if (srv->jwt && srv->jwks_url)
+			jwt_verifier_on_unknown_kid(srv->jwt, NULL, NULL);
 		jwks_fetch_free(srv->jwks_url);
 		srv->jwks_url = NULL;
 	} else if (!srv->jwks_url) {

@@ -259,6 +259,36 @@ def test_jwks_url_https_verified_against_outbound_ca_file():
         p.stop()
 
 
+def test_jwks_url_reload_switches_to_a_file_and_back():
+    p = Provider([oct_jwk(S1, kid="k1")])
+    t1, t2 = tok("HS256", S1, "k1", subscribe=["t/*"]), tok("HS256", S2, "k2", subscribe=["t/*"])
+    try:
+        with herald_on(p) as h:
+            h.wait_log(r"jwt: 1 keys from jwt_jwks_url in force")
+            conf = os.path.join(h.dir, "herald.conf")
+            path = os.path.join(h.dir, "jwks.json")
+            with open(path, "w") as f:
+                json.dump({"keys": [oct_jwk(S2, kid="k2")]}, f)
+            with open(conf, "w") as f:
+                f.write(f"jwt_jwks_file = {path}\npublish_token = {PT}\n")
+            since = h.log_size()
+            h.signal(signal.SIGHUP)
+            h.wait_log(r"configuration reloaded", since=since)
+            assert accepted(h, t2)
+            # The fetcher is gone: an unknown kid starts no fetch.
+            expect_refused(open_stream(h, t1, query="topic=t/1"), 401, "unknown key id.*jwt_jwks_file", "k1")
+            assert p.count() == 1
+            # Back to the URL: fetched again.
+            with open(conf, "w") as f:
+                f.write(f"jwt_jwks_url = {p.url}\npublish_token = {PT}\n")
+            since = h.log_size()
+            h.signal(signal.SIGHUP)
+            h.wait_log(r"jwt: 1 keys from jwt_jwks_url in force", since=since)
+            assert accepted(h, t1) and p.count() == 2
+    finally:
+        p.stop()
+
+
 def refused_config(config, *needles):
     h = Herald(config=config, wait=False)
     try:
