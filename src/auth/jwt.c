@@ -62,7 +62,7 @@ struct kid_log {
 
 struct jwt_verifier {
 	struct jwks keys;               /* the one key of a PEM or secret file (no kid), or jwt_jwks_file's set */
-	bool by_kid;                    /* the keys are jwt_jwks_file's: chosen by the token's kid */
+	bool by_kid;                    /* the keys are a JWK Set (jwt_jwks_file or jwt_jwks_url): chosen by kid */
 	char *jwks_path;                /* for the unknown-kid log line: jwt_jwks_file's path or jwt_jwks_url */
 	const char *jwks_key;           /* which of the two: "jwt_jwks_file" or "jwt_jwks_url" */
 	void (*unknown_kid)(void *arg); /* told of a kid the set has not (jwt_verifier_on_unknown_kid) */

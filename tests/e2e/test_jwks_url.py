@@ -14,7 +14,7 @@ force with one error line per run of failures; that a slow provider never
 stalls the loop (health answers while the fetch is out) and a stop with
 a fetch out is clean; that start-up
 goes on without keys when the provider is down and takes them when it
-comes back; that an https provider is verified (refused under the
+comes back; that each worker of a group fetches; that an https provider is verified (refused under the
 system's CAs, taken under outbound_ca_file); and that the configuration
 refuses a clear-text URL to another host, jwt_jwks_url beside
 jwt_jwks_file or jwt_algorithm, and a CA file that cannot be read.
@@ -285,6 +285,20 @@ def test_jwks_url_reload_switches_to_a_file_and_back():
             h.signal(signal.SIGHUP)
             h.wait_log(r"jwt: 1 keys from jwt_jwks_url in force", since=since)
             assert accepted(h, t1) and p.count() == 2
+    finally:
+        p.stop()
+
+
+def test_jwks_url_each_worker_fetches():
+    p = Provider([oct_jwk(S1, kid="k1")])
+    token = tok("HS256", S1, "k1", subscribe=["t/*"])
+    try:
+        with Herald(args=["--workers", "2"], config=f"jwt_jwks_url = {p.url}\npublish_token = {PT}\n") as h:
+            wait_until(lambda: h.log().count("keys from jwt_jwks_url in force") == 2, timeout=15,
+                       what="both workers' sets")
+            assert p.count() == 2
+            for _ in range(4):  # whichever worker answers
+                assert accepted(h, token)
     finally:
         p.stop()
 
