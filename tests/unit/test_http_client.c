@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* test_http_client.c: the outbound client (src/net/http_client.c) against
  * a small HTTP/1.1 server on loopback run by the same loop: a response
- * with its headers and body, a POST's body sent, a body over the cap
+ * with its headers and body (to an address and to a name), a POST's body sent, a body over the cap
  * refused (with and without Content-Length), a server that never answers
  * (the request's time), a closed port, a cancelled request (never
  * answered), a client freed with requests out, a scheme other than http;
@@ -187,6 +187,16 @@ static void test_requests(struct http_client *c)
 	CHECK(strcmp(s.type, "application/json") == 0);
 	CHECK(strcmp(s.cache, "public, max-age=300") == 0);
 	CHECK_EQ_INT(http_client_pending(c), 0);
+
+	/* A name, resolved off the loop (libcurl's resolver thread, whose
+	 * wake-up comes through the same socket callback). */
+	char url[128], err[256];
+	snprintf(url, sizeof(url), "http://localhost:%d/ok", port);
+	struct http_client_request named = { .url = url };
+	memset(&s, 0, sizeof(s));
+	CHECK(http_client_request(c, &named, on_done, &s, err, sizeof(err)) != NULL);
+	wait_for(&s, 5000);
+	CHECK_EQ_INT(s.status, 200);
 
 	/* Not 2xx is still an answer. */
 	CHECK(get(c, "/missing", NULL, &s) != NULL);
