@@ -8,16 +8,19 @@ something that is not a set, answer a set over herald's cap, or be down.
 Real herald processes check that tokens signed by the served keys are
 accepted; that a token naming a key the provider added since is refused,
 starts one fetch (at most one a minute: a second unknown kid starts none)
-and is accepted once the new set is in; that streams stay open across the
-swap; that a provider down, a bad or oversized document keep the keys in
-force with one error line per run of failures; that a slow provider never
-stalls the loop (health answers while the fetch is out) and a stop with
-a fetch out is clean; that start-up
-goes on without keys when the provider is down and takes them when it
-comes back; that each worker of a group fetches; that an https provider is verified (refused under the
-system's CAs, taken under outbound_ca_file); and that the configuration
-refuses a clear-text URL to another host, jwt_jwks_url beside
-jwt_jwks_file or jwt_algorithm, and a CA file that cannot be read.
+and is accepted once the new set is in, while streams stay open across
+the swap; that the next fetch is due at the set's Cache-Control max-age,
+clamped to a minute and a day (an hour without one); that a provider
+down, a bad or oversized document keep the keys in force with one error
+line per run of failures; that a slow provider never stalls the loop
+(health answers while the fetch is out) and a stop with a fetch out is
+clean; that start-up goes on without keys when the provider is down and
+takes them when it comes back; that a reload switches between the URL
+and a file; that each worker of a group fetches; that an https provider
+is verified (refused under the system's CAs, taken under
+outbound_ca_file); and that the configuration refuses a clear-text URL
+to another host, jwt_jwks_url beside jwt_jwks_file or jwt_algorithm, and
+a CA file that cannot be read.
 """
 import http.server
 import json
@@ -144,6 +147,22 @@ def test_jwks_url_keys_rotation_by_unknown_kid():
             wait_until(lambda: p.count() == 3, timeout=10, what="the fetch after SIGHUP")
             h.wait_log(r"configuration reloaded", since=since)
             assert accepted(h, new)
+    finally:
+        p.stop()
+
+
+def test_jwks_url_refresh_follows_cache_control():
+    p = Provider([oct_jwk(S1, kid="k1")], cache_control="max-age=5")
+    try:
+        with herald_on(p, "log_level = debug\n") as h:
+            # Below a minute: a minute.
+            h.wait_log(r"a set of 1 key arrived; next fetch in 60 s")
+            for cc, due in (("public, max-age=120", 120), ("max-age=999999", 86400), ("no-store", 3600),
+                            ("max-age=0", 60)):
+                p.cache_control = cc
+                since = h.log_size()
+                h.signal(signal.SIGHUP)
+                h.wait_log(rf"the set is unchanged; next fetch in {due} s", since=since)
     finally:
         p.stop()
 
