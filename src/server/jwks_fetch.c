@@ -89,7 +89,9 @@ static void on_done(void *arg, const struct http_client_response *r)
 		failed(f, why);
 		return;
 	}
-	size_t n = keys.n;
+	size_t n = keys.n, secrets = 0;
+	for (size_t i = 0; i < n; i++)
+		secrets += keys.keys[i].alg == JWK_HS256;
 	jwks_free(&keys);
 	if (f->failing)
 		log_info("jwt_jwks_url %s answers again", f->url);
@@ -109,6 +111,12 @@ static void on_done(void *arg, const struct http_client_response *r)
 	f->len = r->len;
 	log_info("jwt_jwks_url %s: a set of %zu key%s arrived; next fetch in %lld s", f->url, n, n == 1 ? "" : "s",
 		 (long long)next);
+	/* The rules are jwt_jwks_file's, which take oct keys; served at a
+	 * URL, a shared secret is anyone's who can fetch it. */
+	if (secrets)
+		log_warn("jwt_jwks_url %s serves %zu shared secret%s (oct keys): whoever can fetch it can sign "
+			 "tokens; make sure only herald can",
+			 f->url, secrets, secrets == 1 ? "" : "s");
 	f->fn(f->arg, f->text, f->len);
 }
 

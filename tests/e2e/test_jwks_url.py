@@ -120,6 +120,7 @@ def test_jwks_url_keys_rotation_by_unknown_kid():
         with herald_on(p) as h:
             h.wait_log(r"jwt: 1 keys from jwt_jwks_url in force")
             assert p.count() == 1
+            assert "serves 1 shared secret (oct keys)" in h.log()
             s = stream_ok(h, tok("HS256", S1, "k1", subscribe=["t/*"]))
             # The provider rotates: k2 added. A token of k2 is refused at
             # first and starts one fetch; once the set is in, it is taken.
