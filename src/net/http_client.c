@@ -216,6 +216,7 @@ struct http_client *http_client_new(struct loop *lp)
 	curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, c);
 	curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(multi, CURLMOPT_TIMERDATA, c);
+	http_client_set_host_connections(c, HTTP_CLIENT_HOST_CONNECTIONS);
 	return c;
 }
 
@@ -240,6 +241,11 @@ void http_client_free(struct http_client *c)
 	loop_timer_stop(c->lp, &c->timer);
 	free(c->ca_file);
 	free(c);
+}
+
+void http_client_set_host_connections(struct http_client *c, long n)
+{
+	curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, n);
 }
 
 void http_client_set_ca_file(struct http_client *c, const char *path)

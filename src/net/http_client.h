@@ -26,6 +26,7 @@ struct http_call;
 
 #define HTTP_CLIENT_TIMEOUT_MS 10000        /* a request's default time, whole */
 #define HTTP_CLIENT_MAX_RESPONSE (1u << 20) /* a response body's default cap */
+#define HTTP_CLIENT_HOST_CONNECTIONS 32     /* connections to one host at once, by default */
 
 /* One request; the client copies what it needs before http_client_request
  * returns, so every pointer here may go right after. */
@@ -76,6 +77,12 @@ struct http_client *http_client_new(struct loop *lp);
  * none (NULL or "": the system's). Copied; requests already out keep
  * theirs. */
 void http_client_set_ca_file(struct http_client *c, const char *path);
+
+/* At most n connections to one host at once (0: no limit; by default
+ * HTTP_CLIENT_HOST_CONNECTIONS), so a burst of requests does not become a
+ * burst of connections to the application: the rest wait for one, their
+ * time running. Connections are kept for reuse between requests. */
+void http_client_set_host_connections(struct http_client *c, long n);
 
 /* Cancel every request still out (no callbacks) and free the client. */
 void http_client_free(struct http_client *c);

@@ -3,7 +3,8 @@
  * a small HTTP/1.1 server on loopback run by the same loop: a response
  * with its headers and body (to an address and to a name), a POST's body sent, a body over the cap
  * refused (with and without Content-Length), a server that never answers
- * (the request's time), a closed port, a cancelled request (never
+ * (the request's time), a closed port, more requests than a host may
+ * have connections (the rest wait, their time running), a cancelled request (never
  * answered), a client freed with requests out, a scheme other than http;
  * and the pure helpers (the URL check, Cache-Control's max-age). ASan's
  * leak check at exit covers the client's records. */
@@ -21,7 +22,7 @@
 #include "loop_spin.h"
 #include "net/http_client.h"
 
-#define MAX_PEERS 16
+#define MAX_PEERS 64
 
 struct peer {
 	int fd;
@@ -93,12 +94,15 @@ static void on_peer(void *arg, uint32_t events)
 	/* /slow: never answered; the socket stays until the client goes. */
 }
 
+static int accepted_total;
+
 static void on_accept(void *arg, uint32_t events)
 {
 	(void)arg;
 	(void)events;
 	int fd;
 	while ((fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		accepted_total++;
 		struct peer *p = NULL;
 		for (size_t i = 0; i < MAX_PEERS && !p; i++)
 			if (peers[i].fd < 0)
@@ -274,6 +278,33 @@ static void test_cancel(struct http_client *c, int server_port)
 	CHECK_EQ_INT(s.calls, 0);
 }
 
+/* More requests to one host than it may have connections: the rest wait
+ * for one, their time running. */
+static void test_host_connections(struct http_client *c, int server_port)
+{
+	static struct seen s[12];
+	port = server_port;
+	http_client_set_host_connections(c, 4);
+	int before = accepted_total;
+	struct http_client_request quick = { .timeout_ms = 300 };
+	for (size_t i = 0; i < 12; i++)
+		CHECK(get(c, "/slow", &quick, &s[i]) != NULL);
+	/* Before any time runs out, four are connected. (Afterwards one
+	 * waiting may take a freed connection just before its own time is
+	 * found out.) */
+	loop_spin(lp, 150);
+	CHECK_EQ_INT(accepted_total - before, 4);
+	struct loop_timer t = { 0 };
+	loop_timer_start(lp, &t, 5000, loop_spin_stop, lp);
+	while (http_client_pending(c) && loop_timer_active(&t))
+		loop_run(lp);
+	loop_timer_stop(lp, &t);
+	CHECK_EQ_INT(http_client_pending(c), 0);
+	for (size_t i = 0; i < 12; i++)
+		CHECK_EQ_INT(s[i].status, -ETIMEDOUT);
+	http_client_set_host_connections(c, HTTP_CLIENT_HOST_CONNECTIONS);
+}
+
 static void test_pure(void)
 {
 	CHECK(http_client_url_check("https://idp.example/.well-known/jwks.json", true) == NULL);
@@ -322,6 +353,7 @@ int main(void)
 	test_limits(c);
 	test_refused_and_cancelled(c);
 	test_cancel(c, server_port);
+	test_host_connections(c, server_port);
 	/* Freed with a request out: no callback, nothing left behind. */
 	struct seen s;
 	CHECK(get(c, "/slow", NULL, &s) != NULL);
