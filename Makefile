@@ -12,7 +12,7 @@
 # The libraries, as pkg-config name=Debian package (scripts/deps installs them).
 PKG_DEBIAN := sqlite3=libsqlite3-dev openssl=libssl-dev libsystemd=libsystemd-dev inih=libinih-dev \
               hiredis=libhiredis-dev libnghttp2=libnghttp2-dev \
-              liburing=liburing-dev
+              liburing=liburing-dev libcurl=libcurl4-openssl-dev
 PKGS      := $(foreach m,$(PKG_DEBIAN),$(firstword $(subst =, ,$(m))))
 CC        ?= cc
 OPT       ?= -O2 -g

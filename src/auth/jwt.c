@@ -61,9 +61,12 @@ struct kid_log {
 };
 
 struct jwt_verifier {
-	struct jwks keys;        /* the one key of a PEM or secret file (no kid), or jwt_jwks_file's set */
-	bool by_kid;             /* the keys are jwt_jwks_file's: chosen by the token's kid */
-	char *jwks_path;         /* for the unknown-kid log line */
+	struct jwks keys;               /* the one key of a PEM or secret file (no kid), or jwt_jwks_file's set */
+	bool by_kid;                    /* the keys are a JWK Set (jwt_jwks_file or jwt_jwks_url): chosen by kid */
+	char *jwks_path;                /* for the unknown-kid log line: jwt_jwks_file's path or jwt_jwks_url */
+	const char *jwks_key;           /* which of the two: "jwt_jwks_file" or "jwt_jwks_url" */
+	void (*unknown_kid)(void *arg); /* told of a kid the set has not (jwt_verifier_on_unknown_kid) */
+	void *unknown_kid_arg;
 	EVP_MAC *mac;            /* HMAC, fetched once when a key is HS256 */
 	struct kid_log *kid_log; /* written through a const verifier */
 	int64_t leeway_s;
@@ -88,6 +91,7 @@ static const char *const reasons[] = {
 	"the token's issuer is not the one configured",
 	"unknown key id: no key of jwt_jwks_file has the token's kid",
 };
+static const char reason_unknown_url[] = "unknown key id: no key of jwt_jwks_url has the token's kid";
 static const char reason_no_exp[] = "the token has no exp claim";
 static const char reason_no_kid[] = "the token has no key id (kid), which a key set of several keys needs";
 static const char reason_key_iss[] = "the token's issuer is not the one its key (kid) is held to";
@@ -233,6 +237,22 @@ static int load_jwks(struct jwt_verifier *v, const char *path, char *err, size_t
 	}
 	v->by_kid = true;
 	v->jwks_path = xstrdup(path);
+	v->jwks_key = "jwt_jwks_file";
+	return 0;
+}
+
+/* jwt_jwks_url: the set the server fetched, or none yet (every token
+ * refused as naming an unknown key until one arrives). */
+static int load_jwks_text(struct jwt_verifier *v, const struct jwt_settings *s, char *err, size_t errlen)
+{
+	char sp[300], why[400];
+	if (s->jwks_text && jwks_parse(s->jwks_text, s->jwks_len, &v->keys, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "jwt_jwks_url = \"%s\": %s", shown(s->jwks_url, sp, sizeof(sp)), why);
+		return -1;
+	}
+	v->by_kid = true;
+	v->jwks_path = xstrdup(s->jwks_url);
+	v->jwks_key = "jwt_jwks_url";
 	return 0;
 }
 
@@ -285,16 +305,21 @@ static int check_settings(const struct jwt_settings *s, struct jwt_verifier *v, 
 static int check_files(const struct jwt_settings *s, int alg, char *err, size_t errlen)
 {
 	const char *jwks = or_empty(s->jwks_file), *secret = or_empty(s->secret_file),
-		   *pub = or_empty(s->public_key_file);
-	if (jwks[0]) {
+		   *pub = or_empty(s->public_key_file), *url = or_empty(s->jwks_url);
+	if (jwks[0] && url[0]) {
+		snprintf(err, errlen, "jwt_jwks_file and jwt_jwks_url are both set; keys come from one of them");
+		return -1;
+	}
+	if (jwks[0] || url[0]) {
+		const char *key = jwks[0] ? "jwt_jwks_file" : "jwt_jwks_url";
 		if (alg >= 0)
 			snprintf(err, errlen,
-				 "jwt_algorithm = \"%s\" is set, but jwt_jwks_file names each key's algorithm; "
+				 "jwt_algorithm = \"%s\" is set, but %s names each key's algorithm; "
 				 "leave jwt_algorithm empty",
-				 jwk_alg_name((enum jwk_alg)alg));
+				 jwk_alg_name((enum jwk_alg)alg), key);
 		else if (secret[0] || pub[0])
-			snprintf(err, errlen, "%s is set, but jwt_jwks_file holds the keys",
-				 secret[0] ? "jwt_secret_file" : "jwt_public_key_file");
+			snprintf(err, errlen, "%s is set, but %s holds the keys",
+				 secret[0] ? "jwt_secret_file" : "jwt_public_key_file", key);
 		return alg >= 0 || secret[0] || pub[0] ? -1 : 0;
 	}
 	bool hs = alg == JWK_HS256;
@@ -317,7 +342,9 @@ static int check_files(const struct jwt_settings *s, int alg, char *err, size_t 
 static int load_keys(struct jwt_verifier *v, const struct jwt_settings *s, int alg, char *err, size_t errlen)
 {
 	int r;
-	if (alg < 0)
+	if (alg < 0 && s->jwks_url && s->jwks_url[0])
+		r = load_jwks_text(v, s, err, errlen);
+	else if (alg < 0)
 		r = load_jwks(v, s->jwks_file, err, errlen);
 	else if (alg == JWK_HS256)
 		r = load_secret(v, s->secret_file, err, errlen);
@@ -342,7 +369,8 @@ int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, ch
 	*out = NULL;
 	if (errlen)
 		err[0] = '\0';
-	if ((!s->algorithm || !s->algorithm[0]) && (!s->jwks_file || !s->jwks_file[0]))
+	if ((!s->algorithm || !s->algorithm[0]) && (!s->jwks_file || !s->jwks_file[0]) &&
+	    (!s->jwks_url || !s->jwks_url[0]))
 		return 0;
 	struct jwt_verifier *v = xcalloc(1, sizeof(*v));
 	v->kid_log = xcalloc(1, sizeof(*v->kid_log));
@@ -366,6 +394,12 @@ int jwt_verifier_new(const struct jwt_settings *s, struct jwt_verifier **out, ch
 size_t jwt_verifier_keys(const struct jwt_verifier *v)
 {
 	return v ? v->keys.n : 0;
+}
+
+void jwt_verifier_on_unknown_kid(struct jwt_verifier *v, void (*fn)(void *arg), void *arg)
+{
+	v->unknown_kid = fn;
+	v->unknown_kid_arg = arg;
 }
 
 void jwt_verifier_free(struct jwt_verifier *v)
@@ -748,9 +782,8 @@ static void log_unknown_kid(const struct jwt_verifier *v, const struct json_valu
 	shown(text, sk, sizeof(sk));
 	if (l->suppressed)
 		snprintf(more, sizeof(more), " (and %lu more since the last line)", l->suppressed);
-	log_warn("jwt: refused a token whose kid \"%s%s\" is not in jwt_jwks_file \"%s\" (%zu key%s)%s", sk,
-		 len > 64 ? "..." : "", shown(v->jwks_path, sp, sizeof(sp)), v->keys.n, v->keys.n == 1 ? "" : "s",
-		 more);
+	log_warn("jwt: refused a token whose kid \"%s%s\" is not in %s \"%s\" (%zu key%s)%s", sk, len > 64 ? "..." : "",
+		 v->jwks_key, shown(v->jwks_path, sp, sizeof(sp)), v->keys.n, v->keys.n == 1 ? "" : "s", more);
 	free(text);
 	l->last_s = now;
 	l->suppressed = 0;
@@ -769,7 +802,7 @@ static int check_header(const struct jwt_verifier *v, const struct jws *t, int64
 		return JWT_MALFORMED;
 	claim_get(&header, "alg", &alg);
 	claim_get(&header, "crit", &crit);
-	const struct jwk *k = &v->keys.keys[0];
+	const struct jwk *k = v->keys.n ? &v->keys.keys[0] : NULL;
 	if (v->by_kid) {
 		claim_get(&header, "kid", &kid);
 		if (kid.type != C_ABSENT && kid.type != C_TEXT)
@@ -783,10 +816,17 @@ static int check_header(const struct jwt_verifier *v, const struct jws *t, int64
 			char *text = json_string_dup(&kid.v, &len);
 			k = jwks_find(&v->keys, text, len);
 			free(text);
-			if (!k) {
+			if (!k)
 				log_unknown_kid(v, &kid.v, now);
-				return JWT_UNKNOWN_KEY;
-			}
+		}
+		if (!k) {
+			/* The set may have rotated since it was fetched: the
+			 * server fetches it again (at most once a minute). */
+			if (v->unknown_kid)
+				v->unknown_kid(v->unknown_kid_arg);
+			if (strcmp(v->jwks_key, "jwt_jwks_url") == 0)
+				*why = reason_unknown_url;
+			return JWT_UNKNOWN_KEY;
 		}
 	}
 	if (alg.type != C_TEXT || !same(&alg.v, jwk_alg_name(k->alg)))
@@ -924,6 +964,7 @@ void jwt_settings_from_config(const struct config *cfg, struct jwt_settings *out
 		.secret_file = cfg->jwt_secret_file,
 		.public_key_file = cfg->jwt_public_key_file,
 		.jwks_file = cfg->jwt_jwks_file,
+		.jwks_url = cfg->jwt_jwks_url,
 		.leeway_s = cfg->jwt_leeway_s,
 		.audience = cfg->jwt_audience,
 		.issuer = cfg->jwt_issuer,
@@ -953,6 +994,16 @@ int jwt_check_config(const struct config *cfg)
 	const char *alg = cfg->jwt_algorithm, *jwks = cfg->jwt_jwks_file;
 	const char *files[] = { "jwt_secret_file", "jwt_public_key_file" };
 	const char *paths[] = { cfg->jwt_secret_file, cfg->jwt_public_key_file };
+	const char *set_key = "jwt_jwks_file";
+	if (jwks[0] && cfg->jwt_jwks_url[0]) {
+		log_err("%s: jwt_jwks_file and jwt_jwks_url (%s) are both set; keys come from one of them",
+			config_origin(cfg, "jwt_jwks_file"), config_origin(cfg, "jwt_jwks_url"));
+		return errors + 1;
+	}
+	if (cfg->jwt_jwks_url[0]) {
+		jwks = cfg->jwt_jwks_url;
+		set_key = "jwt_jwks_url";
+	}
 	if (!alg[0] && !jwks[0]) {
 		for (size_t i = 0; i < 2; i++) {
 			if (paths[i][0]) {
@@ -963,18 +1014,18 @@ int jwt_check_config(const struct config *cfg)
 		}
 		return errors;
 	}
-	const char *source = "jwt_jwks_file";
+	const char *source = set_key;
 	if (jwks[0]) {
 		if (alg[0]) {
-			log_err("%s: jwt_algorithm = \"%s\" is set, but jwt_jwks_file (%s) names each key's algorithm; "
+			log_err("%s: jwt_algorithm = \"%s\" is set, but %s (%s) names each key's algorithm; "
 				"leave jwt_algorithm empty",
-				config_origin(cfg, "jwt_algorithm"), alg, config_origin(cfg, "jwt_jwks_file"));
+				config_origin(cfg, "jwt_algorithm"), alg, set_key, config_origin(cfg, set_key));
 			errors++;
 		}
 		for (size_t i = 0; i < 2; i++) {
 			if (paths[i][0]) {
-				log_err("%s: %s is set, but jwt_jwks_file (%s) holds the keys",
-					config_origin(cfg, files[i]), files[i], config_origin(cfg, "jwt_jwks_file"));
+				log_err("%s: %s is set, but %s (%s) holds the keys", config_origin(cfg, files[i]),
+					files[i], set_key, config_origin(cfg, set_key));
 				errors++;
 			}
 		}

@@ -30,6 +30,9 @@ struct jwt_settings {
 	const char *publish_claim;   /* dotted path, e.g. "publish" or "mercure.publish" */
 	const char *presence_claim;  /* dotted path, e.g. "presence": who may ask GET /api/presence */
 	const char *jwks_file;       /* a JWK Set (jwks.h), with algorithm "": the keys chosen by kid */
+	const char *jwks_url;        /* instead of jwks_file: a JWK Set fetched by the server (named in logs) */
+	const char *jwks_text;       /* with jwks_url: the set's text as last fetched; NULL: none yet (no keys) */
+	size_t jwks_len;
 };
 
 /* The rights a verified token grants. Owned by the caller once filled;
@@ -62,6 +65,12 @@ void jwt_verifier_free(struct jwt_verifier *v);
 
 /* How many keys v holds (1 without a JWK Set; 0 for NULL). */
 size_t jwt_verifier_keys(const struct jwt_verifier *v);
+
+/* Call fn(arg) when a token names a kid the set has not (or with
+ * jwks_url before any set arrived): the server fetches the set again. The
+ * token is refused all the same; fn must not block, and should only
+ * schedule. */
+void jwt_verifier_on_unknown_kid(struct jwt_verifier *v, void (*fn)(void *arg), void *arg);
 
 /* Whether dotted is a claim name jwt_verifier_new takes: names of letters,
  * digits, '_' and '-', joined by dots ("subscribe", "mercure.subscribe"),

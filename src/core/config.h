@@ -88,7 +88,9 @@ struct config {
 	/* Signed tokens (jwt.h): "" when unset; jwt_algorithm "" = off. */
 	char *jwt_algorithm, *jwt_secret_file, *jwt_public_key_file, *jwt_audience, *jwt_issuer, *jwt_subscribe_claim,
 		*jwt_publish_claim, *jwt_presence_claim, *jwt_cookie;
-	char *jwt_jwks_file; /* a JWK Set: keys chosen by the token's kid (jwks.h) */
+	char *jwt_jwks_file;    /* a JWK Set: keys chosen by the token's kid (jwks.h) */
+	char *jwt_jwks_url;     /* the same fetched from an identity provider (server/jwks_fetch.c) */
+	char *outbound_ca_file; /* PEM CAs herald's own HTTPS requests trust; "" = the system's */
 	int64_t jwt_leeway_s;
 	bool console; /* serve the console page at GET / */
 	/* HTTP/2: h2 by ALPN on TLS listeners and h2c with prior knowledge on

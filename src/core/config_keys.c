@@ -96,6 +96,8 @@ const struct key config_keys[] = {
 	KEY("jwt_secret_file", K_STR, jwt_secret_file, 0, 4096, ""),
 	KEY("jwt_public_key_file", K_STR, jwt_public_key_file, 0, 4096, ""),
 	KEY("jwt_jwks_file", K_STR, jwt_jwks_file, 0, 4096, ""),
+	KEY("jwt_jwks_url", K_STR, jwt_jwks_url, 0, 4096, ""),
+	KEY("outbound_ca_file", K_STR, outbound_ca_file, 0, 4096, ""),
 	KEY("jwt_leeway", K_DUR_S, jwt_leeway_s, 0, 300, "10s"),
 	KEY("jwt_audience", K_STR, jwt_audience, 0, 1024, ""),
 	KEY("jwt_issuer", K_STR, jwt_issuer, 0, 1024, ""),

@@ -4,10 +4,13 @@
  * tls_check_pair. The list's order is the order of the messages. */
 #include "server/config_check.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth/jwt.h"
+#include "net/http_client.h"
 #include "net/listener.h"
 #include "common/log.h"
 #include "net/tls_context.h"
@@ -16,9 +19,30 @@
 /* The event log's settings need no check of their own: redis_url and
  * redis_stream are syntax config checks as they are set, and the database
  * or server is only reachable at start-up, where store_open says why not. */
+/* jwt_jwks_url: https, or http to this host only (a set fetched in the
+ * clear from elsewhere could be anyone's keys); outbound_ca_file, the CAs
+ * its server is verified with, readable. */
+static int outbound_check_config(const struct config *cfg)
+{
+	const char *why;
+	int errors = 0;
+	if (cfg->jwt_jwks_url[0] && (why = http_client_url_check(cfg->jwt_jwks_url, true))) {
+		config_bad_value(cfg, "jwt_jwks_url", cfg->jwt_jwks_url, why);
+		errors++;
+	}
+	/* Read by libcurl at each request's handshake: a file that cannot be
+	 * read would fail every one, so it is refused here. */
+	if (cfg->outbound_ca_file[0] && access(cfg->outbound_ca_file, R_OK) < 0) {
+		config_bad_value(cfg, "outbound_ca_file", cfg->outbound_ca_file, strerror(errno));
+		errors++;
+	}
+	return errors;
+}
+
 static config_check_fn *const config_checks[] = {
 	listener_check_config,
 	tls_check_config,
+	outbound_check_config,
 	jwt_check_config,
 };
 

@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "server/config_check.h"
 #include "common/log.h"
+#include "net/http_client.h"
 #include "server/server.h"
 #include "store/store_redis.h"
 #include "server/supervisor.h"
@@ -66,13 +67,23 @@ int main(int argc, char **argv)
 			return code;
 		}
 	}
+	/* libcurl's global state, once in the process that serves (a group's
+	 * main process makes no requests), before any client is made; its
+	 * cleanup after the last client is freed. */
+	if (http_client_global_init() < 0) {
+		log_err("libcurl could not be initialised");
+		config_free(&srv.cfg);
+		return 1;
+	}
 	if (server_start(&srv, argc, argv) < 0) {
 		server_free(&srv);
+		http_client_global_cleanup();
 		return 1;
 	}
 	bool worker = srv.cfg.workers > 1;
 	code = server_run(&srv);
 	server_free(&srv);
+	http_client_global_cleanup();
 	if (!worker)
 		log_info("herald stopped");
 	return code;

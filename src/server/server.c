@@ -23,6 +23,8 @@
 #include "api/publish.h"
 #include "redis/redis_url.h"
 #include "server/service.h"
+#include "server/jwks_fetch.h"
+#include "net/http_client.h"
 #include "net/tls_context.h"
 #include "common/util.h"
 
@@ -261,10 +263,14 @@ static int set_jwt(struct server *srv)
 	char err[768];
 	srv->jwks_st_ok = srv->cfg.jwt_jwks_file[0] && stat(srv->cfg.jwt_jwks_file, &srv->jwks_st) == 0;
 	jwt_settings_from_config(&srv->cfg, &js);
+	/* jwt_jwks_url: the set last fetched (none yet: no keys). */
+	js.jwks_text = jwks_fetch_text(srv->jwks_url, &js.jwks_len);
 	if (jwt_verifier_new(&js, &v, err, sizeof(err)) < 0) {
 		log_err("jwt: %s", err);
 		return -1;
 	}
+	if (v && srv->jwks_url)
+		jwt_verifier_on_unknown_kid(v, jwks_fetch_unknown_kid, srv->jwks_url);
 	streams_set_jwt(srv->streams, v);
 	publish_set_jwt(srv->pubq, v);
 	jwt_verifier_free(srv->jwt);
@@ -304,6 +310,39 @@ static void jwks_tick(void *arg)
 	loop_timer_start(srv->lp, &srv->jwks_timer, JWKS_CHECK_MS, jwks_tick, srv);
 }
 
+/* jwt_jwks_url's set arrived (it parses): a new verifier, as a changed
+ * jwt_jwks_file makes one. */
+static void jwks_url_keys(void *arg, const char *text, size_t len)
+{
+	struct server *srv = arg;
+	(void)text;
+	(void)len;
+	if (set_jwt(srv) == 0)
+		log_info("jwt: %zu keys from jwt_jwks_url in force", jwt_verifier_keys(srv->jwt));
+	else
+		log_err("jwt: signed tokens keep the previous keys");
+}
+
+/* Start, follow or stop jwt_jwks_url after a load; the verifier is built
+ * after this, so it is told whom to tell of an unknown kid. */
+static void jwks_url_follow(struct server *srv)
+{
+	const char *url = srv->cfg.jwt_jwks_url;
+	http_client_set_ca_file(srv->http, srv->cfg.outbound_ca_file);
+	if (!url[0]) {
+		/* The verifier in force stays if the next one fails to build:
+		 * it must not call a fetcher that is gone. */
+		if (srv->jwt && srv->jwks_url)
+			jwt_verifier_on_unknown_kid(srv->jwt, NULL, NULL);
+		jwks_fetch_free(srv->jwks_url);
+		srv->jwks_url = NULL;
+	} else if (!srv->jwks_url) {
+		srv->jwks_url = jwks_fetch_new(srv->lp, srv->http, url, jwks_url_keys, srv);
+	} else {
+		jwks_fetch_again(srv->jwks_url, url);
+	}
+}
+
 static void reload(struct server *srv)
 {
 	struct config fresh;
@@ -331,6 +370,7 @@ static void reload(struct server *srv)
 	hub_reconfigure(srv->hub);
 	cors_set(&srv->cors, srv->cfg.allow_origin);
 	streams_reconfigure(srv->streams);
+	jwks_url_follow(srv);
 	if (set_jwt(srv) < 0)
 		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
 	if (srv->cfg.jwt_jwks_file[0] && !loop_timer_active(&srv->jwks_timer))
@@ -413,6 +453,14 @@ int server_start(struct server *srv, int argc, char **argv)
 	if (!srv->pubq)
 		return -1;
 	srv->streams = streams_new(srv->hub, &srv->cfg, &srv->cors, &srv->m);
+	srv->http = http_client_new(srv->lp);
+	if (!srv->http) {
+		log_err("libcurl could not make a client for outbound requests");
+		return -1;
+	}
+	/* jwt_jwks_url: start-up does not wait for the set; tokens are
+	 * refused (unknown key id) until it arrives. */
+	jwks_url_follow(srv);
 	if (set_jwt(srv) < 0)
 		return -1;
 	if (srv->cfg.jwt_jwks_file[0])
@@ -555,6 +603,10 @@ void server_free(struct server *srv)
 		loop_timer_stop(srv->lp, &srv->stamp_timer);
 		loop_timer_stop(srv->lp, &srv->jwks_timer);
 	}
+	jwks_fetch_free(srv->jwks_url);
+	srv->jwks_url = NULL;
+	http_client_free(srv->http);
+	srv->http = NULL;
 	streams_free(srv->streams);
 	srv->streams = NULL;
 	cors_free(&srv->cors);

@@ -28,6 +28,8 @@
 
 struct publish_queue;
 struct tls_ctx;
+struct http_client;
+struct jwks_fetch;
 
 struct server {
 	struct config cfg;
@@ -46,6 +48,8 @@ struct server {
 	struct mercure_sets *msets; /* the Mercure subscribers' interned matcher lists */
 	struct mercure_subs *msubs; /* the Mercure endpoint's active subscriptions (with presence) */
 	struct tls_ctx *tls;
+	struct http_client *http;    /* outbound requests (http_client.h) */
+	struct jwks_fetch *jwks_url; /* jwt_jwks_url kept fresh, or NULL when unset */
 	struct api api;
 	struct stall_guard stall; /* the loop's pass times (/metrics, /api/health, the stall warning) */
 

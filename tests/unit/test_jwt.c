@@ -1221,6 +1221,85 @@ static void test_cache(void)
 	jwt_verifier_free(vh);
 }
 
+static int unknown_kids;
+
+static void count_unknown_kid(void *arg)
+{
+	(void)arg;
+	unknown_kids++;
+}
+
+/* jwt_jwks_url: the verifier built from the set the server fetched, or
+ * with none yet (every token refused as naming an unknown key), and the
+ * hook that tells the server of a kid the set has not. */
+/* jwt_verify's result for t at NOW (an unknown key's reason does not
+ * begin "the token", which verify_at asks of the others). */
+static int code_of(const struct jwt_verifier *v, const char *t)
+{
+	struct jwt_rights r;
+	const char *why = NULL;
+	int e = jwt_verify(v, t, strlen(t), NOW, &r, &why);
+	jwt_rights_free(&r);
+	return e;
+}
+
+static void test_jwks_url(void)
+{
+	char set[256], k[64];
+	b64url((const unsigned char *)secret, sizeof(secret) - 1, k);
+	snprintf(set, sizeof(set), "{\"keys\": [{\"kty\": \"oct\", \"kid\": \"k1\", \"k\": \"%s\"}]}", k);
+	struct jwt_settings s = settings("HS256");
+	s.algorithm = "";
+	s.secret_file = "";
+	s.jwks_url = "https://idp.example/jwks";
+	const char *payload = "{\"exp\": 1700000100, \"subscribe\": [\"a\"]}";
+	char *known = token("{\"alg\":\"HS256\",\"kid\":\"k1\"}", payload, &hs);
+	char *other = token("{\"alg\":\"HS256\",\"kid\":\"k2\"}", payload, &hs);
+	char *none = token("{\"alg\":\"HS256\"}", payload, &hs);
+
+	/* No set yet: every token names an unknown key, and says so. */
+	struct jwt_verifier *v = verifier(&s);
+	CHECK_EQ_INT(jwt_verifier_keys(v), 0);
+	jwt_verifier_on_unknown_kid(v, count_unknown_kid, NULL);
+	unknown_kids = 0;
+	CHECK_EQ_INT(code_of(v, known), JWT_UNKNOWN_KEY);
+	CHECK(strstr(why_of(v, known), "jwt_jwks_url") != NULL);
+	CHECK_EQ_INT(code_of(v, none), JWT_UNKNOWN_KEY);
+	CHECK_EQ_INT(unknown_kids, 3);
+	jwt_verifier_free(v);
+
+	/* The set fetched: its key verifies; another kid is refused and
+	 * told. */
+	s.jwks_text = set;
+	s.jwks_len = strlen(set);
+	v = verifier(&s);
+	jwt_verifier_on_unknown_kid(v, count_unknown_kid, NULL);
+	unknown_kids = 0;
+	CHECK_EQ_INT(jwt_verifier_keys(v), 1);
+	CHECK_EQ_INT(code_of(v, known), JWT_OK);
+	CHECK_EQ_INT(code_of(v, none), JWT_OK); /* a set of one takes a token without kid */
+	CHECK_EQ_INT(unknown_kids, 0);
+	CHECK_EQ_INT(code_of(v, other), JWT_UNKNOWN_KEY);
+	CHECK_EQ_INT(unknown_kids, 1);
+	jwt_verifier_free(v);
+
+	/* A set that does not load is refused, naming the URL's key. */
+	s.jwks_text = "{\"keys\": []}";
+	s.jwks_len = strlen(s.jwks_text);
+	CHECK(refused(&s, "jwt_jwks_url = \"https://idp.example/jwks\""));
+	/* Beside jwt_jwks_file, or jwt_algorithm: refused. */
+	s.jwks_text = set;
+	s.jwks_len = strlen(set);
+	s.jwks_file = "/etc/jwks.json";
+	CHECK(refused(&s, "jwt_jwks_file and jwt_jwks_url are both set"));
+	s.jwks_file = "";
+	s.algorithm = "HS256";
+	CHECK(refused(&s, "jwt_algorithm = \"HS256\" is set, but jwt_jwks_url"));
+	free(known);
+	free(other);
+	free(none);
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/herald-test-jwt-XXXXXX");
@@ -1255,6 +1334,7 @@ int main(void)
 	test_json_reading();
 	test_audience_issuer();
 	test_cache();
+	test_jwks_url();
 
 	EVP_PKEY_free(rsa);
 	EVP_PKEY_free(rsa_other);
