@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "store/idempotency.h"
@@ -81,7 +83,12 @@ char *mercure_new_id(void)
 	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
 		for (size_t i = 0; i < sizeof(u); i++)
 			u[i] = (unsigned char)random_below(256);
-	return uuid_text(u, 4);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	for (int i = 0; i < 6; i++)
+		u[i] = (unsigned char)(ms >> (40 - 8 * i));
+	return uuid_text(u, 7);
 }
 
 char *mercure_keyed_id(const char *publisher, const char *key, const char *body_hash)

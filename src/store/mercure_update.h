@@ -31,7 +31,8 @@ bool mercure_block_parse(const char *b, size_t n, struct mercure_block *out);
  * set and *p moved past it, false when there is none. */
 bool mercure_block_next_topic(const char **p, const char *end, const char **t, size_t *tl);
 
-/* A new random urn:uuid: (version 4), malloc'd: the ids herald gives
+/* A new urn:uuid: (version 7: Unix milliseconds, then random bits, so
+ * that ids made in a row are near in the log's index), malloc'd: the ids herald gives
  * updates and subscribers. */
 char *mercure_new_id(void);
 
