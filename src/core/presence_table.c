@@ -30,10 +30,13 @@
 #include "core/presence_table.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "common/shared_map.h"
 
 #define POOL_MIN 1024
 #define POOL_MAX ((size_t)1 << 23)
@@ -65,6 +68,8 @@ struct presence_table {
 	size_t map_len;
 	uint64_t probes; /* index slots looked at */
 };
+
+_Static_assert(offsetof(struct presence_table, lock) == 0, "shared_map_new puts the lock first");
 
 static uint64_t *slots(struct presence_table *t)
 {
@@ -205,22 +210,9 @@ struct presence_table *presence_table_map(unsigned ncols, size_t capacity, size_
 	size_t key_off = sizeof(struct entry) + ncols * sizeof(uint32_t);
 	size_t esize = (key_off + key_max + 7) & ~(size_t)7;
 	size_t len = sizeof(struct presence_table) + nslots * sizeof(uint64_t) + cap * esize;
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	struct presence_table *t = shared_map_new(len, shared);
+	if (!t)
 		return NULL;
-	struct presence_table *t = p;
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	int r = pthread_mutex_init(&t->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	if (r != 0) {
-		munmap(p, len);
-		errno = r;
-		return NULL;
-	}
 	t->ncols = ncols;
 	t->moving_from = NO_MOVE;
 	t->cap = cap;

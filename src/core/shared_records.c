@@ -13,11 +13,13 @@
 #include "core/shared_records.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/shared_map.h"
 #include "common/util.h"
 
 #define CELLS_MIN 1024
@@ -50,6 +52,8 @@ struct shared_records {
 	struct cell cells[];
 };
 
+_Static_assert(offsetof(struct shared_records, lock) == 0, "shared_map_new puts the lock first");
+
 static void lock(struct shared_records *t)
 {
 	if (pthread_mutex_lock(&t->lock) == EOWNERDEAD)
@@ -65,22 +69,9 @@ struct shared_records *shared_records_map(size_t ncells, bool shared)
 {
 	size_t n = ncells < CELLS_MIN ? CELLS_MIN : ncells > CELLS_MAX ? CELLS_MAX : ncells;
 	size_t len = sizeof(struct shared_records) + n * sizeof(struct cell);
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	struct shared_records *t = shared_map_new(len, shared);
+	if (!t)
 		return NULL;
-	struct shared_records *t = p;
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	int r = pthread_mutex_init(&t->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	if (r != 0) {
-		munmap(p, len);
-		errno = r;
-		return NULL;
-	}
 	t->map_len = len;
 	t->ncells = (uint32_t)n;
 	return t;
