@@ -486,6 +486,17 @@ def rss_kb(pid):
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
+def stop_all(procs):
+    """End what a test started, newest first: herald nodes killed (a test
+    that failed midway has nothing to wait for), Redis servers and
+    sentinels closed."""
+    for p in reversed(procs):
+        if isinstance(p, Herald):
+            p.kill()
+        else:
+            p.close()
+
+
 def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
     """Poll fn() until it returns a true value (returned) or timeout passes (AssertionError)."""
     deadline = time.monotonic() + timeout

@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.parse
 
-from harness import Herald, RedisServer, connect, publish, request, wait_until
+from harness import Herald, RedisServer, connect, publish, request, stop_all, wait_until
 from test_mercure import HUB, SECRET, MStream, access, legacy, mpublish
 
 STREAM = "mercurecluster"
@@ -263,11 +263,7 @@ def test_a_publisher_id_survives_a_sentinel_failover():
         assert [e["data"] for e in s.events(2)] == ["d2", "d3"]
         s.close()
     finally:
-        for p in reversed(procs):
-            if isinstance(p, Herald):
-                p.kill()
-            else:
-                p.close()
+        stop_all(procs)
 
 
 test_a_publisher_id_survives_a_sentinel_failover.timeout = 90

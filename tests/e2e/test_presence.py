@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.parse
 
-from harness import Herald, Stream, request, wait_until
+from harness import Herald, Stream, request, stop_all, wait_until
 from test_jwt import KEYS, claims, jwt_args, mint, signing_key
 from test_workers import _open_on
 
@@ -505,22 +505,10 @@ test_presence_redis_outage_said_once_with_backoff.timeout = 60
 
 
 def test_presence_cluster_follows_a_sentinel_failover():
-    from harness import RedisSentinel, RedisServer
-    from test_sentinel import MASTER, _replica_linked
+    from test_sentinel import MASTER, _primary_replica_sentinels
     procs = []
     try:
-        primary = RedisServer()
-        procs.append(primary)
-        replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
-        procs.append(replica)
-        wait_until(lambda: _replica_linked(replica), timeout=15, what="the replica to sync")
-        sentinels = []
-        for _ in range(3):
-            sentinels.append(RedisSentinel(primary.port, master=MASTER, down_after_ms=1000, failover_timeout_ms=2000))
-            procs.append(sentinels[-1])
-        wait_until(lambda: all(s.sees(1, 2) for s in sentinels), timeout=30, interval=0.2,
-                   what="the sentinels to know the replica and each other")
-        listing = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+        primary, replica, sentinels, listing = _primary_replica_sentinels(procs)
         nodes = []
         for _ in range(2):
             nodes.append(Herald(redis=None, redis_stream="pfailover",
@@ -547,11 +535,7 @@ def test_presence_cluster_follows_a_sentinel_failover():
         for n in nodes:
             wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 0, what="the closes counted")
     finally:
-        for p in reversed(procs):
-            if isinstance(p, Herald):
-                p.kill()
-            else:
-                p.close()
+        stop_all(procs)
 
 
 test_presence_cluster_follows_a_sentinel_failover.timeout = 120

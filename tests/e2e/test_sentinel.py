@@ -28,7 +28,7 @@ import time
 
 import harness
 from harness import (Herald, PortTaken, RedisSentinel, RedisServer, Stream, on_spare_ports, publish, request,
-                     wait_until)
+                     stop_all, wait_until)
 from test_cluster import ClusterCaddy, Reader
 
 TOKEN = "sentinel-test-publish-token"
@@ -84,11 +84,7 @@ def test_sentinel_failover_loses_no_acknowledged_event():
         with ClusterCaddy([f"127.0.0.1:{n.port}" for n in nodes]) as caddy:
             _run_failover(nodes, primary, replica, sentinels, caddy, n_readers, before_kill, after_kill)
     finally:
-        for p in reversed(procs):
-            if isinstance(p, Herald):
-                p.kill()
-            else:
-                p.close()
+        stop_all(procs)
 
 
 test_sentinel_failover_loses_no_acknowledged_event.timeout = 120
@@ -225,11 +221,7 @@ def test_sentinel_failover_heard_once_by_the_log_and_presence():
         h.stop()
         assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error", h.log()), h.log()[-3000:]
     finally:
-        for p in reversed(procs):
-            if isinstance(p, Herald):
-                p.kill()
-            else:
-                p.close()
+        stop_all(procs)
 
 
 test_sentinel_failover_heard_once_by_the_log_and_presence.timeout = 120
