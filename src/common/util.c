@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
-/* util.c: allocation wrappers that abort on failure, clocks, and a seeded
- * random number for jitter. */
+/* util.c: allocation wrappers that abort on failure, clocks, a seeded
+ * random number for jitter and the kernel's random bytes for ids. */
 #include "common/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,4 +100,54 @@ uint64_t random_below(uint64_t n)
 		v = rng_next();
 	while (v >= limit);
 	return v % n;
+}
+
+/* The pool random_bytes draws from: one page, wiped to zeros in a forked
+ * child, so left == 0 there and the child fills its own. */
+struct random_pool {
+	size_t left;
+	unsigned char bytes[4096 - sizeof(size_t)];
+};
+
+static void kernel_bytes(unsigned char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t got = getrandom(p, n, 0);
+		if (got <= 0) {
+			/* Only before the kernel's pool is ready, or interrupted:
+			 * fall back to the seeded generator for what is left. */
+			for (; n > 0; n--)
+				*p++ = (unsigned char)random_below(256);
+			return;
+		}
+		p += got;
+		n -= (size_t)got;
+	}
+}
+
+void random_bytes(void *buf, size_t n)
+{
+	static struct random_pool *pool;
+	static int tried;
+	if (!tried) {
+		tried = 1;
+		void *m = mmap(NULL, sizeof(*pool), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED && madvise(m, sizeof(*pool), MADV_WIPEONFORK) == 0)
+			pool = m;
+		else if (m != MAP_FAILED)
+			munmap(m, sizeof(*pool));
+	}
+	if (!pool || n > sizeof(pool->bytes)) {
+		kernel_bytes(buf, n);
+		return;
+	}
+	if (pool->left < n) {
+		kernel_bytes(pool->bytes, sizeof(pool->bytes));
+		pool->left = sizeof(pool->bytes);
+	}
+	/* Hand out from the end and wipe what was handed out, so no byte is
+	 * given twice nor kept in memory after use. */
+	pool->left -= n;
+	memcpy(buf, pool->bytes + pool->left, n);
+	memset(pool->bytes + pool->left, 0, n);
 }

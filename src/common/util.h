@@ -24,6 +24,12 @@ int64_t clock_wall_s(void);
  * generator seeded from the kernel on first use. Not for secrets. */
 uint64_t random_below(uint64_t n);
 
+/* n unpredictable bytes from the kernel (getrandom), drawn from a page
+ * refilled a page at a time so that an id per request costs no system
+ * call. The page is wiped in a forked child (MADV_WIPEONFORK), so workers
+ * never hand out the same bytes; without that, every call asks the kernel. */
+void random_bytes(void *buf, size_t n);
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))

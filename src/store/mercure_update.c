@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -69,20 +68,29 @@ bool mercure_block_next_topic(const char **p, const char *end, const char **t, s
 /* u as a urn:uuid:, version v, the RFC 9562 variant. */
 static char *uuid_text(unsigned char u[16], unsigned v)
 {
+	static const char hex[] = "0123456789abcdef";
 	u[6] = (unsigned char)((u[6] & 0x0F) | (v << 4));
 	u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);
-	char *s = xmalloc(46);
-	snprintf(s, 46, "urn:uuid:%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+	char *s = xmalloc(46), *p = s;
+	memcpy(p, "urn:uuid:", 9);
+	p += 9;
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[u[i] >> 4];
+		*p++ = hex[u[i] & 15];
+	}
+	*p = '\0';
 	return s;
 }
 
 char *mercure_new_id(void)
 {
+	/* Version 7: 48 bits of milliseconds first (ids made one after
+	 * another sort by time, which keeps the id index's inserts at its
+	 * end), then random bits. */
 	unsigned char u[16];
-	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
-		for (size_t i = 0; i < sizeof(u); i++)
-			u[i] = (unsigned char)random_below(256);
+	random_bytes(u + 6, 10);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
