@@ -14,6 +14,7 @@
 
 #include "hub/hub.h"
 #include "store/idempotency.h"
+#include "store/mercure_update.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "store/store.h"
@@ -35,8 +36,9 @@ struct publish_item {
 	char *idem_key;          /* the Idempotency-Key, or NULL */
 	char *idem_publisher;    /* whose key it is (idempotency.h), with idem_key */
 	char idem_hash[IDEM_HEX_LEN];
-	char *mercure_id; /* a Mercure update: answered 200 text/plain with it */
-	char *mercure;    /* its block (mercure_update.h) */
+	bool is_mercure;  /* a Mercure update: answered 200 text/plain with its id */
+	char *mercure_id; /* the publisher's id, or NULL: the id made from its number */
+	char *mercure;    /* its block (mercure_update.h), or NULL: a plain row */
 	size_t mercure_len;
 };
 
@@ -527,6 +529,7 @@ void publish_mercure(struct publish_queue *q, struct conn *c, struct publish_mer
 				   .data_len = u->data_len,
 				   .public = u->public,
 				   .fields = *fields,
+				   .is_mercure = true,
 				   .mercure_id = u->id,
 				   .mercure = u->block,
 				   .mercure_len = u->block_len,
@@ -563,7 +566,7 @@ static void answer_conflict(struct publish_item *it, int64_t id)
 		 "this Idempotency-Key was used for event %lld with another request body; a retry must send the "
 		 "same body, a new event a new key",
 		 (long long)id);
-	conn_refuse(it->c, 422, "idempotency_key_reused", msg, it->mercure_id ? &it->fields : NULL);
+	conn_refuse(it->c, 422, "idempotency_key_reused", msg, it->is_mercure ? &it->fields : NULL);
 }
 
 /* Answer the item's request with its CORS headers (and a Mercure
@@ -577,11 +580,17 @@ static void answer(struct publish_item *it, int status, const char *type, const 
 	http_head_free(&h);
 }
 
-/* A Mercure update stored: 200 text/plain with its id. */
-static void answer_mercure(struct publish_queue *q, struct publish_item *it)
+/* A Mercure update stored as event id: 200 text/plain with its id. */
+static void answer_mercure(struct publish_queue *q, struct publish_item *it, int64_t id)
 {
+	char made[MERCURE_LOG_ID_LEN + 1];
+	const char *mid = it->mercure_id;
+	if (!mid) {
+		mercure_log_id(id, made);
+		mid = made;
+	}
 	metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
-	answer(it, 200, "text/plain; charset=utf-8", it->mercure_id, strlen(it->mercure_id));
+	answer(it, 200, "text/plain; charset=utf-8", mid, strlen(mid));
 }
 
 /* Answer the k oldest items (201 with res[i].id when res is given, or 422
@@ -594,13 +603,13 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 		struct publish_item *it = &q->items[i];
 		if (res && res[i].outcome == STORE_KEY_CONFLICT) {
 			answer_conflict(it, res[i].id);
-		} else if (res && it->mercure_id) {
-			if (res[i].outcome == STORE_STORED && res[i].earlier)
+		} else if (res && it->is_mercure) {
+			if (it->mercure_id && res[i].outcome == STORE_STORED && res[i].earlier)
 				log_warn("mercure: update id %s already names event %lld, which keeps it (the earliest "
 					 "wins): a resume from it starts after that event; this update is event %lld",
 					 it->mercure_id, (long long)res[i].earlier, (long long)res[i].id);
 			if (it->c)
-				answer_mercure(q, it);
+				answer_mercure(q, it, res[i].id);
 		} else if (it->c) {
 			if (res) {
 				/* A replay is answered as the original was. */
@@ -609,7 +618,7 @@ static void answer_oldest(struct publish_queue *q, size_t k, int status, const c
 				metrics_observe(&q->m->publish_seconds, clock_mono_ns() - it->started_ns);
 				answer(it, 201, "application/json", body, (size_t)n);
 			} else {
-				refuse_publish(it->c, status, cause, message, it->mercure_id ? &it->fields : NULL);
+				refuse_publish(it->c, status, cause, message, it->is_mercure ? &it->fields : NULL);
 			}
 		}
 		item_free(it);

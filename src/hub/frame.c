@@ -111,11 +111,15 @@ struct chunk *frame_event(const struct store_event *ev)
 struct chunk *frame_mercure(const struct store_event *ev)
 {
 	struct mercure_block b;
-	char num[24];
-	if (!ev->mercure || !mercure_block_parse(ev->mercure, ev->mercure_len, &b)) {
-		/* A row of herald's own: its number is its Mercure id. */
-		b = (struct mercure_block){ .id = num, .retry = "" };
-		b.id_len = (size_t)snprintf(num, sizeof(num), "%lld", (long long)ev->id);
+	char made[MERCURE_LOG_ID_LEN + 1];
+	if (!ev->mercure || !mercure_block_parse(ev->mercure, ev->mercure_len, &b))
+		b = (struct mercure_block){ .retry = "" };
+	if (!b.id_len) {
+		/* No id of the publisher's: the one made from the log and
+		 * the row's number. */
+		mercure_log_id(ev->id, made);
+		b.id = made;
+		b.id_len = MERCURE_LOG_ID_LEN;
 	}
 	const char *type = ev->type ? ev->type : "";
 	size_t tlen = line_len(type, ev->type ? ev->type_len : 0);

@@ -294,26 +294,32 @@ static int judge_sight(void *arg, const struct store_event *ev)
 }
 
 /* Whether the resume id must be looked up in the log's map of Mercure
- * ids: not "earliest", not one of herald's numbers, and a value an
- * update's id could be. */
+ * ids: not "earliest", not one of herald's numbers nor an id made from
+ * one, and a value an update's id could be. */
 static bool resume_needs_lookup(const char *id)
 {
-	return strcmp(id, "earliest") != 0 && !all_digits(id, strlen(id)) && mercure_value_valid(id, strlen(id));
+	int64_t n;
+	size_t len = strlen(id);
+	return strcmp(id, "earliest") != 0 && !all_digits(id, len) && !mercure_log_id_parse(id, len, &n) &&
+	       mercure_value_valid(id, len);
 }
 
 /* The resume point for an id that needs no lookup: "earliest", or one of
- * herald's numbers, a place in the log taken for any number in its range
- * whatever the row there; -1 (from now on, *found false) otherwise. */
+ * herald's numbers or the id made from one, a place in the log taken for
+ * any number in its range whatever the row there; -1 (from now on,
+ * *found false) otherwise. */
 static int64_t resume_of_place(const struct mercure *mc, const char *id, bool *found)
 {
 	*found = true;
 	if (strcmp(id, "earliest") == 0)
 		return store_pruned_through(mc->st);
-	if (all_digits(id, strlen(id))) {
-		int64_t ev = strtoll(id, NULL, 10);
-		if (ev <= hub_high_water(mc->hub) && ev >= store_pruned_through(mc->st))
-			return ev;
-	}
+	int64_t ev = -1;
+	if (all_digits(id, strlen(id)))
+		ev = strtoll(id, NULL, 10);
+	else if (!mercure_log_id_parse(id, strlen(id), &ev))
+		ev = -1;
+	if (ev >= 0 && ev <= hub_high_water(mc->hub) && ev >= store_pruned_through(mc->st))
+		return ev;
 	*found = false;
 	return -1;
 }
@@ -612,7 +618,8 @@ void mercure_metadata(const struct mercure *mc, struct conn *c, const struct htt
 
 /* The row read (store_row_cb) as a cursor for the asker whose grants are
  * in arg (struct cursor): its update's id when the asker may see it, else
- * its number (a place in the log, which tells nothing of the update). */
+ * the id made from its number (a place in the log, which tells nothing of
+ * the update). */
 struct cursor {
 	const struct mercure_grants *grants;
 	char *id;
@@ -624,12 +631,12 @@ static int newest_id(void *arg, const struct store_event *ev)
 	struct mercure_block b;
 	struct sight w = { cur->grants, false };
 	judge_sight(&w, ev);
-	char num[24];
-	if (w.visible && ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b)) {
+	char made[MERCURE_LOG_ID_LEN + 1];
+	if (w.visible && ev->mercure && mercure_block_parse(ev->mercure, ev->mercure_len, &b) && b.id_len) {
 		cur->id = xstrndup(b.id, b.id_len);
 	} else {
-		snprintf(num, sizeof(num), "%lld", (long long)ev->id);
-		cur->id = xstrdup(num);
+		mercure_log_id(ev->id, made);
+		cur->id = xstrdup(made);
 	}
 	return 1;
 }
@@ -923,10 +930,12 @@ static int read_form(const char *body, size_t len, const char *base, struct form
 		*why = "data must be UTF-8";
 		return 400;
 	}
+	int64_t n;
 	if (f->id && (!mercure_value_valid(f->id, strlen(f->id)) || f->id[0] == '#' || strcmp(f->id, "earliest") == 0 ||
-		      all_digits(f->id, strlen(f->id)))) {
+		      all_digits(f->id, strlen(f->id)) || mercure_log_id_parse(f->id, strlen(f->id), &n))) {
 		*why = "an id must be valid UTF-8 without control or format characters, not start with '#', not be "
-		       "\"earliest\" nor only digits (herald's own event numbers)";
+		       "\"earliest\", only digits, nor an id of the form herald makes for this log (those name its "
+		       "events)";
 		return 400;
 	}
 	if (f->type && (!mercure_value_valid(f->type, strlen(f->type)) || strcmp(f->type, "mercure") == 0)) {
@@ -1018,17 +1027,20 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	struct publish_mercure u = { 0 };
 	if (keyed) {
 		/* As on POST /api/events: the same key and body within the
-		 * window is answered as the first was. An update without an id
-		 * gets one made from the key and the body, so that the retry's
-		 * answer names the same update. */
+		 * window is answered as the first was (an update without an id
+		 * of its own: the same event, so the same id made from it). */
 		u.idem_key = xstrdup(key);
 		u.idem_publisher = xstrdup(publisher);
 		idem_digest(body ? body : "", body ? len : 0, NULL, 0, u.idem_hash);
 	}
-	u.id = f.id ? f.id : keyed ? mercure_keyed_id(publisher, key, u.idem_hash) : mercure_new_id();
+	u.id = f.id; /* NULL: the id made from the log and the event's number */
 	f.id = NULL;
-	u.block = mercure_block_new(u.id, f.retry ? f.retry : "", f.topics, f.ntopics, &u.block_len);
 	u.topic = mercure_row_topic(f.topics[0]);
+	/* An update with its own id, a retry, alternate topics or a topic its
+	 * row cannot carry keeps a block; any other is a plain row. */
+	if (u.id || f.retry || f.ntopics > 1 || strcmp(u.topic, f.topics[0]) != 0)
+		u.block = mercure_block_new(u.id ? u.id : "", f.retry ? f.retry : "", f.topics, f.ntopics,
+					    &u.block_len);
 	u.type = xstrdup(f.type && f.type[0] ? f.type : "message");
 	u.data = f.data ? f.data : xstrdup("");
 	u.data_len = f.data ? f.data_len : 0;

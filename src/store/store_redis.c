@@ -37,6 +37,7 @@
 
 #include "core/config.h"
 #include "store/idempotency.h"
+#include "store/mercure_update.h"
 #include "common/log.h"
 #include "common/loop.h"
 #include "core/metrics.h"
@@ -88,7 +89,7 @@ struct store_redis {
 	struct metrics *m;
 	struct store_hooks hooks;
 	bool watching;
-	char key_events[256], key_last[256], key_mercure[256];
+	char key_events[256], key_last[256], key_mercure[256], key_identity[256];
 
 	struct redis_link *cmd_link, *tail_link;
 	redisAsyncContext *cmd, *tail; /* the links' connections, NULL while down */
@@ -599,6 +600,35 @@ static void watchdog(void *arg)
 
 /* ---- the interface ---- */
 
+/* The log's identity ({name}:identity, 48 random bits: mercure_update.h),
+ * made by the first node to start on the log (SET NX) and read by every
+ * one, set for this process's Mercure ids. */
+static int log_identity(struct store_redis *st, redisContext *c, char *err, size_t errlen)
+{
+	uint64_t mine;
+	random_bytes(&mine, sizeof(mine));
+	char made[24];
+	snprintf(made, sizeof(made), "%llu", (unsigned long long)(mine & ((UINT64_C(1) << 48) - 1)));
+	const char *set[] = { "SET", st->key_identity, made, "NX" }, *get[] = { "GET", st->key_identity };
+	redisReply *r = redisCommandArgv(c, 4, set, NULL);
+	if (r && r->type != REDIS_REPLY_ERROR) {
+		freeReplyObject(r);
+		r = redisCommandArgv(c, 2, get, NULL);
+	}
+	char *end = NULL;
+	unsigned long long v = r && r->type == REDIS_REPLY_STRING ? strtoull(r->str, &end, 10) : 0;
+	if (!r || r->type != REDIS_REPLY_STRING || !end || *end) {
+		snprintf(err, errlen, "reading the log's identity (%s) at %s: %s", st->key_identity, where(st),
+			 !r ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "not a number");
+		if (r)
+			freeReplyObject(r);
+		return -1;
+	}
+	freeReplyObject(r);
+	mercure_log_identity_set(v);
+	return 0;
+}
+
 /* Start-up: the link's blocking connection (login, ROLE through
  * Sentinel), herald's function loaded and the counter read, so that a
  * Redis herald cannot use is met before the loop runs. */
@@ -639,6 +669,8 @@ static int sync_connect(struct store_redis *st, char *err, size_t errlen)
 		}
 		freeReplyObject(r);
 	}
+	if (rc == 0)
+		rc = log_identity(st, c, err, errlen);
 	redisFree(c);
 	return rc;
 }
@@ -655,6 +687,7 @@ static void *redis_open(const struct config *cfg, struct loop *lp, struct metric
 	snprintf(st->key_events, sizeof(st->key_events), "{%s}:events", cfg->redis_stream);
 	snprintf(st->key_last, sizeof(st->key_last), "{%s}:last", cfg->redis_stream);
 	snprintf(st->key_mercure, sizeof(st->key_mercure), "{%s}:mercure", cfg->redis_stream);
+	snprintf(st->key_identity, sizeof(st->key_identity), "{%s}:identity", cfg->redis_stream);
 	struct redis_link_spec spec = { cfg->redis_url, cfg->redis_sentinels, cfg->redis_master_name, "redis:" };
 	struct redis_link_hooks cmd = { on_cmd_up, on_cmd_down, st }, tail = { on_tail_up, on_tail_down, st };
 	st->cmd_link = redis_link_new(lp, &spec, &cmd, err, errlen);
@@ -805,7 +838,7 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 	bool mercure = false;
 	for (size_t i = 0; i < n; i++) {
 		keyed += evs[i].idem_key != NULL;
-		mercure |= evs[i].mercure_id != NULL;
+		mercure |= evs[i].mercure_id || evs[i].mercure;
 	}
 	size_t nkeys = 2 + (mercure ? 1 : 0) + keyed;
 	size_t per = mercure ? 8 : keyed ? 6 : 4;
@@ -859,8 +892,8 @@ static void redis_append(void *be, const struct store_new_event *evs, size_t n, 
 		if (per > 6) {
 			a[6] = evs[i].mercure_id ? evs[i].mercure_id : "";
 			l[6] = strlen(a[6]);
-			a[7] = evs[i].mercure_id && evs[i].mercure ? evs[i].mercure : "";
-			l[7] = evs[i].mercure_id && evs[i].mercure ? evs[i].mercure_len : 0;
+			a[7] = evs[i].mercure ? evs[i].mercure : "";
+			l[7] = evs[i].mercure ? evs[i].mercure_len : 0;
 		}
 	}
 	struct append *ap = xcalloc(1, sizeof(*ap));

@@ -135,8 +135,10 @@ end
 -- still in the stream; herald_trim keeps it to the stream's events):
 -- FCALL herald_publish 3+K <stream> <last> <map> <key 1> ... <key K>
 --   mercure WINDOW_S TYPE TOPIC DATA PUBLIC SLOT HASH MID BLOCK [...]
--- MID is the update's id ('' for an event of herald's own), BLOCK its id,
--- retry and topics (the entry's field mercure). Returns, per event, the
+-- MID is the update's id ('' for an event of herald's own, and for an
+-- update whose id is made from the log and its number, which no map
+-- holds), BLOCK its id line, retry and topics (the entry's field
+-- mercure; '' for none). Returns, per event, the
 -- triple {outcome, id, earlier}: earlier is the event MID already named
 -- (it keeps the id: the earliest wins), else 0.
 -- FCALL herald_publish 2 <stream> <last> TYPE TOPIC DATA PUBLIC [...]
@@ -231,9 +233,11 @@ local function publish(keys, args)
       local add = { 'XADD', keys[1], sid .. '-0', 'type', args[o + 1], 'topic', args[o + 2], 'data',
         args[o + 3], 'public', args[o + 4], 'time', now, 'id', sid }
       local mid = mercure and args[o + 7] or ''
-      if mid ~= '' then
+      if mercure and args[o + 8] ~= '' then
         add[#add + 1] = 'mercure'
         add[#add + 1] = args[o + 8]
+      end
+      if mid ~= '' then
         earlier = mercure_named(keys, mid)
       end
       if id > last + 1 then

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "store/store_backend.h"
 #include "store/store_filter_sql.h"
+#include "store/mercure_update.h"
 #include "common/loop.h"
 #include "core/metrics.h"
 #include "common/util.h"
@@ -184,12 +185,16 @@ struct store_sqlite *store_sqlite_open(const char *path, int busy_timeout_ms, ch
 	if (rc == SQLITE_OK)
 		rc = store_sqlite_query_int(st->db, "SELECT value FROM herald_meta WHERE key='late_inserts'",
 					    &st->late_inserts);
+	int64_t identity = 0;
+	if (rc == SQLITE_OK)
+		rc = store_sqlite_query_int(st->db, "SELECT value FROM herald_meta WHERE key='log_identity'", &identity);
 	if (rc == SQLITE_OK)
 		rc = store_sqlite_query_int(st->db, "PRAGMA data_version", &st->data_version);
 	if (rc != SQLITE_OK) {
 		snprintf(err, errlen, "cannot read database %s: %s", path, sqlite3_errmsg(st->db));
 		goto fail;
 	}
+	mercure_log_identity_set((uint64_t)identity);
 	/* From here on, never wait longer than the loop can afford. */
 	sqlite3_busy_timeout(st->db, busy_timeout_ms);
 	/* No automatic checkpoint inside our commits: it syncs the files in
@@ -410,12 +415,17 @@ int store_sqlite_mercure_find(struct store_sqlite *st, const char *mercure_id, i
 	return ret;
 }
 
-/* Keep row id's Mercure id and block (inside the append's transaction). */
+/* Keep row id's Mercure id and block (inside the append's transaction);
+ * a block without the publisher's id is kept under the id made from the
+ * number, which no lookup needs (mercure_log_id_parse places it). */
 static int mercure_remember(struct store_sqlite *st, const struct store_new_event *ev, int64_t id)
 {
 	sqlite3_stmt *s = st->mercure_put;
+	char made[MERCURE_LOG_ID_LEN + 1];
+	if (!ev->mercure_id)
+		mercure_log_id(id, made);
 	sqlite3_bind_int64(s, 1, id);
-	sqlite3_bind_text(s, 2, ev->mercure_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, ev->mercure_id ? ev->mercure_id : made, -1, SQLITE_STATIC);
 	sqlite3_bind_text64(s, 3, ev->mercure ? ev->mercure : "", ev->mercure ? ev->mercure_len : 0, SQLITE_STATIC,
 			    SQLITE_UTF8);
 	int rc = sqlite3_step(s);
@@ -471,8 +481,9 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 		out[i] = (struct store_appended){ id, STORE_STORED, 0 };
 		if (ev->idem_key && (ret = key_remember(st, ev, id, now)) < 0)
 			goto fail;
-		if (ev->mercure_id && ((ret = store_sqlite_mercure_find(st, ev->mercure_id, &out[i].earlier)) < 0 ||
-				       (ret = mercure_remember(st, ev, id)) < 0))
+		if (ev->mercure_id && (ret = store_sqlite_mercure_find(st, ev->mercure_id, &out[i].earlier)) < 0)
+			goto fail;
+		if ((ev->mercure_id || ev->mercure) && (ret = mercure_remember(st, ev, id)) < 0)
 			goto fail;
 	}
 	/* The bound strings belong to the caller; drop the references. */

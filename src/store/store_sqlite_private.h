@@ -25,7 +25,7 @@
 #define STORE_FILTER_CACHE 32
 
 /* The schema version this build writes; a newer database is refused. */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 /* What the folder watch asks for: a commit by any process appends to the
  * -wal file there (IN_MODIFY); the other events catch the file being

@@ -74,6 +74,11 @@ static const struct migration migrations[] = {
 	  "CREATE TRIGGER IF NOT EXISTS herald_mercure_gone AFTER DELETE ON events BEGIN"
 	  " DELETE FROM herald_mercure WHERE event_id = OLD.id; END;",
 	  NULL },
+	/* The log's identity: 48 random bits (SQLite's generator, seeded from
+	 * the system's), part of the Mercure id of every row that has no id
+	 * of its publisher's (mercure_update.h), so ids of two logs differ. */
+	{ 6, "INSERT OR IGNORE INTO herald_meta(key, value) VALUES ('log_identity', random() & 281474976710655);",
+	  NULL },
 };
 
 int store_sqlite_exec(sqlite3 *db, const char *sql, char *err, size_t errlen, const char *what)

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import tempfile
 import time
 import urllib.parse
@@ -27,6 +28,26 @@ from harness import Herald, RedisServer, Stream, connect, publish, request, wait
 SECRET = "a-mercure-test-secret-of-at-least-32-bytes"
 HUB = "https://hub.example/.well-known/mercure"
 DETAIL = "https://mercure.rocks/authorization-detail"
+
+
+MADE_ID = re.compile(r"urn:uuid:([0-9a-f]{8})-([0-9a-f]{4})-8([0-9a-f]{3})-([89ab][0-9a-f]{3})-([0-9a-f]{12})")
+
+
+def made_number(mid):
+    """The event number in an id herald made from its log's identity and the
+    number (a urn:uuid: of version 8: 48 bits of identity, the number's top
+    bits beside the version, its low 62 beside the variant), else None."""
+    m = MADE_ID.fullmatch(mid)
+    if not m:
+        return None
+    return int(m.group(3), 16) << 62 | int(m.group(4) + m.group(5), 16) & ((1 << 62) - 1)
+
+
+def made_identity(mid):
+    """The log's identity part of a made id (its first 13 characters after
+    urn:uuid:)."""
+    assert made_number(mid) is not None, mid
+    return mid[9:22]
 
 
 def b64u(raw):
@@ -298,20 +319,28 @@ def test_mercure_and_herald_api_share_the_log():
         hs_odd.opening()
         n = publish(h.port, topic="chat/1", data="from herald", public=True, token="ptok")
         e = native.events(1)
-        assert e == [{"id": str(n), "event": "message", "data": "from herald"}], e
-        # A Mercure update reaches herald's own readers, with herald's ids.
+        # A row of herald's own: the id made from the log and its number.
+        assert made_number(e[0]["id"]) == n and e[0]["data"] == "from herald" and e[0]["event"] == "message", e
+        # A Mercure update reaches herald's own readers, with herald's ids;
+        # without an id of its own, it has the one made from its number.
         _, _, mid = mpublish(h.port, [("topic", "https://example.com/books/9"), ("data", "m")], "ptok")
         got = hs.events(1)
         assert got[0]["data"] == "m" and got[0]["id"] == n + 1
+        assert made_number(mid) == n + 1 and made_identity(mid) == made_identity(e[0]["id"]), mid
         # A topic herald's rule refuses is kept under $mercure/<sha256>.
         mpublish(h.port, [("topic", odd), ("data", "odd")], "ptok")
         assert [x["data"] for x in s_odd.events(1)] == ["odd"]
         rows = h.stored_events()
         assert rows[-1]["topic"] == "$mercure/" + hashlib.sha256(odd.encode()).hexdigest(), rows[-1]
         assert [x["data"] for x in hs_odd.events(1)] == ["odd"]
-        # Resuming from herald's own number on the Mercure side.
+        # Resuming from herald's own number on the Mercure side, and from
+        # the id made from it.
         r = MStream(h.port, [("match", "*")], {"Last-Event-ID": str(n)})
         assert [x["id"] for x in r.events(2)][0] == mid
+        r2 = MStream(h.port, [("match", "*")], {"Last-Event-ID": e[0]["id"]})
+        assert r2.headers["mercure-last-event-id"] == e[0]["id"]
+        assert [x["id"] for x in r2.events(2)][0] == mid
+        r2.close()
         for s in (native, s_odd, hs, hs_odd, r):
             s.close()
 
@@ -400,8 +429,10 @@ def test_mercure_on_the_redis_log_publishes_and_keeps_subscription_events():
             assert s.status == 200
             st, _, made = mpublish(h.port, [("topic", "chat/1"), ("data", "x")], "ptok")
             n = publish(h.port, topic="chat/1", data="native", public=True, token="ptok")
-            assert s.events(2) == [{"id": made, "event": "message", "data": "x"},
-                                   {"id": str(n), "event": "message", "data": "native"}]
+            got = s.events(2)
+            assert got[0] == {"id": made, "event": "message", "data": "x"}, got
+            assert made_number(got[1]["id"]) == n and made_number(made) == n - 1, got
+            assert made_identity(got[1]["id"]) == made_identity(made)
             # The subscription's opening is an event of the Redis log.
             wait_until(lambda: any(e["type"] == "mercure" for e in h.stored_events()), timeout=5,
                        what="the subscription event in the Redis stream")

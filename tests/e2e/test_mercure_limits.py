@@ -38,7 +38,7 @@ import time
 import urllib.parse
 
 from harness import Herald, RedisServer, check_refusal, request, wait_until
-from test_mercure import MStream
+from test_mercure import MStream, made_number
 
 HUB = "https://hub.example/.well-known/mercure"
 ROWS = 20000
@@ -96,7 +96,8 @@ def subscribe_from_earliest(port, params):
 
 
 def id_data(events):
-    return [(e["id"], e["data"]) for e in events]
+    """(id, data) of each event, a made id as the number it carries."""
+    return [(e["id"] if made_number(e["id"]) is None else str(made_number(e["id"])), e["data"]) for e in events]
 
 
 def worst_health_until_live(h, timeout):

@@ -238,12 +238,24 @@ static void test_block_and_frame(void)
 	static const char want[] = "id: urn:x:1\nretry: 250\ndata: a\ndata: b\n\n";
 	CHECK(c->len == sizeof(want) - 1 && memcmp(c->data, want, c->len) == 0);
 	chunk_unref(c);
-	/* A row of herald's own: its number, its type. */
+	/* A row of herald's own: the id made from the log and its number, its
+	 * type. */
+	mercure_log_identity_set(UINT64_C(0x0123456789ab));
 	ev = (struct store_event){ .id = 42, .type = "chat", .type_len = 4, .data = "hi", .data_len = 2 };
 	c = frame_mercure(&ev);
-	static const char want2[] = "id: 42\nevent: chat\ndata: hi\n\n";
+	static const char want2[] = "id: urn:uuid:01234567-89ab-8000-8000-00000000002a\nevent: chat\ndata: hi\n\n";
 	CHECK(c->len == sizeof(want2) - 1 && memcmp(c->data, want2, c->len) == 0);
 	chunk_unref(c);
+	/* A block without the publisher's id (alternate topics, a retry):
+	 * the made id too, with its retry. */
+	char *made = mercure_block_new("", "5", topics, 2, &len);
+	ev = (struct store_event){ .id = 43, .type = "message", .type_len = 7, .data = "x", .data_len = 1,
+				   .mercure = made, .mercure_len = len };
+	c = frame_mercure(&ev);
+	static const char want3[] = "id: urn:uuid:01234567-89ab-8000-8000-00000000002b\nretry: 5\ndata: x\n\n";
+	CHECK(c->len == sizeof(want3) - 1 && memcmp(c->data, want3, c->len) == 0);
+	chunk_unref(c);
+	free(made);
 	free(b);
 }
 

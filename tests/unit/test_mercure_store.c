@@ -47,31 +47,59 @@ static struct store_new_event update(const char *id, const char *block)
 					 .mercure_len = block ? strlen(block) : 0 };
 }
 
-/* The ids made for keyed publishes: the same publisher, key and body
- * name the same update; any one changed, another. */
-static void test_keyed_ids(void)
+/* The ids made from the log and a number: read back to the number for
+ * this log only; anything else of their shape is not one. */
+static void test_log_ids(void)
 {
-	char *a = mercure_keyed_id("sub:u", "k1", "ab"), *b = mercure_keyed_id("sub:u", "k1", "ab");
-	char *c = mercure_keyed_id("sub:v", "k1", "ab"), *d = mercure_keyed_id("sub:u", "k2", "ab");
-	char *e = mercure_keyed_id("sub:u", "k1", "ac"), *r = mercure_new_id();
-	CHECK(strcmp(a, b) == 0 && strcmp(a, c) != 0 && strcmp(a, d) != 0 && strcmp(a, e) != 0);
-	CHECK(strlen(a) == 45 && strncmp(a, "urn:uuid:", 9) == 0);
-	CHECK(a[9 + 14] == '8' && strchr("89ab", a[9 + 19])); /* version 8, the RFC 9562 variant */
+	char id[MERCURE_LOG_ID_LEN + 1], other[MERCURE_LOG_ID_LEN + 1];
+	int64_t n = -1;
+	mercure_log_identity_set(UINT64_C(0xa1b2c3d4e5f6));
+	const int64_t numbers[] = { 0, 1, 255, 1000000, INT64_C(1) << 56, (INT64_C(1) << 62) - 1, INT64_C(1) << 62,
+				    INT64_MAX };
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+		mercure_log_id(numbers[i], id);
+		CHECK(strlen(id) == MERCURE_LOG_ID_LEN && strncmp(id, "urn:uuid:a1b2c3d4-e5f6-8", 24) == 0);
+		CHECK(strchr("89ab", id[9 + 19])); /* the RFC 9562 variant */
+		CHECK(mercure_log_id_parse(id, strlen(id), &n) && n == numbers[i]);
+	}
+	mercure_log_id(42, id);
+	CHECK(strcmp(id, "urn:uuid:a1b2c3d4-e5f6-8000-8000-00000000002a") == 0);
+	/* Another log's, a changed version or variant, upper case, a short
+	 * one, a random one: not this log's. */
+	mercure_log_identity_set(UINT64_C(0xa1b2c3d4e5f7));
+	mercure_log_id(42, other);
+	CHECK(!mercure_log_id_parse(id, strlen(id), &n));
+	mercure_log_identity_set(UINT64_C(0xa1b2c3d4e5f6));
+	CHECK(mercure_log_id_parse(id, strlen(id), &n) && n == 42 && !mercure_log_id_parse(other, strlen(other), &n));
+	char bad[MERCURE_LOG_ID_LEN + 1];
+	strcpy(bad, id);
+	bad[9 + 14] = '7';
+	CHECK(!mercure_log_id_parse(bad, strlen(bad), &n));
+	strcpy(bad, id);
+	bad[9 + 19] = 'c';
+	CHECK(!mercure_log_id_parse(bad, strlen(bad), &n));
+	strcpy(bad, id);
+	bad[9] = 'A';
+	CHECK(!mercure_log_id_parse(bad, strlen(bad), &n));
+	strcpy(bad, id);
+	bad[9 + 20] = '-';
+	CHECK(!mercure_log_id_parse(bad, strlen(bad), &n));
+	CHECK(!mercure_log_id_parse(id, strlen(id) - 1, &n));
+	strcpy(bad, id);
+	bad[9 + 15] = '4'; /* the number's top bits past an int64 */
+	CHECK(!mercure_log_id_parse(bad, strlen(bad), &n));
+	char *r = mercure_new_id();
 	CHECK(r[9 + 14] == '7' && strchr("89ab", r[9 + 19])); /* version 7: time first */
+	CHECK(!mercure_log_id_parse(r, strlen(r), &n));
 	char *later = mercure_new_id();
 	CHECK(strncmp(r, later, 9 + 8) <= 0); /* the first 32 bits of the time never go back within a run */
 	free(later);
-	free(a);
-	free(b);
-	free(c);
-	free(d);
-	free(e);
 	free(r);
 }
 
 int main(void)
 {
-	test_keyed_ids();
+	test_log_ids();
 	if (!mkdtemp(tmpdir))
 		return 1;
 	char path[128], err[256];

@@ -181,7 +181,7 @@ static void test_open_creates_schema_and_wal(void)
 	sqlite3 *db = ext_open(path);
 	ext_text(db, "PRAGMA journal_mode", mode, sizeof(mode));
 	CHECK(strcmp(mode, "wal") == 0);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 6);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='events'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='herald_meta'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE type='index'"
@@ -578,7 +578,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 3);
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 6);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='herald_meta'"), 1);
 	ext_close(db);
 
@@ -605,7 +605,7 @@ static void test_older_layouts(void)
 	CHECK_EQ_INT(id, 8);
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 6);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM recent"), 4);
 	CHECK_EQ_INT(ext_int(db, "SELECT seq FROM sqlite_sequence WHERE name='events'"), 8);
 	ext_text(db, "SELECT sql FROM sqlite_master WHERE name='events'", text, sizeof(text));
@@ -967,7 +967,7 @@ static void test_migration_to_3(void)
 		return;
 	store_sqlite_close(st);
 	db = ext_open(path);
-	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
+	CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 6);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM sqlite_master WHERE name='events_public_topic_id'"), 1);
 	CHECK_EQ_INT(ext_int(db, "SELECT COUNT(*) FROM events"), 1);
 	ext_close(db);
@@ -1142,7 +1142,7 @@ static void test_migration_to_4(void)
 	ext_exec(db, "DROP TABLE herald_idempotency; PRAGMA user_version=3");
 	st = open_ok(path);
 	if (st) {
-		CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 5);
+		CHECK_EQ_INT(ext_int(db, "PRAGMA user_version"), 6);
 		CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM herald_idempotency"), 0);
 		CHECK_EQ_INT(ext_int(db, "SELECT count(*) FROM events"), 1);
 		struct store_new_event a = keyed("a", "token", "k", "h");
