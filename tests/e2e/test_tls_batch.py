@@ -20,7 +20,7 @@ import threading
 import time
 
 from harness import Herald, Stream, publish, publish_many, request, wait_until
-from test_tls import _make_cert, _tls_connect
+from test_tls import _make_cert, _s_client_read_until as _read_until, _tls_connect
 
 OPENING = b"retry: 3000\n: stream open\n\n"
 
@@ -184,16 +184,6 @@ def test_a_key_update_still_ends_a_parked_stream():
 
 
 test_a_key_update_still_ends_a_parked_stream.timeout = 30
-
-
-def _read_until(p, marker, got, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while marker not in got:
-        left = deadline - time.monotonic()
-        assert left > 0 and p.poll() is None, f"s_client ({p.poll()}) gave no {marker!r}: {got[-300:]!r}"
-        if select.select([p.stdout], [], [], left)[0]:
-            got += os.read(p.stdout.fileno(), 65536)
-    return got
 
 
 def test_io_uring_off_writes_tls_readers_one_by_one():

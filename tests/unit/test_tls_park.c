@@ -286,6 +286,34 @@ static void test_seq_max(void)
 
 /* ---- (d) partial writes ---- */
 
+/* Every record of raw (got bytes) opens under the next number, carries at
+ * most pk->max_plain bytes, and together they are plain (total bytes)
+ * once, in order, with one number per record, none skipped. */
+static void check_records(const struct tls_park *pk, const unsigned char *raw, size_t got, const unsigned char *plain,
+			  size_t total)
+{
+	static unsigned char back[16384 + 64];
+	size_t p = 0, plain_at = 0;
+	uint64_t seq = 0;
+	int bad = 0;
+	while (p + 5 <= got) {
+		size_t l = 5 + (size_t)(raw[p + 3] << 8 | raw[p + 4]);
+		unsigned char type = 0;
+		int m = p + l <= got ? open_record(pk, seq, raw + p, l, back, &type) : -1;
+		if (m < 0 || (size_t)m > pk->max_plain || type != 0x17 || plain_at + (size_t)m > total ||
+		    memcmp(back, plain + plain_at, (size_t)m) != 0) {
+			bad++;
+			break;
+		}
+		plain_at += (size_t)m;
+		p += l;
+		seq++;
+	}
+	CHECK(bad == 0);
+	CHECK(p == got && plain_at == total);
+	CHECK(seq == pk->seq);
+}
+
 static void test_partial_writes(void)
 {
 	struct tls_sealer *s = tls_sealer_new();
@@ -295,7 +323,7 @@ static void test_partial_writes(void)
 	int small = 4096;
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	enum { TOTAL = 200000 };
-	static unsigned char plain[TOTAL], raw[TOTAL * 2], back[16384 + 64];
+	static unsigned char plain[TOTAL], raw[TOTAL * 2];
 	for (size_t i = 0; i < TOTAL; i++)
 		plain[i] = (unsigned char)(i * 31 + i / 977);
 	size_t off = 0, got = 0;
@@ -320,25 +348,7 @@ static void test_partial_writes(void)
 	got += read_now(sv[1], raw + got, sizeof(raw) - got);
 	/* Every record opens under the next number, and together they are
 	 * the plaintext once, in order. */
-	size_t p = 0, plain_at = 0;
-	uint64_t seq = 0;
-	int bad = 0;
-	while (p + 5 <= got) {
-		size_t l = 5 + (size_t)(raw[p + 3] << 8 | raw[p + 4]);
-		unsigned char type = 0;
-		int m = p + l <= got ? open_record(pk, seq, raw + p, l, back, &type) : -1;
-		if (m < 0 || type != 0x17 || plain_at + (size_t)m > TOTAL ||
-		    memcmp(back, plain + plain_at, (size_t)m) != 0) {
-			bad++;
-			break;
-		}
-		plain_at += (size_t)m;
-		p += l;
-		seq++;
-	}
-	CHECK(bad == 0);
-	CHECK(p == got && plain_at == TOTAL);
-	CHECK(seq == pk->seq); /* one number per record, none skipped */
+	check_records(pk, raw, got, plain, TOTAL);
 	tls_park_free(pk);
 	tls_sealer_free(s);
 	close(sv[0]);
@@ -362,7 +372,7 @@ static void test_sealed_for_a_batch(void)
 	int small = 4096;
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	enum { TOTAL = 150000 };
-	static unsigned char plain[TOTAL], raw[TOTAL * 2], back[16384 + 64], buf[16384];
+	static unsigned char plain[TOTAL], raw[TOTAL * 2], buf[16384];
 	for (size_t i = 0; i < TOTAL; i++)
 		plain[i] = (unsigned char)(i * 13 + i / 1013);
 	size_t off = 0, got = 0;
@@ -412,25 +422,7 @@ static void test_sealed_for_a_batch(void)
 	CHECK(off == TOTAL && !tls_park_holding(pk));
 	CHECK(holds > 0 && sealed > 0 && skipped > 0);
 	got += read_now(sv[1], raw + got, sizeof(raw) - got);
-	size_t p = 0, plain_at = 0;
-	uint64_t seq = 0;
-	int bad = 0;
-	while (p + 5 <= got) {
-		size_t l = 5 + (size_t)(raw[p + 3] << 8 | raw[p + 4]);
-		unsigned char type = 0;
-		int m = p + l <= got ? open_record(pk, seq, raw + p, l, back, &type) : -1;
-		if (m < 0 || m > 512 || type != 0x17 || plain_at + (size_t)m > TOTAL ||
-		    memcmp(back, plain + plain_at, (size_t)m) != 0) {
-			bad++;
-			break;
-		}
-		plain_at += (size_t)m;
-		p += l;
-		seq++;
-	}
-	CHECK(bad == 0);
-	CHECK(p == got && plain_at == TOTAL);
-	CHECK(seq == pk->seq);
+	check_records(pk, raw, got, plain, TOTAL);
 	/* A failed send: nothing held, nothing more sealed or written. */
 	struct iovec one = { plain, 100 };
 	size_t wire = 0;
