@@ -123,6 +123,7 @@ int rate_report(const struct rate_opts *o, const struct rate_run *m, const struc
 	tool_json_open(NULL, '{');
 	tool_json_text("tool", "rate");
 	tool_json_text("run", o->run);
+	tool_json_text("readers", o->readers);
 	tool_json_int("n", o->n);
 	tool_json_int("opened", c ? c->c.opened : 0);
 	tool_json_num("open_ms", m->open_s * 1e3);

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 static const char USAGE[] = "usage: load/rate [N] [--rates R1,R2,...] [--step S] [--drain S] [-k K] [--limit S]\n"
-			    "       [--csv FILE] [--port P] [--run LABEL] [--keep]\n";
+			    "       [--csv FILE] [--port P] [--run LABEL] [--keep] [--tls]\n";
 
 static volatile int stop_flag;
 
@@ -47,6 +47,12 @@ static void help(const struct tool_opt *t)
 	       "readers moved to catch-up, and its own CPU. Prints a markdown table and one\n"
 	       "JSON line; --csv writes one row per step for plots. It starts its own herald\n"
 	       "on a temporary database and port.\n"
+	       "\n"
+	       "With --tls the herald gets a tls: listener and a fresh P-256 certificate, and the\n"
+	       "steps run twice in the same run: first to N TLS readers (TLS 1.3, their streams\n"
+	       "parked), then, on the same herald, to N plain readers; a table and a JSON line\n"
+	       "each, then server CPU per delivery of the two side by side, rate by rate, with\n"
+	       "their ratio (a \"rate-tls\" JSON line).\n"
 	       "\n");
 	tool_opt_help(t);
 	printf("Exit status: 0 when no step lost an event or broke order; 1 otherwise; 2 usage.\n");
@@ -138,12 +144,14 @@ static double runq_wait_s(pid_t pid)
 struct ctx {
 	struct rate_opts o;
 	struct tool_herald h;
-	struct tool_addr target;
+	struct tool_addr target;   /* where the readers connect */
+	struct tool_addr pub_addr; /* herald's plain port: the publisher's, and plain readers' */
 	struct client *cl;
 	struct rate_pub pub;
 	struct rate_recv rv;
 	struct rate_run m;
-	struct tls tls; /* unused: plain readers */
+	struct tls tls;    /* with --tls: the certificate and the client's context */
+	struct tls no_tls; /* plain readers' (no context) */
 };
 
 /* Open every reader (60 s at most). Returns the count opened. */
@@ -270,6 +278,88 @@ static void final_drain(struct ctx *x)
 	}
 }
 
+/* Open o->n readers at x->target, run every step and the final drain, and
+ * report; readers count ids from start_after (the newest event published
+ * before they opened). last: the run's last readers, so herald is stopped
+ * before the report, which gives its exit status. Returns the report's
+ * status. */
+static int run_readers_from(struct ctx *x, int64_t start_after, int last)
+{
+	struct rate_opts *o = &x->o;
+	int rc = 1;
+	memset(&x->m, 0, sizeof(x->m));
+	x->m.pid = x->h.pid;
+	char request[512];
+	snprintf(request, sizeof(request),
+		 "GET /api/events/stream HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", x->target.text);
+	rate_recv_init(&x->rv, o->n);
+	for (long i = 0; i < o->n; i++)
+		x->rv.r[i].last_id = start_after;
+	x->cl = client_new(o->n, &x->target, 1, request, strcmp(o->readers, "tls") == 0 ? &x->tls : &x->no_tls,
+			   NULL);
+	if (x->cl) {
+		x->cl->frame = rate_recv_frame;
+		x->cl->frame_arg = &x->rv;
+		x->m.opened = open_readers(x);
+		x->m.rss_open_kb = tool_rss_kb(x->m.pid, 0);
+		fprintf(stderr, "rate: %ld of %ld %s readers open in %.3f s\n", x->m.opened, o->n, o->readers,
+			x->m.open_s);
+		if (x->m.opened > 0 && rate_pub_open(&x->pub, &x->pub_addr, (int)o->k, x->cl->ep) == 0) {
+			x->cl->other = rate_pub_pump;
+			x->cl->other_arg = &x->pub;
+			for (int i = 0; i < o->nrates && !stop_flag; i++)
+				run_step(x, o->rates[i]);
+			final_drain(x);
+		}
+		rc = 0;
+	}
+	int64_t max_id = x->pub.max_id;
+	rate_pub_close(&x->pub);
+	x->pub.max_id = max_id; /* where the next readers start */
+	if (x->cl)
+		client_close(x->cl);
+	if (last)
+		x->m.herald_exit = tool_herald_stop(&x->h, o->keep);
+	if (rc == 0)
+		rc = rate_report(o, &x->m, &x->rv, x->cl, stop_flag);
+	client_free(x->cl);
+	x->cl = NULL;
+	rate_recv_free(&x->rv);
+	return rc;
+}
+
+/* With --tls: server CPU per delivery to the TLS readers and to the plain
+ * ones, step by step, and their ratio. */
+static void compare(const struct rate_opts *o, const double *tls_us, const struct rate_run *plain)
+{
+	printf("\n| rate (ev/s) | server CPU per delivery, %ld TLS readers | the same, %ld plain readers | TLS / plain |\n",
+	       o->n, o->n);
+	printf("|---|---|---|---|\n");
+	double plain_us[RATE_MAX_STEPS];
+	int n = plain->nsteps < o->nrates ? plain->nsteps : o->nrates;
+	for (int i = 0; i < n; i++) {
+		const struct rate_step *s = &plain->s[i];
+		plain_us[i] = s->deliveries ? s->cpu_s * 1e6 / (double)s->deliveries : NAN;
+		printf("| %g | %.2f us | %.2f us | **%.2fx** |\n", s->rate, tls_us[i], plain_us[i],
+		       tls_us[i] / plain_us[i]);
+	}
+	tool_json_open(NULL, '{');
+	tool_json_text("tool", "rate-tls");
+	tool_json_text("run", o->run);
+	tool_json_int("n", o->n);
+	tool_json_open("pairs", '[');
+	for (int i = 0; i < n; i++) {
+		tool_json_open(NULL, '{');
+		tool_json_num("rate", plain->s[i].rate);
+		tool_json_num("tls_cpu_us_per_delivery", tls_us[i]);
+		tool_json_num("plain_cpu_us_per_delivery", plain_us[i]);
+		tool_json_num("tls_over_plain", tls_us[i] / plain_us[i]);
+		tool_json_close();
+	}
+	tool_json_close();
+	tool_json_close();
+}
+
 int main(int argc, char **argv)
 {
 	tool_usage("rate", USAGE);
@@ -299,6 +389,9 @@ int main(int argc, char **argv)
 		TOOL_STRING("--run", &o->run, "a label",
 			    "  --run LABEL        the label in the JSON line (default 1)\n"),
 		TOOL_FLAG("--keep", &o->keep, "  --keep             keep the started herald's temporary folder\n"),
+		TOOL_FLAG("--tls", &o->tls,
+			  "  --tls              TLS readers first (a tls:127.0.0.1:0 listener, a fresh P-256\n"
+			  "                     certificate), then plain ones, the same steps on the same herald\n"),
 		TOOL_HELP("  --help             this text\n"),
 		TOOL_END,
 	};
@@ -322,44 +415,54 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	tool_catch_signals(&stop_flag);
-	if (tool_herald_start(&x->h, (int)o->port, tool_default_backlog(0), 0, NULL) != 0) {
+	const char *extra[8] = { NULL };
+	if (o->tls) {
+		if (tls_make_cert(&x->tls) != 0) {
+			free(x);
+			return 1;
+		}
+		const char *tls_args[] = { "--listen",  "tls:127.0.0.1:0", "--tls-cert", x->tls.cert_path,
+					   "--tls-key", x->tls.key_path,   NULL };
+		memcpy(extra, tls_args, sizeof(tls_args));
+	}
+	if (tool_herald_start(&x->h, (int)o->port, tool_default_backlog(0), 0, extra) != 0) {
+		tls_remove_cert(&x->tls, o->keep);
 		free(x);
 		return 1;
 	}
-	x->m.pid = x->h.pid;
+	rc = 0;
 	char s[200];
 	snprintf(s, sizeof(s), "127.0.0.1:%d", x->h.port);
-	tool_parse_addr(s, &x->target);
-	fprintf(stderr, "rate: started herald %s (pid %d) on %s\n", x->h.bin, (int)x->h.pid, x->target.text);
-	char request[512];
-	snprintf(request, sizeof(request),
-		 "GET /api/events/stream HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", x->target.text);
-	rate_recv_init(&x->rv, o->n);
-	x->cl = client_new(o->n, &x->target, 1, request, &x->tls, NULL);
-	rc = 1;
-	if (x->cl) {
-		x->cl->frame = rate_recv_frame;
-		x->cl->frame_arg = &x->rv;
-		x->m.opened = open_readers(x);
-		x->m.rss_open_kb = tool_rss_kb(x->m.pid, 0);
-		fprintf(stderr, "rate: %ld of %ld readers open in %.3f s\n", x->m.opened, o->n, x->m.open_s);
-		if (x->m.opened > 0 && rate_pub_open(&x->pub, &x->target, (int)o->k, x->cl->ep) == 0) {
-			x->cl->other = rate_pub_pump;
-			x->cl->other_arg = &x->pub;
-			for (int i = 0; i < o->nrates && !stop_flag; i++)
-				run_step(x, o->rates[i]);
-			final_drain(x);
+	tool_parse_addr(s, &x->pub_addr);
+	fprintf(stderr, "rate: started herald %s (pid %d) on %s\n", x->h.bin, (int)x->h.pid, x->pub_addr.text);
+	double tls_us[RATE_MAX_STEPS] = { 0 };
+	int herald_rc = 0;
+	if (o->tls) {
+		int tls_port = tls_port_from_log(x->h.log);
+		snprintf(s, sizeof(s), "127.0.0.1:%d", tls_port);
+		tool_parse_addr(s, &x->target);
+		if (!tls_port || tls_client_setup(&x->tls, x->tls.cert_path, 0, &x->target) != 0) {
+			fprintf(stderr, "rate: no TLS listener to read from (see %s)\n", x->h.log);
+			rc = 1;
+		} else {
+			o->readers = "tls";
+			rc = run_readers_from(x, 0, 0);
+			for (int i = 0; i < x->m.nsteps; i++)
+				tls_us[i] = x->m.s[i].deliveries ? x->m.s[i].cpu_s * 1e6 / (double)x->m.s[i].deliveries
+								 : NAN;
 		}
-		rc = 0;
+		printf("\n");
 	}
-	rate_pub_close(&x->pub);
-	if (x->cl)
-		client_close(x->cl);
-	x->m.herald_exit = tool_herald_stop(&x->h, o->keep);
-	if (rc == 0)
-		rc = rate_report(o, &x->m, &x->rv, x->cl, stop_flag);
-	client_free(x->cl);
-	rate_recv_free(&x->rv);
+	int64_t start_after = x->pub.max_id;
+	x->target = x->pub_addr;
+	o->readers = "plain";
+	if (!stop_flag)
+		rc |= run_readers_from(x, start_after, 1);
+	if (o->tls)
+		compare(o, tls_us, &x->m);
+	herald_rc = x->h.pid ? tool_herald_stop(&x->h, o->keep) : 0;
+	SSL_CTX_free(x->tls.ctx);
+	tls_remove_cert(&x->tls, o->keep);
 	free(x);
-	return rc;
+	return rc || herald_rc ? 1 : 0;
 }

@@ -123,6 +123,8 @@ struct rate_opts {
 	const char *csv, *run;
 	int keep;
 	long port; /* of the herald started here; 0: the kernel's choice */
+	int tls;   /* TLS readers first, then plain ones, on the same herald */
+	const char *readers; /* "plain" or "tls": the readers of the run being reported */
 };
 
 /* What one step measured. */

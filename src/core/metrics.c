@@ -90,6 +90,8 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->events_read += from->events_read;
 	to->frames_queued += from->frames_queued;
 	to->bytes_written += from->bytes_written;
+	to->batched_sends += from->batched_sends;
+	to->batched_sealed_sends += from->batched_sealed_sends;
 	to->readers_to_catchup += from->readers_to_catchup;
 	to->readers_stalled_closed += from->readers_stalled_closed;
 	to->readers_rotated += from->readers_rotated;
@@ -330,6 +332,12 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, si
 	    (double)m->events_read);
 	put(&o, "herald_frames_queued_total", "counter", "Event frames queued to readers.", (double)m->frames_queued);
 	put(&o, "herald_bytes_written_total", "counter", "Bytes written to clients.", (double)m->bytes_written);
+	put(&o, "herald_batched_sends_total", "counter",
+	    "Stream round sends made through one io_uring submission with others (io_uring = on).",
+	    (double)m->batched_sends);
+	put(&o, "herald_batched_tls_sends_total", "counter",
+	    "Of those, sends of TLS records herald sealed itself (parked TLS streams).",
+	    (double)m->batched_sealed_sends);
 	put(&o, "herald_readers_to_catchup_total", "counter", "Readers moved from live to catch-up.",
 	    (double)m->readers_to_catchup);
 	put(&o, "herald_readers_stalled_closed_total", "counter", "Readers closed for not reading.",

@@ -460,7 +460,13 @@ static void run_batch(struct conn_pool *p)
 		size_t total;
 		struct conn *c = send_batch_result(p->batch, i, &w, &total);
 		p->writes++;
-		if (w > 0 && c->state != CONN_CLOSED)
+		if (c->state == CONN_CLOSED)
+			continue;
+		/* Sealed records: the transport holds what the socket did not
+		 * take, and says what of the plaintext went. */
+		if (transport_seals(&c->tp))
+			w = transport_sealed(&c->tp, w);
+		if (w > 0)
 			took(c, (size_t)w);
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -478,6 +484,30 @@ static void run_batch(struct conn_pool *p)
 	}
 }
 
+/* Queue a send of records c's transport seals from the first bytes of its
+ * queue (iov, n pieces, total bytes; at most GATHER_BYTES of them, so that
+ * many readers share the batch's buffer); where it cannot, run the batch
+ * and write c now. Records sealed and not queued are held by the
+ * transport and go first on that write. */
+static void batch_seal(struct conn_pool *p, struct conn *c, const struct iovec *iov, int n, size_t total)
+{
+	size_t plain = total < GATHER_BYTES ? total : GATHER_BYTES, wire = 0;
+	size_t room = transport_seal_room(&c->tp, plain);
+	void *buf = room && send_batch_has_room(p->batch, room) ? send_batch_buffer(p->batch, room) : NULL;
+	if (buf && transport_seal(&c->tp, iov, n, plain, buf, &wire) > 0) {
+		struct iovec w = { buf, wire };
+		if (send_batch_add(p->batch, c->tp.fd, &w, 1, wire, c) == SEND_BATCH_QUEUED) {
+			p->m->batched_sends++;
+			p->m->batched_sealed_sends++;
+			return;
+		}
+		transport_sealed(&c->tp, -EAGAIN);
+	}
+	run_batch(p);
+	if (c->state != CONN_CLOSED && c->out.len)
+		conn_flush(c);
+}
+
 /* Queue c's output (a plain socket's) as one send of the pool's batch, or
  * write it now where there is no batch or it cannot carry it. A write of its own may set
  * off hooks that drop another reader's queue, which must not happen while
@@ -488,7 +518,8 @@ static void batch_flush(struct conn_pool *p, struct conn *c)
 		conn_flush(c);
 		return;
 	}
-	if (!send_batch_has_room(p->batch, GATHER_BYTES)) {
+	bool seal = !transport_plain_send(&c->tp);
+	if (!send_batch_has_room(p->batch, seal ? transport_seal_room(&c->tp, GATHER_BYTES) : GATHER_BYTES)) {
 		run_batch(p);
 		/* What that run set off may have written or closed c. */
 		if (c->state == CONN_CLOSED || !c->out.len)
@@ -497,10 +528,16 @@ static void batch_flush(struct conn_pool *p, struct conn *c)
 	struct iovec iov[IOV_BATCH];
 	size_t total;
 	int n = outq_iov(&c->out, iov, IOV_BATCH, &total);
+	if (seal) {
+		batch_seal(p, c, iov, n, total);
+		return;
+	}
 	if (n > 1 && total <= GATHER_BYTES)
 		n = gather_iov(iov, n, send_batch_buffer(p->batch, total));
-	if (send_batch_add(p->batch, c->tp.fd, iov, n, total, c) == SEND_BATCH_QUEUED)
+	if (send_batch_add(p->batch, c->tp.fd, iov, n, total, c) == SEND_BATCH_QUEUED) {
+		p->m->batched_sends++;
 		return;
+	}
 	run_batch(p);
 	if (c->state != CONN_CLOSED && c->out.len)
 		conn_flush(c);
@@ -1041,8 +1078,10 @@ static void frame_round(struct conn_pool *p)
 		list = c->stream_next;
 		if (c->state == CONN_CLOSED || !c->out.len) {
 			c->stream_scheduled = false;
-		} else if (p->batch && !transport_plain_send(&c->tp)) {
-			/* Its write may set off hooks that drop another reader's
+		} else if (p->batch && !transport_plain_send(&c->tp) && !transport_seal_room(&c->tp, c->out.bytes)) {
+			/* Neither a plain send nor records sealed for the batch
+			 * (a TLS session not parked, an HTTP/2 stream). Its
+			 * write may set off hooks that drop another reader's
 			 * queue (see batch_flush): after the run. It stays
 			 * scheduled meanwhile, so nothing links it elsewhere. */
 			c->stream_next = later;

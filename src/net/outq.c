@@ -89,15 +89,17 @@ bool outq_head_started(const struct outq *q)
 	return q->len && q->head_off > 0;
 }
 
-int64_t outq_drop(struct outq *q, bool first_committed)
+int64_t outq_drop(struct outq *q, size_t committed)
 {
 	int64_t resume = q->written_id;
-	size_t kept = 0;
+	size_t kept = 0, before = 0; /* unwritten bytes ahead of entry i */
 	/* A frame half on the wire must be finished, or the stream breaks. */
-	first_committed = first_committed || outq_head_started(q);
+	bool head_started = outq_head_started(q);
 	for (size_t i = 0; i < q->len; i++) {
 		struct outq_entry e = *at(q, i);
-		if (!entry_droppable(&e) || (i == 0 && first_committed)) {
+		bool on_its_way = before < committed || (i == 0 && head_started);
+		before += entry_chunk(&e)->len - (i == 0 ? q->head_off : 0);
+		if (!entry_droppable(&e) || on_its_way) {
 			*at(q, kept++) = e;
 			if (entry_id(&e) > 0)
 				resume = entry_id(&e);

@@ -49,12 +49,13 @@ int outq_iov(const struct outq *q, struct iovec *iov, int max, size_t *total);
  * written, and move written_id past each event written. */
 void outq_consume(struct outq *q, size_t n);
 
-/* Drop every droppable entry that has not started to be written (and the
- * head too when first_committed is false and it has not started); kept
- * entries stay in order. first_committed marks the head as already on its
- * way even with nothing written (TLS: encrypted, waiting for the socket).
- * Returns the resume point: the id of the last event kept, or written_id. */
-int64_t outq_drop(struct outq *q, bool first_committed);
+/* Drop every droppable entry that has not started to be written; kept
+ * entries stay in order. The first committed unwritten bytes are already
+ * on their way even with nothing written (TLS: encrypted, waiting for the
+ * socket, possibly several frames in one record): every entry they touch
+ * is kept. Returns the resume point: the id of the last event kept, or
+ * written_id. */
+int64_t outq_drop(struct outq *q, size_t committed);
 
 /* Whether the head entry has started to be written. */
 bool outq_head_started(const struct outq *q);

@@ -168,11 +168,16 @@ static void record_nonce(const unsigned char iv[12], uint64_t seq, unsigned char
 		nonce[11 - i] ^= (unsigned char)(seq >> (8 * i));
 }
 
-int tls_park_seal(struct tls_sealer *s, const struct tls_park *pk, uint64_t seq, unsigned char type, const void *p,
-		  size_t n, const unsigned char **rec)
+/* Seal n bytes of inner type `type`, taken from the pieces of iov from
+ * piece *i, offset *off on (both advanced past them), as one record under
+ * seq into out (n + RECORD_EXTRA bytes). The AEADs take their input in
+ * parts, so pieces are sealed where they are, never joined first. Returns
+ * the record's length, or -1. */
+static int seal_pieces(struct tls_sealer *s, const struct tls_park *pk, uint64_t seq, unsigned char type,
+		       const struct iovec *iov, int *i, size_t *off, size_t n, unsigned char *out)
 {
-	unsigned char *out = s->buf, nonce[12];
-	size_t clen = n + 1 + TAG_LEN;
+	unsigned char nonce[12];
+	size_t clen = n + 1 + TAG_LEN, at = 5;
 	int len;
 	if (n > pk->max_plain)
 		return -1;
@@ -184,13 +189,92 @@ int tls_park_seal(struct tls_sealer *s, const struct tls_park *pk, uint64_t seq,
 	record_nonce(pk->iv, seq, nonce);
 	EVP_CIPHER_CTX *cx = s->seal_ctx;
 	if (EVP_EncryptInit_ex(cx, pk->cipher, NULL, pk->key, nonce) != 1 ||
-	    EVP_EncryptUpdate(cx, NULL, &len, out, 5) != 1 || EVP_EncryptUpdate(cx, out + 5, &len, p, (int)n) != 1 ||
-	    len != (int)n || EVP_EncryptUpdate(cx, out + 5 + n, &len, &type, 1) != 1 || len != 1 ||
-	    EVP_EncryptFinal_ex(cx, out + 6 + n, &len) != 1 ||
-	    EVP_CIPHER_CTX_ctrl(cx, EVP_CTRL_AEAD_GET_TAG, TAG_LEN, out + 6 + n) != 1)
+	    EVP_EncryptUpdate(cx, NULL, &len, out, 5) != 1)
 		return -1;
-	*rec = out;
+	while (at < 5 + n) {
+		size_t k = iov[*i].iov_len - *off;
+		if (k > 5 + n - at)
+			k = 5 + n - at;
+		if (k && (EVP_EncryptUpdate(cx, out + at, &len, (const unsigned char *)iov[*i].iov_base + *off,
+					    (int)k) != 1 ||
+			  len != (int)k))
+			return -1;
+		at += k;
+		*off += k;
+		if (*off == iov[*i].iov_len)
+			(*i)++, *off = 0;
+	}
+	if (EVP_EncryptUpdate(cx, out + at, &len, &type, 1) != 1 || len != 1 ||
+	    EVP_EncryptFinal_ex(cx, out + at + 1, &len) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(cx, EVP_CTRL_AEAD_GET_TAG, TAG_LEN, out + at + 1) != 1)
+		return -1;
 	return (int)(5 + clen);
+}
+
+/* A record's bytes besides its content: header, inner type, tag. */
+#define RECORD_EXTRA (5 + 1 + TAG_LEN)
+
+int tls_park_seal(struct tls_sealer *s, const struct tls_park *pk, uint64_t seq, unsigned char type, const void *p,
+		  size_t n, const unsigned char **rec)
+{
+	struct iovec one = { (void *)p, n };
+	int i = 0;
+	size_t off = 0;
+	*rec = s->buf;
+	return seal_pieces(s, pk, seq, type, &one, &i, &off, n, s->buf);
+}
+
+size_t tls_park_seal_room(const struct tls_park *pk, size_t plain)
+{
+	if (pk->out || pk->failed || pk->seq >= PARK_SEQ_MAX || plain == 0)
+		return 0;
+	size_t records = (plain + pk->max_plain - 1) / pk->max_plain;
+	return plain + records * RECORD_EXTRA;
+}
+
+size_t tls_park_seal_iov(struct tls_sealer *s, struct tls_park *pk, const struct iovec *iov, int n, size_t plain,
+			 unsigned char *buf, size_t *wire)
+{
+	size_t done = 0, at = 0, off = 0;
+	int i = 0;
+	(void)n; /* plain, at most their total, bounds the pieces read */
+	while (done < plain && pk->seq < PARK_SEQ_MAX && !pk->failed && !pk->out) {
+		size_t chunk = plain - done < pk->max_plain ? plain - done : pk->max_plain;
+		int rl = seal_pieces(s, pk, pk->seq, 0x17, iov, &i, &off, chunk, buf + at);
+		if (rl < 0) {
+			/* Nothing after it is sent; records sealed before it
+			 * still are, and told (tls_park_sent). */
+			pk->failed = true;
+			break;
+		}
+		pk->seq++;
+		at += (size_t)rl;
+		done += chunk;
+	}
+	*wire = at;
+	return done;
+}
+
+ssize_t tls_park_sent(struct tls_park *pk, const unsigned char *wire, size_t wire_len, size_t plain, ssize_t w)
+{
+	if (w < 0 && w != -EAGAIN) {
+		pk->failed = true;
+		return w;
+	}
+	size_t took = w > 0 ? (size_t)w : 0, at = 0, done = 0;
+	if (took >= wire_len)
+		return (ssize_t)plain;
+	/* The records sent whole; each but the last carries max_plain bytes. */
+	for (;;) {
+		size_t p = plain - done < pk->max_plain ? plain - done : pk->max_plain;
+		if (at + p + RECORD_EXTRA > took)
+			break;
+		at += p + RECORD_EXTRA;
+		done += p;
+	}
+	/* Sealed under their numbers: they go out as they are, first. */
+	tls_park_hold(pk, wire, wire_len, took, plain - done);
+	return done ? (ssize_t)done : -EAGAIN;
 }
 
 int tls_park_match(struct tls_sealer *s, struct tls_park *pk, const unsigned char *made, size_t made_len, const void *p,

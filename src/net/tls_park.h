@@ -103,6 +103,32 @@ ssize_t tls_park_flush(struct tls_park *pk, int fd);
  * bytes. */
 ssize_t tls_park_writev(struct tls_sealer *s, struct tls_park *pk, int fd, const struct iovec *iov, int n);
 
+/* Sealing for a send made elsewhere (a batch of sends over many sockets,
+ * send_batch.h): records are sealed into the caller's buffer, sent by the
+ * caller, and the result told back, so that what the socket did not take
+ * is held as tls_park_writev would hold it.
+ *
+ * The room sealing plain bytes takes: each record's header, content type
+ * and tag besides its bytes; 0 when nothing can be sealed now (a record
+ * held, a failure, the sequence at its end). */
+size_t tls_park_seal_room(const struct tls_park *pk, size_t plain);
+
+/* Seal the first plain bytes of iov (n pieces; plain at most their total)
+ * as records of at most max_plain bytes each, one sequence number each,
+ * into buf (tls_park_seal_room(pk, plain) bytes). Returns the plaintext
+ * bytes sealed (fewer when the sequence reaches PARK_SEQ_MAX first; 0 on
+ * failure, pk->failed then set) and the wire bytes in *wire. From here
+ * they are committed: tls_park_sent must follow, before any other write. */
+size_t tls_park_seal_iov(struct tls_sealer *s, struct tls_park *pk, const struct iovec *iov, int n, size_t plain,
+			 unsigned char *buf, size_t *wire);
+
+/* The send of those wire bytes (wire_len of them, carrying plain bytes)
+ * took w of them, or failed with w = -errno. What was not taken is held
+ * (copied) and goes first on the next write. Returns writev's result for
+ * the plaintext: the bytes of the records sent whole, -EAGAIN when none
+ * was, or w for a failure (pk->failed set). */
+ssize_t tls_park_sent(struct tls_park *pk, const unsigned char *wire, size_t wire_len, size_t plain, ssize_t w);
+
 /* Seal a close_notify alert and try once to write it, unless a record is
  * held or the sequence is at its end. */
 void tls_park_close_notify(struct tls_sealer *s, struct tls_park *pk, int fd);

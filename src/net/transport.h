@@ -67,9 +67,24 @@ struct transport_ops {
 	int (*on_io)(struct transport *t, uint32_t *events, char *why, size_t whylen);
 	/* Input is waiting inside the transport, where epoll cannot see it. */
 	bool (*input_pending)(const struct transport *t);
-	/* The first bytes offered to writev are committed (encrypted, held)
-	 * but not all sent: they must be offered again as they are. */
-	bool (*output_pending)(const struct transport *t);
+	/* How many of the first bytes offered to writev are committed
+	 * (encrypted, held) but not all sent: they must be offered again as
+	 * they are, and none of them dropped. 0: none. */
+	size_t (*output_pending)(const struct transport *t);
+	/* Its sends may be made elsewhere (one io_uring submission over many
+	 * sockets), as bytes it makes here from the plaintext: a parked TLS
+	 * stream seals its own records. seal_room is the room sealing plain
+	 * bytes takes, or 0 when it cannot now (the connection then writes
+	 * with writev). seal makes the bytes for the first plain bytes of iov
+	 * (as writev would offer them; plain at most their total) in buf
+	 * (seal_room's size): it returns the plaintext bytes they carry, the
+	 * bytes to send in *wire; those are committed, and sealed must follow
+	 * before any other write, with what the send did: w bytes of *wire
+	 * taken, or -errno. sealed holds what was not taken for the next
+	 * write and returns writev's result for the plaintext. NULL: not. */
+	size_t (*seal_room)(const struct transport *t, size_t plain);
+	size_t (*seal)(struct transport *t, const struct iovec *iov, int n, size_t plain, void *buf, size_t *wire);
+	ssize_t (*sealed)(struct transport *t, ssize_t w);
 	/* The connection has become a write-only stream: its input is read
 	 * and dropped from now on (a TLS session may shed its read side). */
 	void (*streaming)(struct transport *t);
@@ -150,9 +165,32 @@ static inline bool transport_input_pending(const struct transport *t)
 	return t->ops->input_pending && t->ops->input_pending(t);
 }
 
-static inline bool transport_output_pending(const struct transport *t)
+static inline size_t transport_output_pending(const struct transport *t)
 {
-	return t->ops->output_pending && t->ops->output_pending(t);
+	return t->ops->output_pending ? t->ops->output_pending(t) : 0;
+}
+
+static inline size_t transport_seal_room(const struct transport *t, size_t plain)
+{
+	return t->ops->seal_room ? t->ops->seal_room(t, plain) : 0;
+}
+
+static inline size_t transport_seal(struct transport *t, const struct iovec *iov, int n, size_t plain, void *buf,
+				    size_t *wire)
+{
+	return t->ops->seal(t, iov, n, plain, buf, wire);
+}
+
+/* Whether sends of this transport in a batch were sealed by it (their
+ * results go through transport_sealed). */
+static inline bool transport_seals(const struct transport *t)
+{
+	return t->ops->sealed != NULL;
+}
+
+static inline ssize_t transport_sealed(struct transport *t, ssize_t w)
+{
+	return t->ops->sealed(t, w);
 }
 
 static inline void transport_streaming(struct transport *t)

@@ -78,6 +78,11 @@ struct tls_conn {
 	uint64_t rseq;              /* the client's records read since the handshake */
 	const char *peer;           /* for logs, the connection's */
 	struct tls_secret secret;   /* the server's application traffic secret, until parked */
+	/* Records sealed for a send made elsewhere (seal), until its result
+	 * comes (sealed): the bytes, in the batch's buffer, and the plaintext
+	 * they carry. */
+	const unsigned char *sealed;
+	uint32_t sealed_len, sealed_plain;
 	bool streaming;             /* write-only from now on: parking may happen */
 	bool settled;               /* long-lived, reading on: parking may happen, with a reader */
 	bool no_park;               /* parking was tried, or cannot be */
@@ -86,6 +91,7 @@ struct tls_conn {
 	bool read_wants_write; /* the last SSL_read needs the socket writable */
 	bool write_wants_read; /* the last SSL_write needs input first */
 	bool write_pending;    /* OpenSSL holds a record encrypted but not yet sent */
+	uint32_t pending_len;  /* the plaintext bytes it may carry: the piece last offered */
 	bool failed;           /* a fatal error: no close_notify */
 	bool shut_sent;
 };
@@ -396,6 +402,7 @@ static ssize_t tls_writev(struct transport *tp, const struct iovec *iov, int n)
 			int e = SSL_get_error(t->ssl, w);
 			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
 				t->write_pending = true;
+				t->pending_len = left > UINT32_MAX ? UINT32_MAX : (uint32_t)left;
 				t->write_wants_read = e == SSL_ERROR_WANT_READ;
 				return done ? (ssize_t)done : -EAGAIN;
 			}
@@ -432,10 +439,47 @@ static bool tls_input_pending(const struct transport *tp)
 	return t->ssl ? SSL_pending(t->ssl) > 0 : t->rd && tls_park_reader_pending(t->rd);
 }
 
-static bool tls_output_pending(const struct transport *tp)
+static size_t tls_output_pending(const struct transport *tp)
 {
 	const struct tls_conn *t = tp->state;
-	return t->write_pending || (t->park && tls_park_holding(t->park));
+	if (t->park && tls_park_holding(t->park))
+		return t->park->out_plain ? t->park->out_plain : 1;
+	return t->write_pending ? t->pending_len : 0;
+}
+
+/* A parked stream's records sealed here and sent in a batch (see
+ * transport.h): only while nothing is held, so the batch's send is the
+ * next bytes on the socket. */
+static size_t tls_seal_room(const struct transport *tp, size_t plain)
+{
+	const struct tls_conn *t = tp->state;
+	if (t->ssl || !t->park || t->failed || t->handshaking)
+		return 0;
+	return tls_park_seal_room(t->park, plain);
+}
+
+static size_t tls_seal(struct transport *tp, const struct iovec *iov, int n, size_t plain, void *buf, size_t *wire)
+{
+	struct tls_conn *t = tp->state;
+	size_t got = tls_park_seal_iov(tls_context_sealer(t->tc), t->park, iov, n, plain, buf, wire);
+	t->sealed = got ? buf : NULL;
+	t->sealed_len = (uint32_t)*wire;
+	t->sealed_plain = (uint32_t)got;
+	if (!got && t->park->failed)
+		t->failed = true;
+	return got;
+}
+
+static ssize_t tls_sealed(struct transport *tp, ssize_t w)
+{
+	struct tls_conn *t = tp->state;
+	if (!t->sealed)
+		return w < 0 ? w : -EAGAIN;
+	ssize_t r = tls_park_sent(t->park, t->sealed, t->sealed_len, t->sealed_plain, w);
+	t->sealed = NULL;
+	if (t->park->failed)
+		t->failed = true;
+	return r;
 }
 
 static void tls_streaming(struct transport *tp)
@@ -473,6 +517,9 @@ const struct transport_ops transport_tls = {
 	.on_io = tls_on_io,
 	.input_pending = tls_input_pending,
 	.output_pending = tls_output_pending,
+	.seal_room = tls_seal_room,
+	.seal = tls_seal,
+	.sealed = tls_sealed,
 	.streaming = tls_streaming,
 	.settle = tls_settle,
 	.not_ready = tls_not_ready,

@@ -136,8 +136,30 @@ static void test_drop_finishes_a_frame_on_the_wire(void)
 	q = (struct outq){ .written_id = 4 };
 	push(&q, "event5|", 5, true);
 	push(&q, "event6|", 6, true);
-	CHECK_EQ_INT(outq_drop(&q, true), 5);
+	CHECK_EQ_INT(outq_drop(&q, 1), 5);
 	CHECK_EQ_INT(q.len, 1);
+	outq_free(&q);
+
+	/* One record may carry several frames (joined, or a round's frames
+	 * sealed for a batch): every frame its bytes touch is kept, from a
+	 * head half written on; the frames after it go. */
+	q = (struct outq){ .written_id = 4 };
+	push(&q, "event5|", 5, true);
+	push(&q, "event6|", 6, true);
+	push(&q, "event7|", 7, true);
+	push(&q, "event8|", 8, true);
+	outq_consume(&q, 2);
+	CHECK_EQ_INT(outq_drop(&q, 5 + 7 + 1), 7); /* into event7's first byte */
+	contents(&q, buf, sizeof(buf));
+	CHECK(strcmp(buf, "ent5|event6|event7|") == 0);
+	CHECK_EQ_INT(q.bytes, strlen("ent5|event6|event7|"));
+	outq_free(&q);
+	q = (struct outq){ .written_id = 4 };
+	push(&q, "event5|", 5, true);
+	push(&q, "event6|", 6, true);
+	push(&q, "event7|", 7, true);
+	CHECK_EQ_INT(outq_drop(&q, 14), 6); /* exactly two frames */
+	CHECK_EQ_INT(q.len, 2);
 	outq_free(&q);
 }
 

@@ -286,6 +286,34 @@ static void test_seq_max(void)
 
 /* ---- (d) partial writes ---- */
 
+/* Every record of raw (got bytes) opens under the next number, carries at
+ * most pk->max_plain bytes, and together they are plain (total bytes)
+ * once, in order, with one number per record, none skipped. */
+static void check_records(const struct tls_park *pk, const unsigned char *raw, size_t got, const unsigned char *plain,
+			  size_t total)
+{
+	static unsigned char back[16384 + 64];
+	size_t p = 0, plain_at = 0;
+	uint64_t seq = 0;
+	int bad = 0;
+	while (p + 5 <= got) {
+		size_t l = 5 + (size_t)(raw[p + 3] << 8 | raw[p + 4]);
+		unsigned char type = 0;
+		int m = p + l <= got ? open_record(pk, seq, raw + p, l, back, &type) : -1;
+		if (m < 0 || (size_t)m > pk->max_plain || type != 0x17 || plain_at + (size_t)m > total ||
+		    memcmp(back, plain + plain_at, (size_t)m) != 0) {
+			bad++;
+			break;
+		}
+		plain_at += (size_t)m;
+		p += l;
+		seq++;
+	}
+	CHECK(bad == 0);
+	CHECK(p == got && plain_at == total);
+	CHECK(seq == pk->seq);
+}
+
 static void test_partial_writes(void)
 {
 	struct tls_sealer *s = tls_sealer_new();
@@ -295,7 +323,7 @@ static void test_partial_writes(void)
 	int small = 4096;
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	enum { TOTAL = 200000 };
-	static unsigned char plain[TOTAL], raw[TOTAL * 2], back[16384 + 64];
+	static unsigned char plain[TOTAL], raw[TOTAL * 2];
 	for (size_t i = 0; i < TOTAL; i++)
 		plain[i] = (unsigned char)(i * 31 + i / 977);
 	size_t off = 0, got = 0;
@@ -320,25 +348,97 @@ static void test_partial_writes(void)
 	got += read_now(sv[1], raw + got, sizeof(raw) - got);
 	/* Every record opens under the next number, and together they are
 	 * the plaintext once, in order. */
-	size_t p = 0, plain_at = 0;
-	uint64_t seq = 0;
-	int bad = 0;
-	while (p + 5 <= got) {
-		size_t l = 5 + (size_t)(raw[p + 3] << 8 | raw[p + 4]);
-		unsigned char type = 0;
-		int m = p + l <= got ? open_record(pk, seq, raw + p, l, back, &type) : -1;
-		if (m < 0 || type != 0x17 || plain_at + (size_t)m > TOTAL ||
-		    memcmp(back, plain + plain_at, (size_t)m) != 0) {
-			bad++;
-			break;
+	check_records(pk, raw, got, plain, TOTAL);
+	tls_park_free(pk);
+	tls_sealer_free(s);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* ---- (d2) records sealed for a send made elsewhere ---- */
+
+/* Records sealed into a buffer and sent by the caller (as a batch of sends
+ * does), the result told back: through a socket that takes them in part,
+ * sends the caller did not make at all (-EAGAIN), and the held bytes
+ * written on the next write, every record opens under the next number and
+ * the plaintext arrives once, in order, whatever the cut. Several records
+ * per send (512-byte records, up to 8 KiB a send, frames in pieces). */
+static void test_sealed_for_a_batch(void)
+{
+	struct tls_sealer *s = tls_sealer_new();
+	struct tls_park *pk = some_park(s, 512);
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+	int small = 4096;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	enum { TOTAL = 150000 };
+	static unsigned char plain[TOTAL], raw[TOTAL * 2], buf[16384];
+	for (size_t i = 0; i < TOTAL; i++)
+		plain[i] = (unsigned char)(i * 13 + i / 1013);
+	size_t off = 0, got = 0;
+	int holds = 0, sealed = 0, skipped = 0, calls = 0;
+	while (off < TOTAL && calls++ < 100000) {
+		size_t left = TOTAL - off, cut = left / 5 < 700 ? left / 5 : 700;
+		struct iovec iov[3] = { { plain + off, cut }, { plain + off + cut, 1 },
+					{ plain + off + cut + 1, left - cut - 1 } };
+		if (left < 3) {
+			iov[0].iov_len = left;
+			iov[1].iov_len = iov[2].iov_len = 0;
 		}
-		plain_at += (size_t)m;
-		p += l;
-		seq++;
+		ssize_t r;
+		size_t room = tls_park_seal_room(pk, left < 8192 ? left : 8192);
+		if (room) {
+			CHECK(!tls_park_holding(pk));
+			CHECK(room <= sizeof(buf));
+			size_t wire = 0, want = left < 8192 ? left : 8192;
+			size_t n = tls_park_seal_iov(s, pk, iov, 3, want, buf, &wire);
+			CHECK(n == want && wire == room);
+			sealed++;
+			ssize_t w;
+			if (calls % 7 == 0) {
+				w = -EAGAIN; /* as if the batch never ran it */
+				skipped++;
+			} else {
+				w = send(sv[0], buf, wire, MSG_DONTWAIT);
+				if (w < 0)
+					w = -errno;
+			}
+			r = tls_park_sent(pk, buf, wire, n, w);
+			CHECK(r == -EAGAIN || (r > 0 && (size_t)r <= n));
+			CHECK(r != (ssize_t)n || !tls_park_holding(pk));
+		} else {
+			/* The held bytes go first, on a write of their own (only
+			 * them offered here, so the next send is sealed again). */
+			CHECK(tls_park_holding(pk));
+			holds++;
+			struct iovec held = { plain + off, pk->out_plain };
+			r = tls_park_writev(s, pk, sv[0], &held, 1);
+			CHECK(r > 0 || r == -EAGAIN);
+		}
+		if (r > 0)
+			off += (size_t)r;
+		got += read_now(sv[1], raw + got, sizeof(raw) - got);
 	}
-	CHECK(bad == 0);
-	CHECK(p == got && plain_at == TOTAL);
-	CHECK(seq == pk->seq); /* one number per record, none skipped */
+	CHECK(off == TOTAL && !tls_park_holding(pk));
+	CHECK(holds > 0 && sealed > 0 && skipped > 0);
+	got += read_now(sv[1], raw + got, sizeof(raw) - got);
+	check_records(pk, raw, got, plain, TOTAL);
+	/* A failed send: nothing held, nothing more sealed or written. */
+	struct iovec one = { plain, 100 };
+	size_t wire = 0;
+	CHECK(tls_park_seal_iov(s, pk, &one, 1, 100, buf, &wire) == 100);
+	CHECK_EQ_INT(tls_park_sent(pk, buf, wire, 100, -ECONNRESET), -ECONNRESET);
+	CHECK(pk->failed && !tls_park_holding(pk) && tls_park_seal_room(pk, 100) == 0);
+	CHECK_EQ_INT(tls_park_writev(s, pk, sv[0], &one, 1), -EPIPE);
+	tls_park_free(pk);
+	/* At the end of the sequence: what fits is sealed, then nothing. */
+	pk = some_park(s, 512);
+	pk->seq = PARK_SEQ_MAX - 2;
+	struct iovec big = { plain, 2000 };
+	CHECK(tls_park_seal_iov(s, pk, &big, 1, 2000, buf, &wire) == 1024);
+	CHECK(wire == 2 * (512 + 22) && pk->seq == PARK_SEQ_MAX);
+	CHECK(tls_park_sent(pk, buf, wire, 1024, (ssize_t)wire) == 1024);
+	CHECK(tls_park_seal_room(pk, 10) == 0);
 	tls_park_free(pk);
 	tls_sealer_free(s);
 	close(sv[0]);
@@ -530,6 +630,7 @@ int main(void)
 	test_openssl();
 	test_seq_max();
 	test_partial_writes();
+	test_sealed_for_a_batch();
 	test_reader_records_split_anywhere();
 	test_reader_first_record_near_the_count();
 	test_reader_waits_for_room_and_ends_at_close_notify();
