@@ -38,6 +38,11 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 	return p;
 }
 
+void conn_pool_set_gatherer(struct conn_pool *p, const struct conn_gatherer *g)
+{
+	p->gatherer = g ? *g : (struct conn_gatherer){ 0 };
+}
+
 void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t)
 {
 	p->takeover = t ? *t : (struct conn_takeover){ 0 };
@@ -87,6 +92,7 @@ void conn_pool_free(struct conn_pool *p)
 		return;
 	conn_pool_close_all(p);
 	send_batch_free(p->batch);
+	free(p->gathered);
 	free(p);
 }
 
