@@ -70,7 +70,7 @@ LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 LOAD_LIB     := $(BUILD)/load/libtool.a
 LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.c load/sse-client*.c)) \
                 $(foreach m,util procstat sockdiag,$(BUILD)/obj/common/$(m).o)
-LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm -luring
+LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm -luring -lnghttp2
 
 .PHONY: all deps pkg-check browser-deps run test check unit bench bench-check bench-peer fuzz fuzz-targets format \
 	install uninstall deb version clean

@@ -45,6 +45,7 @@ struct h2_gather {
 	size_t clen, ccap;
 	struct iovec *iov; /* the pieces as the send reads them, made at the send */
 	size_t total;
+	unsigned streams;        /* stream writes gathered */
 	struct h2_session *next; /* the server's list of sessions gathering */
 };
 

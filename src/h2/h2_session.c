@@ -303,6 +303,8 @@ static void gather_done(struct h2_session *s, ssize_t w)
 {
 	struct h2_gather *g = s->g;
 	s->g = NULL;
+	s->h->m->http2_round_sends++;
+	s->h->m->http2_round_streams += g->streams;
 	sent_out(s, g->iov, g->n, false, w);
 	gather_free(g);
 	if (s->olen || s->dead)

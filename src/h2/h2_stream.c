@@ -329,6 +329,7 @@ static ssize_t stream_gather(struct transport *t, const struct iovec *iov, int n
 	}
 	if (!s->g)
 		s->h->gather(s);
+	s->g->streams++;
 	return write_data(st, iov, n, total);
 }
 
