@@ -303,11 +303,15 @@ static void gather_done(struct h2_session *s, ssize_t w)
 {
 	struct h2_gather *g = s->g;
 	s->g = NULL;
-	s->h->m->http2_round_sends++;
-	s->h->m->http2_round_streams += g->streams;
+	if (g->n) {
+		s->h->m->http2_round_sends++;
+		s->h->m->http2_round_streams += g->streams;
+	}
 	sent_out(s, g->iov, g->n, false, w);
 	gather_free(g);
-	if (s->olen || s->dead)
+	/* Output left, a failure, or frames nghttp2 held back (the gather
+	 * was full): the session's own run sees to them. */
+	if (s->olen || s->dead || nghttp2_session_want_write(s->ng))
 		h2_kick(s);
 }
 

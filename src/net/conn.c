@@ -542,14 +542,18 @@ static void gather_round(struct conn_pool *p, struct conn *list)
 	while (list) {
 		struct conn *c = list;
 		list = c->stream_next;
+		/* A batch run during the walk may have set off hooks that
+		 * closed it or emptied its queue. */
+		if (c->state == CONN_CLOSED || !c->out.len) {
+			c->stream_scheduled = false;
+			continue;
+		}
 		if (p->ngathered == p->gathered_cap) {
 			p->gathered_cap = p->gathered_cap ? 2 * p->gathered_cap : 64;
 			p->gathered = xrealloc(p->gathered, p->gathered_cap * sizeof(*p->gathered));
 		}
 		struct gathered *g = &p->gathered[p->ngathered++];
-		*g = (struct gathered){ .c = c, .w = -EAGAIN };
-		if (c->state == CONN_CLOSED || !c->out.len)
-			continue;
+		*g = (struct gathered){ .c = c };
 		struct iovec iov[IOV_BATCH];
 		int n = outq_iov(&c->out, iov, IOV_BATCH, &g->total);
 		g->w = transport_gather(&c->tp, iov, n);
