@@ -316,7 +316,8 @@ static void gather_done(struct h2_session *s, ssize_t w)
 }
 
 /* The pool's gatherer: each gathering session's send, queued in b, or
- * written now without one (io_uring off) or without room in it. */
+ * written now without one (io_uring off) or without room in it; over TLS
+ * the frames are joined and written as one (SSL_write). */
 static void gatherer_send(void *arg, struct send_batch *b)
 {
 	struct h2_server *h = arg;
@@ -328,7 +329,12 @@ static void gatherer_send(void *arg, struct send_batch *b)
 		gather_iov(g);
 		if (g->n == 0) {
 			gather_done(s, 0);
-		} else if (b && !s->io_err &&
+		} else if (s->tp.ops->coalesce) {
+			/* TLS, a record per piece: the round's frames joined
+			 * into the output buffer and written as one. */
+			gather_done(s, 0);
+			flush_obuf(s);
+		} else if (b && !s->io_err && transport_plain_send(&s->tp) &&
 			   send_batch_add_gathered(b, s->fd, g->iov, g->n, g->total, s) == SEND_BATCH_QUEUED) {
 			/* its result comes to gatherer_sent */
 		} else if (g->n <= SEND_BATCH_GATHER_IOV) {

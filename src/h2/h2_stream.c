@@ -308,16 +308,13 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 
 /* A stream round's write: the frames gathered into the session's one send
  * of the round (h2_session.c), pointing into iov's memory, which the
- * connection keeps until that send ran. Over TLS (a record per piece) the
- * stream writes on its own after the round. */
+ * connection keeps until that send ran. */
 static ssize_t stream_gather(struct transport *t, const struct iovec *iov, int n)
 {
 	struct h2_stream *st = t->state;
 	struct h2_session *s = st->s;
 	if (s->dead || st->closed)
 		return -EPIPE;
-	if (!transport_plain_send(&s->tp))
-		return -ENOTSUP;
 	if (!headed(st))
 		return -EIO;
 	size_t total = iov_total(iov, n);
