@@ -742,44 +742,6 @@ void conn_respond(struct conn *c, const struct http_head *h, const char *body, s
 	conn_update_events(c);
 }
 
-void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, const struct http_head *h,
-		    const char *body, size_t len)
-{
-	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
-		return;
-	struct conn_pool *p = c->pool;
-	if (p->hooks.refused)
-		p->hooks.refused(p->hooks.owner, c, status, message);
-	metrics_count_refusal(p->m, status, cause);
-	/* A refusal always closes, whatever its head said. */
-	struct http_head closing = *h;
-	closing.keep_alive = false;
-	conn_respond(c, &closing, body, len);
-}
-
-void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra)
-{
-	size_t len;
-	char *body = http_error_body(status, message, &len);
-	struct http_head h;
-	http_head_error(&h, status, len, false);
-	http_head_append(&h, extra);
-	conn_refuse_as(c, status, cause, message, &h, body, len);
-	http_head_free(&h);
-	free(body);
-}
-
-void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
-		      const char *value)
-{
-	struct http_head extra;
-	http_head_init(&extra, 0);
-	if (value)
-		http_head_add(&extra, name, value);
-	conn_refuse(c, status, cause, message, &extra);
-	http_head_free(&extra);
-}
-
 static void consume(struct conn *c, size_t n)
 {
 	if (!c->rbuf)
