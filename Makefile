@@ -61,7 +61,8 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
               tls-handshakes presence
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
-LOAD_SCRIPTS := bench bench-adversary bench-catchup bench-check bench-tokens bench-redis bench-workers bench-peer \
+LOAD_SCRIPTS := bench bench-adversary bench-catchup bench-check bench-h2c bench-tokens bench-redis bench-workers \
+                bench-peer \
                 bench-mercure plot
 LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 # The tools' library: what the tools share (load/tool*.c: options, JSON,
@@ -70,7 +71,7 @@ LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)
 LOAD_LIB     := $(BUILD)/load/libtool.a
 LOAD_LIB_OBJ := $(patsubst load/%.c,$(BUILD)/load/obj/%.o,$(wildcard load/tool*.c load/sse-client*.c)) \
                 $(foreach m,util procstat sockdiag,$(BUILD)/obj/common/$(m).o)
-LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm -luring
+LOAD_LIBS    := -lsqlite3 -lssl -lcrypto -lm -luring -lnghttp2
 
 .PHONY: all deps pkg-check browser-deps run test check unit bench bench-check bench-peer fuzz fuzz-targets format \
 	install uninstall deb version clean

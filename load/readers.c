@@ -45,7 +45,8 @@ static const char USAGE[] =
 	"       load/readers N --opens R\n"
 	"       load/readers N --restart [--rate E] [--before S] [--after S]\n"
 	"       load/readers N --soak S [--rate E] [--churn C] [--sample S] [--warmup S]\n"
-	"       load/readers N --procs P [--workers W]\n";
+	"       load/readers N --procs P [--workers W]\n"
+	"       load/readers N --h2c [--streams-per-conn K]\n";
 
 static volatile int stop_flag; /* set by SIGINT and SIGTERM */
 
@@ -101,7 +102,11 @@ static void help(const struct tool_opt *t)
 	       "    group of W workers, or --server with --db) gets K events by INSERT.\n"
 	       "    Every reader's ids are checked (missed, repeated, out of order), each\n"
 	       "    event timed to the last reader of all, herald's RSS and CPU summed over\n"
-	       "    its processes, and the floor is load/fanout-floor N --procs W.\n");
+	       "    its processes, and the floor is load/fanout-floor N --procs W.\n"
+	       "  --h2c [--streams-per-conn K]: the N readers as HTTP/2 streams, K (100) on\n"
+	       "    each h2c connection (prior knowledge), on nghttp2's client side; the same\n"
+	       "    phases (open, --events K by INSERT or POST, herald's CPU per event), every\n"
+	       "    stream's ids checked (missed, repeated, out of order). Takes --server.\n");
 	printf("Exit status: 0 when every reader opened and had every event (in the modes:\n"
 	       "none missed or repeated); 1 otherwise; 2 usage.\n");
 	tool_herald_help();
@@ -245,6 +250,11 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_LONG("--workers", &o->workers, 1, 64, "a number",
 			  "  --workers W        --procs: the herald started here runs as a group of W workers;\n"
 			  "                     with --server, the workers of the group measured (for the floor)\n"),
+		TOOL_FLAG("--h2c", &o->h2c,
+			  "  --h2c              the readers are HTTP/2 streams over h2c connections (below)\n"),
+		TOOL_LONG("--streams-per-conn", &o->streams_per_conn, 1, 10000, "a number",
+			  "  --streams-per-conn K\n"
+			  "                     --h2c: streams on each connection (default 100)\n"),
 		TOOL_HELP("  --help             this text\n"),
 		TOOL_END,
 	};
@@ -291,6 +301,11 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 					"--post and --publish");
 	if (o->procs > o->n)
 		return tool_usage_error("--procs may be at most N");
+	if (o->h2c && (modes || o->procs || o->tls || o->peer || o->mercure))
+		return tool_usage_error("--h2c goes alone: leave out --opens, --restart, --soak, --procs, --tls, "
+					"--peer and --mercure");
+	if (o->streams_per_conn && !o->h2c)
+		return tool_usage_error("--streams-per-conn goes with --h2c");
 	if (o->workers && !o->procs)
 		return tool_usage_error("--workers goes with --procs");
 	if (modes && (o->server || o->tls || o->unix_listener || o->post))
@@ -394,11 +409,16 @@ static int start_own(struct ctx *x)
 	struct options *o = &x->opt;
 	struct tool_herald *h = &x->h;
 	const char *extra[8] = { NULL };
-	char workers[32];
+	char workers[32], streams[32];
 	if (o->workers > 1) {
 		snprintf(workers, sizeof(workers), "%ld", o->workers);
 		extra[0] = "--workers";
 		extra[1] = workers;
+	} else if (o->h2c && o->streams_per_conn > 100) {
+		/* herald's default is 100 streams a connection. */
+		snprintf(streams, sizeof(streams), "%ld", o->streams_per_conn);
+		extra[0] = "--http2-max-streams";
+		extra[1] = streams;
 	} else if (o->tls) {
 		if (o->tls_cert) {
 			snprintf(x->tls.cert_path, sizeof(x->tls.cert_path), "%s", o->tls_cert);
@@ -681,12 +701,16 @@ int main(int argc, char **argv)
 	x->m.floor_s = NAN;
 	if (!x->opt.rate)
 		x->opt.rate = x->opt.soak > 0 ? 100 : 50;
+	if (x->opt.h2c && !x->opt.streams_per_conn)
+		x->opt.streams_per_conn = 100;
 	if (x->opt.warmup < 0)
 		x->opt.warmup = x->opt.soak / 5 < 60 ? x->opt.soak / 5 : 60;
 	rc = setup(x);
-	if (rc == 0 && (x->opt.opens || x->opt.restart || x->opt.soak > 0 || x->opt.procs)) {
+	if (rc == 0 && (x->opt.opens || x->opt.restart || x->opt.soak > 0 || x->opt.procs || x->opt.h2c)) {
 		/* The modes print their own report and stop herald themselves. */
-		if (x->opt.procs)
+		if (x->opt.h2c)
+			rc = h2c_run(&x->opt, &x->h, &x->target, &x->pub, &stop_flag);
+		else if (x->opt.procs)
 			rc = many_run(&x->opt, &x->h, &x->target, x->request, &x->pub, &stop_flag);
 		else if (x->opt.opens)
 			rc = opens_run(&x->opt, &x->h, &x->target, x->request, &stop_flag);

@@ -22,6 +22,9 @@
  *                      herald's RSS and CPU sampled
  *   readers-steady.c   what --restart and --soak share: publishing at a
  *                      rate by INSERT, and the per-reader id check
+ *   readers-h2c.c      --h2c: the readers as HTTP/2 streams, K on each h2c
+ *                      connection (prior knowledge), on nghttp2's client
+ *                      side, every stream's ids checked
  *   readers-many.c     --procs: the readers spread over several client
  *                      processes (for more than one process's open files),
  *                      each reporting per event over a pipe; herald as a
@@ -70,6 +73,8 @@ struct options {
 	int no_last_id; /* --restart: reconnect without Last-Event-ID */
 	long procs;     /* --procs P: client processes, 0 = the one-process run */
 	long workers;   /* --workers W: herald's workers (started here, or measured) */
+	int h2c;               /* --h2c: the readers are HTTP/2 streams */
+	long streams_per_conn; /* --streams-per-conn K: streams on each h2c connection */
 };
 
 /* A reading of the server's CPU (and this client's) at one moment. */
@@ -196,6 +201,14 @@ int soak_run(const struct options *o, struct tool_herald *h, const struct tool_a
  * and had every event once and in order, 1 otherwise. */
 int many_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, const char *request,
 	     struct publisher *pub, volatile int *stop);
+
+/* --h2c: the whole run over o->n HTTP/2 streams, o->streams_per_conn on
+ * each h2c connection to target, publishing through pub (its events, its
+ * database open or its POST address set); stops the herald started here
+ * (h), prints its table and JSON line. Returns 0 when every stream opened
+ * and read every event once and in order, 1 otherwise. */
+int h2c_run(const struct options *o, struct tool_herald *h, const struct tool_addr *target, struct publisher *pub,
+	    volatile int *stop);
 
 /* Run load/fanout-floor N --json (--unix when over_unix, --procs W when
  * writers > 1) and return its median time to the last reader in seconds,

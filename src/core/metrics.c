@@ -108,6 +108,8 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->own_events_dropped += from->own_events_dropped;
 	for (size_t i = 0; i < METRICS_H2_ENDS; i++)
 		to->http2_sessions_ended[i] += from->http2_sessions_ended[i];
+	to->http2_round_sends += from->http2_round_sends;
+	to->http2_round_streams += from->http2_round_streams;
 	hist_add(&to->publish_seconds, &from->publish_seconds);
 	hist_add(&to->commit_seconds, &from->commit_seconds);
 	hist_add(&to->fanout_seconds, &from->fanout_seconds);
@@ -371,6 +373,13 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, si
 	    "given up after a minute of failed appends, or dropped for room while the log failed.",
 	    (double)m->own_events_dropped);
 	put_http2_ended(&o, m);
+	put(&o, "herald_http2_round_sends_total", "counter",
+	    "Sends of an HTTP/2 connection's DATA frames for all its streams in a stream round (one per connection "
+	    "per round).",
+	    (double)m->http2_round_sends);
+	put(&o, "herald_http2_round_streams_total", "counter",
+	    "HTTP/2 streams' writes carried by those sends (each stream's frames of one round).",
+	    (double)m->http2_round_streams);
 	put_histogram(&o, "herald_publish_seconds", "From a parsed POST to its queued 201 (group commit included).",
 		      &m->publish_seconds);
 	put_histogram(&o, "herald_store_commit_seconds", "One group commit's transaction.", &m->commit_seconds);

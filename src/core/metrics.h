@@ -76,6 +76,10 @@ struct metrics {
 	uint64_t loop_stalls;                /* passes that took loop_stall_warn or longer */
 	/* HTTP/2 sessions herald ended, by enum metrics_h2_end. */
 	uint64_t http2_sessions_ended[METRICS_H2_ENDS];
+	/* Stream rounds' gathered sends of HTTP/2 sessions (one per session
+	 * per round) and the stream writes they carried. */
+	uint64_t http2_round_sends;
+	uint64_t http2_round_streams;
 };
 
 /* Count a response with this status. */

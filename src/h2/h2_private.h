@@ -21,10 +21,33 @@
 #include "h2/h2_mem.h"
 #include "common/loop.h"
 #include "core/metrics.h"
+#include "net/send_batch.h"
 #include "net/transport.h"
 
 struct h2_session;
 struct h2_server;
+
+/* One piece of a gathered send: bytes of a stream connection's queue (p),
+ * or, where p is NULL, of the gather's own copies (frame headers, control
+ * frames) at off, whose buffer may move while it grows. */
+struct h2_piece {
+	const char *p;
+	size_t off, len;
+};
+
+/* A session's frames of one stream round, gathered for one send of them
+ * all (h2_session.c's): made at the round's first gather for the session,
+ * freed once its send has its result. */
+struct h2_gather {
+	struct h2_piece *pc;
+	int n, cap;
+	char *copy; /* frame headers and control frames, in order among the pieces */
+	size_t clen, ccap;
+	struct iovec *iov; /* the pieces as the send reads them, made at the send */
+	size_t total;
+	unsigned streams;        /* stream writes gathered */
+	struct h2_session *next; /* the server's list of sessions gathering */
+};
 
 /* What a stream holds only for a while (h2_stream.c's), allocated then
  * and freed after, so that an idle stream's record is small: its request
@@ -99,6 +122,7 @@ struct h2_session {
 	const struct iovec *cur_iov;
 	int cur_n;
 	size_t cur_skip, cur_len, cur_taken;
+	struct h2_gather *g; /* this round's frames, while the round gathers them */
 	int busy;    /* inside one of the session's own callbacks */
 	bool in_ng;  /* inside nghttp2 */
 	bool dead;   /* to be torn down */
@@ -132,6 +156,7 @@ struct h2_server {
 	size_t n;
 	size_t streams; /* streams with a connection, over every session */
 	bool draining;
+	struct h2_session *gathering; /* sessions with frames gathered this round (h2_gather.next) */
 	/* What a stream asks of its session, set by h2_session.c so that
 	 * h2_stream.c, below it, names none of its functions: run the session
 	 * at the end of this loop pass (kick); run nghttp2's sender (control
@@ -140,7 +165,18 @@ struct h2_server {
 	 * nghttp2 or once the session is dead. */
 	void (*kick)(struct h2_session *s);
 	void (*send)(struct h2_session *s);
+	/* Begin gathering s's frames for the round's one send (h2_session.c). */
+	void (*gather)(struct h2_session *s);
 };
+
+/* Room for a stream's gathered write of n pieces, len bytes, in one send
+ * of s's gather: each DATA frame (16 KiB at most) adds its header and may
+ * split a piece. (Past it the send still goes, joined into one buffer.) */
+static inline bool h2_gather_room(const struct h2_session *s, int n, size_t len)
+{
+	int need = n + 2 * (int)(len / 16384 + 1) + 4;
+	return (s->g ? s->g->n : 0) + need <= SEND_BATCH_GATHER_IOV;
+}
 
 /* The transport of every stream's connection (h2_stream.c). */
 extern const struct transport_ops h2_stream_ops;

@@ -86,6 +86,7 @@
 #define QUIET_MS 1000       /* without output this long, a session gives its frame buffer's pages back */
 
 static void finish(struct h2_session *s);
+static void h2_kick(struct h2_session *s);
 
 static void fail(struct h2_session *s, const char *why)
 {
@@ -158,19 +159,12 @@ static void obuf_consume(struct h2_session *s, size_t w)
 	}
 }
 
-/* Write iov (the output buffer first, when it has bytes, as iov[0]) to the
- * socket; what it does not take joins the output buffer. */
-static void write_out(struct h2_session *s, struct iovec *iov, int n, bool first_is_obuf)
+/* The socket took w bytes of iov (the output buffer first, when it has
+ * bytes, as iov[0]), or failed with -errno: what it did not take joins
+ * the output buffer. */
+static void sent_out(struct h2_session *s, const struct iovec *iov, int n, bool first_is_obuf, ssize_t w)
 {
 	struct h2_server *h = s->h;
-	ssize_t w = 0;
-	if (!s->io_err) {
-		for (;;) {
-			w = transport_writev(&s->tp, iov, n);
-			if (w != -EINTR)
-				break;
-		}
-	}
 	if (w == -EAGAIN)
 		w = 0;
 	if (w < 0) {
@@ -202,6 +196,21 @@ static void write_out(struct h2_session *s, struct iovec *iov, int n, bool first
 	s->blocked = left || s->olen > 0;
 }
 
+/* Write iov (the output buffer first, when it has bytes, as iov[0]) to the
+ * socket; what it does not take joins the output buffer. */
+static void write_out(struct h2_session *s, struct iovec *iov, int n, bool first_is_obuf)
+{
+	ssize_t w = 0;
+	if (!s->io_err) {
+		for (;;) {
+			w = transport_writev(&s->tp, iov, n);
+			if (w != -EINTR)
+				break;
+		}
+	}
+	sent_out(s, iov, n, first_is_obuf, w);
+}
+
 static void flush_obuf(struct h2_session *s)
 {
 	while (s->olen && !s->io_err) {
@@ -215,6 +224,142 @@ static void flush_obuf(struct h2_session *s)
 		s->blocked = false;
 }
 
+/* ---- a stream round's frames, gathered into one send ----
+ *
+ * While a round gathers (s->g), the frames nghttp2 makes are not written:
+ * control frames and DATA frame headers are copied into the gather, DATA
+ * payloads are pointers into the stream connections' queues, which stay
+ * as they are until the send has run (conn.c takes the bytes off them
+ * only then). A gather begins only with the output buffer empty, so its
+ * bytes follow everything sent before; what the socket does not take of
+ * it is copied into the output buffer before the queues let go. */
+
+static struct h2_piece *gather_piece(struct h2_gather *g)
+{
+	if (g->n == g->cap) {
+		g->cap = g->cap ? 2 * g->cap : 64;
+		g->pc = xrealloc(g->pc, (size_t)g->cap * sizeof(*g->pc));
+	}
+	return &g->pc[g->n++];
+}
+
+/* Copy n bytes into the gather, after its last piece. */
+static void gather_copy(struct h2_gather *g, const void *p, size_t n)
+{
+	if (g->clen + n > g->ccap) {
+		g->ccap = MAX(g->clen + n, g->ccap ? 2 * g->ccap : (size_t)1024);
+		g->copy = xrealloc(g->copy, g->ccap);
+	}
+	memcpy(g->copy + g->clen, p, n);
+	struct h2_piece *last = g->n ? &g->pc[g->n - 1] : NULL;
+	if (last && !last->p && last->off + last->len == g->clen)
+		last->len += n; /* adjacent copies are one piece */
+	else
+		*gather_piece(g) = (struct h2_piece){ NULL, g->clen, n };
+	g->clen += n;
+	g->total += n;
+}
+
+/* Point the gather at n bytes that stay put until its send has run. */
+static void gather_ref(struct h2_gather *g, const void *p, size_t n)
+{
+	*gather_piece(g) = (struct h2_piece){ p, 0, n };
+	g->total += n;
+}
+
+/* The stream round's first gather for s: its frames go to the gather
+ * until the round's send. */
+static void gather_begin(struct h2_session *s)
+{
+	struct h2_gather *g = xcalloc(1, sizeof(*g));
+	g->next = s->h->gathering;
+	s->h->gathering = s;
+	s->g = g;
+}
+
+static void gather_free(struct h2_gather *g)
+{
+	free(g->pc);
+	free(g->copy);
+	free(g->iov);
+	free(g);
+}
+
+/* The gather's pieces as the send reads them (the copies no longer
+ * move). */
+static void gather_iov(struct h2_gather *g)
+{
+	g->iov = xmalloc((size_t)MAX(g->n, 1) * sizeof(*g->iov));
+	for (int i = 0; i < g->n; i++) {
+		const struct h2_piece *pc = &g->pc[i];
+		g->iov[i] = (struct iovec){ (void *)(pc->p ? pc->p : g->copy + pc->off), pc->len };
+	}
+}
+
+/* The socket took w bytes of s's gathered send (or -errno): the rest is
+ * copied into the output buffer, and the session runs again at the end
+ * of the pass for what it must do about it (its interest, a failure). */
+static void gather_done(struct h2_session *s, ssize_t w)
+{
+	struct h2_gather *g = s->g;
+	s->g = NULL;
+	if (g->n) {
+		s->h->m->http2_round_sends++;
+		s->h->m->http2_round_streams += g->streams;
+	}
+	sent_out(s, g->iov, g->n, false, w);
+	gather_free(g);
+	/* Output left, a failure, or frames nghttp2 held back (the gather
+	 * was full): the session's own run sees to them. */
+	if (s->olen || s->dead || nghttp2_session_want_write(s->ng))
+		h2_kick(s);
+}
+
+/* The pool's gatherer: each gathering session's send, queued in b, or
+ * written now without one (io_uring off) or without room in it; over TLS
+ * the frames are joined and written as one (SSL_write). */
+static void gatherer_send(void *arg, struct send_batch *b)
+{
+	struct h2_server *h = arg;
+	struct h2_session *s = h->gathering;
+	h->gathering = NULL;
+	while (s) {
+		struct h2_session *next = s->g->next;
+		struct h2_gather *g = s->g;
+		gather_iov(g);
+		if (g->n == 0) {
+			gather_done(s, 0);
+		} else if (s->tp.ops->coalesce) {
+			/* TLS, a record per piece: the round's frames joined
+			 * into the output buffer and written as one. */
+			gather_done(s, 0);
+			flush_obuf(s);
+		} else if (b && !s->io_err && transport_plain_send(&s->tp) &&
+			   send_batch_add_gathered(b, s->fd, g->iov, g->n, g->total, s) == SEND_BATCH_QUEUED) {
+			/* its result comes to gatherer_sent */
+		} else if (g->n <= SEND_BATCH_GATHER_IOV) {
+			ssize_t w = 0;
+			if (!s->io_err) {
+				do
+					w = transport_writev(&s->tp, g->iov, g->n);
+				while (w == -EINTR);
+			}
+			gather_done(s, w);
+		} else {
+			/* More pieces than one send takes: joined. */
+			gather_done(s, 0);
+			flush_obuf(s);
+		}
+		s = next;
+	}
+}
+
+static void gatherer_sent(void *arg, void *tag, ssize_t w)
+{
+	(void)arg;
+	gather_done(tag, w);
+}
+
 /* nghttp2's serialised frames (all but no-copy DATA): into the buffer,
  * which the caller flushes. Past OBUF_HIGH they wait inside nghttp2,
  * whose queue of unsent acknowledgements is bounded. */
@@ -223,6 +368,12 @@ static ssize_t on_send(nghttp2_session *ng, const uint8_t *data, size_t len, int
 	struct h2_session *s = user;
 	(void)ng;
 	(void)flags;
+	if (s->g) {
+		if (s->g->clen >= OBUF_HIGH)
+			return NGHTTP2_ERR_WOULDBLOCK;
+		gather_copy(s->g, data, len);
+		return (ssize_t)len;
+	}
 	if (s->olen >= OBUF_HIGH)
 		return NGHTTP2_ERR_WOULDBLOCK;
 	obuf_append(s, data, len);
@@ -256,6 +407,15 @@ static int on_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t
 	(void)ng;
 	(void)frame;
 	(void)source;
+	if (s->g) {
+		struct iovec iov[IOV_MAX_H2];
+		int pieces = source_pieces(s, length, iov, IOV_MAX_H2);
+		gather_copy(s->g, framehd, 9);
+		for (int i = 0; i < pieces; i++)
+			gather_ref(s->g, iov[i].iov_base, iov[i].iov_len);
+		s->cur_taken += length;
+		return 0;
+	}
 	struct iovec iov[IOV_MAX_H2];
 	int k = 0;
 	bool first_is_obuf = s->olen > 0;
@@ -712,6 +872,16 @@ static void teardown(struct h2_session *s)
 		else
 			h2_stream_free(st);
 	}
+	if (s->g) {
+		/* Not normally: a round's gather and its send run together. */
+		struct h2_session **pp = &h->gathering;
+		while (*pp && *pp != s)
+			pp = &(*pp)->g->next;
+		if (*pp)
+			*pp = s->g->next;
+		gather_free(s->g);
+		s->g = NULL;
+	}
 	nghttp2_session_del(s->ng);
 	s->ng = NULL;
 	loop_timer_stop(h->lp, &s->timer);
@@ -922,11 +1092,17 @@ struct conn_takeover h2_server_takeover(struct h2_server *h)
 	return (struct conn_takeover){ .arg = h, .take = take };
 }
 
+struct conn_gatherer h2_server_gatherer(struct h2_server *h)
+{
+	return (struct conn_gatherer){ .arg = h, .send = gatherer_send, .sent = gatherer_sent };
+}
+
 struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struct metrics *m, struct conn_pool *pool)
 {
 	struct h2_server *h = xcalloc(1, sizeof(*h));
 	h->kick = h2_kick;
 	h->send = h2_session_send;
+	h->gather = gather_begin;
 	h->lp = lp;
 	h->cfg = cfg;
 	h->m = m;

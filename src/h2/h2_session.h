@@ -34,6 +34,11 @@ struct h2_server *h2_server_new(struct loop *lp, const struct config *cfg, struc
 /* The takeover the pool's owner gives conn_pool_set_takeover. */
 struct conn_takeover h2_server_takeover(struct h2_server *h);
 
+/* The gatherer the pool's owner gives conn_pool_set_gatherer: a stream
+ * round writes each session's DATA frames for all its streams in one
+ * send (in the pool's io_uring batch when it has one). */
+struct conn_gatherer h2_server_gatherer(struct h2_server *h);
+
 /* Graceful stop: every session sends GOAWAY, takes no new stream, and
  * closes once its streams have ended. */
 void h2_server_drain(struct h2_server *h);

@@ -239,25 +239,14 @@ static ssize_t stream_read(struct transport *t, void *buf, size_t len)
 	return -EAGAIN;
 }
 
-static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n)
+/* Hand the connection's n pieces to nghttp2 as the stream's data source
+ * and run the sender, which writes the frames, or gathers them for the
+ * round's one send while the session gathers. Returns the bytes taken
+ * (framed), or -EAGAIN for none. */
+static ssize_t write_data(struct h2_stream *st, const struct iovec *iov, int n, size_t total)
 {
-	struct h2_stream *st = t->state;
 	struct h2_session *s = st->s;
-	if (s->dead || st->closed)
-		return -EPIPE;
-	if (s->in_ng) {
-		s->h->kick(s);
-		return -EAGAIN;
-	}
-	size_t total = 0;
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
 	size_t off = 0;
-	if (!st->submitted) {
-		/* Every response's head comes through stream_head first. */
-		log_warn("HTTP/2 stream from %s: body bytes without a response head", s->peer);
-		return -EIO;
-	}
 	if (st->bodyless)
 		off = total; /* nothing follows the head */
 	size_t taken = 0;
@@ -282,6 +271,63 @@ static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n
 	size_t w = off + taken;
 	st->short_write = w < total;
 	return w ? (ssize_t)w : -EAGAIN;
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	return total;
+}
+
+/* Every response's head comes through stream_head first. */
+static bool headed(const struct h2_stream *st)
+{
+	if (!st->submitted)
+		log_warn("HTTP/2 stream from %s: body bytes without a response head", st->s->peer);
+	return st->submitted;
+}
+
+static ssize_t stream_writev(struct transport *t, const struct iovec *iov, int n)
+{
+	struct h2_stream *st = t->state;
+	struct h2_session *s = st->s;
+	if (s->dead || st->closed)
+		return -EPIPE;
+	if (s->in_ng || s->g) {
+		/* Inside nghttp2, or between a round's gathering and its
+		 * send: later, from the session's own run. */
+		s->h->kick(s);
+		return -EAGAIN;
+	}
+	if (!headed(st))
+		return -EIO;
+	return write_data(st, iov, n, iov_total(iov, n));
+}
+
+/* A stream round's write: the frames gathered into the session's one send
+ * of the round (h2_session.c), pointing into iov's memory, which the
+ * connection keeps until that send ran. */
+static ssize_t stream_gather(struct transport *t, const struct iovec *iov, int n)
+{
+	struct h2_stream *st = t->state;
+	struct h2_session *s = st->s;
+	if (s->dead || st->closed)
+		return -EPIPE;
+	if (!headed(st))
+		return -EIO;
+	size_t total = iov_total(iov, n);
+	if (s->olen)
+		return -EAGAIN; /* the socket is full: the session wakes the stream once it drains */
+	if (s->in_ng || !h2_gather_room(s, n, total)) {
+		s->h->kick(s);
+		return -EAGAIN;
+	}
+	if (!s->g)
+		s->h->gather(s);
+	s->g->streams++;
+	return write_data(st, iov, n, total);
 }
 
 /* The connection's interest is kept here; epoll is asked for nothing. */
@@ -346,6 +392,7 @@ const struct transport_ops h2_stream_ops = {
 	.ready_at_accept = true,
 	.read = stream_read,
 	.writev = stream_writev,
+	.gather = stream_gather,
 	.head = stream_head,
 	.events = stream_events,
 	.shutdown = stream_shutdown,

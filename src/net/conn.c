@@ -447,17 +447,66 @@ static void conn_flush(struct conn *c)
 	flush_done(c);
 }
 
+/* The gathered connections give up what their transports took, once the
+ * gatherer's sends have run (and what the sockets did not take is the
+ * gatherer's own copy). */
+static void take_gathered(struct conn_pool *p)
+{
+	for (size_t i = 0; i < p->ngathered; i++) {
+		struct gathered *g = &p->gathered[i];
+		p->writes++;
+		if (g->w > 0 && g->c->state != CONN_CLOSED)
+			took(g->c, (size_t)g->w);
+	}
+}
+
+/* Then each acts on it, as after a write of its own. */
+static void act_gathered(struct conn_pool *p)
+{
+	size_t n = p->ngathered;
+	p->ngathered = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct gathered g = p->gathered[i];
+		struct conn *c = g.c;
+		c->stream_scheduled = false;
+		if (c->state == CONN_CLOSED)
+			continue;
+		if (g.w == -ENOTSUP) {
+			if (c->out.len)
+				conn_flush(c);
+		} else if (g.w < 0 && g.w != -EAGAIN) {
+			close_after_write_error(c, g.w);
+		} else if (g.w >= 0 && (size_t)g.w == g.total && c->out.len) {
+			conn_flush(c); /* more than one gather's worth: the rest now */
+		} else {
+			flush_done(c);
+		}
+	}
+}
+
 /* Run the pool's batch of sends and take their results in two steps:
  * first every connection's queue gives up what its socket took, and only
  * then does any of them act on it (close, the drained hook, what is left),
  * since acting may queue to or drop from another connection of the same
- * run, whose queue must already be in step with its socket. */
+ * run, whose queue must already be in step with its socket. Gathered sends
+ * go to the gatherer before any queue gives up a byte: what their sockets
+ * did not take points into those queues. */
 static void run_batch(struct conn_pool *p)
 {
 	unsigned n = send_batch_run(p->batch);
 	for (unsigned i = 0; i < n; i++) {
 		ssize_t w;
 		size_t total;
+		if (!send_batch_gathered(p->batch, i))
+			continue;
+		void *tag = send_batch_result(p->batch, i, &w, &total);
+		p->gatherer.sent(p->gatherer.arg, tag, w);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		ssize_t w;
+		size_t total;
+		if (send_batch_gathered(p->batch, i))
+			continue;
 		struct conn *c = send_batch_result(p->batch, i, &w, &total);
 		p->writes++;
 		if (c->state == CONN_CLOSED)
@@ -469,9 +518,12 @@ static void run_batch(struct conn_pool *p)
 		if (w > 0)
 			took(c, (size_t)w);
 	}
+	take_gathered(p);
 	for (unsigned i = 0; i < n; i++) {
 		ssize_t w;
 		size_t total;
+		if (send_batch_gathered(p->batch, i))
+			continue;
 		struct conn *c = send_batch_result(p->batch, i, &w, &total);
 		if (c->state == CONN_CLOSED)
 			continue;
@@ -481,6 +533,43 @@ static void run_batch(struct conn_pool *p)
 			conn_flush(c); /* more than one send's worth: the rest now */
 		else
 			flush_done(c);
+	}
+	act_gathered(p);
+}
+
+/* The round's connections whose transport gathers (list, linked by
+ * stream_next, still scheduled): each one's queue handed to its transport,
+ * then the gatherer's sends queued in the batch with what the round left
+ * there (or written, without one), run, and the results taken as a batch's
+ * are. Between the first gather and the results nothing runs a hook, so
+ * every queue stays as its transport saw it. */
+static void gather_round(struct conn_pool *p, struct conn *list)
+{
+	while (list) {
+		struct conn *c = list;
+		list = c->stream_next;
+		/* A batch run during the walk may have set off hooks that
+		 * closed it or emptied its queue. */
+		if (c->state == CONN_CLOSED || !c->out.len) {
+			c->stream_scheduled = false;
+			continue;
+		}
+		if (p->ngathered == p->gathered_cap) {
+			p->gathered_cap = p->gathered_cap ? 2 * p->gathered_cap : 64;
+			p->gathered = xrealloc(p->gathered, p->gathered_cap * sizeof(*p->gathered));
+		}
+		struct gathered *g = &p->gathered[p->ngathered++];
+		*g = (struct gathered){ .c = c };
+		struct iovec iov[IOV_BATCH];
+		int n = outq_iov(&c->out, iov, IOV_BATCH, &g->total);
+		g->w = transport_gather(&c->tp, iov, n);
+	}
+	p->gatherer.send(p->gatherer.arg, p->batch);
+	if (p->batch) {
+		run_batch(p);
+	} else {
+		take_gathered(p);
+		act_gathered(p);
 	}
 }
 
@@ -688,44 +777,6 @@ void conn_respond(struct conn *c, const struct http_head *h, const char *body, s
 			start_request_timer(c);
 	}
 	conn_update_events(c);
-}
-
-void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, const struct http_head *h,
-		    const char *body, size_t len)
-{
-	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
-		return;
-	struct conn_pool *p = c->pool;
-	if (p->hooks.refused)
-		p->hooks.refused(p->hooks.owner, c, status, message);
-	metrics_count_refusal(p->m, status, cause);
-	/* A refusal always closes, whatever its head said. */
-	struct http_head closing = *h;
-	closing.keep_alive = false;
-	conn_respond(c, &closing, body, len);
-}
-
-void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra)
-{
-	size_t len;
-	char *body = http_error_body(status, message, &len);
-	struct http_head h;
-	http_head_error(&h, status, len, false);
-	http_head_append(&h, extra);
-	conn_refuse_as(c, status, cause, message, &h, body, len);
-	http_head_free(&h);
-	free(body);
-}
-
-void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
-		      const char *value)
-{
-	struct http_head extra;
-	http_head_init(&extra, 0);
-	if (value)
-		http_head_add(&extra, name, value);
-	conn_refuse(c, status, cause, message, &extra);
-	http_head_free(&extra);
 }
 
 static void consume(struct conn *c, size_t n)
@@ -1072,15 +1123,22 @@ static void frame_round(struct conn_pool *p)
 	struct conn *list = p->stream_list;
 	p->stream_list = NULL;
 	p->stream_rounds++;
-	struct conn *later = NULL; /* written one by one after the batch's run */
+	struct conn *later = NULL;    /* written one by one after the batch's run */
+	struct conn *gathered = NULL; /* gathered into their transports' sends */
 	while (list) {
 		struct conn *c = list;
 		list = c->stream_next;
 		if (c->state == CONN_CLOSED || !c->out.len) {
 			c->stream_scheduled = false;
+		} else if (p->gatherer.send && transport_gathers(&c->tp)) {
+			/* Gathered once the batch holds every plain send but
+			 * the last run's: nothing may act on a connection
+			 * between its gather and its result. */
+			c->stream_next = gathered;
+			gathered = c;
 		} else if (p->batch && !transport_plain_send(&c->tp) && !transport_seal_room(&c->tp, c->out.bytes)) {
 			/* Neither a plain send nor records sealed for the batch
-			 * (a TLS session not parked, an HTTP/2 stream). Its
+			 * (a TLS session not parked). Its
 			 * write may set off hooks that drop another reader's
 			 * queue (see batch_flush): after the run. It stays
 			 * scheduled meanwhile, so nothing links it elsewhere. */
@@ -1091,7 +1149,9 @@ static void frame_round(struct conn_pool *p)
 			batch_flush(p, c);
 		}
 	}
-	if (p->batch)
+	if (gathered)
+		gather_round(p, gathered);
+	else if (p->batch)
 		run_batch(p);
 	while (later) {
 		struct conn *c = later;

@@ -190,6 +190,24 @@ struct conn_takeover {
 };
 void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t);
 
+struct send_batch;
+
+/* Who makes one send of many connections' gathered bytes (the transport's
+ * gather op): an HTTP/2 server, one send per session for all its streams.
+ * Set once by the pool's owner. At the end of a stream round's gathering,
+ * send queues each of its sends in b with send_batch_add_gathered (tag its
+ * own), or writes it at once where b is NULL or has no room; sent gets
+ * the result of each one queued, after the batch ran and before any
+ * connection takes its bytes off its queue. Neither may close, write to or
+ * queue to a connection (they run between a send and its results being
+ * taken). */
+struct conn_gatherer {
+	void *arg;
+	void (*send)(void *arg, struct send_batch *b);
+	void (*sent)(void *arg, void *tag, ssize_t w);
+};
+void conn_pool_set_gatherer(struct conn_pool *p, const struct conn_gatherer *g);
+
 /* Attach a handler's state to c: user->drained and user->closed are called
  * with data. Replaces what was attached; conn_respond detaches it. */
 void conn_attach(struct conn *c, const struct conn_user *user, void *data);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* conn_pool.c: the connection pool's cold half: making it (with its
  * io_uring send batch, when there is one), draining and freeing it, its
- * counts and settings, and the small accessors handlers read and set a
- * connection through. Nothing here runs per event: reading, output and
+ * counts and settings (the takeover, the gatherer), the small accessors
+ * handlers read and set a connection through, and refusals (a response
+ * that closes, through conn_respond). Nothing here runs per event: reading, output and
  * the stream rounds stay in conn.c, where their helpers inline. The pool
  * is allocated by conn_pool_new and freed by conn_pool_free (which closes
  * what is still open first); a connection's texts (client, what) are its
@@ -36,6 +37,11 @@ struct conn_pool *conn_pool_new(struct loop *lp, const struct config *cfg, struc
 				 why);
 	}
 	return p;
+}
+
+void conn_pool_set_gatherer(struct conn_pool *p, const struct conn_gatherer *g)
+{
+	p->gatherer = g ? *g : (struct conn_gatherer){ 0 };
 }
 
 void conn_pool_set_takeover(struct conn_pool *p, const struct conn_takeover *t)
@@ -87,6 +93,7 @@ void conn_pool_free(struct conn_pool *p)
 		return;
 	conn_pool_close_all(p);
 	send_batch_free(p->batch);
+	free(p->gathered);
 	free(p);
 }
 
@@ -178,4 +185,43 @@ void conn_set_keep_alive(struct conn *c, bool keep)
 void *conn_owner(const struct conn *c)
 {
 	return c->pool->hooks.owner;
+}
+
+/* Refusals: rare, so with the cold half; each is a response that closes. */
+void conn_refuse_as(struct conn *c, int status, const char *cause, const char *message, const struct http_head *h,
+		    const char *body, size_t len)
+{
+	if (c->state == CONN_CLOSED || c->state == CONN_LINGERING)
+		return;
+	struct conn_pool *p = c->pool;
+	if (p->hooks.refused)
+		p->hooks.refused(p->hooks.owner, c, status, message);
+	metrics_count_refusal(p->m, status, cause);
+	/* A refusal always closes, whatever its head said. */
+	struct http_head closing = *h;
+	closing.keep_alive = false;
+	conn_respond(c, &closing, body, len);
+}
+
+void conn_refuse(struct conn *c, int status, const char *cause, const char *message, const struct http_head *extra)
+{
+	size_t len;
+	char *body = http_error_body(status, message, &len);
+	struct http_head h;
+	http_head_error(&h, status, len, false);
+	http_head_append(&h, extra);
+	conn_refuse_as(c, status, cause, message, &h, body, len);
+	http_head_free(&h);
+	free(body);
+}
+
+void conn_refuse_with(struct conn *c, int status, const char *cause, const char *message, const char *name,
+		      const char *value)
+{
+	struct http_head extra;
+	http_head_init(&extra, 0);
+	if (value)
+		http_head_add(&extra, name, value);
+	conn_refuse(c, status, cause, message, &extra);
+	http_head_free(&extra);
 }

@@ -61,6 +61,16 @@ struct conn_pool {
 	char *read_buf;
 	bool read_buf_lent;
 	struct conn_takeover takeover; /* who takes a client speaking HTTP/2 */
+	struct conn_gatherer gatherer; /* who sends gathered bytes (HTTP/2 sessions) */
+	/* The round's gathered connections and what each gave (bytes taken
+	 * by the gather op, or -errno), taken off their queues once the
+	 * gatherer's sends have run. */
+	struct gathered {
+		struct conn *c;
+		ssize_t w;
+		size_t total;
+	} *gathered;
+	size_t ngathered, gathered_cap;
 };
 
 #endif

@@ -3,7 +3,8 @@
  * send_batch.h). Each queued send is an entry holding its tag, its size
  * and, for a send of several pieces, the msghdr and iovec copy that
  * IORING_OP_SENDMSG reads at submission (a slot of its own); a send of
- * one piece is an IORING_OP_SEND. The completion ring holds twice the
+ * one piece is an IORING_OP_SEND. A gathered send's msghdr is a slot of
+ * its own too, pointing at the caller's iovecs. The completion ring holds twice the
  * submission ring, and a run reaps every completion before it returns, so
  * it never overflows. */
 #include "net/send_batch.h"
@@ -32,6 +33,7 @@ struct entry {
 	size_t total;
 	ssize_t res;
 	bool done;
+	bool gathered;
 };
 
 struct vec {
@@ -47,6 +49,8 @@ struct send_batch {
 	struct entry *e;
 	struct vec *vec;
 	unsigned vecs;
+	struct msghdr *msgs; /* gathered sends' headers (cap of them, at the first use) */
+	unsigned nmsgs;
 	char *arena;
 	size_t arena_used;
 };
@@ -80,6 +84,7 @@ void send_batch_free(struct send_batch *b)
 	io_uring_queue_exit(&b->ring);
 	free(b->e);
 	free(b->vec);
+	free(b->msgs);
 	free(b->arena);
 	free(b);
 }
@@ -128,6 +133,29 @@ enum send_batch_add send_batch_add(struct send_batch *b, int fd, const struct io
 		io_uring_prep_sendmsg(sqe, fd, &v->msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 	}
 	io_uring_sqe_set_data64(sqe, b->n);
+	b->n++;
+	return SEND_BATCH_QUEUED;
+}
+
+enum send_batch_add send_batch_add_gathered(struct send_batch *b, int fd, const struct iovec *iov, int n,
+					    size_t total, void *tag)
+{
+	if (n < 1 || n > SEND_BATCH_GATHER_IOV || b->broken)
+		return SEND_BATCH_UNFIT;
+	if (b->n == b->cap)
+		return SEND_BATCH_FULL;
+	if (b->n == 0)
+		b->ran = 0;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
+	if (!sqe)
+		return SEND_BATCH_FULL;
+	if (!b->msgs)
+		b->msgs = xcalloc(b->cap, sizeof(*b->msgs));
+	struct msghdr *m = &b->msgs[b->nmsgs++];
+	*m = (struct msghdr){ .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+	io_uring_prep_sendmsg(sqe, fd, m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, b->n);
+	b->e[b->n] = (struct entry){ .tag = tag, .total = total, .gathered = true };
 	b->n++;
 	return SEND_BATCH_QUEUED;
 }
@@ -181,6 +209,7 @@ unsigned send_batch_run(struct send_batch *b)
 	b->ran = n;
 	b->n = 0;
 	b->vecs = 0;
+	b->nmsgs = 0;
 	b->arena_used = 0;
 	return n;
 }
@@ -193,4 +222,9 @@ void *send_batch_result(const struct send_batch *b, unsigned i, ssize_t *w, size
 	*w = e->done ? e->res : -EAGAIN;
 	*total = e->total;
 	return e->tag;
+}
+
+bool send_batch_gathered(const struct send_batch *b, unsigned i)
+{
+	return i < b->ran && b->e[i].gathered;
 }

@@ -14,7 +14,11 @@
  * Ownership: the caller owns the batch (send_batch_new, send_batch_free)
  * and the bytes it queues, which must stay as they are until the run; the
  * batch keeps a copy of the iovec array, and lends a buffer
- * (send_batch_buffer) for pieces the caller joins, reused after each run. */
+ * (send_batch_buffer) for pieces the caller joins, reused after each run.
+ * A gathered send (send_batch_add_gathered) is the exception: its iovec
+ * array is the caller's, kept as it is until the run, so one send may
+ * carry hundreds of pieces (an HTTP/2 connection's frames for all its
+ * streams) without a copy. */
 #ifndef HERALD_SEND_BATCH_H
 #define HERALD_SEND_BATCH_H
 
@@ -51,6 +55,16 @@ void *send_batch_buffer(struct send_batch *b, size_t len);
 enum send_batch_add send_batch_add(struct send_batch *b, int fd, const struct iovec *iov, int n, size_t total,
 				   void *tag);
 
+/* The most pieces one gathered send may have (the kernel's IOV_MAX). */
+#define SEND_BATCH_GATHER_IOV 1024
+
+/* Queue one send of the n pieces of iov (at most SEND_BATCH_GATHER_IOV) on
+ * fd, pointing at iov itself: the caller keeps the array and the bytes as
+ * they are until the run. Its result says it was gathered
+ * (send_batch_gathered). */
+enum send_batch_add send_batch_add_gathered(struct send_batch *b, int fd, const struct iovec *iov, int n,
+					    size_t total, void *tag);
+
 /* Sends queued and not yet run. */
 unsigned send_batch_count(const struct send_batch *b);
 
@@ -68,5 +82,9 @@ unsigned send_batch_run(struct send_batch *b);
 /* The i-th send of the last run: its tag, and what it did: bytes taken
  * (possibly fewer than *total) or -errno. */
 void *send_batch_result(const struct send_batch *b, unsigned i, ssize_t *w, size_t *total);
+
+/* Whether the i-th send of the last run was queued by
+ * send_batch_add_gathered. */
+bool send_batch_gathered(const struct send_batch *b, unsigned i);
 
 #endif

@@ -47,6 +47,16 @@ struct transport_ops {
 	int (*open)(struct transport *t, void *ctx, const char *peer);
 	ssize_t (*read)(struct transport *t, void *buf, size_t len);
 	ssize_t (*writev)(struct transport *t, const struct iovec *iov, int n);
+	/* In a stream round, writev's bytes made part of one send that the
+	 * pool's gatherer (conn_pool_set_gatherer) makes for many connections
+	 * after every one was gathered (an HTTP/2 session's frames for all its
+	 * streams): what it keeps points into iov's memory, which the
+	 * connection leaves as it is until the gatherer's send has run, and
+	 * only then takes the bytes off its queue. Returns the bytes taken,
+	 * -EAGAIN (none now: the transport wakes the connection), -ENOTSUP
+	 * (not this time: writev after the round's batch), or -errno. NULL:
+	 * never gathered. */
+	ssize_t (*gather)(struct transport *t, const struct iovec *iov, int n);
 	/* The transport sends response heads itself (an HTTP/2 stream, as
 	 * HEADERS): the connection hands it the record (read during the call
 	 * only) when the response is queued, and writev gets only the body.
@@ -136,6 +146,16 @@ static inline bool transport_takes_heads(const struct transport *t)
 static inline int transport_head(struct transport *t, const struct http_head *h)
 {
 	return t->ops->head(t, h);
+}
+
+static inline bool transport_gathers(const struct transport *t)
+{
+	return t->ops->gather != NULL;
+}
+
+static inline ssize_t transport_gather(struct transport *t, const struct iovec *iov, int n)
+{
+	return t->ops->gather(t, iov, n);
 }
 
 static inline bool transport_plain_send(const struct transport *t)

@@ -515,6 +515,8 @@ int server_start(struct server *srv, int argc, char **argv)
 	streams_set_http2_sockets(srv->streams, count_http2_sockets, srv->h2);
 	struct conn_takeover takeover = h2_server_takeover(srv->h2);
 	conn_pool_set_takeover(srv->pool, &takeover);
+	struct conn_gatherer gatherer = h2_server_gatherer(srv->h2);
+	conn_pool_set_gatherer(srv->pool, &gatherer);
 
 	if (tls_setup(&srv->tls, srv->lp, &srv->cfg) < 0)
 		return -1;

@@ -272,7 +272,7 @@ def test_installed_scripts_run_the_installed_tools():
         env = dict(os.environ, HERALD_BIN=os.path.abspath(harness.HERALD_BIN))
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         for name in ("bench", "plot", "bench-tokens", "bench-redis", "bench-workers", "bench-catchup", "bench-check",
-                     "bench-peer", "bench-adversary"):
+                     "bench-peer", "bench-adversary", "bench-h2c"):
             r = subprocess.run([os.path.join(tools, name), "--help"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, env=env, timeout=30)
             assert r.returncode == 0 and r.stdout.startswith(f"usage: load/{name}".encode()), (name, r.stdout)

@@ -17,7 +17,9 @@
  *   - capacity (FULL after exactly the rounded cap), reuse after a run, the
  *     last run's results readable until the next add, a round over more
  *     sockets than the batch holds;
- *   - an empty run, send_batch_free(NULL).
+ *   - an empty run, send_batch_free(NULL);
+ *   - gathered sends: up to SEND_BATCH_GATHER_IOV pieces from the caller's
+ *     iovecs, beside ordinary ones, marked in the results.
  * Every wait is bounded: reads poll with a timeout, and a watchdog alarm
  * ends the test should a run ever wait in the kernel. */
 #include <errno.h>
@@ -381,6 +383,69 @@ static void test_several_pieces(void)
 		CHECK(result_is(b, (unsigned)t, TAG(t), 16 * counts[t], 16 * (size_t)counts[t]));
 	CHECK(arrives(one[1], block, off));
 	close_pair(one);
+	send_batch_free(b);
+}
+
+/* Gathered sends: hundreds of pieces (an HTTP/2 connection's frames for
+ * all its streams) read from the caller's own iovecs, kept until the run;
+ * beside ordinary sends of the same run, marked gathered in the results;
+ * more than SEND_BATCH_GATHER_IOV pieces, or none, are UNFIT. */
+static void test_gathered(void)
+{
+	enum { PIECES = 600, PLEN = 7 };
+	static char data[PIECES * PLEN];
+	static struct iovec iov[SEND_BATCH_GATHER_IOV + 1];
+	int g[2], plain[2], unfit[2];
+	struct send_batch *b = new_batch(8);
+	CHECK(b != NULL);
+	if (!b)
+		return;
+	CHECK(tcp_pair(g, 0));
+	CHECK(unix_pair(plain));
+	CHECK(unix_pair(unfit));
+	pattern(data, sizeof(data), 42);
+	for (int k = 0; k < PIECES; k++)
+		iov[k] = (struct iovec){ .iov_base = data + (size_t)k * PLEN, .iov_len = PLEN };
+	CHECK_EQ_INT(add1(b, plain[0], "first", 5, TAG(0)), SEND_BATCH_QUEUED);
+	CHECK_EQ_INT(send_batch_add_gathered(b, g[0], iov, PIECES, sizeof(data), TAG(1)), SEND_BATCH_QUEUED);
+	CHECK_EQ_INT(add1(b, plain[0], "second", 6, TAG(2)), SEND_BATCH_QUEUED);
+	char spare[SEND_BATCH_GATHER_IOV + 1];
+	memset(spare, 'u', sizeof(spare));
+	struct iovec many[SEND_BATCH_GATHER_IOV + 1];
+	for (int k = 0; k < SEND_BATCH_GATHER_IOV + 1; k++)
+		many[k] = (struct iovec){ .iov_base = spare + k, .iov_len = 1 };
+	CHECK_EQ_INT(send_batch_add_gathered(b, unfit[0], many, SEND_BATCH_GATHER_IOV + 1, sizeof(spare), TAG(9)),
+		     SEND_BATCH_UNFIT);
+	CHECK_EQ_INT(send_batch_add_gathered(b, unfit[0], many, 0, 0, TAG(9)), SEND_BATCH_UNFIT);
+	CHECK_EQ_INT(send_batch_count(b), 3);
+	CHECK_EQ_INT(send_batch_run(b), 3);
+	CHECK(result_is(b, 0, TAG(0), 5, 5));
+	CHECK(result_is(b, 1, TAG(1), (ssize_t)sizeof(data), sizeof(data)));
+	CHECK(result_is(b, 2, TAG(2), 6, 6));
+	CHECK(!send_batch_gathered(b, 0));
+	CHECK(send_batch_gathered(b, 1));
+	CHECK(!send_batch_gathered(b, 2));
+	CHECK(!send_batch_gathered(b, 3)); /* past the run */
+	CHECK(arrives(g[1], data, sizeof(data)));
+	CHECK(arrives(plain[1], "firstsecond", 11));
+	CHECK(nothing_more(unfit[1]));
+	/* The largest gathered send, after a run (its header slots reused). */
+	for (int k = 0; k < SEND_BATCH_GATHER_IOV; k++)
+		iov[k] = (struct iovec){ .iov_base = data + k % PIECES, .iov_len = 1 };
+	for (int r = 0; r < 2; r++) {
+		CHECK_EQ_INT(send_batch_add_gathered(b, g[0], iov, SEND_BATCH_GATHER_IOV, SEND_BATCH_GATHER_IOV, TAG(r)),
+			     SEND_BATCH_QUEUED);
+		CHECK_EQ_INT(send_batch_run(b), 1);
+		CHECK(result_is(b, 0, TAG(r), SEND_BATCH_GATHER_IOV, SEND_BATCH_GATHER_IOV));
+		CHECK(send_batch_gathered(b, 0));
+	}
+	char want[2 * SEND_BATCH_GATHER_IOV];
+	for (int k = 0; k < 2 * SEND_BATCH_GATHER_IOV; k++)
+		want[k] = data[(k % SEND_BATCH_GATHER_IOV) % PIECES];
+	CHECK(arrives(g[1], want, sizeof(want)));
+	close_pair(g);
+	close_pair(plain);
+	close_pair(unfit);
 	send_batch_free(b);
 }
 
@@ -896,5 +961,6 @@ int main(void)
 	test_closed_peer();
 	test_capacity();
 	test_empty();
+	test_gathered();
 	return check_done("test_send_batch");
 }
