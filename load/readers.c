@@ -101,7 +101,15 @@ static void help(const struct tool_opt *t)
 	       "    group of W workers, or --server with --db) gets K events by INSERT.\n"
 	       "    Every reader's ids are checked (missed, repeated, out of order), each\n"
 	       "    event timed to the last reader of all, herald's RSS and CPU summed over\n"
-	       "    its processes, and the floor is load/fanout-floor N --procs W.\n");
+	       "    its processes, and the floor is load/fanout-floor N --procs W --uring.\n"
+	       "    First the system's limits are checked (fs.file-max, fs.nr_open, ulimit -n,\n"
+	       "    the ephemeral ports of a source address, memory): a setting that is short\n"
+	       "    is named with the value to give it, and nothing opens. The kernel's memory\n"
+	       "    per reader (slab, TCP buffers, the caches that grew) is read before and\n"
+	       "    after the opens; the idle phase counts the heartbeats read and herald's\n"
+	       "    CPU per heartbeat (--heartbeat S sets the interval).\n"
+	       "    A million: load/readers 1000000 --procs 55 --workers 55 --events 6\n"
+	       "    --interval 10 (load/bench-million).\n");
 	printf("Exit status: 0 when every reader opened and had every event (in the modes:\n"
 	       "none missed or repeated); 1 otherwise; 2 usage.\n");
 	tool_herald_help();
@@ -245,6 +253,10 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_LONG("--workers", &o->workers, 1, 64, "a number",
 			  "  --workers W        --procs: the herald started here runs as a group of W workers;\n"
 			  "                     with --server, the workers of the group measured (for the floor)\n"),
+		TOOL_SECONDS("--heartbeat", &o->heartbeat, 0.1, 3600,
+			     "  --heartbeat S      --procs: the herald started here sends heartbeats S seconds apart\n"
+			     "                     (heartbeat_interval; with --server, say what it is set to); the\n"
+			     "                     idle phase measures what they cost\n"),
 		TOOL_HELP("  --help             this text\n"),
 		TOOL_END,
 	};
@@ -293,6 +305,8 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		return tool_usage_error("--procs may be at most N");
 	if (o->workers && !o->procs)
 		return tool_usage_error("--workers goes with --procs");
+	if (o->heartbeat > 0 && !o->procs)
+		return tool_usage_error("--heartbeat goes with --procs");
 	if (modes && (o->server || o->tls || o->unix_listener || o->post))
 		return tool_usage_error("--opens, --restart and --soak start their own herald: leave out --server, "
 					"--tls, --unix and --post");
@@ -333,9 +347,11 @@ static void sample_threads(struct run *m)
 		m->threads_max = t;
 }
 
-double run_floor(long n, int over_unix, long writers)
+double run_floor(long n, int over_unix, long writers, int uring, double *cpu_s)
 {
 	char path[4096], arg[32], w[32];
+	if (cpu_s)
+		*cpu_s = NAN;
 	tool_sibling("fanout-floor", path, sizeof(path));
 	snprintf(arg, sizeof(arg), "%ld", n);
 	snprintf(w, sizeof(w), "%ld", writers > 1 ? writers : 1);
@@ -351,10 +367,13 @@ double run_floor(long n, int over_unix, long writers)
 	}
 	if (pid == 0) {
 		dup2(pfd[1], 1);
+		const char *argv[8] = { path, arg, "--json", "--procs", w };
+		int ac = 5;
 		if (over_unix)
-			execl(path, path, arg, "--json", "--unix", "--procs", w, (char *)NULL);
-		else
-			execl(path, path, arg, "--json", "--procs", w, (char *)NULL);
+			argv[ac++] = "--unix";
+		if (uring)
+			argv[ac++] = "--uring";
+		execv(path, (char *const *)argv);
 		fprintf(stderr, "readers: cannot run %s: %s\n", path, strerror(errno));
 		_exit(127);
 	}
@@ -379,6 +398,8 @@ double run_floor(long n, int over_unix, long writers)
 		waitpid(pid, &st, 0);
 	}
 	double v;
+	if (cpu_s && tool_json_number(out, "cpu_ms", &v) == 0)
+		*cpu_s = v / 1e3;
 	if (tool_json_number(out, "last_reader_ms", &v) != 0)
 		return NAN;
 	return v / 1e3;
@@ -394,11 +415,19 @@ static int start_own(struct ctx *x)
 	struct options *o = &x->opt;
 	struct tool_herald *h = &x->h;
 	const char *extra[8] = { NULL };
-	char workers[32];
-	if (o->workers > 1) {
-		snprintf(workers, sizeof(workers), "%ld", o->workers);
-		extra[0] = "--workers";
-		extra[1] = workers;
+	char workers[32], hb[32];
+	if (o->procs) {
+		int e = 0;
+		if (o->workers > 1) {
+			snprintf(workers, sizeof(workers), "%ld", o->workers);
+			extra[e++] = "--workers";
+			extra[e++] = workers;
+		}
+		if (o->heartbeat > 0) {
+			snprintf(hb, sizeof(hb), "%.0fms", o->heartbeat * 1e3);
+			extra[e++] = "--heartbeat-interval";
+			extra[e++] = hb;
+		}
 	} else if (o->tls) {
 		if (o->tls_cert) {
 			snprintf(x->tls.cert_path, sizeof(x->tls.cert_path), "%s", o->tls_cert);
@@ -624,7 +653,7 @@ static int finish(struct ctx *x)
 	if (!o->no_floor && !stop_flag && x->cl->c.opened > 0) {
 		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n",
 			x->cl->c.opened);
-		x->m.floor_s = run_floor(x->cl->c.opened, x->target.family == AF_UNIX, 1);
+		x->m.floor_s = run_floor(x->cl->c.opened, x->target.family == AF_UNIX, 1, 0, NULL);
 	}
 	return report(o, &x->m, x->cl, &x->ev, &x->tls, stop_flag);
 }
@@ -670,7 +699,7 @@ int main(int argc, char **argv)
 	/* With --procs each client process holds its share. */
 	long per = x->opt.procs ? x->opt.n / x->opt.procs + (x->opt.n % x->opt.procs != 0) : x->opt.n;
 	snprintf(what, sizeof(what), "%ld readers%s", per, x->opt.procs ? " in each client process" : "");
-	if (tool_check_fds(per + 64, what) != 0) {
+	if ((x->opt.procs && many_check_limits(&x->opt) != 0) || tool_check_fds(per + 64, what) != 0) {
 		free(x);
 		return 2;
 	}
