@@ -207,6 +207,13 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
  * the writers' CPU seconds for a round, summed. */
 double run_floor(long n, int over_unix, long writers, int uring, double *cpu_s);
 
+/* --procs without --sources: a client process binds one source address per
+ * this many readers of its share. Connect's search for a free port on an
+ * address walks past the ports in use, so it slows as they fill: 16,700
+ * readers from one address each opened at 2,700 a second, from four at
+ * 20,600 (100,000 readers, six client processes). */
+#define MANY_PER_SOURCE 4000
+
 /* ---- readers-million.c --------------------------------------------------------- */
 
 /* Check that N readers over --procs client processes and --workers fit the
