@@ -52,7 +52,7 @@ int many_check_limits(const struct options *o)
 	long n = o->n, procs = o->procs, workers = o->workers ? o->workers : 1;
 	long sources = o->sources > 1 ? o->sources : 1;
 	int short_ = 0;
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], d[32];
 
 	/* Every reader is a socket at each end: the clients' and herald's. */
 	long file_max = read_long_file("/proc/sys/fs/file-max", 0);
@@ -63,7 +63,7 @@ int many_check_limits(const struct options *o)
 			"readers: short: fs.file-max is %s and %s files are open on the system; %s readers need "
 			"%s more (a socket at each end). Set it: sysctl -w fs.file-max=%ld\n",
 			count(file_max, a, sizeof(a)), count(file_used, b, sizeof(b)), count(n, c, sizeof(c)),
-			count(files_need, a, sizeof(a)), file_used + files_need + files_need / 4);
+			count(files_need, d, sizeof(d)), file_used + files_need + files_need / 4);
 		short_ = 1;
 	}
 
