@@ -578,8 +578,8 @@ int main(int argc, char **argv)
 	long n = -1, rounds = 7, procs = 1;
 	int json_only = 0, use_unix = 0, use_uring = 0;
 	const struct tool_opt opts[] = {
-		TOOL_LONG("N", &n, 1, 500000, "a number",
-			  "  N             socket pairs (1 to 500000; each process holds N descriptors,\n"
+		TOOL_LONG("N", &n, 1, 2000000, "a number",
+			  "  N             socket pairs (1 to 2000000; each process holds N descriptors,\n"
 			  "                or its share of them with --procs)\n"),
 		TOOL_LONG("--rounds", &rounds, 1, 1000, "a number",
 			  "  --rounds R    rounds to take the median of (default 7)\n"),

@@ -11,13 +11,15 @@
  * child's receive times compare with the parent's publish times directly.
  *
  *   parent -> child (one pipe each)   EXPECT id: an event was published;
+ *                                     MARK: say how many heartbeats so far;
  *                                     FINISH first last: report and exit
  *   child -> parent (one shared pipe) OPENED: its share has opened (or
  *                                     timed out); EVENT: how many of its
  *                                     readers had an id and when the last
  *                                     did, sent once all its open readers
- *                                     have it (or at FINISH); DONE: its
- *                                     per-reader id check
+ *                                     have it (or at FINISH); MARKED: the
+ *                                     heartbeats so far; DONE: its
+ *                                     per-reader id check (and heartbeats)
  * Every message is one fixed-size write below PIPE_BUF, so the children's
  * messages on the shared pipe never interleave.
  *
@@ -41,7 +43,7 @@
 
 /* ---- the messages -------------------------------------------------------- */
 
-enum { TO_EXPECT = 1, TO_FINISH };
+enum { TO_EXPECT = 1, TO_FINISH, TO_MARK };
 
 struct to_child {
 	int32_t type;
@@ -49,11 +51,12 @@ struct to_child {
 	int64_t first, last; /* TO_FINISH: the ids published, first..last */
 };
 
-enum { UP_OPENED = 1, UP_EVENT, UP_DONE };
+enum { UP_OPENED = 1, UP_EVENT, UP_DONE, UP_MARKED };
 
 struct up_msg {
 	int32_t type, proc;
-	double cpu; /* the child's CPU seconds so far */
+	double cpu;     /* the child's CPU seconds so far */
+	long heartbeats; /* heartbeat comments its readers read so far */
 	/* UP_OPENED */
 	long n, opened, errs[E_KINDS];
 	int64_t t_last_open;
@@ -182,6 +185,10 @@ static void child_command(void *arg)
 			ch->finish = 1;
 			ch->first = m.first;
 			ch->last = m.last;
+		} else if (m.type == TO_MARK) {
+			struct up_msg u = { .type = UP_MARKED, .proc = ch->proc, .cpu = self_cpu() };
+			u.heartbeats = ch->c->c.heartbeats;
+			send_all(ch->up, &u, sizeof(u));
 		}
 	}
 	memmove(ch->in, ch->in + used, ch->in_len - used);
@@ -266,6 +273,7 @@ static int child_main(const struct options *o, const struct tool_addr *target, c
 	struct up_msg m = { .type = UP_OPENED, .proc = proc, .cpu = self_cpu() };
 	m.n = share;
 	m.opened = ch.c->c.opened;
+	m.heartbeats = ch.c->c.heartbeats;
 	memcpy(m.errs, ch.c->c.errs, sizeof(m.errs));
 	m.t_last_open = ch.c->c.t_last_open;
 	send_all(up, &m, sizeof(m));
@@ -281,6 +289,7 @@ static int child_main(const struct options *o, const struct tool_addr *target, c
 		child_verdict(&ch, &d);
 		d.still_open = ch.c->c.open;
 		d.cpu = self_cpu();
+		d.heartbeats = ch.c->c.heartbeats;
 		rc = send_all(up, &d, sizeof(d)) == 0 ? 0 : 1;
 	}
 	client_free(ch.c);
@@ -297,11 +306,11 @@ struct many {
 	int up; /* the children's shared pipe */
 	char in[sizeof(struct up_msg) * 32];
 	size_t in_len;
-	struct up_msg *opened, *done; /* per child, .type 0 until it came */
+	struct up_msg *opened, *done, *marked; /* per child, .type 0 until it came */
 	pid_t *pids;                  /* per child, 0 once found dead early */
 	long alive;                   /* children not found dead early */
 	double *cpu_last;             /* per child, its CPU at its last message */
-	long n_opened, n_done;
+	long n_opened, n_done, n_marked;
 	const struct events *ev;
 	long *ev_count, *ev_reports; /* per event */
 	int64_t *ev_last;
@@ -335,6 +344,9 @@ static void take(struct many *m, const struct up_msg *u)
 	} else if (u->type == UP_DONE && !m->done[u->proc].type) {
 		m->done[u->proc] = *u;
 		m->n_done++;
+	} else if (u->type == UP_MARKED && !m->marked[u->proc].type) {
+		m->marked[u->proc] = *u;
+		m->n_marked++;
 	}
 }
 
@@ -438,8 +450,14 @@ struct many_fig {
 	double cpu_events_s, events_wall_s, cpu_idle_s, idle_wall_s;
 	double client_cpu_open, client_cpu_events, client_max_pct;
 	struct up_msg v; /* the id checks summed */
-	double floor_s;
+	double floor_s, floor_cpu_s; /* the floor's time to the last reader, its writers' CPU a round */
 	int herald_exit;
+	/* The idle phase's heartbeats: the interval herald was given, how
+	 * many the readers read, and the clients' CPU meanwhile. */
+	double hb_interval_s;
+	long hb_idle, hb_events; /* heartbeats read while idle, and while events flowed */
+	double client_cpu_idle;
+	struct kmem_delta kd; /* the kernel's memory over the opens */
 };
 
 static void print_report(const struct many_fig *f, const struct events *ev)
@@ -461,6 +479,24 @@ static void print_report(const struct many_fig *f, const struct events *ev)
 	       tool_fmt_dur(f->med_s, b2, sizeof(b2)), tool_fmt_dur(f->max_s, b3, sizeof(b3)),
 	       tool_fmt_dur(f->floor_s, b4, sizeof(b4)), ratio, per_reader, tool_fmt_dur(cpu_per_event, b5, sizeof(b5)),
 	       f->idle_wall_s > 0 ? f->cpu_idle_s / f->idle_wall_s * 100 : NAN);
+	printf("\n| opens | opens per second | floor (batched sends) | floor CPU per send | herald CPU per event, "
+	       "per reader |\n|---|---|---|---|---|\n");
+	printf("| %s | %.0f | %s | %.2f us | %.2f us |\n\n", tool_fmt_dur(f->open_s, b1, sizeof(b1)),
+	       (double)f->opened / f->open_s, tool_fmt_dur(f->floor_s, b2, sizeof(b2)),
+	       f->floor_cpu_s / (double)f->opened * 1e6, cpu_per_event / (double)f->opened * 1e6);
+	kmem_print(&f->kd, f->opened);
+	double hb_cpu = f->hb_idle > 0 ? f->cpu_idle_s / (double)f->hb_idle : NAN;
+	double per_min = f->opened && f->idle_wall_s > 0 ? f->cpu_idle_s / (double)f->opened / f->idle_wall_s * 60 : NAN;
+	printf("| heartbeat_interval | heartbeats read while events flowed | idle | heartbeats read | per second | herald CPU idle | herald CPU per "
+	       "heartbeat | floor CPU per send | herald CPU per reader per minute | client CPU per heartbeat |\n"
+	       "|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("| %s | %ld | %s | %ld | %.0f | %.1f %% | **%.2f us** | %.2f us | %.2f us | %.2f us |\n",
+	       tool_fmt_dur(f->hb_interval_s, b1, sizeof(b1)), f->hb_events, tool_fmt_dur(f->idle_wall_s, b2, sizeof(b2)),
+	       f->hb_idle,
+	       f->idle_wall_s > 0 ? (double)f->hb_idle / f->idle_wall_s : NAN,
+	       f->idle_wall_s > 0 ? f->cpu_idle_s / f->idle_wall_s * 100 : NAN, hb_cpu * 1e6,
+	       f->floor_cpu_s / (double)f->opened * 1e6, per_min * 1e6,
+	       f->hb_idle > 0 ? f->client_cpu_idle / (double)f->hb_idle * 1e6 : NAN);
 	printf("\n| event | id | readers that had it | missing | publish to the last reader |\n|---|---|---|---|---|"
 	       "\n");
 	for (long k = 0; k < f->published; k++)
@@ -492,6 +528,7 @@ static void print_report(const struct many_fig *f, const struct events *ev)
 		tool_json_int(names[k], f->errs[k]);
 	tool_json_close();
 	tool_json_num("open_ms", f->open_s * 1e3);
+	tool_json_num("opens_per_s", (double)f->opened / f->open_s);
 	tool_json_int("rss_before_kb", f->rss_before);
 	tool_json_int("rss_open_kb", f->rss_open);
 	tool_json_num("rss_per_reader_bytes", per_reader);
@@ -528,7 +565,17 @@ static void print_report(const struct many_fig *f, const struct events *ev)
 	tool_json_int("still_open", f->v.still_open);
 	tool_json_num("floor_ms", f->floor_s * 1e3);
 	tool_json_int("floor_writers", f->workers);
+	tool_json_text("floor_writer", "io_uring");
 	tool_json_num("floor_ratio", ratio);
+	tool_json_num("floor_cpu_per_send_us", f->floor_cpu_s / (double)f->opened * 1e6);
+	kmem_json(&f->kd);
+	tool_json_num("heartbeat_interval_s", f->hb_interval_s);
+	tool_json_num("idle_s", f->idle_wall_s);
+	tool_json_int("heartbeats_idle", f->hb_idle);
+	tool_json_int("heartbeats_events", f->hb_events);
+	tool_json_num("heartbeat_cpu_us", hb_cpu * 1e6);
+	tool_json_num("heartbeat_cpu_per_reader_minute_us", per_min * 1e6);
+	tool_json_num("client_cpu_idle_s", f->client_cpu_idle);
 	tool_json_int("herald_exit", f->herald_exit);
 	tool_json_close();
 }
@@ -579,7 +626,8 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	struct events *ev = pub->ev;
 	pid_t hp = o->server ? (pid_t)o->pid : h->pid;
 	struct many_fig f = { .n = o->n, .procs = o->procs, .workers = o->workers ? o->workers : 1 };
-	f.floor_s = NAN;
+	f.floor_s = f.floor_cpu_s = NAN;
+	f.hb_interval_s = o->heartbeat > 0 ? o->heartbeat : 15;
 	f.open_s = NAN;
 	f.herald_procs = hp ? group_procs(hp) : -1;
 	f.rss_before = hp ? tool_rss_kb(hp, 1) : -1;
@@ -588,6 +636,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	struct many m = { .procs = o->procs, .events = ev->k, .ev = ev, .up = -1 };
 	m.opened = xcalloc((size_t)m.procs, sizeof(*m.opened));
 	m.done = xcalloc((size_t)m.procs, sizeof(*m.done));
+	m.marked = xcalloc((size_t)m.procs, sizeof(*m.marked));
 	m.cpu_last = xcalloc((size_t)m.procs, sizeof(*m.cpu_last));
 	m.ev_count = xcalloc((size_t)m.events, sizeof(long));
 	m.ev_reports = xcalloc((size_t)m.events, sizeof(long));
@@ -599,6 +648,8 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 
 	fprintf(stderr, "readers: opening %ld readers from %ld client processes to %s (herald pid %d)\n", o->n,
 		o->procs, target->text, (int)hp);
+	struct kmem k0, k1;
+	kmem_read(&k0);
 	int64_t t_begin = tool_now_ns();
 	long started = start_children(o, target, request, &m, m.pids, cmd, stop);
 	if (started < m.procs) {
@@ -635,6 +686,10 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	if (t_open)
 		f.open_s = (double)(t_open - t_begin) / 1e9;
 	f.rss_open = hp ? tool_rss_kb(hp, 1) : -1;
+	kmem_read(&k1);
+	kmem_delta(&k0, &k1, f.opened, &f.kd);
+	kmem_free(&k0);
+	kmem_free(&k1);
 	long long ovf1 = tool_tcpext_now("ListenOverflows"), drop1 = tool_tcpext_now("ListenDrops");
 	f.ovf = ovf0 >= 0 && ovf1 >= 0 ? ovf1 - ovf0 : -1;
 	f.drops = drop0 >= 0 && drop1 >= 0 ? drop1 - drop0 : -1;
@@ -682,7 +737,15 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 			f.client_max_pct = pct;
 	}
 
-	/* Idle. */
+	/* Idle: the heartbeats each child's readers read from here on. */
+	struct to_child mark = { .type = TO_MARK };
+	tell_all(cmd, m.procs, &mark);
+	deadline = tool_now_s() + 10;
+	while (m.n_marked < m.alive && !*stop && tool_now_s() < deadline) {
+		if (pump(&m, 50) < 0)
+			break;
+		reap(&m);
+	}
 	double cpu_i = server_cpu(hp), t_i = tool_now_s();
 	if (o->idle > 0 && f.opened > 0 && !*stop) {
 		fprintf(stderr, "readers: idle for %g s\n", o->idle);
@@ -719,6 +782,12 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	close(m.up);
 	for (long i = 0; i < m.procs; i++) {
 		const struct up_msg *d = &m.done[i];
+		if (m.marked[i].type)
+			f.hb_events += m.marked[i].heartbeats - m.opened[i].heartbeats;
+		if (d->type && m.marked[i].type) {
+			f.hb_idle += d->heartbeats - m.marked[i].heartbeats;
+			f.client_cpu_idle += d->cpu - m.marked[i].cpu;
+		}
 		f.v.checked += d->checked;
 		f.v.complete += d->complete;
 		f.v.still_open += d->still_open;
@@ -749,9 +818,9 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	if (!o->no_floor && !*stop && f.opened > 0) {
 		fprintf(stderr,
 			"readers: measuring the kernel's floor for %ld readers over %ld writers "
-			"(load/fanout-floor)\n",
+			"(load/fanout-floor --uring)\n",
 			f.opened, f.workers);
-		f.floor_s = run_floor(f.opened, 0, f.workers);
+		f.floor_s = run_floor(f.opened, 0, f.workers, 1, &f.floor_cpu_s);
 	}
 	print_report(&f, ev);
 
@@ -762,6 +831,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 		 !f.v.disorder && !missing && !f.failed && f.published == ev->k && f.herald_exit == 0 && !*stop;
 	free(m.opened);
 	free(m.done);
+	free(m.marked);
 	free(m.cpu_last);
 	free(m.ev_count);
 	free(m.ev_reports);

@@ -97,12 +97,25 @@ static void help(const struct tool_opt *t)
 	       "    and health requests in turn); herald's RSS and CPU every --sample seconds,\n"
 	       "    the RSS slope after --warmup, and every reader's ids checked.\n"
 	       "  --procs P [--workers W]: the N readers spread over P client processes,\n"
-	       "    process i binding to 127.0.i+1.1 (.. 127.0.i+1.K with --sources K), so\n"
+	       "    process i binding to 127.0.i+1.1 .. 127.0.i+1.K (--sources K; by default\n"
+	       "    one address per %d readers of its share: the kernel's search for a free\n"
+	       "    source port slows as an address's ports fill, 100,000 readers over six\n"
+	       "    processes opened in 37 s from one address each, 4.9 s from four), so\n",
+	       MANY_PER_SOURCE);
+	printf(
 	       "    each has its own ports and open-file limit; herald (started here as a\n"
 	       "    group of W workers, or --server with --db) gets K events by INSERT.\n"
 	       "    Every reader's ids are checked (missed, repeated, out of order), each\n"
 	       "    event timed to the last reader of all, herald's RSS and CPU summed over\n"
-	       "    its processes, and the floor is load/fanout-floor N --procs W.\n"
+	       "    its processes, and the floor is load/fanout-floor N --procs W --uring.\n"
+	       "    First the system's limits are checked (fs.file-max, fs.nr_open, ulimit -n,\n"
+	       "    the ephemeral ports of a source address, memory): a setting that is short\n"
+	       "    is named with the value to give it, and nothing opens. The kernel's memory\n"
+	       "    per reader (slab, TCP buffers, the caches that grew) is read before and\n"
+	       "    after the opens; the idle phase counts the heartbeats read and herald's\n"
+	       "    CPU per heartbeat (--heartbeat S sets the interval).\n"
+	       "    A million: load/readers 1000000 --procs 55 --workers 55 --events 6\n"
+	       "    --interval 10 (load/bench-million).\n"
 	       "  --h2c [--streams-per-conn K]: the N readers as HTTP/2 streams, K (100) on\n"
 	       "    each h2c connection (prior knowledge), on nghttp2's client side; the same\n"
 	       "    phases (open, --events K by INSERT or POST, herald's CPU per event), every\n"
@@ -255,6 +268,10 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		TOOL_LONG("--streams-per-conn", &o->streams_per_conn, 1, 10000, "a number",
 			  "  --streams-per-conn K\n"
 			  "                     --h2c: streams on each connection (default 100)\n"),
+		TOOL_SECONDS("--heartbeat", &o->heartbeat, 0.1, 3600,
+			     "  --heartbeat S      --procs: the herald started here sends heartbeats S seconds apart\n"
+			     "                     (heartbeat_interval; with --server, say what it is set to); the\n"
+			     "                     idle phase measures what they cost\n"),
 		TOOL_HELP("  --help             this text\n"),
 		TOOL_END,
 	};
@@ -308,6 +325,13 @@ static int parse_args(struct ctx *x, int argc, char **argv)
 		return tool_usage_error("--streams-per-conn goes with --h2c");
 	if (o->workers && !o->procs)
 		return tool_usage_error("--workers goes with --procs");
+	if (o->heartbeat > 0 && !o->procs)
+		return tool_usage_error("--heartbeat goes with --procs");
+	if (o->procs && !o->sources) {
+		long share = o->n / o->procs + (o->n % o->procs != 0);
+		long k = (share + MANY_PER_SOURCE - 1) / MANY_PER_SOURCE;
+		o->sources = k < 1 ? 1 : k > 254 ? 254 : k;
+	}
 	if (modes && (o->server || o->tls || o->unix_listener || o->post))
 		return tool_usage_error("--opens, --restart and --soak start their own herald: leave out --server, "
 					"--tls, --unix and --post");
@@ -348,9 +372,11 @@ static void sample_threads(struct run *m)
 		m->threads_max = t;
 }
 
-double run_floor(long n, int over_unix, long writers)
+double run_floor(long n, int over_unix, long writers, int uring, double *cpu_s)
 {
 	char path[4096], arg[32], w[32];
+	if (cpu_s)
+		*cpu_s = NAN;
 	tool_sibling("fanout-floor", path, sizeof(path));
 	snprintf(arg, sizeof(arg), "%ld", n);
 	snprintf(w, sizeof(w), "%ld", writers > 1 ? writers : 1);
@@ -366,10 +392,13 @@ double run_floor(long n, int over_unix, long writers)
 	}
 	if (pid == 0) {
 		dup2(pfd[1], 1);
+		const char *argv[8] = { path, arg, "--json", "--procs", w };
+		int ac = 5;
 		if (over_unix)
-			execl(path, path, arg, "--json", "--unix", "--procs", w, (char *)NULL);
-		else
-			execl(path, path, arg, "--json", "--procs", w, (char *)NULL);
+			argv[ac++] = "--unix";
+		if (uring)
+			argv[ac++] = "--uring";
+		execv(path, (char *const *)argv);
 		fprintf(stderr, "readers: cannot run %s: %s\n", path, strerror(errno));
 		_exit(127);
 	}
@@ -394,6 +423,8 @@ double run_floor(long n, int over_unix, long writers)
 		waitpid(pid, &st, 0);
 	}
 	double v;
+	if (cpu_s && tool_json_number(out, "cpu_ms", &v) == 0)
+		*cpu_s = v / 1e3;
 	if (tool_json_number(out, "last_reader_ms", &v) != 0)
 		return NAN;
 	return v / 1e3;
@@ -409,11 +440,19 @@ static int start_own(struct ctx *x)
 	struct options *o = &x->opt;
 	struct tool_herald *h = &x->h;
 	const char *extra[8] = { NULL };
-	char workers[32], streams[32];
-	if (o->workers > 1) {
-		snprintf(workers, sizeof(workers), "%ld", o->workers);
-		extra[0] = "--workers";
-		extra[1] = workers;
+	char workers[32], streams[32], hb[32];
+	if (o->procs) {
+		int e = 0;
+		if (o->workers > 1) {
+			snprintf(workers, sizeof(workers), "%ld", o->workers);
+			extra[e++] = "--workers";
+			extra[e++] = workers;
+		}
+		if (o->heartbeat > 0) {
+			snprintf(hb, sizeof(hb), "%.0fms", o->heartbeat * 1e3);
+			extra[e++] = "--heartbeat-interval";
+			extra[e++] = hb;
+		}
 	} else if (o->h2c && o->streams_per_conn > 100) {
 		/* herald's default is 100 streams a connection. */
 		snprintf(streams, sizeof(streams), "%ld", o->streams_per_conn);
@@ -644,7 +683,7 @@ static int finish(struct ctx *x)
 	if (!o->no_floor && !stop_flag && x->cl->c.opened > 0) {
 		fprintf(stderr, "readers: measuring the kernel's floor for %ld readers (load/fanout-floor)\n",
 			x->cl->c.opened);
-		x->m.floor_s = run_floor(x->cl->c.opened, x->target.family == AF_UNIX, 1);
+		x->m.floor_s = run_floor(x->cl->c.opened, x->target.family == AF_UNIX, 1, 0, NULL);
 	}
 	return report(o, &x->m, x->cl, &x->ev, &x->tls, stop_flag);
 }
@@ -690,7 +729,7 @@ int main(int argc, char **argv)
 	/* With --procs each client process holds its share. */
 	long per = x->opt.procs ? x->opt.n / x->opt.procs + (x->opt.n % x->opt.procs != 0) : x->opt.n;
 	snprintf(what, sizeof(what), "%ld readers%s", per, x->opt.procs ? " in each client process" : "");
-	if (tool_check_fds(per + 64, what) != 0) {
+	if ((x->opt.procs && many_check_limits(&x->opt) != 0) || tool_check_fds(per + 64, what) != 0) {
 		free(x);
 		return 2;
 	}

@@ -28,7 +28,10 @@
  *   readers-many.c     --procs: the readers spread over several client
  *                      processes (for more than one process's open files),
  *                      each reporting per event over a pipe; herald as a
- *                      group of --workers
+ *                      group of --workers; the heartbeats' cost while idle
+ *   readers-million.c  --procs: the system's limits checked before a run
+ *                      (descriptors, ports, memory), and the kernel's
+ *                      memory per reader read before and after the opens
  *
  * The epoll client, its TLS and its event records are the tools' shared
  * SSE client (sse-client.h). The one upward path, the publisher's POST
@@ -75,6 +78,7 @@ struct options {
 	long workers;   /* --workers W: herald's workers (started here, or measured) */
 	int h2c;               /* --h2c: the readers are HTTP/2 streams */
 	long streams_per_conn; /* --streams-per-conn K: streams on each h2c connection */
+	double heartbeat; /* --heartbeat S: herald's heartbeat_interval (0: its own) */
 };
 
 /* A reading of the server's CPU (and this client's) at one moment. */
@@ -211,9 +215,58 @@ int h2c_run(const struct options *o, struct tool_herald *h, const struct tool_ad
 	    volatile int *stop);
 
 /* Run load/fanout-floor N --json (--unix when over_unix, --procs W when
- * writers > 1) and return its median time to the last reader in seconds,
- * NAN when it could not run. */
-double run_floor(long n, int over_unix, long writers);
+ * writers > 1, --uring when uring) and return its median time to the last
+ * reader in seconds, NAN when it could not run; *cpu_s (when not NULL) is
+ * the writers' CPU seconds for a round, summed. */
+double run_floor(long n, int over_unix, long writers, int uring, double *cpu_s);
+
+/* --procs without --sources: a client process binds one source address per
+ * this many readers of its share. Connect's search for a free port on an
+ * address walks past the ports in use, so it slows as they fill: 16,700
+ * readers from one address each opened at 2,700 a second, from four at
+ * 20,600 (100,000 readers, six client processes). */
+#define MANY_PER_SOURCE 4000
+
+/* ---- readers-million.c --------------------------------------------------------- */
+
+/* Check that N readers over --procs client processes and --workers fit the
+ * system (fs.file-max, fs.nr_open, ulimit -n, the ephemeral ports of a
+ * source address, memory). Returns 0, or -1 after naming each setting that
+ * is short and the value to give it. */
+int many_check_limits(const struct options *o);
+
+struct slab_row {
+	char name[48];
+	long bytes; /* objects allocated times their size */
+};
+
+/* The kernel's memory at one moment. */
+struct kmem {
+	long slab_kb, sunreclaim_kb, avail_kb;   /* /proc/meminfo */
+	long sockets, tcp_inuse, tcp_mem_pages;  /* /proc/net/sockstat, -1 unknown */
+	struct slab_row *rows;                   /* /proc/slabinfo, by name */
+	size_t nrows, cap;
+	int slabinfo;                            /* it was readable (root) */
+};
+
+#define KMEM_TOP 6
+
+/* What grew between two readings, per reader. */
+struct kmem_delta {
+	double kernel_per_reader;  /* slab plus TCP buffers */
+	double slab_per_reader;
+	double buffers_per_reader; /* NAN unknown */
+	long sockets;
+	struct slab_row top[KMEM_TOP]; /* the caches that grew most (bytes grown) */
+	size_t ntop;
+};
+
+int kmem_read(struct kmem *k);
+void kmem_free(struct kmem *k);
+void kmem_delta(const struct kmem *a, const struct kmem *b, long readers, struct kmem_delta *d);
+/* Its table (markdown), and its JSON members inside an open object. */
+void kmem_print(const struct kmem_delta *d, long readers);
+void kmem_json(const struct kmem_delta *d);
 
 /* ---- readers-report.c ------------------------------------------------------------ */
 

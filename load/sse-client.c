@@ -274,6 +274,10 @@ static void line_done(struct client *c, long i, const char *line, size_t len, in
 	}
 	size_t p;
 	int is_data = 0;
+	if (len == 4 && memcmp(line, ": hb", 4) == 0) {
+		c->c.heartbeats++; /* herald's heartbeat comment */
+		return;
+	}
 	if (len >= 4 && memcmp(line, "id:", 3) == 0)
 		p = 3;
 	else if (c->frame && len >= 6 && memcmp(line, "data:", 5) == 0 && !r->frame_stamp)

@@ -142,6 +142,7 @@ struct counts {
 	 * reconnect, reconnects that opened, and why reconnects failed. */
 	long ended, down, reopened;
 	long reconnect_errs[E_KINDS];
+	long heartbeats; /* ": hb" lines read by every reader together */
 	int64_t t_last_reopen;
 };
 

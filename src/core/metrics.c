@@ -94,6 +94,7 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->batched_sealed_sends += from->batched_sealed_sends;
 	to->readers_to_catchup += from->readers_to_catchup;
 	to->readers_stalled_closed += from->readers_stalled_closed;
+	to->heartbeats_sent += from->heartbeats_sent;
 	to->readers_rotated += from->readers_rotated;
 	to->readers_expired += from->readers_expired;
 	to->token_verifications += from->token_verifications;
@@ -344,6 +345,8 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, si
 	    (double)m->readers_to_catchup);
 	put(&o, "herald_readers_stalled_closed_total", "counter", "Readers closed for not reading.",
 	    (double)m->readers_stalled_closed);
+	put(&o, "herald_heartbeats_total", "counter", "Heartbeat comments sent to readers sent nothing for an interval.",
+	    (double)m->heartbeats_sent);
 	put(&o, "herald_readers_rotated_total", "counter", "Streams ended by rotate_after.",
 	    (double)m->readers_rotated);
 	put(&o, "herald_resets_sent_total", "counter", "Reset events sent.", (double)m->resets_sent);

@@ -54,6 +54,7 @@ struct metrics {
 	uint64_t batched_sealed_sends; /* of them, TLS records sealed by herald (parked streams) */
 	uint64_t readers_to_catchup; /* moves from live to catch-up */
 	uint64_t readers_stalled_closed;
+	uint64_t heartbeats_sent; /* heartbeat comments queued to idle readers */
 	uint64_t readers_rotated;
 	uint64_t readers_expired;     /* streams ended because their token expired */
 	uint64_t token_verifications; /* signatures of signed tokens checked */

@@ -27,11 +27,11 @@
 #define CATCHUP_PAGE 128 /* rows read per store call for one catch-up reader */
 #define CATCHUP_PAGES 8  /* store calls per drain before yielding to the loop */
 #define NO_INOTIFY_POLL_MS 1000
-#define HEARTBEAT_SLOTS 4 /* turns per heartbeat_interval in which readers are visited */
 
+/* The time between turns: every reader is visited every half interval. */
 static uint64_t heartbeat_tick_ms(const struct hub *h)
 {
-	uint64_t t = (uint64_t)h->cfg->heartbeat_interval_ms / HEARTBEAT_SLOTS;
+	uint64_t t = (uint64_t)h->cfg->heartbeat_interval_ms / (2 * HEARTBEAT_SLOTS);
 	return t ? t : 1;
 }
 
@@ -296,18 +296,25 @@ static void on_store_fatal(void *arg)
 	h->on_fatal(h->fatal_arg);
 }
 
-/* Every reader is visited once per heartbeat_interval, in one of
- * HEARTBEAT_SLOTS turns spread over the interval (readers are dealt into
+/* Every reader is visited twice per heartbeat_interval, in one of
+ * HEARTBEAT_SLOTS turns spread over each half (readers are dealt into
  * slots as they arrive), so 10,000 readers never get their heartbeats in
  * one burst. With no readers the timer stops (hub_open starts it again). A
- * visit sends a heartbeat to a reader whose queue is empty and that has had
- * nothing for half an interval (so at most 1.5 intervals of silence),
- * closes one that accepted no bytes for stall_timeout, and ends a stream
- * due for rotation. */
+ * visit sends a heartbeat to a reader whose queue is empty and that has
+ * been sent nothing for (nearly) a whole interval, so a reader that events
+ * reach at least once an interval gets none, an idle one gets one per
+ * interval, and none is silent for more than 1.5 intervals. The sixteenth
+ * of an interval spared is for the time between queuing a heartbeat and
+ * its write (the stream round's gap, a late turn): without it the visit one
+ * interval after a heartbeat could find it a few milliseconds short and
+ * wait another half interval. The heartbeat goes out with the next stream
+ * round, in its batch of sends. A visit also closes a reader that accepted
+ * no bytes for stall_timeout and ends a stream due for rotation. */
 static void sweep_list(struct hub *h, struct list *l, unsigned slot)
 {
 	uint64_t now = loop_now(h->lp);
-	uint64_t quiet = (uint64_t)h->cfg->heartbeat_interval_ms / 2;
+	uint64_t interval = (uint64_t)h->cfg->heartbeat_interval_ms;
+	uint64_t quiet = interval - interval / 16;
 	uint64_t stall = (uint64_t)h->cfg->stall_timeout_ms;
 	struct list_node *n, *next;
 	list_each(l, n, next) {
@@ -321,8 +328,10 @@ static void sweep_list(struct hub *h, struct list *l, unsigned slot)
 		}
 		uint64_t idle = r->ops->idle_ms(r->sink);
 		if (r->ops->queued(r->sink) == 0) {
-			if (idle >= quiet)
+			if (idle >= quiet) {
+				h->m->heartbeats_sent++;
 				r->ops->send(r->sink, h->heartbeat, 0, true);
+			}
 		} else if (idle >= stall) {
 			h->m->readers_stalled_closed++;
 			log_info("closing stream of %s: no bytes accepted for %llu ms", r->client,
@@ -332,15 +341,22 @@ static void sweep_list(struct hub *h, struct list *l, unsigned slot)
 	}
 }
 
+/* A turn: visit its slot's readers, then sleep until the next turn that
+ * has readers (a few readers, or one, wake the process once per half
+ * interval, not at every turn). */
 static void heartbeat_tick(void *arg)
 {
 	struct hub *h = arg;
 	unsigned slot = h->sweep_slot;
-	h->sweep_slot = (h->sweep_slot + 1) % HEARTBEAT_SLOTS;
 	sweep_list(h, &h->live, slot);
 	sweep_list(h, &h->catchup, slot);
-	if (hub_readers(h))
-		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
+	if (!hub_readers(h))
+		return;
+	unsigned k = 1;
+	while (k < HEARTBEAT_SLOTS && !h->slot_readers[(slot + k) % HEARTBEAT_SLOTS])
+		k++;
+	h->sweep_slot = (slot + k) % HEARTBEAT_SLOTS;
+	loop_timer_start(h->lp, &h->heartbeat_timer, k * heartbeat_tick_ms(h), heartbeat_tick, h);
 }
 
 struct hub *hub_new(struct loop *lp, struct store *st, const struct config *cfg, struct metrics *m,
@@ -495,6 +511,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 	if (spec->rotate_after_ms > 0)
 		r->rotate_at = rotation_due(r->opened_ms, spec->rotate_after_ms);
 	r->slot = h->next_slot;
+	h->slot_readers[r->slot]++;
 	h->next_slot = (h->next_slot + 1) % HEARTBEAT_SLOTS;
 	if (!loop_timer_active(&h->heartbeat_timer))
 		loop_timer_start(h->lp, &h->heartbeat_timer, heartbeat_tick_ms(h), heartbeat_tick, h);
@@ -544,6 +561,8 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 /* Take r off the list of its mode. */
 static void unlist(struct hub *h, struct reader *r)
 {
+	if (r->mode != READER_ENDED)
+		h->slot_readers[r->slot]--;
 	if (r->mode == READER_LIVE) {
 		live_del(h, r);
 	} else if (r->mode == READER_CATCHUP) {

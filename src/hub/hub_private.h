@@ -23,6 +23,8 @@
  * queue. */
 #define CATCHUP_PASS_NS 1000000
 
+#define HEARTBEAT_SLOTS 4 /* turns in which readers are visited, twice per heartbeat_interval */
+
 enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
 
 struct reader {
@@ -86,6 +88,7 @@ struct hub {
 	uint64_t pass_spent_ns;            /* catch-up reads in that pass so far */
 	unsigned sweep_slot;               /* the heartbeat turn due next */
 	unsigned next_slot;                /* the turn the next new reader joins */
+	size_t slot_readers[HEARTBEAT_SLOTS]; /* readers on a list, by turn */
 };
 
 #endif

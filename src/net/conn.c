@@ -130,6 +130,40 @@ static void send_stalled(struct conn *c)
 	loop_timer_start(c->pool->lp, &c->timer, limit - (now - c->last_progress), on_timeout, c);
 }
 
+static int fill(struct conn *c);
+static void return_read_buffer(struct conn *c);
+static void drop_read_buffer(struct conn *c);
+
+/* header_timeout is up for c, but its request may be whole in the socket:
+ * a loop pass takes at most 128 wake-ups and runs the due timers after
+ * them, so under a flood of wake-ups (accepts, readers' sockets taking
+ * bytes again) a connection's may wait in epoll's ready list behind the
+ * pass in which its timer comes due. The client has sent its request in
+ * time; herald has not looked. Read what is there first, and only a
+ * request that is still not whole is late. Returns whether c was dealt
+ * with (its request answered, refused for what it is, handed on, or the
+ * connection closed); false leaves c as it was for the 408. */
+static bool read_before_refusing(struct conn *c)
+{
+	if (c->fd < 0 || c->peer_eof)
+		return false;
+	uint64_t requests = c->pool->m->requests;
+	size_t queued = c->out.len;
+	if (fill(c) < 0)
+		return true;
+	conn_process(c);
+	return_read_buffer(c);
+	if (c->state == CONN_CLOSED)
+		return true;
+	if (!c->rlen)
+		drop_read_buffer(c);
+	bool dealt = c->state != CONN_READING || c->pool->m->requests != requests || c->out.len != queued ||
+		     c->close_after_flush;
+	if (dealt)
+		conn_update_events(c);
+	return dealt;
+}
+
 static void on_timeout(void *arg)
 {
 	struct conn *c = arg;
@@ -153,6 +187,8 @@ static void on_timeout(void *arg)
 	} else if (c->state == CONN_READING && c->rlen == 0 && c->served) {
 		conn_close(c, NULL); /* idle keep-alive connection */
 	} else if (c->state == CONN_READING) {
+		if (read_before_refusing(c))
+			return;
 		conn_refuse(c, 408, "header_timeout",
 			    c->rlen ? "request not complete within header_timeout" : "no request within header_timeout",
 			    NULL);

@@ -337,6 +337,57 @@ def test_readers_procs_over_a_group_of_workers():
 test_readers_procs_over_a_group_of_workers.timeout = 60
 
 
+def test_readers_procs_twenty_thousand_over_four_workers():
+    """The million's run scaled down: 20,000 readers over four client
+    processes against four workers; every reader had every event once and
+    in order, the opens, the kernel's memory per reader, the heartbeats of
+    the idle phase and their cost, and the floor with batched sends."""
+    herald = os.path.abspath(harness.HERALD_BIN)
+    code, out, err, js = run("readers", 20000, "--procs", 4, "--workers", 4, "--events", 2, "--interval", 0.5,
+                             "--heartbeat", 1, "--idle", 2.5, "--open-timeout", 30, timeout=55,
+                             env={"HERALD_BIN": herald})
+    assert js["n"] == 20000 and js["procs"] == 4 and js["workers"] == 4 and js["herald_processes"] == 5, js
+    assert js["opened"] == 20000 and js["open_errors"] == 0 and js["opens_per_s"] > 0, js
+    assert js["readers_checked"] == js["readers_complete"] == 20000, js
+    assert js["ids_missed"] == js["ids_duplicated"] == js["ids_out_of_order"] == 0, js
+    assert all(e["received"] == 20000 for e in js["events"]), js["events"]
+    # Each reader is two sockets here (the client's and herald's).
+    assert js["kernel_sockets_opened"] > 30000, js
+    assert js["kernel_bytes_per_reader"] > 1000, js
+    # Readers idle past an interval read heartbeats, and herald's CPU for
+    # them is a figure.
+    assert js["heartbeat_interval_s"] == 1 and js["heartbeats_idle"] > 10000 and js["heartbeats_events"] >= 0, js
+    assert js["heartbeat_cpu_us"] > 0 and js["heartbeat_cpu_per_reader_minute_us"] > 0, js
+    assert js["floor_writer"] == "io_uring" and js["floor_writers"] == 4 and js["floor_ms"] > 0, js
+    assert js["floor_cpu_per_send_us"] > 0, js
+    assert "herald CPU per heartbeat" in out and "kernel memory per reader" in out, out
+
+
+test_readers_procs_twenty_thousand_over_four_workers.timeout = 60
+
+
+def test_readers_procs_says_which_limit_is_short():
+    """A run the system cannot hold is refused before anything opens, with
+    the setting that is short and what to set (here the open-file limit,
+    lowered for the tool: 20,000 readers over two processes need about
+    10,000 descriptors each)."""
+    import resource
+
+    def low():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+
+    p = subprocess.run([tool("readers"), "20000", "--procs", "2", "--workers", "2"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=20, cwd=ROOT, preexec_fn=low,
+                       env=dict(os.environ, HERALD_BIN=os.path.abspath(harness.HERALD_BIN)))
+    err = p.stderr.decode()
+    assert p.returncode == 2, (p.returncode, err)
+    assert "short: ulimit -n allows 4,096" in err and "ulimit -Hn" in err, err
+    assert "nothing was opened" in err and "started herald" not in err, err
+
+
+test_readers_procs_says_which_limit_is_short.alone = False
+
+
 def test_backlog_experiment_small():
     code, out, err, js = run("backlog-experiment", "--readers", 20, "--opens", 20, "--backlogs", "5,64",
                              "--events", 2, "--interval", 0.1, "--idle", 0.2, "--no-floor", timeout=60)

@@ -315,3 +315,47 @@ def test_refusal_log_lines_name_the_request():
             check_refusal(*c.read_response(), 408)
         h.wait_log(r"refused 127\.0\.0\.1 GET /api/slow: 408 ", timeout=5)
         assert not re.search(r"refused 127\.0\.0\.1 GET /api/health", h.log()), h.log()[-3000:]
+
+
+def test_request_in_the_socket_is_read_before_408():
+    # A request that arrived within header_timeout is served even when its
+    # wake-up waits in epoll's ready list behind more than a pass takes (128)
+    # as the timer comes due. 300 connections are accepted (their first read
+    # finds nothing, their timers start), herald is stopped, every request is
+    # sent, and header_timeout passes while herald cannot run (the one sleep:
+    # there is no state to wait for in a stopped process). On resuming, the
+    # first pass takes 128 wake-ups and then the due timers, which used to
+    # answer the other 172 with 408 without looking at their sockets.
+    import os
+    import signal
+    from harness import connect
+    n = 300
+    with Herald(args=["--header-timeout", "300ms", "--per-address-limit", "0"]) as h:
+        socks = [connect(h.port) for _ in range(n)]
+        try:
+            def accepted():
+                st, _, body = request(h.port, "GET", "/api/health")
+                return st == 200 and json.loads(body)["connections"] >= n + 1
+            wait_until(accepted, timeout=10, what="every connection accepted")
+            os.kill(h.pid, signal.SIGSTOP)
+            try:
+                for s in socks:
+                    s.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                time.sleep(0.6)
+            finally:
+                os.kill(h.pid, signal.SIGCONT)
+            statuses = {}
+            for s in socks:
+                s.settimeout(10)
+                buf = b""
+                while b"\r\n" not in buf:
+                    d = s.recv(4096)
+                    if not d:
+                        break
+                    buf += d
+                st = int(buf.split(b" ")[1]) if buf.startswith(b"HTTP/1.1 ") else 0
+                statuses[st] = statuses.get(st, 0) + 1
+            assert statuses == {200: n}, statuses
+        finally:
+            for s in socks:
+                s.close()

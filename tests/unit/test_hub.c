@@ -39,6 +39,7 @@ struct fake {
 	int64_t got[FAKE_MAX];
 	size_t ngot;
 	size_t resets, heartbeats;
+	uint64_t idle_ms; /* what the sink says of the client's last progress */
 	bool ended, closed;
 	bool close_on_send; /* gone: the next send finds the connection closed */
 };
@@ -95,8 +96,7 @@ static size_t fake_queued(const void *sink)
 
 static uint64_t fake_idle_ms(const void *sink)
 {
-	(void)sink;
-	return 0;
+	return ((const struct fake *)sink)->idle_ms;
 }
 
 static void fake_end(void *sink)
@@ -1224,6 +1224,45 @@ static void test_fanout_of_large_rows_spans_passes(void)
 	teardown(&fx);
 }
 
+/* Heartbeats go only to readers sent nothing for an interval: a reader
+ * sent something 0.6 intervals ago is visited and left alone, an idle one
+ * gets one (every reader is visited twice an interval, so over 1.2
+ * intervals each is visited at least twice). */
+static void test_heartbeat_only_after_a_quiet_interval(void)
+{
+	struct fixture fx;
+	setup(&fx, 1 << 20);
+	fx.cfg.heartbeat_interval_ms = 400;
+	hub_reconfigure(fx.h);
+	struct fake *busy[HEARTBEAT_SLOTS], *idle[HEARTBEAT_SLOTS];
+	for (int i = 0; i < HEARTBEAT_SLOTS; i++) {
+		busy[i] = open_reader(&fx, -1, false, NULL);
+		busy[i]->idle_ms = 240;
+		idle[i] = open_reader(&fx, -1, false, NULL);
+		idle[i]->idle_ms = 400;
+	}
+	spin(&fx, 480);
+	size_t to_busy = 0, to_idle = 0;
+	for (int i = 0; i < HEARTBEAT_SLOTS; i++) {
+		drain(busy[i]);
+		drain(idle[i]);
+		to_busy += busy[i]->heartbeats;
+		CHECK(idle[i]->heartbeats >= 1);
+		to_idle += idle[i]->heartbeats;
+	}
+	CHECK_EQ_INT(to_busy, 0);
+	CHECK_EQ_INT(fx.m.heartbeats_sent, to_idle);
+	for (int i = 0; i < HEARTBEAT_SLOTS; i++) {
+		fake_close(busy[i]);
+		fake_close(idle[i]);
+		fake_free(busy[i]);
+		fake_free(idle[i]);
+		free(busy[i]);
+		free(idle[i]);
+	}
+	teardown(&fx);
+}
+
 int main(void)
 {
 	/* A reader linked twice in the index makes a walk loop forever: let
@@ -1249,6 +1288,7 @@ int main(void)
 	test_index_closed_mid_fanout();
 	test_index_end();
 	test_late_visible_commit_reaches_reader();
+	test_heartbeat_only_after_a_quiet_interval();
 	rm_tree();
 	return check_done("test_hub");
 }
