@@ -115,7 +115,7 @@ static void help(const struct tool_opt *t)
 	       "    after the opens; the idle phase counts the heartbeats read and herald's\n"
 	       "    CPU per heartbeat (--heartbeat S sets the interval).\n"
 	       "    A million: load/readers 1000000 --procs 55 --workers 55 --events 6\n"
-	       "    --interval 10 (load/bench-million).\n"
+	       "    --interval 10.\n"
 	       "  --h2c [--streams-per-conn K]: the N readers as HTTP/2 streams, K (100) on\n"
 	       "    each h2c connection (prior knowledge), on nghttp2's client side; the same\n"
 	       "    phases (open, --events K by INSERT or POST, herald's CPU per event), every\n"
