@@ -54,18 +54,21 @@ static void jwk_members(EVP_PKEY *k, char *out, size_t len)
 	if (EVP_PKEY_is_a(k, "RSA")) {
 		bn_param(k, OSSL_PKEY_PARAM_RSA_N, 0, a);
 		bn_param(k, OSSL_PKEY_PARAM_RSA_E, 0, b);
-		snprintf(out, len, "\"kty\":\"RSA\",\"n\":\"%s\",\"e\":\"%s\"", a, b);
+		if (snprintf(out, len, "\"kty\":\"RSA\",\"n\":\"%s\",\"e\":\"%s\"", a, b) >= (int)len)
+			abort(); /* the caller's room is sized for these keys */
 	} else if (EVP_PKEY_is_a(k, "EC")) {
 		bn_param(k, OSSL_PKEY_PARAM_EC_PUB_X, 32, a);
 		bn_param(k, OSSL_PKEY_PARAM_EC_PUB_Y, 32, b);
-		snprintf(out, len, "\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"", a, b);
+		if (snprintf(out, len, "\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"", a, b) >= (int)len)
+			abort(); /* the caller's room is sized for these keys */
 	} else {
 		unsigned char raw[32];
 		size_t n = sizeof(raw);
 		if (!EVP_PKEY_get_raw_public_key(k, raw, &n))
 			abort();
 		b64url(raw, n, a);
-		snprintf(out, len, "\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"%s\"", a);
+		if (snprintf(out, len, "\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"x\":\"%s\"", a) >= (int)len)
+			abort(); /* the caller's room is sized for these keys */
 	}
 }
 
