@@ -68,7 +68,7 @@
 #define RING_RELEASE_CAP 4
 static void on_io(void *arg, uint32_t events);
 static void conn_process(struct conn *c);
-static void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
+void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
 static void schedule_flush(struct conn *c);
 
 static uint32_t wanted_events(const struct conn *c)
@@ -96,7 +96,7 @@ static uint32_t wanted_events(const struct conn *c)
 	return transport_events(&c->tp, ev);
 }
 
-static void conn_update_events(struct conn *c)
+void conn_update_events(struct conn *c)
 {
 	if (c->state == CONN_CLOSED)
 		return;
@@ -113,7 +113,7 @@ static void conn_update_events(struct conn *c)
 		schedule_flush(c);
 }
 
-static void start_request_timer(struct conn *c);
+void start_request_timer(struct conn *c);
 static void on_timeout(void *arg);
 
 /* Output is waiting for the client: the connection lives while the client
@@ -195,7 +195,7 @@ static void on_timeout(void *arg)
 	}
 }
 
-static void start_request_timer(struct conn *c)
+void start_request_timer(struct conn *c)
 {
 	const struct config *cfg = c->pool->cfg;
 	if (c->out.len) {
@@ -207,36 +207,8 @@ static void start_request_timer(struct conn *c)
 	loop_timer_start(c->pool->lp, &c->timer, ms, on_timeout, c);
 }
 
-static void pass_end(void *arg);
+void pass_end(void *arg);
 
-/* A zeroed connection record of p, READING, with the peer's text at its
- * end. Freed by conn_free_record. */
-static struct conn *conn_alloc(struct conn_pool *p, const char *peer)
-{
-	size_t n = strlen(peer) + 1;
-	struct conn *c = xcalloc(1, sizeof(*c) + n);
-	memcpy(c->peer, peer, n);
-	c->pool = p;
-	c->state = CONN_READING;
-	c->last_progress = loop_now(p->lp);
-	return c;
-}
-
-/* Free a record and the text it owns (client, what). */
-static void conn_free_record(struct conn *c)
-{
-	free(c->client);
-	free(c->what);
-	free(c);
-}
-
-/* c joins the pool's list of every connection, its request timer running. */
-static void pool_add(struct conn_pool *p, struct conn *c)
-{
-	list_push(&p->all, &c->link);
-	p->n++;
-	start_request_timer(c);
-}
 
 struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, socklen_t salen,
 		      const struct transport_ops *ops, void *ctx)
@@ -279,27 +251,6 @@ struct conn *conn_new(struct conn_pool *p, int fd, const struct sockaddr *sa, so
 	 * A transport with a handshake starts with its own wake-ups. */
 	if (ops->ready_at_accept)
 		on_io(c, EPOLLIN);
-	return c;
-}
-
-struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
-			      const struct transport_ops *ops, void *state, const struct http_request *req,
-			      const char *body, size_t body_len)
-{
-	struct conn *c = conn_alloc(p, peer);
-	c->fd = -1;
-	c->tp = (struct transport){ .ops = ops, .state = state, .fd = -1 };
-	c->peer_unix = peer_unix;
-	c->peer_loopback = peer_loopback;
-	/* Its interest is the transport's to keep: what it returns stays
-	 * c->want, so epoll is never asked about a socket it does not have. */
-	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
-	pool_add(p, c);
-	if (req) {
-		take_record(c, req, body, body_len);
-		if (c->state != CONN_CLOSED)
-			conn_update_events(c);
-	}
 	return c;
 }
 
@@ -1038,7 +989,7 @@ static void conn_process(struct conn *c)
 /* A request that came as a record (an HTTP/2 stream's): judged by the
  * limits a parsed head is held to, with the same refusals, and served
  * with its body, which is whole. */
-static void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
+void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
 {
 	struct http_limits lim = head_limits(c->pool->cfg);
 	struct http_error err;
@@ -1203,7 +1154,7 @@ static void frame_round(struct conn_pool *p)
 /* The end of a loop pass (deferred work): one flush for every connection
  * queued to, the stream round when due, requests parked behind output
  * parsed again, and the free of what was closed. */
-static void pass_end(void *arg)
+void pass_end(void *arg)
 {
 	struct conn_pool *p = arg;
 	p->pass_end_scheduled = false;
@@ -1242,13 +1193,3 @@ static void pass_end(void *arg)
 	}
 }
 
-void conn_pool_close_all(struct conn_pool *p)
-{
-	while (!list_empty(&p->all))
-		conn_close(list_item(p->all.first, struct conn, link), NULL);
-	p->frame_round_due = true; /* lets go of the stream list now */
-	pass_end(p);
-	loop_timer_stop(p->lp, &p->stream_timer);
-	free(p->read_buf);
-	p->read_buf = NULL;
-}

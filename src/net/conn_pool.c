@@ -225,3 +225,64 @@ void conn_refuse_with(struct conn *c, int status, const char *cause, const char 
 	conn_refuse(c, status, cause, message, &extra);
 	http_head_free(&extra);
 }
+
+/* A zeroed connection record of p, READING, with the peer's text at its
+ * end. Freed by conn_free_record. */
+struct conn *conn_alloc(struct conn_pool *p, const char *peer)
+{
+	size_t n = strlen(peer) + 1;
+	struct conn *c = xcalloc(1, sizeof(*c) + n);
+	memcpy(c->peer, peer, n);
+	c->pool = p;
+	c->state = CONN_READING;
+	c->last_progress = loop_now(p->lp);
+	return c;
+}
+
+/* Free a record and the text it owns (client, what). */
+void conn_free_record(struct conn *c)
+{
+	free(c->client);
+	free(c->what);
+	free(c);
+}
+
+/* c joins the pool's list of every connection, its request timer running. */
+void pool_add(struct conn_pool *p, struct conn *c)
+{
+	list_push(&p->all, &c->link);
+	p->n++;
+	start_request_timer(c);
+}
+
+struct conn *conn_new_virtual(struct conn_pool *p, const char *peer, bool peer_unix, bool peer_loopback,
+			      const struct transport_ops *ops, void *state, const struct http_request *req,
+			      const char *body, size_t body_len)
+{
+	struct conn *c = conn_alloc(p, peer);
+	c->fd = -1;
+	c->tp = (struct transport){ .ops = ops, .state = state, .fd = -1 };
+	c->peer_unix = peer_unix;
+	c->peer_loopback = peer_loopback;
+	/* Its interest is the transport's to keep: what it returns stays
+	 * c->want, so epoll is never asked about a socket it does not have. */
+	c->want = transport_events(&c->tp, EPOLLIN | EPOLLRDHUP);
+	pool_add(p, c);
+	if (req) {
+		take_record(c, req, body, body_len);
+		if (c->state != CONN_CLOSED)
+			conn_update_events(c);
+	}
+	return c;
+}
+
+void conn_pool_close_all(struct conn_pool *p)
+{
+	while (!list_empty(&p->all))
+		conn_close(list_item(p->all.first, struct conn, link), NULL);
+	p->frame_round_due = true; /* lets go of the stream list now */
+	pass_end(p);
+	loop_timer_stop(p->lp, &p->stream_timer);
+	free(p->read_buf);
+	p->read_buf = NULL;
+}

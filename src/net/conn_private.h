@@ -73,4 +73,15 @@ struct conn_pool {
 	size_t ngathered, gathered_cap;
 };
 
+/* Shared by conn.c and conn_pool.c (conn.c's own, used by the pool's cold
+ * half): a record made, freed and added to the pool; a request record
+ * taken; the interest and the request timer kept; the pass's end. */
+struct conn *conn_alloc(struct conn_pool *p, const char *peer);
+void conn_free_record(struct conn *c);
+void pool_add(struct conn_pool *p, struct conn *c);
+void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len);
+void conn_update_events(struct conn *c);
+void start_request_timer(struct conn *c);
+void pass_end(void *arg);
+
 #endif
