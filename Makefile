@@ -28,6 +28,8 @@ MANDIR      ?= $(PREFIX)/share/man
 SHAREDIR    ?= $(PREFIX)/share/herald
 TOOLDIR     ?= $(PREFIX)/lib/herald/load
 VERSION   := 0.1.0
+# make run and make test compile on every core (the rest as make is called).
+NPROC     := $(shell nproc 2>/dev/null || echo 1)
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -231,7 +233,7 @@ RUN_HOWTO := printf '%s\n' \
 	'  health:   curl http://127.0.0.1:8199/api/health'
 
 run: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) -j$(NPROC) --no-print-directory all
 	@status=$$( { { $(HERALD) 2>&1 3>&-; echo $$? >&3; } | { trap '' INT; \
 		while IFS= read -r line; do \
 			printf '%s\n' "$$line" >&2; \
@@ -248,7 +250,7 @@ $(BROWSER_DEPS): tests/browser/package.json tests/browser/package-lock.json
 
 # The suite runs against an ASan+UBSan build in its own folder.
 test: deps browser-deps
-	@$(MAKE) --no-print-directory BUILD=build/asan SANITIZE=address,undefined OPT='-O1 -g' all unit
+	@$(MAKE) -j$(NPROC) --no-print-directory BUILD=build/asan SANITIZE=address,undefined OPT='-O1 -g' all unit
 	@HERALD_BUILD=build/asan python3 tests/run.py
 
 # The tables of docs/BENCHMARKS.md, the guard against regressions, then one

@@ -140,7 +140,9 @@ def run_e2e_all(tests, jobs, report):
     shared = [t for t in tests if not t[4]]
     alone = [t for t in tests if t[4]]
     for batch, width in ((shared, max(1, jobs)), (alone, 1)):
-        waiting, running = list(batch), []
+        # The longest first (a test's time limit says how long it may take),
+        # so that no long test starts last beside an idle slot.
+        waiting, running = sorted(batch, key=lambda t: -t[3]), []
         while waiting or running:
             while waiting and len(running) < width:
                 name, path, fname, timeout, _ = waiting.pop(0)

@@ -19,8 +19,10 @@ purges in a finally, also when the test runner's time limit ends it. No
 service starts: systemd is not running here, and where it runs a
 policy-rc.d keeps the maintainer scripts from starting anything."""
 
-# Installs and purges the package on this machine: nothing runs beside it.
-ALONE = True
+# Installs and purges the package on this machine, yet may run beside the
+# other tests: they start herald from the build under test and install only
+# into temporary folders (their units first on SYSTEMD_UNIT_PATH), so none
+# of them reads what the package puts in /usr, /etc or /lib/systemd.
 import grp
 import os
 import pwd

@@ -304,7 +304,7 @@ def test_workers_bench_small():
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     p = subprocess.run([os.path.join(root, "load", "bench-workers"), "--latency", "30", "--hold", "20",
-                        "--held", "25", "--publish", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        "--held", "25", "--publish", "300", "--events", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=150, cwd=root)
     assert p.returncode == 0, (p.stdout, p.stderr)
     js = json.loads(p.stdout.strip().splitlines()[-1])
