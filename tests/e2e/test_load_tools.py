@@ -504,6 +504,12 @@ def test_bench_redis_small():
     assert js["publish"]["three"]["ok"] == 300 and js["publish"]["three"]["errors"] == 0, js
     assert js["held"]["opened"] == 120, js
     assert "| redis-1 |" in out and "Three nodes held 120 streams" in out, out
+    # Redis's own CPU over each Redis publish step, by the publishes it served.
+    for k in ("redis-1", "three"):
+        r = js["redis_cpu"][k]
+        assert r["publishes"] == 300 and r["cpu_s"] >= 0, js
+        assert (r["us_per_publish"] > 0) == (r["cpu_s"] > 0), js
+    assert "one core's worth (the log's ceiling)" in out, out
 
 
 test_bench_redis_small.timeout = 180
