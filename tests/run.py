@@ -9,10 +9,11 @@ limit, so a hang fails that test instead of the run. Arguments filter tests by
 substring: tests/run.py stream resume; a word that matches no test is named and
 fails the run.
 
-End-to-end tests run two at a time ($HERALD_TEST_JOBS; 1 runs them one by
-one), each a process of its own, except those that measure or load the
-machine: a test function with `alone = True`, or every test of a module
-with `ALONE = True`, runs with nothing beside it, after the others.
+Unit and fuzz-replay binaries, then end-to-end tests, run two at a time
+($HERALD_TEST_JOBS; 1 runs them one by one), each a process of its own,
+the longest first (by time limit), except the end-to-end tests that measure
+or load the machine: a test function with `alone = True`, or every test of a
+module with `ALONE = True`, runs with nothing beside it, after the others.
 
 $HERALD_BUILD names the build folder under test. Unset, it is the build that
 has test binaries (build/asan after `make test`, build after `make all unit`),
@@ -20,6 +21,7 @@ the newer when both have; the first line says which, and which herald. It is
 exported as HERALD_BUILD, so the tests run that build's load tools
 ($HERALD_BUILD/load/NAME).
 """
+import concurrent.futures
 import importlib.util
 import multiprocessing
 import os
@@ -178,19 +180,29 @@ def main():
     if filters and len(unmatched) == len(filters):
         sys.exit(1)
 
-    for name, path in bins:
-        if not want(name):
-            continue
+    def run_binary(path):
         t0 = time.monotonic()
-        r = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
-        dt = time.monotonic() - t0
-        if r.returncode == 0:
-            passed += 1
-            print(f"ok    {name} ({dt:.2f} s)", flush=True)
-        else:
-            failed += 1
-            failures.append(name)
-            print(f"FAIL  {name} (exit {r.returncode})\n{r.stdout.decode(errors='replace')[-4000:]}", flush=True)
+        try:
+            r = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+            return r.returncode, r.stdout, time.monotonic() - t0
+        except subprocess.TimeoutExpired as e:
+            return "timed out after 300 s", e.stdout or b"", time.monotonic() - t0
+
+    jobs = int(os.environ.get("HERALD_TEST_JOBS", "2"))
+    # The unit and fuzz-replay binaries time nothing: as many at once as
+    # end-to-end tests, each reported as it ends.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(run_binary, path): name for name, path in bins if want(name)}
+        for f in concurrent.futures.as_completed(futures):
+            name = futures[f]
+            code, out, dt = f.result()
+            if code == 0:
+                passed += 1
+                print(f"ok    {name} ({dt:.2f} s)", flush=True)
+            else:
+                failed += 1
+                failures.append(name)
+                print(f"FAIL  {name} (exit {code})\n{out.decode(errors='replace')[-4000:]}", flush=True)
 
     counts = {"passed": 0, "failed": 0}
 
@@ -203,7 +215,6 @@ def main():
             failures.append(name)
             print(f"FAIL  {name} ({dt:.2f} s)\n{err}", flush=True)
 
-    jobs = int(os.environ.get("HERALD_TEST_JOBS", "2"))
     run_e2e_all([t for t in e2e if want(t[0])], jobs, report)
     passed += counts["passed"]
     failed += counts["failed"]

@@ -319,4 +319,4 @@ def test_deb_build_install_upgrade_purge():
     assert _status("herald") in ("", "not-installed"), "herald is still installed"
 
 
-test_deb_build_install_upgrade_purge.timeout = 300
+test_deb_build_install_upgrade_purge.timeout = 600  # two package builds; beside another test on a busy machine

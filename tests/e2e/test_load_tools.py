@@ -497,13 +497,27 @@ def test_bench_redis_small():
     # backend, every POST was answered 201 through one and three nodes, and
     # the three nodes held every reader asked for.
     code, out, err, js = run("bench-redis", "--readers", 20, "--events", 2, "--publish", 300, "--held", 40,
-                             timeout=150)
+                             "--tails", "1,2", timeout=150)
     for node in ("sqlite", "redis-1"):
         assert js["latency"][node]["missing_total"] == 0, js
         assert js["publish"][node]["ok"] == 300, js
     assert js["publish"]["three"]["ok"] == 300 and js["publish"]["three"]["errors"] == 0, js
     assert js["held"]["opened"] == 120, js
     assert "| redis-1 |" in out and "Three nodes held 120 streams" in out, out
+    # Redis's own CPU over each Redis publish step, by the publishes it served.
+    for k in ("redis-1", "three"):
+        r = js["redis_cpu"][k]
+        assert r["publishes"] == 300 and r["cpu_s"] >= 0, js
+        assert (r["us_per_publish"] > 0) == (r["cpu_s"] > 0), js
+    assert "one core's worth (the log's ceiling)" in out, out
+    # The tail step: a fresh Redis with one node, then two, every POST served.
+    rows = js["tails"]["rows"]
+    assert [r["nodes"] for r in rows] == [1, 2] and all(r["publishes"] == 300 for r in rows), js
+    assert set(js["tails"]["fit"]) == {"a_us", "b_us_per_node"}, js
+    assert "for each node reading the tail" in out, out
+    for bad in ("0,1", "33", "x"):
+        code, out, err, _ = run("bench-redis", "--tails", bad, expect=2)
+        assert "usage: load/bench-redis" in err, (bad, err)
 
 
 test_bench_redis_small.timeout = 180
@@ -1046,7 +1060,7 @@ def test_every_tool_says_first_when_its_herald_is_sanitized():
             ("backlog-experiment", ["--readers", 5, "--opens", 3, "--backlogs", "1024", "--events", 1,
                                     "--interval", 0.1, "--idle", 0, "--no-floor"], 90),
             ("bench-tokens", [3], 90),
-            ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3], 120),
+            ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3, "--tails", 0], 120),
             ("bench-mercure", ["--setups", "one", "--readers", 3, "--events", 1, "--publish", 10, "--rounds", 1], 90),
             ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10, "--events", 2], 120),
             ("bench-catchup", ["--rows", 100, "--streams", "1", "--repeat", 1], 120),
@@ -1188,7 +1202,7 @@ def test_every_tool_that_starts_herald_takes_a_port():
     side_by_side(one, list(small.items()))
     side_by_side(bench, [("bench-tokens", [3]),
                          ("bench-workers", ["--latency", 3, "--hold", 3, "--held", 3, "--publish", 10, "--events", 2]),
-                         ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3]),
+                         ("bench-redis", ["--readers", 3, "--events", 1, "--publish", 10, "--held", 3, "--tails", 0]),
                          ("bench-mercure", ["--setups", "one", "--readers", 3, "--events", 1, "--publish", 10,
                                             "--rounds", 1]),
                          ("bench-adversary", ["--readers", 5, "--seconds", 0.5, "--rows", 100, "--attacks",
