@@ -277,11 +277,11 @@ static const struct hub_sink_ops conn_sink = {
 /* One open stream: its reader, which the hub owns, the place admission
  * counted for it, and its registration with presence. Allocated when the
  * stream opens, freed when its connection closes. */
+/* One per open stream: 40 bytes, malloc's 48 (the admission and the
+ * presence are the owner's, set once before any stream opens). */
 struct stream {
 	struct reader *r;
-	struct admission *admission;
 	struct admission_ticket *ticket;
-	struct presence *presence;
 	struct presence_reg *reg;
 	struct streams *owner;
 	bool on_socket; /* counted in owner->socket_readers */
@@ -302,8 +302,8 @@ static void reader_closed(struct conn *c, void *data)
 	hub_reader_closed(st->r);
 	if (st->on_socket)
 		st->owner->socket_readers--;
-	admission_release(st->admission, st->ticket);
-	presence_unregister(st->presence, st->reg);
+	admission_release(st->owner->admission, st->ticket);
+	presence_unregister(st->owner->presence, st->reg);
 	free(st);
 }
 
@@ -522,9 +522,7 @@ void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket
 	spec->rotate_after_ms = s->cfg->rotate_after_ms;
 	struct stream *st = xmalloc(sizeof(*st));
 	*st = (struct stream){ .r = hub_open(s->hub, spec, &conn_sink, c),
-			       .admission = s->admission,
-			       .ticket = ticket,
-			       .presence = s->presence };
+			       .ticket = ticket };
 	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);
 }
@@ -633,9 +631,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	stream_params_free(&p);
 	struct stream *st = xmalloc(sizeof(*st));
 	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
-			       .admission = s->admission,
 			       .ticket = ticket,
-			       .presence = s->presence,
 			       .reg = reg };
 	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);

@@ -507,9 +507,8 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 		loop_timer_start(h->lp, &r->expiry_timer, left > 0 ? (uint64_t)left * 1000 : 0, token_expired, r);
 	}
 	r->client = spec->client;
-	r->opened_ms = loop_now(h->lp);
 	if (spec->rotate_after_ms > 0)
-		r->rotate_at = rotation_due(r->opened_ms, spec->rotate_after_ms);
+		r->rotate_at = rotation_due(loop_now(h->lp), spec->rotate_after_ms);
 	r->slot = h->next_slot;
 	h->slot_readers[r->slot]++;
 	h->next_slot = (h->next_slot + 1) % HEARTBEAT_SLOTS;

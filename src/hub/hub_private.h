@@ -27,21 +27,27 @@
 
 enum reader_mode { READER_LIVE, READER_CATCHUP, READER_ENDED };
 
+/* The fields are ordered so that the record has no holes: an idle stream
+ * is mostly this block (with one index node, 248 bytes: malloc's 256-byte
+ * size) and its connection, so every eight bytes here are 8 MB at a
+ * million readers (docs/BENCHMARKS.md, "Memory per reader at 100,000"). */
 struct reader {
 	struct hub *hub;
 	const struct hub_sink_ops *ops;
 	void *sink;
 	enum reader_mode mode;
+	enum frame_format format; /* indexes offer.frames */
 	int64_t cursor;       /* CATCHUP: the last id read from the store */
 	int64_t skip_through; /* LIVE: ids up to this were seen or offered already */
+	uint32_t nsubs;       /* LIVE: its patterns (or keys) in the hub's index (or rules index) */
+	uint8_t slot;         /* which heartbeat turn visits this reader (< HEARTBEAT_SLOTS) */
+	bool see_private;
 	/* A resume point beyond the newest id known, to be checked once the
 	 * store has caught up (store_sync_done); opened_at_id is where the
 	 * reader continues if the id turns out unknown. */
 	bool sync_pending;
 	uint64_t sync_ticket;
 	int64_t opened_at_id;
-	bool see_private;
-	enum frame_format format; /* indexes offer.frames */
 	/* Its own rule instead of topics and grants (reader_spec.accepts). */
 	bool (*accepts)(void *arg, const struct store_event *ev);
 	void *accepts_arg;
@@ -54,12 +60,9 @@ struct reader {
 	char **grants;
 	struct loop_timer expiry_timer; /* ends the stream when its token expires */
 	const char *client;             /* the client address, for logs (lent by the opener, see reader_spec) */
-	uint64_t opened_ms;
-	uint64_t rotate_at;         /* 0 = never */
-	unsigned slot;              /* which heartbeat turn visits this reader */
-	struct list_node node;      /* on the hub's list for its mode */
-	size_t nsubs;               /* LIVE: its patterns (or keys) in the hub's index (or rules index) */
-	struct topic_sub subs[];    /* room for max(1, ntopics, nkeys), then the topics' pointers */
+	uint64_t rotate_at;             /* 0 = never */
+	struct list_node node;          /* on the hub's list for its mode */
+	struct topic_sub subs[];        /* room for max(1, ntopics, nkeys), then the topics' pointers */
 };
 
 struct hub {

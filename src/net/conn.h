@@ -78,28 +78,27 @@ struct conn {
 	char *client;        /* client address after trusted-proxy rules; NULL while it is the peer */
 	char *what;          /* "METHOD /path" of the request being handled, for logs; NULL: "" (a stream's) */
 
-	char *rbuf; /* the request bytes read and not yet consumed */
-	size_t rlen, rcap;
+	char *rbuf;          /* the request bytes read and not yet consumed */
+	uint32_t rlen, rcap; /* rcap is at most read_cap (the request's limits) */
 
 	struct outq out;
 	uint64_t last_progress; /* loop time of the last byte written, or enqueue into an empty queue */
 
-	/* The flags together, so that the record has no padding: most of a
-	 * reader's memory is records like this one. */
+	/* The flags together, a bit each, so that the record has no padding:
+	 * most of a reader's memory is records like this one, and with an
+	 * IPv4 peer it fits malloc's 240-byte size (docs/BENCHMARKS.md). */
 	uint32_t want; /* epoll events currently requested */
-	bool peer_unix;
-	bool peer_loopback;
-	bool rbuf_lent; /* rbuf is the pool's read_buf, for the length of one wake-up */
-	bool flush_scheduled;
-	bool stream_scheduled; /* on the pool's stream_list */
-	bool close_after_flush;
-	bool keep_alive;
-	bool served;       /* answered at least one request */
-	bool reparse;      /* buffered input to parse after the current response */
-	bool peer_eof;     /* the client shut down its side */
-	bool in_handler;   /* inside the request hook: the request is not consumed yet */
-	/* Two flags of the request, read once or twice each, in one byte
-	 * between them, so that the flags end with the 16 bytes from want. */
+	bool peer_unix : 1;
+	bool peer_loopback : 1;
+	bool rbuf_lent : 1; /* rbuf is the pool's read_buf, for the length of one wake-up */
+	bool flush_scheduled : 1;
+	bool stream_scheduled : 1; /* on the pool's stream_list */
+	bool close_after_flush : 1;
+	bool keep_alive : 1;
+	bool served : 1;       /* answered at least one request */
+	bool reparse : 1;      /* buffered input to parse after the current response */
+	bool peer_eof : 1;     /* the client shut down its side */
+	bool in_handler : 1;   /* inside the request hook: the request is not consumed yet */
 	bool continued : 1;    /* sent 100 Continue for the request being read */
 	bool head_request : 1; /* the request being answered is a HEAD: its response has no body */
 

@@ -30,7 +30,9 @@ struct outq_entry {
 
 struct outq {
 	struct outq_entry *q; /* ring buffer */
-	size_t head, len, cap;
+	/* 32 bits each: a ring is bounded far below by queue_limit, and the
+	 * record is part of every connection's. */
+	uint32_t head, len, cap;
 	uint32_t head_off;  /* bytes of the head entry already written */
 	size_t bytes;       /* unwritten bytes in the queue */
 	int64_t written_id; /* id of the last event fully written, or the resume point set */

@@ -264,9 +264,41 @@ static void say_full(struct presence *p, size_t missed, size_t n)
 	p->full_unsaid = 0;
 }
 
+/* Count key (a subject's key when of_subject); returns
+ * presence_table_add's answer: -1 when the table is full. */
+static int count_key(struct presence *p, const char *key, bool of_subject)
+{
+	bool announce = p->cfg->presence_events && p->st, here = announce && !p->redis;
+	int added = presence_table_add(p->t, p->col, key, here && of_subject);
+	if (p->redis && added >= 0)
+		presence_redis_add(p->redis, key, announce && of_subject);
+	if (added == 1)
+		event_add(p, true, key);
+	return added;
+}
+
+static void uncount_key(struct presence *p, const char *key, bool of_subject, uint64_t now)
+{
+	presence_table_del(p->t, p->col, key, now);
+	if (p->redis)
+		presence_redis_del(p->redis, key, p->cfg->presence_events && p->st && of_subject);
+}
+
+/* The registration of a stream of every topic with no subject, the most
+ * common by far, is one of these two, shared, rather than a block of its
+ * own: 48 bytes a reader (docs/BENCHMARKS.md). Never freed. */
+static struct presence_reg every_counted, every_missed;
+
 struct presence_reg *presence_register(struct presence *p, char *const *patterns, size_t n, const char *subject)
 {
 	static char *const every[] = { "*" };
+	if (n == 0 && !subject) {
+		bool counted = count_key(p, "*", false) >= 0;
+		if (!counted)
+			say_full(p, 1, 1);
+		schedule_leaves(p);
+		return counted ? &every_counted : &every_missed;
+	}
 	if (n == 0) {
 		patterns = every;
 		n = 1;
@@ -280,7 +312,6 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 	r->npatterns = n;
 	r->counted = (bool *)(void *)(r->keys + nkeys);
 	char *w = (char *)(r->counted + nkeys);
-	bool announce = p->cfg->presence_events && p->st, here = announce && !p->redis;
 	size_t full = 0;
 	for (size_t i = 0; i < nkeys; i++) {
 		const char *pat = patterns[i % n];
@@ -294,13 +325,9 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 			w += slen;
 		}
 		*w++ = '\0';
-		int added = presence_table_add(p->t, p->col, r->keys[i], here && i >= n);
+		int added = count_key(p, r->keys[i], i >= n);
 		r->counted[i] = added >= 0;
-		if (p->redis && added >= 0)
-			presence_redis_add(p->redis, r->keys[i], announce && i >= n);
 		full += added < 0;
-		if (added == 1)
-			event_add(p, true, r->keys[i]);
 	}
 	if (full)
 		say_full(p, full, nkeys);
@@ -313,14 +340,15 @@ void presence_unregister(struct presence *p, struct presence_reg *r)
 	if (!r)
 		return;
 	uint64_t now = group_clock_ms();
-	bool announce = p->cfg->presence_events && p->st;
-	for (size_t i = 0; i < r->n; i++) {
-		if (!r->counted[i])
-			continue;
-		presence_table_del(p->t, p->col, r->keys[i], now);
-		if (p->redis)
-			presence_redis_del(p->redis, r->keys[i], announce && i >= r->npatterns);
+	if (r == &every_counted || r == &every_missed) {
+		if (r == &every_counted)
+			uncount_key(p, "*", false, now);
+		schedule_leaves(p);
+		return;
 	}
+	for (size_t i = 0; i < r->n; i++)
+		if (r->counted[i])
+			uncount_key(p, r->keys[i], i >= r->npatterns, now);
 	free(r);
 	schedule_leaves(p);
 }

@@ -60,7 +60,8 @@ void presence_free(struct presence *p);
  * it keeps. Never NULL. */
 struct presence_reg *presence_register(struct presence *p, char *const *patterns, size_t n, const char *subject);
 
-/* The stream closed: count it out (NULL: nothing); reg is freed. */
+/* The stream closed: count it out (NULL: nothing); reg is freed (the one
+ * of a stream of every topic with no subject is shared, and kept). */
 void presence_unregister(struct presence *p, struct presence_reg *reg);
 
 /* What an asker may learn. */

@@ -232,10 +232,13 @@ static void confirm_change(void *arg)
 	if (file_gone(st))
 		return;
 	if (changed) {
-		st->hooks.changed(st->hooks.arg);
+		/* Maybe another program's rows: the other workers are woken
+		 * first, so that their fan-out starts beside this one's rather
+		 * than after it (16,700 readers' queues here take milliseconds). */
 		if (st->has_peers && st->peers.watch_writes)
-			st->peers.wake(st->peers.arg); /* maybe another program's rows */
-		st->confirm_step = 1;                  /* go on checking from the shortest delay */
+			st->peers.wake(st->peers.arg);
+		st->hooks.changed(st->hooks.arg);
+		st->confirm_step = 1; /* go on checking from the shortest delay */
 	}
 	if (st->confirm_step < ARRAY_LEN(confirm_delays_ms))
 		loop_timer_start(st->lp, &st->confirm_timer, confirm_delays_ms[st->confirm_step++], confirm_change, st);

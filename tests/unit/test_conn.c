@@ -242,11 +242,21 @@ static void test_short_rounds_hold_nothing(void)
 	CHECK_EQ_INT(best, 0);
 }
 
+/* A connection record with an IPv4 peer's text (16 bytes at most) stays
+ * within malloc's 240-byte size (232 bytes asked): most of an idle
+ * reader's memory is this record and its reader's (docs/BENCHMARKS.md,
+ * "Memory per reader at 100,000"). */
+static void test_record_size(void)
+{
+	CHECK(sizeof(struct conn) + sizeof("255.255.255.255") <= 232);
+}
+
 int main(void)
 {
 	test_short_rounds_hold_nothing();
 	test_events_gather();
 	test_not_held();
 	test_close_while_held();
+	test_record_size();
 	return check_done("test_conn");
 }

@@ -1263,6 +1263,15 @@ static void test_heartbeat_only_after_a_quiet_interval(void)
 	teardown(&fx);
 }
 
+/* An idle stream is mostly its reader's block and its connection's: a
+ * reader with one index node stays within malloc's 256-byte size (248
+ * bytes asked). Eight bytes more is 16 MB at a million readers
+ * (docs/BENCHMARKS.md, "Memory per reader at 100,000"). */
+static void test_record_sizes(void)
+{
+	CHECK(sizeof(struct reader) + sizeof(struct topic_sub) <= 248);
+}
+
 int main(void)
 {
 	/* A reader linked twice in the index makes a walk loop forever: let
@@ -1289,6 +1298,7 @@ int main(void)
 	test_index_end();
 	test_late_visible_commit_reaches_reader();
 	test_heartbeat_only_after_a_quiet_interval();
+	test_record_sizes();
 	rm_tree();
 	return check_done("test_hub");
 }

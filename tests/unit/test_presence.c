@@ -414,6 +414,28 @@ static void test_registry(void)
 	presence_free(p);
 }
 
+/* Streams of every topic with no subject share one registration (no block
+ * a stream: 48 bytes a reader), still counted each, and counted out each. */
+static void test_every_topic_shares_a_registration(void)
+{
+	struct config cfg = test_config();
+	struct presence *p = presence_new(NULL, NULL, NULL, &cfg, NULL);
+	struct presence_reg *a = presence_register(p, NULL, 0, NULL);
+	struct presence_reg *b = presence_register(p, NULL, 0, NULL);
+	char *room1[] = { "room/1" };
+	struct presence_reg *c = presence_register(p, room1, 1, NULL);
+	CHECK(a == b);
+	CHECK(c != a);
+	CHECK_EQ_INT(presence_readers(p, "room/1"), 3);
+	CHECK_EQ_INT(presence_readers(p, "other"), 2);
+	presence_unregister(p, a);
+	CHECK_EQ_INT(presence_readers(p, "other"), 1);
+	presence_unregister(p, b);
+	presence_unregister(p, c);
+	CHECK_EQ_INT(presence_readers(p, "room/1"), 0);
+	presence_free(p);
+}
+
 #define CHECK_ANSWER(got, want)                                                           \
 	do {                                                                              \
 		if (strcmp((got), (want)) != 0) {                                         \
@@ -502,6 +524,7 @@ int main(void)
 	test_table_shared_worker_dies();
 	test_table_worker_killed_mid_change();
 	test_registry();
+	test_every_topic_shares_a_registration();
 	test_labels();
 	test_churn();
 	return check_done("presence");
