@@ -336,7 +336,7 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, si
 	put(&o, "herald_frames_queued_total", "counter", "Event frames queued to readers.", (double)m->frames_queued);
 	put(&o, "herald_bytes_written_total", "counter", "Bytes written to clients.", (double)m->bytes_written);
 	put(&o, "herald_batched_sends_total", "counter",
-	    "Stream round sends made through one io_uring submission with others (io_uring = on).",
+	    "Stream round and opening sends made through one io_uring submission with others (io_uring = on).",
 	    (double)m->batched_sends);
 	put(&o, "herald_batched_tls_sends_total", "counter",
 	    "Of those, sends of TLS records herald sealed itself (parked TLS streams).",

@@ -50,7 +50,7 @@ struct metrics {
 	uint64_t events_read;      /* rows read from the store by the hub */
 	uint64_t frames_queued;    /* event frames queued to readers */
 	uint64_t bytes_written;
-	uint64_t batched_sends;        /* stream round sends queued in an io_uring submission */
+	uint64_t batched_sends;        /* stream round and opening sends queued in an io_uring submission */
 	uint64_t batched_sealed_sends; /* of them, TLS records sealed by herald (parked streams) */
 	uint64_t readers_to_catchup; /* moves from live to catch-up */
 	uint64_t readers_stalled_closed;

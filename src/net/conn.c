@@ -832,29 +832,6 @@ static void discard_input(struct conn *c)
 	}
 }
 
-/* Remember "METHOD /path" of the request being read, for log lines, from
- * every parse of it: a refusal of its head (413, 411, 431, 408) names it as
- * soon as its request line is whole, and none names the request before it
- * on the connection ("" while no request line is there). Control bytes
- * cannot occur: the parser refuses them. */
-static void set_what(struct conn *c, const struct http_request *req)
-{
-	char what[80];
-	what[0] = '\0';
-	/* Whatever answers it, a HEAD request gets a head alone. */
-	c->head_request = req->method_name.n == 4 && memcmp(req->method_name.p, "HEAD", 4) == 0;
-	if (req->method_name.n) {
-		int pn = (int)MIN(req->path.n, 60);
-		snprintf(what, sizeof(what), "%.*s %.*s%s", (int)MIN(req->method_name.n, 12), req->method_name.p, pn,
-			 req->path.p, req->path.n > 60 ? "..." : "");
-	}
-	/* A request read in pieces is parsed again as each arrives. */
-	if (strcmp(what, conn_what(c)) == 0)
-		return;
-	free(c->what);
-	c->what = what[0] ? xstrdup(what) : NULL;
-}
-
 /* The first bytes of the connection are HTTP/2's preface: the parser
  * refuses its request line, `PRI * HTTP/2.0`, as soon as it is whole. */
 static bool is_h2_preface(const struct conn *c)
@@ -883,33 +860,6 @@ static bool take_over(struct conn *c)
 	return true;
 }
 
-/* The limits a request's head is held to, however it came. */
-static struct http_limits head_limits(const struct config *cfg)
-{
-	return (struct http_limits){ (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
-				     (size_t)cfg->max_headers };
-}
-
-/* Refuse a request whose body is framed in a way herald does not take
- * (chunked) or is larger than max_body. Returns whether it was refused. */
-static bool refuse_body(struct conn *c, const struct http_request *req)
-{
-	struct conn_pool *p = c->pool;
-	if (!req->chunked && req->content_length <= p->cfg->max_body)
-		return false;
-	struct http_head more;
-	http_head_init(&more, 0);
-	if (p->hooks.answer_headers)
-		p->hooks.answer_headers(p->hooks.owner, c, req, &more);
-	if (req->chunked)
-		conn_refuse(c, 411, "chunked_body", "chunked request bodies are not accepted; send Content-Length",
-			    &more);
-	else
-		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", &more);
-	http_head_free(&more);
-	return true;
-}
-
 /* Hand a whole request (head and body) to the pool's request hook. */
 static void serve(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
 {
@@ -927,7 +877,7 @@ static void conn_process(struct conn *c)
 {
 	struct conn_pool *p = c->pool;
 	const struct config *cfg = p->cfg;
-	struct http_limits lim = head_limits(cfg);
+	struct http_limits lim = conn_head_limits(cfg);
 	c->reparse = false;
 	/* A client that sends requests but does not read the answers gets
 	 * no more answers queued than OUTPUT_PAUSE: the rest of its requests
@@ -936,7 +886,7 @@ static void conn_process(struct conn *c)
 		struct http_request req;
 		struct http_error err;
 		int r = http_parse_request(c->rbuf, c->rlen, &lim, &req, &err);
-		set_what(c, &req);
+		conn_set_what(c, &req);
 		if (r < 0) {
 			if (is_h2_preface(c) && p->takeover.take && take_over(c))
 				return;
@@ -948,7 +898,7 @@ static void conn_process(struct conn *c)
 				conn_close(c, NULL);
 			return;
 		}
-		if (refuse_body(c, &req))
+		if (conn_refuse_body(c, &req))
 			return;
 		size_t body = req.content_length > 0 ? (size_t)req.content_length : 0;
 		if (c->rlen - (size_t)r < body) {
@@ -991,14 +941,14 @@ static void conn_process(struct conn *c)
  * with its body, which is whole. */
 void take_record(struct conn *c, const struct http_request *req, const char *body, size_t body_len)
 {
-	struct http_limits lim = head_limits(c->pool->cfg);
+	struct http_limits lim = conn_head_limits(c->pool->cfg);
 	struct http_error err;
-	set_what(c, req);
+	conn_set_what(c, req);
 	if (http_request_check(req, &lim, &err) < 0) {
 		conn_refuse(c, err.status, http_error_cause(err.status), err.message, NULL);
 		return;
 	}
-	if (refuse_body(c, req))
+	if (conn_refuse_body(c, req))
 		return;
 	serve(c, req, body, body_len);
 	if (c->state == CONN_READING && !c->close_after_flush)
@@ -1151,6 +1101,39 @@ static void frame_round(struct conn_pool *p)
 	p->stream_round_ns = p->stream_round_end_ns - now;
 }
 
+/* The streams of a pass's flush list (linked by flush_next, still
+ * scheduled, plain sockets): their output, a new stream's head and opening
+ * frame above all (a burst of opens has a dozen in a pass), queued as
+ * sends of the pool's batch and run in one submission, as a stream round's
+ * are; one send(2) each cost a system call's entry and exit every time.
+ * Nothing runs a hook between the first queued send and the run; a stream
+ * whose queue emptied meanwhile is flushed after it. */
+static void flush_streams(struct conn_pool *p, struct conn *list)
+{
+	struct conn *later = NULL;
+	while (list) {
+		struct conn *c = list;
+		list = c->flush_next;
+		if (c->state == CONN_CLOSED) {
+			c->flush_scheduled = false;
+		} else if (!c->out.len) {
+			c->flush_next = later;
+			later = c;
+		} else {
+			c->flush_scheduled = false;
+			batch_flush(p, c);
+		}
+	}
+	run_batch(p);
+	while (later) {
+		struct conn *c = later;
+		later = c->flush_next;
+		c->flush_scheduled = false;
+		if (c->state != CONN_CLOSED)
+			conn_flush(c);
+	}
+}
+
 /* The end of a loop pass (deferred work): one flush for every connection
  * queued to, the stream round when due, requests parked behind output
  * parsed again, and the free of what was closed. */
@@ -1162,12 +1145,22 @@ void pass_end(void *arg)
 	struct conn *list = p->flush_list;
 	p->flush_list = NULL;
 	uint64_t t0 = list || p->stream_list ? clock_mono_ns() : 0;
+	struct conn *streams = NULL; /* plain streams' output, for the batch */
 	while (list) {
 		struct conn *c = list;
 		list = c->flush_next;
-		c->flush_scheduled = false;
-		if (c->state == CONN_CLOSED)
+		if (c->state == CONN_CLOSED) {
+			c->flush_scheduled = false;
 			continue;
+		}
+		if (p->batch && c->state == CONN_STREAMING && c->out.len && transport_plain_send(&c->tp)) {
+			/* Still scheduled: what is queued to it meanwhile goes
+			 * with it, and a close leaves it on the list. */
+			c->flush_next = streams;
+			streams = c;
+			continue;
+		}
+		c->flush_scheduled = false;
 		conn_flush(c);
 		if (c->state == CONN_READING && c->reparse) {
 			conn_process(c);
@@ -1176,6 +1169,8 @@ void pass_end(void *arg)
 		if (c->state != CONN_CLOSED && (c->want & EPOLLIN) && transport_input_pending(&c->tp))
 			on_io(c, EPOLLIN);
 	}
+	if (streams)
+		flush_streams(p, streams);
 	if (p->stream_list)
 		frame_round(p);
 	else

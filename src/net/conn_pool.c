@@ -2,8 +2,9 @@
 /* conn_pool.c: the connection pool's cold half: making it (with its
  * io_uring send batch, when there is one), draining and freeing it, its
  * counts and settings (the takeover, the gatherer), the small accessors
- * handlers read and set a connection through, and refusals (a response
- * that closes, through conn_respond). Nothing here runs per event: reading, output and
+ * handlers read and set a connection through, refusals (a response that
+ * closes, through conn_respond: a head's limits, a body refused), and the
+ * request's name for log lines. Nothing here runs per event: reading, output and
  * the stream rounds stay in conn.c, where their helpers inline. The pool
  * is allocated by conn_pool_new and freed by conn_pool_free (which closes
  * what is still open first); a connection's texts (client, what) are its
@@ -224,6 +225,66 @@ void conn_refuse_with(struct conn *c, int status, const char *cause, const char 
 		http_head_add(&extra, name, value);
 	conn_refuse(c, status, cause, message, &extra);
 	http_head_free(&extra);
+}
+
+/* The limits a request's head is held to, however it came. */
+struct http_limits conn_head_limits(const struct config *cfg)
+{
+	return (struct http_limits){ (size_t)cfg->max_request_line, (size_t)cfg->max_header_bytes,
+				     (size_t)cfg->max_headers };
+}
+
+/* Refuse a request whose body is framed in a way herald does not take
+ * (chunked) or is larger than max_body. Returns whether it was refused. */
+bool conn_refuse_body(struct conn *c, const struct http_request *req)
+{
+	struct conn_pool *p = c->pool;
+	if (!req->chunked && req->content_length <= p->cfg->max_body)
+		return false;
+	struct http_head more;
+	http_head_init(&more, 0);
+	if (p->hooks.answer_headers)
+		p->hooks.answer_headers(p->hooks.owner, c, req, &more);
+	if (req->chunked)
+		conn_refuse(c, 411, "chunked_body", "chunked request bodies are not accepted; send Content-Length",
+			    &more);
+	else
+		conn_refuse(c, 413, "body_too_large", "request body larger than max_body", &more);
+	http_head_free(&more);
+	return true;
+}
+
+/* Remember "METHOD /path" of the request being read, for log lines, from
+ * every parse of it: a refusal of its head (413, 411, 431, 408) names it as
+ * soon as its request line is whole, and none names the request before it
+ * on the connection ("" while no request line is there). Control bytes
+ * cannot occur: the parser refuses them. */
+void conn_set_what(struct conn *c, const struct http_request *req)
+{
+	char what[80];
+	what[0] = '\0';
+	/* Whatever answers it, a HEAD request gets a head alone. */
+	c->head_request = req->method_name.n == 4 && memcmp(req->method_name.p, "HEAD", 4) == 0;
+	if (req->method_name.n) {
+		/* By hand: snprintf was 2-3 % of an open's CPU (perf). At
+		 * most 12 + 1 + 60 + 3 + 1 bytes. */
+		size_t mn = MIN(req->method_name.n, 12), pn = MIN(req->path.n, 60), at = 0;
+		memcpy(what, req->method_name.p, mn);
+		at += mn;
+		what[at++] = ' ';
+		memcpy(what + at, req->path.p, pn);
+		at += pn;
+		if (req->path.n > 60) {
+			memcpy(what + at, "...", 3);
+			at += 3;
+		}
+		what[at] = '\0';
+	}
+	/* A request read in pieces is parsed again as each arrives. */
+	if (strcmp(what, conn_what(c)) == 0)
+		return;
+	free(c->what);
+	c->what = what[0] ? xstrdup(what) : NULL;
 }
 
 /* A zeroed connection record of p, READING, with the peer's text at its

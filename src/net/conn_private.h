@@ -75,7 +75,9 @@ struct conn_pool {
 
 /* Shared by conn.c and conn_pool.c (conn.c's own, used by the pool's cold
  * half): a record made, freed and added to the pool; a request record
- * taken; the interest and the request timer kept; the pass's end. */
+ * taken; the interest and the request timer kept; the pass's end. And the
+ * pool's, used by conn.c's request reading: a head's limits, a body
+ * refused, the request named for log lines. */
 struct conn *conn_alloc(struct conn_pool *p, const char *peer);
 void conn_free_record(struct conn *c);
 void pool_add(struct conn_pool *p, struct conn *c);
@@ -83,5 +85,8 @@ void take_record(struct conn *c, const struct http_request *req, const char *bod
 void conn_update_events(struct conn *c);
 void start_request_timer(struct conn *c);
 void pass_end(void *arg);
+struct http_limits conn_head_limits(const struct config *cfg);
+bool conn_refuse_body(struct conn *c, const struct http_request *req);
+void conn_set_what(struct conn *c, const struct http_request *req);
 
 #endif

@@ -3,15 +3,17 @@
 unix socket, each logged with its backlog, each serving requests and
 streams (one event reaches readers on all three); the backlog given is the
 one the kernel got (ss); a warning when --backlog exceeds
-net.core.somaxconn."""
+net.core.somaxconn; a TCP connection is handed over once its client has
+spoken (TCP_DEFER_ACCEPT)."""
 import os
 import re
 import shutil
 import socket
 import subprocess
 import tempfile
+import time
 
-from harness import Herald, Stream, publish, request
+from harness import Herald, HttpConn, Stream, check_refusal, publish, request, wait_until
 
 
 def _have_ipv6():
@@ -155,3 +157,36 @@ def test_listen_list_from_config_file():
         port = h.port_of("127.0.0.1")
         assert request(port, "GET", "/api/health")[0] == 200
         assert request(None, "GET", "/api/health", path=sock)[0] == 200
+
+
+def _server_side_state(port, client_port):
+    """The state of herald's end of the connection from client_port to port,
+    as /proc/net/tcp lists it ("01" established, "03" a half-open request
+    the kernel still holds), or None when it is not listed."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote, state = fields[1], fields[2], fields[3]
+            if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == client_port:
+                return state
+    return None
+
+
+def test_tcp_connection_is_handed_over_with_its_first_bytes():
+    # TCP_DEFER_ACCEPT: a client that has said nothing stays with the kernel
+    # (a half-open request, not a socket herald holds), one that speaks is
+    # served at once, and the silent one is handed over after a moment and
+    # judged by header_timeout as before.
+    with Herald(args=["--header-timeout", "1s"]) as h:
+        with HttpConn(h.port) as silent:
+            cport = silent.sock.getsockname()[1]
+            wait_until(lambda: _server_side_state(h.port, cport) == "03",
+                       what="the silent connection held by the kernel (SYN_RECV)")
+            t0 = time.monotonic()
+            st, _, body = request(h.port, "GET", "/api/health")
+            assert st == 200, (st, body)
+            assert time.monotonic() - t0 < 0.5, "a request that came at once waited"
+            silent.sock.settimeout(8)
+            st, hd, body = silent.read_response()
+            check_refusal(st, hd, body, 408)
+            assert silent.wait_closed(3)

@@ -2,7 +2,8 @@
 """End-to-end: the stream endpoint's headers and opening frame, the event
 frame format, fan-out of a POSTed event and of an event written by another
 process (the sqlite3 CLI, or redis-cli FCALL with Redis) to 100 concurrent
-readers in order, the topic filter, heartbeats, health and metrics.
+readers in order, the topic filter, heartbeats, health and metrics; the
+opening bytes sent in the io_uring batch.
 test_redis_backend.py reruns most of these with the log in Redis; the idle
 check (inotify, no polling) is SQLite's alone."""
 import json
@@ -38,6 +39,29 @@ def test_stream_headers_and_opening_frame():
         assert s.events(timeout=0.3) == []
         assert not s.closed
         s.close()
+
+
+def _batched_sends(port):
+    st, _, body = request(port, "GET", "/metrics")
+    assert st == 200
+    line = [x for x in body.decode().splitlines() if x.startswith("herald_batched_sends_total ")]
+    assert line, "herald_batched_sends_total missing from /metrics"
+    return float(line[0].split()[1])
+
+
+def test_opening_bytes_go_in_the_io_uring_batch():
+    # A stream's head and opening frame leave in the pass's io_uring
+    # submission with the other new streams' (one send(2) each with
+    # io_uring = off); no event is published, so no stream round sends.
+    for io_uring, batched in (("on", 12), ("off", 0)):
+        with Herald(args=["--io-uring", io_uring]) as h:
+            readers = [Stream(h.port) for _ in range(12)]
+            for s in readers:
+                _check_stream_headers(s)
+                assert s.read_exact(len(OPENING), timeout=5) == OPENING
+            assert _batched_sends(h.port) == batched, io_uring
+            for s in readers:
+                s.close()
 
 
 def test_stream_retry_ms_configured():
