@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -105,11 +106,33 @@ static int read_all(int fd, void *buf, size_t len, double timeout)
 /* The reading side: connect n sockets, say so, then per round wait until
  * every socket has delivered one message and send back the monotonic time the
  * last one arrived. Exits when the writer closes the control pipe. */
-static int reader_main(const struct sockaddr_storage *sa, socklen_t sl, long n, int rounds, int ctl_out, int go_in)
+/* Source addresses over TCP: 127.64.G.1 and up, a new one for every
+ * SOURCE_SPAN sockets of group G. From one address, connect's search for a
+ * free port slows as the ports fill (a million sockets from 127.0.0.1 did
+ * not finish connecting in five minutes); load/readers spreads its clients
+ * the same way. */
+#define SOURCE_SPAN 4000
+
+static int bind_source(int fd, long group, long i)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	src.sin_addr.s_addr = htonl(0x7F400000u | (uint32_t)(group & 0xff) << 8 | (uint32_t)(1 + i / SOURCE_SPAN));
+	int one = 1;
+	/* The port is chosen at connect, by the whole 4-tuple. */
+	setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+	return bind(fd, (const struct sockaddr *)&src, sizeof(src));
+}
+
+static int reader_main(const struct sockaddr_storage *sa, socklen_t sl, long group, long n, int rounds, int ctl_out,
+		       int go_in)
 {
 	int *fds = xmalloc((size_t)n * sizeof(*fds));
 	for (long i = 0; i < n; i++) {
 		fds[i] = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] >= 0 && sa->ss_family == AF_INET && bind_source(fds[i], group, i) != 0) {
+			fprintf(stderr, "fanout-floor: reader bind to a source address: %s\n", strerror(errno));
+			return 1;
+		}
 		if (fds[i] < 0 || connect(fds[i], (const struct sockaddr *)sa, sl) != 0) {
 			fprintf(stderr, "fanout-floor: reader connect %ld: %s\n", i, strerror(errno));
 			return 1;
@@ -312,8 +335,19 @@ static void sleep_until(int64_t t)
  * reader sits in epoll_wait, then waits for the start time on sync_in,
  * starts writing at that moment and answers a struct group_round; loop[]
  * and the others are not filled then. Returns 0, or 1 after saying why. */
-static int group_run(long n, long rounds, int use_unix, int use_uring, int sync_in, int sync_out, double *loop,
-		     double *cpu, double *last)
+/* In a forked process: end when the process that forked it ends, so that a
+ * floor stopped by its caller (load/readers ends it after five minutes)
+ * leaves no writer or reader behind. */
+static void die_with_parent(void)
+{
+	pid_t parent = getppid();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+}
+
+static int group_run(long group, long n, long rounds, int use_unix, int use_uring, int sync_in, int sync_out,
+		     double *loop, double *cpu, double *last)
 {
 	/* The listener: loopback TCP on a kernel-chosen port, or a unix socket
 	 * in a temporary folder (removed as soon as both ends are connected). */
@@ -377,7 +411,8 @@ static int group_run(long n, long rounds, int use_unix, int use_uring, int sync_
 			close(sync_in);
 			close(sync_out);
 		}
-		_exit(reader_main(&sa, sl, n, (int)rounds, ctl[1], go[0]));
+		die_with_parent();
+		_exit(reader_main(&sa, sl, group, n, (int)rounds, ctl[1], go[0]));
 	}
 	close(ctl[1]);
 	close(go[0]);
@@ -520,7 +555,8 @@ static int groups_run(long n, long rounds, int use_unix, int use_uring, long pro
 			}
 			close(down[1]);
 			close(up[0]);
-			_exit(group_run(share, rounds, use_unix, use_uring, down[0], up[1], NULL, NULL, NULL));
+			die_with_parent();
+			_exit(group_run(started, share, rounds, use_unix, use_uring, down[0], up[1], NULL, NULL, NULL));
 		}
 		close(down[0]);
 		close(up[1]);
@@ -616,7 +652,7 @@ int main(int argc, char **argv)
 	double *cpu = xmalloc((size_t)rounds * sizeof(double));
 	double *last = xmalloc((size_t)rounds * sizeof(double));
 	rc = procs > 1 ? groups_run(n, rounds, use_unix, use_uring, procs, loop, cpu, last)
-		       : group_run(n, rounds, use_unix, use_uring, -1, -1, loop, cpu, last);
+		       : group_run(0, n, rounds, use_unix, use_uring, -1, -1, loop, cpu, last);
 	if (rc == 0) {
 		tool_sort_doubles(loop, (size_t)rounds);
 		tool_sort_doubles(cpu, (size_t)rounds);

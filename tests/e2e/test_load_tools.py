@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -296,6 +297,44 @@ def test_fanout_floor():
     assert js["n"] == 61 and js["procs"] == 3 and js["rounds"] == 2, js
     assert js["loop_ms"] > 0 and js["cpu_ms"] >= 0 and js["last_reader_ms"] > 0
     assert js["last_reader_min_ms"] <= js["last_reader_ms"] <= js["last_reader_max_ms"]
+
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def test_fanout_floor_processes_end_with_it():
+    """A floor split over writers that is ended before its end (load/readers
+    ends one after five minutes) leaves none of its processes behind: each
+    writer and reader dies with the process that forked it, even one that
+    is stopped or busy connecting then."""
+    p = subprocess.Popen([tool("fanout-floor"), "4000", "--procs", "4", "--rounds", "1000", "--json"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    forked = []
+    try:
+        def all_forked():
+            ws = _children(p.pid)
+            return len(ws) == 4 and all(len(_children(w)) == 1 for w in ws) and ws
+        writers = harness.wait_until(all_forked, timeout=20, what="four writers with their readers")
+        forked = writers + [c for w in writers for c in _children(w)]
+        # Stopped, they cannot end on their own when the pipes close.
+        for c in forked:
+            os.kill(c, signal.SIGSTOP)
+        p.kill()
+        p.wait()
+        harness.wait_until(lambda: not any(_alive(c) for c in forked), timeout=10,
+                           what="the floor's writers and readers ending with it")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for c in forked:
+            if _alive(c):
+                os.kill(c, signal.SIGKILL)
 
 
 def test_readers_procs_over_a_group_of_workers():
