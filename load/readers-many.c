@@ -470,7 +470,7 @@ static void print_report(const struct many_fig *f, const struct events *ev)
 	double cpu_per_event = f->published ? f->cpu_events_s / (double)f->published : NAN;
 	double ratio = f->med_s / f->floor_s;
 	printf("| readers | herald processes | client processes | opens (%s) | not opened | event to the last "
-	       "reader, median | worst | floor (%ld writers) | median / floor | RSS per reader, all processes | "
+	       "reader, median | worst | floor (%ld writers) | median / floor | memory per reader (PSS), all processes | "
 	       "server CPU per event | CPU idle |\n",
 	       cN, f->workers);
 	printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -693,7 +693,7 @@ int many_run(const struct options *o, struct tool_herald *h, const struct tool_a
 	long long ovf1 = tool_tcpext_now("ListenOverflows"), drop1 = tool_tcpext_now("ListenDrops");
 	f.ovf = ovf0 >= 0 && ovf1 >= 0 ? ovf1 - ovf0 : -1;
 	f.drops = drop0 >= 0 && drop1 >= 0 ? drop1 - drop0 : -1;
-	fprintf(stderr, "readers: %ld of %ld open in %.3f s; herald RSS %ld -> %ld KiB\n", f.opened, o->n, f.open_s,
+	fprintf(stderr, "readers: %ld of %ld open in %.3f s; herald PSS %ld -> %ld KiB\n", f.opened, o->n, f.open_s,
 		f.rss_before, f.rss_open);
 
 	/* Events: on schedule, --interval apart; each child says when all its

@@ -148,8 +148,44 @@ int tool_threads(pid_t pid, int children)
 	return (int)total;
 }
 
+/* The proportional set size of one process in KiB (/proc/N/smaps_rollup:
+ * each page it maps divided among the processes that map it), or -1. */
+static long pss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
 long tool_rss_kb(pid_t pid, int children)
 {
+	if (children) {
+		/* A group maps one shared region (and the same libraries): its
+		 * pages, in every process's RSS, would be counted once per
+		 * process; a process's PSS counts its share of them. */
+		pid_t fam[FAMILY_MAX];
+		fam[0] = pid;
+		int n = add_descendants(fam, 1, FAMILY_MAX);
+		long total = 0;
+		for (int i = 0; i < n; i++) {
+			long kb = pss_kb(fam[i]);
+			if (kb < 0) {
+				if (i == 0)
+					return -1;
+				continue;
+			}
+			total += kb;
+		}
+		return total;
+	}
 	struct procstat st[FAMILY_MAX];
 	int n = family_stats(pid, children, st, FAMILY_MAX);
 	if (n == 0)

@@ -243,7 +243,9 @@ int tool_cpu_ticks(pid_t pid, int children, uint64_t *ticks);
 int tool_sched_ns(pid_t pid, int children, uint64_t *run_ns, uint64_t *wait_ns);
 /* Threads of pid and, with children, its descendants; -1 when pid is gone. */
 int tool_threads(pid_t pid, int children);
-/* Resident set in KiB summed the same way; -1 when pid is gone. */
+/* Memory in KiB: pid's resident set; with children, the proportional set
+ * sizes of pid and its descendants summed (shared pages counted once over
+ * the group, not once per process); -1 when pid is gone. */
 long tool_rss_kb(pid_t pid, int children);
 /* Read one TcpExt counter now; -1 when absent or unreadable. */
 long long tool_tcpext_now(const char *name);

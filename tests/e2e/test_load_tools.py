@@ -337,6 +337,41 @@ def test_fanout_floor_processes_end_with_it():
                 os.kill(c, signal.SIGKILL)
 
 
+def _smaps(pid, field):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/smaps_rollup")
+
+
+def _family(pid):
+    out = [pid]
+    for c in _children(pid):
+        out += _family(c)
+    return out
+
+
+def test_readers_procs_counts_a_groups_shared_pages_once():
+    """Over a group of workers, memory is the processes' PSS summed: the
+    region and libraries they share count once for the group, not once per
+    process as their RSS would (which made a million readers over 55
+    workers look 70 B a reader heavier than they were)."""
+    with Herald(args=["--workers", "4", "--per-address-limit", "0"]) as h:
+        harness.wait_until(lambda: len(_children(h.pid)) == 4, timeout=20, what="four workers")
+        fam = _family(h.pid)
+        pss = sum(_smaps(q, "Pss") for q in fam)
+        rss = sum(_smaps(q, "Rss") for q in fam)
+        assert rss > 1.5 * pss, (rss, pss)  # five processes mapping the same pages
+        code, out, err, js = run("readers", 200, "--procs", 2, "--server", f"127.0.0.1:{h.port}", "--pid", h.pid,
+                                 "--db", h.db, "--events", 1, "--interval", 0.2, "--idle", 0, "--no-floor",
+                                 timeout=60)
+        assert js["opened"] == 200, js
+        # Before the opens the group held what the test read just before.
+        assert 0.8 * pss <= js["rss_before_kb"] <= 1.25 * pss, (js["rss_before_kb"], pss, rss)
+        assert "memory per reader (PSS), all processes" in out, out
+
+
 def test_readers_procs_over_a_group_of_workers():
     """`load/readers N --procs P --workers W`: herald of the build under test
     as a main process and W workers, the readers spread over P client
