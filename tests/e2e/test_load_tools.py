@@ -1337,8 +1337,16 @@ def test_bench_adversary_small():
             assert r["opened"] == 0 and r["verdict"] == "-", r
             continue
         assert r["rss_per_conn_kib"] >= 0 and r["allowance_kib"] > 0, r
-        ok = r["passes_over"] == 0 and r["rss_per_conn_kib"] <= r["allowance_kib"]
-        assert r["verdict"] == ("ok" if ok else "FAIL") and bool(r["why"]) != ok, r
+        # The verdict is "ok" exactly when no reason was found. A few passes
+        # over the bound are the machine's own (the tool allows twice the
+        # rate of the run with no attack, plus three), so passes over are a
+        # reason only past that; memory over its allowance always is; no
+        # pass over with memory within its allowance is always "ok".
+        assert r["verdict"] in ("ok", "FAIL") and (r["verdict"] == "ok") == (not r["why"]), r
+        if r["rss_per_conn_kib"] > r["allowance_kib"]:
+            assert r["verdict"] == "FAIL" and any(w.startswith("RSS ") for w in r["why"]), r
+        if r["passes_over"] == 0 and r["rss_per_conn_kib"] <= r["allowance_kib"]:
+            assert r["verdict"] == "ok", r
         if r["passes_over"]:
             assert r["worst_pass_ms"] or r["pass_bound_ms"], r
     flood, slow = js["attacks"][1], js["attacks"][2]
