@@ -107,6 +107,14 @@ struct config {
 	char *redis_stream; /* the keys' hash tag: {name}:events, {name}:last */
 	int64_t redis_wait_replicas;
 	int64_t redis_wait_timeout_ms;
+	/* Webhooks (webhook/webhook.h): presence, subscription and (with
+	 * webhook_publishes) every event, POSTed to the application. */
+	char *webhook_url;    /* "" = off */
+	char *webhook_secret; /* the HMAC-SHA256 key of the signature */
+	bool webhook_publishes;
+	int64_t webhook_batch;       /* events per request, at most */
+	int64_t webhook_batch_bytes; /* a request's body, about at most */
+	int64_t webhook_timeout_ms;  /* one request, whole */
 	char *config_path; /* the file read, or NULL */
 	char **origin;     /* per key: where its value came from (NULL: the default); config.c's */
 };

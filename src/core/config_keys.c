@@ -118,6 +118,12 @@ const struct key config_keys[] = {
 	KEY("redis_stream", K_STR, redis_stream, 1, 200, "herald", .flags = KF_RESTART, .check = check_redis_stream),
 	KEY("redis_wait_replicas", K_INT, redis_wait_replicas, 0, 64, "0"),
 	KEY("redis_wait_timeout", K_DUR_MS, redis_wait_timeout_ms, 1, 60000, "1s"),
+	KEY("webhook_url", K_STR, webhook_url, 0, 4096, "", .flags = KF_URL),
+	KEY("webhook_secret", K_STR, webhook_secret, 0, 1024, "", .flags = KF_SECRET),
+	KEY("webhook_publishes", K_BOOL, webhook_publishes, 0, 0, "off"),
+	KEY("webhook_batch", K_INT, webhook_batch, 1, 1000, "100"),
+	KEY("webhook_batch_bytes", K_SIZE, webhook_batch_bytes, 4096, 16777216, "1m"),
+	KEY("webhook_timeout", K_DUR_MS, webhook_timeout_ms, 100, 300000, "10s"),
 };
 #define NKEYS ARRAY_LEN(config_keys)
 const size_t config_nkeys = NKEYS;

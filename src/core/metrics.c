@@ -107,6 +107,12 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->mercure_judged_shared += from->mercure_judged_shared;
 	to->mercure_match_steps += from->mercure_match_steps;
 	to->own_events_dropped += from->own_events_dropped;
+	to->webhook_deliveries += from->webhook_deliveries;
+	to->webhook_failures += from->webhook_failures;
+	to->webhook_events += from->webhook_events;
+	to->webhook_skipped += from->webhook_skipped;
+	to->webhook_lag += from->webhook_lag;
+	to->webhook_in_flight += from->webhook_in_flight;
 	for (size_t i = 0; i < METRICS_H2_ENDS; i++)
 		to->http2_sessions_ended[i] += from->http2_sessions_ended[i];
 	to->http2_round_sends += from->http2_round_sends;
@@ -375,6 +381,20 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, si
 	    "herald's own events (presence joins and leaves, Mercure subscription events) never stored: "
 	    "given up after a minute of failed appends, or dropped for room while the log failed.",
 	    (double)m->own_events_dropped);
+	put(&o, "herald_webhook_deliveries_total", "counter", "Webhook requests the application answered 2xx.",
+	    (double)m->webhook_deliveries);
+	put(&o, "herald_webhook_failures_total", "counter",
+	    "Webhook attempts that failed (no answer in time, refused, not 2xx); each is tried again.",
+	    (double)m->webhook_failures);
+	put(&o, "herald_webhook_events_total", "counter", "Events delivered by webhook (acknowledged 2xx).",
+	    (double)m->webhook_events);
+	put(&o, "herald_webhook_skipped_total", "counter",
+	    "Log ids retention removed before the webhook cursor reached them (skipped, never delivered).",
+	    (double)m->webhook_skipped);
+	put(&o, "herald_webhook_lag", "gauge", "The newest event id less the webhook cursor (0 when not delivering).",
+	    (double)m->webhook_lag);
+	put(&o, "herald_webhook_in_flight", "gauge", "Events in the webhook request out now.",
+	    (double)m->webhook_in_flight);
 	put_http2_ended(&o, m);
 	put(&o, "herald_http2_round_sends_total", "counter",
 	    "Sends of an HTTP/2 connection's DATA frames for all its streams in a stream round (one per connection "

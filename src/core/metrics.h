@@ -67,6 +67,13 @@ struct metrics {
 	uint64_t mercure_judged_shared;      /* verdicts taken from another subscription of the same matchers */
 	uint64_t mercure_match_steps;        /* URL pattern steps (urlpattern_steps) those runs took */
 	uint64_t own_events_dropped;         /* herald's own rows (event_batch.h) never stored */
+	/* Webhooks (webhook.h): requests answered 2xx, attempts that failed,
+	 * events delivered and skipped (log ids retention removed before
+	 * delivery); and, as gauges kept here so that a group sums them (only
+	 * the lease holder's are not 0), the cursor's lag behind the newest
+	 * id and the events of the request out. */
+	uint64_t webhook_deliveries, webhook_failures, webhook_events, webhook_skipped;
+	int64_t webhook_lag, webhook_in_flight;
 	struct histogram publish_seconds;    /* POST parsed until its 201 is queued */
 	struct histogram commit_seconds;     /* one group commit's transaction */
 	struct histogram fanout_seconds;     /* reading new rows and queueing them to readers */

@@ -237,8 +237,11 @@ void hub_poll(struct hub *h)
 	uint64_t t0 = clock_mono_ns();
 	int64_t before = h->high_water;
 	poll_pages(h);
-	if (h->high_water != before)
+	if (h->high_water != before) {
 		metrics_observe(&h->m->fanout_seconds, clock_mono_ns() - t0);
+		if (h->advanced)
+			h->advanced(h->advanced_arg);
+	}
 }
 
 /* Fan out up to POLL_PAGES pages of new rows; continue from a timer. */
@@ -386,6 +389,12 @@ void hub_set_rule_probe(struct hub *h, hub_rule_probe probe, void *arg)
 {
 	h->probe = probe;
 	h->probe_arg = arg;
+}
+
+void hub_on_advance(struct hub *h, void (*fn)(void *arg), void *arg)
+{
+	h->advanced = fn;
+	h->advanced_arg = arg;
 }
 
 void hub_reconfigure(struct hub *h)

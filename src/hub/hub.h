@@ -110,6 +110,11 @@ typedef void (*hub_rule_probe)(void *arg, const struct store_event *ev,
 			       void (*hit)(void *ctx, const char *key, size_t n), void *ctx);
 void hub_set_rule_probe(struct hub *h, hub_rule_probe probe, void *arg);
 
+/* Call fn(arg) after a poll that moved high_water (new rows were read),
+ * for another reader of the log that follows the hub (the webhook); fn
+ * must not call back into the hub. One at most; NULL: none. */
+void hub_on_advance(struct hub *h, void (*fn)(void *arg), void *arg);
+
 /* Read every row past high_water from the store and fan it out. Called after
  * own commits and when another process committed. */
 void hub_poll(struct hub *h);

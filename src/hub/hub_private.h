@@ -80,6 +80,8 @@ struct hub {
 	size_t nrules;             /* readers in rules */
 	hub_rule_probe probe;      /* an event's keys in rules (hub_set_rule_probe) */
 	void *probe_arg;
+	void (*advanced)(void *arg); /* hub_on_advance: high_water moved */
+	void *advanced_arg;
 	size_t nlive, ncatchup;
 	struct chunk *heartbeat;
 	struct loop_timer heartbeat_timer; /* runs while there are readers */

@@ -39,11 +39,35 @@ static int outbound_check_config(const struct config *cfg)
 	return errors;
 }
 
+/* webhook_url: http or https with a host; webhook_secret with it (an
+ * unsigned delivery could be anyone's), long enough not to be guessed. */
+static int webhook_check_config(const struct config *cfg)
+{
+	const char *why;
+	if (!cfg->webhook_url[0])
+		return 0;
+	if ((why = http_client_url_check(cfg->webhook_url, false))) {
+		config_bad_value(cfg, "webhook_url", cfg->webhook_url, why);
+		return 1;
+	}
+	if (!cfg->webhook_secret[0]) {
+		log_err("%s: webhook_url is set, but webhook_secret is not: deliveries are signed with it",
+			config_origin(cfg, "webhook_url"));
+		return 1;
+	}
+	if (strlen(cfg->webhook_secret) < 16) {
+		config_bad_value(cfg, "webhook_secret", cfg->webhook_secret, "shorter than 16 bytes");
+		return 1;
+	}
+	return 0;
+}
+
 static config_check_fn *const config_checks[] = {
 	listener_check_config,
 	tls_check_config,
 	outbound_check_config,
 	jwt_check_config,
+	webhook_check_config,
 };
 
 int config_check(const struct config *cfg)

@@ -27,6 +27,7 @@
 #include "net/http_client.h"
 #include "net/tls_context.h"
 #include "common/util.h"
+#include "webhook/webhook.h"
 
 #define FD_RESERVE 64 /* descriptors kept for the database, listeners and plain requests */
 #define DRAIN_MS 3000
@@ -371,6 +372,7 @@ static void reload(struct server *srv)
 	cors_set(&srv->cors, srv->cfg.allow_origin);
 	streams_reconfigure(srv->streams);
 	jwks_url_follow(srv);
+	webhook_reconfigure(srv->webhook);
 	if (set_jwt(srv) < 0)
 		log_err("jwt: the key could not be loaded again; signed tokens keep the previous key");
 	if (srv->cfg.jwt_jwks_file[0] && !loop_timer_active(&srv->jwks_timer))
@@ -486,6 +488,8 @@ int server_start(struct server *srv, int argc, char **argv)
 		mercure_subs_share(srv->msubs, presence_share(srv->presence));
 	srv->msets = mercure_sets_new(&srv->m);
 	hub_set_rule_probe(srv->hub, mercure_sets_probe, srv->msets);
+	/* webhook_url: a reader of the log beside the hub; idle until set. */
+	srv->webhook = webhook_new(srv->lp, srv->st, srv->hub, srv->http, &srv->cfg, &srv->m);
 	compute_limits(srv);
 
 	/* The layers, wired once: connections hand complete requests to the
@@ -583,6 +587,7 @@ void server_free(struct server *srv)
 {
 	if (srv->lp) {
 		listeners_free(&srv->listeners);
+		webhook_stop(srv->webhook); /* the lease released for the next holder */
 		/* Pending publishes are committed (one attempt) and answered
 		 * before their connections close. */
 		publish_free(srv->pubq);
@@ -620,6 +625,8 @@ void server_free(struct server *srv)
 		store_close(srv->st);
 		srv->st = NULL;
 	}
+	webhook_free(srv->webhook); /* after the store: a lease call out has been answered */
+	srv->webhook = NULL;
 	if (srv->sigfd >= 0)
 		close(srv->sigfd);
 	stall_guard_stop(&srv->stall);

@@ -30,6 +30,7 @@ struct publish_queue;
 struct tls_ctx;
 struct http_client;
 struct jwks_fetch;
+struct webhook;
 
 struct server {
 	struct config cfg;
@@ -50,6 +51,7 @@ struct server {
 	struct tls_ctx *tls;
 	struct http_client *http;    /* outbound requests (http_client.h) */
 	struct jwks_fetch *jwks_url; /* jwt_jwks_url kept fresh, or NULL when unset */
+	struct webhook *webhook;     /* webhook_url's deliverer (idle while unset) */
 	struct api api;
 	struct stall_guard stall; /* the loop's pass times (/metrics, /api/health, the stall warning) */
 

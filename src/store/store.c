@@ -113,6 +113,15 @@ void store_mercure_find(struct store *st, const char *mercure_id, store_found_cb
 		found(arg, -ENOTSUP, NULL);
 }
 
+void store_lease(struct store *st, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
+		 store_lease_cb done, void *arg)
+{
+	if (st->ops->lease)
+		st->ops->lease(st->be, name, owner, ttl_ms, cursor, done, arg);
+	else
+		done(arg, -ENOTSUP, false, 0);
+}
+
 bool store_keeps_mercure(const struct store *st)
 {
 	return st->ops->mercure_find != NULL;

@@ -191,6 +191,22 @@ int store_read_matching(struct store *st, int64_t after, int64_t upto, size_t li
 typedef void (*store_found_cb)(void *arg, int rc, const struct store_event *ev);
 void store_mercure_find(struct store *st, const char *mercure_id, store_found_cb found, void *arg);
 
+/* A lease and a cursor kept with the log under name (a short word), for a
+ * reader of the log that only one process among all that share it may run
+ * (the webhook deliverer: webhook.h). The lease is held by owner (a number
+ * the process drew) until ttl_ms after its last renewal. One call takes
+ * the lease if it is free, expired or owner's, and renews it for ttl_ms;
+ * with ttl_ms 0 it releases it if owner's. If owner holds it (or held it,
+ * for a release) and cursor is above the stored cursor, cursor is stored.
+ * done(arg, 0, held, stored) then says whether owner holds the lease now
+ * and the cursor stored (0 if none yet); or a negative code (-EBUSY,
+ * -ENOTCONN, -EIO) with nothing changed. Called exactly once: before this
+ * returns with SQLite (herald_meta rows, in one transaction), when the
+ * answer comes with Redis (a function over two keys beside the stream). */
+typedef void (*store_lease_cb)(void *arg, int rc, bool held, int64_t stored);
+void store_lease(struct store *st, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
+		 store_lease_cb done, void *arg);
+
 /* Whether the backend keeps Mercure updates' ids and topics. */
 bool store_keeps_mercure(const struct store *st);
 

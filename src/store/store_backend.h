@@ -42,6 +42,9 @@ struct store_backend {
 	bool (*available)(const void *be);
 	/* store_mercure_find; NULL: the backend keeps no Mercure ids. */
 	void (*mercure_find)(void *be, const char *mercure_id, store_found_cb found, void *arg);
+	/* store_lease; NULL: the backend keeps no leases (-ENOTSUP). */
+	void (*lease)(void *be, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor, store_lease_cb done,
+		      void *arg);
 };
 
 #endif

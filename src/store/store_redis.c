@@ -965,6 +965,51 @@ static void redis_mercure_find(void *be, const char *mercure_id, store_found_cb 
 	}
 }
 
+struct lease_call {
+	struct store_redis *st;
+	store_lease_cb done;
+	void *arg;
+};
+
+static void on_lease(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct lease_call *l = privdata;
+	struct store_redis *st = l->st;
+	redisReply *r = reply ? command_answer(st, reply) : NULL;
+	(void)ac;
+	if (!r) {
+		l->done(l->arg, -ENOTCONN, false, 0);
+	} else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+		   r->element[1]->type == REDIS_REPLY_INTEGER) {
+		l->done(l->arg, 0, r->element[0]->integer == 1, r->element[1]->integer);
+	} else {
+		log_err("redis: herald_lease at %s: %s", where(st), is_error(r) ? r->str : "unexpected answer");
+		l->done(l->arg, -EIO, false, 0);
+	}
+	free(l);
+}
+
+/* The lease and cursor of name: {stream}:name:lease and {stream}:name:cursor
+ * (the stream's hash tag: one slot with it). */
+static void redis_lease(void *be, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
+			store_lease_cb done, void *arg)
+{
+	struct store_redis *st = be;
+	char k_lease[320], k_cursor[320], o[24], t[24], c[24];
+	snprintf(k_lease, sizeof(k_lease), "{%s}:%s:lease", st->cfg->redis_stream, name);
+	snprintf(k_cursor, sizeof(k_cursor), "{%s}:%s:cursor", st->cfg->redis_stream, name);
+	snprintf(o, sizeof(o), "%" PRId64, owner);
+	snprintf(t, sizeof(t), "%" PRIu64, ttl_ms);
+	snprintf(c, sizeof(c), "%" PRId64, cursor);
+	const char *argv[8] = { "FCALL", "herald_lease", "2", k_lease, k_cursor, o, t, c };
+	struct lease_call *l = xmalloc(sizeof(*l));
+	*l = (struct lease_call){ st, done, arg };
+	if (!st->up || cmd_argv(st, on_lease, l, 8, argv, NULL) < 0) {
+		free(l);
+		done(arg, -ENOTCONN, false, 0);
+	}
+}
+
 static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct fetch *f = privdata;
@@ -1192,4 +1237,5 @@ const struct store_backend store_redis_backend = {
 	.prune = redis_prune,
 	.available = redis_available,
 	.mercure_find = redis_mercure_find,
+	.lease = redis_lease,
 };

@@ -350,8 +350,34 @@ local function floor(keys, args)
   return { before, now, pruned_through(keys) }
 end
 
+-- FCALL herald_lease 2 <lease> <cursor> OWNER TTL_MS CURSOR
+-- A lease only one process holds (store_lease, store.h): taken if free
+-- (expired keys are gone) or OWNER's and renewed for TTL_MS, or with
+-- TTL_MS 0 released if OWNER's; the cursor stored when OWNER holds (or
+-- held) it and CURSOR is above it. Returns {held, stored cursor}.
+local function lease(keys, args)
+  local owner, ttl, cursor = args[1], tonumber(args[2]) or 0, tonumber(args[3]) or 0
+  local cur = redis.call('GET', keys[1])
+  local own = cur == owner
+  local mine = own or (not cur and ttl > 0)
+  local stored = tonumber(redis.call('GET', keys[2]) or '0') or 0
+  if mine and cursor > stored then
+    redis.call('SET', keys[2], string.format('%d', cursor))
+    stored = cursor
+  end
+  local held = 0
+  if mine and ttl > 0 then
+    redis.call('SET', keys[1], owner, 'PX', ttl)
+    held = 1
+  elseif own then
+    redis.call('DEL', keys[1])
+  end
+  return { held, stored }
+end
+
 redis.register_function('herald_publish', publish)
 redis.register_function('herald_sweep', sweep_call)
 redis.register_function('herald_trim', trim)
 redis.register_function('herald_floor', floor)
 redis.register_function('herald_mercure_find', mercure_find)
+redis.register_function('herald_lease', lease)

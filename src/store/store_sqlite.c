@@ -1008,6 +1008,16 @@ static void be_mercure_find(void *be, const char *mercure_id, store_found_cb fou
 		f.found(arg, rc < 0 ? rc : 0, NULL);
 }
 
+static void be_lease(void *be, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
+		     store_lease_cb done, void *arg)
+{
+	struct sqlite_backend *b = be;
+	bool held;
+	int64_t stored;
+	int rc = store_sqlite_lease(b->db, name, owner, ttl_ms, cursor, &held, &stored);
+	done(arg, rc, held, stored);
+}
+
 const struct store_backend store_sqlite_backend = {
 	.kind = "sqlite",
 	.chosen = be_chosen,
@@ -1025,4 +1035,5 @@ const struct store_backend store_sqlite_backend = {
 	.prune = be_prune,
 	.available = be_available,
 	.mercure_find = be_mercure_find,
+	.lease = be_lease,
 };

@@ -45,6 +45,11 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 /* store_mercure_find (store.h) on this file. */
 int store_sqlite_mercure_find(struct store_sqlite *st, const char *mercure_id, int64_t *id);
 
+/* store_lease (store.h) on this file (store_sqlite_lease.c): 0 with
+ * *held and *stored, or a negative code. */
+int store_sqlite_lease(struct store_sqlite *st, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
+		       bool *held, int64_t *stored);
+
 /* store_sqlite_append with only the ids (ids_out may be NULL). */
 int store_sqlite_append_batch(struct store_sqlite *st, const struct store_new_event *evs, size_t n, int64_t *ids_out);
 

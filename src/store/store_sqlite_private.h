@@ -5,7 +5,8 @@
  *   store_sqlite.c         open and close, errors and transactions, the log
  *                          (append, reads, budgets, prune), the backend table
  *   store_sqlite_schema.c  the schema and its migrations
- *   store_sqlite_watch.c   the folder watch, peers' wake-ups, checkpoints */
+ *   store_sqlite_watch.c   the folder watch, peers' wake-ups, checkpoints
+ *   store_sqlite_lease.c   store_lease's rows in herald_meta */
 #ifndef HERALD_STORE_SQLITE_PRIVATE_H
 #define HERALD_STORE_SQLITE_PRIVATE_H
 

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* store_sqlite_lease.c: store_lease on the SQLite file (store.h). A lease
+ * named N is two herald_meta rows, 'N.owner' and 'N.until' (Unix time in
+ * ms: processes sharing the file share the wall clock), and its cursor a
+ * third, 'N.cursor'; one BEGIN IMMEDIATE transaction reads and writes them,
+ * so two workers never both hold it. A lock that is not free within
+ * busy_timeout_ms is -EBUSY, nothing changed. Called about once a second
+ * and once per webhook batch: the statements are prepared per call. */
+#include "store/store_sqlite_private.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+#define META_KEY_MAX 96
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int step_reset(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* herald_meta's value for key into *v (kept when absent): SQLITE_OK. */
+static int meta_get(sqlite3 *db, const char *key, int64_t *v, bool *found)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(db, "SELECT value FROM herald_meta WHERE key = ?1", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(s);
+	*found = rc == SQLITE_ROW;
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int meta_put(sqlite3 *db, const char *key, int64_t v)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO herald_meta(key, value) VALUES (?1, ?2)", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, v);
+	rc = step_reset(s);
+	sqlite3_finalize(s);
+	return rc;
+}
+
+static int meta_delete(sqlite3 *db, const char *key)
+{
+	sqlite3_stmt *s;
+	int rc = sqlite3_prepare_v2(db, "DELETE FROM herald_meta WHERE key = ?1", -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+	rc = step_reset(s);
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* The transaction's body: SQLITE_OK with *held, *stored and *wrote. */
+static int lease_tx(sqlite3 *db, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor, bool *held,
+		    int64_t *stored, bool *wrote)
+{
+	char k_owner[META_KEY_MAX], k_until[META_KEY_MAX], k_cursor[META_KEY_MAX];
+	snprintf(k_owner, sizeof(k_owner), "%s.owner", name);
+	snprintf(k_until, sizeof(k_until), "%s.until", name);
+	snprintf(k_cursor, sizeof(k_cursor), "%s.cursor", name);
+	int64_t cur_owner = 0, until = 0;
+	bool has_owner, has_until, has_cursor;
+	int rc;
+	*stored = 0;
+	if ((rc = meta_get(db, k_owner, &cur_owner, &has_owner)) != SQLITE_OK ||
+	    (rc = meta_get(db, k_until, &until, &has_until)) != SQLITE_OK ||
+	    (rc = meta_get(db, k_cursor, stored, &has_cursor)) != SQLITE_OK)
+		return rc;
+	int64_t now = wall_ms();
+	bool own = has_owner && cur_owner == owner;
+	bool free_ = !has_owner || !has_until || until <= now;
+	bool mine = own || (free_ && ttl_ms > 0);
+	*held = mine && ttl_ms > 0;
+	if (mine && cursor > *stored) {
+		if ((rc = meta_put(db, k_cursor, cursor)) != SQLITE_OK)
+			return rc;
+		*stored = cursor;
+		*wrote = true;
+	}
+	if (*held) {
+		if ((!own && (rc = meta_put(db, k_owner, owner)) != SQLITE_OK) ||
+		    (rc = meta_put(db, k_until, now + (int64_t)ttl_ms)) != SQLITE_OK)
+			return rc;
+		*wrote = true;
+	} else if (own) {
+		if ((rc = meta_delete(db, k_owner)) != SQLITE_OK || (rc = meta_delete(db, k_until)) != SQLITE_OK)
+			return rc;
+		*wrote = true;
+	}
+	return SQLITE_OK;
+}
+
+int store_sqlite_lease(struct store_sqlite *st, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
+		       bool *held, int64_t *stored)
+{
+	bool wrote = false;
+	*held = false;
+	*stored = 0;
+	if (strlen(name) > META_KEY_MAX - 8)
+		return -EINVAL;
+	int rc = step_reset(st->begin);
+	if (rc != SQLITE_OK)
+		return store_sqlite_fail_rc(st, "lease (begin)", rc);
+	rc = lease_tx(st->db, name, owner, ttl_ms, cursor, held, stored, &wrote);
+	if (rc == SQLITE_OK)
+		rc = step_reset(st->commit);
+	if (rc != SQLITE_OK) {
+		int ret = store_sqlite_fail_rc(st, "lease", rc);
+		if (!sqlite3_get_autocommit(st->db) && step_reset(st->rollback) != SQLITE_OK)
+			log_err("store: rollback on %s: %s", st->path, sqlite3_errmsg(st->db));
+		*held = false;
+		return ret;
+	}
+	if (wrote)
+		store_sqlite_written(st);
+	return 0;
+}
