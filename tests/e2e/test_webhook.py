@@ -1,0 +1,224 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""End-to-end: webhooks (webhook_url). The application is a small HTTP
+server on loopback run by the test (Python's http.server in a thread) that
+checks each request's signature (HMAC-SHA256 of "<Herald-Timestamp>." and
+the body, with webhook_secret) and records the batches. Presence joins and
+leaves reach it after presence_grace, and a Mercure subscription's event;
+publishes only with webhook_publishes; an application answering 500, then
+stopped and started again on its port, gets every event at least once, in
+id order; a herald restarted resumes from the stored cursor (nothing
+acknowledged is sent again); webhook_url without webhook_secret is refused
+at start-up and on SIGHUP, naming the key; and on the Redis log two nodes
+share one lease: one delivers, and the other takes over when it is killed."""
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import re
+import signal
+import tempfile
+import threading
+import time
+
+from harness import Herald, RedisServer, Stream, publish, request, wait_until
+from test_mercure import MStream, SECRET as MERCURE_SECRET, HUB, mint
+
+WH_SECRET = "webhook-secret-0123456789abcdef"
+
+
+class App:
+    """The application's webhook endpoint on 127.0.0.1 (port 0, or the one
+    given), in a thread. statuses: the answers of the next requests (then
+    200). Records (events, signature ok) per request."""
+
+    def __init__(self, port=0, statuses=()):
+        self.statuses = list(statuses)
+        self.batches = []  # the events list of each request answered 2xx
+        self.requests = 0
+        self.bad_signatures = 0
+        self.lock = threading.Lock()
+        self.port = port
+        self.server = None
+        self.start()
+
+    def start(self):
+        app = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                ts = self.headers.get("Herald-Timestamp", "")
+                want = "sha256=" + hmac.new(WH_SECRET.encode(), ts.encode() + b"." + body,
+                                            hashlib.sha256).hexdigest()
+                ok = hmac.compare_digest(want, self.headers.get("Herald-Signature", "")) and \
+                    abs(time.time() - int(ts)) < 300
+                with app.lock:
+                    app.requests += 1
+                    status = app.statuses.pop(0) if app.statuses else 200
+                    if not ok:
+                        app.bad_signatures += 1
+                        status = 401
+                    elif status == 200:
+                        app.batches.append(json.loads(body)["events"])
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        http.server.ThreadingHTTPServer.allow_reuse_address = True
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/hooks/herald"
+
+    def events(self):
+        with self.lock:
+            return [e for b in self.batches for e in b]
+
+    def ids(self):
+        return [e["id"] for e in self.events()]
+
+
+def conf(app, extra=""):
+    return f"webhook_url = {app.url}\nwebhook_secret = {WH_SECRET}\n{extra}"
+
+
+def metric(port, name):
+    st, _, body = request(port, "GET", "/metrics")
+    assert st == 200
+    m = re.search(rf"^{re.escape(name)} (\S+)$", body.decode(), re.M)
+    assert m, name
+    return float(m.group(1))
+
+
+def test_webhook_presence_and_subscription_events_signed_publishes_left_out():
+    app = App()
+    tmp = tempfile.mkdtemp(prefix="herald-test-")
+    with open(os.path.join(tmp, "secret"), "w") as f:
+        f.write(MERCURE_SECRET)
+    c = conf(app, f"jwt_algorithm = HS256\njwt_secret_file = {tmp}/secret\nmercure_url = {HUB}\n"
+                  "mercure_anonymous = on\nmercure_subscriptions = on\npresence_events = on\npresence_grace = 200ms\n")
+    with Herald(dir=tmp, config=c) as h:
+        publish(h.port, topic="news", data="not delivered")  # webhook_publishes is off
+        tok = mint({"sub": "carol", "subscribe": ["*"]})
+        s = Stream(h.port, query="topic=room/1", headers={"Authorization": "Bearer " + tok})
+        wait_until(lambda: any(e["type"] == "presence.join" for e in app.events()), what="the join")
+        s.close()
+        wait_until(lambda: any(e["type"] == "presence.leave" for e in app.events()), what="the leave")
+        m = MStream(h.port, [("topic", "https://example.com/books/1")])
+        wait_until(lambda: any(e["kind"] == "subscription" for e in app.events()), what="the subscription event")
+        m.close()
+        evs = app.events()
+        assert [e["kind"] for e in evs][:2] == ["presence", "presence"], evs
+        join = evs[0]
+        assert join["topic"] == "$presence/room/1" and json.loads(join["data"]) == {
+            "action": "join", "topic": "room/1", "subject": "carol"}, join
+        assert isinstance(join["id"], int) and join["time"] > 0
+        sub = next(e for e in evs if e["kind"] == "subscription")
+        doc = json.loads(sub["data"])
+        assert doc["type"] == "subscription" and doc["active"] is True and sub["type"] == "mercure", sub
+        assert all(e["kind"] != "publish" for e in evs), evs
+        assert app.ids() == sorted(set(app.ids())), app.ids()
+        assert app.bad_signatures == 0
+        assert metric(h.port, "herald_webhook_deliveries_total") >= 2
+        wait_until(lambda: metric(h.port, "herald_webhook_events_total") == len(app.events()), what="counted")
+        h.stop()
+    app.stop()
+
+
+def test_webhook_publishes_through_failures_and_an_application_restart():
+    app = App(statuses=[500])
+    with Herald(config=conf(app, "webhook_publishes = on\n")) as h:
+        ids = [publish(h.port, data=f"e{i}") for i in range(3)]
+        wait_until(lambda: app.ids() == ids, timeout=8, what="delivered after the 500")
+        assert app.requests >= 2 and metric(h.port, "herald_webhook_failures_total") >= 1
+        assert [e["data"] for e in app.events()] == ["e0", "e1", "e2"]
+        assert app.events()[0]["kind"] == "publish" and app.events()[0]["topic"] == "news"
+        # The application goes away and comes back on its port: what was
+        # published meanwhile arrives, in order, at least once.
+        app.stop()
+        more = [publish(h.port, data=f"m{i}") for i in range(3)]
+        wait_until(lambda: metric(h.port, "herald_webhook_failures_total") >= 2, what="a refused attempt")
+        assert metric(h.port, "herald_webhook_lag") >= 1
+        app.start()
+        wait_until(lambda: set(more) <= set(app.ids()), timeout=8, what="delivered after the restart")
+        got = app.ids()
+        assert got == sorted(got) and set(got) == set(ids + more), got
+        wait_until(lambda: metric(h.port, "herald_webhook_lag") == 0, what="no lag")
+        assert "webhook http://127.0.0.1:%d/hooks/herald: answered HTTP 500" % app.port in h.log()
+        h.stop()
+    app.stop()
+
+
+def test_webhook_restart_resumes_from_the_stored_cursor():
+    app = App()
+    db = os.path.join(tempfile.mkdtemp(prefix="herald-test-"), "herald.db")
+    c = conf(app, "webhook_publishes = on\n")
+    with Herald(db=db, config=c) as h:
+        first = [publish(h.port, data=f"a{i}") for i in range(3)]
+        wait_until(lambda: app.ids() == first, what="the first delivered")
+        h.stop()
+    with Herald(db=db, config=c) as h:
+        second = [publish(h.port, data=f"b{i}") for i in range(2)]
+        wait_until(lambda: len(app.ids()) >= 5, what="the second delivered")
+        assert app.ids() == first + second, app.ids()
+        h.stop()
+    app.stop()
+
+
+def test_webhook_url_without_secret_refused_at_start_and_on_reload():
+    app = App()
+    h = Herald(config=f"webhook_url = {app.url}\n", wait=False)
+    assert h.proc.wait(10) == 1
+    assert "webhook_url is set, but webhook_secret is not" in h.log(), h.log()
+    h.logf.close()
+    with Herald(config=conf(app)) as h:
+        with open(os.path.join(h.dir, "herald.conf"), "w") as f:
+            f.write(f"webhook_url = {app.url}\n")
+        mark = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"webhook_url is set, but webhook_secret is not", since=mark)
+        h.wait_log(r"reload failed", since=mark)
+        h.stop()
+    app.stop()
+
+
+def test_webhook_two_nodes_on_redis_one_lease_and_a_takeover():
+    app = App()
+    with RedisServer() as r:
+        c = conf(app, "webhook_publishes = on\n")
+        a = Herald(config=c, redis=r, redis_stream="webhooks")
+        b = Herald(config=c, redis=r, redis_stream="webhooks")
+        try:
+            ids = []
+            for i in range(4):
+                n = a if i % 2 == 0 else b
+                ids.append(publish(n.port, data=f"x{i}"))
+            wait_until(lambda: set(ids) <= set(app.ids()), timeout=8, what="delivered by one node")
+            da = metric(a.port, "herald_webhook_deliveries_total")
+            db = metric(b.port, "herald_webhook_deliveries_total")
+            assert (da == 0) != (db == 0), (da, db)
+            holder, other = (a, b) if da else (b, a)
+            holder.kill()
+            more = [publish(other.port, data=f"y{i}") for i in range(2)]
+            wait_until(lambda: set(more) <= set(app.ids()), timeout=10, what="delivered after the takeover")
+            got = app.ids()
+            assert got == sorted(got) and set(got) == set(ids + more), got
+            assert "this process delivers to" in other.log()
+            other.stop()
+        finally:
+            for n in (a, b):
+                if n.proc.poll() is None:
+                    n.kill()
+    app.stop()
