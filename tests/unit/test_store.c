@@ -1232,6 +1232,46 @@ static void test_filter_sql_shapes(void)
 	CHECK_EQ_INT(store_filter_sql(&f, false, &q, sql, 64), -1);
 }
 
+/* store_lease's rows: one holder at a time, taken over once expired or
+ * released; the cursor stored only by the holder and only forward. */
+static void test_lease(void)
+{
+	struct store_sqlite *a = open_ok(db_path("lease.db")), *b = open_ok(db_path("lease.db"));
+	bool held = false;
+	int64_t stored = -1;
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 0, &held, &stored), 0);
+	CHECK(held);
+	CHECK_EQ_INT(stored, 0);
+	CHECK_EQ_INT(store_sqlite_lease(b, "webhook", 22, 60000, 50, &held, &stored), 0);
+	CHECK(!held); /* a's, not expired: b's cursor not stored */
+	CHECK_EQ_INT(stored, 0);
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 7, &held, &stored), 0);
+	CHECK(held);
+	CHECK_EQ_INT(stored, 7);
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 5, &held, &stored), 0);
+	CHECK_EQ_INT(stored, 7); /* never backwards */
+	/* Released with a last cursor: b takes it at once, from there. */
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 0, 9, &held, &stored), 0);
+	CHECK(!held);
+	CHECK_EQ_INT(stored, 9);
+	CHECK_EQ_INT(store_sqlite_lease(b, "webhook", 22, 1, 0, &held, &stored), 0);
+	CHECK(held);
+	CHECK_EQ_INT(stored, 9);
+	/* b's lease of 1 ms runs out: a takes it over. */
+	usleep(5000);
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 0, &held, &stored), 0);
+	CHECK(held);
+	CHECK_EQ_INT(store_sqlite_lease(b, "webhook", 22, 60000, 100, &held, &stored), 0);
+	CHECK(!held);
+	CHECK_EQ_INT(stored, 9);
+	/* Another name is another lease. */
+	CHECK_EQ_INT(store_sqlite_lease(b, "other", 22, 60000, 3, &held, &stored), 0);
+	CHECK(held);
+	CHECK_EQ_INT(stored, 3);
+	store_sqlite_close(a);
+	store_sqlite_close(b);
+}
+
 int main(void)
 {
 	use_counting_vfs();
@@ -1257,6 +1297,7 @@ int main(void)
 	test_private_rows_cost_a_public_reader_nothing();
 	test_idempotency_keys();
 	test_migration_to_4();
+	test_lease();
 	rm_tree(tmpdir);
 	return check_done("store");
 }
