@@ -34,6 +34,7 @@
  * new primary); the tail resumes after the newest id seen, so nothing is
  * skipped or read twice. */
 #include "store/store_redis.h"
+#include "store/store_redis_private.h"
 
 #include "core/config.h"
 #include "store/idempotency.h"
@@ -83,47 +84,6 @@ struct append {
 	size_t per;                 /* its numbers per row: 2, or 3 in the Mercure form */
 };
 
-struct store_redis {
-	const struct config *cfg;
-	struct loop *lp;
-	struct metrics *m;
-	struct store_hooks hooks;
-	bool watching;
-	char key_events[256], key_last[256], key_mercure[256], key_identity[256];
-
-	struct redis_link *cmd_link, *tail_link;
-	redisAsyncContext *cmd, *tail; /* the links' connections, NULL while down */
-	bool up;                       /* the function loaded, herald_floor answered */
-	uint64_t down_since;           /* loop time the outage began */
-	struct loop_timer watchdog_timer, sweep_timer;
-	size_t cmd_out;        /* commands waiting for an answer */
-	uint64_t cmd_progress; /* loop time of the last answer, or of the first command out */
-	bool tail_out;
-	uint64_t tail_sent;
-
-	struct store_window win; /* the newest entries and fetched pages */
-	struct fetch *fetches;   /* catch-up XRANGEs out */
-	size_t nfetches;
-	int64_t pruned_through;
-	bool trim_out;
-
-	uint64_t sync_sent, sync_done; /* tickets (store_sync_begin) */
-	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */
-	int64_t sync_wait_target;
-	uint64_t sync_wait_since;
-	bool warned_down; /* this outage has been logged */
-
-	/* Entries herald_publish did not add (an XADD by hand) are not events.
-	 * Unmarked entries <n>-0 with n up to counter_seen are events of an
-	 * older herald; the tail reads from tail_from, the stream id it has
-	 * read through (past entries it passes over, not only events). */
-	int64_t counter_seen;
-	char tail_from[48];
-	bool sweep_out;    /* herald_sweep asked, the tail waits for it */
-	char foreign[48];  /* the entry that made the tail ask */
-	bool foreign_told; /* this run of such entries has been logged */
-	bool warned_pages; /* such an entry read in a catch-up page (logged once) */
-};
 
 /* ---- entries ---- */
 
@@ -351,6 +311,21 @@ static redisReply *command_answer(struct store_redis *st, void *reply)
 	if (redis_link_readonly(st->cmd_link, reply))
 		return NULL; /* a demoted primary: the link leaves it */
 	return reply;
+}
+
+int store_redis_send(struct store_redis *st, redisCallbackFn *cb, void *privdata, int argc, const char **argv)
+{
+	return st->up ? cmd_argv(st, cb, privdata, argc, argv, NULL) : -1;
+}
+
+redisReply *store_redis_answer(struct store_redis *st, void *reply)
+{
+	return reply ? command_answer(st, reply) : NULL;
+}
+
+const char *store_redis_where(const struct store_redis *st)
+{
+	return where(st);
 }
 
 static void on_setup(redisAsyncContext *ac, void *reply, void *privdata)
@@ -965,51 +940,6 @@ static void redis_mercure_find(void *be, const char *mercure_id, store_found_cb 
 	}
 }
 
-struct lease_call {
-	struct store_redis *st;
-	store_lease_cb done;
-	void *arg;
-};
-
-static void on_lease(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	struct lease_call *l = privdata;
-	struct store_redis *st = l->st;
-	redisReply *r = reply ? command_answer(st, reply) : NULL;
-	(void)ac;
-	if (!r) {
-		l->done(l->arg, -ENOTCONN, false, 0);
-	} else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-		   r->element[1]->type == REDIS_REPLY_INTEGER) {
-		l->done(l->arg, 0, r->element[0]->integer == 1, r->element[1]->integer);
-	} else {
-		log_err("redis: herald_lease at %s: %s", where(st), is_error(r) ? r->str : "unexpected answer");
-		l->done(l->arg, -EIO, false, 0);
-	}
-	free(l);
-}
-
-/* The lease and cursor of name: {stream}:name:lease and {stream}:name:cursor
- * (the stream's hash tag: one slot with it). */
-static void redis_lease(void *be, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
-			store_lease_cb done, void *arg)
-{
-	struct store_redis *st = be;
-	char k_lease[320], k_cursor[320], o[24], t[24], c[24];
-	snprintf(k_lease, sizeof(k_lease), "{%s}:%s:lease", st->cfg->redis_stream, name);
-	snprintf(k_cursor, sizeof(k_cursor), "{%s}:%s:cursor", st->cfg->redis_stream, name);
-	snprintf(o, sizeof(o), "%" PRId64, owner);
-	snprintf(t, sizeof(t), "%" PRIu64, ttl_ms);
-	snprintf(c, sizeof(c), "%" PRId64, cursor);
-	const char *argv[8] = { "FCALL", "herald_lease", "2", k_lease, k_cursor, o, t, c };
-	struct lease_call *l = xmalloc(sizeof(*l));
-	*l = (struct lease_call){ st, done, arg };
-	if (!st->up || cmd_argv(st, on_lease, l, 8, argv, NULL) < 0) {
-		free(l);
-		done(arg, -ENOTCONN, false, 0);
-	}
-}
-
 static void on_fetch(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct fetch *f = privdata;
@@ -1237,5 +1167,5 @@ const struct store_backend store_redis_backend = {
 	.prune = redis_prune,
 	.available = redis_available,
 	.mercure_find = redis_mercure_find,
-	.lease = redis_lease,
+	.lease = store_redis_lease,
 };

@@ -23,8 +23,8 @@
 #include "webhook/webhook_body.h"
 
 #define LEASE_NAME "webhook"
-#define LEASE_TTL_MS 5000   /* a holder that stops renewing is replaced after this */
-#define LEASE_EVERY_MS 1000 /* renewal (and the try of those that do not hold it) */
+#define LEASE_TTL_MS 5000    /* a holder that stops renewing is replaced after this */
+#define LEASE_EVERY_MS 1000  /* renewal (and the try of those that do not hold it) */
 #define LEASE_MARGIN_MS 1000 /* a holder that could not renew stops this long before it may have lost it */
 #define RETRY_FIRST_MS 1000
 #define RETRY_MAX_MS 60000
@@ -98,9 +98,10 @@ static void set_lag(struct webhook *w)
 static void let_go(struct webhook *w, const char *why)
 {
 	if (w->holding)
-		log_msg(w->stopped ? LOG_LVL_INFO : LOG_LVL_WARN, "webhook: this process stops delivering (%s); the request out, if any, is sent again by the "
-			 "next holder",
-			 why);
+		log_msg(w->stopped ? LOG_LVL_INFO : LOG_LVL_WARN,
+			"webhook: this process stops delivering (%s); the request out, if any, is sent again by the "
+			"next holder",
+			why);
 	w->holding = false;
 	if (w->call)
 		http_client_cancel(w->call);
@@ -212,8 +213,8 @@ struct page {
 	struct webhook *w;
 	struct webhook_body body;
 	struct webhook_target target;
-	int64_t last;    /* the last row taken or passed over */
-	bool stopped;    /* the batch is full, or the next row is for another target */
+	int64_t last; /* the last row taken or passed over */
+	bool stopped; /* the batch is full, or the next row is for another target */
 };
 
 static int batch_row(void *arg, const struct store_event *ev)
@@ -254,8 +255,7 @@ static void post(struct webhook *w, struct page *pg)
 	char h_ts[64], h_sig[96], h_ids[96];
 	snprintf(h_ts, sizeof(h_ts), "Herald-Timestamp: %lld", (long long)ts);
 	snprintf(h_sig, sizeof(h_sig), "Herald-Signature: sha256=%s", sig);
-	snprintf(h_ids, sizeof(h_ids), "Herald-Events: %lld-%lld", (long long)pg->body.first,
-		 (long long)pg->body.last);
+	snprintf(h_ids, sizeof(h_ids), "Herald-Events: %lld-%lld", (long long)pg->body.first, (long long)pg->body.last);
 	const char *headers[] = { "Content-Type: application/json", "User-Agent: herald", h_ts, h_sig, h_ids };
 	struct http_client_request req = { .method = "POST",
 					   .url = pg->target.url,
@@ -290,7 +290,7 @@ static void pump(struct webhook *w)
 	}
 	int64_t pruned = store_pruned_through(w->st);
 	if (w->cursor < pruned) {
-		log_warn("webhook: retention removed ids %lld to %lld before they were delivered: skipped", 
+		log_warn("webhook: retention removed ids %lld to %lld before they were delivered: skipped",
 			 (long long)w->cursor + 1, (long long)pruned);
 		w->m->webhook_skipped += (uint64_t)(pruned - w->cursor);
 		w->cursor = pruned;

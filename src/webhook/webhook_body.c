@@ -29,8 +29,8 @@ enum webhook_kind webhook_kind_of(const struct store_event *ev, bool publishes)
 	 * publish may have a $mercure/ row topic too (a topic too long for a
 	 * row), and any type, but its data is the publisher's: the document's
 	 * opening tells them apart. */
-	if (ev->type_len == 7 && memcmp(ev->type, "mercure", 7) == 0 &&
-	    starts(ev->topic, ev->topic_len, "$mercure/") && starts(ev->data, ev->data_len, "{\"id\":") &&
+	if (ev->type_len == 7 && memcmp(ev->type, "mercure", 7) == 0 && starts(ev->topic, ev->topic_len, "$mercure/") &&
+	    starts(ev->data, ev->data_len, "{\"id\":") &&
 	    memmem(ev->data, ev->data_len, ",\"type\":\"subscription\"", 22))
 		return WEBHOOK_SUBSCRIPTION;
 	return publishes ? WEBHOOK_PUBLISH : WEBHOOK_SKIP;

@@ -9,7 +9,8 @@ stopped and started again on its port, gets every event at least once, in
 id order; a herald restarted resumes from the stored cursor (nothing
 acknowledged is sent again); webhook_url without webhook_secret is refused
 at start-up and on SIGHUP, naming the key; and on the Redis log two nodes
-share one lease: one delivers, and the other takes over when it is killed."""
+share one lease, as do the workers of a group: one delivers, and on Redis
+the other node takes over when the holder is killed."""
 import hashlib
 import hmac
 import http.server
@@ -142,7 +143,8 @@ def test_webhook_publishes_through_failures_and_an_application_restart():
     with Herald(config=conf(app, "webhook_publishes = on\n")) as h:
         ids = [publish(h.port, data=f"e{i}") for i in range(3)]
         wait_until(lambda: app.ids() == ids, timeout=8, what="delivered after the 500")
-        assert app.requests >= 2 and metric(h.port, "herald_webhook_failures_total") >= 1
+        assert app.requests >= 2
+        wait_until(lambda: metric(h.port, "herald_webhook_failures_total") >= 1, what="the failure counted")
         assert [e["data"] for e in app.events()] == ["e0", "e1", "e2"]
         assert app.events()[0]["kind"] == "publish" and app.events()[0]["topic"] == "news"
         # The application goes away and comes back on its port: what was
@@ -177,6 +179,16 @@ def test_webhook_restart_resumes_from_the_stored_cursor():
     app.stop()
 
 
+def test_webhook_one_worker_of_a_group_delivers():
+    app = App()
+    with Herald(config=conf(app, "webhook_publishes = on\nworkers = 2\n")) as h:
+        ids = [publish(h.port, data=f"w{i}") for i in range(4)]
+        wait_until(lambda: app.ids() == ids, what="delivered once each, in order")
+        assert h.log().count("this process delivers to") == 1, h.log()
+        h.stop()
+    app.stop()
+
+
 def test_webhook_url_without_secret_refused_at_start_and_on_reload():
     app = App()
     h = Herald(config=f"webhook_url = {app.url}\n", wait=False)
@@ -206,6 +218,9 @@ def test_webhook_two_nodes_on_redis_one_lease_and_a_takeover():
                 n = a if i % 2 == 0 else b
                 ids.append(publish(n.port, data=f"x{i}"))
             wait_until(lambda: set(ids) <= set(app.ids()), timeout=8, what="delivered by one node")
+            # Counted once the 2xx is read, a moment after the application has the batch.
+            wait_until(lambda: metric(a.port, "herald_webhook_events_total") +
+                       metric(b.port, "herald_webhook_events_total") == len(ids), what="counted")
             da = metric(a.port, "herald_webhook_deliveries_total")
             db = metric(b.port, "herald_webhook_deliveries_total")
             assert (da == 0) != (db == 0), (da, db)
