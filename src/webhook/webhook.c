@@ -150,6 +150,7 @@ static void lease_call(struct webhook *w)
 		return;
 	}
 	w->lease_out = true;
+	w->save_wanted = false; /* this call carries the cursor */
 	store_lease(w->st, LEASE_NAME, w->owner, LEASE_TTL_MS, w->holding ? w->cursor : 0, on_lease, w);
 }
 
