@@ -224,6 +224,7 @@ static int fanout_row(void *arg, const struct store_event *ev)
 }
 
 static void poll_pages(struct hub *h);
+static void send_reset(struct hub *h, struct reader *r, const char *reason, int64_t resume);
 
 static void retry_poll(void *arg)
 {
@@ -241,9 +242,28 @@ void hub_poll(struct hub *h)
 		metrics_observe(&h->m->fanout_seconds, clock_mono_ns() - t0);
 }
 
+/* Retention removed rows this hub had not read yet (its fan-out was
+ * behind, or another process pruned): every live reader might have wanted
+ * one, so each gets a reset (never a silent gap) and goes on live. */
+static void behind_retention(struct hub *h)
+{
+	int64_t pruned = store_pruned_through(h->st);
+	if (h->high_water >= pruned)
+		return;
+	int64_t from = h->high_water;
+	h->high_water = pruned; /* the reset's id: a client resumes past the gap */
+	struct list_node *n, *next;
+	list_each(&h->live, n, next) {
+		send_reset(h, list_item(n, struct reader, node), "retention", from);
+	}
+	log_warn("retention removed events %lld to %lld before they were fanned out: live readers were sent a reset",
+		 (long long)from + 1, (long long)pruned);
+}
+
 /* Fan out up to POLL_PAGES pages of new rows; continue from a timer. */
 static void poll_pages(struct hub *h)
 {
+	behind_retention(h);
 	/* A large batch from another writer is fanned out a few thousand rows
 	 * or POLL_PASS_NS per pass, so sockets and timers keep being served
 	 * meanwhile. */
