@@ -6,7 +6,8 @@ the body, with webhook_secret) and records the batches. Presence joins and
 leaves reach it after presence_grace, and a Mercure subscription's event;
 publishes only with webhook_publishes; an application answering 500, then
 stopped and started again on its port, gets every event at least once, in
-id order; a herald restarted resumes from the stored cursor (nothing
+id order, in batches of at most webhook_batch; rows retention removed before
+they were delivered are skipped, counted and logged; a herald restarted resumes from the stored cursor (nothing
 acknowledged is sent again); webhook_url without webhook_secret is refused
 at start-up and on SIGHUP, naming the key; and on the Redis log two nodes
 share one lease, as do the workers of a group: one delivers, and on Redis
@@ -140,7 +141,7 @@ def test_webhook_presence_and_subscription_events_signed_publishes_left_out():
 
 def test_webhook_publishes_through_failures_and_an_application_restart():
     app = App(statuses=[500])
-    with Herald(config=conf(app, "webhook_publishes = on\n")) as h:
+    with Herald(config=conf(app, "webhook_publishes = on\nwebhook_batch = 2\n")) as h:
         ids = [publish(h.port, data=f"e{i}") for i in range(3)]
         wait_until(lambda: app.ids() == ids, timeout=8, what="delivered after the 500")
         assert app.requests >= 2
@@ -157,6 +158,7 @@ def test_webhook_publishes_through_failures_and_an_application_restart():
         wait_until(lambda: set(more) <= set(app.ids()), timeout=8, what="delivered after the restart")
         got = app.ids()
         assert got == sorted(got) and set(got) == set(ids + more), got
+        assert max(len(b) for b in app.batches) <= 2, app.batches
         wait_until(lambda: metric(h.port, "herald_webhook_lag") == 0, what="no lag")
         assert "webhook http://127.0.0.1:%d/hooks/herald: answered HTTP 500" % app.port in h.log()
         h.stop()
@@ -175,6 +177,25 @@ def test_webhook_restart_resumes_from_the_stored_cursor():
         second = [publish(h.port, data=f"b{i}") for i in range(2)]
         wait_until(lambda: len(app.ids()) >= 5, what="the second delivered")
         assert app.ids() == first + second, app.ids()
+        h.stop()
+    app.stop()
+
+
+def test_webhook_rows_pruned_before_delivery_are_skipped_counted_and_logged():
+    app = App(statuses=[500] * 1000)
+    db = os.path.join(tempfile.mkdtemp(prefix="herald-test-"), "herald.db")
+    c = conf(app, "webhook_publishes = on\n")
+    with Herald(db=db, config=c) as h:
+        ids = [publish(h.port, data=f"p{i}") for i in range(5)]
+        wait_until(lambda: metric(h.port, "herald_webhook_failures_total") >= 1, what="a failure")
+        h.stop()
+    # Started again keeping the newest 2: the first 3 go before the
+    # application answers (its first answer is one more 500).
+    app.statuses = [500]
+    with Herald(db=db, config=c + "retention_count = 2\n") as h:
+        wait_until(lambda: app.ids() == ids[3:], timeout=8, what="what remains delivered")
+        assert metric(h.port, "herald_webhook_skipped_total") == 3
+        h.wait_log(rf"webhook: retention removed ids {ids[0]} to {ids[2]} before they were delivered: skipped")
         h.stop()
     app.stop()
 
