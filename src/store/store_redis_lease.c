@@ -31,10 +31,15 @@ static void on_lease(redisAsyncContext *ac, void *reply, void *privdata)
 		l->done(l->arg, -ENOTCONN, false, 0);
 	} else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
 		   r->element[1]->type == REDIS_REPLY_INTEGER) {
+		st->lease_failing = false;
 		l->done(l->arg, 0, r->element[0]->integer == 1, r->element[1]->integer);
 	} else {
-		log_err("redis: herald_lease at %s: %s", store_redis_where(st),
-			r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");
+		/* Asked each second (a node whose library has no herald_lease
+		 * loaded it last, in a rolling upgrade): said once a run. */
+		if (!st->lease_failing)
+			log_err("redis: herald_lease at %s: %s", store_redis_where(st),
+				r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");
+		st->lease_failing = true;
 		l->done(l->arg, -EIO, false, 0);
 	}
 	free(l);

@@ -58,10 +58,11 @@ struct store_redis {
 	 * read through (past entries it passes over, not only events). */
 	int64_t counter_seen;
 	char tail_from[48];
-	bool sweep_out;    /* herald_sweep asked, the tail waits for it */
-	char foreign[48];  /* the entry that made the tail ask */
-	bool foreign_told; /* this run of such entries has been logged */
-	bool warned_pages; /* such an entry read in a catch-up page (logged once) */
+	bool sweep_out;     /* herald_sweep asked, the tail waits for it */
+	char foreign[48];   /* the entry that made the tail ask */
+	bool foreign_told;  /* this run of such entries has been logged */
+	bool warned_pages;  /* such an entry read in a catch-up page (logged once) */
+	bool lease_failing; /* herald_lease's error logged (once per run of them) */
 };
 
 /* Send argv on the command connection, cb(privdata) with the answer;

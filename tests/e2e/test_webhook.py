@@ -6,9 +6,10 @@ the body, with webhook_secret) and records the batches. Presence joins and
 leaves reach it after presence_grace, and a Mercure subscription's event;
 publishes only with webhook_publishes; an application answering 500, then
 stopped and started again on its port, gets every event at least once, in
-id order, in batches of at most webhook_batch; rows retention removed before
-they were delivered are skipped, counted and logged; a herald restarted resumes from the stored cursor (nothing
-acknowledged is sent again); webhook_url without webhook_secret is refused
+id order, in batches of at most webhook_batch; rows retention removed
+before they were delivered are skipped, counted and logged; a herald
+restarted resumes from the stored cursor (nothing acknowledged is sent
+again); webhook_url without webhook_secret is refused
 at start-up and on SIGHUP, naming the key; and on the Redis log two nodes
 share one lease, as do the workers of a group: one delivers, and on Redis
 the other node takes over when the holder is killed."""
