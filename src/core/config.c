@@ -662,7 +662,8 @@ static int read_token_file(struct load *ld, const struct key *kf, const struct k
 /* The tokens that may come from a file: set one way or the other. */
 static void resolve_tokens(struct load *ld)
 {
-	static const char *const names[] = { "publish_token", "read_token", "metrics_token", "presence_token" };
+	static const char *const names[] = { "publish_token", "read_token", "metrics_token", "presence_token",
+					      "webhook_secret" };
 	char fname[64];
 	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
 		snprintf(fname, sizeof(fname), "%s_file", names[i]);

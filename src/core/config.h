@@ -112,6 +112,7 @@ struct config {
 	 * webhook_publishes) every event, POSTed to the application. */
 	char *webhook_url;    /* "" = off */
 	char *webhook_secret; /* the HMAC-SHA256 key of the signature */
+	char *webhook_secret_file;
 	bool webhook_publishes;
 	int64_t webhook_batch;       /* events per request, at most */
 	int64_t webhook_batch_bytes; /* a request's body, about at most */

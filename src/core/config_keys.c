@@ -120,6 +120,7 @@ const struct key config_keys[] = {
 	KEY("redis_wait_timeout", K_DUR_MS, redis_wait_timeout_ms, 1, 60000, "1s"),
 	KEY("webhook_url", K_STR, webhook_url, 0, 4096, "", .flags = KF_URL),
 	KEY("webhook_secret", K_STR, webhook_secret, 0, 1024, "", .flags = KF_SECRET),
+	KEY("webhook_secret_file", K_STR, webhook_secret_file, 0, 4096, ""),
 	KEY("webhook_publishes", K_BOOL, webhook_publishes, 0, 0, "off"),
 	KEY("webhook_batch", K_INT, webhook_batch, 1, 1000, "100"),
 	KEY("webhook_batch_bytes", K_SIZE, webhook_batch_bytes, 4096, 16777216, "1m"),

@@ -51,7 +51,8 @@ static int webhook_check_config(const struct config *cfg)
 		return 1;
 	}
 	if (!cfg->webhook_secret[0]) {
-		log_err("%s: webhook_url is set, but webhook_secret is not: deliveries are signed with it",
+		log_err("%s: webhook_url is set, but webhook_secret is not (nor webhook_secret_file): deliveries are "
+			"signed with it",
 			config_origin(cfg, "webhook_url"));
 		return 1;
 	}

@@ -211,13 +211,21 @@ def test_webhook_one_worker_of_a_group_delivers():
     app.stop()
 
 
-def test_webhook_url_without_secret_refused_at_start_and_on_reload():
+def test_webhook_url_without_secret_refused_at_start_and_on_reload_secret_from_a_file():
     app = App()
     h = Herald(config=f"webhook_url = {app.url}\n", wait=False)
     assert h.proc.wait(10) == 1
     assert "webhook_url is set, but webhook_secret is not" in h.log(), h.log()
     h.logf.close()
-    with Herald(config=conf(app)) as h:
+    # The secret from a file (one line) does as well.
+    d = tempfile.mkdtemp(prefix="herald-test-")
+    with open(os.path.join(d, "wh.secret"), "w") as f:
+        f.write(WH_SECRET + "\n")
+    c = f"webhook_url = {app.url}\nwebhook_secret_file = {d}/wh.secret\nwebhook_publishes = on\n"
+    with Herald(config=c) as h:
+        i = publish(h.port)
+        wait_until(lambda: app.ids() == [i], what="delivered")
+        assert app.bad_signatures == 0
         with open(os.path.join(h.dir, "herald.conf"), "w") as f:
             f.write(f"webhook_url = {app.url}\n")
         mark = h.log_size()
