@@ -197,9 +197,9 @@ void store_mercure_find(struct store *st, const char *mercure_id, store_found_cb
  * the process drew) until ttl_ms after its last renewal. One call takes
  * the lease if it is free, expired or owner's, and renews it for ttl_ms;
  * with ttl_ms 0 it releases it if owner's. If owner holds it (or held it,
- * for a release) and cursor is above the stored cursor, cursor is stored.
- * done(arg, 0, held, stored) then says whether owner holds the lease now
- * and the cursor stored (0 if none yet); or a negative code (-EBUSY,
+ * for a release) and cursor is above the stored cursor, cursor is stored
+ * (-1: store nothing). done(arg, 0, held, stored) then says whether owner
+ * holds the lease now and the cursor stored (-1 if none ever was); or a negative code (-EBUSY,
  * -ENOTCONN, -EIO) with nothing changed. Called exactly once: before this
  * returns with SQLite (herald_meta rows, in one transaction), when the
  * answer comes with Redis (a function over two keys beside the stream). */

@@ -354,14 +354,15 @@ end
 -- A lease only one process holds (store_lease, store.h): taken if free
 -- (expired keys are gone) or OWNER's and renewed for TTL_MS, or with
 -- TTL_MS 0 released if OWNER's; the cursor stored when OWNER holds (or
--- held) it and CURSOR is above it. Returns {held, stored cursor}.
+-- held) it and CURSOR is above it (and not negative). Returns {held, stored
+-- cursor}, the cursor -1 until one is stored.
 local function lease(keys, args)
-  local owner, ttl, cursor = args[1], tonumber(args[2]) or 0, tonumber(args[3]) or 0
+  local owner, ttl, cursor = args[1], tonumber(args[2]) or 0, tonumber(args[3]) or -1
   local cur = redis.call('GET', keys[1])
   local own = cur == owner
   local mine = own or (not cur and ttl > 0)
-  local stored = tonumber(redis.call('GET', keys[2]) or '0') or 0
-  if mine and cursor > stored then
+  local stored = tonumber(redis.call('GET', keys[2]) or '-1') or -1
+  if mine and cursor >= 0 and cursor > stored then
     redis.call('SET', keys[2], string.format('%d', cursor))
     stored = cursor
   end

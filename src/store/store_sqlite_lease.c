@@ -2,7 +2,7 @@
 /* store_sqlite_lease.c: store_lease on the SQLite file (store.h). A lease
  * named N is two herald_meta rows, 'N.owner' and 'N.until' (Unix time in
  * ms: processes sharing the file share the wall clock), and its cursor a
- * third, 'N.cursor'; one BEGIN IMMEDIATE transaction reads and writes them,
+ * third, 'N.cursor' (absent until first stored); one BEGIN IMMEDIATE transaction reads and writes them,
  * so two workers never both hold it. A lock that is not free within
  * busy_timeout_ms is -EBUSY, nothing changed. Called about once a second
  * and once per webhook batch: the statements are prepared per call. */
@@ -83,7 +83,7 @@ static int lease_tx(sqlite3 *db, const char *name, int64_t owner, uint64_t ttl_m
 	int64_t cur_owner = 0, until = 0;
 	bool has_owner, has_until, has_cursor;
 	int rc;
-	*stored = 0;
+	*stored = -1;
 	if ((rc = meta_get(db, k_owner, &cur_owner, &has_owner)) != SQLITE_OK ||
 	    (rc = meta_get(db, k_until, &until, &has_until)) != SQLITE_OK ||
 	    (rc = meta_get(db, k_cursor, stored, &has_cursor)) != SQLITE_OK)
@@ -93,7 +93,7 @@ static int lease_tx(sqlite3 *db, const char *name, int64_t owner, uint64_t ttl_m
 	bool free_ = !has_owner || !has_until || until <= now;
 	bool mine = own || (free_ && ttl_ms > 0);
 	*held = mine && ttl_ms > 0;
-	if (mine && cursor > *stored) {
+	if (mine && cursor >= 0 && cursor > *stored) {
 		if ((rc = meta_put(db, k_cursor, cursor)) != SQLITE_OK)
 			return rc;
 		*stored = cursor;
@@ -117,7 +117,7 @@ int store_sqlite_lease(struct store_sqlite *st, const char *name, int64_t owner,
 {
 	bool wrote = false;
 	*held = false;
-	*stored = 0;
+	*stored = -1;
 	if (strlen(name) > META_KEY_MAX - 8)
 		return -EINVAL;
 	int rc = step_reset(st->begin);

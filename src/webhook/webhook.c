@@ -46,6 +46,8 @@ struct webhook {
 	bool lease_out;      /* a store_lease call not answered yet */
 	bool save_wanted;    /* the cursor moved while one was out */
 	bool stopped;
+	bool on;          /* webhook_url was set at the last (re)configuration */
+	int64_t on_since; /* the newest id then: where a log with no cursor starts */
 	int64_t cursor;         /* delivered (or skipped) through, while holding */
 	struct http_call *call; /* the request out, or NULL */
 	int64_t batch_next;     /* the cursor once it is acknowledged */
@@ -124,11 +126,14 @@ static void on_lease(void *arg, int rc, bool held, int64_t stored)
 		w->held_until = loop_now(w->lp) + LEASE_TTL_MS - LEASE_MARGIN_MS;
 		if (!w->holding) {
 			w->holding = true;
-			w->cursor = stored;
+			/* No cursor yet (webhooks turned on for the first
+			 * time): from when they were, not the history. */
+			w->cursor = stored >= 0 ? stored : w->on_since;
+			w->save_wanted |= stored < 0;
 			w->backoff_ms = 0;
 			w->failing = false;
-			log_info("webhook: this process delivers to %s, from after id %lld", w->cfg->webhook_url,
-				 (long long)stored);
+			log_info("webhook: this process delivers to %s, from after id %lld%s", w->cfg->webhook_url,
+				 (long long)w->cursor, stored >= 0 ? "" : " (no cursor was stored yet: from when webhooks were turned on)");
 		} else if (stored > w->cursor) {
 			w->cursor = stored;
 		}
@@ -151,7 +156,7 @@ static void lease_call(struct webhook *w)
 	}
 	w->lease_out = true;
 	w->save_wanted = false; /* this call carries the cursor */
-	store_lease(w->st, LEASE_NAME, w->owner, LEASE_TTL_MS, w->holding ? w->cursor : 0, on_lease, w);
+	store_lease(w->st, LEASE_NAME, w->owner, LEASE_TTL_MS, w->holding ? w->cursor : -1, on_lease, w);
 }
 
 static void lease_tick(void *arg)
@@ -378,11 +383,15 @@ void webhook_reconfigure(struct webhook *w)
 	if (!w || w->stopped)
 		return;
 	if (w->cfg->webhook_url[0]) {
+		if (!w->on)
+			w->on_since = hub_high_water(w->hub);
+		w->on = true;
 		if (!loop_timer_active(&w->lease_timer))
 			lease_tick(w);
 		pump_soon(w);
 		return;
 	}
+	w->on = false;
 	loop_timer_stop(w->lp, &w->lease_timer);
 	if (w->holding) {
 		let_go(w, "webhook_url is off");

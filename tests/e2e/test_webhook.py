@@ -201,6 +201,30 @@ def test_webhook_rows_pruned_before_delivery_are_skipped_counted_and_logged():
     app.stop()
 
 
+def test_webhook_turned_on_by_sighup_starts_after_the_newest_event():
+    app = App()
+    with Herald(config="") as h:
+        publish(h.port, data="history")
+        publish(h.port, data="history")
+        with open(os.path.join(h.dir, "herald.conf"), "w") as f:
+            f.write(conf(app, "webhook_publishes = on\n"))
+        mark = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"this process delivers to .* \(no cursor was stored yet: from when webhooks were turned on\)", since=mark)
+        i = publish(h.port, data="news")
+        wait_until(lambda: app.ids() == [i], what="only the new one")
+        # Turned off again: the lease is let go, nothing more is sent.
+        with open(os.path.join(h.dir, "herald.conf"), "w") as f:
+            f.write("")
+        mark = h.log_size()
+        h.signal(signal.SIGHUP)
+        h.wait_log(r"stops delivering \(webhook_url is off\)", since=mark)
+        publish(h.port, data="unsent")
+        h.stop()
+    assert app.ids() == [i]
+    app.stop()
+
+
 def test_webhook_one_worker_of_a_group_delivers():
     app = App()
     with Herald(config=conf(app, "webhook_publishes = on\nworkers = 2\n")) as h:

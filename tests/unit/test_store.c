@@ -1238,9 +1238,11 @@ static void test_lease(void)
 {
 	struct store_sqlite *a = open_ok(db_path("lease.db")), *b = open_ok(db_path("lease.db"));
 	bool held = false;
-	int64_t stored = -1;
-	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 0, &held, &stored), 0);
+	int64_t stored = 0;
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, -1, &held, &stored), 0);
 	CHECK(held);
+	CHECK_EQ_INT(stored, -1); /* none yet */
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 0, &held, &stored), 0);
 	CHECK_EQ_INT(stored, 0);
 	CHECK_EQ_INT(store_sqlite_lease(b, "webhook", 22, 60000, 50, &held, &stored), 0);
 	CHECK(!held); /* a's, not expired: b's cursor not stored */
