@@ -46,8 +46,8 @@ struct webhook {
 	bool lease_out;      /* a store_lease call not answered yet */
 	bool save_wanted;    /* the cursor moved while one was out */
 	bool stopped;
-	bool on;          /* webhook_url was set at the last (re)configuration */
-	int64_t on_since; /* the newest id then: where a log with no cursor starts */
+	bool on;                /* webhook_url was set at the last (re)configuration */
+	int64_t on_since;       /* the newest id then: where a log with no cursor starts */
 	int64_t cursor;         /* delivered (or skipped) through, while holding */
 	struct http_call *call; /* the request out, or NULL */
 	int64_t batch_next;     /* the cursor once it is acknowledged */
@@ -133,7 +133,8 @@ static void on_lease(void *arg, int rc, bool held, int64_t stored)
 			w->backoff_ms = 0;
 			w->failing = false;
 			log_info("webhook: this process delivers to %s, from after id %lld%s", w->cfg->webhook_url,
-				 (long long)w->cursor, stored >= 0 ? "" : " (no cursor was stored yet: from when webhooks were turned on)");
+				 (long long)w->cursor,
+				 stored >= 0 ? "" : " (no cursor was stored yet: from when webhooks were turned on)");
 		} else if (stored > w->cursor) {
 			w->cursor = stored;
 		}
