@@ -179,3 +179,88 @@ def test_reload_applies_a_namespace_and_refuses_a_bad_one():
 
 
 test_reload_applies_a_namespace_and_refuses_a_bad_one.timeout = 60
+
+
+def _rules_conf():
+    from test_jwt import KEYS
+    return f"""
+read_token = {READ}
+jwt_algorithm = HS256
+jwt_secret_file = {KEYS.secret_file()}
+[namespace "private/*"]
+anonymous = off
+publish_needs_token = on
+max_readers = 2
+[namespace "quiet/*"]
+presence = off
+"""
+
+
+READ = "namespace-read-token-0123456789"
+
+
+def _publish(port, topic, token=None):
+    h = {"Authorization": f"Bearer {token}"} if token else {}
+    st, _, body = request(port, "POST", "/api/events", body={"topic": topic, "data": "x"}, headers=h)
+    return st, body
+
+
+def test_rules_for_readers_and_publishers():
+    from test_jwt import KEYS, claims, mint, signing_key
+    from test_presence import presence
+    try:
+        with Herald(config=_rules_conf()) as h:
+            # anonymous = off: a reader without a token is refused for its
+            # topics in the namespace, and for every topic (which reach it).
+            for q in ("topic=private/a", "", "topic=*", "topic=news,private/*"):
+                s = Stream(h.port, query=q)
+                assert s.status == 401, (q, s.status)
+                s.close()
+            s = Stream(h.port, query="topic=news")
+            assert s.status == 200
+            s.close()
+            # A token opens it: the read token, or a signed one granting it.
+            tok = mint("HS256", signing_key("HS256"), claims(sub=["private/*"]))
+            a = Stream(h.port, query=f"topic=private/a&token={READ}")
+            b = Stream(h.port, query="topic=private/a", headers={"Authorization": f"Bearer {tok}"})
+            assert a.status == 200 and b.status == 200, (a.status, b.status)
+            # max_readers = 2 for one topic of it: a third is refused, another topic is not.
+            c = Stream(h.port, query=f"topic=private/a&token={READ}")
+            assert c.status == 503, c.status
+            c.close()
+            d = Stream(h.port, query=f"topic=private/b&token={READ}")
+            assert d.status == 200
+            d.close()
+            a.close()
+            deadline = time.monotonic() + 5
+            while True:
+                c = Stream(h.port, query=f"topic=private/a&token={READ}")
+                if c.status == 200 or time.monotonic() > deadline:
+                    break
+                c.close()
+                time.sleep(0.05)
+            assert c.status == 200, "a place freed by a close was not given again"
+            c.close()
+            b.close()
+            # publish_needs_token = on: this host's token-less publish is
+            # refused there, not elsewhere; a signed token's claim opens it.
+            st, body = _publish(h.port, "private/a")
+            assert st == 401 and b"publish_needs_token" in body, (st, body)
+            assert _publish(h.port, "news")[0] == 201
+            ptok = mint("HS256", signing_key("HS256"), claims(pub=["private/*"]))
+            assert _publish(h.port, "private/a", ptok)[0] == 201
+            # presence = off: readers there are not counted; elsewhere they are.
+            q = Stream(h.port, query="topic=quiet/x")
+            n = Stream(h.port, query="topic=news")
+            st, body = presence(h.port, ["quiet/x", "news"])
+            assert st == 200, body
+            assert body["topics"]["news"]["readers"] == 1, body
+            assert body["topics"]["quiet/x"]["readers"] == 0, body
+            q.close()
+            n.close()
+            assert "reaches namespace \"private/*\", which anonymous readers may not read" in h.log()
+    finally:
+        KEYS.remove()
+
+
+test_rules_for_readers_and_publishers.timeout = 60
