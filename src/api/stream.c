@@ -13,6 +13,7 @@
 
 #include "common/addr.h"
 #include "api/admission.h"
+#include "api/namespace_admit.h"
 #include "hub/frame.h"
 #include "presence/presence.h"
 #include "common/text.h"
@@ -25,6 +26,7 @@ struct streams {
 	const struct config *cfg;
 	struct metrics *m;
 	struct admission *admission;        /* the caps' counts: owned (streams_new, streams_free) */
+	struct topic_caps *topic_caps;      /* the namespaces' max_readers counts: owned */
 	const struct cors *cors;            /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt;           /* signed tokens, or NULL: lent by the server at start and reload */
 	struct presence *presence;          /* who reads what, or NULL: lent by the server (it owns it) */
@@ -285,6 +287,7 @@ struct stream {
 	struct presence_reg *reg;
 	struct streams *owner;
 	bool on_socket; /* counted in owner->socket_readers */
+	bool held;      /* places kept under its address in owner->topic_caps */
 };
 
 /* What the connection tells its stream. */
@@ -304,6 +307,8 @@ static void reader_closed(struct conn *c, void *data)
 		st->owner->socket_readers--;
 	admission_release(st->owner->admission, st->ticket);
 	presence_unregister(st->owner->presence, st->reg);
+	if (st->held)
+		namespace_release_owner(st->owner->topic_caps, st);
 	free(st);
 }
 
@@ -326,6 +331,7 @@ struct streams *streams_new(struct hub *hub, const struct config *cfg, const str
 	s->cors = cors;
 	s->m = m;
 	s->admission = admission_new();
+	s->topic_caps = topic_caps_new();
 	streams_reconfigure(s);
 	return s;
 }
@@ -350,6 +356,7 @@ void streams_free(struct streams *s)
 	http_head_free(&s->head);
 	chunk_unref(s->head_text);
 	admission_free(s->admission); /* every stream has closed */
+	topic_caps_free(s->topic_caps);
 	free(s);
 }
 
@@ -555,6 +562,8 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	int status = admit(s, c, &ticket, &cause, &why);
 	struct jwt_rights rights = { 0 };
 	bool see_private = false;
+	struct topic_hold *hold = NULL;
+	char ns_why[400];
 	if (!status) {
 		status = authorize(s, &p, &rights, &see_private, &why, &challenge);
 		cause = status == 401 ? "invalid_token" : "forbidden";
@@ -565,6 +574,18 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 			status = 403;
 			cause = "cookie_origin";
 			why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
+		}
+		if (!status) {
+			/* The namespaces' rules, on the reduced patterns. */
+			p.ntopics = topic_patterns_reduce(p.topics, p.ntopics);
+			bool tokened = p.token && (see_private || s->jwt);
+			status = namespace_admit(s->topic_caps, cfg, p.topics, p.ntopics, tokened, &hold, &cause, ns_why,
+						 sizeof(ns_why));
+			if (status) {
+				why = ns_why;
+				if (status == 401)
+					challenge = "Bearer";
+			}
 		}
 		if (status) {
 			/* The place admission counted goes back. */
@@ -632,7 +653,10 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	struct stream *st = xmalloc(sizeof(*st));
 	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
 			       .ticket = ticket,
-			       .reg = reg };
+			       .reg = reg,
+			       .held = hold != NULL };
+	if (hold)
+		namespace_hold_keep(s->topic_caps, hold, st);
 	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);
 }

@@ -832,8 +832,20 @@ static void resolve_namespaces(struct load *ld)
 				   ns->origin, ns->pattern);
 			ld->errors++;
 		}
+		if (ns->presence_events == 1 && !cfg->presence_events) {
+			config_err("%s: [namespace \"%s\"] presence_events = on, but presence_events is off at the top "
+				   "level (a namespace can only turn them off)",
+				   ns->origin, ns->pattern);
+			ld->errors++;
+		}
 		if (ns->mercure == 1 && !cfg->mercure) {
 			config_err("%s: [namespace \"%s\"] mercure = on, but the Mercure hub is off at the top level",
+				   ns->origin, ns->pattern);
+			ld->errors++;
+		}
+		if (ns->publish_token == 1 && !cfg->publish_token[0] && !cfg->jwt_algorithm[0]) {
+			config_err("%s: [namespace \"%s\"] publish_needs_token = on, but no token can be checked: set "
+				   "publish_token or jwt_algorithm",
 				   ns->origin, ns->pattern);
 			ld->errors++;
 		}

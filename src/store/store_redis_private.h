@@ -28,7 +28,7 @@ struct store_redis {
 	struct metrics *m;
 	struct store_hooks hooks;
 	bool watching;
-	char key_events[256], key_last[256], key_mercure[256], key_identity[256];
+	char key_events[256], key_last[256], key_mercure[256], key_identity[256], key_retention[256];
 
 	struct redis_link *cmd_link, *tail_link;
 	redisAsyncContext *cmd, *tail; /* the links' connections, NULL while down */
@@ -45,6 +45,13 @@ struct store_redis {
 	size_t nfetches;
 	int64_t pruned_through;
 	bool trim_out;
+	/* Retention by namespace (herald_trim_ns): the patterns last asked
+	 * for, and what each namespace has lost as the answer says ([0]: the
+	 * defaults); ns_gen tells an answer for older patterns. */
+	struct namespaces ns_patterns;
+	int64_t *ns_pruned;
+	size_t ns_known;
+	uint64_t ns_gen;
 
 	uint64_t sync_sent, sync_done; /* tickets (store_sync_begin) */
 	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */

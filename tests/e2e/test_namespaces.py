@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import HERALD_BIN, Herald, Stream, request
+from harness import HERALD_BIN, Herald, RedisServer, Stream, request
 
 CONF = """
 retention_count = 1000
@@ -90,6 +90,24 @@ def test_a_chatty_namespace_never_prunes_a_quiet_ones_history():
 
 
 test_a_chatty_namespace_never_prunes_a_quiet_ones_history.timeout = 90
+
+
+def test_namespaces_keep_their_own_history_on_redis_across_two_nodes():
+    # The counts live in Redis beside the stream: two nodes pruning by the
+    # same sections agree, and each node's readers are reset by their
+    # namespace's losses only.
+    with RedisServer() as r, Herald(redis=r, redis_stream="ns", config=CONF) as h, \
+            Herald(redis=r, redis_stream="ns", config=CONF) as h2:
+        _chatty_beside_quiet(h)
+        s = Stream(h2.port, query="topic=chat/room", headers={"Last-Event-ID": "0"})
+        got = s.events(5, timeout=5)
+        assert [e["data"] for e in got] == [f"c{k}" for k in range(5)], (got, h2.log()[-3000:])
+        s.close()
+        first = _first(h2.port, "topic=ticker/acme", 1)
+        assert first and first["event"] == "reset", first
+
+
+test_namespaces_keep_their_own_history_on_redis_across_two_nodes.timeout = 90
 
 
 def test_retention_age_is_per_namespace():
@@ -179,3 +197,107 @@ def test_reload_applies_a_namespace_and_refuses_a_bad_one():
 
 
 test_reload_applies_a_namespace_and_refuses_a_bad_one.timeout = 60
+
+
+def _rules_conf():
+    from test_jwt import KEYS
+    return f"""
+read_token = {READ}
+jwt_algorithm = HS256
+jwt_secret_file = {KEYS.secret_file()}
+[namespace "private/*"]
+anonymous = off
+publish_needs_token = on
+max_readers = 2
+[namespace "quiet/*"]
+presence = off
+"""
+
+
+READ = "namespace-read-token-0123456789"
+
+
+def _publish(port, topic, token=None):
+    h = {"Authorization": f"Bearer {token}"} if token else {}
+    st, _, body = request(port, "POST", "/api/events", body={"topic": topic, "data": "x"}, headers=h)
+    return st, body
+
+
+def test_rules_for_readers_and_publishers():
+    from test_jwt import KEYS, claims, mint, signing_key
+    from test_presence import presence
+    try:
+        with Herald(config=_rules_conf()) as h:
+            # anonymous = off: a reader without a token is refused for its
+            # topics in the namespace, and for every topic (which reach it).
+            for q in ("topic=private/a", "", "topic=*", "topic=news,private/*"):
+                s = Stream(h.port, query=q)
+                assert s.status == 401, (q, s.status)
+                s.close()
+            s = Stream(h.port, query="topic=news")
+            assert s.status == 200
+            s.close()
+            # A token opens it: the read token, or a signed one granting it.
+            tok = mint("HS256", signing_key("HS256"), claims(sub=["private/*"]))
+            a = Stream(h.port, query=f"topic=private/a&token={READ}")
+            b = Stream(h.port, query="topic=private/a", headers={"Authorization": f"Bearer {tok}"})
+            assert a.status == 200 and b.status == 200, (a.status, b.status)
+            # max_readers = 2 for one topic of it: a third is refused, another topic is not.
+            c = Stream(h.port, query=f"topic=private/a&token={READ}")
+            assert c.status == 503, c.status
+            c.close()
+            d = Stream(h.port, query=f"topic=private/b&token={READ}")
+            assert d.status == 200
+            d.close()
+            a.close()
+            deadline = time.monotonic() + 5
+            while True:
+                c = Stream(h.port, query=f"topic=private/a&token={READ}")
+                if c.status == 200 or time.monotonic() > deadline:
+                    break
+                c.close()
+                time.sleep(0.05)
+            assert c.status == 200, "a place freed by a close was not given again"
+            c.close()
+            b.close()
+            # publish_needs_token = on: this host's token-less publish is
+            # refused there, not elsewhere; a signed token's claim opens it.
+            st, body = _publish(h.port, "private/a")
+            assert st == 401 and b"publish_needs_token" in body, (st, body)
+            assert _publish(h.port, "news")[0] == 201
+            ptok = mint("HS256", signing_key("HS256"), claims(pub=["private/*"]))
+            assert _publish(h.port, "private/a", ptok)[0] == 201
+            # presence = off: readers there are not counted; elsewhere they are.
+            q = Stream(h.port, query="topic=quiet/x")
+            n = Stream(h.port, query="topic=news")
+            st, body = presence(h.port, ["quiet/x", "news"])
+            assert st == 200, body
+            assert body["topics"]["news"]["readers"] == 1, body
+            assert body["topics"]["quiet/x"]["readers"] == 0, body
+            q.close()
+            n.close()
+            assert "reaches namespace \"private/*\", which anonymous readers may not read" in h.log()
+    finally:
+        KEYS.remove()
+
+
+test_rules_for_readers_and_publishers.timeout = 60
+
+
+def test_mercure_off_keeps_a_namespace_out_of_the_hub():
+    from test_mercure import MStream, made_number, mpublish, start
+    from harness import publish
+    conf = 'mercure_anonymous = on\npublish_token = ptok\n[namespace "secret/*"]\nmercure = off\n'
+    with start(conf) as h:
+        sub = MStream(h.port, [("match", "*")])
+        st, _, body = mpublish(h.port, [("topic", "secret/1"), ("data", "m")], "ptok", expect=None)
+        assert st == 403 and "mercure = off" in body, (st, body)
+        hidden = publish(h.port, topic="secret/1", data="herald only", token="ptok")
+        shown = publish(h.port, topic="chat/1", data="both", token="ptok")
+        got = sub.events(1, timeout=5)
+        assert [(made_number(e["id"]), e["data"]) for e in got] == [(shown, "both")], (hidden, got)
+        sub.close()
+        # herald's own stream still has both.
+        s = Stream(h.port, query="topic=secret/1,chat/1", headers={"Last-Event-ID": str(hidden - 1)})
+        assert [e["data"] for e in s.events(2, timeout=5)] == ["herald only", "both"]
+        s.close()
