@@ -60,7 +60,6 @@
 #define FETCH_ROWS 512           /* entries per catch-up XRANGE, at most */
 #define FETCH_BYTES (256u << 10) /* about this much per XRANGE */
 #define MAX_FETCHES 32           /* catch-up XRANGEs out at once */
-#define CONNECT_TIMEOUT_MS 2000  /* at start-up only, before the loop runs */
 #define WATCHDOG_MS 500
 #define SWEEP_RETRY_MS 1000 /* herald_sweep refused: asked again after */
 
@@ -578,78 +577,6 @@ static void watchdog(void *arg)
 /* The log's identity ({name}:identity, 48 random bits: mercure_update.h),
  * made by the first node to start on the log (SET NX) and read by every
  * one, set for this process's Mercure ids. */
-static int log_identity(struct store_redis *st, redisContext *c, char *err, size_t errlen)
-{
-	uint64_t mine;
-	random_bytes(&mine, sizeof(mine));
-	char made[24];
-	snprintf(made, sizeof(made), "%llu", (unsigned long long)(mine & ((UINT64_C(1) << 48) - 1)));
-	const char *set[] = { "SET", st->key_identity, made, "NX" }, *get[] = { "GET", st->key_identity };
-	redisReply *r = redisCommandArgv(c, 4, set, NULL);
-	if (r && r->type != REDIS_REPLY_ERROR) {
-		freeReplyObject(r);
-		r = redisCommandArgv(c, 2, get, NULL);
-	}
-	char *end = NULL;
-	unsigned long long v = r && r->type == REDIS_REPLY_STRING ? strtoull(r->str, &end, 10) : 0;
-	if (!r || r->type != REDIS_REPLY_STRING || !end || *end) {
-		snprintf(err, errlen, "reading the log's identity (%s) at %s: %s", st->key_identity, where(st),
-			 !r ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "not a number");
-		if (r)
-			freeReplyObject(r);
-		return -1;
-	}
-	freeReplyObject(r);
-	mercure_log_identity_set(v);
-	return 0;
-}
-
-/* Start-up: the link's blocking connection (login, ROLE through
- * Sentinel), herald's function loaded and the counter read, so that a
- * Redis herald cannot use is met before the loop runs. */
-static int sync_connect(struct store_redis *st, char *err, size_t errlen)
-{
-	redisContext *c = redis_link_connect_now(st->cmd_link, CONNECT_TIMEOUT_MS, err, errlen);
-	if (!c)
-		return -1;
-	char zero[] = "0";
-	struct step {
-		const char *what;
-		int argc;
-		const char *argv[6];
-	} steps[] = {
-		{ "loading herald's function (FUNCTION LOAD)",
-		  4,
-		  { "FUNCTION", "LOAD", "REPLACE", store_redis_function } },
-		{ "herald_floor", 6, { "FCALL", "herald_floor", "2", st->key_events, st->key_last, zero } },
-	};
-	int rc = 0;
-	for (size_t i = 0; i < ARRAY_LEN(steps) && rc == 0; i++) {
-		redisReply *r = redisCommandArgv(c, steps[i].argc, steps[i].argv, NULL);
-		if (!r) {
-			snprintf(err, errlen, "%s at %s: %s", steps[i].what, where(st), c->errstr);
-			rc = -1;
-		} else if (r->type == REDIS_REPLY_ERROR) {
-			snprintf(err, errlen, "%s at %s: %s", steps[i].what, where(st), r->str);
-			rc = -1;
-		} else if (i == 1) {
-			if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
-				snprintf(err, errlen, "herald_floor at %s: unexpected answer", where(st));
-				rc = -1;
-			} else {
-				st->counter_seen = r->element[1]->integer;
-				store_window_start_at(&st->win, st->counter_seen);
-				st->pruned_through = r->element[2]->integer;
-			}
-		}
-		freeReplyObject(r);
-	}
-	if (rc == 0)
-		rc = log_identity(st, c, err, errlen);
-	redisFree(c);
-	return rc;
-}
-
 static void redis_close(void *be);
 
 static void *redis_open(const struct config *cfg, struct loop *lp, struct metrics *m, char *err, size_t errlen)
@@ -668,7 +595,7 @@ static void *redis_open(const struct config *cfg, struct loop *lp, struct metric
 	struct redis_link_hooks cmd = { on_cmd_up, on_cmd_down, st }, tail = { on_tail_up, on_tail_down, st };
 	st->cmd_link = redis_link_new(lp, &spec, &cmd, err, errlen);
 	st->tail_link = st->cmd_link ? redis_link_new(lp, &spec, &tail, err, errlen) : NULL;
-	if (!st->tail_link || sync_connect(st, err, errlen) < 0) {
+	if (!st->tail_link || store_redis_sync_connect(st, err, errlen) < 0) {
 		redis_close(st);
 		return NULL;
 	}

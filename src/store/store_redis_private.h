@@ -3,6 +3,7 @@
  * file sees: struct store_redis itself and the command connection's use.
  *   store_redis.c        the connections, the log (appends, the tail,
  *                        catch-up pages, retention, Mercure ids), the table
+ *   store_redis_connect.c  the blocking connection at start-up
  *   store_redis_lease.c  store_lease's keys beside the stream */
 #ifndef HERALD_STORE_REDIS_PRIVATE_H
 #define HERALD_STORE_REDIS_PRIVATE_H
@@ -80,6 +81,12 @@ int store_redis_send(struct store_redis *st, redisCallbackFn *cb, void *privdata
 redisReply *store_redis_answer(struct store_redis *st, void *reply);
 /* The server's address, for logs. */
 const char *store_redis_where(const struct store_redis *st);
+
+/* Start-up, before the loop runs: connect now (CONNECT_TIMEOUT_MS), load
+ * herald's function, read the counter and the pruned-through id into st,
+ * read or set the log's identity. 0, or -1 with a reason in err, so that a
+ * Redis herald cannot use is met at once. */
+int store_redis_sync_connect(struct store_redis *st, char *err, size_t errlen);
 
 /* store_lease (store.h): herald_lease on {stream}:name:lease and :cursor. */
 void store_redis_lease(void *be, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor, store_lease_cb done,
