@@ -84,6 +84,11 @@ static uint32_t wanted_events(const struct conn *c)
 	case CONN_LINGERING:
 		ev |= EPOLLIN | EPOLLRDHUP;
 		break;
+	case CONN_WAITING:
+		/* Input stays paused; only the client's hang-up is wanted. */
+		if (c->wait_hangup)
+			ev |= EPOLLRDHUP;
+		break;
 	default:
 		break;
 	}
@@ -682,6 +687,12 @@ static void drop_read_buffer(struct conn *c)
 	c->rcap = 0;
 }
 
+void conn_wait_hangup(struct conn *c)
+{
+	c->wait_hangup = true;
+	conn_wait(c);
+}
+
 void conn_wait(struct conn *c)
 {
 	c->state = CONN_WAITING;
@@ -695,6 +706,7 @@ void conn_wait(struct conn *c)
 void conn_become_stream(struct conn *c)
 {
 	c->state = CONN_STREAMING;
+	c->wait_hangup = false;
 	drop_read_buffer(c);
 	/* A stream's response has begun, so it is never refused, and it
 	 * reads no other request: no log line names its request again. */
@@ -747,6 +759,7 @@ void conn_respond(struct conn *c, const struct http_head *h, const char *body, s
 	conn_count_response(c, h->status);
 	queue_head(c, h, body, len);
 	c->head_request = false; /* answered: the next request says its own method */
+	c->wait_hangup = false;
 	c->user = NULL;          /* what a handler attached belonged to this request */
 	c->user_data = NULL;
 	c->served = true;
@@ -998,6 +1011,12 @@ static void on_io(void *arg, uint32_t events)
 	case CONN_STREAMING:
 	case CONN_LINGERING:
 		discard_input(c);
+		break;
+	case CONN_WAITING:
+		if (c->wait_hangup && (events & (EPOLLRDHUP | EPOLLHUP))) {
+			conn_close(c, "the client hung up while its request waited");
+			return;
+		}
 		break;
 	default:
 		break;
