@@ -300,3 +300,33 @@ def test_auth_request_config_refuses_clear_text_to_another_host():
     h = Herald(config="auth_request = http://example.com/auth\n", wait=False)
     assert h.proc.wait(10) != 0
     assert re.search(r"auth_request.*http://example.com/auth", h.log()), h.log()
+
+
+def test_auth_request_over_http2_and_tls():
+    from test_http2 import CurlStream, _curl, _tls_herald
+    app = App()
+    conf = f"auth_request = {app.url}\nauth_timeout = 5s\npublish_token = {PT}\n"
+    try:
+        with _tls_herald(config=conf) as h:
+            tls = f"https://127.0.0.1:{h.tls_port}"
+            for base, opts in ((h.url, ["--http2-prior-knowledge"]), (tls, ["--http2", "-k"]),
+                               (tls, ["--http1.1", "-k"])):
+                s = CurlStream(base + "/api/events/stream?topic=room/1", *opts, "-b", "session=alice")
+                try:
+                    wait_until(lambda: "retry:" in s.text(), what=f"opening frame {opts}")
+                    eid = publish(h.port, topic="room/1", data="x", token=PT)
+                    s.wait_ids([eid])
+                finally:
+                    s.close()
+                code, out, err = _curl(*opts, "-i", "-b", "session=deny403", base + "/api/events/stream")
+                assert code == 0 and re.match(r"HTTP/[12.]+ 403", out), (opts, out, err)
+                assert "auth_request answered 403" in out
+            assert app.count("alice") == 3
+            # An HTTP/2 stream reset while its open waits: its request goes.
+            s = CurlStream(tls + "/api/events/stream", "--http2", "-k", "-b", "session=slow-h2")
+            wait_until(lambda: metric(h, "herald_auth_waiting") == 1, what="the h2 open waiting")
+            s.close()
+            wait_until(lambda: metric(h, "herald_auth_waiting") == 0, what="the h2 open gone")
+            h.stop()
+    finally:
+        app.stop()
