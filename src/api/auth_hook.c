@@ -8,7 +8,12 @@
  * its way, its waiters listed) or kept (an answer cached until expires, on
  * the oldest-first list). An entry out whose last waiter leaves has its
  * request cancelled and goes; an answer that may not be kept (no max-age,
- * or an answer that is not 200/401/403) goes once its waiters are told. */
+ * or an answer that is not 200/401/403) goes once its waiters are told.
+ *
+ * Telling is bounded per loop pass (TELL_PER_PASS waiters: each may open a
+ * stream): an answer many opens wait on is told over several passes, its
+ * entry on the telling list meanwhile, kept alive (an entry taken out of
+ * the table while telling is freed when its telling ends). */
 #include "api/auth_hook.h"
 
 #include <errno.h>
@@ -30,6 +35,7 @@
 
 #define KEY_LEN 32
 #define BUCKETS 16384 /* a power of two, above AUTH_HOOK_CACHE_MAX */
+#define TELL_PER_PASS 256 /* waiters told their answer in one loop pass */
 
 struct entry {
 	unsigned char key[KEY_LEN];
@@ -37,7 +43,10 @@ struct entry {
 	struct auth_hook *h;
 	struct http_call *call;  /* out: the request; NULL once answered */
 	struct list waiters;     /* out: struct auth_wait, newest first */
-	bool telling;            /* its waiters are being told: nothing frees it */
+	bool telling;            /* its waiters are being told (on h->telling): only the telling frees it */
+	bool in_table;           /* in the table (a question out or an answer kept) */
+	struct list_node tell_link; /* on h->telling */
+	char why[300];           /* the answer's why, when it is not static */
 	char *asked[AUTH_HOOK_MAX_TOPICS]; /* out: the topics asked, to judge a narrowing */
 	size_t nasked;
 	struct list_node age; /* kept: on h->kept, oldest first */
@@ -58,6 +67,8 @@ struct auth_hook {
 	struct metrics *m;
 	struct entry *table[BUCKETS];
 	struct list_fifo kept; /* cached answers, oldest first */
+	struct list_fifo telling; /* entries whose waiters are being told, first answered first */
+	struct loop_timer tell_timer; /* the next pass's telling */
 	size_t nkept, waiting;
 };
 
@@ -105,12 +116,14 @@ static struct entry *find(struct auth_hook *h, const unsigned char *key)
 static void detach(struct entry *e)
 {
 	struct auth_hook *h = e->h;
-	struct entry **pp = slot(h, e->key);
-	while (*pp && *pp != e)
-		pp = &(*pp)->next;
-	if (*pp)
+	if (e->in_table) {
+		struct entry **pp = slot(h, e->key);
+		while (*pp != e)
+			pp = &(*pp)->next;
 		*pp = e->next;
-	e->next = NULL;
+		e->next = NULL;
+		e->in_table = false;
+	}
 	if (list_holds(&h->kept.list, &e->age)) {
 		list_fifo_unlink(&h->kept, &e->age);
 		h->nkept--;
@@ -125,16 +138,32 @@ static void free_entry(struct entry *e)
 	free(e);
 }
 
+/* Take e out of the table and free it, or leave that to its telling. */
 static void drop(struct entry *e)
 {
 	detach(e);
-	free_entry(e);
+	if (!e->telling)
+		free_entry(e);
 }
 
 void auth_hook_free(struct auth_hook *h)
 {
 	if (!h)
 		return;
+	loop_timer_stop(h->lp, &h->tell_timer);
+	while (h->telling.list.first) {
+		struct entry *e = list_item(h->telling.list.first, struct entry, tell_link);
+		list_fifo_unlink(&h->telling, &e->tell_link);
+		e->telling = false;
+		if (!e->in_table) {
+			while (e->waiters.first) {
+				struct auth_wait *w = list_item(e->waiters.first, struct auth_wait, link);
+				list_unlink(&e->waiters, &w->link);
+				free(w);
+			}
+			free_entry(e);
+		}
+	}
 	for (size_t i = 0; i < BUCKETS; i++)
 		while (h->table[i]) {
 			struct entry *e = h->table[i];
@@ -325,49 +354,73 @@ static void judge(struct entry *e, const struct http_client_response *r, struct 
 	}
 }
 
+static void tell_due(void *arg);
+
+/* Tell waiters their entry's answer, at most TELL_PER_PASS this pass, the
+ * entries first answered first; an entry whose waiters are all told (or
+ * gone) leaves the telling list, and is freed if it is out of the table.
+ * What is left is told in the next pass. */
+static void tell_some(struct auth_hook *h)
+{
+	size_t budget = TELL_PER_PASS;
+	while (h->telling.list.first) {
+		struct entry *e = list_item(h->telling.list.first, struct entry, tell_link);
+		while (e->waiters.first && budget) {
+			struct auth_wait *w = list_item(e->waiters.first, struct auth_wait, link);
+			list_unlink(&e->waiters, &w->link);
+			h->waiting--;
+			h->m->auth_waiting--;
+			budget--;
+			tell(h, w, &e->ans);
+		}
+		if (e->waiters.first)
+			break;
+		list_fifo_unlink(&h->telling, &e->tell_link);
+		e->telling = false;
+		if (!e->in_table)
+			free_entry(e);
+	}
+	if (h->telling.list.first && !loop_timer_active(&h->tell_timer))
+		loop_timer_start(h->lp, &h->tell_timer, 0, tell_due, h);
+}
+
+static void tell_due(void *arg)
+{
+	tell_some(arg);
+}
+
 /* The application's response to e's request: the answer is kept for its
  * max-age (before anyone is told, so that a question asked while they are
- * finds it), or e leaves the table, then every waiter is told. Why
- * strings of an answer that is kept are all static (judge). */
+ * finds it), or e leaves the table; then its waiters are told. */
 static void answered(void *arg, const struct http_client_response *r)
 {
 	struct entry *e = arg;
 	struct auth_hook *h = e->h;
-	char why[300], shown[17];
+	char shown[17];
 	e->call = NULL;
-	struct auth_hook_answer a;
 	int64_t keep_s;
-	judge(e, r, &a, &keep_s, why, sizeof(why));
-	if (a.status >= 500)
-		log_warn("auth_request: question %s: %s", key_shown(e->key, shown), a.why);
-	const struct auth_hook_answer *told = &a;
+	judge(e, r, &e->ans, &keep_s, e->why, sizeof(e->why));
+	if (e->ans.why && e->ans.why != e->why) {
+		snprintf(e->why, sizeof(e->why), "%s", e->ans.why);
+		e->ans.why = e->why;
+	}
+	if (e->ans.status >= 500)
+		log_warn("auth_request: question %s: %s", key_shown(e->key, shown), e->ans.why);
+	for (size_t i = 0; i < e->nasked; i++)
+		free(e->asked[i]);
+	e->nasked = 0;
+	e->telling = true;
+	list_fifo_push(&h->telling, &e->tell_link);
 	if (keep_s > 0) {
-		e->ans = a;
-		told = &e->ans;
 		e->expires = loop_now(h->lp) + (uint64_t)keep_s * 1000;
 		list_fifo_push(&h->kept, &e->age);
 		h->nkept++;
-		while (h->nkept > AUTH_HOOK_CACHE_MAX) /* e is the newest: never itself */
+		while (h->nkept > AUTH_HOOK_CACHE_MAX)
 			drop(list_item(h->kept.list.first, struct entry, age));
 	} else {
 		detach(e);
 	}
-	e->telling = true;
-	while (e->waiters.first) {
-		struct auth_wait *w = list_item(e->waiters.first, struct auth_wait, link);
-		list_unlink(&e->waiters, &w->link);
-		h->waiting--;
-		h->m->auth_waiting--;
-		tell(h, w, told);
-	}
-	e->telling = false;
-	for (size_t i = 0; i < e->nasked; i++)
-		free(e->asked[i]);
-	e->nasked = 0;
-	if (keep_s <= 0) {
-		auth_hook_answer_clear(&a);
-		free_entry(e);
-	}
+	tell_some(h);
 }
 
 /* The request body: {"topics":[...],"last_event_id":N|null}. */
@@ -487,6 +540,7 @@ struct auth_wait *auth_hook_ask(struct auth_hook *h, const struct auth_hook_ques
 		struct entry **sl = slot(h, key);
 		e->next = *sl;
 		*sl = e;
+		e->in_table = true;
 		char why[256];
 		if (send_question(h, e, q, why, sizeof(why)) < 0) {
 			log_warn("auth_request: question %s: %s", key_shown(key, shown), why);

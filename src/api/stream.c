@@ -645,7 +645,10 @@ static void opening_answered(void *arg, const struct auth_hook_answer *a)
 		op->wait = NULL;
 		conn_attach(op->c, NULL, NULL);
 	}
-	if (a->status == 200) {
+	if (a->status == 200 && conn_draining(op->c)) {
+		/* The server began to stop while the open waited. */
+		opening_refuse(op, 503, "shutting_down", "the server is shutting down", NULL);
+	} else if (a->status == 200) {
 		if (a->narrowed) {
 			for (size_t i = 0; i < op->p.ntopics; i++)
 				free(op->p.topics[i]);

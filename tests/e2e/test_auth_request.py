@@ -257,18 +257,19 @@ def test_auth_request_cache_and_one_request_for_opens_together():
             for _ in range(3):
                 refused(open_stream(h, "deny403"), 403)
             assert app.count("deny403") == 1
-            # 20 opens of one session before its answer: one request.
-            socks = [send_open(h, "slow-together") for _ in range(20)]
-            wait_until(lambda: metric(h, "herald_auth_waiting") == 20, what="20 opens waiting")
+            # 300 opens of one session before its answer: one request (and
+            # the answer told over more than one pass of the loop).
+            socks = [send_open(h, "slow-together") for _ in range(300)]
+            wait_until(lambda: metric(h, "herald_auth_waiting") == 300, what="300 opens waiting")
             wait_until(lambda: app.count("slow-together") == 1, what="the request at the application")
-            assert metric(h, "herald_auth_joined_total") == 19
+            assert metric(h, "herald_auth_joined_total") == 299
             app.hold.set()
-            assert [status_of(s) for s in socks] == [200] * 20
+            assert [status_of(s) for s in socks] == [200] * 300
             for s in socks:
                 s.close()
             assert app.count("slow-together") == 1
             assert metric(h, "herald_auth_requests_total") == 3
-            assert metric(h, "herald_auth_allowed_total") == 30
+            assert metric(h, "herald_auth_allowed_total") == 310
             h.stop()
     finally:
         app.stop()
