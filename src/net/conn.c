@@ -84,10 +84,8 @@ static uint32_t wanted_events(const struct conn *c)
 	case CONN_LINGERING:
 		ev |= EPOLLIN | EPOLLRDHUP;
 		break;
-	case CONN_WAITING:
-		/* Input stays paused; only the client's hang-up is wanted. */
-		if (c->wait_hangup)
-			ev |= EPOLLRDHUP;
+	case CONN_WAITING: /* input stays paused; a hang-up is watched after conn_wait_hangup */
+		ev |= c->wait_hangup ? EPOLLRDHUP : 0;
 		break;
 	default:
 		break;
@@ -687,12 +685,6 @@ static void drop_read_buffer(struct conn *c)
 	c->rcap = 0;
 }
 
-void conn_wait_hangup(struct conn *c)
-{
-	c->wait_hangup = true;
-	conn_wait(c);
-}
-
 void conn_wait(struct conn *c)
 {
 	c->state = CONN_WAITING;
@@ -706,7 +698,6 @@ void conn_wait(struct conn *c)
 void conn_become_stream(struct conn *c)
 {
 	c->state = CONN_STREAMING;
-	c->wait_hangup = false;
 	drop_read_buffer(c);
 	/* A stream's response has begun, so it is never refused, and it
 	 * reads no other request: no log line names its request again. */
@@ -1012,8 +1003,8 @@ static void on_io(void *arg, uint32_t events)
 	case CONN_LINGERING:
 		discard_input(c);
 		break;
-	case CONN_WAITING:
-		if (c->wait_hangup && (events & (EPOLLRDHUP | EPOLLHUP))) {
+	case CONN_WAITING: /* only a hang-up wakes it, and only after conn_wait_hangup */
+		if (c->wait_hangup) {
 			conn_close(c, "the client hung up while its request waited");
 			return;
 		}

@@ -273,7 +273,11 @@ void conn_wait(struct conn *c);
  * the application's answer): a client that hangs up meanwhile (EOF, as a
  * stream's does) closes the connection, so what waits for it is let go
  * of at once. Until the answer. */
-void conn_wait_hangup(struct conn *c);
+static inline void conn_wait_hangup(struct conn *c)
+{
+	c->wait_hangup = true; /* cleared by conn_respond */
+	conn_wait(c);
+}
 
 /* c is a stream from now on: its read buffer and its request's text go
  * (conn_what is "" after), input is read and dropped, its liveness is the
