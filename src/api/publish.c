@@ -245,6 +245,7 @@ const char *publish_cross_site(const struct http_request *req)
 /* What a publish may do: anything (the static token, or token-less on
  * this host), or what a signed token's publish claim grants. */
 struct rights {
+	bool tokened; /* a valid token was shown (a namespace may need one) */
 	bool by_claim;
 	struct jwt_rights jwt;
 };
@@ -287,8 +288,10 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 	 * publish_token nor jwt_algorithm is set) counts for nothing. */
 	if (!bearer || (!token[0] && !q->jwt))
 		return publish_without_token(q->cfg, c, req, why);
-	if (token[0] && http_token_equal(tok, token))
+	if (token[0] && http_token_equal(tok, token)) {
+		rights->tokened = true;
 		return 0;
+	}
 	if (!q->jwt) {
 		*why = "the publish token is not valid";
 		return 403;
@@ -302,6 +305,7 @@ static int check_right(const struct publish_queue *q, struct conn *c, const stru
 	if (e != JWT_OK)
 		return 401;
 	rights->by_claim = true;
+	rights->tokened = true;
 	return 0;
 }
 
@@ -479,6 +483,15 @@ void publish_handle(struct publish_queue *q, struct conn *c, const struct http_r
 		return;
 	}
 	jwt_rights_free(&rights.jwt);
+	const struct namespace *ns = why ? NULL : config_rules(q->cfg, it.topic, strlen(it.topic));
+	if (ns && ns->publish_token == 1 && !rights.tokened) {
+		char text[200];
+		snprintf(text, sizeof(text), "publishing to namespace \"%s\" needs a token (publish_needs_token)",
+			 ns->pattern);
+		item_free(&it);
+		conn_refuse_with(c, 401, "namespace_needs_token", text, "WWW-Authenticate", "Bearer");
+		return;
+	}
 	if (why) {
 		item_free(&it);
 		conn_refuse(c, 400, "bad_body", why, NULL);

@@ -14,6 +14,7 @@
 #include "common/addr.h"
 #include "api/admission.h"
 #include "api/auth_hook.h"
+#include "api/namespace_admit.h"
 #include "hub/frame.h"
 #include "presence/presence.h"
 #include "common/text.h"
@@ -26,6 +27,7 @@ struct streams {
 	const struct config *cfg;
 	struct metrics *m;
 	struct admission *admission;        /* the caps' counts: owned (streams_new, streams_free) */
+	struct topic_caps *topic_caps;      /* the namespaces' max_readers counts: owned */
 	const struct cors *cors;            /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt;           /* signed tokens, or NULL: lent by the server at start and reload */
 	struct presence *presence;          /* who reads what, or NULL: lent by the server (it owns it) */
@@ -285,6 +287,7 @@ struct stream {
 	struct presence_reg *reg;
 	struct streams *owner;
 	bool on_socket; /* counted in owner->socket_readers */
+	bool held;      /* places kept under its address in owner->topic_caps */
 };
 
 /* What the connection tells its stream. */
@@ -304,6 +307,8 @@ static void reader_closed(struct conn *c, void *data)
 		st->owner->socket_readers--;
 	admission_release(st->owner->admission, st->ticket);
 	presence_unregister(st->owner->presence, st->reg);
+	if (st->held)
+		namespace_release_owner(st->owner->topic_caps, st);
 	free(st);
 }
 
@@ -326,6 +331,7 @@ struct streams *streams_new(struct hub *hub, const struct config *cfg, const str
 	s->cors = cors;
 	s->m = m;
 	s->admission = admission_new();
+	s->topic_caps = topic_caps_new();
 	streams_reconfigure(s);
 	return s;
 }
@@ -351,6 +357,7 @@ void streams_free(struct streams *s)
 	chunk_unref(s->head_text);
 	admission_free(s->admission); /* every stream has closed */
 	auth_hook_free(s->hook);      /* every open waiting for it has closed */
+	topic_caps_free(s->topic_caps);
 	free(s);
 }
 
@@ -544,6 +551,7 @@ struct opening {
 	struct stream_params p;
 	struct jwt_rights rights;
 	struct admission_ticket *ticket;
+	struct topic_hold *hold; /* the namespaces' places (namespace_admit), or NULL */
 	bool see_private;
 	bool event_stream; /* the client reads an event stream (Accept) */
 	const char *origin; /* the request's Origin, or NULL */
@@ -570,6 +578,8 @@ static void opening_refuse(struct opening *op, int status, const char *cause, co
 	struct conn *c = op->c;
 	admission_release(s->admission, op->ticket);
 	op->ticket = NULL;
+	namespace_release(s->topic_caps, op->hold);
+	op->hold = NULL;
 	if (status >= 429 && op->event_stream) {
 		/* An EventSource gives up for good on any status but 200: a
 		 * capacity refusal it can survive is a 200 stream that ends at
@@ -630,8 +640,12 @@ static void opening_open(struct opening *op)
 	struct stream *st = xmalloc(sizeof(*st));
 	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
 			       .ticket = op->ticket,
-			       .reg = reg };
+			       .reg = reg,
+			       .held = op->hold != NULL };
+	if (op->hold)
+		namespace_hold_keep(s->topic_caps, op->hold, st);
 	op->ticket = NULL;
+	op->hold = NULL;
 	opening_clear(op);
 	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);
@@ -675,6 +689,7 @@ static void opening_closed(struct conn *c, void *data)
 	struct opening *op = data;
 	auth_hook_cancel(op->wait);
 	admission_release(op->s->admission, op->ticket);
+	namespace_release(op->s->topic_caps, op->hold);
 	opening_clear(op);
 	free(op);
 }
@@ -746,6 +761,7 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	 * answer is given; the token is judged once there is room. */
 	const char *cause = NULL;
 	int status = admit(s, c, &op.ticket, &cause, &why);
+	char ns_why[400];
 	if (!status) {
 		status = authorize(s, &op.p, &op.rights, &op.see_private, &why, &challenge);
 		cause = status == 401 ? "invalid_token" : "forbidden";
@@ -755,6 +771,18 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 			status = 403;
 			cause = "cookie_origin";
 			why = "a stream authorized by cookie is refused from an origin allow_origin does not list";
+		}
+		if (!status) {
+			/* The namespaces' rules, on the reduced patterns. */
+			op.p.ntopics = topic_patterns_reduce(op.p.topics, op.p.ntopics);
+			bool tokened = op.p.token && (op.see_private || s->jwt);
+			status = namespace_admit(s->topic_caps, cfg, op.p.topics, op.p.ntopics, tokened, &op.hold,
+						 &cause, ns_why, sizeof(ns_why));
+			if (status) {
+				why = ns_why;
+				if (status == 401)
+					challenge = "Bearer";
+			}
 		}
 	}
 	if (status) {

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "core/topic.h"
 
 /* One load in progress: the settings being built (with cfg->origin, where
  * each key's value came from), and the errors reported. */
@@ -219,6 +220,9 @@ struct file_ctx {
 	size_t cap;
 	char **longvals;
 	size_t nlong;
+	int header_line; /* the line of the newest [section] header */
+	int ns_line;     /* the header line of the namespace being filled */
+	struct namespace *ns;
 };
 
 static char *file_reader(char *str, int num, void *stream)
@@ -233,6 +237,8 @@ static char *file_reader(char *str, int num, void *stream)
 	char *p = fc->buf;
 	while (*p == ' ' || *p == '\t')
 		p++;
+	if (*p == '[')
+		fc->header_line = fc->line;
 	n -= p - fc->buf;
 	if (n < num) {
 		memcpy(str, p, (size_t)n + 1);
@@ -277,6 +283,146 @@ static char *unquote(const char *v)
 	return xstrdup(v);
 }
 
+/* The keys a [namespace] section may set: a top-level key's name and
+ * syntax (read by its parser into a scratch config, then moved), or one
+ * of the namespace's own switches. */
+enum ns_field { NSF_RETENTION_COUNT, NSF_RETENTION_AGE, NSF_PRESENCE, NSF_PRESENCE_EVENTS, NSF_MERCURE, NSF_MAX_READERS,
+		NSF_ANONYMOUS, NSF_PUBLISH_TOKEN };
+static const struct {
+	const char *name;
+	enum ns_field field;
+	const char *as; /* the top-level key whose parser reads it, or NULL: a switch */
+} ns_keys[] = {
+	{ "retention_count", NSF_RETENTION_COUNT, "retention_count" },
+	{ "retention_age", NSF_RETENTION_AGE, "retention_age" },
+	{ "presence", NSF_PRESENCE, "presence" },
+	{ "presence_events", NSF_PRESENCE_EVENTS, "presence_events" },
+	{ "mercure", NSF_MERCURE, "mercure" },
+	{ "max_readers", NSF_MAX_READERS, "max_readers" },
+	{ "anonymous", NSF_ANONYMOUS, NULL },
+	{ "publish_needs_token", NSF_PUBLISH_TOKEN, NULL },
+};
+
+/* Whether name (n bytes) spells key, a dash for an underscore. */
+static bool same_key(const char *key, const char *name, size_t n)
+{
+	size_t j = 0;
+	while (j < n && key[j] && (key[j] == name[j] || (key[j] == '_' && name[j] == '-')))
+		j++;
+	return j == n && !key[j];
+}
+
+/* The section's pattern: `"chat/ *"` (quotes optional) after the word. */
+static const char *ns_pattern(const char *rest, char *out, size_t len)
+{
+	while (*rest == ' ' || *rest == '\t')
+		rest++;
+	size_t n = strlen(rest);
+	if (n >= 2 && (rest[0] == '"' || rest[0] == '\'') && rest[n - 1] == rest[0]) {
+		rest++;
+		n -= 2;
+	}
+	if (n == 0)
+		return "a namespace needs a topic pattern: [namespace \"chat/*\"]";
+	if (n >= len || !topic_pattern_valid(rest, n))
+		return "not a topic pattern (an exact topic, or a prefix and \"/*\"; letters, digits and _ . : / -)";
+	if (n == 1 && rest[0] == '*')
+		return "\"*\" is every topic: the defaults are the top-level keys";
+	memcpy(out, rest, n);
+	out[n] = '\0';
+	return NULL;
+}
+
+/* One key of a [namespace] section: the section is found or started (a
+ * second section with the same pattern is an error naming the first),
+ * the key checked and set. */
+static void namespace_key(struct file_ctx *fc, const char *rest, const char *name, const char *value,
+			  const char *origin)
+{
+	char pattern[129], shown[300], where[4200];
+	struct load *ld = fc->ld;
+	const char *why = ns_pattern(rest, pattern, sizeof(pattern));
+	snprintf(where, sizeof(where), "%s:%d", fc->path, fc->header_line);
+	if (why) {
+		if (fc->ns_line != fc->header_line) {
+			config_err("%s: [namespace%s]: %s", where, text_escape(rest, shown, sizeof(shown)), why);
+			ld->errors++;
+			fc->ns_line = fc->header_line;
+		}
+		fc->ns = NULL;
+		return;
+	}
+	if (fc->ns_line != fc->header_line) {
+		fc->ns_line = fc->header_line;
+		struct namespace *prev = namespaces_named(&ld->cfg->namespaces, pattern);
+		if (prev) {
+			config_err("%s: [namespace \"%s\"] again: the first section is at %s (one section a pattern)",
+				   where, pattern, prev->origin);
+			ld->errors++;
+			fc->ns = NULL;
+			return;
+		}
+		fc->ns = namespaces_add(&ld->cfg->namespaces, pattern, where);
+		if (!fc->ns) {
+			config_err("%s: [namespace \"%s\"]: more than %d namespaces", where, pattern, NAMESPACE_MAX);
+			ld->errors++;
+			return;
+		}
+	}
+	struct namespace *ns = fc->ns;
+	if (!ns)
+		return; /* its header was refused */
+	size_t i = 0, n = strlen(name);
+	while (i < ARRAY_LEN(ns_keys) && !same_key(ns_keys[i].name, name, n))
+		i++;
+	if (i == ARRAY_LEN(ns_keys)) {
+		config_err("%s: [namespace \"%s\"]: %s is not a namespace key (retention_count, retention_age, anonymous, "
+			   "publish_needs_token, presence, presence_events, max_readers, mercure)",
+			   origin, pattern, quoted(name, shown, sizeof(shown)));
+		ld->errors++;
+		return;
+	}
+	char *v = unquote(value), buf[256];
+	struct config scratch = { 0 };
+	bool flag = false;
+	const struct key *k = ns_keys[i].as ? config_key_named(ns_keys[i].as) : NULL;
+	why = k ? config_key_set(&scratch, k, v, buf, sizeof(buf)) : config_parse_bool(v, &flag);
+	if (why) {
+		config_err("%s: [namespace \"%s\"] %s = %s: %s", origin, pattern, ns_keys[i].name,
+			   quoted(v, shown, sizeof(shown)), why);
+		ld->errors++;
+		free(v);
+		return;
+	}
+	free(v);
+	switch (ns_keys[i].field) {
+	case NSF_RETENTION_COUNT:
+		ns->retention_count = scratch.retention_count;
+		break;
+	case NSF_RETENTION_AGE:
+		ns->retention_age_s = scratch.retention_age_s;
+		break;
+	case NSF_PRESENCE:
+		ns->presence = scratch.presence;
+		break;
+	case NSF_PRESENCE_EVENTS:
+		ns->presence_events = scratch.presence_events;
+		break;
+	case NSF_MERCURE:
+		ns->mercure = scratch.mercure;
+		break;
+	case NSF_MAX_READERS:
+		ns->max_readers = scratch.max_readers;
+		break;
+	case NSF_ANONYMOUS:
+		ns->anonymous = flag;
+		break;
+	case NSF_PUBLISH_TOKEN:
+		ns->publish_token = flag;
+		break;
+	}
+}
+
 static int file_handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct file_ctx *fc = user;
@@ -287,9 +433,13 @@ static int file_handler(void *user, const char *section, const char *name, const
 			value = fc->longvals[i];
 	}
 	snprintf(origin, sizeof(origin), "%s:%d", fc->path, fc->line);
+	if (strncmp(section, "namespace", 9) == 0 && (section[9] == ' ' || section[9] == '\t' || !section[9])) {
+		namespace_key(fc, section + 9, name, value, origin);
+		return 1;
+	}
 	if (section[0] && strcmp(section, "herald") != 0) {
-		config_err("%s: unknown section [%s] (keys go at the top or under [herald])", origin,
-			   text_escape(section, shown, sizeof(shown)));
+		config_err("%s: unknown section [%s] (keys go at the top, under [herald] or under [namespace \"PATTERN\"])",
+			   origin, text_escape(section, shown, sizeof(shown)));
 		fc->ld->errors++;
 		return 1;
 	}
@@ -658,6 +808,50 @@ static void load_flags(struct load *ld, int argc, char **argv)
 	}
 }
 
+/* The defaults as a namespace, and every section's unset fields from
+ * them; a switch a section turns on that the top level has off entirely
+ * (presence, mercure: what serves them is not running) is an error. */
+static void resolve_namespaces(struct load *ld)
+{
+	struct config *cfg = ld->cfg;
+	struct namespace *d = &cfg->ns_defaults;
+	*d = (struct namespace){ .retention_count = cfg->retention_count,
+				 .retention_age_s = cfg->retention_age_s,
+				 .anonymous = 1,
+				 .publish_token = 0,
+				 .presence = cfg->presence,
+				 .presence_events = cfg->presence_events,
+				 .mercure = cfg->mercure,
+				 .max_readers = 0 };
+	for (size_t i = 0; i < cfg->namespaces.n; i++) {
+		struct namespace *ns = &cfg->namespaces.ns[i];
+		if (ns->presence == 1 && !cfg->presence) {
+			config_err("%s: [namespace \"%s\"] presence = on, but presence is off at the top level (a restart "
+				   "with presence = on starts it)",
+				   ns->origin, ns->pattern);
+			ld->errors++;
+		}
+		if (ns->presence_events == 1 && !cfg->presence_events) {
+			config_err("%s: [namespace \"%s\"] presence_events = on, but presence_events is off at the top "
+				   "level (a namespace can only turn them off)",
+				   ns->origin, ns->pattern);
+			ld->errors++;
+		}
+		if (ns->mercure == 1 && !cfg->mercure) {
+			config_err("%s: [namespace \"%s\"] mercure = on, but the Mercure hub is off at the top level",
+				   ns->origin, ns->pattern);
+			ld->errors++;
+		}
+		if (ns->publish_token == 1 && !cfg->publish_token[0] && !cfg->jwt_algorithm[0]) {
+			config_err("%s: [namespace \"%s\"] publish_needs_token = on, but no token can be checked: set "
+				   "publish_token or jwt_algorithm",
+				   ns->origin, ns->pattern);
+			ld->errors++;
+		}
+		namespace_inherit(ns, d);
+	}
+}
+
 int config_load(struct config *cfg, int argc, char **argv, bool *check_only, const char **command, int *exit_code)
 {
 	const char *path = NULL;
@@ -680,6 +874,8 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, con
 	load_flags(&ld, argc, argv);
 	if (!ld.errors)
 		check_whole(&ld);
+	if (!ld.errors)
+		resolve_namespaces(&ld);
 	/* Checked when set (check_proxies), so this cannot fail now. */
 	char err[256];
 	if (!ld.errors && trust_parse(&cfg->trust, cfg->trusted_proxies, err, sizeof(err)) < 0)
@@ -690,6 +886,12 @@ int config_load(struct config *cfg, int argc, char **argv, bool *check_only, con
 		return -1;
 	}
 	return 0;
+}
+
+const struct namespace *config_rules(const struct config *cfg, const char *topic, size_t n)
+{
+	int i = namespace_of(&cfg->namespaces, topic, n);
+	return i < 0 ? &cfg->ns_defaults : &cfg->namespaces.ns[i];
 }
 
 void config_free(struct config *cfg)
@@ -705,6 +907,7 @@ void config_free(struct config *cfg)
 		}
 	free(cfg->config_path);
 	cfg->config_path = NULL;
+	namespaces_free(&cfg->namespaces);
 	if (cfg->origin) {
 		for (size_t i = 0; i < config_nkeys; i++)
 			free(cfg->origin[i]);

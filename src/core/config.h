@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "common/addr.h"
+#include "core/namespace.h"
 
 #define CONFIG_MAX_LISTEN 16
 
@@ -113,7 +114,9 @@ struct config {
 	char *redis_stream; /* the keys' hash tag: {name}:events, {name}:last */
 	int64_t redis_wait_replicas;
 	int64_t redis_wait_timeout_ms;
-	char *config_path; /* the file read, or NULL */
+	struct namespaces namespaces; /* the [namespace "PATTERN"] sections, in file order, resolved */
+	struct namespace ns_defaults; /* the top-level keys' rules, as a namespace (pattern NULL) */
+	char *config_path;            /* the file read, or NULL */
 	char **origin;     /* per key: where its value came from (NULL: the default); config.c's */
 };
 
@@ -127,6 +130,9 @@ struct config {
  * modules' checks are not run here (config_check.h). *check_only is set by
  * --check-config. Called again, afresh, on every reload. */
 int config_load(struct config *cfg, int argc, char **argv, bool *check_only, const char **command, int *exit_code);
+
+/* The rules for topic[0..n): its namespace's, or the defaults'. */
+const struct namespace *config_rules(const struct config *cfg, const char *topic, size_t n);
 
 /* Free every value cfg holds (twice is harmless). */
 void config_free(struct config *cfg);

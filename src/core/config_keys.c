@@ -327,7 +327,7 @@ static const char *check_redis_stream(const char *v, char *buf, size_t len)
 
 /* An on/off switch, in any of the spellings people write in INI files
  * (letter case ignored); returns NULL or the reason. */
-static const char *parse_bool(const char *v, bool *out)
+const char *config_parse_bool(const char *v, bool *out)
 {
 	static const char *const yes[] = { "on", "yes", "true", "1" }, *const no[] = { "off", "no", "false", "0" };
 	for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
@@ -373,7 +373,7 @@ const char *config_key_set(struct config *cfg, const struct key *k, const char *
 		return NULL;
 	}
 	case K_BOOL:
-		return parse_bool(v, (bool *)(void *)base);
+		return config_parse_bool(v, (bool *)(void *)base);
 	case K_CHOICE: {
 		size_t at = 0;
 		for (size_t i = 0; k->choices[i]; i++) {

@@ -54,4 +54,7 @@ const struct key *config_key_nearest(const char *name, size_t n);
  * NULL or the reason (static, or in buf). */
 const char *config_key_set(struct config *cfg, const struct key *k, const char *v, char *buf, size_t len);
 
+/* A switch: on/off, yes/no, true/false, 1/0; NULL or the reason. */
+const char *config_parse_bool(const char *v, bool *out);
+
 #endif

@@ -224,6 +224,7 @@ static int fanout_row(void *arg, const struct store_event *ev)
 }
 
 static void poll_pages(struct hub *h);
+static void send_reset(struct hub *h, struct reader *r, const char *reason, int64_t resume);
 
 static void retry_poll(void *arg)
 {
@@ -241,9 +242,47 @@ void hub_poll(struct hub *h)
 		metrics_observe(&h->m->fanout_seconds, clock_mono_ns() - t0);
 }
 
+/* The highest id retention removed among the rows r may read: with
+ * namespaces, only theirs count (a quiet namespace's reader is not reset
+ * for what a chatty one pruned). */
+static int64_t pruned_for(struct hub *h, const struct reader *r)
+{
+	const struct namespaces *t = &h->cfg->namespaces;
+	if (t->n == 0)
+		return store_pruned_through(h->st);
+	int64_t most = 0;
+	for (int i = -1; i < (int)t->n; i++) {
+		bool touches = r->ntopics == 0 || r->accepts;
+		for (size_t k = 0; k < r->ntopics && !touches; k++)
+			touches = namespace_touches(t, i, r->topics[k]);
+		if (touches)
+			most = MAX(most, store_pruned_namespace(h->st, i));
+	}
+	return most;
+}
+
+/* Retention removed rows this hub had not read yet (its fan-out was
+ * behind, or another process pruned): every live reader might have wanted
+ * one, so each gets a reset (never a silent gap) and goes on live. */
+static void behind_retention(struct hub *h)
+{
+	int64_t pruned = store_pruned_through(h->st);
+	if (h->high_water >= pruned)
+		return;
+	int64_t from = h->high_water;
+	h->high_water = pruned; /* the reset's id: a client resumes past the gap */
+	struct list_node *n, *next;
+	list_each(&h->live, n, next) {
+		send_reset(h, list_item(n, struct reader, node), "retention", from);
+	}
+	log_warn("retention removed events %lld to %lld before they were fanned out: live readers were sent a reset",
+		 (long long)from + 1, (long long)pruned);
+}
+
 /* Fan out up to POLL_PAGES pages of new rows; continue from a timer. */
 static void poll_pages(struct hub *h)
 {
+	behind_retention(h);
 	/* A large batch from another writer is fanned out a few thousand rows
 	 * or POLL_PASS_NS per pass, so sockets and timers keep being served
 	 * meanwhile. */
@@ -534,7 +573,7 @@ struct reader *hub_open(struct hub *h, struct reader_spec *spec, const struct hu
 				r->sync_ticket = ticket;
 				r->opened_at_id = h->high_water;
 			}
-		} else if (resume_id < store_pruned_through(h->st)) {
+		} else if (resume_id < pruned_for(h, r)) {
 			send_reset(h, r, "retention", resume_id);
 			resume_id = -1;
 		}
@@ -703,7 +742,7 @@ void hub_reader_drained(struct reader *r)
 	struct hub *h = r->hub;
 	if (r->mode != READER_CATCHUP || !resume_checked(h, r))
 		return;
-	if (r->cursor < store_pruned_through(h->st)) {
+	if (r->cursor < pruned_for(h, r)) {
 		/* Retention removed events this reader had not yet been sent. */
 		send_reset(h, r, "retention", r->cursor);
 		r->cursor = h->high_water;
@@ -743,7 +782,7 @@ void hub_reader_drained(struct reader *r)
 		}
 		if (through > r->cursor)
 			r->cursor = through;
-		if (r->cursor < store_pruned_through(h->st)) {
+		if (r->cursor < pruned_for(h, r)) {
 			/* The fetch found the rows after the cursor pruned. */
 			hub_reader_drained(r);
 			return;

@@ -167,6 +167,7 @@ static int verify(const struct mercure *mc, struct http_slice tok, struct mercur
 /* A subscriber's rule: what it asked for and what its token grants, as
  * they are read, then interned (msub_intern) for as long as it reads. */
 struct msub {
+	const struct config *cfg; /* lent: the namespaces' rules */
 	char *base;
 	struct mercure_matchers want;
 	struct mercure_grants grants;
@@ -258,6 +259,9 @@ static void msub_count(struct msub *m, struct presence *p)
 static bool msub_accepts(void *arg, const struct store_event *ev)
 {
 	const struct msub *m = arg;
+	/* An event of a namespace with mercure = off is not the hub's. */
+	if (m->cfg->namespaces.n && !config_rules(m->cfg, ev->topic, ev->topic_len)->mercure)
+		return false;
 	return mercure_set_wants(m->want_set, ev) &&
 	       (ev->public || (m->grant_set && mercure_set_wants(m->grant_set, ev)));
 }
@@ -462,6 +466,7 @@ void mercure_subscribe(const struct mercure *mc, struct conn *c, const struct ht
 	http_head_init(&link, 0);
 	add_link(&link, base);
 	struct msub *m = xcalloc(1, sizeof(*m));
+	m->cfg = mc->cfg;
 	m->base = xstrdup(base);
 	m->grants.base = m->base;
 	struct mercure_query q;
@@ -960,6 +965,11 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 	bool from_cookie;
 	*extra = NULL;
 	const char *static_token = mc->cfg->publish_token;
+	for (size_t i = 0; i < f->ntopics; i++)
+		if (!config_rules(mc->cfg, f->topics[i], strlen(f->topics[i]))->mercure) {
+			*why = "a topic of the update is in a namespace the Mercure hub does not serve (mercure = off)";
+			return 403;
+		}
 	if (!find_token(mc, req, &tok, &from_cookie)) {
 		/* herald's one rule without a token, as on POST /api/events
 		 * (a form post needs no preflight: publish_cross_site). */

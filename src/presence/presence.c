@@ -183,11 +183,23 @@ static void buf_json(struct buf *b, const char *s, size_t n)
 	buf_add(b, "\"", 1);
 }
 
+/* The rules of a key's pattern (the key up to its separator). */
+static const struct namespace *key_rules(const struct presence *p, const char *key)
+{
+	return config_rules(p->cfg, key, strcspn(key, (char[]){ PRESENCE_KEY_SEP, '\0' }));
+}
+
+/* Whether key's joins and leaves are events in the log. */
+static bool announced(const struct presence *p, const char *key)
+{
+	return p->cfg->presence_events && p->st && key_rules(p, key)->presence_events;
+}
+
 /* Queue the join or leave of key (pattern, separator, subject): its row
  * is made here and copied by the queue. */
 static void event_add(struct presence *p, bool join, const char *key)
 {
-	if (!p->events)
+	if (!p->events || !key_rules(p, key)->presence_events)
 		return;
 	const char *sep = strchr(key, PRESENCE_KEY_SEP);
 	size_t plen = (size_t)(sep - key);
@@ -265,10 +277,13 @@ static void say_full(struct presence *p, size_t missed, size_t n)
 }
 
 /* Count key (a subject's key when of_subject); returns
- * presence_table_add's answer: -1 when the table is full. */
+ * presence_table_add's answer: -1 when the table is full; or -2 when its
+ * namespace has presence off (not counted). */
 static int count_key(struct presence *p, const char *key, bool of_subject)
 {
-	bool announce = p->cfg->presence_events && p->st, here = announce && !p->redis;
+	if (!key_rules(p, key)->presence)
+		return -2;
+	bool announce = announced(p, key), here = announce && !p->redis;
 	int added = presence_table_add(p->t, p->col, key, here && of_subject);
 	if (p->redis && added >= 0)
 		presence_redis_add(p->redis, key, announce && of_subject);
@@ -281,7 +296,7 @@ static void uncount_key(struct presence *p, const char *key, bool of_subject, ui
 {
 	presence_table_del(p->t, p->col, key, now);
 	if (p->redis)
-		presence_redis_del(p->redis, key, p->cfg->presence_events && p->st && of_subject);
+		presence_redis_del(p->redis, key, announced(p, key) && of_subject);
 }
 
 /* The registration of a stream of every topic with no subject, the most
@@ -293,8 +308,9 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 {
 	static char *const every[] = { "*" };
 	if (n == 0 && !subject) {
-		bool counted = count_key(p, "*", false) >= 0;
-		if (!counted)
+		int added = count_key(p, "*", false);
+		bool counted = added >= 0;
+		if (added == -1)
 			say_full(p, 1, 1);
 		schedule_leaves(p);
 		return counted ? &every_counted : &every_missed;
@@ -327,7 +343,7 @@ struct presence_reg *presence_register(struct presence *p, char *const *patterns
 		*w++ = '\0';
 		int added = count_key(p, r->keys[i], i >= n);
 		r->counted[i] = added >= 0;
-		full += added < 0;
+		full += added == -1;
 	}
 	if (full)
 		say_full(p, full, nkeys);

@@ -78,7 +78,10 @@ size_t api_sockets(const struct api *a)
 
 static void health(struct api *a, struct conn *c)
 {
-	char body[384 + 6 * STALL_WHAT_MAX];
+	/* The namespaces' rules follow the figures (measured, then written). */
+	size_t nsl = namespaces_json(&a->cfg->namespaces, NULL, 0);
+	size_t cap = 400 + 6 * STALL_WHAT_MAX + nsl;
+	char *body = xmalloc(cap);
 	/* A node whose log is unreachable answers 503, so a balancer's health
 	 * check sends new readers and publishes elsewhere. */
 	bool log_ok = store_available(a->st);
@@ -96,10 +99,10 @@ static void health(struct api *a, struct conn *c)
 	uint64_t worst = a->stall ? stall_guard_worst(a->stall, loop_now(a->lp), &what) : 0;
 	char what_json[6 * STALL_WHAT_MAX + 1];
 	what_json[http_json_escape(what, what_json)] = '\0';
-	int n = snprintf(body, sizeof(body),
+	int n = snprintf(body, cap,
 			 "{\"status\":\"%s\",\"log\":\"%s\",\"backend\":\"%s\",\"workers\":%u%s,\"readers\":%zu,"
 			 "\"connections\":%zu,\"http2_streams\":%zu,\"last_id\":%lld,\"uptime_s\":%llu,"
-			 "\"loop_worst_ms\":%.3f,\"loop_worst\":\"%s\"}\n",
+			 "\"loop_worst_ms\":%.3f,\"loop_worst\":\"%s\",\"namespaces\":",
 			 !log_ok            ? "unavailable"
 			 : conn_draining(c) ? "draining"
 					    : "ok",
@@ -108,6 +111,8 @@ static void health(struct api *a, struct conn *c)
 			 (long long)hub_high_water(a->hub),
 			 (unsigned long long)((loop_now(a->lp) - a->started_ms) / 1000), (double)worst / 1e6,
 			 what_json);
+	n += (int)namespaces_json(&a->cfg->namespaces, body + n, cap - (size_t)n);
+	n += snprintf(body + n, cap - (size_t)n, "}\n");
 	struct http_head h;
 	http_head_response(&h, status, "application/json", (size_t)n, conn_keep_alive(c));
 	http_head_add(&h, "Cache-Control", "no-store");
@@ -115,6 +120,7 @@ static void health(struct api *a, struct conn *c)
 		http_head_add(&h, "Retry-After", "1");
 	conn_respond(c, &h, body, (size_t)n); /* to HEAD: the same head, and no body */
 	http_head_free(&h);
+	free(body);
 }
 
 /* A 200 that must never be cached (a scrape, a presence answer): body,

@@ -134,17 +134,22 @@ static void prune_tick(void *arg)
 	struct server *srv = arg;
 	uint64_t next = PRUNE_EVERY_MS;
 	loop_label(srv->lp, "pruning the log (retention)", NULL);
-	if (srv->cfg.retention_age_s || srv->cfg.retention_count) {
+	const struct namespaces *ns = &srv->cfg.namespaces;
+	if (srv->cfg.retention_age_s || srv->cfg.retention_count || ns->n) {
 		if (!srv->prune_rows)
 			srv->prune_rows = PRUNE_STEP_FIRST;
 		uint64_t t0 = clock_mono_ns();
-		int n = store_prune(srv->st, srv->cfg.retention_age_s, srv->cfg.retention_count, srv->prune_rows);
+		bool more = false;
+		/* With namespaces, each keeps its own rows by its own rules. */
+		int n = ns->n ? store_prune_namespaces(srv->st, ns, &srv->cfg.ns_defaults, srv->prune_rows, &more)
+			      : store_prune(srv->st, srv->cfg.retention_age_s, srv->cfg.retention_count,
+					    srv->prune_rows);
 		uint64_t took = clock_mono_ns() - t0;
 		if (n > 0 && took > PRUNE_STEP_NS && srv->prune_rows > 1)
 			srv->prune_rows /= 2;
 		else if (n == (int)srv->prune_rows && took < PRUNE_STEP_NS / 2 && srv->prune_rows < PRUNE_STEP_MAX)
 			srv->prune_rows = MIN(srv->prune_rows * 2, (size_t)PRUNE_STEP_MAX);
-		if ((n > 0 && (size_t)n >= srv->prune_rows) || n == -EBUSY)
+		if ((n > 0 && (size_t)n >= srv->prune_rows) || n == -EBUSY || more)
 			next = PRUNE_AGAIN_MS;
 		if (n > 0) {
 			log_debug("retention removed %d events in %.1f ms; oldest kept id is above %lld; next step %zu "

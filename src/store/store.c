@@ -100,6 +100,22 @@ int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t m
 	return st->ops->prune(st->be, max_age_s, max_count, max_rows);
 }
 
+int store_prune_namespaces(struct store *st, const struct namespaces *t, const struct namespace *defaults,
+			   size_t max_rows, bool *more)
+{
+	*more = false;
+	if (!st->ops->prune_namespaces)
+		return -ENOTSUP;
+	return st->ops->prune_namespaces(st->be, t, defaults, max_rows, more);
+}
+
+int64_t store_pruned_namespace(const struct store *st, int i)
+{
+	if (!st->ops->pruned_namespace)
+		return st->ops->pruned_through(st->be);
+	return st->ops->pruned_namespace(st->be, i);
+}
+
 bool store_available(const struct store *st)
 {
 	return st->ops->available(st->be);

@@ -215,6 +215,21 @@ bool store_sync_done(const struct store *st, uint64_t ticket);
  * backend trims on its own time), -EBUSY or -EIO. */
 int store_prune(struct store *st, int64_t max_age_s, int64_t max_count, size_t max_rows);
 
+/* Retention kept per namespace (namespace.h): t's sections each by their
+ * own retention_count and retention_age over their own rows, the rest of
+ * the log by defaults'; pruning one never removes another's rows. Up to
+ * max_rows rows visited per namespace a call; *more when some were left.
+ * Returns rows removed, -EBUSY, -EIO or -ENOTSUP (a backend without it). */
+struct namespaces;
+struct namespace;
+int store_prune_namespaces(struct store *st, const struct namespaces *t, const struct namespace *defaults,
+			   size_t max_rows, bool *more);
+
+/* The highest id of namespace i (-1: the defaults) that retention
+ * removed, as far as known: a reader of that namespace resuming below it
+ * gets a reset. Without retention by namespace: store_pruned_through. */
+int64_t store_pruned_namespace(const struct store *st, int i);
+
 /* Whether the log can be written and read now (false while Redis is
  * unreachable; always true with SQLite, whose failures are per call). */
 bool store_available(const struct store *st);

@@ -40,6 +40,11 @@ struct store_backend {
 	bool (*sync_done)(const void *be, uint64_t ticket);
 	int (*prune)(void *be, int64_t max_age_s, int64_t max_count, size_t max_rows);
 	bool (*available)(const void *be);
+	/* Optional (NULL: store_prune_namespaces is -ENOTSUP and
+	 * store_pruned_namespace is pruned_through). */
+	int (*prune_namespaces)(void *be, const struct namespaces *t, const struct namespace *defaults, size_t max_rows,
+				bool *more);
+	int64_t (*pruned_namespace)(const void *be, int i);
 	/* store_mercure_find; NULL: the backend keeps no Mercure ids. */
 	void (*mercure_find)(void *be, const char *mercure_id, store_found_cb found, void *arg);
 };

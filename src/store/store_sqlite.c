@@ -231,6 +231,7 @@ void store_sqlite_close(struct store_sqlite *st)
 	if (!st)
 		return;
 	store_sqlite_unwatch(st);
+	store_sqlite_retention_free(st);
 	sqlite3_stmt **stmts[] = { &st->begin,        &st->commit,         &st->rollback,
 				   &st->insert,       &st->range,          &st->max_id,
 				   &st->prune,        &st->set_pruned,     &st->data_ver,
@@ -970,6 +971,21 @@ static bool be_available(const void *be)
 	return true;
 }
 
+static int be_prune_namespaces(void *be, const struct namespaces *t, const struct namespace *defaults,
+			       size_t max_rows, bool *more)
+{
+	struct sqlite_backend *b = be;
+	int n = store_sqlite_prune_namespaces(b->db, t, defaults, max_rows, more);
+	if (n > 0)
+		store_sqlite_written(b->db);
+	return n;
+}
+
+static int64_t be_pruned_namespace(const void *be, int i)
+{
+	return store_sqlite_pruned_namespace(((const struct sqlite_backend *)be)->db, i);
+}
+
 static int be_prune(void *be, int64_t max_age_s, int64_t max_count, size_t max_rows)
 {
 	struct sqlite_backend *b = be;
@@ -1023,6 +1039,8 @@ const struct store_backend store_sqlite_backend = {
 	.sync_begin = be_sync_begin,
 	.sync_done = be_sync_done,
 	.prune = be_prune,
+	.prune_namespaces = be_prune_namespaces,
+	.pruned_namespace = be_pruned_namespace,
 	.available = be_available,
 	.mercure_find = be_mercure_find,
 };

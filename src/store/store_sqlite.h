@@ -109,6 +109,21 @@ int store_sqlite_check_file(struct store_sqlite *st);
  * due), -EBUSY or -EIO. */
 int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_count, size_t max_rows);
 
+/* Retention by namespace (store_sqlite_retention.c): one short
+ * transaction counting up to max_rows new rows by namespace and deleting
+ * each namespace's oldest rows beyond its own retention_count or older than
+ * its retention_age (t's sections; defaults for the rest), visiting at
+ * most max_rows rows per namespace. *more when rows were left to visit.
+ * Returns rows deleted, -EBUSY or -EIO. */
+struct namespaces;
+struct namespace;
+int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespaces *t,
+				  const struct namespace *defaults, size_t max_rows, bool *more);
+
+/* The highest id of namespace i (-1: the defaults) retention removed, as
+ * far as known (before the first prune by namespace: the log's). */
+int64_t store_sqlite_pruned_namespace(const struct store_sqlite *st, int i);
+
 /* Pages in the write-ahead log after this connection's last commit (other
  * writers' commits are not counted). */
 int store_sqlite_wal_pages(const struct store_sqlite *st);

@@ -5,6 +5,7 @@
  *   store_sqlite.c         open and close, errors and transactions, the log
  *                          (append, reads, budgets, prune), the backend table
  *   store_sqlite_schema.c  the schema and its migrations
+ *   store_sqlite_retention.c  retention kept per namespace
  *   store_sqlite_watch.c   the folder watch, peers' wake-ups, checkpoints */
 #ifndef HERALD_STORE_SQLITE_PRIVATE_H
 #define HERALD_STORE_SQLITE_PRIVATE_H
@@ -81,6 +82,7 @@ struct store_sqlite {
 	sqlite3_stmt *data_ver;
 	sqlite3_stmt *mercure_put;  /* a Mercure update's id and block */
 	sqlite3_stmt *mercure_find; /* the event of a Mercure id */
+	struct store_retention *retention; /* retention by namespace, once asked for */
 
 	/* Wired to the loop by store_sqlite_watch (else lp is NULL). */
 	struct loop *lp;
@@ -118,6 +120,11 @@ int store_sqlite_schema_version(sqlite3 *db, const char *path, int64_t *version,
 /* Bring the schema up to STORE_SCHEMA_VERSION in one transaction. Returns 0
  * or -1 with err set. */
 int store_sqlite_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
+
+/* ---- store_sqlite_retention.c ---- */
+
+/* Release the namespaces' retention state (before the close). */
+void store_sqlite_retention_free(struct store_sqlite *st);
 
 /* ---- store_sqlite_watch.c ---- */
 
