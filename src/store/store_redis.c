@@ -89,7 +89,7 @@ struct store_redis {
 	struct metrics *m;
 	struct store_hooks hooks;
 	bool watching;
-	char key_events[256], key_last[256], key_mercure[256], key_identity[256];
+	char key_events[256], key_last[256], key_mercure[256], key_identity[256], key_retention[256];
 
 	struct redis_link *cmd_link, *tail_link;
 	redisAsyncContext *cmd, *tail; /* the links' connections, NULL while down */
@@ -106,6 +106,13 @@ struct store_redis {
 	size_t nfetches;
 	int64_t pruned_through;
 	bool trim_out;
+	/* Retention by namespace (herald_trim_ns): the patterns last asked
+	 * for, and what each namespace has lost as the answer says ([0]: the
+	 * defaults); ns_gen tells an answer for older patterns. */
+	struct namespaces ns_patterns;
+	int64_t *ns_pruned;
+	size_t ns_known;
+	uint64_t ns_gen;
 
 	uint64_t sync_sent, sync_done; /* tickets (store_sync_begin) */
 	uint64_t sync_wait_ticket;     /* answered, waiting for the tail to reach: */
@@ -687,6 +694,7 @@ static void *redis_open(const struct config *cfg, struct loop *lp, struct metric
 	snprintf(st->key_events, sizeof(st->key_events), "{%s}:events", cfg->redis_stream);
 	snprintf(st->key_last, sizeof(st->key_last), "{%s}:last", cfg->redis_stream);
 	snprintf(st->key_mercure, sizeof(st->key_mercure), "{%s}:mercure", cfg->redis_stream);
+	snprintf(st->key_retention, sizeof(st->key_retention), "{%s}:retention", cfg->redis_stream);
 	snprintf(st->key_identity, sizeof(st->key_identity), "{%s}:identity", cfg->redis_stream);
 	struct redis_link_spec spec = { cfg->redis_url, cfg->redis_sentinels, cfg->redis_master_name, "redis:" };
 	struct redis_link_hooks cmd = { on_cmd_up, on_cmd_down, st }, tail = { on_tail_up, on_tail_down, st };
@@ -726,6 +734,8 @@ static void redis_close(void *be)
 		free(f);
 	}
 	store_window_free(&st->win);
+	namespaces_free(&st->ns_patterns);
+	free(st->ns_pruned);
 	free(st);
 }
 
@@ -1154,6 +1164,78 @@ static int redis_prune(void *be, int64_t max_age_s, int64_t max_count, size_t ma
 	return 0;
 }
 
+static void on_trim_ns(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store_redis *st = redis_link_user(ac);
+	redisReply *r = command_answer(st, reply);
+	if (!r)
+		return;
+	st->trim_out = false;
+	size_t n = st->ns_patterns.n + 1;
+	bool shaped = r->type == REDIS_REPLY_ARRAY && r->elements == 3 + n;
+	for (size_t i = 0; shaped && i < r->elements; i++)
+		shaped = r->element[i]->type == REDIS_REPLY_INTEGER;
+	if (!shaped) {
+		if ((uint64_t)(uintptr_t)privdata == st->ns_gen)
+			log_err("redis: herald_trim_ns at %s: %s", where(st), is_error(r) ? r->str : "unexpected answer");
+		return;
+	}
+	if ((uint64_t)(uintptr_t)privdata != st->ns_gen)
+		return; /* asked for patterns a reload has since changed */
+	if (r->element[0]->integer > 0)
+		log_debug("retention by namespace removed %lld events from %s", r->element[0]->integer,
+			  st->key_events);
+	note_pruned(st, r->element[2]->integer);
+	st->ns_pruned = xrealloc(st->ns_pruned, n * sizeof(*st->ns_pruned));
+	for (size_t i = 0; i < n; i++)
+		st->ns_pruned[i] = r->element[3 + i]->integer;
+	st->ns_known = n;
+}
+
+static int redis_prune_namespaces(void *be, const struct namespaces *t, const struct namespace *defaults,
+				  size_t max_rows, bool *more)
+{
+	struct store_redis *st = be;
+	*more = false;
+	if (!namespaces_same_patterns(&st->ns_patterns, t)) {
+		namespaces_copy(&st->ns_patterns, t);
+		st->ns_known = 0; /* until the first answer: the log's pruned-through */
+		st->ns_gen++;
+	}
+	if (!st->up || st->trim_out)
+		return 0;
+	enum { FIXED = 8 };
+	const char *argv[FIXED + 3 * (NAMESPACE_MAX + 1)];
+	char nums[2 * (NAMESPACE_MAX + 1)][24], step[24], count[24];
+	snprintf(step, sizeof(step), "%zu", max_rows ? max_rows : 1);
+	snprintf(count, sizeof(count), "%zu", t->n);
+	size_t a = 0;
+	const char *head[FIXED] = { "FCALL",          "herald_trim_ns",  "4",  st->key_events,
+				    st->key_last,     st->key_mercure,   st->key_retention, step };
+	for (; a < FIXED; a++)
+		argv[a] = head[a];
+	argv[a++] = count;
+	for (size_t i = 0; i <= t->n; i++) {
+		const struct namespace *ns = i == 0 ? defaults : &t->ns[i - 1];
+		snprintf(nums[2 * i], sizeof(nums[0]), "%lld", (long long)ns->retention_count);
+		snprintf(nums[2 * i + 1], sizeof(nums[0]), "%lld", (long long)ns->retention_age_s);
+		argv[a++] = i == 0 ? "" : ns->pattern;
+		argv[a++] = nums[2 * i];
+		argv[a++] = nums[2 * i + 1];
+	}
+	if (cmd_argv(st, on_trim_ns, (void *)(uintptr_t)st->ns_gen, (int)a, argv, NULL) == 0)
+		st->trim_out = true;
+	return 0;
+}
+
+static int64_t redis_pruned_namespace(const void *be, int i)
+{
+	const struct store_redis *st = be;
+	if ((size_t)(i + 1) >= st->ns_known)
+		return st->pruned_through;
+	return st->ns_pruned[i + 1];
+}
+
 static bool redis_available(const void *be)
 {
 	const struct store_redis *st = be;
@@ -1190,6 +1272,8 @@ const struct store_backend store_redis_backend = {
 	.sync_begin = redis_sync_begin,
 	.sync_done = redis_sync_done,
 	.prune = redis_prune,
+	.prune_namespaces = redis_prune_namespaces,
+	.pruned_namespace = redis_pruned_namespace,
 	.available = redis_available,
 	.mercure_find = redis_mercure_find,
 };

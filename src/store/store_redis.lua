@@ -323,6 +323,151 @@ local function trim(keys, args)
   return { removed, through }
 end
 
+-- The namespace (its index in pats, 1-based; 0: the defaults) of a topic:
+-- the longest pattern that matches it, an exact topic or a subtree
+-- "prefix/*" (every topic under prefix/, at any depth).
+local function namespace_of(pats, topic)
+  local best, best_len = 0, 0
+  for i, p in ipairs(pats) do
+    local n = #p
+    if n > best_len then
+      local hit
+      if string.sub(p, -2) == '/*' then
+        hit = #topic > n - 1 and string.sub(topic, 1, n - 1) == string.sub(p, 1, n - 1)
+      else
+        hit = topic == p
+      end
+      if hit then
+        best, best_len = i, n
+      end
+    end
+  end
+  return best
+end
+
+local function field(e, name)
+  local f = e[2]
+  for j = 1, #f - 1, 2 do
+    if f[j] == name then
+      return f[j + 1]
+    end
+  end
+  return nil
+end
+
+-- FCALL herald_trim_ns 4 <stream> <last> <map> <state> STEP N
+--   [PATTERN MAX_COUNT MAX_AGE_S] * (N + 1), the defaults' first (PATTERN '')
+-- Retention kept per namespace, so that a chatty family of topics never
+-- removes a quiet one's events. The state hash (KEYS[4]) is shared by
+-- every node: the patterns it counts by, the entry counted through, and
+-- per namespace its count of events, the id below which none of it is
+-- left (low) and the highest id of it removed (pruned). A call counts up
+-- to STEP new entries and removes, per namespace, from its oldest up, up
+-- to STEP entries past its MAX_COUNT or older than MAX_AGE_S (0: no
+-- limit). Returns {removed, more (1: entries left to visit), pruned
+-- through of the whole log, pruned per namespace...}.
+local function trim_ns(keys, args)
+  local step, n = tonumber(args[1]), tonumber(args[2])
+  local pats, rules, sig = {}, {}, ''
+  for i = 0, n do
+    local b = 3 + 3 * i
+    local pat = args[b]
+    if i > 0 then pats[i] = pat end
+    rules[i] = { count = tonumber(args[b + 1]) or 0, age = tonumber(args[b + 2]) or 0, pat = pat }
+    sig = sig .. pat .. '\n'
+  end
+  local counter = tonumber(redis.call('GET', keys[2]) or '0')
+  local st = keys[4]
+  if redis.call('HGET', st, 'patterns') ~= sig then
+    -- Another division of topics: count afresh; what each namespace lost
+    -- stays (by pattern), with the log's oldest loss as the floor.
+    local floor = pruned_through(keys)
+    local old = redis.call('HGETALL', st)
+    local kept = {}
+    for j = 1, #old - 1, 2 do
+      if string.sub(old[j], 1, 2) == 'p:' then kept[old[j]] = old[j + 1] end
+    end
+    redis.call('DEL', st)
+    redis.call('HSET', st, 'patterns', sig, 'counted', '0')
+    for i = 0, n do
+      local p = rules[i].pat
+      redis.call('HSET', st, 'p:' .. p, kept['p:' .. p] or string.format('%d', floor), 'c:' .. p, '0', 'l:' .. p, '0')
+    end
+  end
+  local counted = tonumber(redis.call('HGET', st, 'counted') or '0')
+  local counts, lows, pruned = {}, {}, {}
+  for i = 0, n do
+    local p = rules[i].pat
+    counts[i] = tonumber(redis.call('HGET', st, 'c:' .. p) or '0')
+    lows[i] = tonumber(redis.call('HGET', st, 'l:' .. p) or '0')
+    pruned[i] = tonumber(redis.call('HGET', st, 'p:' .. p) or '0')
+  end
+  local more = 0
+  -- Count what came since.
+  local batch = redis.call('XRANGE', keys[1], string.format('(%d-0', counted), '+', 'COUNT', step)
+  for _, e in ipairs(batch) do
+    local id = event_id(e, counter)
+    if id then
+      local i = namespace_of(pats, field(e, 'topic') or '')
+      counts[i] = counts[i] + 1
+      counted = id
+    end
+  end
+  if #batch == step then more = 1 end
+  local removed, now = 0, tonumber(redis.call('TIME')[1])
+  for i = 0, n do
+    local r = rules[i]
+    local excess = r.count > 0 and counts[i] - r.count or 0
+    local cutoff = r.age > 0 and now - r.age or nil
+    if excess > 0 or cutoff then
+      local gone = {}
+      local rows = redis.call('XRANGE', keys[1], string.format('(%d-0', lows[i]),
+        string.format('%d-0', counted), 'COUNT', step)
+      for _, e in ipairs(rows) do
+        local id = event_id(e, counter)
+        if id then
+          if namespace_of(pats, field(e, 'topic') or '') ~= i then
+            lows[i] = id
+          else
+            local t = tonumber(field(e, 'time') or '')
+            if excess <= 0 and not (cutoff and t and t < cutoff) then
+              break
+            end
+            gone[#gone + 1] = e[1]
+            excess = excess - 1
+            lows[i] = id
+            if id > pruned[i] then pruned[i] = id end
+          end
+        end
+      end
+      if #rows == step then more = 1 end
+      for j = 1, #gone, 100 do
+        redis.call('XDEL', keys[1], unpack(gone, j, math.min(j + 99, #gone)))
+      end
+      counts[i] = counts[i] - #gone
+      removed = removed + #gone
+    end
+  end
+  local least, most = nil, 0
+  local out = { removed, more, 0 }
+  for i = 0, n do
+    local p = rules[i].pat
+    redis.call('HSET', st, 'c:' .. p, string.format('%d', counts[i]), 'l:' .. p, string.format('%d', lows[i]),
+      'p:' .. p, string.format('%d', pruned[i]))
+    least = least and math.min(least, lows[i]) or lows[i]
+    most = math.max(most, pruned[i])
+    out[#out + 1] = pruned[i]
+  end
+  redis.call('HSET', st, 'counted', string.format('%d', counted))
+  out[3] = most
+  -- Every event at or below every namespace's low is gone: the Mercure
+  -- map's ids of those go too.
+  if keys[3] and least and least > 0 then
+    redis.call('ZREMRANGEBYSCORE', keys[3], '-inf', least)
+  end
+  return out
+end
+
 -- FCALL herald_mercure_find 3 <stream> <last> <map> MID
 -- The event the Mercure update id MID names (the earliest still in the
 -- stream), as XRANGE gives an entry ({id, {field, value, ...}}), or 0.
@@ -353,5 +498,6 @@ end
 redis.register_function('herald_publish', publish)
 redis.register_function('herald_sweep', sweep_call)
 redis.register_function('herald_trim', trim)
+redis.register_function('herald_trim_ns', trim_ns)
 redis.register_function('herald_floor', floor)
 redis.register_function('herald_mercure_find', mercure_find)

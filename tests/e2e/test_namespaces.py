@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import HERALD_BIN, Herald, Stream, request
+from harness import HERALD_BIN, Herald, RedisServer, Stream, request
 
 CONF = """
 retention_count = 1000
@@ -90,6 +90,24 @@ def test_a_chatty_namespace_never_prunes_a_quiet_ones_history():
 
 
 test_a_chatty_namespace_never_prunes_a_quiet_ones_history.timeout = 90
+
+
+def test_namespaces_keep_their_own_history_on_redis_across_two_nodes():
+    # The counts live in Redis beside the stream: two nodes pruning by the
+    # same sections agree, and each node's readers are reset by their
+    # namespace's losses only.
+    with RedisServer() as r, Herald(redis=r, redis_stream="ns", config=CONF) as h, \
+            Herald(redis=r, redis_stream="ns", config=CONF) as h2:
+        _chatty_beside_quiet(h)
+        s = Stream(h2.port, query="topic=chat/room", headers={"Last-Event-ID": "0"})
+        got = s.events(5, timeout=5)
+        assert [e["data"] for e in got] == [f"c{k}" for k in range(5)], (got, h2.log()[-3000:])
+        s.close()
+        first = _first(h2.port, "topic=ticker/acme", 1)
+        assert first and first["event"] == "reset", first
+
+
+test_namespaces_keep_their_own_history_on_redis_across_two_nodes.timeout = 90
 
 
 def test_retention_age_is_per_namespace():
