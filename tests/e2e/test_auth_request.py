@@ -331,3 +331,27 @@ def test_auth_request_over_http2_and_tls():
             h.stop()
     finally:
         app.stop()
+
+
+def test_auth_request_gives_back_a_namespace_place():
+    # A namespace capping one topic at one reader: opens the application
+    # refuses, and one whose reader leaves while it waits, hold no place
+    # afterwards; the allowed one then takes it.
+    app = App()
+    try:
+        with herald_for(app.url, "auth_timeout = 10s\n[namespace \"room/*\"]\nmax_readers = 1\n") as h:
+            for _ in range(3):
+                refused(open_stream(h, "deny403"), 403)
+            w = send_open(h, "slow-ns")
+            wait_until(lambda: metric(h, "herald_auth_waiting") == 1, what="an open waiting")
+            w.close()
+            wait_until(lambda: metric(h, "herald_auth_waiting") == 0, what="the waiting open gone")
+            s = open_stream(h, "alice")
+            assert s.status == 200, (s.status, s.read_body())
+            t = open_stream(h, "alice")
+            assert t.status == 503, t.status  # the cap holds for allowed opens
+            t.close()
+            s.close()
+            h.stop()
+    finally:
+        app.stop()
