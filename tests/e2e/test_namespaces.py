@@ -282,3 +282,22 @@ def test_rules_for_readers_and_publishers():
 
 
 test_rules_for_readers_and_publishers.timeout = 60
+
+
+def test_mercure_off_keeps_a_namespace_out_of_the_hub():
+    from test_mercure import MStream, made_number, mpublish, start
+    from harness import publish
+    conf = 'mercure_anonymous = on\npublish_token = ptok\n[namespace "secret/*"]\nmercure = off\n'
+    with start(conf) as h:
+        sub = MStream(h.port, [("match", "*")])
+        st, _, body = mpublish(h.port, [("topic", "secret/1"), ("data", "m")], "ptok", expect=None)
+        assert st == 403 and "mercure = off" in body, (st, body)
+        hidden = publish(h.port, topic="secret/1", data="herald only", token="ptok")
+        shown = publish(h.port, topic="chat/1", data="both", token="ptok")
+        got = sub.events(1, timeout=5)
+        assert [(made_number(e["id"]), e["data"]) for e in got] == [(shown, "both")], (hidden, got)
+        sub.close()
+        # herald's own stream still has both.
+        s = Stream(h.port, query="topic=secret/1,chat/1", headers={"Last-Event-ID": str(hidden - 1)})
+        assert [e["data"] for e in s.events(2, timeout=5)] == ["herald only", "both"]
+        s.close()
