@@ -72,11 +72,42 @@ struct auth_hook {
 	size_t nkept, waiting;
 };
 
-const char *auth_hook_url(const struct config *cfg, char *const *topics, size_t ntopics)
+/* The hook of namespace i (-1: the defaults'), NULL for none. */
+static const char *hook_of(const struct config *cfg, int i)
 {
-	(void)topics;
-	(void)ntopics;
-	return cfg->auth_request && cfg->auth_request[0] ? cfg->auth_request : NULL;
+	const char *u = i < 0 ? cfg->auth_request : cfg->namespaces.ns[i].auth_request;
+	return u && u[0] ? u : NULL;
+}
+
+const char *auth_hook_url(const struct config *cfg, char *const *topics, size_t ntopics, bool *mixed)
+{
+	*mixed = false;
+	const struct namespaces *t = &cfg->namespaces;
+	if (t->n == 0)
+		return hook_of(cfg, -1);
+	/* Every namespace the reader's patterns reach must agree: one
+	 * application answers for the whole stream. */
+	static char *const every[] = { "*" };
+	char *const *pats = ntopics ? topics : every;
+	size_t np = ntopics ? ntopics : 1;
+	const char *url = NULL;
+	bool first = true;
+	for (int i = -1; i < (int)t->n; i++) {
+		bool reached = false;
+		for (size_t k = 0; k < np && !reached; k++)
+			reached = namespace_touches(t, i, pats[k]);
+		if (!reached)
+			continue;
+		const char *u = hook_of(cfg, i);
+		if (first) {
+			url = u;
+			first = false;
+		} else if ((u == NULL) != (url == NULL) || (u && strcmp(u, url) != 0)) {
+			*mixed = true;
+			return NULL;
+		}
+	}
+	return url;
 }
 
 struct auth_hook *auth_hook_new(struct loop *lp, struct http_client *client, struct metrics *m)

@@ -34,10 +34,12 @@ struct metrics;
 #define AUTH_HOOK_MAX_TOPICS 16         /* topics in a question and in an answer (READER_MAX_TOPICS) */
 #define AUTH_HOOK_MAX_SUBJECT 256       /* an answer's subject, in bytes */
 
-/* The URL that decides whether a stream asking for topics may open, or
- * NULL when none does (auth_request empty). One place, so that the choice
- * may later depend on the topics. */
-const char *auth_hook_url(const struct config *cfg, char *const *topics, size_t ntopics);
+/* The URL that decides whether a stream asking for topics (none: every
+ * topic) may open, or NULL when none does: the auth_request of the
+ * namespaces its patterns reach (namespace.h), which must agree; when they
+ * do not (two hooks, or a hook and none), NULL with *mixed set, and the
+ * stream is refused rather than half asked. */
+const char *auth_hook_url(const struct config *cfg, char *const *topics, size_t ntopics, bool *mixed);
 
 /* One question; every pointer need only be valid during auth_hook_ask. */
 struct auth_hook_question {

@@ -791,7 +791,14 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	}
 	/* herald's own checks first, so that what they refuse costs the
 	 * application nothing; then the application's say, if it has one. */
-	const char *url = s->hook ? auth_hook_url(cfg, op.p.topics, op.p.ntopics) : NULL;
+	bool mixed = false;
+	const char *url = s->hook ? auth_hook_url(cfg, op.p.topics, op.p.ntopics, &mixed) : NULL;
+	if (mixed) {
+		opening_refuse(&op, 400, "auth_request_mixed",
+			       "the topics reach namespaces with different auth_request hooks: open a stream per namespace",
+			       NULL);
+		return;
+	}
 	if (url)
 		opening_ask(&op, req, url);
 	else

@@ -355,3 +355,50 @@ def test_auth_request_gives_back_a_namespace_place():
             h.stop()
     finally:
         app.stop()
+
+
+def test_auth_request_per_namespace():
+    # Only the namespace that names a hook asks the application; a stream
+    # reaching namespaces whose hooks differ (one and none) is refused
+    # rather than half asked; a section's empty auth_request turns the
+    # defaults' hook off there.
+    app, other = App(), App()
+    try:
+        conf = (f"publish_token = {PT}\nper_address_limit = 0\n"
+                f"[namespace \"app/*\"]\nauth_request = {app.url}\n"
+                f"[namespace \"other/*\"]\nauth_request = {other.url}\n")
+        with Herald(config=conf) as h:
+            s = open_stream(h, "alice", query="topic=app/1")
+            assert s.status == 200, (s.status, s.read_body())
+            s.close()
+            assert app.count("alice") == 1 and other.count() == 0
+            refused(open_stream(h, "deny403", query="topic=app/1"), 403)
+            s = open_stream(h, "alice", query="topic=other/x")
+            assert s.status == 200 and other.count("alice") == 1
+            s.close()
+            s = open_stream(h, None, query="topic=news")
+            assert s.status == 200, s.status  # the defaults have no hook
+            s.close()
+            before = app.count() + other.count()
+            for q in ("topic=app/1,news", "topic=app/1,other/x", "", "topic=*"):
+                assert refused(open_stream(h, "alice", query=q), 400), q
+            assert app.count() + other.count() == before
+            assert "auth_request hooks" in h.log()
+        conf = (f"auth_request = {app.url}\npublish_token = {PT}\n"
+                f"[namespace \"open/*\"]\nauth_request =\n")
+        with Herald(config=conf) as h:
+            n = app.count()
+            s = open_stream(h, None, query="topic=open/1")
+            assert s.status == 200, s.status
+            s.close()
+            refused(open_stream(h, None, query="topic=news"), 401)
+            assert app.count() == n + 1
+            st, _, body = request(h.port, "GET", "/api/health")
+            ns = json.loads(body)["namespaces"]
+            assert ns == [dict(ns[0], pattern="open/*", auth_request=False)], ns
+    finally:
+        app.stop()
+        other.stop()
+
+
+test_auth_request_per_namespace.timeout = 60
