@@ -76,10 +76,22 @@ static void test_url(void)
 {
 	struct config cfg;
 	memset(&cfg, 0, sizeof(cfg));
+	bool mixed = true;
 	cfg.auth_request = "";
-	CHECK(auth_hook_url(&cfg, NULL, 0) == NULL);
+	CHECK(auth_hook_url(&cfg, NULL, 0, &mixed) == NULL && !mixed);
 	cfg.auth_request = "https://app.example/auth";
-	CHECK(strcmp(auth_hook_url(&cfg, NULL, 0), "https://app.example/auth") == 0);
+	CHECK(strcmp(auth_hook_url(&cfg, NULL, 0, &mixed), "https://app.example/auth") == 0 && !mixed);
+	/* Per namespace: the hooks of the namespaces a stream reaches must agree. */
+	CHECK(namespaces_add(&cfg.namespaces, "app/*", "t:1") && namespaces_add(&cfg.namespaces, "open/*", "t:2"));
+	cfg.namespaces.ns[0].auth_request = strdup("https://app.example/other");
+	cfg.namespaces.ns[1].auth_request = strdup("");
+	char *app[] = { "app/1" }, *open[] = { "open/x" }, *news[] = { "news" }, *both[] = { "app/1", "news" };
+	CHECK(strcmp(auth_hook_url(&cfg, app, 1, &mixed), "https://app.example/other") == 0 && !mixed);
+	CHECK(auth_hook_url(&cfg, open, 1, &mixed) == NULL && !mixed);
+	CHECK(strcmp(auth_hook_url(&cfg, news, 1, &mixed), "https://app.example/auth") == 0 && !mixed);
+	CHECK(auth_hook_url(&cfg, both, 2, &mixed) == NULL && mixed);
+	CHECK(auth_hook_url(&cfg, NULL, 0, &mixed) == NULL && mixed);
+	namespaces_free(&cfg.namespaces);
 }
 
 int main(void)
