@@ -63,7 +63,7 @@ LOAD_TOOLS := readers open-only overflow-report publish fanout-floor backlog-exp
               tls-handshakes presence
 # The tools that are scripts (they run the C tools beside them), and the
 # module they share to find herald.
-LOAD_SCRIPTS := bench bench-adversary bench-catchup bench-check bench-h2c bench-tokens bench-redis bench-workers \
+LOAD_SCRIPTS := bench bench-adversary bench-auth bench-catchup bench-check bench-h2c bench-tokens bench-redis bench-workers \
                 bench-peer \
                 bench-mercure plot
 LOAD_BIN   := $(LOAD_TOOLS:%=$(BUILD)/load/%)

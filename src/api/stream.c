@@ -13,6 +13,7 @@
 
 #include "common/addr.h"
 #include "api/admission.h"
+#include "api/auth_hook.h"
 #include "api/namespace_admit.h"
 #include "hub/frame.h"
 #include "presence/presence.h"
@@ -30,6 +31,7 @@ struct streams {
 	const struct cors *cors;            /* allow_origin, parsed once per load */
 	struct jwt_verifier *jwt;           /* signed tokens, or NULL: lent by the server at start and reload */
 	struct presence *presence;          /* who reads what, or NULL: lent by the server (it owns it) */
+	struct auth_hook *hook;             /* auth_request's questions and cache: owned, once the server lends a client */
 	int64_t max_readers;                /* streams open at once (in a group, the group's); 0: none */
 	int64_t max_sockets;                /* descriptors its readers may hold here (from the open-file limit) */
 	size_t socket_readers;              /* open streams on a socket of their own (HTTP/1.1) */
@@ -182,13 +184,12 @@ bad:
 /* A request from a listed origin gets a head of its own naming that origin
  * (and allowing credentials), made in h: returns true. Otherwise false:
  * the shared head, which says "*" when allow_origin is "*". */
-static bool cors_head(const struct streams *s, const struct http_request *req, struct http_head *h)
+static bool cors_head(const struct streams *s, const char *origin, size_t origin_len, struct http_head *h)
 {
-	const struct http_header *o = http_header_get(req, "Origin");
-	if (!o || !cors_listed(s->cors, o->value.p, o->value.n))
+	if (!origin || !cors_listed(s->cors, origin, origin_len))
 		return false;
 	frame_stream_head(h);
-	cors_fields(s->cors, o->value.p, o->value.n, h);
+	cors_fields(s->cors, origin, origin_len, h);
 	return true;
 }
 
@@ -223,13 +224,12 @@ static bool accepts_event_stream(const struct http_request *req)
 
 /* The refusal as an event stream, with the CORS headers an allowed origin
  * needs to read it: its head in h, its body returned (frame_refusal). */
-static char *cors_refusal(const struct streams *s, const struct http_request *req, struct http_head *h, int status,
-			  int64_t retry, int64_t id, const char *cause, size_t *len)
+static char *cors_refusal(const struct streams *s, const char *origin, size_t origin_len, struct http_head *h,
+			  int status, int64_t retry, int64_t id, const char *cause, size_t *len)
 {
-	const struct http_header *o = http_header_get(req, "Origin");
 	char *body = frame_refusal(h, status, retry, id, cause, len);
-	if (o)
-		cors_fields(s->cors, o->value.p, o->value.n, h);
+	if (origin)
+		cors_fields(s->cors, origin, origin_len, h);
 	return body;
 }
 
@@ -356,6 +356,7 @@ void streams_free(struct streams *s)
 	http_head_free(&s->head);
 	chunk_unref(s->head_text);
 	admission_free(s->admission); /* every stream has closed */
+	auth_hook_free(s->hook);      /* every open waiting for it has closed */
 	topic_caps_free(s->topic_caps);
 	free(s);
 }
@@ -368,6 +369,12 @@ void streams_set_jwt(struct streams *s, struct jwt_verifier *jwt)
 struct jwt_verifier *streams_jwt(const struct streams *s)
 {
 	return s->jwt;
+}
+
+void streams_set_http(struct streams *s, struct loop *lp, struct http_client *http)
+{
+	if (!s->hook && http)
+		s->hook = auth_hook_new(lp, http, s->m);
 }
 
 void streams_set_presence(struct streams *s, struct presence *presence)
@@ -534,40 +541,230 @@ void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket
 	conn_attach(c, &reader_user, st);
 }
 
+/* A stream herald's own checks have let through, on its way to open:
+ * what the rest of the open needs once the request's buffer is gone. On
+ * the stack, or on the heap while it waits for auth_request's answer
+ * (then origin is its own copy). */
+struct opening {
+	struct streams *s;
+	struct conn *c;
+	struct stream_params p;
+	struct jwt_rights rights;
+	struct admission_ticket *ticket;
+	struct topic_hold *hold; /* the namespaces' places (namespace_admit), or NULL */
+	bool see_private;
+	bool event_stream; /* the client reads an event stream (Accept) */
+	const char *origin; /* the request's Origin, or NULL */
+	size_t origin_len;
+	char *origin_own;   /* origin's copy while waiting */
+	char *subject;      /* named by auth_request (owned), or NULL */
+	struct auth_wait *wait;
+};
+
+static void opening_clear(struct opening *op)
+{
+	stream_params_free(&op->p);
+	jwt_rights_free(&op->rights);
+	free(op->origin_own);
+	free(op->subject);
+	op->origin_own = op->subject = NULL;
+}
+
+/* Refuse op's stream with status (its place given back), and let go of
+ * what op holds. */
+static void opening_refuse(struct opening *op, int status, const char *cause, const char *why, const char *challenge)
+{
+	struct streams *s = op->s;
+	struct conn *c = op->c;
+	admission_release(s->admission, op->ticket);
+	op->ticket = NULL;
+	namespace_release(s->topic_caps, op->hold);
+	op->hold = NULL;
+	if (status >= 429 && op->event_stream) {
+		/* An EventSource gives up for good on any status but 200: a
+		 * capacity refusal it can survive is a 200 stream that ends at
+		 * once, with a jittered retry: (refused browsers do not all come
+		 * back together) and the id to resume from (its own, or the
+		 * newest, so a page refused on its first request misses nothing
+		 * once a place frees). Authorization stays 401/403. */
+		int64_t id = op->p.resume >= 0 ? op->p.resume : hub_high_water(s->hub);
+		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
+		struct http_head head;
+		size_t len;
+		char *body = cors_refusal(s, op->origin, op->origin_len, &head, status, (int64_t)retry, id, why, &len);
+		conn_refuse_as(c, status, cause, why, &head, body, len);
+		http_head_free(&head);
+		free(body);
+	} else if (challenge) {
+		conn_refuse_with(c, status, cause, why, "WWW-Authenticate", challenge);
+	} else {
+		conn_refuse_with(c, status, cause, why, "Retry-After", status >= 429 ? "5" : NULL);
+	}
+	opening_clear(op);
+}
+
+/* Open op's stream: the head, presence, the hub's reader; op's topics and
+ * grants go to the hub, the rest is let go of. */
+static void opening_open(struct opening *op)
+{
+	struct streams *s = op->s;
+	struct conn *c = op->c;
+	const struct config *cfg = s->cfg;
+	struct http_head own;
+	bool listed = cors_head(s, op->origin, op->origin_len, &own);
+	conn_count_response(c, 200);
+	conn_become_stream(c);
+	send_head(s, c, listed ? &own : &s->head);
+	if (listed)
+		http_head_free(&own);
+	struct reader_spec spec = { .resume = op->p.resume,
+				    .see_private = op->see_private,
+				    .ntopics = op->p.ntopics,
+				    .ngrants = op->rights.nsubscribe,
+				    .grants = op->rights.subscribe,
+				    .expires_at = op->rights.exp ? op->rights.exp + cfg->jwt_leeway_s : 0,
+				    .format = op->p.envelope ? FRAME_ENVELOPE : FRAME_SSE,
+				    .client = conn_client(c),
+				    .rotate_after_ms = cfg->rotate_after_ms };
+	/* Reduced here (the hub's own reduction then keeps them), so that
+	 * presence counts each stream once per topic. */
+	spec.ntopics = topic_patterns_reduce(op->p.topics, op->p.ntopics);
+	memcpy(spec.topics, op->p.topics, sizeof(spec.topics));
+	struct presence_reg *reg = NULL;
+	if (s->presence)
+		reg = presence_register(s->presence, spec.topics, spec.ntopics,
+					op->subject ? op->subject : op->rights.sub);
+	op->p.ntopics = 0; /* the hub takes the topics and the grants */
+	op->rights.subscribe = NULL;
+	op->rights.nsubscribe = 0;
+	struct stream *st = xmalloc(sizeof(*st));
+	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
+			       .ticket = op->ticket,
+			       .reg = reg,
+			       .held = op->hold != NULL };
+	if (op->hold)
+		namespace_hold_keep(s->topic_caps, op->hold, st);
+	op->ticket = NULL;
+	op->hold = NULL;
+	opening_clear(op);
+	stream_count_socket(s, st, c);
+	conn_attach(c, &reader_user, st);
+}
+
+/* auth_request's answer for a waiting (heap) opening. */
+static void opening_answered(void *arg, const struct auth_hook_answer *a)
+{
+	struct opening *op = arg;
+	if (op->wait) {
+		op->wait = NULL;
+		conn_attach(op->c, NULL, NULL);
+	}
+	if (a->status == 200 && conn_draining(op->c)) {
+		/* The server began to stop while the open waited. */
+		opening_refuse(op, 503, "shutting_down", "the server is shutting down", NULL);
+	} else if (a->status == 200) {
+		if (a->narrowed) {
+			for (size_t i = 0; i < op->p.ntopics; i++)
+				free(op->p.topics[i]);
+			op->p.ntopics = 0;
+			for (size_t i = 0; i < a->ntopics && i < READER_MAX_TOPICS; i++)
+				op->p.topics[op->p.ntopics++] = xstrdup(a->topics[i]);
+		}
+		if (a->subject)
+			op->subject = xstrdup(a->subject);
+		opening_open(op);
+	} else if (a->status == 401 || a->status == 403) {
+		opening_refuse(op, a->status, "auth_request_refused", a->why, NULL);
+	} else {
+		opening_refuse(op, a->status, a->status == 502 ? "auth_request_bad_answer" : "auth_request_unavailable",
+			       a->why, NULL);
+	}
+	free(op);
+}
+
+/* The reader went while its open waited for auth_request. */
+static void opening_closed(struct conn *c, void *data)
+{
+	(void)c;
+	struct opening *op = data;
+	auth_hook_cancel(op->wait);
+	admission_release(op->s->admission, op->ticket);
+	namespace_release(op->s->topic_caps, op->hold);
+	opening_clear(op);
+	free(op);
+}
+
+static const struct conn_user opening_user = { NULL, opening_closed };
+
+/* Ask auth_request at url whether the stream op describes (on the stack,
+ * its request still readable as req) may open: the opening moves to the
+ * heap and is answered now (a cached answer) or once the application
+ * answers, the connection waiting meanwhile. */
+static void opening_ask(struct opening *stack, const struct http_request *req, const char *url)
+{
+	struct streams *s = stack->s;
+	struct opening *op = xmalloc(sizeof(*op));
+	*op = *stack;
+	if (op->origin) {
+		op->origin_own = xstrndup(op->origin, op->origin_len);
+		op->origin = op->origin_own;
+	}
+	const struct http_header *ck = http_header_get(req, "Cookie");
+	const struct http_header *au = http_header_get(req, "Authorization");
+	struct auth_hook_question q = { .url = url,
+					.timeout_ms = (uint64_t)s->cfg->auth_timeout_ms,
+					.max_waiting = (size_t)s->cfg->auth_max_waiting,
+					.cookie = ck ? ck->value.p : NULL,
+					.cookie_len = ck ? ck->value.n : 0,
+					.authorization = au ? au->value.p : NULL,
+					.authorization_len = au ? au->value.n : 0,
+					.topics = op->p.topics,
+					.ntopics = op->p.ntopics,
+					.last_event_id = op->p.resume };
+	struct conn *c = op->c;
+	struct auth_wait *w = auth_hook_ask(s->hook, &q, opening_answered, op);
+	if (!w)
+		return; /* answered already (op is gone) */
+	op->wait = w;
+	conn_attach(c, &opening_user, op);
+	conn_wait_hangup(c);
+}
+
 void stream_open(struct streams *s, struct conn *c, const struct http_request *req)
 {
 	const struct config *cfg = s->cfg;
-	struct stream_params p;
-	const char *why = stream_params_parse(req, &p), *challenge = NULL;
+	struct opening op = { .s = s, .c = c };
+	const char *why = stream_params_parse(req, &op.p), *challenge = NULL;
 	if (why) {
 		conn_refuse(c, 400, "bad_parameter", why, NULL);
 		return;
 	}
+	const struct http_header *origin = http_header_get(req, "Origin");
+	if (origin) {
+		op.origin = origin->value.p;
+		op.origin_len = origin->value.n;
+	}
+	op.event_stream = accepts_event_stream(req);
 	/* EventSource cannot set headers but sends cookies: a token cookie
 	 * comes before one in the URL (which proxies may log). */
 	bool from_cookie = false;
 	struct http_slice ck;
-	if ((!p.token || p.token_in_query) && cfg->jwt_cookie[0] && http_cookie_get(req, cfg->jwt_cookie, &ck)) {
-		free(p.token);
-		p.token = xstrndup(ck.p, ck.n);
-		p.token_in_query = false;
+	if ((!op.p.token || op.p.token_in_query) && cfg->jwt_cookie[0] && http_cookie_get(req, cfg->jwt_cookie, &ck)) {
+		free(op.p.token);
+		op.p.token = xstrndup(ck.p, ck.n);
+		op.p.token_in_query = false;
 		from_cookie = true;
 	}
 	/* Admission comes before the token: a request the caps refuse costs no
 	 * signature check, so forged tokens sent past the caps cost what
 	 * requests without a token do. When both would refuse, the cap's
 	 * answer is given; the token is judged once there is room. */
-	struct admission_ticket *ticket = NULL;
 	const char *cause = NULL;
-	int status = admit(s, c, &ticket, &cause, &why);
-	struct jwt_rights rights = { 0 };
-	bool see_private = false;
-	struct topic_hold *hold = NULL;
+	int status = admit(s, c, &op.ticket, &cause, &why);
 	char ns_why[400];
 	if (!status) {
-		status = authorize(s, &p, &rights, &see_private, &why, &challenge);
+		status = authorize(s, &op.p, &op.rights, &op.see_private, &why, &challenge);
 		cause = status == 401 ? "invalid_token" : "forbidden";
-		const struct http_header *origin = http_header_get(req, "Origin");
 		if (!status && from_cookie && origin && !cors_listed(s->cors, origin->value.p, origin->value.n)) {
 			/* A cookie goes with every request the browser makes,
 			 * whoever made the page: only listed origins may use it. */
@@ -577,86 +774,33 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 		}
 		if (!status) {
 			/* The namespaces' rules, on the reduced patterns. */
-			p.ntopics = topic_patterns_reduce(p.topics, p.ntopics);
-			bool tokened = p.token && (see_private || s->jwt);
-			status = namespace_admit(s->topic_caps, cfg, p.topics, p.ntopics, tokened, &hold, &cause, ns_why,
-						 sizeof(ns_why));
+			op.p.ntopics = topic_patterns_reduce(op.p.topics, op.p.ntopics);
+			bool tokened = op.p.token && (op.see_private || s->jwt);
+			status = namespace_admit(s->topic_caps, cfg, op.p.topics, op.p.ntopics, tokened, &op.hold,
+						 &cause, ns_why, sizeof(ns_why));
 			if (status) {
 				why = ns_why;
 				if (status == 401)
 					challenge = "Bearer";
 			}
 		}
-		if (status) {
-			/* The place admission counted goes back. */
-			admission_release(s->admission, ticket);
-			ticket = NULL;
-		}
-	}
-	if (status >= 429 && accepts_event_stream(req)) {
-		/* An EventSource gives up for good on any status but 200: a
-		 * capacity refusal it can survive is a 200 stream that ends at
-		 * once, with a jittered retry: (refused browsers do not all come
-		 * back together) and the id to resume from (its own, or the
-		 * newest, so a page refused on its first request misses nothing
-		 * once a place frees). Authorization stays 401/403. */
-		int64_t id = p.resume >= 0 ? p.resume : hub_high_water(s->hub);
-		uint64_t retry = REFUSAL_RETRY_MS / 2 + random_below(REFUSAL_RETRY_MS);
-		struct http_head head;
-		size_t len;
-		char *body = cors_refusal(s, req, &head, status, (int64_t)retry, id, why, &len);
-		conn_refuse_as(c, status, cause, why, &head, body, len);
-		http_head_free(&head);
-		free(body);
-		stream_params_free(&p);
-		jwt_rights_free(&rights);
-		return;
 	}
 	if (status) {
-		stream_params_free(&p);
-		jwt_rights_free(&rights);
-		if (challenge)
-			conn_refuse_with(c, status, cause, why, "WWW-Authenticate", challenge);
-		else
-			conn_refuse_with(c, status, cause, why, "Retry-After", status >= 429 ? "5" : NULL);
+		opening_refuse(&op, status, cause, why, challenge);
 		return;
 	}
-
-	struct http_head own;
-	bool listed = cors_head(s, req, &own); /* before the request's buffer goes */
-	conn_count_response(c, 200);
-	conn_become_stream(c);
-	send_head(s, c, listed ? &own : &s->head);
-	if (listed)
-		http_head_free(&own);
-	struct reader_spec spec = { .resume = p.resume,
-				    .see_private = see_private,
-				    .ntopics = p.ntopics,
-				    .ngrants = rights.nsubscribe,
-				    .grants = rights.subscribe,
-				    .expires_at = rights.exp ? rights.exp + cfg->jwt_leeway_s : 0,
-				    .format = p.envelope ? FRAME_ENVELOPE : FRAME_SSE,
-				    .client = conn_client(c),
-				    .rotate_after_ms = cfg->rotate_after_ms };
-	/* Reduced here (the hub's own reduction then keeps them), so that
-	 * presence counts each stream once per topic. */
-	spec.ntopics = topic_patterns_reduce(p.topics, p.ntopics);
-	memcpy(spec.topics, p.topics, sizeof(spec.topics));
-	struct presence_reg *reg = NULL;
-	if (s->presence)
-		reg = presence_register(s->presence, spec.topics, spec.ntopics, rights.sub);
-	p.ntopics = 0; /* the hub takes the topics and the grants */
-	rights.subscribe = NULL;
-	rights.nsubscribe = 0;
-	jwt_rights_free(&rights);
-	stream_params_free(&p);
-	struct stream *st = xmalloc(sizeof(*st));
-	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
-			       .ticket = ticket,
-			       .reg = reg,
-			       .held = hold != NULL };
-	if (hold)
-		namespace_hold_keep(s->topic_caps, hold, st);
-	stream_count_socket(s, st, c);
-	conn_attach(c, &reader_user, st);
+	/* herald's own checks first, so that what they refuse costs the
+	 * application nothing; then the application's say, if it has one. */
+	bool mixed = false;
+	const char *url = s->hook ? auth_hook_url(cfg, op.p.topics, op.p.ntopics, &mixed) : NULL;
+	if (mixed) {
+		opening_refuse(&op, 400, "auth_request_mixed",
+			       "the topics reach namespaces with different auth_request hooks: open a stream per namespace",
+			       NULL);
+		return;
+	}
+	if (url)
+		opening_ask(&op, req, url);
+	else
+		opening_open(&op);
 }

@@ -4,8 +4,10 @@
  * of admission (admission.h: 503 at max_readers, 429 past
  * per_address_limit), before the token so that a request they refuse costs
  * no signature check; then the token (401, 403; a token from a cookie only
- * for a listed origin), whose refusal gives the counted place back. A
- * capacity refusal to an EventSource is a 200 stream that ends at once.
+ * for a listed origin), whose refusal gives the counted place back; then,
+ * when auth_request is set, the application's answer (auth_hook.h: 401,
+ * 403 as it says, 502/503 without a usable one), the connection waiting
+ * for it with its place counted. A capacity refusal to an EventSource is a 200 stream that ends at once.
  * Then the head and opening frame, the stream registered with presence
  * (its topics, and a signed token's subject), and the hub opens the reader
  * (catch-up from the resume point, or a reset for a point the log no
@@ -65,6 +67,12 @@ struct jwt_verifier *streams_jwt(const struct streams *s);
 /* Who reads what, or NULL: lent by the server, which owns it; other
  * handlers (Mercure) register their streams with it too. */
 void streams_set_presence(struct streams *s, struct presence *presence);
+/* herald's HTTP client on lp, lent by the server (both outlive s): the
+ * stream opens auth_request decides (auth_hook.h) ask through it. Without
+ * one, auth_request is not asked. */
+struct loop;
+struct http_client;
+void streams_set_http(struct streams *s, struct loop *lp, struct http_client *http);
 struct presence *streams_presence(const struct streams *s);
 /* The caps: max_readers streams open at once (in a group, the group's; 0:
  * none) and max_sockets descriptors this process's readers may hold (from

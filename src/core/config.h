@@ -92,6 +92,12 @@ struct config {
 	char *jwt_jwks_file;    /* a JWK Set: keys chosen by the token's kid (jwks.h) */
 	char *jwt_jwks_url;     /* the same fetched from an identity provider (server/jwks_fetch.c) */
 	char *outbound_ca_file; /* PEM CAs herald's own HTTPS requests trust; "" = the system's */
+	/* The application's say on stream opens (api/auth_hook.h): its URL
+	 * ("" = off), the time its answer may take, and the opens that may
+	 * wait for one at once. */
+	char *auth_request;
+	int64_t auth_timeout_ms;
+	int64_t auth_max_waiting;
 	int64_t jwt_leeway_s;
 	bool console; /* serve the console page at GET / */
 	/* HTTP/2: h2 by ALPN on TLS listeners and h2c with prior knowledge on

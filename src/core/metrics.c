@@ -99,6 +99,13 @@ void metrics_add(struct metrics *to, const struct metrics *from)
 	to->readers_expired += from->readers_expired;
 	to->token_verifications += from->token_verifications;
 	to->token_cache_hits += from->token_cache_hits;
+	to->auth_requests += from->auth_requests;
+	to->auth_cache_hits += from->auth_cache_hits;
+	to->auth_joined += from->auth_joined;
+	to->auth_allowed += from->auth_allowed;
+	to->auth_refused += from->auth_refused;
+	to->auth_failures += from->auth_failures;
+	to->auth_waiting += from->auth_waiting;
 	to->resets_sent += from->resets_sent;
 	to->store_busy += from->store_busy;
 	to->group_commits += from->group_commits;
@@ -363,6 +370,22 @@ char *metrics_render(const struct metrics *m, const struct metrics_gauges *g, si
 	put(&o, "herald_token_cache_hits_total", "counter",
 	    "Signed tokens answered from the cache of verified ones (no signature check).",
 	    (double)m->token_cache_hits);
+	put(&o, "herald_auth_requests_total", "counter", "Requests sent to the application's auth_request URL.",
+	    (double)m->auth_requests);
+	put(&o, "herald_auth_cache_hits_total", "counter", "Stream opens answered from the cache of auth_request answers.",
+	    (double)m->auth_cache_hits);
+	put(&o, "herald_auth_joined_total", "counter",
+	    "Stream opens that waited on an auth_request request already out for the same credentials and topics.",
+	    (double)m->auth_joined);
+	put(&o, "herald_auth_allowed_total", "counter", "Stream opens auth_request allowed.", (double)m->auth_allowed);
+	put(&o, "herald_auth_refused_total", "counter", "Stream opens auth_request refused (401, 403).",
+	    (double)m->auth_refused);
+	put(&o, "herald_auth_failures_total", "counter",
+	    "Stream opens refused for want of a usable auth_request answer (timeout, connection, status, body, "
+	    "too many waiting).",
+	    (double)m->auth_failures);
+	put(&o, "herald_auth_waiting", "gauge", "Stream opens waiting for the application's answer.",
+	    (double)m->auth_waiting);
 	put(&o, "herald_store_busy_total", "counter", "Store calls that met another writer's lock.",
 	    (double)m->store_busy);
 	put(&o, "herald_mercure_judged_total", "counter",

@@ -59,6 +59,13 @@ struct metrics {
 	uint64_t readers_expired;     /* streams ended because their token expired */
 	uint64_t token_verifications; /* signatures of signed tokens checked */
 	uint64_t token_cache_hits;    /* signed tokens answered from the cache of verified ones */
+	/* auth_request (api/auth_hook.h): requests sent to the application;
+	 * opens answered from the cache and opens that joined a request out;
+	 * opens it allowed, refused (401/403) and that got no usable answer
+	 * (502/503: time, connection, status, body, too many waiting); opens
+	 * waiting for an answer now (a gauge). */
+	uint64_t auth_requests, auth_cache_hits, auth_joined, auth_allowed, auth_refused, auth_failures;
+	uint64_t auth_waiting;
 	uint64_t resets_sent;
 	uint64_t store_busy; /* calls that met another writer's lock */
 	uint64_t group_commits;

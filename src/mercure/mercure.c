@@ -965,7 +965,7 @@ static int authorize_publish(const struct mercure *mc, struct conn *c, const str
 	bool from_cookie;
 	*extra = NULL;
 	const char *static_token = mc->cfg->publish_token;
-	for (size_t i = 0; i < f->ntopics; i++)
+	for (size_t i = 0; i < f->ntopics && mc->cfg->namespaces.n; i++)
 		if (!config_rules(mc->cfg, f->topics[i], strlen(f->topics[i]))->mercure) {
 			*why = "a topic of the update is in a namespace the Mercure hub does not serve (mercure = off)";
 			return 403;

@@ -84,6 +84,9 @@ static uint32_t wanted_events(const struct conn *c)
 	case CONN_LINGERING:
 		ev |= EPOLLIN | EPOLLRDHUP;
 		break;
+	case CONN_WAITING: /* input stays paused; a hang-up is watched after conn_wait_hangup */
+		ev |= c->wait_hangup ? EPOLLRDHUP : 0;
+		break;
 	default:
 		break;
 	}
@@ -747,6 +750,7 @@ void conn_respond(struct conn *c, const struct http_head *h, const char *body, s
 	conn_count_response(c, h->status);
 	queue_head(c, h, body, len);
 	c->head_request = false; /* answered: the next request says its own method */
+	c->wait_hangup = false;
 	c->user = NULL;          /* what a handler attached belonged to this request */
 	c->user_data = NULL;
 	c->served = true;
@@ -998,6 +1002,12 @@ static void on_io(void *arg, uint32_t events)
 	case CONN_STREAMING:
 	case CONN_LINGERING:
 		discard_input(c);
+		break;
+	case CONN_WAITING: /* only a hang-up wakes it, and only after conn_wait_hangup */
+		if (c->wait_hangup) {
+			conn_close(c, "the client hung up while its request waited");
+			return;
+		}
 		break;
 	default:
 		break;

@@ -101,6 +101,7 @@ struct conn {
 	bool in_handler : 1;   /* inside the request hook: the request is not consumed yet */
 	bool continued : 1;    /* sent 100 Continue for the request being read */
 	bool head_request : 1; /* the request being answered is a HEAD: its response has no body */
+	bool wait_hangup : 1;  /* WAITING: the client's hang-up closes it (conn_wait_hangup) */
 
 	struct loop_timer timer; /* request, keep-alive, send-progress or linger timeout */
 	const struct conn_user *user;
@@ -267,6 +268,16 @@ void conn_count_response(struct conn *c, int status);
  * input pauses from the end of the pass until conn_respond. An answer
  * work deferred before this call gives is there before the pause. */
 void conn_wait(struct conn *c);
+
+/* The same for a request that may wait long (a stream's open waiting for
+ * the application's answer): a client that hangs up meanwhile (EOF, as a
+ * stream's does) closes the connection, so what waits for it is let go
+ * of at once. Until the answer. */
+static inline void conn_wait_hangup(struct conn *c)
+{
+	c->wait_hangup = true; /* cleared by conn_respond */
+	conn_wait(c);
+}
 
 /* c is a stream from now on: its read buffer and its request's text go
  * (conn_what is "" after), input is read and dropped, its liveness is the

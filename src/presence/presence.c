@@ -192,14 +192,14 @@ static const struct namespace *key_rules(const struct presence *p, const char *k
 /* Whether key's joins and leaves are events in the log. */
 static bool announced(const struct presence *p, const char *key)
 {
-	return p->cfg->presence_events && p->st && key_rules(p, key)->presence_events;
+	return p->cfg->presence_events && p->st && (!p->cfg->namespaces.n || key_rules(p, key)->presence_events);
 }
 
 /* Queue the join or leave of key (pattern, separator, subject): its row
  * is made here and copied by the queue. */
 static void event_add(struct presence *p, bool join, const char *key)
 {
-	if (!p->events || !key_rules(p, key)->presence_events)
+	if (!p->events || (p->cfg->namespaces.n && !key_rules(p, key)->presence_events))
 		return;
 	const char *sep = strchr(key, PRESENCE_KEY_SEP);
 	size_t plen = (size_t)(sep - key);
@@ -281,7 +281,7 @@ static void say_full(struct presence *p, size_t missed, size_t n)
  * namespace has presence off (not counted). */
 static int count_key(struct presence *p, const char *key, bool of_subject)
 {
-	if (!key_rules(p, key)->presence)
+	if (p->cfg->namespaces.n && !key_rules(p, key)->presence)
 		return -2;
 	bool announce = announced(p, key), here = announce && !p->redis;
 	int added = presence_table_add(p->t, p->col, key, here && of_subject);

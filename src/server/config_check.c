@@ -30,6 +30,21 @@ static int outbound_check_config(const struct config *cfg)
 		config_bad_value(cfg, "jwt_jwks_url", cfg->jwt_jwks_url, why);
 		errors++;
 	}
+	/* auth_request carries readers' cookies and Authorization headers:
+	 * never in the clear past this host. */
+	if (cfg->auth_request[0] && (why = http_client_url_check(cfg->auth_request, true))) {
+		config_bad_value(cfg, "auth_request", cfg->auth_request, why);
+		errors++;
+	}
+	for (size_t i = 0; i < cfg->namespaces.n; i++) {
+		const struct namespace *ns = &cfg->namespaces.ns[i];
+		if (ns->auth_request && ns->auth_request[0] && ns->auth_request != cfg->auth_request &&
+		    strcmp(ns->auth_request, cfg->auth_request) != 0 &&
+		    (why = http_client_url_check(ns->auth_request, true))) {
+			log_err("%s: [namespace \"%s\"] auth_request: %s", ns->origin, ns->pattern, why);
+			errors++;
+		}
+	}
 	/* Read by libcurl at each request's handshake: a file that cannot be
 	 * read would fail every one, so it is refused here. */
 	if (cfg->outbound_ca_file[0] && access(cfg->outbound_ca_file, R_OK) < 0) {

@@ -461,6 +461,7 @@ int server_start(struct server *srv, int argc, char **argv)
 		return -1;
 	srv->streams = streams_new(srv->hub, &srv->cfg, &srv->cors, &srv->m);
 	srv->http = http_client_new(srv->lp);
+	streams_set_http(srv->streams, srv->lp, srv->http);
 	if (!srv->http) {
 		log_err("libcurl could not make a client for outbound requests");
 		return -1;

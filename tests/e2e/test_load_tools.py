@@ -31,7 +31,7 @@ from harness import Herald, sqlite
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["readers", "open-only", "overflow-report", "publish", "fanout-floor", "backlog-experiment", "topics", "rate",
          "minimal-sse", "tls-handshakes", "presence"]
-SCRIPTS = ["bench", "bench-adversary", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
+SCRIPTS = ["bench", "bench-adversary", "bench-auth", "bench-catchup", "bench-check", "bench-tokens", "bench-redis", "bench-workers",
            "bench-peer", "bench-mercure", "plot"]  # scripts beside the C tools
 
 
@@ -564,6 +564,22 @@ def test_bench_tokens_first_open_and_reopen():
 
 
 test_bench_tokens_first_open_and_reopen.timeout = 150
+
+
+def test_bench_auth_storm_costs_one_request_per_session():
+    # 200 opens over 5 sessions: every reader opens in every round, the cold
+    # storm asks the application once per session (the rest joined or hit the
+    # cache), the reopen asks nothing.
+    code, out, err, js = run("bench-auth", 200, "--sessions", 5, timeout=90)
+    floor, cold, cached = js["runs"]
+    assert all(r["opened"] == 200 for r in js["runs"]), js
+    assert floor["app_requests"] == 0 and cold["app_requests"] == 5 and cached["app_requests"] == 0, js
+    assert cold["joined"] + cold["cache_hits"] == 195 and cached["cache_hits"] == 200, js
+    assert "| auth_request, cold cache (the storm) | 200 | 5 |" in out, out
+    run("bench-auth", 10, "--sessions", 11, expect=2)
+
+
+test_bench_auth_storm_costs_one_request_per_session.timeout = 120
 
 
 def test_bench_redis_small():

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/topic.h"
 #include "server/config_check.h"
 #include "fuzz.h"
 
@@ -121,6 +122,28 @@ static void setup(void)
 	config_free(&cfg);
 }
 
+/* Loaded namespaces: valid patterns (never "*"), each once, every rule
+ * resolved, each the namespace of its own pattern's topics. */
+static void check_namespaces(const struct config *cfg)
+{
+	const struct namespaces *t = &cfg->namespaces;
+	FUZZ_ASSERT(t->n <= NAMESPACE_MAX);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct namespace *ns = &t->ns[i];
+		size_t len = strlen(ns->pattern);
+		FUZZ_ASSERT(topic_pattern_valid(ns->pattern, len) && strcmp(ns->pattern, "*") != 0);
+		FUZZ_ASSERT(ns->origin && ns->origin[0]);
+		FUZZ_ASSERT(ns->retention_count >= 0 && ns->retention_age_s >= 0 && ns->max_readers >= 0);
+		const int sw[] = { ns->anonymous, ns->publish_token, ns->presence, ns->presence_events, ns->mercure };
+		for (size_t k = 0; k < sizeof(sw) / sizeof(sw[0]); k++)
+			FUZZ_ASSERT(sw[k] == 0 || sw[k] == 1);
+		for (size_t j = 0; j < i; j++)
+			FUZZ_ASSERT(strcmp(t->ns[j].pattern, ns->pattern) != 0);
+		if (ns->pattern[len - 1] != '*')
+			FUZZ_ASSERT(namespace_of(t, ns->pattern, len) == (int)i);
+	}
+}
+
 /* Make the in-memory file hold exactly data[0..size). */
 static void write_conf(const uint8_t *data, size_t size)
 {
@@ -156,6 +179,7 @@ int fuzz_one(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(cfg.listen[i] && cfg.listen[i][0]);
 	FUZZ_ASSERT(cfg.config_path && strcmp(cfg.config_path, conf_path) == 0);
 	FUZZ_ASSERT(check_print(&cfg) == nkeys);
+	check_namespaces(&cfg);
 	config_free(&cfg);
 	return 0;
 }
