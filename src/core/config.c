@@ -287,7 +287,7 @@ static char *unquote(const char *v)
  * syntax (read by its parser into a scratch config, then moved), or one
  * of the namespace's own switches. */
 enum ns_field { NSF_RETENTION_COUNT, NSF_RETENTION_AGE, NSF_PRESENCE, NSF_PRESENCE_EVENTS, NSF_MERCURE, NSF_MAX_READERS,
-		NSF_ANONYMOUS, NSF_PUBLISH_TOKEN, NSF_AUTH_REQUEST };
+		NSF_ANONYMOUS, NSF_PUBLISH_TOKEN, NSF_AUTH_REQUEST, NSF_WEBHOOK_URL };
 static const struct {
 	const char *name;
 	enum ns_field field;
@@ -302,6 +302,7 @@ static const struct {
 	{ "anonymous", NSF_ANONYMOUS, NULL },
 	{ "publish_needs_token", NSF_PUBLISH_TOKEN, NULL },
 	{ "auth_request", NSF_AUTH_REQUEST, "auth_request" },
+	{ "webhook_url", NSF_WEBHOOK_URL, "webhook_url" },
 };
 
 /* Whether name (n bytes) spells key, a dash for an underscore. */
@@ -378,7 +379,8 @@ static void namespace_key(struct file_ctx *fc, const char *rest, const char *nam
 		i++;
 	if (i == ARRAY_LEN(ns_keys)) {
 		config_err("%s: [namespace \"%s\"]: %s is not a namespace key (retention_count, retention_age, anonymous, "
-			   "publish_needs_token, presence, presence_events, max_readers, mercure, auth_request)",
+			   "publish_needs_token, presence, presence_events, max_readers, mercure, auth_request, "
+			   "webhook_url)",
 			   origin, pattern, quoted(name, shown, sizeof(shown)));
 		ld->errors++;
 		return;
@@ -424,6 +426,10 @@ static void namespace_key(struct file_ctx *fc, const char *rest, const char *nam
 	case NSF_AUTH_REQUEST:
 		free(ns->auth_request);
 		ns->auth_request = scratch.auth_request; /* taken over: "" turns the defaults' off here */
+		break;
+	case NSF_WEBHOOK_URL:
+		free(ns->webhook_url);
+		ns->webhook_url = scratch.webhook_url; /* the same */
 		break;
 	}
 }
@@ -829,7 +835,8 @@ static void resolve_namespaces(struct load *ld)
 				 .presence_events = cfg->presence_events,
 				 .mercure = cfg->mercure,
 				 .max_readers = 0,
-				 .auth_request = cfg->auth_request /* lent: the settings own it */ };
+				 .auth_request = cfg->auth_request, /* lent: the settings own them */
+				 .webhook_url = cfg->webhook_url };
 	for (size_t i = 0; i < cfg->namespaces.n; i++) {
 		struct namespace *ns = &cfg->namespaces.ns[i];
 		if (ns->presence == 1 && !cfg->presence) {

@@ -59,16 +59,29 @@ static int outbound_check_config(const struct config *cfg)
 static int webhook_check_config(const struct config *cfg)
 {
 	const char *why;
-	if (!cfg->webhook_url[0])
+	/* A namespace's own URL: checked alike, and signed with the secret. */
+	const char *where = cfg->webhook_url[0] ? config_origin(cfg, "webhook_url") : NULL;
+	for (size_t i = 0; i < cfg->namespaces.n; i++) {
+		const struct namespace *ns = &cfg->namespaces.ns[i];
+		if (!ns->webhook_url || !ns->webhook_url[0] || strcmp(ns->webhook_url, cfg->webhook_url) == 0)
+			continue;
+		if ((why = http_client_url_check(ns->webhook_url, false))) {
+			log_err("%s: [namespace \"%s\"] webhook_url: %s", ns->origin, ns->pattern, why);
+			return 1;
+		}
+		if (!where)
+			where = ns->origin;
+	}
+	if (!where)
 		return 0;
-	if ((why = http_client_url_check(cfg->webhook_url, false))) {
+	if (cfg->webhook_url[0] && (why = http_client_url_check(cfg->webhook_url, false))) {
 		config_bad_value(cfg, "webhook_url", cfg->webhook_url, why);
 		return 1;
 	}
 	if (!cfg->webhook_secret[0]) {
 		log_err("%s: webhook_url is set, but webhook_secret is not (nor webhook_secret_file): deliveries are "
 			"signed with it",
-			config_origin(cfg, "webhook_url"));
+			where);
 		return 1;
 	}
 	if (strlen(cfg->webhook_secret) < 16) {

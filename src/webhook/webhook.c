@@ -3,6 +3,7 @@
  * in memory (the stored ones are the store's), the one request out and the
  * timers; the batch's body lives only while its request is being started
  * (the client copies it). */
+#include "presence/presence.h"
 #include "webhook/webhook.h"
 
 #include <errno.h>
@@ -47,6 +48,8 @@ struct webhook {
 	bool save_wanted;    /* the cursor moved while one was out */
 	bool stopped;
 	bool on;                /* webhook_url was set at the last (re)configuration */
+	int64_t lost_said;      /* a namespace's loss logged up to this id */
+	char url_said[256];     /* the application of the batch out, for the logs (cut) */
 	int64_t on_since;       /* the newest id then: where a log with no cursor starts */
 	int64_t cursor;         /* delivered (or skipped) through, while holding */
 	struct http_call *call; /* the request out, or NULL */
@@ -63,13 +66,61 @@ struct webhook_target {
 	const char *secret;
 };
 
-/* The application that receives ev: webhook_url for every event. The one
- * place that chooses, so a namespace may set its own later; a batch holds
- * events of one target (batch_row). */
+/* The application that receives ev: its namespace's webhook_url (a
+ * join's or a leave's namespace is its pattern's, the topic after
+ * "$presence/"), else webhook_url; signed with webhook_secret. A batch
+ * holds events of one target (batch_row). */
 static struct webhook_target target_for(const struct config *cfg, const struct store_event *ev)
 {
-	(void)ev;
+	if (cfg->namespaces.n) {
+		const char *topic = ev->topic;
+		size_t len = ev->topic_len, pre = strlen(PRESENCE_TOPIC_PREFIX);
+		if (len > pre && memcmp(topic, PRESENCE_TOPIC_PREFIX, pre) == 0) {
+			topic += pre;
+			len -= pre;
+		}
+		const char *u = config_rules(cfg, topic, len)->webhook_url;
+		return (struct webhook_target){ u ? u : cfg->webhook_url, cfg->webhook_secret };
+	}
 	return (struct webhook_target){ cfg->webhook_url, cfg->webhook_secret };
+}
+
+/* Whether any application is to be told: webhook_url, or a namespace's. */
+static bool delivering(const struct config *cfg)
+{
+	if (cfg->webhook_url[0])
+		return true;
+	for (size_t i = 0; i < cfg->namespaces.n; i++)
+		if (cfg->namespaces.ns[i].webhook_url && cfg->namespaces.ns[i].webhook_url[0])
+			return true;
+	return false;
+}
+
+/* The patterns of the rows delivered: herald's own topics, or every row. */
+static char *const own_topics[] = { "$presence/*", "$mercure/*" };
+
+/* How far retention has removed every row the deliverer reads: the log's
+ * pruned-through; with namespaces, the least of those its rows fall in
+ * (others may have lost more: said by the caller). */
+static int64_t gone_through(const struct webhook *w, int64_t *most)
+{
+	const struct namespaces *t = &w->cfg->namespaces;
+	*most = store_pruned_through(w->st);
+	if (!t->n)
+		return *most;
+	int64_t least = INT64_MAX;
+	*most = 0;
+	for (int i = -1; i < (int)t->n; i++) {
+		bool reached = w->cfg->webhook_publishes;
+		for (size_t k = 0; k < ARRAY_LEN(own_topics) && !reached; k++)
+			reached = namespace_touches(t, i, own_topics[k]);
+		if (!reached)
+			continue;
+		int64_t p = store_pruned_namespace(w->st, i);
+		least = MIN(least, p);
+		*most = MAX(*most, p);
+	}
+	return least == INT64_MAX ? 0 : least;
 }
 
 static bool same_target(const struct webhook_target *a, const struct webhook_target *b)
@@ -132,7 +183,8 @@ static void on_lease(void *arg, int rc, bool held, int64_t stored)
 			w->save_wanted |= stored < 0;
 			w->backoff_ms = 0;
 			w->failing = false;
-			log_info("webhook: this process delivers to %s, from after id %lld%s", w->cfg->webhook_url,
+			log_info("webhook: this process delivers to %s, from after id %lld%s",
+				 w->cfg->webhook_url[0] ? w->cfg->webhook_url : "the namespaces' applications",
 				 (long long)w->cursor,
 				 stored >= 0 ? "" : " (no cursor was stored yet: from when webhooks were turned on)");
 		} else if (stored > w->cursor) {
@@ -164,7 +216,7 @@ static void lease_tick(void *arg)
 {
 	struct webhook *w = arg;
 	loop_label(w->lp, "webhook lease", NULL);
-	if (!w->cfg->webhook_url[0])
+	if (!delivering(w->cfg))
 		return;
 	lease_call(w);
 	loop_timer_start(w->lp, &w->lease_timer, LEASE_EVERY_MS, lease_tick, w);
@@ -181,9 +233,9 @@ static void failed(struct webhook *w, const char *why)
 	if (!w->failing)
 		log_warn("webhook %s: %s; the batch after id %lld is sent again in %.1f s, and then with a backoff to "
 			 "%d s",
-			 w->cfg->webhook_url, why, (long long)w->cursor, (double)delay / 1000, RETRY_MAX_MS / 1000);
+			 w->url_said, why, (long long)w->cursor, (double)delay / 1000, RETRY_MAX_MS / 1000);
 	else
-		log_debug("webhook %s: %s (still); again in %.1f s", w->cfg->webhook_url, why, (double)delay / 1000);
+		log_debug("webhook %s: %s (still); again in %.1f s", w->url_said, why, (double)delay / 1000);
 	w->failing = true;
 	loop_timer_start(w->lp, &w->retry_timer, delay, pump_cb, w);
 }
@@ -195,7 +247,7 @@ static void on_done(void *arg, const struct http_client_response *r)
 	w->m->webhook_in_flight = 0;
 	if (r->status >= 200 && r->status < 300) {
 		if (w->failing)
-			log_info("webhook %s answers again", w->cfg->webhook_url);
+			log_info("webhook %s answers again", w->url_said);
 		w->failing = false;
 		w->backoff_ms = 0;
 		w->m->webhook_deliveries++;
@@ -273,6 +325,7 @@ static void post(struct webhook *w, struct page *pg)
 					   .timeout_ms = (uint64_t)w->cfg->webhook_timeout_ms,
 					   .max_response = RESPONSE_MAX };
 	char err[256];
+	snprintf(w->url_said, sizeof(w->url_said), "%s", pg->target.url);
 	w->batch_count = pg->body.count;
 	w->call = http_client_request(w->http, &req, on_done, w, err, sizeof(err));
 	webhook_body_free(&pg->body);
@@ -288,14 +341,14 @@ static void post(struct webhook *w, struct page *pg)
 static void pump(struct webhook *w)
 {
 	loop_label(w->lp, "webhook delivery", NULL);
-	if (w->stopped || !w->cfg->webhook_url[0] || !w->holding || w->call || w->lease_out ||
+	if (w->stopped || !delivering(w->cfg) || !w->holding || w->call || w->lease_out ||
 	    loop_timer_active(&w->retry_timer))
 		return;
 	if (loop_now(w->lp) >= w->held_until) {
 		let_go(w, "the lease could not be renewed in time");
 		return;
 	}
-	int64_t pruned = store_pruned_through(w->st);
+	int64_t most, pruned = gone_through(w, &most);
 	if (w->cursor < pruned) {
 		log_warn("webhook: retention removed ids %lld to %lld before they were delivered: skipped",
 			 (long long)w->cursor + 1, (long long)pruned);
@@ -303,12 +356,17 @@ static void pump(struct webhook *w)
 		w->cursor = pruned;
 		w->save_wanted = true;
 	}
+	if (most > w->cursor && most > w->lost_said) {
+		/* A namespace lost rows after the cursor that another still
+		 * has beside them: read on, what is left is delivered. */
+		log_warn("webhook: retention of a namespace removed rows up to id %lld before they were delivered",
+			 (long long)most);
+		w->lost_said = most;
+	}
 	int64_t newest = hub_high_water(w->hub);
-	/* Only the wanted rows: herald's own topics, or every row. */
-	static char *const own[] = { "$presence/*", "$mercure/*" };
 	struct store_filter f = { .see_private = true,
-				  .ntopics = w->cfg->webhook_publishes ? 0 : ARRAY_LEN(own),
-				  .topics = own };
+				  .ntopics = w->cfg->webhook_publishes ? 0 : ARRAY_LEN(own_topics),
+				  .topics = own_topics };
 	for (int pages = 0; pages < PAGES_PER_PASS; pages++) {
 		set_lag(w);
 		if (w->cursor >= newest)
@@ -383,7 +441,7 @@ void webhook_reconfigure(struct webhook *w)
 {
 	if (!w || w->stopped)
 		return;
-	if (w->cfg->webhook_url[0]) {
+	if (delivering(w->cfg)) {
 		if (!w->on)
 			w->on_since = hub_high_water(w->hub);
 		w->on = true;

@@ -291,3 +291,42 @@ def test_webhook_two_nodes_on_redis_one_lease_and_a_takeover():
                 if n.proc.poll() is None:
                     n.kill()
     app.stop()
+
+
+def test_webhook_per_namespace():
+    # A namespace's own webhook_url gets its events (a join's namespace is
+    # its pattern's), the defaults' URL the rest, and an empty one none;
+    # every batch is signed with webhook_secret.
+    main, vip = App(), App()
+    tmp = tempfile.mkdtemp(prefix="herald-test-")
+    with open(os.path.join(tmp, "secret"), "w") as f:
+        f.write(MERCURE_SECRET)
+    c = conf(main, f"jwt_algorithm = HS256\njwt_secret_file = {tmp}/secret\n"
+                   "webhook_publishes = on\npresence_events = on\npresence_grace = 100ms\n"
+                   f"[namespace \"vip/*\"]\nwebhook_url = {vip.url}\n"
+                   "[namespace \"quiet/*\"]\nwebhook_url =\n")
+    with Herald(dir=tmp, config=c) as h:
+        a = publish(h.port, topic="vip/room", data="v")
+        b = publish(h.port, topic="news", data="n")
+        q = publish(h.port, topic="quiet/x", data="q")
+        tok = mint({"sub": "carol", "subscribe": ["*"]})
+        s = Stream(h.port, query="topic=vip/room", headers={"Authorization": "Bearer " + tok})
+        s.opening()
+        wait_until(lambda: b in main.ids() and a in vip.ids(), what="both applications told")
+        s.close()
+        wait_until(lambda: any(e["type"] == "presence.leave" for e in vip.events()), what="the leave, to vip")
+        assert {e["topic"] for e in vip.events()} == {"vip/room", "$presence/vip/room"}, vip.events()
+        assert q not in main.ids() + vip.ids()
+        assert all(not e["topic"].startswith(("vip/", "$presence/vip/", "quiet/")) for e in main.events()), \
+            main.events()
+        assert main.bad_signatures == 0 and vip.bad_signatures == 0
+        h.stop()
+    main.stop()
+    vip.stop()
+    # A section's URL needs webhook_secret as the top-level one does.
+    from test_namespaces import _check
+    _, code, out = _check(f"[namespace \"vip/*\"]\nwebhook_url = {vip.url}\n")
+    assert code != 0 and ':1: webhook_url is set, but webhook_secret is not' in out, out
+
+
+test_webhook_per_namespace.timeout = 60
