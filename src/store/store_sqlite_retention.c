@@ -16,9 +16,12 @@
  * A namespace's pruned-through id (the highest id of it deleted: a reader
  * resuming below it missed something) is kept in herald_meta under
  * "pruned_through ns:PATTERN" (the defaults: "pruned_through"), so it
- * survives restarts and reloads. The counts assume herald is what deletes
- * rows (one process of a group prunes); they are rebuilt when the
- * namespaces' patterns change and at every start. */
+ * survives restarts and reloads. The counts are rebuilt when the
+ * namespaces' patterns change and at every start, and counted again all
+ * the time by a third walk a step behind the others (recount): a row
+ * another program deleted is counted until that walk has passed its place,
+ * never for good, so a namespace never keeps fewer than its count for long
+ * because something else deleted its rows. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@
 
 struct ns_count {
 	int64_t count;  /* its rows at or below counted, not deleted */
+	int64_t fresh;  /* its rows at or below recounted, counted again */
 	int64_t low;    /* every row of it at or below is deleted */
 	int64_t pruned; /* the highest id of it deleted */
 };
@@ -43,6 +47,7 @@ struct store_retention {
 	struct namespaces patterns; /* the classification these counts are by */
 	struct ns_count *ns;        /* [0]: the defaults, [i + 1]: patterns.ns[i] */
 	int64_t counted;
+	int64_t recounted; /* the recount's walk has reached this id */
 	sqlite3_stmt *scan;   /* id, topic, created_at above an id */
 	sqlite3_stmt *del;    /* one row */
 	sqlite3_stmt *keys;   /* its idempotency key */
@@ -145,8 +150,42 @@ static int count_new(struct store_sqlite *st, struct store_retention *r, size_t 
 	return n;
 }
 
-/* Delete row id (and its idempotency key). */
-static int delete_row(struct store_sqlite *st, struct store_retention *r, int64_t id)
+/* Count again the rows above r->recounted, up to limit of them and no
+ * further than counted; once the walk has reached it, its counts are the
+ * namespaces' and it starts over. Returns 0 or a negative errno. */
+static int recount(struct store_sqlite *st, struct store_retention *r, size_t limit, size_t nns)
+{
+	sqlite3_bind_int64(r->scan, 1, r->recounted);
+	sqlite3_bind_int64(r->scan, 2, (sqlite3_int64)limit);
+	int rc;
+	size_t n = 0;
+	bool end = true;
+	while ((rc = sqlite3_step(r->scan)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(r->scan, 0);
+		if (id > r->counted)
+			break;
+		const char *topic = (const char *)sqlite3_column_text(r->scan, 1);
+		size_t len = (size_t)sqlite3_column_bytes(r->scan, 1);
+		r->ns[namespace_of(&r->patterns, topic ? topic : "", len) + 1].fresh++;
+		r->recounted = id;
+		if (++n == limit)
+			end = false;
+	}
+	sqlite3_reset(r->scan);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return store_sqlite_fail_rc(st, "count the log again by namespace", rc);
+	if (end) {
+		for (size_t i = 0; i < nns; i++) {
+			r->ns[i].count = r->ns[i].fresh;
+			r->ns[i].fresh = 0;
+		}
+		r->recounted = 0;
+	}
+	return 0;
+}
+
+/* Delete row id of namespace i (and its idempotency key). */
+static int delete_row(struct store_sqlite *st, struct store_retention *r, int i, int64_t id)
 {
 	sqlite3_bind_int64(r->del, 1, id);
 	int rc = step_done(r->del);
@@ -158,6 +197,8 @@ static int delete_row(struct store_sqlite *st, struct store_retention *r, int64_
 		return store_sqlite_fail_rc(st, "prune a namespace", rc);
 	if (id > r->max_deleted)
 		r->max_deleted = id;
+	if (id <= r->recounted)
+		r->ns[i + 1].fresh--;
 	return 0;
 }
 
@@ -197,7 +238,7 @@ static int prune_one(struct store_sqlite *st, struct store_retention *r, int i, 
 	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
 		return store_sqlite_fail_rc(st, "read the log for retention", rc);
 	for (size_t k = 0; k < ndel; k++) {
-		int e = delete_row(st, r, dels[k]);
+		int e = delete_row(st, r, i, dels[k]);
 		if (e < 0)
 			return e;
 	}
@@ -240,6 +281,8 @@ int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespac
 		return store_sqlite_fail_rc(st, "begin prune", rc);
 	int deleted = 0, ret = count_new(st, r, limit);
 	*more = ret == (int)limit;
+	if (ret >= 0 && !*more)
+		ret = recount(st, r, limit, t->n + 1);
 	r->max_deleted = 0;
 	int64_t now = clock_wall_s();
 	for (int i = -1; ret >= 0 && i < (int)t->n; i++) {

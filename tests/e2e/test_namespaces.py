@@ -301,3 +301,24 @@ def test_mercure_off_keeps_a_namespace_out_of_the_hub():
         s = Stream(h.port, query="topic=secret/1,chat/1", headers={"Last-Event-ID": str(hidden - 1)})
         assert [e["data"] for e in s.events(2, timeout=5)] == ["herald only", "both"]
         s.close()
+
+
+def test_rows_another_program_deleted_do_not_make_retention_remove_more():
+    # The counts behind retention_count are counted again all the time: rows
+    # deleted by something else stop counting, and the namespace still
+    # keeps its newest retention_count (it would keep fewer if they counted).
+    with Herald(config='[namespace "chat/*"]\nretention_count = 10\n') as h:
+        h.insert_many([("message", "chat/room", f"a{k}", True) for k in range(11)])
+        _wait_count(h, "chat/", 10)  # counted, and one pruned
+        subprocess.run(["sqlite3", "-cmd", ".timeout 5000", h.db,
+                        "DELETE FROM events WHERE id IN (SELECT id FROM events ORDER BY id LIMIT 4)"],
+                       check=True, timeout=30)
+        h.insert_many([("message", "chat/room", f"b{k}", True) for k in range(8)])
+        deadline = time.monotonic() + 20
+        while _count(h, "chat/") > 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        kept = [e["data"] for e in h.stored_events()]
+        assert kept == [f"a{k}" for k in range(9, 11)] + [f"b{k}" for k in range(8)], kept
+
+
+test_rows_another_program_deleted_do_not_make_retention_remove_more.timeout = 60
