@@ -12,6 +12,7 @@
 
 #include "common/util.h"
 #include "core/config.h"
+#include "core/group.h"
 #include "hub/hub.h"
 
 #define CAP_BUCKETS 1024
@@ -19,7 +20,8 @@
 struct cap_entry {
 	struct cap_entry *next;
 	size_t open;
-	char pattern[]; /* NUL-terminated */
+	char key[64];       /* the group's name for it: "\x1ft:" and the pattern, or its digest */
+	char pattern[];     /* NUL-terminated */
 };
 
 struct topic_caps {
@@ -33,6 +35,7 @@ struct topic_hold {
 	const void *owner;
 	size_t n;
 	struct cap_entry *e[READER_MAX_TOPICS];
+	bool group[READER_MAX_TOPICS]; /* e[i] also took a place in the group's counts */
 };
 
 struct topic_caps *topic_caps_new(void)
@@ -87,11 +90,28 @@ static const struct namespace *closed_to_anonymous(const struct config *cfg, con
 	return !cfg->ns_defaults.anonymous ? &cfg->ns_defaults : NULL;
 }
 
+/* The group's key for a pattern: short enough for its table (63 bytes),
+ * apart from the address keys (a control byte first). */
+static void group_key(const char *pattern, char *key, size_t len)
+{
+	size_t n = strlen(pattern);
+	if (n + 3 < len) {
+		snprintf(key, len, "\x1ft:%s", pattern);
+		return;
+	}
+	uint64_t hash = 1469598103934665603u; /* FNV-1a, 64 bits */
+	for (const char *p = pattern; *p; p++)
+		hash = (hash ^ (unsigned char)*p) * 1099511628211u;
+	snprintf(key, len, "\x1ft#%016llx%.40s", (unsigned long long)hash, pattern);
+}
+
 /* Give back h's places, an entry going with its last. */
 static void give_back(struct topic_caps *tc, const struct topic_hold *h)
 {
 	for (size_t i = 0; i < h->n; i++) {
 		struct cap_entry *e = h->e[i];
+		if (h->group[i])
+			group_count_del_key(e->key);
 		if (--e->open > 0)
 			continue;
 		struct cap_entry **pp = slot(tc, e->pattern);
@@ -126,7 +146,16 @@ int namespace_admit(struct topic_caps *tc, const struct config *cfg, char *const
 		if (ns->max_readers <= 0)
 			continue;
 		struct cap_entry **pp = slot(tc, topics[i]);
-		if (*pp && (int64_t)(*pp)->open >= ns->max_readers) {
+		bool full = *pp && (int64_t)(*pp)->open >= ns->max_readers, in_group = false;
+		if (!full && group_on()) {
+			/* The group's count decides, checked and taken in one step. */
+			char key[64];
+			group_key(topics[i], key, sizeof(key));
+			int r = group_count_admit_key(key, (size_t)ns->max_readers);
+			full = r == 1;
+			in_group = r == 0;
+		}
+		if (full) {
 			*cause = "namespace_max_readers";
 			snprintf(why, len, "topic \"%s\" has its namespace's most readers (max_readers %lld in \"%s\")",
 				 topics[i], (long long)ns->max_readers, ns->pattern);
@@ -137,8 +166,10 @@ int namespace_admit(struct topic_caps *tc, const struct config *cfg, char *const
 			size_t pl = strlen(topics[i]);
 			*pp = xcalloc(1, sizeof(**pp) + pl + 1);
 			memcpy((*pp)->pattern, topics[i], pl + 1);
+			group_key(topics[i], (*pp)->key, sizeof((*pp)->key));
 		}
 		(*pp)->open++;
+		h.group[h.n] = in_group; /* a group place to give back */
 		h.e[h.n++] = *pp;
 	}
 	if (h.n) {

@@ -2,8 +2,10 @@
 /* namespace_admit.h: the namespaces' rules for a stream that opens
  * (namespace.h): anonymous = off refuses a reader without a token whose
  * topics reach into the namespace (401), and max_readers caps the streams
- * reading one topic pattern of the namespace at once, in this process
- * (503). The counts live here, one record per pattern with streams open. */
+ * reading one topic pattern of the namespace at once (503): in this
+ * process, and in a group of workers in the group's shared counts too
+ * (group.h), checked and taken in one step. The counts live here, one
+ * record per pattern with streams open. */
 #ifndef HERALD_NAMESPACE_ADMIT_H
 #define HERALD_NAMESPACE_ADMIT_H
 

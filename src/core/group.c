@@ -218,6 +218,16 @@ void group_count_del(const char *key)
 	unlock();
 }
 
+int group_count_admit_key(const char *key, size_t limit)
+{
+	return presence_table_add_below(counts, (unsigned)self, key, limit);
+}
+
+void group_count_del_key(const char *key)
+{
+	presence_table_del(counts, (unsigned)self, key, 0);
+}
+
 size_t group_count(const char *key)
 {
 	return presence_table_total(counts, key);

@@ -90,6 +90,14 @@ int group_count_admit(const char *key, size_t per_key_limit, size_t total_limit)
 void group_count_del(const char *key);
 size_t group_count(const char *key);
 
+/* The same counts for another kind of key (a namespace's topic pattern
+ * under max_readers, namespace_admit.c): the key's cap checked and counted
+ * in one step, without the group's reader total. Returns 0 when counted, 1
+ * at the limit, -1 when the table is full (nothing counted: the caller
+ * serves the stream uncounted). */
+int group_count_admit_key(const char *key, size_t limit);
+void group_count_del_key(const char *key);
+
 /* Index slots the address counts looked at since group_create: the work
  * their lookups cost, counted (tests read it). */
 uint64_t group_count_probes(void);

@@ -322,3 +322,26 @@ def test_rows_another_program_deleted_do_not_make_retention_remove_more():
 
 
 test_rows_another_program_deleted_do_not_make_retention_remove_more.timeout = 60
+
+
+def test_max_readers_per_topic_is_the_groups():
+    # With workers the cap is the group's: however the kernel spreads the
+    # connections, two streams of the topic open, not two per worker.
+    conf = 'workers = 2\nper_address_limit = 0\n[namespace "capped/*"]\nmax_readers = 2\n'
+    with Herald(config=conf) as h:
+        streams = [Stream(h.port, query="topic=capped/x") for _ in range(8)]
+        assert sorted(s.status for s in streams) == [200, 200] + [503] * 6, [s.status for s in streams]
+        for s in streams:
+            s.close()
+        deadline = time.monotonic() + 10
+        while True:
+            s = Stream(h.port, query="topic=capped/x")
+            if s.status == 200 or time.monotonic() > deadline:
+                break
+            s.close()
+            time.sleep(0.05)
+        assert s.status == 200, "the group's places were not given back"
+        s.close()
+
+
+test_max_readers_per_topic_is_the_groups.timeout = 60
