@@ -34,23 +34,23 @@
 #include "net/http_client.h"
 
 #define KEY_LEN 32
-#define BUCKETS 16384 /* a power of two, above AUTH_HOOK_CACHE_MAX */
+#define BUCKETS 16384     /* a power of two, above AUTH_HOOK_CACHE_MAX */
 #define TELL_PER_PASS 256 /* waiters told their answer in one loop pass */
 
 struct entry {
 	unsigned char key[KEY_LEN];
 	struct entry *next; /* in its bucket */
 	struct auth_hook *h;
-	struct http_call *call;  /* out: the request; NULL once answered */
-	struct list waiters;     /* out: struct auth_wait, newest first */
-	bool telling;            /* its waiters are being told (on h->telling): only the telling frees it */
-	bool in_table;           /* in the table (a question out or an answer kept) */
-	struct list_node tell_link; /* on h->telling */
-	char why[300];           /* the answer's why, when it is not static */
+	struct http_call *call;            /* out: the request; NULL once answered */
+	struct list waiters;               /* out: struct auth_wait, newest first */
+	bool telling;                      /* its waiters are being told (on h->telling): only the telling frees it */
+	bool in_table;                     /* in the table (a question out or an answer kept) */
+	struct list_node tell_link;        /* on h->telling */
+	char why[300];                     /* the answer's why, when it is not static */
 	char *asked[AUTH_HOOK_MAX_TOPICS]; /* out: the topics asked, to judge a narrowing */
 	size_t nasked;
-	struct list_node age; /* kept: on h->kept, oldest first */
-	uint64_t expires;     /* kept: loop time it goes */
+	struct list_node age;        /* kept: on h->kept, oldest first */
+	uint64_t expires;            /* kept: loop time it goes */
 	struct auth_hook_answer ans; /* kept: the answer (why static; topics and subject owned) */
 };
 
@@ -66,8 +66,8 @@ struct auth_hook {
 	struct http_client *client;
 	struct metrics *m;
 	struct entry *table[BUCKETS];
-	struct list_fifo kept; /* cached answers, oldest first */
-	struct list_fifo telling; /* entries whose waiters are being told, first answered first */
+	struct list_fifo kept;        /* cached answers, oldest first */
+	struct list_fifo telling;     /* entries whose waiters are being told, first answered first */
 	struct loop_timer tell_timer; /* the next pass's telling */
 	size_t nkept, waiting;
 };

@@ -20,8 +20,8 @@
 struct cap_entry {
 	struct cap_entry *next;
 	size_t open;
-	char key[64];       /* the group's name for it: "\x1ft:" and the pattern, or its digest */
-	char pattern[];     /* NUL-terminated */
+	char key[64];   /* the group's name for it: "\x1ft:" and the pattern, or its digest */
+	char pattern[]; /* NUL-terminated */
 };
 
 struct topic_caps {

@@ -26,15 +26,15 @@ struct streams {
 	struct hub *hub;
 	const struct config *cfg;
 	struct metrics *m;
-	struct admission *admission;        /* the caps' counts: owned (streams_new, streams_free) */
-	struct topic_caps *topic_caps;      /* the namespaces' max_readers counts: owned */
-	const struct cors *cors;            /* allow_origin, parsed once per load */
-	struct jwt_verifier *jwt;           /* signed tokens, or NULL: lent by the server at start and reload */
-	struct presence *presence;          /* who reads what, or NULL: lent by the server (it owns it) */
-	struct auth_hook *hook;             /* auth_request's questions and cache: owned, once the server lends a client */
-	int64_t max_readers;                /* streams open at once (in a group, the group's); 0: none */
-	int64_t max_sockets;                /* descriptors its readers may hold here (from the open-file limit) */
-	size_t socket_readers;              /* open streams on a socket of their own (HTTP/1.1) */
+	struct admission *admission;   /* the caps' counts: owned (streams_new, streams_free) */
+	struct topic_caps *topic_caps; /* the namespaces' max_readers counts: owned */
+	const struct cors *cors;       /* allow_origin, parsed once per load */
+	struct jwt_verifier *jwt;      /* signed tokens, or NULL: lent by the server at start and reload */
+	struct presence *presence;     /* who reads what, or NULL: lent by the server (it owns it) */
+	struct auth_hook *hook;        /* auth_request's questions and cache: owned, once the server lends a client */
+	int64_t max_readers;           /* streams open at once (in a group, the group's); 0: none */
+	int64_t max_sockets;           /* descriptors its readers may hold here (from the open-file limit) */
+	size_t socket_readers;         /* open streams on a socket of their own (HTTP/1.1) */
 	size_t (*http2_sockets)(void *arg); /* the HTTP/2 connections open here, or NULL */
 	void *http2_sockets_arg;
 	struct http_head head;   /* the shared head (with CORS * when so set): owned */
@@ -535,8 +535,7 @@ void stream_open_spec(struct streams *s, struct conn *c, struct admission_ticket
 	spec->client = conn_client(c);
 	spec->rotate_after_ms = s->cfg->rotate_after_ms;
 	struct stream *st = xmalloc(sizeof(*st));
-	*st = (struct stream){ .r = hub_open(s->hub, spec, &conn_sink, c),
-			       .ticket = ticket };
+	*st = (struct stream){ .r = hub_open(s->hub, spec, &conn_sink, c), .ticket = ticket };
 	stream_count_socket(s, st, c);
 	conn_attach(c, &reader_user, st);
 }
@@ -553,11 +552,11 @@ struct opening {
 	struct admission_ticket *ticket;
 	struct topic_hold *hold; /* the namespaces' places (namespace_admit), or NULL */
 	bool see_private;
-	bool event_stream; /* the client reads an event stream (Accept) */
+	bool event_stream;  /* the client reads an event stream (Accept) */
 	const char *origin; /* the request's Origin, or NULL */
 	size_t origin_len;
-	char *origin_own;   /* origin's copy while waiting */
-	char *subject;      /* named by auth_request (owned), or NULL */
+	char *origin_own; /* origin's copy while waiting */
+	char *subject;    /* named by auth_request (owned), or NULL */
 	struct auth_wait *wait;
 };
 
@@ -638,10 +637,9 @@ static void opening_open(struct opening *op)
 	op->rights.subscribe = NULL;
 	op->rights.nsubscribe = 0;
 	struct stream *st = xmalloc(sizeof(*st));
-	*st = (struct stream){ .r = hub_open(s->hub, &spec, &conn_sink, c),
-			       .ticket = op->ticket,
-			       .reg = reg,
-			       .held = op->hold != NULL };
+	*st = (struct stream){
+		.r = hub_open(s->hub, &spec, &conn_sink, c), .ticket = op->ticket, .reg = reg, .held = op->hold != NULL
+	};
 	if (op->hold)
 		namespace_hold_keep(s->topic_caps, op->hold, st);
 	op->ticket = NULL;
@@ -794,9 +792,10 @@ void stream_open(struct streams *s, struct conn *c, const struct http_request *r
 	bool mixed = false;
 	const char *url = s->hook ? auth_hook_url(cfg, op.p.topics, op.p.ntopics, &mixed) : NULL;
 	if (mixed) {
-		opening_refuse(&op, 400, "auth_request_mixed",
-			       "the topics reach namespaces with different auth_request hooks: open a stream per namespace",
-			       NULL);
+		opening_refuse(
+			&op, 400, "auth_request_mixed",
+			"the topics reach namespaces with different auth_request hooks: open a stream per namespace",
+			NULL);
 		return;
 	}
 	if (url)

@@ -286,8 +286,18 @@ static char *unquote(const char *v)
 /* The keys a [namespace] section may set: a top-level key's name and
  * syntax (read by its parser into a scratch config, then moved), or one
  * of the namespace's own switches. */
-enum ns_field { NSF_RETENTION_COUNT, NSF_RETENTION_AGE, NSF_PRESENCE, NSF_PRESENCE_EVENTS, NSF_MERCURE, NSF_MAX_READERS,
-		NSF_ANONYMOUS, NSF_PUBLISH_TOKEN, NSF_AUTH_REQUEST, NSF_WEBHOOK_URL };
+enum ns_field {
+	NSF_RETENTION_COUNT,
+	NSF_RETENTION_AGE,
+	NSF_PRESENCE,
+	NSF_PRESENCE_EVENTS,
+	NSF_MERCURE,
+	NSF_MAX_READERS,
+	NSF_ANONYMOUS,
+	NSF_PUBLISH_TOKEN,
+	NSF_AUTH_REQUEST,
+	NSF_WEBHOOK_URL
+};
 static const struct {
 	const char *name;
 	enum ns_field field;
@@ -378,10 +388,11 @@ static void namespace_key(struct file_ctx *fc, const char *rest, const char *nam
 	while (i < ARRAY_LEN(ns_keys) && !same_key(ns_keys[i].name, name, n))
 		i++;
 	if (i == ARRAY_LEN(ns_keys)) {
-		config_err("%s: [namespace \"%s\"]: %s is not a namespace key (retention_count, retention_age, anonymous, "
-			   "publish_needs_token, presence, presence_events, max_readers, mercure, auth_request, "
-			   "webhook_url)",
-			   origin, pattern, quoted(name, shown, sizeof(shown)));
+		config_err(
+			"%s: [namespace \"%s\"]: %s is not a namespace key (retention_count, retention_age, anonymous, "
+			"publish_needs_token, presence, presence_events, max_readers, mercure, auth_request, "
+			"webhook_url)",
+			origin, pattern, quoted(name, shown, sizeof(shown)));
 		ld->errors++;
 		return;
 	}
@@ -449,7 +460,8 @@ static int file_handler(void *user, const char *section, const char *name, const
 		return 1;
 	}
 	if (section[0] && strcmp(section, "herald") != 0) {
-		config_err("%s: unknown section [%s] (keys go at the top, under [herald] or under [namespace \"PATTERN\"])",
+		config_err("%s: unknown section [%s] (keys go at the top, under [herald] or under [namespace "
+			   "\"PATTERN\"])",
 			   origin, text_escape(section, shown, sizeof(shown)));
 		fc->ld->errors++;
 		return 1;
@@ -674,7 +686,7 @@ static int read_token_file(struct load *ld, const struct key *kf, const struct k
 static void resolve_tokens(struct load *ld)
 {
 	static const char *const names[] = { "publish_token", "read_token", "metrics_token", "presence_token",
-					      "webhook_secret" };
+					     "webhook_secret" };
 	char fname[64];
 	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
 		snprintf(fname, sizeof(fname), "%s_file", names[i]);
@@ -840,9 +852,10 @@ static void resolve_namespaces(struct load *ld)
 	for (size_t i = 0; i < cfg->namespaces.n; i++) {
 		struct namespace *ns = &cfg->namespaces.ns[i];
 		if (ns->presence == 1 && !cfg->presence) {
-			config_err("%s: [namespace \"%s\"] presence = on, but presence is off at the top level (a restart "
-				   "with presence = on starts it)",
-				   ns->origin, ns->pattern);
+			config_err(
+				"%s: [namespace \"%s\"] presence = on, but presence is off at the top level (a restart "
+				"with presence = on starts it)",
+				ns->origin, ns->pattern);
 			ld->errors++;
 		}
 		if (ns->presence_events == 1 && !cfg->presence_events) {

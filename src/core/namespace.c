@@ -117,9 +117,8 @@ size_t namespaces_json(const struct namespaces *t, char *out, size_t cap)
 		    "\"mercure\":%s,\"auth_request\":%s,\"webhook\":%s}",
 		    i ? "," : "", ns->pattern, (long long)ns->retention_count, (long long)ns->retention_age_s,
 		    ns->anonymous ? "true" : "false", ns->publish_token ? "true" : "false",
-		    ns->presence ? "true" : "false", ns->presence_events ? "true" : "false",
-		    (long long)ns->max_readers, ns->mercure ? "true" : "false",
-		    ns->auth_request && ns->auth_request[0] ? "true" : "false",
+		    ns->presence ? "true" : "false", ns->presence_events ? "true" : "false", (long long)ns->max_readers,
+		    ns->mercure ? "true" : "false", ns->auth_request && ns->auth_request[0] ? "true" : "false",
 		    ns->webhook_url && ns->webhook_url[0] ? "true" : "false");
 	}
 	put(out, cap, &at, "]");

@@ -19,7 +19,8 @@
 /* One [namespace "pattern"] section. Numbers and switches hold NS_INHERIT
  * when unset (a switch is otherwise 0 or 1); strings are NULL when unset.
  * The table owns every string. */
-struct namespace {
+struct namespace
+{
 	char *pattern;
 	char *origin;            /* "path:line" of the section's header */
 	int64_t retention_count; /* newest events kept in this namespace (0: no count limit) */

@@ -17,8 +17,8 @@
 #include "common/util.h"
 #include "store/visibility.h"
 
-#define POLL_PAGE 256    /* rows read per store call by the live path */
-#define POLL_PAGES 16    /* store calls per hub_poll before yielding to the loop */
+#define POLL_PAGE 256 /* rows read per store call by the live path */
+#define POLL_PAGES 16 /* store calls per hub_poll before yielding to the loop */
 /* The time the live path's reading and fan-out may take in one pass: a row
  * may be as large as max_body, and another program's batch of 2,000 rows of
  * 20 KB held the loop 40-180 ms when only rows were counted. At least one

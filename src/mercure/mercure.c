@@ -1049,8 +1049,8 @@ void mercure_publish(const struct mercure *mc, struct conn *c, const struct http
 	/* An update with its own id, a retry, alternate topics or a topic its
 	 * row cannot carry keeps a block; any other is a plain row. */
 	if (u.id || f.retry || f.ntopics > 1 || strcmp(u.topic, f.topics[0]) != 0)
-		u.block = mercure_block_new(u.id ? u.id : "", f.retry ? f.retry : "", f.topics, f.ntopics,
-					    &u.block_len);
+		u.block =
+			mercure_block_new(u.id ? u.id : "", f.retry ? f.retry : "", f.topics, f.ntopics, &u.block_len);
 	u.type = xstrdup(f.type && f.type[0] ? f.type : "message");
 	u.data = f.data ? f.data : xstrdup("");
 	u.data_len = f.data ? f.data_len : 0;

@@ -92,11 +92,7 @@ static int webhook_check_config(const struct config *cfg)
 }
 
 static config_check_fn *const config_checks[] = {
-	listener_check_config,
-	tls_check_config,
-	outbound_check_config,
-	jwt_check_config,
-	webhook_check_config,
+	listener_check_config, tls_check_config, outbound_check_config, jwt_check_config, webhook_check_config,
 };
 
 int config_check(const struct config *cfg)

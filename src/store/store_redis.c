@@ -83,7 +83,6 @@ struct append {
 	size_t per;                 /* its numbers per row: 2, or 3 in the Mercure form */
 };
 
-
 /* ---- entries ---- */
 
 /* What an entry of the stream is to herald. */
@@ -1072,14 +1071,14 @@ static void on_trim_ns(redisAsyncContext *ac, void *reply, void *privdata)
 		shaped = r->element[i]->type == REDIS_REPLY_INTEGER;
 	if (!shaped) {
 		if ((uint64_t)(uintptr_t)privdata == st->ns_gen)
-			log_err("redis: herald_trim_ns at %s: %s", where(st), is_error(r) ? r->str : "unexpected answer");
+			log_err("redis: herald_trim_ns at %s: %s", where(st),
+				is_error(r) ? r->str : "unexpected answer");
 		return;
 	}
 	if ((uint64_t)(uintptr_t)privdata != st->ns_gen)
 		return; /* asked for patterns a reload has since changed */
 	if (r->element[0]->integer > 0)
-		log_debug("retention by namespace removed %lld events from %s", r->element[0]->integer,
-			  st->key_events);
+		log_debug("retention by namespace removed %lld events from %s", r->element[0]->integer, st->key_events);
 	note_pruned(st, r->element[2]->integer);
 	st->ns_pruned = xrealloc(st->ns_pruned, n * sizeof(*st->ns_pruned));
 	for (size_t i = 0; i < n; i++)
@@ -1105,8 +1104,8 @@ static int redis_prune_namespaces(void *be, const struct namespaces *t, const st
 	snprintf(step, sizeof(step), "%zu", max_rows ? max_rows : 1);
 	snprintf(count, sizeof(count), "%zu", t->n);
 	size_t a = 0;
-	const char *head[FIXED] = { "FCALL",          "herald_trim_ns",  "4",  st->key_events,
-				    st->key_last,     st->key_mercure,   st->key_retention, step };
+	const char *head[FIXED] = { "FCALL",         "herald_trim_ns",  "4", st->key_events, st->key_last,
+				    st->key_mercure, st->key_retention, step };
 	for (; a < FIXED; a++)
 		argv[a] = head[a];
 	argv[a++] = count;

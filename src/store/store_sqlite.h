@@ -122,8 +122,8 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
  * Returns rows deleted, -EBUSY or -EIO. */
 struct namespaces;
 struct namespace;
-int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespaces *t,
-				  const struct namespace *defaults, size_t max_rows, bool *more);
+int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespaces *t, const struct namespace *defaults,
+				  size_t max_rows, bool *more);
 
 /* The highest id of namespace i (-1: the defaults) retention removed, as
  * far as known (before the first prune by namespace: the log's). */

@@ -47,13 +47,13 @@ struct store_retention {
 	struct namespaces patterns; /* the classification these counts are by */
 	struct ns_count *ns;        /* [0]: the defaults, [i + 1]: patterns.ns[i] */
 	int64_t counted;
-	int64_t recounted; /* the recount's walk has reached this id */
-	sqlite3_stmt *scan;   /* id, topic, created_at above an id */
-	sqlite3_stmt *del;    /* one row */
-	sqlite3_stmt *keys;   /* its idempotency key */
-	sqlite3_stmt *get;    /* a namespace's pruned_through */
-	sqlite3_stmt *put;    /* and its update */
-	int64_t max_deleted;  /* highest id deleted in this call */
+	int64_t recounted;   /* the recount's walk has reached this id */
+	sqlite3_stmt *scan;  /* id, topic, created_at above an id */
+	sqlite3_stmt *del;   /* one row */
+	sqlite3_stmt *keys;  /* its idempotency key */
+	sqlite3_stmt *get;   /* a namespace's pruned_through */
+	sqlite3_stmt *put;   /* and its update */
+	int64_t max_deleted; /* highest id deleted in this call */
 };
 
 static int step_done(sqlite3_stmt *s)
@@ -258,8 +258,8 @@ static int prune_one(struct store_sqlite *st, struct store_retention *r, int i, 
 	return (int)ndel;
 }
 
-int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespaces *t,
-				  const struct namespace *defaults, size_t max_rows, bool *more)
+int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespaces *t, const struct namespace *defaults,
+				  size_t max_rows, bool *more)
 {
 	*more = false;
 	struct store_retention *r = st->retention;

@@ -3,7 +3,6 @@
  * in memory (the stored ones are the store's), the one request out and the
  * timers; the batch's body lives only while its request is being started
  * (the client copies it). */
-#include "presence/presence.h"
 #include "webhook/webhook.h"
 
 #include <errno.h>
@@ -20,6 +19,7 @@
 #include "core/metrics.h"
 #include "hub/hub.h"
 #include "net/http_client.h"
+#include "presence/presence.h"
 #include "store/store.h"
 #include "webhook/webhook_body.h"
 

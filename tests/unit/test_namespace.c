@@ -72,8 +72,13 @@ static void test_inherit_json_copy(void)
 	struct namespaces t = table();
 	t.ns[3].retention_count = 10;
 	t.ns[0].anonymous = 0;
-	struct namespace d = { .retention_count = 1000, .retention_age_s = 60, .anonymous = 1, .presence = 1,
-			       .presence_events = 0, .mercure = 1, .max_readers = 0 };
+	struct namespace d = { .retention_count = 1000,
+			       .retention_age_s = 60,
+			       .anonymous = 1,
+			       .presence = 1,
+			       .presence_events = 0,
+			       .mercure = 1,
+			       .max_readers = 0 };
 	for (size_t i = 0; i < t.n; i++)
 		namespace_inherit(&t.ns[i], &d);
 	CHECK_EQ_INT(t.ns[3].retention_count, 10);
