@@ -528,6 +528,10 @@ def test_presence_cluster_follows_a_sentinel_failover():
             wait_until(lambda: _cluster_readers_or_none(n, "f/1") == 4, timeout=40, interval=0.2,
                        what="the count on the new primary")
         for n, at in zip(nodes, since):
+            # The event log's link says it is back on its own time, which
+            # on a busy machine may come after presence's.
+            wait_until(lambda: re.search(r"redis: the event log at .* is back", n.log()[at:]), timeout=20,
+                       what="the event log's link back")
             _check_outage_said_once(n.log()[at:], primary.port, replica.port)
         # Closes counted on the new primary (a node still on the old one, or
         # on a demoted one, could not take them out).
