@@ -87,16 +87,10 @@ const char *auth_hook_url(const struct config *cfg, char *const *topics, size_t 
 		return hook_of(cfg, -1);
 	/* Every namespace the reader's patterns reach must agree: one
 	 * application answers for the whole stream. */
-	static char *const every[] = { "*" };
-	char *const *pats = ntopics ? topics : every;
-	size_t np = ntopics ? ntopics : 1;
 	const char *url = NULL;
 	bool first = true;
 	for (int i = -1; i < (int)t->n; i++) {
-		bool reached = false;
-		for (size_t k = 0; k < np && !reached; k++)
-			reached = namespace_touches(t, i, pats[k]);
-		if (!reached)
+		if (!namespace_reached(t, i, topics, ntopics))
 			continue;
 		const char *u = hook_of(cfg, i);
 		if (first) {

@@ -315,15 +315,6 @@ static const struct {
 	{ "webhook_url", NSF_WEBHOOK_URL, "webhook_url" },
 };
 
-/* Whether name (n bytes) spells key, a dash for an underscore. */
-static bool same_key(const char *key, const char *name, size_t n)
-{
-	size_t j = 0;
-	while (j < n && key[j] && (key[j] == name[j] || (key[j] == '_' && name[j] == '-')))
-		j++;
-	return j == n && !key[j];
-}
-
 /* The section's pattern: `"chat/ *"` (quotes optional) after the word. */
 static const char *ns_pattern(const char *rest, char *out, size_t len)
 {
@@ -385,7 +376,7 @@ static void namespace_key(struct file_ctx *fc, const char *rest, const char *nam
 	if (!ns)
 		return; /* its header was refused */
 	size_t i = 0, n = strlen(name);
-	while (i < ARRAY_LEN(ns_keys) && !same_key(ns_keys[i].name, name, n))
+	while (i < ARRAY_LEN(ns_keys) && !config_key_name_is(ns_keys[i].name, name, n))
 		i++;
 	if (i == ARRAY_LEN(ns_keys)) {
 		config_err(

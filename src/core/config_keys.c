@@ -134,16 +134,19 @@ const size_t config_nkeys = NKEYS;
 
 /* The key called name (n bytes); a dash matches an underscore, so that
  * "max-body" in a file or a flag is max_body. */
+bool config_key_name_is(const char *key, const char *name, size_t n)
+{
+	size_t j = 0;
+	while (j < n && key[j] && (key[j] == name[j] || (key[j] == '_' && name[j] == '-')))
+		j++;
+	return j == n && !key[j];
+}
+
 const struct key *config_key_find(const char *name, size_t n)
 {
-	for (size_t i = 0; i < NKEYS; i++) {
-		const char *k = config_keys[i].name;
-		size_t j = 0;
-		while (j < n && k[j] && (k[j] == name[j] || (k[j] == '_' && name[j] == '-')))
-			j++;
-		if (j == n && !k[j])
+	for (size_t i = 0; i < NKEYS; i++)
+		if (config_key_name_is(config_keys[i].name, name, n))
 			return &config_keys[i];
-	}
 	return NULL;
 }
 

@@ -46,6 +46,8 @@ extern const size_t config_nkeys;
 /* The key called name (n bytes); a dash matches an underscore, so that
  * "max-body" in a file or a flag is max_body. NULL if none. */
 const struct key *config_key_find(const char *name, size_t n);
+/* Whether name (n bytes) spells key, a dash for an underscore. */
+bool config_key_name_is(const char *key, const char *name, size_t n);
 const struct key *config_key_named(const char *name);
 /* The key nearest to the unknown name (n bytes; a dash read as an
  * underscore) when it is likely a slip of the keyboard, else NULL. */

@@ -72,6 +72,16 @@ bool namespace_touches(const struct namespaces *t, int i, const char *pattern)
 	return !taken_deeper(t, strlen(p), pattern);
 }
 
+bool namespace_reached(const struct namespaces *t, int i, char *const *patterns, size_t n)
+{
+	if (n == 0)
+		return true; /* every topic reaches every namespace */
+	for (size_t k = 0; k < n; k++)
+		if (namespace_touches(t, i, patterns[k]))
+			return true;
+	return false;
+}
+
 void namespace_inherit(struct namespace *ns, const struct namespace *d)
 {
 	int64_t *nums[] = { &ns->retention_count, &ns->retention_age_s, &ns->max_readers };

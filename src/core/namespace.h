@@ -63,6 +63,10 @@ void namespace_inherit(struct namespace *ns, const struct namespace *defaults);
  * it needed (as snprintf). */
 size_t namespaces_json(const struct namespaces *t, char *out, size_t cap);
 
+/* Whether a reader of patterns[0..n) (n == 0: every topic) may read a
+ * topic of namespace i (-1: the defaults): one of them touches it. */
+bool namespace_reached(const struct namespaces *t, int i, char *const *patterns, size_t n);
+
 /* Free every string the table holds and empty it (twice is harmless). */
 void namespaces_free(struct namespaces *t);
 

@@ -255,10 +255,7 @@ static int64_t pruned_for(struct hub *h, const struct reader *r)
 		return store_pruned_through(h->st);
 	int64_t most = 0;
 	for (int i = -1; i < (int)t->n; i++) {
-		bool touches = r->ntopics == 0 || r->accepts;
-		for (size_t k = 0; k < r->ntopics && !touches; k++)
-			touches = namespace_touches(t, i, r->topics[k]);
-		if (touches)
+		if (r->accepts || namespace_reached(t, i, r->topics, r->ntopics))
 			most = MAX(most, store_pruned_namespace(h->st, i));
 	}
 	return most;

@@ -324,17 +324,17 @@ int store_sqlite_fail_rc(struct store_sqlite *st, const char *op, int rc)
 }
 
 /* Step a statement that yields no row (BEGIN, COMMIT, ...) and reset it. */
-static int step_done(sqlite3_stmt *s)
+int store_sqlite_step_done(sqlite3_stmt *s)
 {
 	int rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static void tx_abort(struct store_sqlite *st)
+void store_sqlite_tx_abort(struct store_sqlite *st)
 {
 	if (!sqlite3_get_autocommit(st->db)) {
-		int rc = step_done(st->rollback);
+		int rc = store_sqlite_step_done(st->rollback);
 		if (rc != SQLITE_OK)
 			log_err("store: rollback on %s: %s", st->path, sqlite3_errmsg(st->db));
 	}
@@ -374,7 +374,7 @@ static int key_remember(struct store_sqlite *st, const struct store_new_event *e
 	sqlite3_bind_text(s, 3, ev->idem_hash ? ev->idem_hash : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 4, id);
 	sqlite3_bind_int64(s, 5, now);
-	int rc = step_done(s);
+	int rc = store_sqlite_step_done(s);
 	sqlite3_clear_bindings(s);
 	return rc == SQLITE_OK ? 0 : store_sqlite_fail_rc(st, "remember idempotency key", rc);
 }
@@ -385,11 +385,11 @@ static int keys_prune(struct store_sqlite *st, int64_t now, int64_t pruned, size
 {
 	sqlite3_bind_int64(st->idem_prune_age, 1, now - st->idem_window_s);
 	sqlite3_bind_int64(st->idem_prune_age, 2, (sqlite3_int64)limit);
-	int rc = step_done(st->idem_prune_age);
+	int rc = store_sqlite_step_done(st->idem_prune_age);
 	if (rc == SQLITE_OK && pruned > 0) {
 		sqlite3_bind_int64(st->idem_prune_gone, 1, pruned);
 		sqlite3_bind_int64(st->idem_prune_gone, 2, (sqlite3_int64)limit);
-		rc = step_done(st->idem_prune_gone);
+		rc = store_sqlite_step_done(st->idem_prune_gone);
 	}
 	return rc == SQLITE_OK ? 0 : store_sqlite_fail_rc(st, "forget idempotency keys", rc);
 }
@@ -444,10 +444,10 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 
 	if (n == 0)
 		return 0;
-	rc = step_done(st->begin);
+	rc = store_sqlite_step_done(st->begin);
 	if (rc != SQLITE_OK) {
 		ret = store_sqlite_fail_rc(st, "begin append", rc);
-		tx_abort(st);
+		store_sqlite_tx_abort(st);
 		return ret;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -493,17 +493,17 @@ int store_sqlite_append(struct store_sqlite *st, const struct store_new_event *e
 	 * stays bounded by the window even without retention. */
 	if (keyed && (ret = keys_prune(st, now, 0, 2 * keyed + 16)) < 0)
 		goto fail;
-	rc = step_done(st->commit);
+	rc = store_sqlite_step_done(st->commit);
 	if (rc != SQLITE_OK) {
 		ret = store_sqlite_fail_rc(st, "commit append", rc);
-		tx_abort(st);
+		store_sqlite_tx_abort(st);
 		return ret;
 	}
 	return 0;
 
 fail:
 	sqlite3_clear_bindings(st->insert);
-	tx_abort(st);
+	store_sqlite_tx_abort(st);
 	return ret;
 }
 
@@ -776,17 +776,17 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 		return 0;
 	if (max_rows > INT_MAX)
 		max_rows = INT_MAX;
-	rc = step_done(st->begin);
+	rc = store_sqlite_step_done(st->begin);
 	if (rc != SQLITE_OK) {
 		ret = store_sqlite_fail_rc(st, "begin prune", rc);
-		tx_abort(st);
+		store_sqlite_tx_abort(st);
 		return ret;
 	}
 	if (max_count > 0) {
 		int64_t max_id = 0;
 		ret = store_sqlite_max_id(st, &max_id);
 		if (ret < 0) {
-			tx_abort(st);
+			store_sqlite_tx_abort(st);
 			return ret;
 		}
 		id_cut = max_id - max_count;
@@ -804,29 +804,29 @@ int store_sqlite_prune(struct store_sqlite *st, int64_t max_age_s, int64_t max_c
 	if (rc != SQLITE_DONE) {
 		ret = store_sqlite_fail_rc(st, "prune", rc);
 		sqlite3_reset(st->prune);
-		tx_abort(st);
+		store_sqlite_tx_abort(st);
 		return ret;
 	}
 	sqlite3_reset(st->prune);
 	/* Keys go with their events, and by age. */
 	ret = keys_prune(st, clock_wall_s(), MAX(highest, st->pruned_through), max_rows);
 	if (ret < 0) {
-		tx_abort(st);
+		store_sqlite_tx_abort(st);
 		return ret;
 	}
 	if (deleted > 0 && highest > st->pruned_through) {
 		sqlite3_bind_int64(st->set_pruned, 1, highest);
-		rc = step_done(st->set_pruned);
+		rc = store_sqlite_step_done(st->set_pruned);
 		if (rc != SQLITE_OK) {
 			ret = store_sqlite_fail_rc(st, "record pruned_through", rc);
-			tx_abort(st);
+			store_sqlite_tx_abort(st);
 			return ret;
 		}
 	}
-	rc = step_done(st->commit);
+	rc = store_sqlite_step_done(st->commit);
 	if (rc != SQLITE_OK) {
 		ret = store_sqlite_fail_rc(st, "commit prune", rc);
-		tx_abort(st);
+		store_sqlite_tx_abort(st);
 		return ret;
 	}
 	if (highest > st->pruned_through)

@@ -13,8 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/log.h"
-
 #define META_KEY_MAX 96
 
 static int64_t wall_ms(void)
@@ -22,13 +20,6 @@ static int64_t wall_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int step_reset(sqlite3_stmt *s)
-{
-	int rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
 /* herald_meta's value for key into *v (kept when absent): SQLITE_OK. */
@@ -55,7 +46,7 @@ static int meta_put(sqlite3 *db, const char *key, int64_t v)
 		return rc;
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, v);
-	rc = step_reset(s);
+	rc = store_sqlite_step_done(s);
 	sqlite3_finalize(s);
 	return rc;
 }
@@ -67,7 +58,7 @@ static int meta_delete(sqlite3 *db, const char *key)
 	if (rc != SQLITE_OK)
 		return rc;
 	sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-	rc = step_reset(s);
+	rc = store_sqlite_step_done(s);
 	sqlite3_finalize(s);
 	return rc;
 }
@@ -120,16 +111,15 @@ int store_sqlite_lease(struct store_sqlite *st, const char *name, int64_t owner,
 	*stored = -1;
 	if (strlen(name) > META_KEY_MAX - 8)
 		return -EINVAL;
-	int rc = step_reset(st->begin);
+	int rc = store_sqlite_step_done(st->begin);
 	if (rc != SQLITE_OK)
 		return store_sqlite_fail_rc(st, "lease (begin)", rc);
 	rc = lease_tx(st->db, name, owner, ttl_ms, cursor, held, stored, &wrote);
 	if (rc == SQLITE_OK)
-		rc = step_reset(st->commit);
+		rc = store_sqlite_step_done(st->commit);
 	if (rc != SQLITE_OK) {
 		int ret = store_sqlite_fail_rc(st, "lease", rc);
-		if (!sqlite3_get_autocommit(st->db) && step_reset(st->rollback) != SQLITE_OK)
-			log_err("store: rollback on %s: %s", st->path, sqlite3_errmsg(st->db));
+		store_sqlite_tx_abort(st);
 		*held = false;
 		return ret;
 	}

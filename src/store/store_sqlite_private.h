@@ -104,6 +104,11 @@ struct store_sqlite {
 
 /* A lock held by another connection (SQLITE_BUSY or SQLITE_LOCKED). */
 bool store_sqlite_is_busy(int rc);
+/* Step a statement that returns no row, and reset it: SQLITE_OK, or the
+ * failure's code. */
+int store_sqlite_step_done(sqlite3_stmt *s);
+/* Roll back the transaction open on st, if one is (logged if that fails). */
+void store_sqlite_tx_abort(struct store_sqlite *st);
 /* Map a failed result to store.h's contract: -EBUSY, -EROFS, -ENOSPC, or
  * -EIO (logged). Call before anything else runs on the connection. */
 int store_sqlite_fail_rc(struct store_sqlite *st, const char *op, int rc);

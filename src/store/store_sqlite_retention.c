@@ -56,13 +56,6 @@ struct store_retention {
 	int64_t max_deleted; /* highest id deleted in this call */
 };
 
-static int step_done(sqlite3_stmt *s)
-{
-	int rc = sqlite3_step(s);
-	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 /* The herald_meta key of namespace i (-1: the defaults). */
 static void meta_key(const struct namespaces *t, int i, char *out, size_t len)
 {
@@ -130,6 +123,14 @@ static struct store_retention *retention_new(struct store_sqlite *st, const stru
 	return r;
 }
 
+/* The namespace of the row the scan is on (-1: the defaults). */
+static int row_namespace(const struct store_retention *r)
+{
+	const char *topic = (const char *)sqlite3_column_text(r->scan, 1);
+	size_t len = (size_t)sqlite3_column_bytes(r->scan, 1);
+	return namespace_of(&r->patterns, topic ? topic : "", len);
+}
+
 /* Count the rows above r->counted, up to limit of them. Returns the rows
  * visited or a negative errno. */
 static int count_new(struct store_sqlite *st, struct store_retention *r, size_t limit)
@@ -138,9 +139,7 @@ static int count_new(struct store_sqlite *st, struct store_retention *r, size_t 
 	sqlite3_bind_int64(r->scan, 2, (sqlite3_int64)limit);
 	int rc, n = 0;
 	while ((rc = sqlite3_step(r->scan)) == SQLITE_ROW) {
-		const char *topic = (const char *)sqlite3_column_text(r->scan, 1);
-		size_t len = (size_t)sqlite3_column_bytes(r->scan, 1);
-		r->ns[namespace_of(&r->patterns, topic ? topic : "", len) + 1].count++;
+		r->ns[row_namespace(r) + 1].count++;
 		r->counted = sqlite3_column_int64(r->scan, 0);
 		n++;
 	}
@@ -164,9 +163,7 @@ static int recount(struct store_sqlite *st, struct store_retention *r, size_t li
 		int64_t id = sqlite3_column_int64(r->scan, 0);
 		if (id > r->counted)
 			break;
-		const char *topic = (const char *)sqlite3_column_text(r->scan, 1);
-		size_t len = (size_t)sqlite3_column_bytes(r->scan, 1);
-		r->ns[namespace_of(&r->patterns, topic ? topic : "", len) + 1].fresh++;
+		r->ns[row_namespace(r) + 1].fresh++;
 		r->recounted = id;
 		if (++n == limit)
 			end = false;
@@ -188,10 +185,10 @@ static int recount(struct store_sqlite *st, struct store_retention *r, size_t li
 static int delete_row(struct store_sqlite *st, struct store_retention *r, int i, int64_t id)
 {
 	sqlite3_bind_int64(r->del, 1, id);
-	int rc = step_done(r->del);
+	int rc = store_sqlite_step_done(r->del);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int64(r->keys, 1, id);
-		rc = step_done(r->keys);
+		rc = store_sqlite_step_done(r->keys);
 	}
 	if (rc != SQLITE_OK)
 		return store_sqlite_fail_rc(st, "prune a namespace", rc);
@@ -222,9 +219,7 @@ static int prune_one(struct store_sqlite *st, struct store_retention *r, int i, 
 		int64_t id = sqlite3_column_int64(r->scan, 0);
 		if (id > r->counted)
 			break;
-		const char *topic = (const char *)sqlite3_column_text(r->scan, 1);
-		size_t len = (size_t)sqlite3_column_bytes(r->scan, 1);
-		if (namespace_of(&r->patterns, topic ? topic : "", len) != i) {
+		if (row_namespace(r) != i) {
 			c->low = id;
 			continue;
 		}
@@ -249,7 +244,7 @@ static int prune_one(struct store_sqlite *st, struct store_retention *r, int i, 
 		meta_key(&r->patterns, i, key, sizeof(key));
 		sqlite3_bind_text(r->put, 1, key, -1, SQLITE_TRANSIENT);
 		sqlite3_bind_int64(r->put, 2, top);
-		int e = step_done(r->put);
+		int e = store_sqlite_step_done(r->put);
 		if (e != SQLITE_OK)
 			return store_sqlite_fail_rc(st, "record a namespace's pruned_through", e);
 		if (top > c->pruned)
@@ -275,9 +270,8 @@ int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespac
 	size_t limit = MIN(max_rows, (size_t)RETENTION_SCAN_ROWS);
 	if (limit == 0)
 		return 0;
-	int rc = sqlite3_step(st->begin);
-	sqlite3_reset(st->begin);
-	if (rc != SQLITE_DONE)
+	int rc = store_sqlite_step_done(st->begin);
+	if (rc != SQLITE_OK)
 		return store_sqlite_fail_rc(st, "begin prune", rc);
 	int deleted = 0, ret = count_new(st, r, limit);
 	*more = ret == (int)limit;
@@ -292,13 +286,12 @@ int store_sqlite_prune_namespaces(struct store_sqlite *st, const struct namespac
 		*more |= ret == (int)limit;
 	}
 	if (ret >= 0) {
-		rc = step_done(st->commit);
+		rc = store_sqlite_step_done(st->commit);
 		if (rc != SQLITE_OK)
 			ret = store_sqlite_fail_rc(st, "commit prune", rc);
 	}
 	if (ret < 0) {
-		if (!sqlite3_get_autocommit(st->db))
-			step_done(st->rollback);
+		store_sqlite_tx_abort(st);
 		/* What this call counted and moved may be undone: count again. */
 		store_sqlite_retention_free(st);
 		return ret;

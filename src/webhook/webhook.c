@@ -111,10 +111,7 @@ static int64_t gone_through(const struct webhook *w, int64_t *most)
 	int64_t least = INT64_MAX;
 	*most = 0;
 	for (int i = -1; i < (int)t->n; i++) {
-		bool reached = w->cfg->webhook_publishes;
-		for (size_t k = 0; k < ARRAY_LEN(own_topics) && !reached; k++)
-			reached = namespace_touches(t, i, own_topics[k]);
-		if (!reached)
+		if (!w->cfg->webhook_publishes && !namespace_reached(t, i, own_topics, ARRAY_LEN(own_topics)))
 			continue;
 		int64_t p = store_pruned_namespace(w->st, i);
 		least = MIN(least, p);
