@@ -316,9 +316,19 @@ def test_fanout_floor_processes_end_with_it():
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     forked = []
     try:
+        def connecting(pid):
+            # A reader opens its sockets only after it asked to die with
+            # its writer (a writer forks its reader only after it asked):
+            # one stopped before then would outlive them, as the tool means.
+            try:
+                return len(os.listdir(f"/proc/{pid}/fd")) > 16
+            except OSError:
+                return False
+
         def all_forked():
             ws = _children(p.pid)
-            return len(ws) == 4 and all(len(_children(w)) == 1 for w in ws) and ws
+            return (len(ws) == 4 and all(len(_children(w)) == 1 and connecting(_children(w)[0]) for w in ws)
+                    and ws)
         writers = harness.wait_until(all_forked, timeout=20, what="four writers with their readers")
         forked = writers + [c for w in writers for c in _children(w)]
         # Stopped, they cannot end on their own when the pipes close.
