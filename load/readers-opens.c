@@ -38,12 +38,6 @@ struct round {
 
 /* CPU time of a one-thread process in seconds, from /proc/PID/schedstat's
  * first field (ns on CPU); NAN when unreadable. */
-static double schedstat_s(pid_t pid)
-{
-	uint64_t run;
-	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (double)run / 1e9 : NAN;
-}
-
 static double self_cpu_s(void)
 {
 	struct timespec ts;
@@ -104,12 +98,12 @@ static int minimal_start(int backlog, pid_t *pid)
  * closed), at most 10 s. */
 static void settle(pid_t pid)
 {
-	double last = schedstat_s(pid);
+	double last = tool_cpu_run_s(pid);
 	int still = 0;
 	double until = tool_now_s() + 10;
 	while (still < 2 && tool_now_s() < until) {
 		tool_sleep(0.1, NULL);
-		double now = schedstat_s(pid);
+		double now = tool_cpu_run_s(pid);
 		still = isnan(now) || now - last < 0.0005 ? still + 1 : 0;
 		last = now;
 	}
@@ -126,7 +120,7 @@ static struct round open_round(const struct options *o, const struct tool_addr *
 		return r;
 	}
 	long long ovf0 = tool_tcpext_now("ListenOverflows");
-	double cpu0 = schedstat_s(pid), self0 = self_cpu_s();
+	double cpu0 = tool_cpu_run_s(pid), self0 = self_cpu_s();
 	int64_t t_begin = tool_now_ns();
 	int64_t deadline = t_begin + (int64_t)(o->open_timeout * 1e9);
 	while (c->c.settled < c->n && !*stop && tool_now_ns() < deadline) {
@@ -134,7 +128,7 @@ static struct round open_round(const struct options *o, const struct tool_addr *
 		client_loop_once(c, more ? 0 : 10);
 	}
 	client_give_up(c);
-	r.server_cpu_s = schedstat_s(pid) - cpu0;
+	r.server_cpu_s = tool_cpu_run_s(pid) - cpu0;
 	r.client_cpu_s = self_cpu_s() - self0;
 	long long ovf1 = tool_tcpext_now("ListenOverflows");
 	r.ovf = ovf0 >= 0 && ovf1 >= 0 ? ovf1 - ovf0 : -1;

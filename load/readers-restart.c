@@ -35,12 +35,6 @@ static void pass(struct client *c, struct steady *st, int cap_ms)
 	client_loop_once(c, wait < cap_ms ? wait : cap_ms);
 }
 
-static double cpu_s(pid_t pid)
-{
-	uint64_t run;
-	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (double)run / 1e9 : NAN;
-}
-
 /* Whether every reader that opened has read id or a later one. */
 static int all_have(const struct client *c, int64_t id)
 {
@@ -140,7 +134,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 		s.ready_id = st.last_id;
 		s.ended_by_ready = c->c.ended;
 		long long ovf0 = tool_tcpext_now("ListenOverflows"), drop0 = tool_tcpext_now("ListenDrops");
-		double cpu0 = cpu_s(h->pid);
+		double cpu0 = tool_cpu_run_s(h->pid);
 		fprintf(stderr,
 			"readers: new herald (pid %d) ready %.3f s after SIGTERM; %ld streams ended; newest id %lld; "
 			"reconnecting\n",
@@ -161,7 +155,7 @@ int restart_run(const struct options *o, struct tool_herald *h, const struct too
 				break;
 			}
 		}
-		s.cpu_storm_s = cpu_s(h->pid) - cpu0;
+		s.cpu_storm_s = tool_cpu_run_s(h->pid) - cpu0;
 		long long ovf1 = tool_tcpext_now("ListenOverflows"), drop1 = tool_tcpext_now("ListenDrops");
 		s.ovf = ovf0 >= 0 && ovf1 >= 0 ? ovf1 - ovf0 : -1;
 		s.drop = drop0 >= 0 && drop1 >= 0 ? drop1 - drop0 : -1;

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,16 @@ int tool_sched_ns(pid_t pid, int children, uint64_t *run_ns, uint64_t *wait_ns)
 	if (wait_ns)
 		*wait_ns = wait;
 	return 0;
+}
+
+double tool_cpu_run_s(pid_t pid)
+{
+	struct procstat ps;
+	double until = tool_now_s() + 0.05;
+	while (procstat_read(pid, &ps) == 0 && ps.state == 'R' && tool_now_s() < until)
+		tool_sleep(0.0002, NULL);
+	uint64_t run;
+	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (double)run / 1e9 : NAN;
 }
 
 int tool_threads(pid_t pid, int children)

@@ -241,6 +241,11 @@ int tool_cpu_ticks(pid_t pid, int children, uint64_t *ticks);
  * a CPU and ns runnable but waiting for one, summed the same way; either
  * pointer may be NULL. Returns 0, or -ESRCH when pid is gone. */
 int tool_sched_ns(pid_t pid, int children, uint64_t *run_ns, uint64_t *wait_ns);
+/* Seconds pid's main thread has spent on a CPU, read once it is off one
+ * (waiting at most 50 ms for that): the scheduler brings a running task's
+ * count up to date only at its next scheduling event, so a reading taken
+ * while it runs can miss all it did since it woke. NAN when pid is gone. */
+double tool_cpu_run_s(pid_t pid);
 /* Threads of pid and, with children, its descendants; -1 when pid is gone. */
 int tool_threads(pid_t pid, int children);
 /* Memory in KiB: pid's resident set; with children, the proportional set

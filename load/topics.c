@@ -249,13 +249,6 @@ static int insert_batch(struct ctx *x, sqlite3 *db, sqlite3_stmt *ins, long coun
 	return sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
 }
 
-/* Nanoseconds pid has spent on a CPU (the scheduler's count), or -1. */
-static int64_t sched_ns(pid_t pid)
-{
-	uint64_t run;
-	return tool_sched_ns(pid, 0, &run, NULL) == 0 ? (int64_t)run : -1;
-}
-
 /* ---- one scenario -------------------------------------------------------------- */
 
 static void run_client(struct client *c, double seconds, const long long *until, const long long *have)
@@ -328,7 +321,7 @@ static void run_scenario(const struct topts *o, const struct scenario_def *def, 
 	long long expect = 0;
 	uint64_t t0 = 0, t1 = 0;
 	tool_cpu_ticks(h.pid, 0, &t0);
-	int64_t s0 = sched_ns(h.pid);
+	double s0 = tool_cpu_run_s(h.pid);
 	double w0 = tool_now_s();
 	fprintf(stderr, "topics: %s: %ld events in batches of %ld\n", def->name, o->events, o->batch);
 	while (x.published < o->events && !stop_flag) {
@@ -344,7 +337,7 @@ static void run_scenario(const struct topts *o, const struct scenario_def *def, 
 		}
 	}
 	tool_cpu_ticks(h.pid, 0, &t1);
-	int64_t s1 = sched_ns(h.pid);
+	double s1 = tool_cpu_run_s(h.pid);
 	res->secs = tool_now_s() - w0;
 	run_client(c, 0.2, NULL, NULL); /* late doubles would show here */
 
@@ -364,7 +357,7 @@ static void run_scenario(const struct topts *o, const struct scenario_def *def, 
 	res->ticks = t1 - t0;
 	long hz = sysconf(_SC_CLK_TCK);
 	res->cpu_s = (double)(t1 - t0) / (double)(hz > 0 ? hz : 100);
-	res->sched_s = s0 >= 0 && s1 >= 0 ? (double)(s1 - s0) / 1e9 : NAN;
+	res->sched_s = s1 - s0;
 stop:
 	client_free(c);
 	sqlite3_finalize(ins);
