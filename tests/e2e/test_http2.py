@@ -128,7 +128,8 @@ class H2Raw:
     """An HTTP/2 client of raw frames over a socket: it sends what a test
     says, and reads DATA (per stream), RST_STREAM and GOAWAY. SETTINGS are
     acknowledged, and PINGs unless told not to; WINDOW_UPDATE is sent only
-    when asked."""
+    when asked. send() keeps to no window; send_data() keeps to the
+    connection's and the stream's, as a client must."""
 
     def __init__(self, port=None, path=None, settings=(), conn_window=None, timeout=5.0, sock=None,
                  answer_pings=True):
@@ -144,6 +145,11 @@ class H2Raw:
         self.pings = 0
         self.settings_seen = 0
         self.next_id = 1
+        # What herald lets this client send: RFC 9113's 65,535 at first
+        # (herald leaves SETTINGS_INITIAL_WINDOW_SIZE alone), then its
+        # WINDOW_UPDATEs.
+        self.send_window = 65535
+        self.stream_send_window = {}
         self.sock.sendall(PREFACE)
         self.settings(settings)
         if conn_window:
@@ -151,6 +157,14 @@ class H2Raw:
 
     def send(self, type, flags, sid, payload=b""):
         self.sock.sendall(struct.pack(">I", len(payload))[1:] + bytes([type, flags]) + struct.pack(">I", sid) + payload)
+
+    def send_data(self, sid, payload, flags=0, timeout=10.0):
+        """One DATA frame, once both windows have room for it."""
+        self.wait(lambda: min(self.send_window, self.stream_send_window.get(sid, 65535)) >= len(payload),
+                  timeout, what="a window with room for %d bytes on stream %d" % (len(payload), sid))
+        self.send_window -= len(payload)
+        self.stream_send_window[sid] = self.stream_send_window.get(sid, 65535) - len(payload)
+        self.send(DATA, flags, sid, payload)
 
     def frame_bytes(self, type, flags, sid, payload=b""):
         return struct.pack(">I", len(payload))[1:] + bytes([type, flags]) + struct.pack(">I", sid) + payload
@@ -229,6 +243,12 @@ class H2Raw:
                 self.pinged += 1
                 if self.answer_pings:
                     self.send(PING, ACK, 0, payload)
+            elif type == WINDOW_UPDATE and len(payload) == 4:
+                n = int.from_bytes(payload, "big") & 0x7FFFFFFF
+                if sid == 0:
+                    self.send_window += n
+                else:
+                    self.stream_send_window[sid] = self.stream_send_window.get(sid, 65535) + n
             elif type == GOAWAY:
                 self.goaway = (int.from_bytes(payload[:4], "big") & 0x7FFFFFFF, int.from_bytes(payload[4:8], "big"))
 

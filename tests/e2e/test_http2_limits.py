@@ -272,8 +272,10 @@ def test_whole_requests_are_not_counted_among_the_incomplete():
 
 
 def test_request_bodies_count_toward_what_a_connection_holds():
-    # Ten uploads of 40 KB (under max_body) that never end: 400 KB. Past
-    # the bound the stream whose DATA passes it is refused.
+    # Ten uploads of 40 KB (under max_body) that never end: 400 KB, sent
+    # within the windows herald grants (past them herald would rightly end
+    # the connection with FLOW_CONTROL_ERROR). Past the bound the stream
+    # whose DATA passes it is refused.
     with Herald() as h:
         c = H2Raw(h.port)
         try:
@@ -284,7 +286,7 @@ def test_request_bodies_count_toward_what_a_connection_holds():
                                 end=False)
                 sids.append(sid)
                 for k in range(0, 40000, 10000):
-                    c.send(DATA, 0, sid, b"x" * 10000)
+                    c.send_data(sid, b"x" * 10000)
             c.wait(lambda: sum(1 for s in sids if c.resets.get(s) == REFUSED_STREAM) >= 4, timeout=10,
                    what="the uploads past the bound refused")
             assert c.goaway is None, c.goaway
