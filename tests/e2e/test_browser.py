@@ -212,25 +212,27 @@ test_restart_behind_caddy.timeout = 50
 
 def test_retry_is_the_browser_delay():
     # Streams end after ~2 s (checked every 250 ms); the browser waits the
-    # retry: of 1.5 s from the error to the next open.
-    args = ["--retry-ms", "1500", "--rotate-after", "2s", "--heartbeat-interval", "250ms"]
+    # retry: of 4.5 s from the error to the next open. Chromium's own delay
+    # is 3 s, so a gap of at least 4.4 s shows the field was obeyed; a busy
+    # machine only makes gaps longer, so no tight upper bound is asserted.
+    args = ["--retry-ms", "4500", "--rotate-after", "2s", "--heartbeat-interval", "250ms"]
     with Herald(args=args) as h, Page("stream.mjs", page=h.url + "/api/health", streams={"s": STREAM}) as p:
         p.ready()
         first = publish(h.port, data="one")
-        st = p.do(until="esState().s.opens.length >= 3", ms=20000)["s"]
+        st = p.do(until="esState().s.opens.length >= 3", ms=40000, timeout=60)["s"]
         second = publish(h.port, data="two")
-        st = p.do(until="esCount('s') >= 2")["s"]
+        st = p.do(until="esCount('s') >= 2", ms=30000, timeout=40)["s"]
     gaps = []
     for err in st["errors"]:
         later = [o for o in st["opens"] if o > err]
         if later:
             gaps.append((later[0] - err) / 1000)
     assert len(gaps) >= 2, st
-    assert all(1.4 <= g < 4.0 for g in gaps), f"error-to-open delays {gaps} s, retry: was 1.5 s"
+    assert all(4.4 <= g < 30 for g in gaps), f"error-to-open delays {gaps} s, retry: was 4.5 s"
     assert ids(st) == [first, second], st
 
 
-test_retry_is_the_browser_delay.timeout = 40
+test_retry_is_the_browser_delay.timeout = 120
 
 
 def test_topic_filter():
@@ -369,7 +371,9 @@ def test_console_page_shows_a_published_event():
         row = sqlite(h.db, f"SELECT id FROM events WHERE data = '{marker}'")
     assert r["id"] == row, (r, row)
     assert r["publishAnswer"].startswith("201") and row in r["publishAnswer"], r
-    assert r["ms"] <= 1000, f"the event showed after {r['ms']} ms"
+    # Pushed, not found by a poll or a reconnect (each seconds away); the
+    # bound leaves a busy machine room.
+    assert r["ms"] <= 5000, f"the event showed after {r['ms']} ms"
 
 
 test_console_page_shows_a_published_event.timeout = 40
