@@ -259,11 +259,14 @@ static void msub_count(struct msub *m, struct presence *p)
 static bool msub_accepts(void *arg, const struct store_event *ev)
 {
 	const struct msub *m = arg;
-	/* An event of a namespace with mercure = off is not the hub's. */
-	if (m->cfg->namespaces.n && !config_rules(m->cfg, ev->topic, ev->topic_len)->mercure)
+	/* The sets' verdicts are shared by their subscribers (one judgement an
+	 * event a set), so they go first: the namespace's rule below is then
+	 * looked up only for an update this subscriber is about to be sent. */
+	if (!mercure_set_wants(m->want_set, ev) ||
+	    !(ev->public || (m->grant_set && mercure_set_wants(m->grant_set, ev))))
 		return false;
-	return mercure_set_wants(m->want_set, ev) &&
-	       (ev->public || (m->grant_set && mercure_set_wants(m->grant_set, ev)));
+	/* An event of a namespace with mercure = off is not the hub's. */
+	return !m->cfg->namespaces.n || config_rules(m->cfg, ev->topic, ev->topic_len)->mercure;
 }
 
 /* Whether s[0..n) is a decimal id herald can hold. */
