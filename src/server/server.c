@@ -182,7 +182,7 @@ static void drain_tick(void *arg)
 	struct server *srv = arg;
 	/* An HTTP/2 session goes once its GOAWAY and its streams' ends are
 	 * out. */
-	if ((conn_pool_count(srv->pool) == 0 && h2_server_sessions(srv->h2) == 0) ||
+	if ((conn_pool_count(srv->pool) == 0 && h2_server_sessions(srv->h2) == 0 && webhook_settled(srv->webhook)) ||
 	    loop_now(srv->lp) >= srv->drain_deadline) {
 		loop_stop(srv->lp);
 		return;
@@ -204,6 +204,7 @@ static void begin_drain(struct server *srv, const char *signame)
 	h2_server_drain(srv->h2);
 	listeners_close(&srv->listeners);
 	hub_end_all(srv->hub);
+	webhook_stop(srv->webhook); /* the lease released while the loop still runs */
 	srv->drain_deadline = loop_now(srv->lp) + DRAIN_MS;
 	loop_timer_start(srv->lp, &srv->drain_timer, 0, drain_tick, srv);
 }

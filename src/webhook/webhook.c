@@ -46,6 +46,7 @@ struct webhook {
 	uint64_t held_until; /* loop time the lease may have run out by */
 	bool lease_out;      /* a store_lease call not answered yet */
 	bool save_wanted;    /* the cursor moved while one was out */
+	bool release_wanted; /* let go while one was out: release once it is answered */
 	bool stopped;
 	bool on;                /* webhook_url was set at the last (re)configuration */
 	int64_t lost_said;      /* a namespace's loss logged up to this id */
@@ -127,6 +128,7 @@ static bool same_target(const struct webhook_target *a, const struct webhook_tar
 
 static void pump(struct webhook *w);
 static void lease_call(struct webhook *w);
+static void on_lease(void *arg, int rc, bool held, int64_t stored);
 
 static void pump_cb(void *arg)
 {
@@ -161,11 +163,30 @@ static void let_go(struct webhook *w, const char *why)
 	set_lag(w);
 }
 
+/* Release the lease with the cursor stored, now or, when a call is out
+ * (whose answer may say it is held again), once that call is answered. */
+static void release(struct webhook *w)
+{
+	if (w->lease_out) {
+		w->release_wanted = true;
+		return;
+	}
+	w->release_wanted = false;
+	w->lease_out = true;
+	store_lease(w->st, LEASE_NAME, w->owner, 0, w->cursor, on_lease, w);
+}
+
 static void on_lease(void *arg, int rc, bool held, int64_t stored)
 {
 	struct webhook *w = arg;
 	w->lease_out = false;
-	if (w->stopped)
+	if (w->release_wanted) {
+		if (rc == 0 && held)
+			release(w);
+		w->release_wanted = false;
+		return;
+	}
+	if (w->stopped || !w->on)
 		return;
 	if (rc < 0) {
 		/* Kept until it may have run out (pump checks). */
@@ -449,10 +470,9 @@ void webhook_reconfigure(struct webhook *w)
 	}
 	w->on = false;
 	loop_timer_stop(w->lp, &w->lease_timer);
-	if (w->holding) {
+	if (w->holding || w->lease_out) {
 		let_go(w, "webhook_url is off");
-		w->lease_out = true;
-		store_lease(w->st, LEASE_NAME, w->owner, 0, w->cursor, on_lease, w);
+		release(w);
 	}
 }
 
@@ -467,11 +487,15 @@ void webhook_stop(struct webhook *w)
 	loop_timer_stop(w->lp, &w->lease_timer);
 	loop_timer_stop(w->lp, &w->pump_timer);
 	loop_timer_stop(w->lp, &w->retry_timer);
-	/* Released, so that another process takes over at once. */
-	if (held && !w->lease_out) {
-		w->lease_out = true;
-		store_lease(w->st, LEASE_NAME, w->owner, 0, w->cursor, on_lease, w);
-	}
+	/* Released, so that another process takes over at once (a call out
+	 * may be a renewal, or the first take: released after its answer). */
+	if (held || w->lease_out)
+		release(w);
+}
+
+bool webhook_settled(const struct webhook *w)
+{
+	return !w || !w->lease_out;
 }
 
 void webhook_free(struct webhook *w)

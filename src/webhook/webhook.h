@@ -25,6 +25,8 @@
 #ifndef HERALD_WEBHOOK_H
 #define HERALD_WEBHOOK_H
 
+#include <stdbool.h>
+
 struct config;
 struct hub;
 struct http_client;
@@ -47,6 +49,11 @@ void webhook_reconfigure(struct webhook *w);
  * next holder), the lease released with the cursor stored. Before the hub
  * and store go (NULL: nothing). */
 void webhook_stop(struct webhook *w);
+
+/* Whether no lease call of w is out (NULL: true): after webhook_stop, the
+ * server's drain runs the loop until the release has been answered, so
+ * it reaches a Redis that a closing connection would not flush to. */
+bool webhook_settled(const struct webhook *w);
 
 /* Free w (NULL: nothing), after webhook_stop and store_close. */
 void webhook_free(struct webhook *w);

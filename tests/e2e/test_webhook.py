@@ -12,7 +12,8 @@ restarted resumes from the stored cursor (nothing acknowledged is sent
 again); webhook_url without webhook_secret is refused
 at start-up and on SIGHUP, naming the key; and on the Redis log two nodes
 share one lease, as do the workers of a group: one delivers, and on Redis
-the other node takes over when the holder is killed."""
+the other node takes over when the holder is killed, and at once when it
+stops cleanly (the lease released before it exits)."""
 import hashlib
 import hmac
 import http.server
@@ -286,6 +287,42 @@ def test_webhook_two_nodes_on_redis_one_lease_and_a_takeover():
             assert got == sorted(got) and set(got) == set(ids + more), got
             assert "this process delivers to" in other.log()
             other.stop()
+        finally:
+            for n in (a, b):
+                if n.proc.poll() is None:
+                    n.kill()
+    app.stop()
+
+
+def test_webhook_clean_stop_on_redis_releases_the_lease():
+    """A holder stopped by SIGTERM lets the lease go before it exits (with
+    its cursor stored), so another node takes over at its next try rather
+    than after the lease runs out; then the other node, stopped, does the
+    same."""
+    app = App()
+    with RedisServer() as r:
+        c = conf(app, "webhook_publishes = on\n")
+        a = Herald(config=c, redis=r, redis_stream="wh-stop")
+        b = Herald(config=c, redis=r, redis_stream="wh-stop")
+        lease = "{wh-stop}:webhook:lease"
+        try:
+            first = publish(a.port, data="one")
+            wait_until(lambda: first in app.ids(), timeout=8, what="delivered by one node")
+            holder, other = (a, b) if "this process delivers to" in a.log() else (b, a)
+            code, owner, _ = r.cli("GET", lease)
+            assert code == 0 and owner.strip(), owner
+            holder.stop()
+            # Gone, or already the other node's (it tries each second).
+            code, after, _ = r.cli("GET", lease)
+            assert code == 0 and after.strip() != owner.strip(), f"the lease outlived its holder's clean stop"
+            code, cursor, _ = r.cli("GET", "{wh-stop}:webhook:cursor")
+            assert int(cursor) >= first, (cursor, first)
+            second = publish(other.port, data="two")
+            wait_until(lambda: second in app.ids(), timeout=8, what="delivered by the other node")
+            other.stop()
+            code, after, _ = r.cli("EXISTS", lease)
+            assert after.strip() == "0", after
+            assert app.ids() == [first, second], app.ids()
         finally:
             for n in (a, b):
                 if n.proc.poll() is None:
