@@ -29,7 +29,7 @@ import urllib.parse
 
 from harness import Herald, RedisServer, connect, request, wait_until
 from test_mercure import HUB, SECRET, MStream, access
-from test_workers import _worker_readers
+from test_workers import land_on
 
 SUBS = "/.well-known/mercure/subscriptions"
 SUBS_PATTERN = SUBS + "/:type/:match/:subscriber"
@@ -402,19 +402,12 @@ test_mercure_cluster_subscriptions_turned_on_by_a_reload.timeout = 60
 
 
 def _mopen_on(port, worker, params, headers=None, tries=60):
-    """A Mercure subscription the kernel handed to `worker` (as
-    test_workers._open_on does for streams)."""
-    for _ in range(tries):
-        before = _worker_readers(port)
+    """A Mercure subscription on `worker` (test_workers.land_on)."""
+    def open_one():
         s = MStream(port, params, headers)
         assert s.status == 200, s.status
-        wait_until(lambda: sum(_worker_readers(port).values()) > sum(before.values()), what="the reader counted")
-        after = _worker_readers(port)
-        if [w for w in after if after[w] > before.get(w, 0)] == [worker]:
-            return s
-        s.sock.close()
-        wait_until(lambda: sum(_worker_readers(port).values()) == sum(before.values()), what="a stray one's close")
-    raise AssertionError(f"no subscription landed on worker {worker} in {tries} tries")
+        return s
+    return land_on(port, worker, open_one, lambda s: s.sock.close(), tries)
 
 
 def test_mercure_workers_on_sqlite_one_answer_and_a_killed_worker_closed():

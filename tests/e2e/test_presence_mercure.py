@@ -17,7 +17,7 @@ import urllib.parse
 
 from harness import Herald, RedisServer, Stream, request, wait_until
 from test_mercure import MStream, legacy, mint, start
-from test_workers import _worker_readers
+from test_workers import land_on
 
 READ = "read-token-for-presence-mercure-0123"
 PRESENCE_TOKEN = "presence-token-mercure-0123456789"
@@ -195,17 +195,8 @@ def test_presence_mercure_join_and_leave_events():
 
 
 def _msub_on(port, worker, params, sub):
-    """A Mercure subscriber the kernel handed to worker (as test_workers'
-    _open_on: one that landed elsewhere is closed, its close awaited)."""
-    for _ in range(60):
-        before = _worker_readers(port)
-        s = msub(port, params, sub=sub)
-        after = _worker_readers(port)
-        if [w for w in after if after[w] > before.get(w, 0)] == [worker]:
-            return s
-        s.close()
-        wait_until(lambda: sum(_worker_readers(port).values()) == sum(before.values()), what="a stray close")
-    raise AssertionError(f"no subscriber landed on worker {worker}")
+    """A Mercure subscriber on `worker` (test_workers.land_on)."""
+    return land_on(port, worker, lambda: msub(port, params, sub=sub), lambda s: s.close())
 
 
 def test_presence_mercure_workers_answer_as_one():

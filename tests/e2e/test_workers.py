@@ -50,21 +50,49 @@ def _children(pid):
     return sorted(out)
 
 
-def _open_on(port, worker, tries=60, **kw):
-    """A stream that the kernel handed to `worker` (each new connection has a
-    new source port, so SO_REUSEPORT's hash sends it to either worker):
-    streams that landed elsewhere are closed, and their close awaited."""
+def _steady_readers(port, still=0.6, timeout=20):
+    """The workers' reader counts once they have held for `still` seconds:
+    each worker's count in /metrics is its stamp (every 250 ms), so a close
+    just made may not show yet."""
+    last, since = _worker_readers(port), time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() - since < still:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the workers' reader counts kept changing for {timeout} s: {last}")
+        time.sleep(0.05)
+        now = _worker_readers(port)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+def land_on(port, worker, open_one, close_one, tries=60):
+    """A reader open_one() opened that the kernel handed to `worker` (each
+    new connection has a new source port, so SO_REUSEPORT's hash sends it
+    to either worker); one that landed elsewhere is closed with close_one.
+    Each step waits for the counts to show it (they are stamps): the new
+    reader counted before its worker is read, a stray's close before the
+    next try; against a stale count a stray's close could be waited for
+    forever."""
+    before = _steady_readers(port)
     for _ in range(tries):
-        before = _worker_readers(port)
+        r = open_one()
+        after = wait_until(lambda: (lambda a: a if sum(a.values()) == sum(before.values()) + 1 else None)(
+            _worker_readers(port)), timeout=20, what="the new reader counted")
+        if [w for w in after if after[w] > before.get(w, 0)] == [worker]:
+            return r
+        close_one(r)
+        wait_until(lambda: _worker_readers(port) == before, timeout=20, what="a stray reader's close")
+    raise AssertionError(f"no reader landed on worker {worker} in {tries} tries")
+
+
+def _open_on(port, worker, tries=60, **kw):
+    """A stream on `worker` (land_on)."""
+    def open_one():
         s = Stream(port, **kw)
         assert s.status == 200, s.status
-        after = _worker_readers(port)
-        got = [w for w in after if after[w] > before.get(w, 0)]
-        if got == [worker]:
-            return s
-        s.close()
-        wait_until(lambda: sum(_worker_readers(port).values()) == sum(before.values()), what="a stray stream's close")
-    raise AssertionError(f"no stream landed on worker {worker} in {tries} tries")
+        return s
+    return land_on(port, worker, open_one, lambda s: s.close(), tries)
 
 
 def _spread(port, per_worker, **kw):
