@@ -4,8 +4,11 @@
  * ms: processes sharing the file share the wall clock), and its cursor a
  * third, 'N.cursor' (absent until first stored); one BEGIN IMMEDIATE transaction reads and writes them,
  * so two workers never both hold it. A lock that is not free within
- * busy_timeout_ms is -EBUSY, nothing changed. Called about once a second
- * and once per webhook batch: the statements are prepared per call. */
+ * busy_timeout_ms is -EBUSY, nothing changed. A process that does not
+ * hold the lease while another's is good learns so by reading alone, so
+ * the workers that do not deliver take no write lock each second. Called
+ * about once a second and once per webhook batch: the statements are
+ * prepared per call. */
 #include "store/store_sqlite_private.h"
 
 #include <errno.h>
@@ -63,44 +66,77 @@ static int meta_delete(sqlite3 *db, const char *key)
 	return rc;
 }
 
+/* A lease's three rows: their keys and what they hold. */
+struct lease_rows {
+	char k_owner[META_KEY_MAX], k_until[META_KEY_MAX], k_cursor[META_KEY_MAX];
+	int64_t owner, until, cursor; /* cursor -1 when absent */
+	bool has_owner, has_until;
+};
+
+static int lease_read(sqlite3 *db, const char *name, struct lease_rows *r)
+{
+	bool has_cursor;
+	snprintf(r->k_owner, sizeof(r->k_owner), "%s.owner", name);
+	snprintf(r->k_until, sizeof(r->k_until), "%s.until", name);
+	snprintf(r->k_cursor, sizeof(r->k_cursor), "%s.cursor", name);
+	r->owner = r->until = 0;
+	r->cursor = -1;
+	int rc;
+	if ((rc = meta_get(db, r->k_owner, &r->owner, &r->has_owner)) != SQLITE_OK ||
+	    (rc = meta_get(db, r->k_until, &r->until, &r->has_until)) != SQLITE_OK)
+		return rc;
+	return meta_get(db, r->k_cursor, &r->cursor, &has_cursor);
+}
+
+/* Whether the rows say free (no owner, or its time is up) at now. */
+static bool lease_free(const struct lease_rows *r, int64_t now)
+{
+	return !r->has_owner || !r->has_until || r->until <= now;
+}
+
 /* The transaction's body: SQLITE_OK with *held, *stored and *wrote. */
 static int lease_tx(sqlite3 *db, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor, bool *held,
 		    int64_t *stored, bool *wrote)
 {
-	char k_owner[META_KEY_MAX], k_until[META_KEY_MAX], k_cursor[META_KEY_MAX];
-	snprintf(k_owner, sizeof(k_owner), "%s.owner", name);
-	snprintf(k_until, sizeof(k_until), "%s.until", name);
-	snprintf(k_cursor, sizeof(k_cursor), "%s.cursor", name);
-	int64_t cur_owner = 0, until = 0;
-	bool has_owner, has_until, has_cursor;
-	int rc;
-	*stored = -1;
-	if ((rc = meta_get(db, k_owner, &cur_owner, &has_owner)) != SQLITE_OK ||
-	    (rc = meta_get(db, k_until, &until, &has_until)) != SQLITE_OK ||
-	    (rc = meta_get(db, k_cursor, stored, &has_cursor)) != SQLITE_OK)
+	struct lease_rows r;
+	int rc = lease_read(db, name, &r);
+	if (rc != SQLITE_OK)
 		return rc;
+	*stored = r.cursor;
 	int64_t now = wall_ms();
-	bool own = has_owner && cur_owner == owner;
-	bool free_ = !has_owner || !has_until || until <= now;
-	bool mine = own || (free_ && ttl_ms > 0);
+	bool own = r.has_owner && r.owner == owner;
+	bool mine = own || (lease_free(&r, now) && ttl_ms > 0);
 	*held = mine && ttl_ms > 0;
 	if (mine && cursor >= 0 && cursor > *stored) {
-		if ((rc = meta_put(db, k_cursor, cursor)) != SQLITE_OK)
+		if ((rc = meta_put(db, r.k_cursor, cursor)) != SQLITE_OK)
 			return rc;
 		*stored = cursor;
 		*wrote = true;
 	}
 	if (*held) {
-		if ((!own && (rc = meta_put(db, k_owner, owner)) != SQLITE_OK) ||
-		    (rc = meta_put(db, k_until, now + (int64_t)ttl_ms)) != SQLITE_OK)
+		if ((!own && (rc = meta_put(db, r.k_owner, owner)) != SQLITE_OK) ||
+		    (rc = meta_put(db, r.k_until, now + (int64_t)ttl_ms)) != SQLITE_OK)
 			return rc;
 		*wrote = true;
 	} else if (own) {
-		if ((rc = meta_delete(db, k_owner)) != SQLITE_OK || (rc = meta_delete(db, k_until)) != SQLITE_OK)
+		if ((rc = meta_delete(db, r.k_owner)) != SQLITE_OK || (rc = meta_delete(db, r.k_until)) != SQLITE_OK)
 			return rc;
 		*wrote = true;
 	}
 	return SQLITE_OK;
+}
+
+/* Whether another owner's lease is good now, read without the write lock
+ * (WAL: a read waits for no writer): *stored its cursor. A take that would
+ * fail anyway then answers without queueing behind publishers for the
+ * lock; any change is decided by the transaction, which reads again. */
+static bool held_by_another(sqlite3 *db, const char *name, int64_t owner, int64_t *stored)
+{
+	struct lease_rows r;
+	if (lease_read(db, name, &r) != SQLITE_OK || lease_free(&r, wall_ms()) || r.owner == owner)
+		return false;
+	*stored = r.cursor;
+	return true;
 }
 
 int store_sqlite_lease(struct store_sqlite *st, const char *name, int64_t owner, uint64_t ttl_ms, int64_t cursor,
@@ -111,6 +147,9 @@ int store_sqlite_lease(struct store_sqlite *st, const char *name, int64_t owner,
 	*stored = -1;
 	if (strlen(name) > META_KEY_MAX - 8)
 		return -EINVAL;
+	if (ttl_ms > 0 && held_by_another(st->db, name, owner, stored))
+		return 0;
+	*stored = -1;
 	int rc = store_sqlite_step_done(st->begin);
 	if (rc != SQLITE_OK)
 		return store_sqlite_fail_rc(st, "lease (begin)", rc);

@@ -1270,6 +1270,21 @@ static void test_lease(void)
 	CHECK_EQ_INT(store_sqlite_lease(b, "other", 22, 60000, 3, &held, &stored), 0);
 	CHECK(held);
 	CHECK_EQ_INT(stored, 3);
+	/* While another writer holds the file's write lock, a process that
+	 * does not hold the lease learns so by reading (each worker asks each
+	 * second: none of them queues for the lock); the holder's renewal
+	 * writes, so it waits and is -EBUSY past the busy timeout. */
+	sqlite3 *w = ext_open(db_path("lease.db"));
+	ext_exec(w, "BEGIN IMMEDIATE");
+	held = true;
+	CHECK_EQ_INT(store_sqlite_lease(b, "webhook", 22, 60000, -1, &held, &stored), 0);
+	CHECK(!held);
+	CHECK_EQ_INT(stored, 9);
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 0, &held, &stored), -EBUSY);
+	ext_exec(w, "COMMIT");
+	sqlite3_close(w);
+	CHECK_EQ_INT(store_sqlite_lease(a, "webhook", 11, 60000, 0, &held, &stored), 0);
+	CHECK(held);
 	store_sqlite_close(a);
 	store_sqlite_close(b);
 }
