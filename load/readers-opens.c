@@ -36,8 +36,7 @@ struct round {
 	long long ovf;
 };
 
-/* CPU time of a one-thread process in seconds, from /proc/PID/schedstat's
- * first field (ns on CPU); NAN when unreadable. */
+/* This process's CPU time in seconds (the client's own cost). */
 static double self_cpu_s(void)
 {
 	struct timespec ts;

@@ -181,9 +181,9 @@ static void on_lease(void *arg, int rc, bool held, int64_t stored)
 	struct webhook *w = arg;
 	w->lease_out = false;
 	if (w->release_wanted) {
+		w->release_wanted = false;
 		if (rc == 0 && held)
 			release(w);
-		w->release_wanted = false;
 		return;
 	}
 	if (w->stopped || !w->on)
